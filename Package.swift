@@ -1,0 +1,137 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "ScreenTimeServer",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "screentimectl", targets: ["screentimectl"]),
+        .library(name: "RPCCore", targets: ["RPCCore"]),
+        .library(name: "RPCServer", targets: ["RPCServer"]),
+        .library(name: "RPCClient", targets: ["RPCClient"]),
+        .library(name: "ServiceKit", targets: ["ServiceKit"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+    ],
+    targets: [
+        // libsystemd, found through pkg-config (Debian: libsystemd-dev).
+        .systemLibrary(
+            name: "CSystemd",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]
+        ),
+        // A small Swift API over libsystemd: listen fds, sd_notify, the journal.
+        .target(
+            name: "SystemdKit",
+            dependencies: [
+                "CSystemd",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // The wire: frames, envelopes, error codes, method declarations, schemas.
+        .target(
+            name: "RPCCore",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
+            ],
+            swiftSettings: strict
+        ),
+        // The server runtime: listeners, connections, dispatch, limits, shutdown.
+        .target(
+            name: "RPCServer",
+            dependencies: [
+                "RPCCore",
+                "CSystemd",
+                "SystemdKit",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
+        // The async client used by services and by screentimectl.
+        .target(
+            name: "RPCClient",
+            dependencies: [
+                "RPCCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // What every service executable shares: options, paths, logging, main.
+        .target(
+            name: "ServiceKit",
+            dependencies: [
+                "RPCCore",
+                "RPCServer",
+                "SystemdKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "screentimectl",
+            dependencies: [
+                "RPCCore",
+                "RPCClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        // A small service used only by the integration tests.
+        .executableTarget(
+            name: "screentime-testd",
+            dependencies: [
+                "ServiceKit",
+                "RPCCore",
+                "RPCServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/Fixtures/TestService",
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "RPCCoreTests",
+            dependencies: [
+                "RPCCore",
+                "SystemdKit",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "RPCIntegrationTests",
+            dependencies: [
+                "RPCCore",
+                "RPCClient",
+                "screentime-testd",
+                "screentimectl",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,138 @@
+import Foundation
+import NIOCore
+import RPCCore
+import Synchronization
+
+/// What a reply is delivered to.
+enum Waiter: Sendable {
+    /// A unary call: the whole reply frame, once.
+    case unary(CheckedContinuation<Data, any Error>)
+    /// A stream: every reply frame; return false when the stream is over.
+    case stream(@Sendable (Result<(payload: Data, head: ReplyHead), RPCError>) -> Void)
+}
+
+/// One connection to a service: writes requests, routes replies to their waiters by id.
+final class ClientConnection: Sendable {
+    let channel: any Channel
+    private let state = Mutex(Routing())
+
+    private struct Routing {
+        var nextID: Int64 = 1
+        var waiters: [RequestID: Waiter] = [:]
+        var closedWith: RPCError?
+    }
+
+    init(channel: any Channel) {
+        self.channel = channel
+    }
+
+    var isUsable: Bool { self.channel.isActive && self.state.withLock { $0.closedWith == nil } }
+
+    func makeID() -> RequestID {
+        self.state.withLock { routing in
+            defer { routing.nextID += 1 }
+            return .int(routing.nextID)
+        }
+    }
+
+    /// Registers a waiter; fails at once if the connection has already closed.
+    func register(_ id: RequestID, _ waiter: Waiter) throws(RPCError) {
+        let closed: RPCError? = self.state.withLock { routing in
+            if let error = routing.closedWith { return error }
+            routing.waiters[id] = waiter
+            return nil
+        }
+        if let closed { throw closed }
+    }
+
+    func send(_ payload: Data) async throws(RPCError) {
+        do {
+            try await self.channel.writeAndFlush(ByteBuffer(bytes: payload)).get()
+        } catch {
+            throw RPCError(.unavailable, "could not send the request: \(error)")
+        }
+    }
+
+    /// Removes a waiter and fails it (timeout, caller cancelled).
+    func fail(_ id: RequestID, with error: RPCError) {
+        guard let waiter = self.state.withLock({ $0.waiters.removeValue(forKey: id) }) else { return }
+        Self.fail(waiter, error)
+    }
+
+    func forget(_ id: RequestID) {
+        _ = self.state.withLock { $0.waiters.removeValue(forKey: id) }
+    }
+
+    /// Routes one reply frame.
+    func deliver(_ payload: Data) {
+        guard let head = try? ReplyHead.parse(payload) else {
+            self.failAll(RPCError(.invalidJSON, "the service sent a reply that is not valid JSON"))
+            return
+        }
+        guard let id = head.id else {
+            // A reply to no request: the service refused the connection or a frame.
+            self.failAll(head.error ?? RPCError(.internal, "the service sent a reply without an id"))
+            return
+        }
+        let waiter: Waiter? = self.state.withLock { routing in
+            switch routing.waiters[id] {
+            case .stream where head.continues == true: return routing.waiters[id]
+            default: return routing.waiters.removeValue(forKey: id)
+            }
+        }
+        switch waiter {
+        case .unary(let continuation):
+            if let error = head.error { continuation.resume(throwing: error) } else { continuation.resume(returning: payload) }
+        case .stream(let deliver):
+            if let error = head.error { deliver(.failure(error)) } else { deliver(.success((payload, head))) }
+        case nil:
+            break  // a reply to a call that timed out or was cancelled
+        }
+    }
+
+    /// The connection is gone: every waiter gets `error`.
+    func failAll(_ error: RPCError) {
+        let waiters = self.state.withLock { routing in
+            if routing.closedWith == nil { routing.closedWith = error }
+            defer { routing.waiters = [:] }
+            return Array(routing.waiters.values)
+        }
+        for waiter in waiters { Self.fail(waiter, error) }
+    }
+
+    private static func fail(_ waiter: Waiter, _ error: RPCError) {
+        switch waiter {
+        case .unary(let continuation): continuation.resume(throwing: error)
+        case .stream(let deliver): deliver(.failure(error))
+        }
+    }
+}
+
+/// Hands every reply frame to the connection, and tells it when the socket closes.
+final class ReplyRouter: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+    let connection: ClientConnection
+
+    init(connection: ClientConnection) { self.connection = connection }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = Self.unwrapInboundIn(data)
+        self.connection.deliver(Data(frame.readableBytesView))
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.connection.failAll(RPCError(.unavailable, "the connection to the service closed"))
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        let reason: RPCError
+        if let tooLarge = error as? FrameTooLargeError {
+            reason = RPCError(.frameTooLarge, "the service sent a reply of \(tooLarge.declaredLength) bytes, over this client's limit of \(tooLarge.maximumFrameSize)")
+        } else {
+            reason = RPCError(.unavailable, "the connection to the service failed: \(error)")
+        }
+        self.connection.failAll(reason)
+        context.close(promise: nil)
+    }
+}

@@ -1,0 +1,266 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import RPCCore
+import Synchronization
+
+/// How a client connects and how long it waits.
+public struct ClientConfiguration: Sendable {
+    /// The service's socket, e.g. `/run/screentime/store.sock`.
+    public var socketPath: String
+    /// Default deadline of one call (streams have none).
+    public var callTimeout: Duration
+    /// How long to keep retrying to connect (with backoff) before giving up with `unavailable`.
+    public var connectTimeout: Duration
+    /// The largest reply accepted.
+    public var maximumFrameSize: Int
+    /// Device credentials sent with every request.
+    public var auth: Auth?
+
+    public init(
+        socketPath: String,
+        callTimeout: Duration = .seconds(30),
+        connectTimeout: Duration = .seconds(2),
+        maximumFrameSize: Int = 16 << 20,
+        auth: Auth? = nil
+    ) {
+        self.socketPath = socketPath
+        self.callTimeout = callTimeout
+        self.connectTimeout = connectTimeout
+        self.maximumFrameSize = maximumFrameSize
+        self.auth = auth
+    }
+}
+
+/// One event of a stream: an item (`"continues": true`) or the final result.
+public enum StreamEvent<Item: Sendable, End: Sendable>: Sendable {
+    case item(Item)
+    case end(End)
+}
+
+/// An async client of one service. Safe to share: calls from many tasks are pipelined on
+/// one connection and matched by id. A lost connection is re-established (with backoff) by
+/// the next call. Every failure is an ``RPCError``: the service's own code and message, or
+/// `unavailable` / `timeout` from the client side.
+public final class RPCClient: Sendable {
+    public let configuration: ClientConfiguration
+    private let group: any EventLoopGroup
+    private let link = Mutex<Link>(.idle)
+
+    private enum Link {
+        case idle
+        case connecting(Task<ClientConnection, any Error>)
+        case connected(ClientConnection)
+    }
+
+    public init(configuration: ClientConfiguration, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+        self.configuration = configuration
+        self.group = eventLoopGroup
+    }
+
+    public convenience init(socketPath: String) {
+        self.init(configuration: ClientConfiguration(socketPath: socketPath))
+    }
+
+    // MARK: Calls
+
+    /// Calls a unary method with typed parameters and result.
+    public func call<P, R>(_ spec: MethodSpec<P, R>, _ params: P, timeout: Duration? = nil) async throws(RPCError) -> R {
+        let payload = try await self.roundTrip(spec.name, params, timeout: timeout)
+        do {
+            return try ResultDecoding.decode(R.self, from: payload)
+        } catch {
+            throw RPCError(.invalidJSON, "the reply of \(spec.name) does not have the declared result type: \(error)")
+        }
+    }
+
+    /// Calls any method with JSON parameters; returns the JSON `result`.
+    public func call(_ method: String, params: JSONValue = [:], timeout: Duration? = nil) async throws(RPCError) -> JSONValue {
+        let payload = try await self.roundTrip(method, params, timeout: timeout)
+        do {
+            return try ResultDecoding.decode(JSONValue.self, from: payload)
+        } catch {
+            throw RPCError(.invalidJSON, "the reply of \(method) has no result: \(error)")
+        }
+    }
+
+    /// Sends a one-way request (no `id`): the service runs it and sends no reply.
+    public func notify(_ method: String, params: JSONValue = [:]) async throws(RPCError) {
+        let connection = try await self.connection()
+        let payload = try Self.encodeRequest(id: nil, method: method, params: params, auth: self.configuration.auth)
+        try await connection.send(payload)
+    }
+
+    /// Calls a streaming method with typed items and end result.
+    public func stream<P, I, E>(_ spec: StreamSpec<P, I, E>, _ params: P) -> AsyncThrowingStream<StreamEvent<I, E>, any Error> {
+        self.openStream(spec.name, params, item: I.self, end: E.self)
+    }
+
+    /// Calls any streaming method with JSON parameters.
+    public func stream(_ method: String, params: JSONValue = [:]) -> AsyncThrowingStream<StreamEvent<JSONValue, JSONValue>, any Error> {
+        self.openStream(method, params, item: JSONValue.self, end: JSONValue.self)
+    }
+
+    /// Closes the connection; calls in flight fail with `unavailable`.
+    public func close() async {
+        let current: ClientConnection? = self.link.withLock { link in
+            defer { link = .idle }
+            if case .connected(let connection) = link { return connection }
+            return nil
+        }
+        try? await current?.channel.close()
+    }
+
+    // MARK: Internals
+
+    private func roundTrip<P: Encodable & Sendable>(_ method: String, _ params: P, timeout: Duration?) async throws(RPCError) -> Data {
+        let connection = try await self.connection()
+        let id = connection.makeID()
+        let payload = try Self.encodeRequest(id: id, method: method, params: params, auth: self.configuration.auth)
+        let deadline = timeout ?? self.configuration.callTimeout
+        let timer = Task {
+            try await Task.sleep(for: deadline)
+            connection.fail(id, with: RPCError(.timeout, "\(method) did not answer within \(deadline)"))
+        }
+        defer { timer.cancel() }
+        do {
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { continuation in
+                    do {
+                        try connection.register(id, .unary(continuation))
+                    } catch {
+                        continuation.resume(throwing: error)
+                        return
+                    }
+                    Task { [connection] in
+                        do throws(RPCError) { try await connection.send(payload) } catch { connection.fail(id, with: error) }
+                    }
+                }
+            } onCancel: {
+                connection.fail(id, with: RPCError(.cancelled, "the call was cancelled"))
+            }
+        } catch let error as RPCError {
+            throw error
+        } catch {
+            throw RPCError(.internal, "\(error)")
+        }
+    }
+
+    private func openStream<P: Encodable & Sendable, I: Decodable & Sendable, E: Decodable & Sendable>(
+        _ method: String, _ params: P, item: I.Type, end: E.Type
+    ) -> AsyncThrowingStream<StreamEvent<I, E>, any Error> {
+        let (events, continuation) = AsyncThrowingStream<StreamEvent<I, E>, any Error>.makeStream()
+        let opened = Task {
+            do throws(RPCError) {
+                let connection = try await self.connection()
+                let id = connection.makeID()
+                let payload = try Self.encodeRequest(id: id, method: method, params: params, auth: self.configuration.auth)
+                try connection.register(id, .stream { reply in
+                    switch reply {
+                    case .failure(let error):
+                        continuation.finish(throwing: error)
+                    case .success(let (payload, head)):
+                        do {
+                            if head.continues == true {
+                                continuation.yield(.item(try ResultDecoding.decode(I.self, from: payload)))
+                            } else {
+                                continuation.yield(.end(try ResultDecoding.decode(E.self, from: payload)))
+                                continuation.finish()
+                            }
+                        } catch {
+                            continuation.finish(throwing: RPCError(.invalidJSON, "a reply of \(method) does not have the declared type: \(error)"))
+                        }
+                    }
+                })
+                continuation.onTermination = { termination in
+                    guard case .cancelled = termination else { return }
+                    // The consumer stopped listening: tell the service to stop the stream.
+                    connection.forget(id)
+                    Task {
+                        let cancel = try? Self.encodeRequest(id: nil, method: Builtin.cancel.name, params: CancelParams(id: id), auth: nil)
+                        if let cancel { try? await connection.send(cancel) }
+                    }
+                }
+                try await connection.send(payload)
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        _ = opened
+        return events
+    }
+
+    private static func encodeRequest<P: Encodable>(id: RequestID?, method: String, params: P, auth: Auth?) throws(RPCError) -> Data {
+        do {
+            return try ReplyEncoding.request(id: id, method: method, params: params, auth: auth)
+        } catch {
+            throw RPCError(.invalidParams, "the parameters of \(method) could not be encoded: \(error)")
+        }
+    }
+
+    /// The current connection, or a new one.
+    private func connection() async throws(RPCError) -> ClientConnection {
+        let task: Task<ClientConnection, any Error> = self.link.withLock { link in
+            switch link {
+            case .connected(let connection) where connection.isUsable:
+                return Task { connection }
+            case .connecting(let task):
+                return task
+            default:
+                let task = Task { try await self.connectWithBackoff() }
+                link = .connecting(task)
+                return task
+            }
+        }
+        do {
+            let connection = try await task.value
+            self.link.withLock { link in
+                if case .connecting = link { link = .connected(connection) }
+            }
+            return connection
+        } catch {
+            self.link.withLock { link in
+                if case .connecting = link { link = .idle }
+            }
+            throw error as? RPCError ?? RPCError(.unavailable, "\(error)")
+        }
+    }
+
+    private func connectWithBackoff() async throws -> ClientConnection {
+        let path = self.configuration.socketPath
+        let giveUp = ContinuousClock.now + self.configuration.connectTimeout
+        var delay = Duration.milliseconds(20)
+        while true {
+            do {
+                return try await self.connectOnce()
+            } catch {
+                if ContinuousClock.now + delay > giveUp {
+                    throw RPCError(.unavailable, "cannot connect to \(path): \(Self.describe(error))", data: ["socket": .string(path)])
+                }
+                try await Task.sleep(for: delay)
+                delay = min(delay * 2, .milliseconds(500))
+            }
+        }
+    }
+
+    private func connectOnce() async throws -> ClientConnection {
+        let maximumFrameSize = self.configuration.maximumFrameSize
+        let channel = try await ClientBootstrap(group: self.group)
+            .connect(unixDomainSocketPath: self.configuration.socketPath)
+            .get()
+        let connection = ClientConnection(channel: channel)
+        try await channel.eventLoop.submit {
+            try channel.pipeline.syncOperations.addFrameCodec(maximumFrameSize: maximumFrameSize)
+            try channel.pipeline.syncOperations.addHandler(ReplyRouter(connection: connection))
+        }.get()
+        return connection
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        if let io = error as? IOError {
+            return String(cString: strerror(io.errnoCode))
+        }
+        return "\(error)"
+    }
+}

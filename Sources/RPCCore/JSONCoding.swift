@@ -1,0 +1,36 @@
+import Foundation
+
+/// The JSON coders every service and client use, so dates and keys look the same everywhere.
+///
+/// Dates are RFC 3339 strings in UTC with milliseconds (`2026-11-22T08:30:00.000Z`);
+/// decoding also accepts them without fractional seconds.
+public enum RPCJSON {
+    public static func makeEncoder(pretty: Bool = false) -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = pretty ? [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes] : [.withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(date.formatted(withFractions))
+        }
+        return encoder
+    }
+
+    public static func makeDecoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            if let date = (try? withFractions.parse(text)) ?? (try? withoutFractions.parse(text)) {
+                return date
+            }
+            throw DecodingError.dataCorruptedError(
+                in: container,
+                debugDescription: "must be an RFC 3339 date such as 2026-11-22T08:30:00Z"
+            )
+        }
+        return decoder
+    }
+
+    private static let withFractions = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+    private static let withoutFractions = Date.ISO8601FormatStyle()
+}

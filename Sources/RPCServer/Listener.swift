@@ -1,0 +1,125 @@
+import Glibc
+import NIOCore
+import NIOPosix
+import RPCCore
+import SystemdKit
+
+/// Why a service could not start listening; the message says what to do.
+public struct ListenError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+}
+
+/// Preparing a socket path for `bind` when the service is started by hand.
+enum SocketPath {
+    /// Removes a stale socket left by a process that died; refuses to touch a live one or
+    /// anything that is not a socket.
+    static func clear(_ path: String) throws(ListenError) {
+        var info = stat()
+        if lstat(path, &info) != 0 {
+            if errno == ENOENT { return }
+            throw ListenError(description: "cannot inspect \(path): \(String(cString: strerror(errno)))")
+        }
+        guard (info.st_mode & S_IFMT) == S_IFSOCK else {
+            throw ListenError(description: "\(path) exists and is not a socket; remove it or choose another --socket path")
+        }
+        if self.isLive(path) {
+            throw ListenError(description: "another process is listening on \(path); stop it first (or use another --runtime-dir)")
+        }
+        guard unlink(path) == 0 || errno == ENOENT else {
+            throw ListenError(description: "cannot remove the stale socket \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Whether a process accepts connections on `path` (a connect succeeds).
+    static func isLive(_ path: String) -> Bool {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        return result == 0
+    }
+}
+
+/// Counts connections as the kernel hands them over, before they reach the async
+/// sequence, so idle exit can tell whether one is still on its way.
+final class AcceptCounter: ChannelInboundHandler, Sendable {
+    typealias InboundIn = any Channel
+    let state: ServerState
+
+    init(state: ServerState) { self.state = state }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        self.state.noteAccepted()
+        context.fireChannelRead(data)
+    }
+}
+
+typealias ConnectionChannel = NIOAsyncChannel<ByteBuffer, ByteBuffer>
+typealias ListenerChannel = NIOAsyncChannel<ConnectionChannel, Never>
+
+/// One bound or inherited listening socket.
+struct Listener: Sendable {
+    var channel: ListenerChannel
+    /// Shown in logs and `STATUS=`: the path, or `fd 3 (store)`.
+    var label: String
+    /// The path to unlink at exit when this process bound it itself.
+    var ownedPath: String?
+
+    static func open(
+        _ endpoint: Endpoint,
+        group: any EventLoopGroup,
+        state: ServerState,
+        maximumFrameSize: Int
+    ) async throws -> [Listener] {
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(AcceptCounter(state: state))
+                }
+            }
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+        let initializer: @Sendable (any Channel) -> EventLoopFuture<ConnectionChannel> = { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addFrameCodec(maximumFrameSize: maximumFrameSize)
+                return try ConnectionChannel(wrappingChannelSynchronously: channel)
+            }
+        }
+        switch endpoint {
+        case .inherited(let fds):
+            guard !fds.isEmpty else { throw ListenError(description: "socket activation passed no sockets") }
+            var listeners: [Listener] = []
+            for fd in fds {
+                guard SocketActivation.isListeningUnixStream(fd.fd) else {
+                    throw ListenError(description: "fd \(fd.fd) (\(fd.name)) is not a listening AF_UNIX stream socket; check the .socket unit's ListenStream=")
+                }
+                let channel = try await bootstrap.bind(fd.fd, childChannelInitializer: initializer)
+                listeners.append(Listener(channel: channel, label: "fd \(fd.fd) (\(fd.name))", ownedPath: nil))
+            }
+            return listeners
+        case .path(let path, let mode):
+            try SocketPath.clear(path)
+            let channel = try await bootstrap.bind(unixDomainSocketPath: path, childChannelInitializer: initializer)
+            // The mode decides who may connect (the screentime group); set it explicitly
+            // rather than trusting the umask.
+            guard chmod(path, mode_t(mode)) == 0 else {
+                let reason = String(cString: strerror(errno))
+                try? await channel.channel.close()
+                throw ListenError(description: "cannot set mode \(String(mode, radix: 8)) on \(path): \(reason)")
+            }
+            return [Listener(channel: channel, label: path, ownedPath: path)]
+        }
+    }
+}

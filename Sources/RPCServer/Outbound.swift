@@ -1,0 +1,18 @@
+import Foundation
+import NIOCore
+import RPCCore
+
+/// The write side of one connection. Replies of many requests are written concurrently;
+/// NIO's async writer serialises them and applies back-pressure.
+struct Outbound: Sendable {
+    let writer: NIOAsyncChannelOutboundWriter<ByteBuffer>
+
+    func send(_ payload: Data) async throws {
+        try await self.writer.write(ByteBuffer(bytes: payload))
+    }
+
+    /// Sends, ignoring a peer that has gone: there is nobody left to tell.
+    func sendOrDrop(_ payload: Data) async {
+        try? await self.send(payload)
+    }
+}

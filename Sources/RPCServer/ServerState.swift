@@ -1,0 +1,169 @@
+import RPCCore
+import Synchronization
+
+/// Why a request was cancelled, which decides its final reply.
+enum CancelReason: Sendable {
+    /// `rpc.cancel` from the client: reply `cancelled`.
+    case requested
+    /// The service is stopping: reply `unavailable`, so the client reconnects and retries.
+    case shutdown
+    /// The peer closed its side: nobody to reply to.
+    case peerGone
+}
+
+/// The requests in flight on one connection.
+final class ConnectionState: Sendable {
+    let id: UInt64
+    private let limit: Int
+    private let state = Mutex(Requests())
+
+    private struct Requests {
+        var nextToken: UInt64 = 0
+        var tasks: [UInt64: Running] = [:]
+        var tokensByID: [RequestID: UInt64] = [:]
+    }
+
+    private struct Running {
+        var task: Task<Void, Never>
+        var id: RequestID?
+        var isStream: Bool
+        var reason: CancelReason?
+    }
+
+    enum StartOutcome {
+        case started
+        case tooMany
+        case duplicateID
+    }
+
+    init(id: UInt64, limit: Int) {
+        self.id = id
+        self.limit = limit
+    }
+
+    /// Starts `body` as the request `id`, unless the connection is at its limit or that id
+    /// is still in flight. `body` gets the token to pass to ``finish(_:)``.
+    func start(id: RequestID?, isStream: Bool, _ body: @escaping @Sendable (UInt64) async -> Void) -> StartOutcome {
+        self.state.withLock { requests in
+            guard requests.tasks.count < self.limit else { return .tooMany }
+            if let id, requests.tokensByID[id] != nil { return .duplicateID }
+            let token = requests.nextToken
+            requests.nextToken += 1
+            let task = Task { await body(token) }
+            requests.tasks[token] = Running(task: task, id: id, isStream: isStream)
+            if let id { requests.tokensByID[id] = token }
+            return .started
+        }
+    }
+
+    /// Forgets a finished request; returns why it was cancelled, if it was.
+    @discardableResult
+    func finish(_ token: UInt64) -> CancelReason? {
+        self.state.withLock { requests in
+            guard let running = requests.tasks.removeValue(forKey: token) else { return nil }
+            if let id = running.id { requests.tokensByID[id] = nil }
+            return running.reason
+        }
+    }
+
+    /// Why the request was cancelled, while it still runs.
+    func reason(_ token: UInt64) -> CancelReason? {
+        self.state.withLock { $0.tasks[token]?.reason }
+    }
+
+    /// Cancels the request `id`; false when none is in flight.
+    func cancel(_ id: RequestID, reason: CancelReason) -> Bool {
+        self.state.withLock { requests in
+            guard let token = requests.tokensByID[id], var running = requests.tasks[token] else { return false }
+            running.reason = running.reason ?? reason
+            requests.tasks[token] = running
+            running.task.cancel()
+            return true
+        }
+    }
+
+    /// Cancels every stream (or every request) still running.
+    func cancelAll(streamsOnly: Bool, reason: CancelReason) {
+        self.state.withLock { requests in
+            for (token, var running) in requests.tasks where running.isStream || !streamsOnly {
+                running.reason = running.reason ?? reason
+                requests.tasks[token] = running
+                running.task.cancel()
+            }
+        }
+    }
+
+    /// Waits until every request started so far has finished.
+    func drain() async {
+        while let next = self.state.withLock({ $0.tasks.values.first?.task }) {
+            await next.value
+            // A finished task removes itself; yield so it can.
+            await Task.yield()
+        }
+    }
+
+    var inFlight: Int { self.state.withLock { $0.tasks.count } }
+}
+
+/// Process-wide bookkeeping: connections, accept counters for idle exit, shutdown phase.
+final class ServerState: Sendable {
+    private let state = Mutex(Counters())
+
+    private struct Counters {
+        var accepted = 0
+        var received = 0
+        var nextConnectionID: UInt64 = 1
+        var connections: [UInt64: ConnectionState] = [:]
+        var idleSince: ContinuousClock.Instant? = .now
+        var shuttingDown = false
+        var requestsServed: UInt64 = 0
+    }
+
+    func noteAccepted() { self.state.withLock { $0.accepted += 1 } }
+
+    /// A connection arrived in the accept loop. Returns nil if the connection limit is reached.
+    func open(limit: Int, inFlightLimit: Int) -> ConnectionState? {
+        self.state.withLock { counters in
+            counters.received += 1
+            guard counters.connections.count < limit else { return nil }
+            let connection = ConnectionState(id: counters.nextConnectionID, limit: inFlightLimit)
+            counters.nextConnectionID += 1
+            counters.connections[connection.id] = connection
+            counters.idleSince = nil
+            return connection
+        }
+    }
+
+    func close(_ connection: ConnectionState) {
+        self.state.withLock { counters in
+            counters.connections[connection.id] = nil
+            if counters.connections.isEmpty { counters.idleSince = .now }
+        }
+    }
+
+    /// A connection refused at the limit has been answered and closed.
+    func noteRejected() {}
+
+    func noteServed() { self.state.withLock { $0.requestsServed += 1 } }
+
+    /// When the last connection closed, or nil while any is open.
+    var idleSince: ContinuousClock.Instant? { self.state.withLock { $0.idleSince } }
+
+    /// True when no connection is open and none is on its way from the kernel.
+    var isQuiet: Bool {
+        self.state.withLock { $0.connections.isEmpty && $0.accepted == $0.received }
+    }
+
+    func beginShutdown() { self.state.withLock { $0.shuttingDown = true } }
+    var isShuttingDown: Bool { self.state.withLock { $0.shuttingDown } }
+
+    func cancelEverything(reason: CancelReason) {
+        let connections = self.state.withLock { Array($0.connections.values) }
+        for connection in connections { connection.cancelAll(streamsOnly: false, reason: reason) }
+    }
+
+    var summary: (connections: Int, inFlight: Int, served: UInt64) {
+        let (connections, served) = self.state.withLock { (Array($0.connections.values), $0.requestsServed) }
+        return (connections.count, connections.reduce(0) { $0 + $1.inFlight }, served)
+    }
+}

@@ -1,0 +1,87 @@
+import Foundation
+import Logging
+import RPCCore
+import RPCServer
+import ServiceLifecycle
+import SystemdKit
+
+/// What a service's setup code gets: its paths and its logger.
+public struct ServiceEnvironment: Sendable {
+    public var service: String
+    public var paths: ServicePaths
+    public var logger: Logger
+}
+
+/// The whole life of a service executable: logging, paths, sockets (inherited or bound),
+/// the RPC server and any background services, signals, exit.
+///
+/// ```swift
+/// try await ServiceMain.run(service: "store", identifier: "screentime-stored", version: "1.0.0", options: options) { env in
+///     var methods = MethodTable()
+///     methods.on(StoreAPI.createZone) { params, context in … }
+///     return methods
+/// }
+/// ```
+public enum ServiceMain {
+    public static func run(
+        service: String,
+        identifier: String,
+        version: String,
+        options: ServiceOptions,
+        background: @Sendable (ServiceEnvironment) async throws -> [any Service] = { _ in [] },
+        methods: @Sendable (ServiceEnvironment) async throws -> MethodTable
+    ) async throws {
+        ServiceLogging.bootstrap(identifier: identifier, level: options.resolvedLogLevel, target: options.logTarget)
+        var logger = Logger(label: "screentime.\(service)")
+        logger.logLevel = options.resolvedLogLevel
+        let paths = ServicePaths(options: options)
+        let environment = ServiceEnvironment(service: service, paths: paths, logger: logger)
+        logger.info("starting", metadata: ServiceEvent.started.metadata.merging([
+            "version": "\(version)", "runtime_dir": "\(paths.runtimeDirectory)", "state_dir": "\(paths.stateDirectory)",
+            "pid": "\(getpid())",
+        ]) { _, new in new })
+
+        do {
+            let endpoint = try Self.endpoint(service: service, paths: paths, options: options, logger: logger)
+            let server = RPCServer(
+                configuration: ServerConfiguration(
+                    service: service,
+                    version: version,
+                    endpoint: endpoint,
+                    maximumFrameSize: options.maximumFrameSize,
+                    maximumConnections: options.maximumConnections,
+                    maximumInFlightPerConnection: options.maximumInFlight,
+                    idleExitAfter: options.idleExitSeconds.map { .milliseconds(Int64($0 * 1000)) },
+                    shutdownTimeout: .milliseconds(Int64(options.shutdownTimeoutSeconds * 1000))
+                ),
+                methods: try await methods(environment),
+                logger: logger
+            )
+            let services: [ServiceGroupConfiguration.ServiceConfiguration] =
+                [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)]
+                + (try await background(environment)).map { .init(service: $0) }
+            var configuration = ServiceGroupConfiguration(services: services, logger: logger)
+            configuration.gracefulShutdownSignals = [.sigterm, .sigint]
+            // A backstop past the server's own drain bound, below systemd's TimeoutStopSec.
+            configuration.maximumGracefulShutdownDuration = .milliseconds(Int64(options.shutdownTimeoutSeconds * 1000)) + .seconds(5)
+            try await ServiceGroup(configuration: configuration).run()
+        } catch {
+            logger.critical("cannot run", metadata: ["error": "\(error)"])
+            StandardError.write("\(identifier): \(error)\n")
+            ServiceNotifier.status("Failed: \(error)")
+            exit(1)
+        }
+    }
+
+    private static func endpoint(service: String, paths: ServicePaths, options: ServiceOptions, logger: Logger) throws -> Endpoint {
+        let inherited = try SocketActivation.takeListenFDs()
+        if !inherited.isEmpty {
+            logger.info("using sockets passed by systemd", metadata: ["fds": "\(inherited.map { "\($0.fd):\($0.name)" })"])
+            return .inherited(inherited)
+        }
+        let path = options.socket ?? paths.socketPath(for: service)
+        let directory = (path as NSString).deletingLastPathComponent
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        return .path(path, mode: UInt32(options.socketMode, radix: 8) ?? 0o660)
+    }
+}

@@ -1,0 +1,98 @@
+import ArgumentParser
+import Foundation
+import Logging
+import RPCCore
+
+/// The options every service executable accepts. Paths follow systemd's variables
+/// (`$RUNTIME_DIRECTORY`, `$STATE_DIRECTORY`, `$CONFIGURATION_DIRECTORY`); a flag overrides
+/// its variable; without either, the FHS defaults under /run, /var/lib and /etc apply.
+public struct ServiceOptions: ParsableArguments, Sendable {
+    @Option(name: .customLong("runtime-dir"), help: ArgumentHelp("Directory of the service sockets.", discussion: "Default: $RUNTIME_DIRECTORY, else /run/screentime.", valueName: "dir"))
+    public var runtimeDirectory: String?
+
+    @Option(name: .customLong("state-dir"), help: ArgumentHelp("Directory of the service's data.", discussion: "Default: $STATE_DIRECTORY, else /var/lib/screentime.", valueName: "dir"))
+    public var stateDirectory: String?
+
+    @Option(name: .customLong("config-dir"), help: ArgumentHelp("Directory of the configuration.", discussion: "Default: $CONFIGURATION_DIRECTORY, else /etc/screentime.", valueName: "dir"))
+    public var configurationDirectory: String?
+
+    @Option(help: ArgumentHelp("Socket path to bind when not socket-activated.", discussion: "Default: <runtime-dir>/<service>.sock. Ignored when systemd passes the socket.", valueName: "path"))
+    public var socket: String?
+
+    @Option(name: .customLong("socket-mode"), help: ArgumentHelp("File mode of a socket this process binds, in octal.", valueName: "mode"))
+    public var socketMode: String = "0660"
+
+    @Option(name: .customLong("max-frame-size"), help: ArgumentHelp("Largest request frame accepted, in bytes.", valueName: "bytes"))
+    public var maximumFrameSize: Int = defaultMaximumFrameSize
+
+    @Option(name: .customLong("max-connections"), help: "Connections served at once; more are refused with limit_exceeded.")
+    public var maximumConnections: Int = 1024
+
+    @Option(name: .customLong("max-in-flight"), help: "Requests in flight per connection; more are refused with limit_exceeded.")
+    public var maximumInFlight: Int = 128
+
+    @Option(name: .customLong("idle-exit"), help: ArgumentHelp("Exit after this many seconds without a connection (socket activation only; systemd starts the service again on the next connection).", valueName: "seconds"))
+    public var idleExitSeconds: Double?
+
+    @Option(name: .customLong("shutdown-timeout"), help: ArgumentHelp("Seconds requests in flight may take to finish after SIGTERM.", valueName: "seconds"))
+    public var shutdownTimeoutSeconds: Double = 10
+
+    @Option(name: .customLong("log-level"), help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", discussion: "Default: $SCREENTIME_LOG_LEVEL, else info."))
+    public var logLevel: String?
+
+    @Option(name: .customLong("log-target"), help: "auto (the journal when stderr is connected to it, else stderr), journal or stderr.")
+    public var logTarget: LogTarget = .auto
+
+    public init() {}
+
+    public mutating func validate() throws {
+        guard UInt32(self.socketMode, radix: 8) != nil else {
+            throw ValidationError("--socket-mode must be an octal file mode such as 0660, not \(self.socketMode)")
+        }
+        guard self.maximumFrameSize >= 64, self.maximumFrameSize <= Int(UInt32.max) else {
+            throw ValidationError("--max-frame-size must be between 64 and \(UInt32.max) bytes")
+        }
+        guard self.maximumConnections > 0 else { throw ValidationError("--max-connections must be at least 1") }
+        guard self.maximumInFlight > 0 else { throw ValidationError("--max-in-flight must be at least 1") }
+        if let idle = self.idleExitSeconds, idle <= 0 { throw ValidationError("--idle-exit must be a positive number of seconds") }
+        guard self.shutdownTimeoutSeconds >= 0 else { throw ValidationError("--shutdown-timeout must not be negative") }
+        if let level = self.logLevel ?? ProcessInfo.processInfo.environment["SCREENTIME_LOG_LEVEL"], Logger.Level(rawValue: level) == nil {
+            throw ValidationError("unknown log level \"\(level)\"; use trace, debug, info, notice, warning, error or critical")
+        }
+    }
+
+    /// The log level from the flag, else `$SCREENTIME_LOG_LEVEL`, else info.
+    public var resolvedLogLevel: Logger.Level {
+        (self.logLevel ?? ProcessInfo.processInfo.environment["SCREENTIME_LOG_LEVEL"]).flatMap(Logger.Level.init(rawValue:)) ?? .info
+    }
+}
+
+public enum LogTarget: String, ExpressibleByArgument, Sendable, CaseIterable {
+    case auto
+    case journal
+    case stderr
+}
+
+/// The directories a service uses, resolved once at start.
+public struct ServicePaths: Sendable, Hashable {
+    public var runtimeDirectory: String
+    public var stateDirectory: String
+    public var configurationDirectory: String
+
+    public init(options: ServiceOptions, environment: [String: String] = ProcessInfo.processInfo.environment) {
+        // systemd may list several directories separated by colons; the first is ours.
+        func pick(_ flag: String?, _ variable: String, _ fallback: String) -> String {
+            if let flag { return flag }
+            if let value = environment[variable]?.split(separator: ":").first { return String(value) }
+            return fallback
+        }
+        self.runtimeDirectory = pick(options.runtimeDirectory, "RUNTIME_DIRECTORY", "/run/screentime")
+        self.stateDirectory = pick(options.stateDirectory, "STATE_DIRECTORY", "/var/lib/screentime")
+        self.configurationDirectory = pick(options.configurationDirectory, "CONFIGURATION_DIRECTORY", "/etc/screentime")
+    }
+
+    /// `<runtime-dir>/<service>.sock`: where every service's socket lives.
+    public func socketPath(for service: String) -> String {
+        (self.runtimeDirectory as NSString).appendingPathComponent("\(service).sock")
+    }
+}
