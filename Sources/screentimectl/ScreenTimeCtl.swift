@@ -1,0 +1,231 @@
+import ArgumentParser
+import Foundation
+import RPCClient
+import RPCCore
+import Synchronization
+
+@main
+struct ScreenTimeCtl: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "screentimectl",
+        abstract: "Administer a ScreenTime Rewards server: call any method of any of its services.",
+        discussion: """
+            SERVICE is a service name (store, pairing, push, aggregator), whose socket is \
+            <runtime-dir>/<name>.sock, or a path to a socket.
+
+            Exit status:
+              0   success
+              1   the service answered with an error (its code and message are on stderr)
+              64  the command line is wrong
+              65  the JSON given as parameters is not valid
+              69  the service cannot be reached (not running, wrong socket, connection lost)
+              75  the service did not answer in time (--timeout)
+              130 interrupted (Ctrl-C)
+            """,
+        subcommands: [Ping.self, Describe.self, Call.self]
+    )
+}
+
+/// How to reach a service; shared by every subcommand.
+struct ConnectionOptions: ParsableArguments {
+    @Option(name: .customLong("runtime-dir"), help: ArgumentHelp("Directory of the service sockets.", discussion: "Default: $SCREENTIME_RUNTIME_DIR, else /run/screentime.", valueName: "dir"))
+    var runtimeDirectory: String?
+
+    @Option(help: ArgumentHelp("Seconds to wait for an answer.", valueName: "seconds"))
+    var timeout: Double = 30
+
+    @Option(help: ArgumentHelp("A device credential to send as the request's auth token.", discussion: "Default: $SCREENTIME_TOKEN."))
+    var token: String?
+
+    @Flag(name: .long, help: "Pretty-print JSON even when stdout is not a terminal.")
+    var pretty = false
+
+    @Flag(name: .long, help: "Print compact JSON even on a terminal.")
+    var compact = false
+
+    func validate() throws {
+        guard self.timeout > 0 else { throw ValidationError("--timeout must be a positive number of seconds") }
+        if self.pretty && self.compact { throw ValidationError("--pretty and --compact exclude each other") }
+    }
+
+    func socketPath(for service: String) -> String {
+        if service.contains("/") { return service }
+        let directory = self.runtimeDirectory ?? ProcessInfo.processInfo.environment["SCREENTIME_RUNTIME_DIR"] ?? "/run/screentime"
+        return (directory as NSString).appendingPathComponent("\(service).sock")
+    }
+
+    func client(for service: String) -> RPCClient {
+        let token = self.token ?? ProcessInfo.processInfo.environment["SCREENTIME_TOKEN"]
+        return RPCClient(configuration: ClientConfiguration(
+            socketPath: self.socketPath(for: service),
+            callTimeout: .milliseconds(Int64(self.timeout * 1000)),
+            connectTimeout: .milliseconds(500),
+            auth: token.map(Auth.init(token:))
+        ))
+    }
+
+    var prettyOutput: Bool {
+        if self.pretty { return true }
+        if self.compact { return false }
+        return isatty(STDOUT_FILENO) == 1
+    }
+}
+
+struct Ping: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Check that a service answers; print its name, version, pid and uptime.")
+
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The service: a name (store, pairing, push, aggregator) or a socket path.") var service: String
+
+    func run() async throws {
+        let client = self.connection.client(for: self.service)
+        let started = ContinuousClock.now
+        let result = try await Output.orExit { try await client.call(Builtin.ping, Empty()) }
+        let elapsed = ContinuousClock.now - started
+        if self.connection.prettyOutput {
+            print("\(result.service) \(result.version): pid \(result.pid), up \(Output.duration(result.uptimeSeconds)), answered in \(elapsed.formatted(.units(allowed: [.milliseconds, .microseconds], width: .narrow)))")
+        } else {
+            Output.print(JSONValue.object([
+                "service": .string(result.service), "version": .string(result.version), "pid": .int(Int64(result.pid)),
+                "uptimeSeconds": .double(result.uptimeSeconds),
+            ]), pretty: false)
+        }
+    }
+}
+
+struct Describe: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print a service's methods with their parameters, results and errors (rpc.describe).")
+
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The service: a name or a socket path.") var service: String
+    @Argument(help: "Only this method.") var method: String?
+
+    func run() async throws {
+        let client = self.connection.client(for: self.service)
+        var params: JSONValue = [:]
+        if let method { params = ["method": .string(method)] }
+        let result = try await Output.orExit { try await client.call(Builtin.describe.name, params: params) }
+        Output.print(result, pretty: self.connection.prettyOutput)
+    }
+}
+
+struct Call: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Call any method with JSON parameters; print the result, or each reply of a stream until it ends.",
+        discussion: """
+            Examples:
+              screentimectl call store rpc.ping
+              screentimectl call test test.echo '{"message": "hi"}'
+              echo '{"count": 3}' | screentimectl call test test.count -
+            A stream prints one reply per line (compact) until its final reply; Ctrl-C cancels it.
+            """
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The service: a name or a socket path.") var service: String
+    @Argument(help: "The method, e.g. store.listZones.") var method: String
+    @Argument(help: "Parameters as one JSON object, or - to read them from standard input. Default: {}.") var params: String?
+
+    func run() async throws {
+        let params = try self.readParams()
+        let client = self.connection.client(for: self.service)
+        let pretty = self.connection.prettyOutput
+        let answered = AnswerFlag()
+        let stream = Task {
+            try await Output.orExit {
+                do {
+                    for try await event in client.stream(self.method, params: params) {
+                        answered.set()
+                        switch event {
+                        case .item(let item): Output.print(item, pretty: pretty)
+                        case .end(let end): Output.print(end, pretty: pretty)
+                        }
+                    }
+                } catch let error as RPCError {
+                    throw error
+                } catch {
+                    throw RPCError(.internal, "\(error)")
+                }
+            }
+        }
+        // Ctrl-C cancels the call (the service gets rpc.cancel) and exits 130.
+        signal(SIGINT, SIG_IGN)
+        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT)
+        interrupt.setEventHandler {
+            stream.cancel()
+            Foundation.exit(130)
+        }
+        interrupt.resume()
+        // --timeout bounds the wait for the first reply; a stream may then run on.
+        let seconds = self.connection.timeout
+        let deadline = Task {
+            try await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+            if !answered.isSet {
+                Output.fail("screentimectl: timeout: \(self.method) did not answer within \(seconds) s", exitCode: 75)
+            }
+        }
+        try await stream.value
+        deadline.cancel()
+    }
+
+    private func readParams() throws -> JSONValue {
+        var text = self.params ?? "{}"
+        if text == "-" {
+            text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+        }
+        guard let value = try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) else {
+            Output.fail("screentimectl: invalid_json: the parameters are not valid JSON: \(text.prefix(200))", exitCode: 65)
+        }
+        guard case .object = value else {
+            Output.fail("screentimectl: invalid_json: the parameters must be a JSON object, such as {\"zone\": \"default\"}", exitCode: 65)
+        }
+        return value
+    }
+}
+
+enum Output {
+    static func print(_ value: JSONValue, pretty: Bool) {
+        let encoder = RPCJSON.makeEncoder(pretty: pretty)
+        if let data = try? encoder.encode(value) {
+            FileHandle.standardOutput.write(data + Data("\n".utf8))
+        }
+    }
+
+    /// Runs a call; an error is printed as `screentimectl: CODE: message` and ends the
+    /// process with the documented exit status.
+    static func orExit<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as RPCError {
+            var line = "screentimectl: \(error.code): \(error.message)"
+            if let data = error.data, let text = try? String(decoding: RPCJSON.makeEncoder().encode(data), as: UTF8.self) {
+                line += " \(text)"
+            }
+            let status: Int32
+            switch error.code {
+            case .unavailable where error.data?["socket"] != nil: status = 69
+            case .timeout: status = 75
+            case .cancelled: status = 130
+            default: status = 1
+            }
+            if error.code == .unavailable, error.message.hasPrefix("the connection") { fail(line, exitCode: 69) }
+            fail(line, exitCode: status)
+        }
+    }
+
+    static func fail(_ message: String, exitCode: Int32) -> Never {
+        FileHandle.standardError.write(Data((message + "\n").utf8))
+        Foundation.exit(exitCode)
+    }
+
+    static func duration(_ seconds: Double) -> String {
+        Duration.seconds(seconds).formatted(.units(allowed: [.days, .hours, .minutes, .seconds], width: .narrow))
+    }
+}
+
+/// A flag set once from any task.
+final class AnswerFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { self.value.store(true, ordering: .relaxed) }
+    var isSet: Bool { self.value.load(ordering: .relaxed) }
+}
