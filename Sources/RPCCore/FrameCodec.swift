@@ -16,19 +16,29 @@ public struct BoundedFrameDecoder: ByteToMessageDecoder {
     public typealias InboundOut = ByteBuffer
 
     public let maximumFrameSize: Int
-    private var frames = LengthFieldBasedFrameDecoder(lengthFieldBitLength: .fourBytes, lengthFieldEndianness: .big)
+    private let frames = LengthFieldBasedFrameDecoder(lengthFieldBitLength: .fourBytes, lengthFieldEndianness: .big)
+    /// The inner decoder has consumed a length prefix and waits for the rest of its payload;
+    /// the buffer then starts with payload bytes, not a prefix to check.
+    private var awaitingPayload = false
 
     public init(maximumFrameSize: Int) {
         self.maximumFrameSize = maximumFrameSize
     }
 
     public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        if let length = buffer.getInteger(at: buffer.readerIndex, endianness: .big, as: UInt32.self),
+        if !self.awaitingPayload,
+            let length = buffer.getInteger(at: buffer.readerIndex, endianness: .big, as: UInt32.self),
             UInt64(length) > UInt64(self.maximumFrameSize)
         {
             throw FrameTooLargeError(declaredLength: UInt64(length), maximumFrameSize: self.maximumFrameSize)
         }
-        return try self.frames.decode(context: context, buffer: &buffer)
+        let start = buffer.readerIndex
+        let state = try self.frames.decode(context: context, buffer: &buffer)
+        switch state {
+        case .continue: self.awaitingPayload = false
+        case .needMoreData: if buffer.readerIndex != start { self.awaitingPayload = true }
+        }
+        return state
     }
 
     public mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
@@ -40,6 +50,11 @@ public struct BoundedFrameDecoder: ByteToMessageDecoder {
 public struct FrameTooLargeError: Error, Sendable, Hashable {
     public var declaredLength: UInt64
     public var maximumFrameSize: Int
+
+    public init(declaredLength: UInt64, maximumFrameSize: Int) {
+        self.declaredLength = declaredLength
+        self.maximumFrameSize = maximumFrameSize
+    }
 
     public var rpcError: RPCError {
         RPCError(

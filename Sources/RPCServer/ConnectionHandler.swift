@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import Logging
 import NIOCore
+import NIOExtras
 import RPCCore
 import ServiceLifecycle
 
@@ -33,9 +34,10 @@ struct ConnectionHandler: Sendable {
                 } catch let error as FrameTooLargeError {
                     logger.notice("frame too large; closing connection", metadata: ["declared_length": "\(error.declaredLength)"])
                     await outbound.sendOrDrop(ReplyEncoding.error(id: nil, error.rpcError))
+                } catch let error as NIOExtrasErrors.LeftOverBytesError {
+                    await self.refuseTruncatedFrame(pendingBytes: error.leftOverBytes.readableBytes, outbound: outbound, logger: logger)
                 } catch ByteToMessageDecoderError.leftoverDataWhenDone(let rest) {
-                    logger.notice("connection closed in the middle of a frame", metadata: ["pending_bytes": "\(rest.readableBytes)"])
-                    await outbound.sendOrDrop(ReplyEncoding.error(id: nil, RPCError(.invalidFrame, "the connection ended in the middle of a frame (\(rest.readableBytes) bytes of it arrived)")))
+                    await self.refuseTruncatedFrame(pendingBytes: rest.readableBytes, outbound: outbound, logger: logger)
                 } catch {
                     logger.debug("connection read failed", metadata: ["error": "\(error)"])
                 }
@@ -48,6 +50,15 @@ struct ConnectionHandler: Sendable {
             logger.debug("connection closed with an error", metadata: ["error": "\(error)"])
         }
         logger.debug("connection closed")
+    }
+
+    /// The peer half-closed in the middle of a frame: tell it (it may still read), then close.
+    private func refuseTruncatedFrame(pendingBytes: Int, outbound: Outbound, logger: Logger) async {
+        logger.notice("connection closed in the middle of a frame", metadata: ["pending_bytes": "\(pendingBytes)"])
+        await outbound.sendOrDrop(ReplyEncoding.error(id: nil, RPCError(
+            .invalidFrame,
+            "the connection ended in the middle of a frame (\(pendingBytes) bytes of it arrived)"
+        )))
     }
 
     private func handle(_ frame: ByteBuffer, outbound: Outbound, peer: PeerCredentials?, logger: Logger) async {
@@ -119,7 +130,7 @@ struct ConnectionHandler: Sendable {
         } catch {
             failure = self.reply(to: error, reason: self.connection.reason(token), context: context)
             if let failure, let id = context.requestID {
-                await outbound.sendOrDrop(ReplyEncoding.error(id: id, failure))
+                await outbound.sendFinal(ReplyEncoding.error(id: id, failure))
             }
         }
         self.connection.finish(token)

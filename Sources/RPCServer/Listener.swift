@@ -30,6 +30,12 @@ enum SocketPath {
         }
     }
 
+    /// A sibling name to bind under before the socket is moved to `path`.
+    static func staging(for path: String) -> String {
+        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+        return "\(directory)/.bind-\(getpid())"
+    }
+
     /// Whether a process accepts connections on `path` (a connect succeeds).
     static func isLive(_ path: String) -> Bool {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -76,6 +82,13 @@ struct Listener: Sendable {
     var label: String
     /// The path to unlink at exit when this process bound it itself.
     var ownedPath: String?
+    /// The descriptor systemd passed, when inherited.
+    var inheritedFD: Int32? = nil
+
+    /// A connection is queued in the kernel and not yet accepted (inherited sockets only).
+    var hasPendingConnection: Bool {
+        self.inheritedFD.map(SocketActivation.hasPendingConnection) ?? false
+    }
 
     static func open(
         _ endpoint: Endpoint,
@@ -106,18 +119,22 @@ struct Listener: Sendable {
                     throw ListenError(description: "fd \(fd.fd) (\(fd.name)) is not a listening AF_UNIX stream socket; check the .socket unit's ListenStream=")
                 }
                 let channel = try await bootstrap.bind(fd.fd, childChannelInitializer: initializer)
-                listeners.append(Listener(channel: channel, label: "fd \(fd.fd) (\(fd.name))", ownedPath: nil))
+                listeners.append(Listener(channel: channel, label: "fd \(fd.fd) (\(fd.name))", ownedPath: nil, inheritedFD: fd.fd))
             }
             return listeners
         case .path(let path, let mode):
             try SocketPath.clear(path)
-            let channel = try await bootstrap.bind(unixDomainSocketPath: path, childChannelInitializer: initializer)
-            // The mode decides who may connect (the screentime group); set it explicitly
-            // rather than trusting the umask.
-            guard chmod(path, mode_t(mode)) == 0 else {
+            // The mode decides who may connect (the screentime group), so the socket must
+            // never be reachable with another: bind under a private name, set the mode, then
+            // rename it into place (atomic), rather than trusting the umask.
+            let staging = SocketPath.staging(for: path)
+            unlink(staging)
+            let channel = try await bootstrap.bind(unixDomainSocketPath: staging, childChannelInitializer: initializer)
+            if chmod(staging, mode_t(mode)) != 0 || rename(staging, path) != 0 {
                 let reason = String(cString: strerror(errno))
                 try? await channel.channel.close()
-                throw ListenError(description: "cannot set mode \(String(mode, radix: 8)) on \(path): \(reason)")
+                unlink(staging)
+                throw ListenError(description: "cannot put a socket with mode \(String(mode, radix: 8)) at \(path): \(reason)")
             }
             return [Listener(channel: channel, label: path, ownedPath: path)]
         }

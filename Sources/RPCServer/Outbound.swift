@@ -15,4 +15,11 @@ struct Outbound: Sendable {
     func sendOrDrop(_ payload: Data) async {
         try? await self.send(payload)
     }
+
+    /// Sends a request's last reply even when its task has been cancelled (by `rpc.cancel`
+    /// or shutdown): NIO's writer refuses writes from a cancelled task, and the client must
+    /// still learn how its request ended. A fresh task does not inherit the cancellation.
+    func sendFinal(_ payload: Data) async {
+        await Task { await self.sendOrDrop(payload) }.value
+    }
 }

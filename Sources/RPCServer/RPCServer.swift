@@ -174,9 +174,12 @@ public final class RPCServer: Service, Sendable {
             if Task.isCancelled || self.state.isShuttingDown { return }
             guard let since = self.state.idleSince, ContinuousClock.now - since >= after else { continue }
             for listener in listeners { try? await listener.channel.channel.setOption(.autoRead, value: false).get() }
-            if self.state.isQuiet {
+            // Reading is paused: nothing new is accepted. Exit only if no connection is open
+            // or queued; one that races in after this stays queued for systemd, which then
+            // starts the service again.
+            if self.state.isQuiet && !listeners.contains(where: \.hasPendingConnection) {
                 self.logger.notice("idle; exiting until the next connection", metadata: ServiceEvent.idleExit.metadata.merging([
-                    "idle_seconds": "\(after.components.seconds)",
+                    "idle_seconds": "\(after / .seconds(1))",
                 ]) { _, new in new })
                 ServiceNotifier.stopping(status: "Idle; exiting until the next connection")
                 self.state.beginShutdown()

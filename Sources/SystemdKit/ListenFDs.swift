@@ -33,6 +33,12 @@ public enum SocketActivation {
     public static func isListeningUnixStream(_ fd: Int32) -> Bool {
         sd_is_socket_unix(fd, Int32(SOCK_STREAM.rawValue), 1, nil, 0) > 0
     }
+
+    /// Whether a connection waits in the listening socket's queue, not yet accepted.
+    public static func hasPendingConnection(_ fd: Int32) -> Bool {
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&poller, 1, 0) > 0 && (poller.revents & Int16(POLLIN)) != 0
+    }
 }
 
 /// A libsystemd call failed.

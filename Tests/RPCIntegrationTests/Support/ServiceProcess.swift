@@ -1,0 +1,118 @@
+import Foundation
+import Glibc
+import Synchronization
+
+/// The test service (or any executable) running as a real process, its stderr kept in a
+/// file for the test to read.
+final class ServiceProcess: @unchecked Sendable {
+    let logPath: String
+    let socketPath: String
+
+    /// Starts `screentime-testd` by hand on `<dir>/test.sock` and waits until it answers.
+    static func startByHand(in directory: TemporaryDirectory, arguments: [String] = [], environment: [String: String] = [:]) async throws -> ServiceProcess {
+        let service = try ServiceProcess(
+            executable: Binaries.path("screentime-testd"),
+            arguments: ["--runtime-dir", directory.path, "--state-dir", directory.path, "--log-level", "debug"] + arguments,
+            socketPath: directory.file("test.sock"),
+            logPath: directory.file("service-\(UUID().uuidString.prefix(4)).log"),
+            environment: environment
+        )
+        try await service.waitUntilListening()
+        return service
+    }
+
+    /// Starts it through `systemd-socket-activate`, which binds the socket, waits for the
+    /// first connection and execs the service with `LISTEN_FDS`/`LISTEN_FDNAMES`, as
+    /// systemd does.
+    static func startSocketActivated(in directory: TemporaryDirectory, fdName: String = "test", arguments: [String] = []) async throws -> ServiceProcess {
+        let socket = directory.file("activated.sock")
+        let service = try ServiceProcess(
+            executable: "/usr/bin/systemd-socket-activate",
+            arguments: ["-l", socket, "--fdname=\(fdName)", Binaries.path("screentime-testd"),
+                        "--runtime-dir", directory.path, "--log-level", "debug"] + arguments,
+            socketPath: socket,
+            logPath: directory.file("activated.log"),
+            environment: [:]
+        )
+        try await service.waitForFile()
+        return service
+    }
+
+    init(executable: String, arguments: [String], socketPath: String, logPath: String, environment: [String: String]) throws {
+        self.socketPath = socketPath
+        self.logPath = logPath
+        var env = ProcessInfo.processInfo.environment
+        for key in ["LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "NOTIFY_SOCKET", "WATCHDOG_USEC", "JOURNAL_STREAM", "RUNTIME_DIRECTORY", "STATE_DIRECTORY"] {
+            env[key] = nil
+        }
+        env.merge(environment) { _, new in new }
+        self.pid = try Spawn(executable: executable, arguments: arguments, environment: env, stdout: logPath, stderr: logPath).start()
+    }
+
+    let pid: pid_t
+    private let exit = Mutex<Int32?>(nil)
+
+    /// The exit status once the process has exited (reaping it), else nil.
+    var exitStatus: Int32? {
+        self.exit.withLock { status in
+            if status == nil { status = ChildExit.poll(self.pid) }
+            return status
+        }
+    }
+
+    var isRunning: Bool { self.exitStatus == nil }
+    var log: String { (try? String(contentsOfFile: self.logPath, encoding: .utf8)) ?? "" }
+
+    func waitForFile() async throws {
+        for _ in 0..<200 {
+            if FileManager.default.fileExists(atPath: self.socketPath) { return }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        throw TestFailure("no socket at \(self.socketPath) after 5 s; log:\n\(self.log)")
+    }
+
+    func waitUntilListening() async throws {
+        for _ in 0..<400 {
+            if let status = self.exitStatus { throw TestFailure("the service exited (\(status)); log:\n\(self.log)") }
+            if let connection = try? RawConnection(path: self.socketPath) {
+                connection.close()
+                return
+            }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        throw TestFailure("the service did not listen on \(self.socketPath) within 10 s; log:\n\(self.log)")
+    }
+
+    func signal(_ signal: Int32) { if self.isRunning { kill(self.pid, signal) } }
+
+    /// Waits for the process to exit; returns its exit status (or fails after `timeout`).
+    func waitForExit(timeout: Duration = .seconds(15)) async throws -> Int32 {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            if let status = self.exitStatus { return status }
+            if ContinuousClock.now > deadline { throw TestFailure("the process did not exit within \(timeout); log:\n\(self.log)") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    func stop() async {
+        self.signal(SIGTERM)
+        if (try? await self.waitForExit()) == nil {
+            self.signal(SIGKILL)
+            _ = try? await self.waitForExit(timeout: .seconds(5))
+        }
+    }
+
+    deinit {
+        if self.isRunning {
+            kill(self.pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(self.pid, &status, 0)
+        }
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
