@@ -143,6 +143,24 @@ struct StartupAndShutdownTests {
         #expect(service.log.contains("stopped"))
     }
 
+    @Test("with WATCHDOG_USEC set it sends WATCHDOG=1 at half the interval and keeps STATUS= current")
+    func watchdogKeepAlives() async throws {
+        let dir = TemporaryDirectory()
+        let notify = try NotifyListener(path: dir.file("notify"))
+        let service = try ServiceProcess(
+            executable: Binaries.path("screentime-testd"),
+            arguments: ["--runtime-dir", dir.path],
+            socketPath: dir.file("test.sock"),
+            logPath: dir.file("service.log"),
+            environment: ["NOTIFY_SOCKET": dir.file("notify"), "WATCHDOG_USEC": "400000"]
+        )
+        defer { Task { await service.stop() } }
+        _ = try notify.waitFor("READY=1")
+        _ = try notify.waitFor("WATCHDOG=1", timeout: .seconds(5))
+        let more = try notify.waitFor("WATCHDOG=1", timeout: .seconds(5))
+        #expect(more.joined().contains("STATUS=Serving: 0 connections, 0 requests served"))
+    }
+
     @Test("requests that outlive --shutdown-timeout are cancelled and the service still exits 0")
     func shutdownTimeoutBoundsTheDrain() async throws {
         let dir = TemporaryDirectory()
