@@ -136,7 +136,6 @@ public final class RPCServer: Service, Sendable {
                 "the service has reached its limit of \(self.configuration.maximumConnections) connections; try again later"
             ))))
         }
-        self.state.noteRejected()
     }
 
     /// `WATCHDOG=1` at half the interval, but only after every event loop has run a task:

@@ -141,9 +141,6 @@ final class ServerState: Sendable {
         }
     }
 
-    /// A connection refused at the limit has been answered and closed.
-    func noteRejected() {}
-
     func noteServed() { self.state.withLock { $0.requestsServed += 1 } }
 
     /// When the last connection closed, or nil while any is open.

@@ -105,6 +105,10 @@ struct WireTests {
         .init(description: "a mistyped nested parameter", payload: Array(#"{"id": 1, "method": "test.taste", "params": {"flavour": "sweet", "tags": ["a", 2]}}"#.utf8), code: "invalid_params", nullID: false, message: "params.tags[1] must be a string"),
         .init(description: "a value outside an enum", payload: Array(#"{"id": 1, "method": "test.taste", "params": {"flavour": "bitter"}}"#.utf8), code: "invalid_params", nullID: false, message: "params.flavour must be one of \"sweet\", \"sour\", not \"bitter\""),
         .init(description: "null for a required parameter", payload: Array(#"{"id": 1, "method": "test.echo", "params": {"message": null}}"#.utf8), code: "invalid_params", nullID: false),
+        .init(description: "an id past 64 bits", payload: Array(#"{"id": 1e30, "method": "rpc.ping"}"#.utf8), code: "invalid_request"),
+        .init(description: "rpc.cancel without an id", payload: Array(#"{"id": 1, "method": "rpc.cancel", "params": {}}"#.utf8), code: "invalid_params", nullID: false, message: "params.id is required"),
+        .init(description: "rpc.cancel with a boolean id", payload: Array(#"{"id": 1, "method": "rpc.cancel", "params": {"id": true}}"#.utf8), code: "invalid_params", nullID: false),
+        .init(description: "rpc.describe of an unknown method", payload: Array(#"{"id": 1, "method": "rpc.describe", "params": {"method": "test.nope"}}"#.utf8), code: "not_found", nullID: false),
         .init(description: "a handler's unexpected error", payload: Array(#"{"id": 1, "method": "test.crash"}"#.utf8), code: "internal", nullID: false),
     ]
 

@@ -10,9 +10,7 @@ final class Activator: @unchecked Sendable {
 
     init(path: String) throws {
         self.path = path
-        self.listenFD = makeUnixSocket(SOCK_STREAM)
-        let bound = withUnixAddress(path) { bind(self.listenFD, $0, $1) }
-        guard bound == 0, listen(self.listenFD, 64) == 0 else { throw TestFailure("cannot listen on \(path)") }
+        self.listenFD = try listeningSocket(at: path)
     }
 
     /// Whether a connection is waiting to be accepted (what makes systemd start the service).
@@ -50,10 +48,18 @@ final class Activator: @unchecked Sendable {
 
 /// Leaves a socket file at `path` that nobody listens on, as a crashed service would.
 func makeStaleSocket(at path: String) throws {
+    Glibc.close(try listeningSocket(at: path))
+}
+
+/// A listening stream socket bound at `path`.
+private func listeningSocket(at path: String) throws -> Int32 {
     let fd = makeUnixSocket(SOCK_STREAM)
-    defer { Glibc.close(fd) }
-    let bound = withUnixAddress(path) { bind(fd, $0, $1) }
-    guard bound == 0, listen(fd, 1) == 0 else { throw TestFailure("cannot make a socket at \(path)") }
+    guard withUnixAddress(path, { bind(fd, $0, $1) }) == 0, listen(fd, 64) == 0 else {
+        let reason = String(cString: strerror(errno))
+        Glibc.close(fd)
+        throw TestFailure("cannot listen on \(path): \(reason)")
+    }
+    return fd
 }
 
 /// A `$NOTIFY_SOCKET` for a test: collects what the service tells the service manager.
