@@ -10,6 +10,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "screentimectl", targets: ["screentimectl"]),
+        .executable(name: "screentime-stored", targets: ["screentime-stored"]),
+        .library(name: "StoreAPI", targets: ["StoreAPI"]),
         .library(name: "RPCCore", targets: ["RPCCore"]),
         .library(name: "RPCServer", targets: ["RPCServer"]),
         .library(name: "RPCClient", targets: ["RPCClient"]),
@@ -21,6 +23,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
     targets: [
         // libsystemd, found through pkg-config (Debian: libsystemd-dev).
@@ -87,6 +91,40 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The record store's wire contract: methods, records, changes, shares, credentials.
+        // Shared by the store and every client of it.
+        .target(
+            name: "StoreAPI",
+            dependencies: ["RPCCore"],
+            swiftSettings: strict
+        ),
+        // The record store's engine: schema, SQLite through GRDB, group commit, queries,
+        // change feeds, access control, maintenance. No sockets here.
+        .target(
+            name: "RecordStore",
+            dependencies: [
+                "RPCCore",
+                "StoreAPI",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "screentime-stored",
+            dependencies: [
+                "RecordStore",
+                "StoreAPI",
+                "ServiceKit",
+                "RPCCore",
+                "RPCServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "screentimectl",
             dependencies: [
@@ -120,15 +158,35 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // What the integration tests share: starting real processes, raw sockets, temp dirs.
+        .target(
+            name: "TestSupport",
+            path: "Tests/TestSupport",
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "RPCIntegrationTests",
             dependencies: [
+                "TestSupport",
                 "RPCCore",
                 "RPCClient",
                 "screentime-testd",
                 "screentimectl",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "StoreTests",
+            dependencies: [
+                "TestSupport",
+                "RPCCore",
+                "RPCClient",
+                "StoreAPI",
+                "screentime-stored",
+                "screentimectl",
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strict
         ),

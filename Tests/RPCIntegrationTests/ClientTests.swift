@@ -1,3 +1,4 @@
+import TestSupport
 import Foundation
 import Glibc
 import RPCClient

@@ -2,8 +2,8 @@ import Foundation
 
 /// Where the package's executables were built: `$SCREENTIME_BIN_DIR`, else beside the
 /// test bundle, else `.build/debug` of this checkout.
-enum Binaries {
-    static func path(_ name: String) -> String {
+public enum Binaries {
+    public static func path(_ name: String) -> String {
         for directory in self.candidates {
             let path = (directory as NSString).appendingPathComponent(name)
             if FileManager.default.isExecutableFile(atPath: path) { return path }
@@ -27,16 +27,16 @@ enum Binaries {
 }
 
 /// A fresh directory under /tmp, removed when the test ends.
-final class TemporaryDirectory: Sendable {
-    let path: String
+public final class TemporaryDirectory: Sendable {
+    public let path: String
 
-    init() {
+    public init() {
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("st-\(UUID().uuidString.prefix(8))")
         try! FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
         self.path = base.path
     }
 
-    func file(_ name: String) -> String { (self.path as NSString).appendingPathComponent(name) }
+    public func file(_ name: String) -> String { (self.path as NSString).appendingPathComponent(name) }
 
     deinit { try? FileManager.default.removeItem(atPath: self.path) }
 }

@@ -9,19 +9,32 @@ import Glibc
 /// to the service. Foundation's `Process` leaves such descriptors open on Linux; here every
 /// descriptor from 3 up is closed in the child (`posix_spawn_file_actions_addclosefrom_np`),
 /// except those passed on explicitly.
-struct Spawn {
-    var executable: String
-    var arguments: [String]
-    var environment: [String: String] = ProcessInfo.processInfo.environment
+public struct Spawn {
+    public var executable: String
+    public var arguments: [String]
+    public var environment: [String: String] = ProcessInfo.processInfo.environment
     /// Files for stdin, stdout and stderr; nil is `/dev/null`. stdout and stderr may be the same file.
-    var stdin: String?
-    var stdout: String?
-    var stderr: String?
+    public var stdin: String?
+    public var stdout: String?
+    public var stderr: String?
     /// Descriptors of this process to hand over as 3, 4, … (socket activation).
-    var passing: [Int32] = []
+    public var passing: [Int32] = []
+
+    public init(
+        executable: String, arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
+        stdin: String? = nil, stdout: String? = nil, stderr: String? = nil, passing: [Int32] = []
+    ) {
+        self.executable = executable
+        self.arguments = arguments
+        self.environment = environment
+        self.stdin = stdin
+        self.stdout = stdout
+        self.stderr = stderr
+        self.passing = passing
+    }
 
     /// Starts the child; returns its pid.
-    func start() throws -> pid_t {
+    public func start() throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -63,9 +76,9 @@ private let addCloseFrom: @convention(c) (UnsafeMutablePointer<posix_spawn_file_
 }()
 
 /// A child's exit, reaped without blocking a thread (tests share the cooperative pool).
-enum ChildExit {
+public enum ChildExit {
     /// The exit status (or 128 + signal), or nil while it still runs.
-    static func poll(_ pid: pid_t) -> Int32? {
+    public static func poll(_ pid: pid_t) -> Int32? {
         var status: Int32 = 0
         guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
         let signal = status & 0x7f
@@ -73,7 +86,7 @@ enum ChildExit {
     }
 
     /// Waits for `pid` to exit; fails after `timeout`, killing it.
-    static func wait(_ pid: pid_t, timeout: Duration) async throws -> Int32 {
+    public static func wait(_ pid: pid_t, timeout: Duration) async throws -> Int32 {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let status = self.poll(pid) { return status }
@@ -87,7 +100,7 @@ enum ChildExit {
 
 /// Runs a command to completion (at most `timeout`); returns its exit status, stdout and
 /// stderr. Output goes through files, not pipes, so nothing hangs on a descriptor held elsewhere.
-func runCommand(
+public func runCommand(
     _ executable: String,
     _ arguments: [String],
     environment: [String: String] = [:],

@@ -1,7 +1,7 @@
 import Glibc
 
 /// Calls `body` (`bind`, `connect`) with `path` as a `sockaddr_un`.
-func withUnixAddress(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
+public func withUnixAddress(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
     var address = sockaddr_un()
     address.sun_family = sa_family_t(AF_UNIX)
     let bytes = Array(path.utf8)
@@ -16,6 +16,6 @@ func withUnixAddress(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t
 }
 
 /// A new socket of `type` that is not inherited by child processes.
-func makeUnixSocket(_ type: __socket_type) -> Int32 {
+public func makeUnixSocket(_ type: __socket_type) -> Int32 {
     socket(AF_UNIX, Int32(type.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
 }

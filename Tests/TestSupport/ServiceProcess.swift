@@ -4,12 +4,12 @@ import Synchronization
 
 /// The test service (or any executable) running as a real process, its stderr kept in a
 /// file for the test to read.
-final class ServiceProcess: @unchecked Sendable {
-    let logPath: String
-    let socketPath: String
+public final class ServiceProcess: @unchecked Sendable {
+    public let logPath: String
+    public let socketPath: String
 
     /// Starts `screentime-testd` by hand on `<dir>/test.sock` and waits until it answers.
-    static func startByHand(in directory: TemporaryDirectory, arguments: [String] = [], environment: [String: String] = [:]) async throws -> ServiceProcess {
+    public static func startByHand(in directory: TemporaryDirectory, arguments: [String] = [], environment: [String: String] = [:]) async throws -> ServiceProcess {
         let service = try ServiceProcess(
             executable: Binaries.path("screentime-testd"),
             arguments: ["--runtime-dir", directory.path, "--state-dir", directory.path, "--log-level", "debug"] + arguments,
@@ -21,10 +21,48 @@ final class ServiceProcess: @unchecked Sendable {
         return service
     }
 
+    /// Starts any service executable by hand: it binds `<dir>/<service>.sock` itself and keeps
+    /// its data in `stateDirectory` (default: the same directory). Waits until it answers.
+    public static func start(
+        _ executable: String, service: String, in directory: TemporaryDirectory, stateDirectory: String? = nil,
+        arguments: [String] = [], environment: [String: String] = [:]
+    ) async throws -> ServiceProcess {
+        let process = try ServiceProcess(
+            executable: Binaries.path(executable),
+            arguments: ["--runtime-dir", directory.path, "--state-dir", stateDirectory ?? directory.path, "--log-level", "debug",
+                        "--log-target", "stderr"] + arguments,
+            socketPath: directory.file("\(service).sock"),
+            logPath: directory.file("\(service)-\(UUID().uuidString.prefix(4)).log"),
+            environment: environment
+        )
+        try await process.waitUntilListening()
+        return process
+    }
+
+    /// Starts any service executable under `systemd-socket-activate` on `<dir>/<service>.sock`
+    /// (as systemd hands the socket over); the process starts on the first connection.
+    public static func startSocketActivated(
+        _ executable: String, service: String, in directory: TemporaryDirectory, stateDirectory: String? = nil,
+        arguments: [String] = []
+    ) async throws -> ServiceProcess {
+        let socket = directory.file("\(service).sock")
+        let process = try ServiceProcess(
+            executable: "/usr/bin/systemd-socket-activate",
+            arguments: ["-l", socket, "--fdname=\(service)", Binaries.path(executable),
+                        "--runtime-dir", directory.path, "--state-dir", stateDirectory ?? directory.path, "--log-level", "debug",
+                        "--log-target", "stderr"] + arguments,
+            socketPath: socket,
+            logPath: directory.file("\(service)-activated.log"),
+            environment: [:]
+        )
+        try await process.waitForFile()
+        return process
+    }
+
     /// Starts it through `systemd-socket-activate`, which binds the socket, waits for the
     /// first connection and execs the service with `LISTEN_FDS`/`LISTEN_FDNAMES`, as
     /// systemd does.
-    static func startSocketActivated(in directory: TemporaryDirectory, fdName: String = "test", arguments: [String] = []) async throws -> ServiceProcess {
+    public static func startSocketActivated(in directory: TemporaryDirectory, fdName: String = "test", arguments: [String] = []) async throws -> ServiceProcess {
         let socket = directory.file("activated.sock")
         let service = try ServiceProcess(
             executable: "/usr/bin/systemd-socket-activate",
@@ -38,7 +76,7 @@ final class ServiceProcess: @unchecked Sendable {
         return service
     }
 
-    init(executable: String, arguments: [String], socketPath: String, logPath: String, environment: [String: String]) throws {
+    public init(executable: String, arguments: [String], socketPath: String, logPath: String, environment: [String: String]) throws {
         self.socketPath = socketPath
         self.logPath = logPath
         var env = ProcessInfo.processInfo.environment
@@ -49,21 +87,21 @@ final class ServiceProcess: @unchecked Sendable {
         self.pid = try Spawn(executable: executable, arguments: arguments, environment: env, stdout: logPath, stderr: logPath).start()
     }
 
-    let pid: pid_t
+    public let pid: pid_t
     private let exit = Mutex<Int32?>(nil)
 
     /// The exit status once the process has exited (reaping it), else nil.
-    var exitStatus: Int32? {
+    public var exitStatus: Int32? {
         self.exit.withLock { status in
             if status == nil { status = ChildExit.poll(self.pid) }
             return status
         }
     }
 
-    var isRunning: Bool { self.exitStatus == nil }
-    var log: String { (try? String(contentsOfFile: self.logPath, encoding: .utf8)) ?? "" }
+    public var isRunning: Bool { self.exitStatus == nil }
+    public var log: String { (try? String(contentsOfFile: self.logPath, encoding: .utf8)) ?? "" }
 
-    func waitForFile() async throws {
+    public func waitForFile() async throws {
         for _ in 0..<200 {
             if FileManager.default.fileExists(atPath: self.socketPath) { return }
             try await Task.sleep(for: .milliseconds(25))
@@ -71,7 +109,7 @@ final class ServiceProcess: @unchecked Sendable {
         throw TestFailure("no socket at \(self.socketPath) after 5 s; log:\n\(self.log)")
     }
 
-    func waitUntilListening() async throws {
+    public func waitUntilListening() async throws {
         for _ in 0..<400 {
             if let status = self.exitStatus { throw TestFailure("the service exited (\(status)); log:\n\(self.log)") }
             if let connection = try? RawConnection(path: self.socketPath) {
@@ -83,10 +121,10 @@ final class ServiceProcess: @unchecked Sendable {
         throw TestFailure("the service did not listen on \(self.socketPath) within 10 s; log:\n\(self.log)")
     }
 
-    func signal(_ signal: Int32) { if self.isRunning { kill(self.pid, signal) } }
+    public func signal(_ signal: Int32) { if self.isRunning { kill(self.pid, signal) } }
 
     /// Waits for the process to exit; returns its exit status (or fails after `timeout`).
-    func waitForExit(timeout: Duration = .seconds(15)) async throws -> Int32 {
+    public func waitForExit(timeout: Duration = .seconds(15)) async throws -> Int32 {
         let deadline = ContinuousClock.now + timeout
         while true {
             if let status = self.exitStatus { return status }
@@ -95,7 +133,7 @@ final class ServiceProcess: @unchecked Sendable {
         }
     }
 
-    func stop() async {
+    public func stop() async {
         self.signal(SIGTERM)
         if (try? await self.waitForExit()) == nil {
             self.signal(SIGKILL)
@@ -112,7 +150,7 @@ final class ServiceProcess: @unchecked Sendable {
     }
 }
 
-struct TestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
+public struct TestFailure: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
 }

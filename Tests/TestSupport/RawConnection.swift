@@ -3,10 +3,10 @@ import Glibc
 
 /// A plain blocking Unix socket speaking raw frames: for sending exactly the bytes a test
 /// wants (garbage, cut-off frames, huge length prefixes) and reading what comes back.
-final class RawConnection: @unchecked Sendable {
+public final class RawConnection: @unchecked Sendable {
     private(set) var fd: Int32
 
-    init(path: String) throws {
+    public init(path: String) throws {
         self.fd = makeUnixSocket(SOCK_STREAM)
         guard self.fd >= 0 else { throw TestFailure("socket: \(String(cString: strerror(errno)))") }
         let result = withUnixAddress(path) { connect(self.fd, $0, $1) }
@@ -18,7 +18,7 @@ final class RawConnection: @unchecked Sendable {
         }
     }
 
-    func sendRaw(_ bytes: [UInt8]) {
+    public func sendRaw(_ bytes: [UInt8]) {
         var offset = 0
         while offset < bytes.count {
             let written = bytes[offset...].withUnsafeBytes { Glibc.send(self.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -28,19 +28,19 @@ final class RawConnection: @unchecked Sendable {
     }
 
     /// One frame: the 4-byte big-endian length, then the payload.
-    func sendFrame(_ payload: [UInt8]) {
+    public func sendFrame(_ payload: [UInt8]) {
         let n = UInt32(payload.count)
         self.sendRaw([UInt8(n >> 24), UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff)] + payload)
     }
 
-    func sendFrame(_ json: String) { self.sendFrame(Array(json.utf8)) }
+    public func sendFrame(_ json: String) { self.sendFrame(Array(json.utf8)) }
 
-    func sendJSON(_ object: [String: Any]) {
+    public func sendJSON(_ object: [String: Any]) {
         self.sendFrame(Array(try! JSONSerialization.data(withJSONObject: object)))
     }
 
     /// Reads one reply frame as a JSON object; nil when the service closed the connection.
-    func readReply(timeout: Duration = .seconds(10)) throws -> [String: Any]? {
+    public func readReply(timeout: Duration = .seconds(10)) throws -> [String: Any]? {
         guard let header = try self.readExactly(4, timeout: timeout) else { return nil }
         let length = Int(header[0]) << 24 | Int(header[1]) << 16 | Int(header[2]) << 8 | Int(header[3])
         guard let payload = try self.readExactly(length, timeout: timeout) else { throw TestFailure("connection closed mid-frame") }
@@ -51,7 +51,7 @@ final class RawConnection: @unchecked Sendable {
     }
 
     /// True when the service closed the connection (EOF) within `timeout`.
-    func isClosedByPeer(timeout: Duration = .seconds(5)) throws -> Bool {
+    public func isClosedByPeer(timeout: Duration = .seconds(5)) throws -> Bool {
         (try self.readExactly(1, timeout: timeout)) == nil
     }
 
@@ -77,9 +77,9 @@ final class RawConnection: @unchecked Sendable {
         return buffer
     }
 
-    func shutdownWrite() { Glibc.shutdown(self.fd, Int32(SHUT_WR)) }
+    public func shutdownWrite() { Glibc.shutdown(self.fd, Int32(SHUT_WR)) }
 
-    func close() {
+    public func close() {
         if self.fd >= 0 { Glibc.close(self.fd) }
         self.fd = -1
     }
@@ -88,18 +88,18 @@ final class RawConnection: @unchecked Sendable {
 }
 
 extension Dictionary where Key == String, Value == Any {
-    var errorCode: String? { (self["error"] as? [String: Any])?["code"] as? String }
-    var errorMessage: String? { (self["error"] as? [String: Any])?["message"] as? String }
-    var errorData: [String: Any]? { (self["error"] as? [String: Any])?["data"] as? [String: Any] }
-    var result: [String: Any]? { self["result"] as? [String: Any] }
+    public var errorCode: String? { (self["error"] as? [String: Any])?["code"] as? String }
+    public var errorMessage: String? { (self["error"] as? [String: Any])?["message"] as? String }
+    public var errorData: [String: Any]? { (self["error"] as? [String: Any])?["data"] as? [String: Any] }
+    public var result: [String: Any]? { self["result"] as? [String: Any] }
     /// The reply's id as `Int` or `String` (JSONSerialization hands numbers over as
     /// NSNumber, which does not compare equal to an `Int` inside `AnyHashable` on Linux).
-    var idValue: AnyHashable? {
+    public var idValue: AnyHashable? {
         switch self["id"] {
         case let string as String: AnyHashable(string)
         case let number as NSNumber: AnyHashable(number.intValue)
         default: nil
         }
     }
-    var isNullID: Bool { self["id"] is NSNull }
+    public var isNullID: Bool { self["id"] is NSNull }
 }

@@ -4,23 +4,23 @@ import Glibc
 /// Plays systemd's part in socket activation for tests that need more than one activation
 /// (idle exit): owns the listening socket for its whole life, and starts the service with
 /// the socket as fd 3 and `LISTEN_PID`/`LISTEN_FDS`/`LISTEN_FDNAMES` set.
-final class Activator: @unchecked Sendable {
-    let path: String
-    let listenFD: Int32
+public final class Activator: @unchecked Sendable {
+    public let path: String
+    public let listenFD: Int32
 
-    init(path: String) throws {
+    public init(path: String) throws {
         self.path = path
         self.listenFD = try listeningSocket(at: path)
     }
 
     /// Whether a connection is waiting to be accepted (what makes systemd start the service).
-    func hasPendingConnection(timeout: Duration) -> Bool {
+    public func hasPendingConnection(timeout: Duration) -> Bool {
         var poller = pollfd(fd: self.listenFD, events: Int16(POLLIN), revents: 0)
         return poll(&poller, 1, Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)) > 0
     }
 
     /// Starts the service with the listening socket as fd 3. Returns its pid.
-    func spawn(_ executable: String, _ arguments: [String], log: String) throws -> pid_t {
+    public func spawn(_ executable: String, _ arguments: [String], log: String) throws -> pid_t {
         // LISTEN_PID must be the service's own pid, known only once it runs: a shell sets
         // it to its own pid ($$) and then execs the service, which keeps that pid.
         let script = "LISTEN_PID=$$ LISTEN_FDS=1 LISTEN_FDNAMES=test exec \"$0\" \"$@\""
@@ -36,7 +36,7 @@ final class Activator: @unchecked Sendable {
     }
 
     /// Waits for `pid` to exit; returns its exit status.
-    func waitForExit(_ pid: pid_t, timeout: Duration) async throws -> Int32 {
+    public func waitForExit(_ pid: pid_t, timeout: Duration) async throws -> Int32 {
         try await ChildExit.wait(pid, timeout: timeout)
     }
 
@@ -47,7 +47,7 @@ final class Activator: @unchecked Sendable {
 }
 
 /// Leaves a socket file at `path` that nobody listens on, as a crashed service would.
-func makeStaleSocket(at path: String) throws {
+public func makeStaleSocket(at path: String) throws {
     Glibc.close(try listeningSocket(at: path))
 }
 
@@ -63,11 +63,11 @@ private func listeningSocket(at path: String) throws -> Int32 {
 }
 
 /// A `$NOTIFY_SOCKET` for a test: collects what the service tells the service manager.
-final class NotifyListener: @unchecked Sendable {
-    let path: String
-    let fd: Int32
+public final class NotifyListener: @unchecked Sendable {
+    public let path: String
+    public let fd: Int32
 
-    init(path: String) throws {
+    public init(path: String) throws {
         self.path = path
         self.fd = makeUnixSocket(SOCK_DGRAM)
         let bound = withUnixAddress(path) { bind(self.fd, $0, $1) }
@@ -76,7 +76,7 @@ final class NotifyListener: @unchecked Sendable {
 
     /// Waits for a message containing `assignment` (e.g. `READY=1`); returns every
     /// message received until then.
-    func waitFor(_ assignment: String, timeout: Duration = .seconds(10)) throws -> [String] {
+    public func waitFor(_ assignment: String, timeout: Duration = .seconds(10)) throws -> [String] {
         var seen: [String] = []
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {

@@ -1,0 +1,137 @@
+import Foundation
+import GRDB
+import Logging
+import RPCCore
+import StoreAPI
+
+/// The store's SQLite database: WAL mode, `synchronous=FULL` (a commit that returned is on
+/// disk), migrated on open to the newest schema this binary knows.
+final class StoreDatabase: Sendable {
+    let pool: DatabasePool
+    let schema: SchemaRegistry
+    let path: String
+
+    /// The database file inside the state directory.
+    static let fileName = "store.sqlite"
+
+    struct OpenError: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// Opens (creating if needed) and migrates. `schemaVersion` stops at an older schema
+    /// version: for upgrade tests only.
+    init(path: String, schemaVersion: Int? = nil, logger: Logger) throws {
+        self.path = path
+        var configuration = Configuration()
+        configuration.label = "store"
+        configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { db in
+            // Every acknowledged commit is fsynced: it survives kill -9 and power loss.
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        let pool = try DatabasePool(path: path, configuration: configuration)
+
+        var migrator = DatabaseMigrator()
+        Tables.registerMigrations(in: &migrator)
+        let versions = SchemaHistory.versions.filter { $0.number <= (schemaVersion ?? Int.max) }
+        var before = SchemaRegistry()
+        for version in versions {
+            let registryBefore = before
+            migrator.registerMigration(version.migrationIdentifier) { db in
+                try SchemaBackfill.apply(version, to: db, schemaBefore: registryBefore)
+            }
+            before.apply(version)
+        }
+
+        if try pool.read({ try migrator.hasBeenSuperseded($0) }) {
+            throw OpenError(description: "the database \(path) was migrated by a newer screentime-stored than this one (schema v\(SchemaHistory.latest)); install the newer version again or restore a backup")
+        }
+        let pending = try pool.read { try migrator.appliedIdentifiers($0) }
+        try migrator.migrate(pool)
+        let applied = try pool.read { try migrator.appliedIdentifiers($0) }
+        let newlyApplied = applied.subtracting(pending)
+        if !newlyApplied.isEmpty {
+            logger.notice("database migrated", metadata: ["migrations": "\(newlyApplied.sorted())", "path": "\(path)"])
+        }
+        self.schema = SchemaRegistry(applying: versions.filter { applied.contains($0.migrationIdentifier) })
+        self.pool = pool
+    }
+
+    /// The newest committed sequence number.
+    static func head(_ db: Database) throws -> Int64 {
+        try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
+    }
+
+    static func meta(_ db: Database, _ key: String) throws -> Int64 {
+        try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key]) ?? 0
+    }
+
+    static func setMeta(_ db: Database, _ key: String, _ value: Int64) throws {
+        try db.execute(sql: "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", arguments: [key, value])
+    }
+}
+
+/// The data side of a schema version: defaults into existing records, index rows for new
+/// indexes, a check of new uniqueness constraints.
+enum SchemaBackfill {
+    static func apply(_ version: SchemaVersion, to db: Database, schemaBefore: SchemaRegistry) throws {
+        var schema = schemaBefore
+        schema.apply(version)
+        for step in version.steps {
+            switch step {
+            case .addRecordType:
+                continue
+            case .addField(let type, let field):
+                guard let value = field.defaultValue else { continue }
+                try db.execute(
+                    sql: "UPDATE records SET fields = json_set(fields, '$.' || ?, json(?)) WHERE type = ? AND deleted = 0 AND json_type(fields, '$.' || ?) IS NULL",
+                    arguments: [field.name, try FieldsCoding.encodeValue(value), type, field.name])
+                if field.indexed { try reindex(db, type: type, schema: schema) }
+            case .addIndex(let type, _):
+                try reindex(db, type: type, schema: schema)
+            case .addUnique(let type, _):
+                try reindex(db, type: type, schema: schema)
+            }
+        }
+    }
+
+    /// Rebuilds the derived rows of every live record of a type.
+    private static func reindex(_ db: Database, type: String, schema: SchemaRegistry) throws {
+        guard let definition = schema[type] else { return }
+        let rows = try Row.fetchAll(db, sql: """
+            SELECT r.id, r.zone_id, r.fields, z.family, z.name FROM records r JOIN zones z ON z.id = r.zone_id
+            WHERE r.type = ? AND r.deleted = 0
+            """, arguments: [type])
+        for row in rows {
+            let fields = try FieldsCoding.decode(row[2] as String)
+            let location = RecordLocation(family: row[3], zone: row[4], zoneID: row[1])
+            do {
+                try DerivedRows.replace(db, recordID: row[0], type: definition, fields: fields, at: location)
+            } catch let error as ItemError {
+                throw StoreDatabase.OpenError(description: "schema v\(schema.version) cannot be applied: \(error.message)")
+            }
+        }
+    }
+}
+
+/// Stored `fields` JSON text.
+enum FieldsCoding {
+    private static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+    private static let decoder = JSONDecoder()
+
+    static func encode(_ fields: [String: JSONValue]) throws -> String {
+        String(decoding: try encoder.encode(fields), as: UTF8.self)
+    }
+
+    static func encodeValue(_ value: JSONValue) throws -> String {
+        String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+
+    static func decode(_ text: String) throws -> [String: JSONValue] {
+        try decoder.decode([String: JSONValue].self, from: Data(text.utf8))
+    }
+}

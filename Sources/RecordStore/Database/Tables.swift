@@ -1,0 +1,128 @@
+import GRDB
+
+/// The store's tables. Shipped migrations are never edited; add new ones.
+///
+/// ```
+/// families ──< zones ──< records ──< field_index   (one row per indexed value)
+///                  │        ├──────< unique_keys   (one row per uniqueness constraint)
+///                  │        └──────< refs          (deleteSelf references, for cascades)
+///                  └──< shares (participants)
+/// changes: the log of every committed change, by sequence number (store.watch)
+/// credentials, idempotency, meta
+/// ```
+enum Tables {
+    static func registerMigrations(in migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("tables-v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE families (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    -- databaseChanges tokens below this sequence number are expired
+                    purged_seq INTEGER NOT NULL DEFAULT 0
+                );
+                CREATE TABLE zones (
+                    id INTEGER PRIMARY KEY,
+                    family TEXT NOT NULL REFERENCES families(id) ON DELETE CASCADE,
+                    name TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    -- a deleted zone stays as a tombstone until purged; recreating it starts a new incarnation
+                    deleted INTEGER NOT NULL DEFAULT 0,
+                    deleted_at INTEGER,
+                    incarnation INTEGER NOT NULL DEFAULT 1,
+                    -- sequence number of the zone's latest change
+                    change_seq INTEGER NOT NULL,
+                    -- zoneChanges tokens below this sequence number are expired
+                    purged_seq INTEGER NOT NULL DEFAULT 0,
+                    UNIQUE (family, name)
+                );
+                CREATE INDEX zones_by_change ON zones(family, change_seq);
+                CREATE TABLE records (
+                    id INTEGER PRIMARY KEY,
+                    zone_id INTEGER NOT NULL REFERENCES zones(id) ON DELETE CASCADE,
+                    name TEXT NOT NULL,
+                    type TEXT NOT NULL,
+                    fields TEXT NOT NULL,
+                    change_tag TEXT NOT NULL,
+                    seq INTEGER NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    created_by TEXT NOT NULL,
+                    modified_at INTEGER NOT NULL,
+                    modified_by TEXT NOT NULL,
+                    deleted INTEGER NOT NULL DEFAULT 0,
+                    UNIQUE (zone_id, name)
+                );
+                CREATE INDEX records_by_zone_seq ON records(zone_id, seq);
+                CREATE INDEX records_by_type ON records(type, zone_id);
+                CREATE INDEX records_tombstones ON records(deleted, modified_at) WHERE deleted = 1;
+                CREATE TABLE field_index (
+                    type TEXT NOT NULL,
+                    field TEXT NOT NULL,
+                    value,
+                    zone_id INTEGER NOT NULL,
+                    record_id INTEGER NOT NULL REFERENCES records(id) ON DELETE CASCADE,
+                    PRIMARY KEY (type, field, value, zone_id, record_id)
+                ) WITHOUT ROWID;
+                CREATE INDEX field_index_by_record ON field_index(record_id, field);
+                CREATE TABLE unique_keys (
+                    family TEXT NOT NULL,
+                    type TEXT NOT NULL,
+                    constraint_name TEXT NOT NULL,
+                    key TEXT NOT NULL,
+                    record_id INTEGER NOT NULL REFERENCES records(id) ON DELETE CASCADE,
+                    PRIMARY KEY (family, type, constraint_name, key)
+                ) WITHOUT ROWID;
+                CREATE INDEX unique_keys_by_record ON unique_keys(record_id);
+                CREATE TABLE refs (
+                    record_id INTEGER NOT NULL REFERENCES records(id) ON DELETE CASCADE,
+                    family TEXT NOT NULL,
+                    target_zone TEXT NOT NULL,
+                    target_name TEXT NOT NULL
+                );
+                CREATE INDEX refs_by_target ON refs(family, target_zone, target_name);
+                CREATE INDEX refs_by_record ON refs(record_id);
+                CREATE TABLE shares (
+                    zone_id INTEGER NOT NULL REFERENCES zones(id) ON DELETE CASCADE,
+                    device_id TEXT NOT NULL,
+                    permission TEXT NOT NULL,
+                    added_at INTEGER NOT NULL,
+                    PRIMARY KEY (zone_id, device_id)
+                );
+                CREATE INDEX shares_by_device ON shares(device_id);
+                CREATE TABLE changes (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    family TEXT NOT NULL,
+                    zone TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    record_type TEXT,
+                    record_name TEXT,
+                    at INTEGER NOT NULL
+                );
+                CREATE INDEX changes_by_time ON changes(at);
+                CREATE TABLE credentials (
+                    token_sha256 TEXT PRIMARY KEY NOT NULL,
+                    family TEXT NOT NULL REFERENCES families(id) ON DELETE CASCADE,
+                    device_id TEXT NOT NULL,
+                    role TEXT NOT NULL,
+                    status TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    updated_at INTEGER NOT NULL,
+                    UNIQUE (family, device_id)
+                );
+                CREATE TABLE idempotency (
+                    family TEXT NOT NULL,
+                    principal TEXT NOT NULL,
+                    request_id TEXT NOT NULL,
+                    params_sha256 TEXT NOT NULL,
+                    result TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    PRIMARY KEY (family, principal, request_id)
+                ) WITHOUT ROWID;
+                CREATE INDEX idempotency_by_time ON idempotency(created_at);
+                CREATE TABLE meta (
+                    key TEXT PRIMARY KEY NOT NULL,
+                    value
+                ) WITHOUT ROWID;
+                """)
+        }
+    }
+}

@@ -1,0 +1,179 @@
+import Foundation
+import GRDB
+import RPCCore
+import StoreAPI
+
+/// Change tokens: opaque to clients, `z:<zone id>:<incarnation>:<seq>` or `d:<family>:<seq>`
+/// inside, base64url-encoded.
+enum ChangeToken {
+    static func zone(_ zone: ZoneRow, seq: Int64) -> String {
+        Data("z:\(zone.id):\(zone.incarnation):\(seq)".utf8).base64URLEncodedString()
+    }
+
+    static func database(family: String, seq: Int64) -> String {
+        Data("d:\(seq):\(family)".utf8).base64URLEncodedString()
+    }
+
+    static func parseZone(_ text: String) -> (zoneID: Int64, incarnation: Int64, seq: Int64)? {
+        guard let data = Data(base64URL: text), let plain = String(data: data, encoding: .utf8) else { return nil }
+        let parts = plain.split(separator: ":")
+        guard parts.count == 4, parts[0] == "z", let id = Int64(parts[1]), let incarnation = Int64(parts[2]), let seq = Int64(parts[3]) else { return nil }
+        return (id, incarnation, seq)
+    }
+
+    static func parseDatabase(_ text: String) -> (family: String, seq: Int64)? {
+        guard let data = Data(base64URL: text), let plain = String(data: data, encoding: .utf8) else { return nil }
+        let parts = plain.split(separator: ":", maxSplits: 2)
+        guard parts.count == 3, parts[0] == "d", let seq = Int64(parts[1]) else { return nil }
+        return (String(parts[2]), seq)
+    }
+}
+
+enum ZoneChangesOperation {
+    static func run(_ params: ZoneChangesParams, principal: Principal, _ db: Database) throws -> ZoneChangesResult {
+        try Validation.family(params.family)
+        try Validation.zone(params.zone)
+        let limit = try Validation.limit(params.limit, default: 200, maximum: 400)
+        let zone = try ZoneRow.find(db, family: params.family, name: params.zone)
+        try AccessControl.requireRead(principal, zone, in: db)
+        var since: Int64 = 0
+        if let text = params.since {
+            guard let token = ChangeToken.parseZone(text) else {
+                throw RPCError.invalidParams("params.since", "is not a change token of a zone; pass the token of an earlier store.zoneChanges")
+            }
+            guard token.zoneID == zone.id, token.incarnation == zone.incarnation else {
+                throw RPCError(.changeTokenExpired, "the token belongs to another zone, or zone \(zone.name) was deleted and created again since; fetch the zone from scratch (no since)")
+            }
+            guard token.seq >= zone.purgedSeq else {
+                throw RPCError(.changeTokenExpired, "the token is older than the tombstone horizon of zone \(zone.name); fetch the zone from scratch (no since)")
+            }
+            since = token.seq
+        }
+        let head = try StoreDatabase.head(db)
+        let rows = try Row.fetchAll(
+            db, sql: "SELECT \(StoredRecord.columns) FROM records r WHERE r.zone_id = ? AND r.seq > ? ORDER BY r.seq LIMIT ?",
+            arguments: [zone.id, since, limit + 1])
+        var records: [Record] = []
+        var deletions: [RecordID] = []
+        var last = since
+        for row in rows.prefix(limit) {
+            let stored = StoredRecord(row)
+            last = stored.seq
+            if stored.deleted {
+                deletions.append(RecordID(zone: zone.name, recordName: stored.name, recordType: stored.type))
+            } else {
+                records.append(try stored.record(zone: zone.name))
+            }
+        }
+        let moreComing = rows.count > limit
+        return ZoneChangesResult(
+            records: records, deletions: deletions, token: ChangeToken.zone(zone, seq: moreComing ? last : max(head, since)),
+            moreComing: moreComing)
+    }
+}
+
+enum DatabaseChangesOperation {
+    static func run(_ params: DatabaseChangesParams, principal: Principal, _ db: Database) throws -> DatabaseChangesResult {
+        try Validation.family(params.family)
+        let limit = try Validation.limit(params.limit, default: 200, maximum: 400)
+        guard let purged = try Int64.fetchOne(db, sql: "SELECT purged_seq FROM families WHERE id = ?", arguments: [params.family]) else {
+            throw RPCError(.notFound, "family \(params.family) does not exist", data: ["family": .string(params.family)])
+        }
+        try AccessControl.requireFamily(principal, params.family)
+        var since: Int64 = 0
+        if let text = params.since {
+            guard let token = ChangeToken.parseDatabase(text), token.family == params.family else {
+                throw RPCError.invalidParams("params.since", "is not a change token of family \(params.family); pass the token of an earlier store.databaseChanges")
+            }
+            guard token.seq >= purged else {
+                throw RPCError(.changeTokenExpired, "the token is older than the horizon of deleted zones; list the zones from scratch (no since)")
+            }
+            since = token.seq
+        }
+        let head = try StoreDatabase.head(db)
+        let readable = try AccessControl.readableZoneIDs(principal, family: params.family, in: db)
+        let rows = try Row.fetchAll(
+            db, sql: "SELECT id, name, deleted, change_seq FROM zones WHERE family = ? AND change_seq > ? ORDER BY change_seq LIMIT ?",
+            arguments: [params.family, since, limit + 1])
+        var changed: [String] = []
+        var deleted: [String] = []
+        var last = since
+        for row in rows.prefix(limit) {
+            let id: Int64 = row[0]
+            let name: String = row[1]
+            last = row[3]
+            let isDeleted: Bool = row[2]
+            if let device = principal.device {
+                // Devices never see internal zones; children see only what is shared with them now.
+                if Names.isInternalZone(name) || (device.role == .child && !(readable?.contains(id) ?? false)) { continue }
+            }
+            if isDeleted { deleted.append(name) } else { changed.append(name) }
+        }
+        let moreComing = rows.count > limit
+        return DatabaseChangesResult(
+            changedZones: changed, deletedZones: deleted,
+            token: ChangeToken.database(family: params.family, seq: moreComing ? last : max(head, since)), moreComing: moreComing)
+    }
+}
+
+/// Reads one page of the change log for `store.watch`.
+enum WatchReader {
+    static let horizonKey = "watch_horizon"
+
+    struct Page: Sendable {
+        var events: [ChangeEvent]
+        /// Every change up to here was considered (the filters may have skipped some).
+        var scannedThrough: Int64
+    }
+
+    static func checkHorizon(after: Int64, _ db: Database) throws {
+        let horizon = try StoreDatabase.meta(db, horizonKey)
+        guard after >= horizon else {
+            throw RPCError(.changeTokenExpired,
+                "changes up to \(horizon) were purged from the change log; rebuild from the records and watch from \(horizon)",
+                data: ["horizon": .int(horizon)])
+        }
+    }
+
+    static func page(after: Int64, params: WatchParams, limit: Int, _ db: Database) throws -> Page {
+        let includeRecords = params.includeRecords ?? true
+        var sql = "SELECT c.seq, c.family, c.zone, c.kind, c.record_type, c.record_name, c.at"
+        if includeRecords { sql += ", \(StoredRecord.columns)" }
+        sql += " FROM changes c"
+        if includeRecords {
+            sql += """
+                 LEFT JOIN zones z ON z.family = c.family AND z.name = c.zone AND z.deleted = 0
+                 LEFT JOIN records r ON r.zone_id = z.id AND r.name = c.record_name AND r.seq = c.seq AND r.deleted = 0
+                """
+        }
+        sql += " WHERE c.seq > ?"
+        var arguments: [any DatabaseValueConvertible] = [after]
+        if let types = params.recordTypes {
+            sql += " AND c.record_type IN (\(databaseQuestionMarks(count: types.count)))"
+            arguments += types
+        }
+        if let families = params.families {
+            sql += " AND c.family IN (\(databaseQuestionMarks(count: families.count)))"
+            arguments += families
+        }
+        sql += " ORDER BY c.seq LIMIT \(limit)"
+        let head = try StoreDatabase.head(db)
+        let rows = try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments))
+        var events: [ChangeEvent] = []
+        for row in rows {
+            let seq: Int64 = row[0]
+            let zone: String = row[2]
+            let kind = ChangeKind(rawValue: row[3]) ?? .recordSaved
+            let recordName: String? = row[5]
+            var record: Record?
+            if includeRecords, kind == .recordSaved, (row[7] as Int64?) != nil {
+                record = try StoredRecord(row, offset: 7).record(zone: zone)
+            }
+            events.append(ChangeEvent(
+                seq: seq, family: row[1], zone: zone, kind: kind, recordType: row[4], recordName: recordName,
+                changeTag: recordName != nil ? ChangeLog.changeTag(seq) : nil, record: record, at: Millis.date(row[6])))
+        }
+        let scanned = rows.count == limit ? (events.last?.seq ?? after) : max(head, after)
+        return Page(events: events, scannedThrough: scanned)
+    }
+}

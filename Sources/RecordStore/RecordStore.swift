@@ -1,0 +1,299 @@
+import Foundation
+import GRDB
+import Logging
+import RPCCore
+import StoreAPI
+
+/// The record store: every `store.*` method as an async function of its parameters and the
+/// caller's `auth`. Reads run concurrently on WAL snapshots; writes go through group commit.
+public final class RecordStore: Sendable {
+    public struct Configuration: Sendable {
+        /// Where `store.sqlite` and `backups/` live.
+        public var stateDirectory: String
+        /// How long tombstones, deleted zones and change-log entries are kept.
+        public var tombstoneGrace: Duration
+        /// Stop migrating at this schema version (upgrade tests only).
+        public var schemaVersion: Int?
+
+        public init(stateDirectory: String, tombstoneGrace: Duration = .seconds(30 * 86_400), schemaVersion: Int? = nil) {
+            self.stateDirectory = stateDirectory
+            self.tombstoneGrace = tombstoneGrace
+            self.schemaVersion = schemaVersion
+        }
+    }
+
+    public let configuration: Configuration
+    let database: StoreDatabase
+    let notifier: ChangeNotifier
+    let writer: GroupCommit
+    let logger: Logger
+
+    public init(configuration: Configuration, logger: Logger) throws {
+        try FileManager.default.createDirectory(atPath: configuration.stateDirectory, withIntermediateDirectories: true)
+        let path = (configuration.stateDirectory as NSString).appendingPathComponent(StoreDatabase.fileName)
+        self.configuration = configuration
+        self.database = try StoreDatabase(path: path, schemaVersion: configuration.schemaVersion, logger: logger)
+        self.notifier = ChangeNotifier(head: try self.database.pool.read { try StoreDatabase.head($0) })
+        self.writer = GroupCommit(pool: self.database.pool, notifier: self.notifier, logger: logger)
+        self.logger = logger
+    }
+
+    public var databasePath: String { self.database.path }
+    public var schemaVersion: Int { self.database.schema.version }
+    /// The newest committed change.
+    public var head: Int64 { self.notifier.head }
+
+    private var pool: DatabasePool { self.database.pool }
+    private var schema: SchemaRegistry { self.database.schema }
+
+    // MARK: Plumbing
+
+    private func read<T: Sendable>(_ auth: Auth?, _ body: @escaping @Sendable (Principal, Database) throws -> T) async throws -> T {
+        do {
+            return try await self.pool.read { db in try body(try Credentials.resolve(auth, in: db), db) }
+        } catch {
+            throw self.surface(error)
+        }
+    }
+
+    private func write<T: Sendable>(_ auth: Auth?, _ body: @escaping @Sendable (Principal, Int64, Database) throws -> T) async throws -> T {
+        do {
+            return try await self.writer.write { db in try body(try Credentials.resolve(auth, in: db), Millis.now(), db) }
+        } catch {
+            throw self.surface(error)
+        }
+    }
+
+    /// Errors as the caller sees them: ours as they are, storage failures logged and summarised.
+    private func surface(_ error: any Error) -> any Error {
+        if error is RPCError || error is CancellationError { return error }
+        if let item = error as? ItemError { return RPCError(item.code, item.message, data: item.field.map { ["field": .string($0)] }) }
+        self.logger.error("storage failure", metadata: ["error": "\(error)"])
+        return StoreErrors.storage(error)
+    }
+
+    // MARK: Families and zones
+
+    public func createFamily(_ params: CreateFamilyParams, auth: Auth?) async throws -> FamilyInfo {
+        try Validation.family(params.family)
+        return try await self.write(auth) { principal, now, db in
+            try AccessControl.requireLocal(principal, StoreMethods.createFamily.name)
+            return try ZoneOperations.createFamily(params.family, now: now, db)
+        }
+    }
+
+    public func listFamilies(auth: Auth?) async throws -> ListFamiliesResult {
+        try await self.read(auth) { principal, db in
+            try AccessControl.requireLocal(principal, StoreMethods.listFamilies.name)
+            return ListFamiliesResult(families: try ZoneOperations.listFamilies(db))
+        }
+    }
+
+    public func createZone(_ params: ZoneParams, auth: Auth?) async throws -> ZoneInfo {
+        try Validation.family(params.family)
+        try Validation.zone(params.zone)
+        return try await self.write(auth) { principal, now, db in
+            try AccessControl.requireParent(principal, params.family, "create zones")
+            if principal != .local, Names.isInternalZone(params.zone) {
+                throw RPCError.invalidParams("params.zone", "names starting with _ are reserved for the services")
+            }
+            let zone = try ZoneOperations.createZone(family: params.family, name: params.zone, now: now, db)
+            return ZoneInfo(name: zone.name, createdAt: Millis.date(zone.createdAt), participants: 0)
+        }
+    }
+
+    public func deleteZone(_ params: ZoneParams, auth: Auth?) async throws -> DeleteZoneResult {
+        try Validation.family(params.family)
+        try Validation.zone(params.zone)
+        guard params.zone != Names.defaultZone else {
+            throw RPCError.invalidParams("params.zone", "the default zone cannot be deleted")
+        }
+        return try await self.write(auth) { principal, now, db in
+            try AccessControl.requireParent(principal, params.family, "delete zones")
+            let zone = try ZoneRow.find(db, family: params.family, name: params.zone)
+            try AccessControl.requireWrite(principal, zone, in: db)
+            return DeleteZoneResult(recordsDeleted: try ZoneOperations.deleteZone(zone, principal: principal, now: now, db))
+        }
+    }
+
+    public func listZones(_ params: FamilyParams, auth: Auth?) async throws -> ListZonesResult {
+        try Validation.family(params.family)
+        return try await self.read(auth) { principal, db in
+            ListZonesResult(zones: try ZoneOperations.listZones(family: params.family, principal: principal, db))
+        }
+    }
+
+    // MARK: Records
+
+    public func modify(_ params: ModifyParams, auth: Auth?) async throws -> ModifyResult {
+        try ModifyOperation.validate(params)
+        let schema = self.schema
+        return try await self.write(auth) { principal, now, db in
+            try ModifyOperation(schema: schema, principal: principal, params: params, now: now).run(db)
+        }
+    }
+
+    public func fetch(_ params: FetchParams, auth: Auth?) async throws -> FetchResult {
+        try FetchOperation.validate(params)
+        return try await self.read(auth) { principal, db in try FetchOperation.run(params, principal: principal, db) }
+    }
+
+    public func query(_ params: QueryParams, auth: Auth?) async throws -> QueryResult {
+        let schema = self.schema
+        return try await self.read(auth) { principal, db in try QueryOperation.run(params, schema: schema, principal: principal, db) }
+    }
+
+    // MARK: Change feeds
+
+    public func zoneChanges(_ params: ZoneChangesParams, auth: Auth?) async throws -> ZoneChangesResult {
+        try await self.read(auth) { principal, db in try ZoneChangesOperation.run(params, principal: principal, db) }
+    }
+
+    public func databaseChanges(_ params: DatabaseChangesParams, auth: Auth?) async throws -> DatabaseChangesResult {
+        try await self.read(auth) { principal, db in try DatabaseChangesOperation.run(params, principal: principal, db) }
+    }
+
+    /// Streams changes after `params.after` through `send`, then (with `follow`) waits for
+    /// new commits until cancelled. Returns the position reached.
+    public func watch(_ params: WatchParams, auth: Auth?, send: @Sendable (ChangeEvent) async throws -> Void) async throws -> WatchEnd {
+        var cursor = params.after ?? 0
+        guard cursor >= 0 else { throw RPCError.invalidParams("params.after", "must not be negative") }
+        if let types = params.recordTypes {
+            for (index, type) in types.enumerated() where self.schema[type] == nil {
+                throw self.schema.unknownType(type, parameter: "params.recordTypes[\(index)]")
+            }
+        }
+        let start = cursor
+        try await self.read(auth) { principal, db in
+            try AccessControl.requireLocal(principal, StoreMethods.watch.name)
+            try WatchReader.checkHorizon(after: start, db)
+        }
+        let (wakeups, stop) = self.notifier.subscribe()
+        defer { stop() }
+        var iterator = wakeups.makeAsyncIterator()
+        let pageSize = 256
+        while true {
+            let after = cursor
+            let page = try await self.read(nil) { _, db in
+                try WatchReader.checkHorizon(after: after, db)
+                return try WatchReader.page(after: after, params: params, limit: pageSize, db)
+            }
+            for event in page.events {
+                try await send(event)
+                cursor = event.seq
+            }
+            cursor = max(cursor, page.scannedThrough)
+            if page.events.count == pageSize { continue }
+            if params.follow == false { return WatchEnd(lastSeq: cursor) }
+            if self.notifier.head > cursor { continue }
+            guard await iterator.next() != nil else { throw CancellationError() }
+        }
+    }
+
+    // MARK: Shares
+
+    public func share(_ params: ShareParams, auth: Auth?) async throws -> ShareInfo {
+        try Validation.family(params.family)
+        try Validation.zone(params.zone)
+        return try await self.write(auth) { principal, now, db in
+            try AccessControl.requireParent(principal, params.family, "share zones")
+            let zone = try ZoneRow.find(db, family: params.family, name: params.zone)
+            try AccessControl.requireWrite(principal, zone, in: db)
+            return try ZoneOperations.share(zone, participants: params.participants, now: now, db)
+        }
+    }
+
+    public func unshare(_ params: UnshareParams, auth: Auth?) async throws -> ShareInfo {
+        try Validation.family(params.family)
+        try Validation.zone(params.zone)
+        return try await self.write(auth) { principal, now, db in
+            try AccessControl.requireParent(principal, params.family, "change shares")
+            let zone = try ZoneRow.find(db, family: params.family, name: params.zone)
+            try AccessControl.requireWrite(principal, zone, in: db)
+            return try ZoneOperations.unshare(zone, deviceIds: params.deviceIds, now: now, db)
+        }
+    }
+
+    public func shareInfo(_ params: ZoneParams, auth: Auth?) async throws -> ShareInfo {
+        try Validation.family(params.family)
+        try Validation.zone(params.zone)
+        return try await self.read(auth) { principal, db in
+            let zone = try ZoneRow.find(db, family: params.family, name: params.zone)
+            try AccessControl.requireRead(principal, zone, in: db)
+            return try ZoneOperations.shareInfo(zone, db)
+        }
+    }
+
+    // MARK: Credentials
+
+    public func putCredential(_ params: PutCredentialParams, auth: Auth?) async throws -> CredentialInfo {
+        try Validation.family(params.family)
+        guard Names.isValidIdentifier(params.deviceId) else {
+            throw RPCError.invalidParams("params.deviceId", "must be 1 to 255 bytes without control characters")
+        }
+        guard Credentials.isValidHash(params.tokenSHA256) else {
+            throw RPCError.invalidParams("params.tokenSHA256", "must be the SHA-256 of the token as 64 lowercase hex digits")
+        }
+        return try await self.write(auth) { principal, now, db in
+            try AccessControl.requireLocal(principal, StoreMethods.putCredential.name)
+            return try CredentialOperations.put(params, now: now, db)
+        }
+    }
+
+    public func updateCredential(_ params: UpdateCredentialParams, auth: Auth?) async throws -> CredentialInfo {
+        try Validation.family(params.family)
+        return try await self.write(auth) { principal, now, db in
+            try AccessControl.requireLocal(principal, StoreMethods.updateCredential.name)
+            return try CredentialOperations.update(params, now: now, db)
+        }
+    }
+
+    public func listCredentials(_ params: FamilyParams, auth: Auth?) async throws -> ListCredentialsResult {
+        try Validation.family(params.family)
+        return try await self.read(auth) { principal, db in
+            try AccessControl.requireLocal(principal, StoreMethods.listCredentials.name)
+            return ListCredentialsResult(credentials: try CredentialOperations.list(family: params.family, db))
+        }
+    }
+
+    public func whoami(auth: Auth?) async throws -> WhoAmIResult {
+        try await self.read(auth) { principal, _ in
+            switch principal {
+            case .local: WhoAmIResult(principal: "local")
+            case .device(let device):
+                WhoAmIResult(principal: "device", family: device.family, deviceId: device.deviceId, role: device.role, status: device.status)
+            }
+        }
+    }
+
+    // MARK: Maintenance
+
+    public var schemaInfo: SchemaResult { self.schema.info }
+
+    public func backup(_ params: BackupParams, auth: Auth?) async throws -> BackupResult {
+        try await self.read(auth) { principal, _ in try AccessControl.requireLocal(principal, StoreMethods.backup.name) }
+        let path = try Backup.resolve(params.path, stateDirectory: self.configuration.stateDirectory)
+        let started = ContinuousClock.now
+        let (bytes, lastSeq) = try await Backup.run(pool: self.pool, to: path)
+        let elapsed = ContinuousClock.now - started
+        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        self.logger.notice("backup written", metadata: ["path": "\(path)", "bytes": "\(bytes)", "last_seq": "\(lastSeq)"])
+        return BackupResult(path: path, bytes: bytes, lastSeq: lastSeq, milliseconds: milliseconds)
+    }
+
+    public func purge(_ params: PurgeParams, auth: Auth?) async throws -> PurgeResult {
+        let grace = params.olderThanSeconds ?? Double(self.configuration.tombstoneGrace.components.seconds)
+        guard grace >= 0 else { throw RPCError.invalidParams("params.olderThanSeconds", "must not be negative") }
+        let result = try await self.write(auth) { principal, now, db in
+            try AccessControl.requireLocal(principal, StoreMethods.purge.name)
+            return try Purge.run(olderThan: now - Int64(grace * 1000), db)
+        }
+        if result.tombstones + result.zones + result.changes > 0 {
+            self.logger.info("purged", metadata: [
+                "tombstones": "\(result.tombstones)", "zones": "\(result.zones)", "changes": "\(result.changes)",
+                "watch_horizon": "\(result.watchHorizon)",
+            ])
+        }
+        return result
+    }
+}

@@ -1,0 +1,162 @@
+import RPCCore
+import StoreAPI
+
+/// One schema change. Versions are applied in order on start, each once, in the same
+/// transaction as its data backfill; a shipped version is never edited, only followed.
+enum SchemaStep: Sendable {
+    case addRecordType(RecordTypeDefinition)
+    /// Adds a field; records that exist get its `defaultValue` (if any).
+    case addField(recordType: String, FieldDefinition)
+    /// Makes a field queryable; existing records are indexed.
+    case addIndex(recordType: String, field: String)
+    /// Adds a uniqueness constraint; refused on start if existing records break it.
+    case addUnique(recordType: String, fields: [String])
+}
+
+struct SchemaVersion: Sendable {
+    var number: Int
+    var name: String
+    var steps: [SchemaStep]
+
+    /// The GRDB migration identifier: never change it once shipped.
+    var migrationIdentifier: String { "schema-v\(self.number)-\(self.name)" }
+}
+
+/// Every schema version, oldest first. Add new versions at the end.
+enum SchemaHistory {
+    static let versions: [SchemaVersion] = [version1, version2]
+
+    static var latest: Int { versions.last!.number }
+
+    // Field helpers keep the table below readable.
+    private static func string(_ name: String, required: Bool = false, indexed: Bool = false, allowed: [String]? = nil) -> FieldDefinition {
+        FieldDefinition(name: name, type: .string, required: required, indexed: indexed, allowedValues: allowed)
+    }
+    private static func int(_ name: String, required: Bool = false, indexed: Bool = false, minimum: Int64? = nil) -> FieldDefinition {
+        FieldDefinition(name: name, type: .int64, required: required, indexed: indexed, minimum: minimum)
+    }
+    private static func date(_ name: String, required: Bool = false, indexed: Bool = false) -> FieldDefinition {
+        FieldDefinition(name: name, type: .date, required: required, indexed: indexed)
+    }
+    private static func bool(_ name: String) -> FieldDefinition { FieldDefinition(name: name, type: .bool) }
+    private static func json(_ name: String) -> FieldDefinition { FieldDefinition(name: name, type: .json) }
+    private static func reference(_ name: String, required: Bool = false, indexed: Bool = true, action: ReferenceAction = .none) -> FieldDefinition {
+        FieldDefinition(name: name, type: .reference, required: required, indexed: indexed, referenceAction: action)
+    }
+    private static func strings(_ name: String, indexed: Bool = false, set: Bool = false) -> FieldDefinition {
+        FieldDefinition(name: name, type: .stringList, indexed: indexed, mergeAsSet: set)
+    }
+
+    private static let categories = ["learning", "reward"]
+
+    /// The record types of the seeds (`003` data model, `000` CloudKit record types, `004`
+    /// pairing). Where the seeds disagree both fields are kept; `docs/protocol.md` maps them.
+    static let version1 = SchemaVersion(number: 1, name: "seed-record-types", steps: [
+        .addRecordType(RecordTypeDefinition(
+            name: "Family", summary: "The family itself; one per family, in the default zone, named by the family id.",
+            fields: [string("code"), int("settingsVersion", minimum: 0), string("displayName")])),
+        .addRecordType(RecordTypeDefinition(
+            name: "ParentProfile", summary: "A parent: role and devices.",
+            fields: [
+                reference("familyRef", required: true), string("role", required: true, indexed: true, allowed: ["admin", "co_parent"]),
+                strings("deviceIds", indexed: true, set: true), string("displayName"),
+            ])),
+        .addRecordType(RecordTypeDefinition(
+            name: "ChildContext", summary: "A child, by an opaque identifier; its devices.",
+            fields: [
+                reference("familyRef", required: true), string("childOpaqueId", required: true, indexed: true),
+                string("displayName"), strings("pairedDeviceIds", indexed: true, set: true),
+            ],
+            unique: [["familyRef", "childOpaqueId"]])),
+        .addRecordType(RecordTypeDefinition(
+            name: "MonitoringSession", summary: "The root record of a child device's zone (seed 004).",
+            fields: [
+                reference("childRef"), string("deviceID", indexed: true), string("parentDeviceID", indexed: true),
+                string("status", indexed: true, allowed: ["pending", "active", "revoked"]), string("title"),
+            ])),
+        .addRecordType(RecordTypeDefinition(
+            name: "RegisteredDevice", summary: "A device, parent or child (seed 000).",
+            fields: [
+                string("deviceID", required: true, indexed: true), string("deviceName", required: true),
+                string("deviceType", required: true, indexed: true, allowed: ["parent", "child"]), string("childName"),
+                string("parentDeviceID", indexed: true), reference("childRef"), date("registrationDate"),
+                date("lastSyncDate", indexed: true), bool("isActive"),
+            ],
+            childAccess: .write, ownerField: "deviceID")),
+        .addRecordType(RecordTypeDefinition(
+            name: "AppRule", summary: "A family-wide rule for an app (seed 003).",
+            fields: [
+                reference("familyRef", required: true), string("bundleId", required: true, indexed: true),
+                string("classification", required: true, allowed: categories), string("source", allowed: ["default", "override"]),
+                int("pointsPerMinute", minimum: 0), bool("isEnabled"), bool("blockingEnabled"), string("displayName"),
+            ],
+            unique: [["familyRef", "bundleId"]])),
+        .addRecordType(RecordTypeDefinition(
+            name: "AppConfiguration", summary: "A per-device app configuration (seed 000).",
+            fields: [
+                string("logicalID", required: true, indexed: true), string("tokenHash"), string("bundleIdentifier", indexed: true),
+                string("displayName"), string("sfSymbolName"), string("category", indexed: true, allowed: categories),
+                int("pointsPerMinute", minimum: 0), bool("isEnabled"), bool("blockingEnabled"), date("dateAdded"),
+                date("lastModified", indexed: true), string("deviceID", indexed: true),
+            ])),
+        .addRecordType(RecordTypeDefinition(
+            name: "ShieldPolicy", summary: "Which reward apps and categories get shielded (seed 003).",
+            fields: [
+                reference("familyRef", required: true), reference("childRef", action: .deleteSelf),
+                strings("rewardCategories"), strings("rewardApps"),
+            ])),
+        .addRecordType(RecordTypeDefinition(
+            name: "ConfigurationCommand", summary: "A change for a child device to apply; the child reports its status.",
+            fields: [
+                string("commandID"), string("targetDeviceID", required: true, indexed: true),
+                string("commandType", required: true, indexed: true), json("payloadJSON"), date("createdAt", indexed: true),
+                date("executedAt"), string("status", required: true, indexed: true, allowed: ["pending", "executed", "failed"]),
+                string("errorMessage"),
+            ],
+            childAccess: .updateFields, childWritableFields: ["status", "executedAt", "errorMessage"],
+            ownerField: "targetDeviceID")),
+        .addRecordType(RecordTypeDefinition(
+            name: "UsageRecord", summary: "One session of one app on one child device (seed 000).",
+            fields: [
+                string("recordID"), string("logicalID", required: true, indexed: true), string("bundleId", indexed: true),
+                string("displayName"), date("sessionStart", required: true, indexed: true), date("sessionEnd", required: true, indexed: true),
+                int("totalSeconds", required: true, minimum: 0), int("earnedPoints", minimum: 0),
+                string("category", indexed: true, allowed: categories), string("deviceID", required: true, indexed: true),
+            ],
+            childAccess: .write, ownerField: "deviceID")),
+        .addRecordType(RecordTypeDefinition(
+            name: "DailySummary", summary: "A device's day, written by the aggregator: `<deviceID>_<YYYY-MM-DD>`.",
+            fields: [
+                string("summaryID", indexed: true), date("date", required: true, indexed: true), string("deviceID", required: true, indexed: true),
+                reference("childRef"), int("totalLearningSeconds", minimum: 0), int("totalRewardSeconds", minimum: 0),
+                int("totalPointsEarned", minimum: 0), json("appsUsedJSON"), date("lastUpdated"),
+            ])),
+        .addRecordType(RecordTypeDefinition(
+            name: "PointsLedgerEntry", summary: "Points earned, redeemed or adjusted (positive amounts; seed 003).",
+            fields: [
+                reference("familyRef", required: true), reference("childRef", required: true, action: .deleteSelf),
+                string("type", required: true, indexed: true, allowed: ["accrual", "redemption", "adjustment"]),
+                int("amount", required: true, minimum: 1), date("timestamp", required: true, indexed: true), string("reason"),
+                reference("actorParentRef", indexed: false), string("idempotencyKey", indexed: true),
+            ],
+            unique: [["familyRef", "idempotencyKey"]])),
+        .addRecordType(RecordTypeDefinition(
+            name: "EarnedTimeBalance", summary: "A child's earned reward time; one per child.",
+            fields: [
+                reference("childRef", required: true, action: .deleteSelf), int("balanceSeconds", required: true), date("updatedAt"),
+            ],
+            unique: [["childRef"]])),
+        .addRecordType(RecordTypeDefinition(
+            name: "AuditEntry", summary: "What a parent did, for the family's audit log.",
+            fields: [
+                reference("familyRef", required: true), reference("actorParentRef", required: true, indexed: false),
+                string("action", required: true), string("target"), date("timestamp", required: true, indexed: true), json("metadata"),
+            ])),
+    ])
+
+    /// The family's IANA time zone, for local days (the aggregator); and rules by class.
+    static let version2 = SchemaVersion(number: 2, name: "family-time-zone", steps: [
+        .addField(recordType: "Family", FieldDefinition(name: "timeZone", type: .string, defaultValue: "UTC")),
+        .addIndex(recordType: "AppRule", field: "classification"),
+    ])
+}

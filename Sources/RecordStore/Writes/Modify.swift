@@ -1,0 +1,296 @@
+import Crypto
+import Foundation
+import GRDB
+import RPCCore
+import StoreAPI
+
+/// `store.modify` inside a write transaction: the idempotency check, then each save and
+/// delete in its own savepoint, then (atomic) all-or-nothing.
+struct ModifyOperation: Sendable {
+    let schema: SchemaRegistry
+    let principal: Principal
+    let params: ModifyParams
+    let now: Int64
+
+    /// Checks that need no database; run before queueing the write.
+    static func validate(_ params: ModifyParams) throws {
+        let saves = params.saves ?? []
+        let deletes = params.deletes ?? []
+        guard saves.count + deletes.count <= ModifyParams.maximumItems else {
+            throw RPCError(.limitExceeded, "a batch holds at most \(ModifyParams.maximumItems) saves and deletes; this one has \(saves.count + deletes.count): split it",
+                data: ["limit": .int(Int64(ModifyParams.maximumItems))])
+        }
+        try Validation.family(params.family)
+        try Validation.zone(params.zone)
+        var seen: [String: String] = [:]
+        for (index, save) in saves.enumerated() {
+            let path = "params.saves[\(index)]"
+            guard Names.isValidIdentifier(save.recordName) else {
+                throw RPCError.invalidParams("\(path).recordName", "must be 1 to 255 bytes without control characters")
+            }
+            if let other = seen.updateValue(path, forKey: save.recordName) {
+                throw RPCError.invalidParams("\(path).recordName", "\"\(save.recordName)\" is also in \(other); a batch may touch a record once")
+            }
+        }
+        for (index, delete) in deletes.enumerated() {
+            let path = "params.deletes[\(index)]"
+            guard Names.isValidIdentifier(delete.recordName) else {
+                throw RPCError.invalidParams("\(path).recordName", "must be 1 to 255 bytes without control characters")
+            }
+            if let other = seen.updateValue(path, forKey: delete.recordName) {
+                throw RPCError.invalidParams("\(path).recordName", "\"\(delete.recordName)\" is also in \(other); a batch may touch a record once")
+            }
+        }
+        if let requestId = params.requestId, !Names.isValidIdentifier(requestId) {
+            throw RPCError.invalidParams("params.requestId", "must be 1 to 255 bytes without control characters")
+        }
+    }
+
+    func run(_ db: Database) throws -> ModifyResult {
+        let paramsHash = try Self.hash(self.params)
+        if let requestId = self.params.requestId, let stored = try Row.fetchOne(db, sql: """
+            SELECT params_sha256, result FROM idempotency WHERE family = ? AND principal = ? AND request_id = ?
+            """, arguments: [self.params.family, self.principal.name, requestId])
+        {
+            guard stored[0] as String == paramsHash else {
+                throw RPCError(.conflict, "requestId \(requestId) was already used for a different batch; use a new request id for new changes",
+                    data: ["requestId": .string(requestId)])
+            }
+            var result = try RPCJSON.makeDecoder().decode(ModifyResult.self, from: Data((stored[1] as String).utf8))
+            result.replayed = true
+            return result
+        }
+
+        let zone = try ZoneRow.find(db, family: self.params.family, name: self.params.zone)
+        try AccessControl.requireWrite(self.principal, zone, in: db)
+
+        var failures: [ItemFailure] = []
+        var cascaded: [RecordID] = []
+        var saved: [SaveOutcome] = []
+        for (index, save) in (self.params.saves ?? []).enumerated() {
+            do {
+                var record: Record?
+                try db.inSavepoint {
+                    record = try self.save(save, in: zone, db)
+                    return .commit
+                }
+                saved.append(SaveOutcome(recordName: save.recordName, record: record))
+            } catch let error as ItemError {
+                saved.append(SaveOutcome(recordName: save.recordName, error: error))
+                failures.append(ItemFailure(kind: "save", index: index, recordName: save.recordName, error: error))
+            }
+        }
+        var deleted: [DeleteOutcome] = []
+        for (index, delete) in (self.params.deletes ?? []).enumerated() {
+            do {
+                var outcome: DeleteOutcome?
+                try db.inSavepoint {
+                    outcome = try self.delete(delete, in: zone, cascaded: &cascaded, db)
+                    return .commit
+                }
+                deleted.append(outcome!)
+            } catch let error as ItemError {
+                deleted.append(DeleteOutcome(recordName: delete.recordName, error: error))
+                failures.append(ItemFailure(kind: "delete", index: index, recordName: delete.recordName, error: error))
+            }
+        }
+
+        if self.params.atomic == true, let first = failures.first {
+            // Thrown out of the write's savepoint: everything above is rolled back.
+            throw RPCError(
+                first.error.code,
+                "the atomic batch was not applied: \(failures.count) of \(saved.count + deleted.count) items failed; first, \(first.kind) of \(first.recordName): \(first.error.message)",
+                data: ["failures": try JSONValue(encoding: failures)])
+        }
+        let result = ModifyResult(saved: saved, deleted: deleted, cascaded: cascaded, replayed: false)
+        if let requestId = self.params.requestId {
+            try db.execute(sql: """
+                INSERT INTO idempotency(family, principal, request_id, params_sha256, result, created_at) VALUES (?, ?, ?, ?, ?, ?)
+                """, arguments: [self.params.family, self.principal.name, requestId, paramsHash,
+                                 String(decoding: try RPCJSON.makeEncoder().encode(result), as: UTF8.self), self.now])
+        }
+        return result
+    }
+
+    // MARK: Saves
+
+    private func save(_ save: RecordSave, in zone: ZoneRow, _ db: Database) throws -> Record {
+        guard let type = self.schema[save.recordType] else {
+            throw ItemError(code: .invalidParams, message: "\"\(save.recordType)\" is not a known record type; known: \(self.schema.order.joined(separator: ", "))", field: "recordType")
+        }
+        let existing = try StoredRecord.find(db, zoneID: zone.id, name: save.recordName)
+        let live = existing.flatMap { $0.deleted ? nil : $0 }
+        if let live, live.type != type.name {
+            throw ItemError(code: .conflict, message: "record \(save.recordName) exists with type \(live.type), not \(type.name)",
+                field: "recordType", serverRecord: try live.record(zone: zone.name))
+        }
+        let policy = self.params.savePolicy ?? .ifServerRecordUnchanged
+        if policy == .ifServerRecordUnchanged {
+            switch (live, save.changeTag) {
+            case (nil, .some):
+                throw ItemError(code: .conflict, message: "record \(save.recordName) no longer exists on the server; save it again without a changeTag to recreate it")
+            case (let live?, let tag) where tag != live.changeTag:
+                throw ItemError(
+                    code: .conflict,
+                    message: tag == nil
+                        ? "record \(save.recordName) already exists; fetch it (serverRecord) and save with its changeTag, or use savePolicy changedKeys"
+                        : "record \(save.recordName) changed on the server since change tag \(tag!); rebase onto serverRecord and save again",
+                    serverRecord: try live.record(zone: zone.name))
+            default:
+                break
+            }
+        }
+
+        var incoming: [String: JSONValue?] = [:]
+        for name in save.fields.keys.sorted() {
+            guard let field = type.field(name) else {
+                throw ItemError(code: .invalidParams,
+                    message: "\(type.name) has no field \(name); its fields are \(type.fields.map(\.name).joined(separator: ", "))", field: name)
+            }
+            let value = save.fields[name]!
+            incoming[name] = value == .null ? .some(nil) : try FieldValues.normalize(value, as: field, zone: zone.name)
+        }
+        let before = try live?.fields()
+        var merged: [String: JSONValue]
+        if policy == .changedKeys {
+            merged = before ?? [:]
+            for (name, value) in incoming {
+                guard let value else {
+                    merged.removeValue(forKey: name)
+                    continue
+                }
+                if type.field(name)!.mergeAsSet, case .array(let old)? = merged[name], case .array(let new) = value {
+                    merged[name] = .array(old + new.filter { !old.contains($0) })
+                } else {
+                    merged[name] = value
+                }
+            }
+        } else {
+            merged = incoming.compactMapValues { $0 }
+        }
+        if live == nil {
+            // Fields added by a migration with a default get it in new records too.
+            for field in type.fields where merged[field.name] == nil && field.defaultValue != nil && incoming[field.name] == nil {
+                merged[field.name] = field.defaultValue
+            }
+        }
+        for field in type.fields where field.required && merged[field.name] == nil {
+            throw ItemError(code: .invalidParams, message: "field \(field.name) is required for \(type.name) records", field: field.name)
+        }
+        if case .device(let device) = self.principal, device.role == .child {
+            try AccessControl.checkChildSave(device, type: type, existing: before, merged: merged)
+        }
+
+        let seq = try ChangeLog.append(db, zone: zone, kind: .recordSaved, recordType: type.name, recordName: save.recordName, at: self.now)
+        let tag = ChangeLog.changeTag(seq)
+        let text = try FieldsCoding.encode(merged)
+        let recordID: Int64
+        let createdAt = live?.createdAt ?? self.now
+        let createdBy = live?.createdBy ?? self.principal.name
+        if let existing {
+            recordID = existing.id
+            try db.execute(sql: """
+                UPDATE records SET type = ?, fields = ?, change_tag = ?, seq = ?, created_at = ?, created_by = ?,
+                    modified_at = ?, modified_by = ?, deleted = 0 WHERE id = ?
+                """, arguments: [type.name, text, tag, seq, createdAt, createdBy, self.now, self.principal.name, recordID])
+        } else {
+            try db.execute(sql: """
+                INSERT INTO records(zone_id, name, type, fields, change_tag, seq, created_at, created_by, modified_at, modified_by)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [zone.id, save.recordName, type.name, text, tag, seq, createdAt, createdBy, self.now, self.principal.name])
+            recordID = db.lastInsertedRowID
+        }
+        try DerivedRows.replace(db, recordID: recordID, type: type, fields: merged, at: zone.location)
+        return Record(
+            recordType: type.name, recordName: save.recordName, zone: zone.name, fields: merged, changeTag: tag,
+            createdAt: Millis.date(createdAt), modifiedAt: Millis.date(self.now), createdBy: createdBy, modifiedBy: self.principal.name)
+    }
+
+    // MARK: Deletes
+
+    private func delete(_ delete: RecordDelete, in zone: ZoneRow, cascaded: inout [RecordID], _ db: Database) throws -> DeleteOutcome {
+        guard let existing = try StoredRecord.find(db, zoneID: zone.id, name: delete.recordName) else {
+            throw ItemError(code: .notFound, message: "no record \(delete.recordName) in zone \(zone.name)")
+        }
+        if existing.deleted { return DeleteOutcome(recordName: delete.recordName, deleted: false) }
+        if let tag = delete.changeTag, tag != existing.changeTag {
+            throw ItemError(code: .conflict, message: "record \(delete.recordName) changed on the server since change tag \(tag); not deleted",
+                serverRecord: try existing.record(zone: zone.name))
+        }
+        if case .device(let device) = self.principal, device.role == .child {
+            try AccessControl.checkChildDelete(device, type: self.schema[existing.type], existing: try existing.fields())
+        }
+        try Tombstones.delete(existing, in: zone, by: self.principal, at: self.now, db)
+        cascaded += try Tombstones.cascade(from: RecordID(zone: zone.name, recordName: existing.name), family: zone.family, by: self.principal, at: self.now, db)
+        return DeleteOutcome(recordName: delete.recordName, deleted: true)
+    }
+
+    static func hash(_ params: ModifyParams) throws -> String {
+        let encoder = RPCJSON.makeEncoder()
+        encoder.outputFormatting.insert(.sortedKeys)
+        return SHA256.hash(data: try encoder.encode(params)).map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+/// Deletion: a tombstone that change feeds report until it is purged.
+enum Tombstones {
+    static func delete(_ record: StoredRecord, in zone: ZoneRow, by principal: Principal, at now: Int64, _ db: Database) throws {
+        let seq = try ChangeLog.append(db, zone: zone, kind: .recordDeleted, recordType: record.type, recordName: record.name, at: now)
+        try db.execute(sql: """
+            UPDATE records SET deleted = 1, fields = '{}', change_tag = ?, seq = ?, modified_at = ?, modified_by = ? WHERE id = ?
+            """, arguments: [ChangeLog.changeTag(seq), seq, now, principal.name, record.id])
+        try DerivedRows.remove(db, recordID: record.id)
+    }
+
+    /// Deletes every live record that references `target` with `deleteSelf`, and what
+    /// references those in turn.
+    static func cascade(from target: RecordID, family: String, by principal: Principal, at now: Int64, _ db: Database) throws -> [RecordID] {
+        var deleted: [RecordID] = []
+        var work = [target]
+        while let next = work.popLast() {
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT \(StoredRecord.columns), z.id, z.name, z.created_at, z.incarnation, z.purged_seq
+                FROM refs f JOIN records r ON r.id = f.record_id JOIN zones z ON z.id = r.zone_id
+                WHERE f.family = ? AND f.target_zone = ? AND f.target_name = ? AND r.deleted = 0
+                """, arguments: [family, next.zone, next.recordName])
+            for row in rows {
+                let record = StoredRecord(row)
+                let zone = ZoneRow(id: row[11], family: family, name: row[12], createdAt: row[13], incarnation: row[14], purgedSeq: row[15])
+                try delete(record, in: zone, by: principal, at: now, db)
+                let id = RecordID(zone: zone.name, recordName: record.name, recordType: record.type)
+                deleted.append(id)
+                work.append(id)
+            }
+        }
+        return deleted
+    }
+}
+
+/// Parameter checks shared by the methods.
+enum Validation {
+    static func family(_ family: String, _ parameter: String = "params.family") throws {
+        guard Names.isValidIdentifier(family) else {
+            throw RPCError.invalidParams(parameter, "must be 1 to 255 bytes without control characters")
+        }
+    }
+
+    static func zone(_ zone: String, _ parameter: String = "params.zone") throws {
+        guard Names.isValidZone(zone) else {
+            throw RPCError.invalidParams(parameter, "must be 1 to 255 letters, digits, '-', '_' or '.', not \"\(zone)\"")
+        }
+    }
+
+    static func limit(_ limit: Int?, default value: Int, maximum: Int, _ parameter: String = "params.limit") throws -> Int {
+        guard let limit else { return value }
+        guard (1...maximum).contains(limit) else { throw RPCError.invalidParams(parameter, "must be between 1 and \(maximum), not \(limit)") }
+        return limit
+    }
+}
+
+extension JSONValue {
+    /// Any Encodable as a JSONValue (for error data).
+    init<T: Encodable>(encoding value: T) throws {
+        let data = try RPCJSON.makeEncoder().encode(value)
+        self = try RPCJSON.makeDecoder().decode(JSONValue.self, from: data)
+    }
+}

@@ -1,0 +1,146 @@
+import GRDB
+import RPCCore
+import StoreAPI
+
+/// Families, zones and shares.
+enum ZoneOperations {
+    static func createFamily(_ family: String, now: Int64, _ db: Database) throws -> FamilyInfo {
+        guard try !FamilyRow.exists(db, family) else {
+            throw RPCError(.conflict, "family \(family) already exists", data: ["family": .string(family)])
+        }
+        try db.execute(sql: "INSERT INTO families(id, created_at) VALUES (?, ?)", arguments: [family, now])
+        _ = try createZone(family: family, name: Names.defaultZone, now: now, db)
+        return FamilyInfo(family: family, createdAt: Millis.date(now), zones: 1)
+    }
+
+    static func listFamilies(_ db: Database) throws -> [FamilyInfo] {
+        try Row.fetchAll(db, sql: """
+            SELECT f.id, f.created_at, (SELECT COUNT(*) FROM zones z WHERE z.family = f.id AND z.deleted = 0) FROM families f ORDER BY f.created_at, f.id
+            """).map { FamilyInfo(family: $0[0], createdAt: Millis.date($0[1]), zones: $0[2]) }
+    }
+
+    static func createZone(family: String, name: String, now: Int64, _ db: Database) throws -> ZoneRow {
+        try FamilyRow.require(db, family)
+        if let row = try Row.fetchOne(db, sql: "SELECT id, deleted, incarnation FROM zones WHERE family = ? AND name = ?", arguments: [family, name]) {
+            guard row[1] as Bool else {
+                throw RPCError(.conflict, "zone \(name) already exists in family \(family)", data: ["zone": .string(name)])
+            }
+            // A deleted zone created again: a new incarnation, so old change tokens expire.
+            try db.execute(sql: """
+                UPDATE zones SET deleted = 0, deleted_at = NULL, created_at = ?, incarnation = incarnation + 1, purged_seq = 0 WHERE id = ?
+                """, arguments: [now, row[0] as Int64])
+        } else {
+            try db.execute(sql: "INSERT INTO zones(family, name, created_at, change_seq) VALUES (?, ?, ?, 0)", arguments: [family, name, now])
+        }
+        let zone = try ZoneRow.find(db, family: family, name: name)
+        try ChangeLog.append(db, zone: zone, kind: .zoneCreated, at: now)
+        return zone
+    }
+
+    static func deleteZone(_ zone: ZoneRow, principal: Principal, now: Int64, _ db: Database) throws -> Int {
+        let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM records WHERE zone_id = ? AND deleted = 0", arguments: [zone.id]) ?? 0
+        try db.execute(sql: "DELETE FROM records WHERE zone_id = ?", arguments: [zone.id])
+        try db.execute(sql: "DELETE FROM shares WHERE zone_id = ?", arguments: [zone.id])
+        try db.execute(sql: "UPDATE zones SET deleted = 1, deleted_at = ? WHERE id = ?", arguments: [now, zone.id])
+        try ChangeLog.append(db, zone: zone, kind: .zoneDeleted, at: now)
+        // Records elsewhere that referenced this zone's records with deleteSelf go too.
+        let targets = try String.fetchAll(db, sql: "SELECT DISTINCT target_name FROM refs WHERE family = ? AND target_zone = ?", arguments: [zone.family, zone.name])
+        for target in targets {
+            _ = try Tombstones.cascade(from: RecordID(zone: zone.name, recordName: target), family: zone.family, by: principal, at: now, db)
+        }
+        return count
+    }
+
+    static func listZones(family: String, principal: Principal, _ db: Database) throws -> [ZoneInfo] {
+        try FamilyRow.require(db, family)
+        try AccessControl.requireFamily(principal, family)
+        let readable = try AccessControl.readableZoneIDs(principal, family: family, in: db)
+        return try Row.fetchAll(db, sql: """
+            SELECT z.id, z.name, z.created_at, (SELECT COUNT(*) FROM shares s WHERE s.zone_id = z.id)
+            FROM zones z WHERE z.family = ? AND z.deleted = 0 ORDER BY z.name
+            """, arguments: [family])
+            .filter { readable?.contains($0[0]) ?? true }
+            .map { ZoneInfo(name: $0[1], createdAt: Millis.date($0[2]), participants: $0[3]) }
+    }
+
+    static func shareInfo(_ zone: ZoneRow, _ db: Database) throws -> ShareInfo {
+        let participants = try Row.fetchAll(db, sql: "SELECT device_id, permission, added_at FROM shares WHERE zone_id = ? ORDER BY added_at, device_id", arguments: [zone.id])
+            .map { ShareParticipant(deviceId: $0[0], permission: SharePermission(rawValue: $0[1]) ?? .readOnly, addedAt: Millis.date($0[2])) }
+        return ShareInfo(family: zone.family, zone: zone.name, participants: participants)
+    }
+
+    static func share(_ zone: ZoneRow, participants: [ShareParticipant], now: Int64, _ db: Database) throws -> ShareInfo {
+        guard !Names.isInternalZone(zone.name) else {
+            throw RPCError.invalidParams("params.zone", "\(zone.name) is an internal zone of the services and cannot be shared")
+        }
+        for (index, participant) in participants.enumerated() {
+            guard Names.isValidIdentifier(participant.deviceId) else {
+                throw RPCError.invalidParams("params.participants[\(index)].deviceId", "must be 1 to 255 bytes without control characters")
+            }
+            try db.execute(sql: """
+                INSERT INTO shares(zone_id, device_id, permission, added_at) VALUES (?, ?, ?, ?)
+                ON CONFLICT(zone_id, device_id) DO UPDATE SET permission = excluded.permission
+                """, arguments: [zone.id, participant.deviceId, participant.permission.rawValue, now])
+        }
+        try ChangeLog.append(db, zone: zone, kind: .shareChanged, at: now)
+        return try shareInfo(zone, db)
+    }
+
+    static func unshare(_ zone: ZoneRow, deviceIds: [String]?, now: Int64, _ db: Database) throws -> ShareInfo {
+        if let deviceIds {
+            for device in deviceIds {
+                try db.execute(sql: "DELETE FROM shares WHERE zone_id = ? AND device_id = ?", arguments: [zone.id, device])
+            }
+        } else {
+            try db.execute(sql: "DELETE FROM shares WHERE zone_id = ?", arguments: [zone.id])
+        }
+        try ChangeLog.append(db, zone: zone, kind: .shareChanged, at: now)
+        return try shareInfo(zone, db)
+    }
+}
+
+/// Device credentials, as the pairing service records them.
+enum CredentialOperations {
+    private static func info(_ row: Row) -> CredentialInfo {
+        CredentialInfo(
+            family: row[0], deviceId: row[1], role: DeviceRole(rawValue: row[2]) ?? .child,
+            status: CredentialStatus(rawValue: row[3]) ?? .revoked, createdAt: Millis.date(row[4]), updatedAt: Millis.date(row[5]))
+    }
+
+    private static let columns = "family, device_id, role, status, created_at, updated_at"
+
+    static func put(_ params: PutCredentialParams, now: Int64, _ db: Database) throws -> CredentialInfo {
+        try FamilyRow.require(db, params.family)
+        if let holder = try Row.fetchOne(db, sql: "SELECT family, device_id FROM credentials WHERE token_sha256 = ?", arguments: [params.tokenSHA256]),
+            holder[0] as String != params.family || holder[1] as String != params.deviceId
+        {
+            throw RPCError(.conflict, "this token is already the credential of another device; issue a new random token")
+        }
+        try db.execute(sql: """
+            INSERT INTO credentials(token_sha256, family, device_id, role, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(family, device_id) DO UPDATE SET token_sha256 = excluded.token_sha256, role = excluded.role,
+                status = excluded.status, updated_at = excluded.updated_at
+            """, arguments: [params.tokenSHA256, params.family, params.deviceId, params.role.rawValue,
+                             (params.status ?? .active).rawValue, now, now])
+        return try find(family: params.family, deviceId: params.deviceId, db)
+    }
+
+    static func update(_ params: UpdateCredentialParams, now: Int64, _ db: Database) throws -> CredentialInfo {
+        try db.execute(sql: "UPDATE credentials SET status = ?, updated_at = ? WHERE family = ? AND device_id = ?",
+            arguments: [params.status.rawValue, now, params.family, params.deviceId])
+        return try find(family: params.family, deviceId: params.deviceId, db)
+    }
+
+    static func find(family: String, deviceId: String, _ db: Database) throws -> CredentialInfo {
+        guard let row = try Row.fetchOne(db, sql: "SELECT \(columns) FROM credentials WHERE family = ? AND device_id = ?", arguments: [family, deviceId]) else {
+            try FamilyRow.require(db, family)
+            throw RPCError(.notFound, "device \(deviceId) has no credential in family \(family)", data: ["deviceId": .string(deviceId)])
+        }
+        return info(row)
+    }
+
+    static func list(family: String, _ db: Database) throws -> [CredentialInfo] {
+        try FamilyRow.require(db, family)
+        return try Row.fetchAll(db, sql: "SELECT \(columns) FROM credentials WHERE family = ? ORDER BY created_at, device_id", arguments: [family]).map(info)
+    }
+}

@@ -1,0 +1,92 @@
+import Foundation
+import RPCCore
+
+public enum DeviceRole: String, StringEnum {
+    case admin
+    case coParent = "co_parent"
+    case child
+
+    public var isParent: Bool { self != .child }
+}
+
+public enum CredentialStatus: String, StringEnum {
+    /// Issued, waiting for a parent's confirmation: may read, not write.
+    case pending
+    case active
+    /// Refused on every request.
+    case revoked
+}
+
+/// `store.putCredential` (local services only): records a device credential. The store
+/// keeps only the SHA-256 of the token and checks `auth.token` against it on every request.
+public struct PutCredentialParams: Codable, Sendable, Hashable {
+    public var family: String
+    public var deviceId: String
+    public var role: DeviceRole
+    /// Lowercase hex SHA-256 of the device's token (64 characters).
+    public var tokenSHA256: String
+    /// Default `active`.
+    public var status: CredentialStatus?
+
+    public init(family: String, deviceId: String, role: DeviceRole, tokenSHA256: String, status: CredentialStatus? = nil) {
+        self.family = family
+        self.deviceId = deviceId
+        self.role = role
+        self.tokenSHA256 = tokenSHA256
+        self.status = status
+    }
+}
+
+/// `store.updateCredential` (local services only): confirm (`active`) or revoke a device.
+public struct UpdateCredentialParams: Codable, Sendable, Hashable {
+    public var family: String
+    public var deviceId: String
+    public var status: CredentialStatus
+
+    public init(family: String, deviceId: String, status: CredentialStatus) {
+        self.family = family
+        self.deviceId = deviceId
+        self.status = status
+    }
+}
+
+public struct CredentialInfo: Codable, Sendable, Hashable {
+    public var family: String
+    public var deviceId: String
+    public var role: DeviceRole
+    public var status: CredentialStatus
+    public var createdAt: Date
+    public var updatedAt: Date
+
+    public init(family: String, deviceId: String, role: DeviceRole, status: CredentialStatus, createdAt: Date, updatedAt: Date) {
+        self.family = family
+        self.deviceId = deviceId
+        self.role = role
+        self.status = status
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+    }
+}
+
+public struct ListCredentialsResult: Codable, Sendable, Hashable {
+    public var credentials: [CredentialInfo]
+    public init(credentials: [CredentialInfo]) { self.credentials = credentials }
+}
+
+/// `store.whoami`: who the store takes the caller for.
+public struct WhoAmIResult: Codable, Sendable, Hashable {
+    /// `local` (no `auth`: a service on the server) or `device`.
+    public var principal: String
+    public var family: String?
+    public var deviceId: String?
+    public var role: DeviceRole?
+    public var status: CredentialStatus?
+
+    public init(principal: String, family: String? = nil, deviceId: String? = nil, role: DeviceRole? = nil, status: CredentialStatus? = nil) {
+        self.principal = principal
+        self.family = family
+        self.deviceId = deviceId
+        self.role = role
+        self.status = status
+    }
+}

@@ -1,0 +1,140 @@
+import Foundation
+import RPCCore
+
+/// `store.backup`: a consistent online copy of the database, taken while writes go on.
+public struct BackupParams: Codable, Sendable, Hashable {
+    /// Where to write the copy. A relative path is under `<state-dir>/backups/`; default
+    /// `<state-dir>/backups/store-<UTC time>.sqlite`. The file must not exist yet.
+    public var path: String?
+
+    public init(path: String? = nil) { self.path = path }
+}
+
+public struct BackupResult: Codable, Sendable, Hashable {
+    public var path: String
+    public var bytes: Int64
+    /// Every change up to this sequence number is in the copy.
+    public var lastSeq: Int64
+    public var milliseconds: Double
+
+    public init(path: String, bytes: Int64, lastSeq: Int64, milliseconds: Double) {
+        self.path = path
+        self.bytes = bytes
+        self.lastSeq = lastSeq
+        self.milliseconds = milliseconds
+    }
+}
+
+/// `store.purge`: removes tombstones, deleted zones, change-log entries and idempotency
+/// records older than the grace period (runs by itself every hour).
+public struct PurgeParams: Codable, Sendable, Hashable {
+    /// Default: the service's `--tombstone-grace`.
+    public var olderThanSeconds: Double?
+    public init(olderThanSeconds: Double? = nil) { self.olderThanSeconds = olderThanSeconds }
+}
+
+public struct PurgeResult: Codable, Sendable, Hashable {
+    public var tombstones: Int
+    public var zones: Int
+    public var changes: Int
+    /// `store.watch` positions below this are now expired.
+    public var watchHorizon: Int64
+
+    public init(tombstones: Int, zones: Int, changes: Int, watchHorizon: Int64) {
+        self.tombstones = tombstones
+        self.zones = zones
+        self.changes = changes
+        self.watchHorizon = watchHorizon
+    }
+}
+
+public enum FieldType: String, StringEnum {
+    case string
+    case int64
+    case double
+    case bool
+    case date
+    case reference
+    case stringList
+    case intList
+    case json
+}
+
+public enum ReferenceAction: String, StringEnum {
+    case none
+    /// Deleting the referenced record deletes the referring one.
+    case deleteSelf
+}
+
+/// What a child device may do with records of a type (in zones shared with it read-write).
+public enum ChildAccess: String, StringEnum {
+    /// Read only.
+    case none
+    /// Create, update and delete.
+    case write
+    /// Update the fields listed in `childWritableFields` of existing records only.
+    case updateFields
+}
+
+public struct FieldInfo: Codable, Sendable, Hashable {
+    public var name: String
+    public var type: FieldType
+    public var required: Bool
+    public var indexed: Bool
+    public var allowedValues: [String]?
+    public var minimum: Int64?
+    /// For lists: merged by union under `changedKeys`.
+    public var mergeAsSet: Bool?
+    public var referenceAction: ReferenceAction?
+    public var defaultValue: JSONValue?
+
+    public init(
+        name: String, type: FieldType, required: Bool, indexed: Bool, allowedValues: [String]? = nil, minimum: Int64? = nil,
+        mergeAsSet: Bool? = nil, referenceAction: ReferenceAction? = nil, defaultValue: JSONValue? = nil
+    ) {
+        self.name = name
+        self.type = type
+        self.required = required
+        self.indexed = indexed
+        self.allowedValues = allowedValues
+        self.minimum = minimum
+        self.mergeAsSet = mergeAsSet
+        self.referenceAction = referenceAction
+        self.defaultValue = defaultValue
+    }
+}
+
+public struct RecordTypeInfo: Codable, Sendable, Hashable {
+    public var name: String
+    public var summary: String
+    public var fields: [FieldInfo]
+    /// Each entry is one uniqueness constraint over these fields, within a family.
+    public var unique: [[String]]
+    public var childAccess: ChildAccess
+    public var childWritableFields: [String]?
+    /// For child writers: this field must hold the writing device's id.
+    public var ownerField: String?
+
+    public init(
+        name: String, summary: String, fields: [FieldInfo], unique: [[String]], childAccess: ChildAccess,
+        childWritableFields: [String]? = nil, ownerField: String? = nil
+    ) {
+        self.name = name
+        self.summary = summary
+        self.fields = fields
+        self.unique = unique
+        self.childAccess = childAccess
+        self.childWritableFields = childWritableFields
+        self.ownerField = ownerField
+    }
+}
+
+/// `store.schema`: the record types in force, after every migration applied.
+public struct SchemaResult: Codable, Sendable, Hashable {
+    public var version: Int
+    public var recordTypes: [RecordTypeInfo]
+    public init(version: Int, recordTypes: [RecordTypeInfo]) {
+        self.version = version
+        self.recordTypes = recordTypes
+    }
+}

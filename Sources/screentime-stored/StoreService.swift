@@ -1,0 +1,63 @@
+import ArgumentParser
+import Foundation
+import Logging
+import RPCCore
+import RPCServer
+import RecordStore
+import ServiceKit
+import ServiceLifecycle
+import StoreAPI
+
+@main
+struct StoreService: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "screentime-stored",
+        abstract: "The ScreenTime Rewards record store: families, zones, records, shares and change feeds on SQLite.",
+        discussion: """
+            Serves the store.* methods on <runtime-dir>/store.sock (or the socket systemd passes). \
+            The database is <state-dir>/store.sqlite (WAL mode, synchronous=FULL): a save that got \
+            a reply survives kill -9 and power loss. See docs/protocol.md for the methods and \
+            docs/operations.md for backups.
+            """,
+        version: storeVersion
+    )
+
+    @OptionGroup var options: ServiceOptions
+
+    @Option(name: .customLong("tombstone-grace"), help: ArgumentHelp("How long deletions stay visible to change feeds before they are purged, in days.", valueName: "days"))
+    var tombstoneGraceDays: Double = 30
+
+    @Option(name: .customLong("purge-interval"), help: ArgumentHelp("How often purging runs, in seconds.", valueName: "seconds"))
+    var purgeIntervalSeconds: Double = 3600
+
+    @Option(name: .customLong("schema-version"), help: .hidden)
+    var schemaVersion: Int?
+
+    mutating func validate() throws {
+        guard self.tombstoneGraceDays >= 0 else { throw ValidationError("--tombstone-grace must not be negative") }
+        guard self.purgeIntervalSeconds > 0 else { throw ValidationError("--purge-interval must be positive") }
+    }
+
+    func run() async throws {
+        let grace = Duration.milliseconds(Int64(self.tombstoneGraceDays * 86_400_000))
+        let interval = Duration.milliseconds(Int64(self.purgeIntervalSeconds * 1000))
+        let schemaVersion = self.schemaVersion
+        let store = StoreBox()
+        try await ServiceMain.run(
+            service: "store", identifier: "screentime-stored", version: storeVersion, options: self.options,
+            background: { _ in [PeriodicPurge(store: store, interval: interval)] },
+            methods: { environment in
+                let opened = try RecordStore(
+                    configuration: .init(stateDirectory: environment.paths.stateDirectory, tombstoneGrace: grace, schemaVersion: schemaVersion),
+                    logger: environment.logger)
+                store.set(opened)
+                environment.logger.info("database open", metadata: [
+                    "path": "\(opened.databasePath)", "schema_version": "\(opened.schemaVersion)", "head": "\(opened.head)",
+                ])
+                return StoreHandlers.table(opened)
+            }
+        )
+    }
+}
+
+let storeVersion = "0.3.0"

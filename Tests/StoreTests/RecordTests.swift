@@ -1,0 +1,198 @@
+import Foundation
+import RPCClient
+import RPCCore
+import StoreAPI
+import Testing
+import TestSupport
+
+@Suite("Records: saves, fetches, conflicts and batches")
+struct RecordTests {
+    @Test("a saved record comes back with server-set system fields")
+    func saveAndFetch() async throws {
+        let store = try await StoreHarness.start()
+        defer { Task { await store.stop() } }
+        let family = try await FamilyFixture.setUp(store)
+        let saved = try await family.parent.save([Make.appRule("org.khanacademy")])
+        let record = try #require(saved.saved.first?.record)
+        #expect(record.createdBy == "device:p1" && record.modifiedBy == "device:p1")
+        #expect(record.fields["familyRef"] == .reference(FamilyFixture.family, zone: "default"))
+        #expect(abs(record.modifiedAt.timeIntervalSinceNow) < 60)
+
+        let fetched = try await family.parent.fetch([record.recordName])
+        #expect(fetched.records == [record])
+    }
+
+    @Test("parents read what they saved; the missing names are listed")
+    func fetchMissing() async throws {
+        let store = try await StoreHarness.start()
+        defer { Task { await store.stop() } }
+        let family = try await FamilyFixture.setUp(store)
+        try await family.parent.save([Make.appRule("a"), Make.appRule("b")])
+        let fetched = try await family.parent.fetch(["rule-b", "rule-zzz", "rule-a"])
+        #expect(fetched.records.map(\.recordName) == ["rule-b", "rule-a"])
+        #expect(fetched.missing == ["rule-zzz"])
+    }
+
+    @Test("a stale change tag gets conflict with the server's record; rebasing onto it succeeds")
+    func conflictAndRebase() async throws {
+        let store = try await StoreHarness.start()
+        defer { Task { await store.stop() } }
+        let family = try await FamilyFixture.setUp(store)
+        let first = try #require(try await family.parent.save([Make.appRule("org.duolingo")]).saved[0].record)
+
+        // Two parents edit the same version.
+        var mine = RecordSave(recordType: "AppRule", recordName: first.recordName, fields: first.fields, changeTag: first.changeTag)
+        var theirs = mine
+        theirs.fields["classification"] = "reward"
+        let won = try #require(try await family.admin.save([theirs]).saved[0].record)
+        #expect(won.changeTag != first.changeTag)
+
+        mine.fields["pointsPerMinute"] = 3
+        let lost = try await family.parent.save([mine]).saved[0]
+        #expect(lost.record == nil)
+        let error = try #require(lost.error)
+        #expect(error.code == .conflict)
+        let server = try #require(error.serverRecord)
+        #expect(server.changeTag == won.changeTag && server.fields["classification"] == "reward")
+
+        // Rebase: the server's fields plus my change, with the server's tag.
+        var rebased = RecordSave(recordType: "AppRule", recordName: server.recordName, fields: server.fields, changeTag: server.changeTag)
+        rebased.fields["pointsPerMinute"] = 3
+        let merged = try #require(try await family.parent.save([rebased]).saved[0].record)
+        #expect(merged.fields["classification"] == "reward" && merged.fields["pointsPerMinute"] == 3)
+
+        // Creating a record that already exists, without a tag, is a conflict too.
+        let again = try await family.parent.save([Make.appRule("org.duolingo")]).saved[0]
+        #expect(again.error?.code == .conflict && again.error?.serverRecord?.changeTag == merged.changeTag)
+    }
+
+    @Test("changedKeys: each writer's fields survive, set-like lists merge by union, null removes a field")
+    func changedKeysMerge() async throws {
+        let store = try await StoreHarness.start()
+        defer { Task { await store.stop() } }
+        let family = try await FamilyFixture.setUp(store)
+        try await family.parent.save([Make.child("child-1", opaque: "opaque-1", devices: ["c1"])])
+        try await family.admin.save([RecordSave(recordType: "ChildContext", recordName: "child-1", fields: [
+            "pairedDeviceIds": ["c9"], "displayName": "Sam",
+        ])], policy: .changedKeys)
+        try await family.parent.save([RecordSave(recordType: "ChildContext", recordName: "child-1", fields: [
+            "pairedDeviceIds": ["c1", "c10"],
+        ])], policy: .changedKeys)
+        var record = try #require(try await family.parent.fetch(["child-1"]).records.first)
+        #expect(record.fields["pairedDeviceIds"] == ["c1", "c9", "c10"])
+        #expect(record.fields["displayName"] == "Sam" && record.fields["childOpaqueId"] == "opaque-1")
+
+        try await family.parent.save([RecordSave(recordType: "ChildContext", recordName: "child-1", fields: ["displayName": nil])], policy: .changedKeys)
+        record = try #require(try await family.parent.fetch(["child-1"]).records.first)
+        #expect(record.fields["displayName"] == nil && record.fields["pairedDeviceIds"] == ["c1", "c9", "c10"])
+
+        // allKeys replaces the whole record, whatever its tag.
+        try await family.parent.save([Make.child("child-1", opaque: "opaque-1")], policy: .allKeys)
+        record = try #require(try await family.parent.fetch(["child-1"]).records.first)
+        #expect(record.fields["pairedDeviceIds"] == [])
+    }
+
+    @Test("an atomic batch with one bad item applies nothing and names every failure")
+    func atomicRollback() async throws {
+        let store = try await StoreHarness.start()
+        defer { Task { await store.stop() } }
+        let family = try await FamilyFixture.setUp(store)
+        var bad = Make.appRule("bad")
+        bad.fields["classification"] = "homework"
+        let error = await expectError(.invalidParams) {
+            try await family.parent.save([Make.appRule("good-1"), bad, Make.appRule("good-2")], atomic: true)
+        }
+        let failures = try #require(error?.data?["failures"]?.arrayValue)
+        #expect(failures.count == 1)
+        #expect(failures.first?["recordName"] == "rule-bad" && failures.first?["index"] == 1)
+        #expect(failures.first?["error"]?["field"] == "classification")
+        let fetched = try await family.parent.fetch(["rule-good-1", "rule-good-2", "rule-bad"])
+        #expect(fetched.records.isEmpty)
+    }
+
+    @Test("without atomic, the good items are saved and each bad one carries its own error")
+    func partialFailure() async throws {
+        let store = try await StoreHarness.start()
+        defer { Task { await store.stop() } }
+        let family = try await FamilyFixture.setUp(store)
+        var bad = Make.appRule("bad")
+        bad.fields["pointsPerMinute"] = "three"
+        let result = try await family.parent.save([Make.appRule("good-1"), bad, Make.appRule("good-2")])
+        #expect(result.saved.map { $0.error == nil } == [true, false, true])
+        #expect(result.saved[1].error?.code == .invalidParams && result.saved[1].error?.field == "pointsPerMinute")
+        #expect(result.allSucceeded == false)
+        let fetched = try await family.parent.fetch(["rule-good-1", "rule-good-2", "rule-bad"])
+        #expect(fetched.records.map(\.recordName) == ["rule-good-1", "rule-good-2"] && fetched.missing == ["rule-bad"])
+    }
+
+    @Test("a retried batch with the same request id returns the first result and applies nothing twice")
+    func idempotentRetry() async throws {
+        let store = try await StoreHarness.start()
+        defer { Task { await store.stop() } }
+        let family = try await FamilyFixture.setUp(store)
+        let start = Date(timeIntervalSince1970: 1_790_000_000)
+        let batch = [Make.usage("u1", start: start, seconds: 600), Make.usage("u2", start: start.addingTimeInterval(900), seconds: 300)]
+        let first = try await family.child1.save(batch, zone: FamilyFixture.zone1, requestId: "upload-42")
+        let retry = try await family.child1.save(batch, zone: FamilyFixture.zone1, requestId: "upload-42")
+        #expect(first.replayed == false && retry.replayed == true)
+        #expect(retry.saved.map { $0.record?.changeTag } == first.saved.map { $0.record?.changeTag })
+        let changes = try await family.parent.call(StoreMethods.zoneChanges, ZoneChangesParams(family: FamilyFixture.family, zone: FamilyFixture.zone1))
+        #expect(changes.records.count == 2)
+        #expect(changes.records.map(\.changeTag).sorted() == first.saved.compactMap { $0.record?.changeTag }.sorted())
+
+        // The same request id for different content is a mistake, not a retry.
+        let error = await expectError(.conflict) {
+            try await family.child1.save([Make.usage("u3", start: start, seconds: 5)], zone: FamilyFixture.zone1, requestId: "upload-42")
+        }
+        #expect(error?.message.contains("upload-42") == true)
+        // The retry survives a restart: it is stored with the write.
+        try await store.restart()
+        let afterRestart = try await store.client(token: FamilyFixture.child1Token).save(batch, zone: FamilyFixture.zone1, requestId: "upload-42")
+        #expect(afterRestart.replayed)
+    }
+
+    @Test("batches over 400 items get limit_exceeded; a record twice in one batch is refused")
+    func batchLimits() async throws {
+        let store = try await StoreHarness.start()
+        defer { Task { await store.stop() } }
+        let family = try await FamilyFixture.setUp(store)
+        await expectError(.limitExceeded) {
+            try await family.parent.save((0...400).map { Make.appRule("app\($0)") })
+        }
+        let error = await expectError(.invalidParams) {
+            try await family.parent.save([Make.appRule("same"), Make.appRule("same")])
+        }
+        #expect(error?.data?["parameter"] == "params.saves[1].recordName")
+        let full = try await family.parent.save((0..<400).map { Make.appRule("app\($0)") })
+        #expect(full.allSucceeded && full.saved.count == 400)
+    }
+
+    @Test("deletes leave tombstones; deleteSelf references cascade; deleting again is harmless")
+    func deletesAndCascades() async throws {
+        let store = try await StoreHarness.start()
+        defer { Task { await store.stop() } }
+        let family = try await FamilyFixture.setUp(store)
+        try await family.parent.save([
+            Make.child("child-1", opaque: "o1"),
+            RecordSave(recordType: "EarnedTimeBalance", recordName: "balance-child-1", fields: ["childRef": .reference("child-1"), "balanceSeconds": 600]),
+            RecordSave(recordType: "PointsLedgerEntry", recordName: "ledger-1", fields: [
+                "familyRef": .reference(FamilyFixture.family), "childRef": .reference("child-1"), "type": "accrual", "amount": 10,
+                "timestamp": .date(Date()),
+            ]),
+        ])
+        let before = try await family.parent.call(StoreMethods.zoneChanges, ZoneChangesParams(family: FamilyFixture.family, zone: "default"))
+        let result = try await family.parent.call(StoreMethods.modify, ModifyParams(
+            family: FamilyFixture.family, zone: "default", deletes: [RecordDelete(recordName: "child-1")]))
+        #expect(result.deleted.first?.deleted == true)
+        #expect(Set(result.cascaded.map(\.recordName)) == ["balance-child-1", "ledger-1"])
+        let after = try await family.parent.call(StoreMethods.zoneChanges, ZoneChangesParams(family: FamilyFixture.family, zone: "default", since: before.token))
+        #expect(Set(after.deletions.map(\.recordName)) == ["child-1", "balance-child-1", "ledger-1"])
+        #expect(after.records.isEmpty)
+        let again = try await family.parent.call(StoreMethods.modify, ModifyParams(
+            family: FamilyFixture.family, zone: "default", deletes: [RecordDelete(recordName: "child-1"), RecordDelete(recordName: "never-was")]))
+        #expect(again.deleted[0].deleted == false && again.deleted[1].error?.code == .notFound)
+        // A deleted name can be used again.
+        let recreated = try await family.parent.save([Make.child("child-1", opaque: "o1")])
+        #expect(recreated.allSucceeded)
+    }
+}

@@ -1,0 +1,145 @@
+import Crypto
+import Foundation
+import Glibc
+import RPCClient
+import RPCCore
+import StoreAPI
+import Testing
+import TestSupport
+
+/// A real `screentime-stored` process on a real socket, with its state directory; it can
+/// be restarted (gracefully or with kill -9) on the same data.
+final class StoreHarness: @unchecked Sendable {
+    /// The runtime directory (sockets, logs); removed with the harness.
+    let directory: TemporaryDirectory
+    let state: String
+    private(set) var process: ServiceProcess
+    private var clients: [RPCClient] = []
+
+    private init(directory: TemporaryDirectory, state: String, process: ServiceProcess) {
+        self.directory = directory
+        self.state = state
+        self.process = process
+    }
+
+    static func start(activated: Bool = false, arguments: [String] = []) async throws -> StoreHarness {
+        let directory = TemporaryDirectory()
+        let state = directory.file("state")
+        let process = activated
+            ? try await ServiceProcess.startSocketActivated("screentime-stored", service: "store", in: directory, stateDirectory: state, arguments: arguments)
+            : try await ServiceProcess.start("screentime-stored", service: "store", in: directory, stateDirectory: state, arguments: arguments)
+        return StoreHarness(directory: directory, state: state, process: process)
+    }
+
+    var socketPath: String { self.process.socketPath }
+
+    /// A client; with `token`, it acts for that device.
+    func client(token: String? = nil) -> RPCClient {
+        let client = RPCClient(configuration: ClientConfiguration(
+            socketPath: self.socketPath, callTimeout: .seconds(60), connectTimeout: .seconds(10), auth: token.map(Auth.init(token:))))
+        self.clients.append(client)
+        return client
+    }
+
+    /// Stops the store (SIGTERM, or SIGKILL when `kill`) and starts it again on the same data.
+    func restart(kill: Bool = false, arguments: [String] = []) async throws {
+        if kill {
+            self.process.signal(SIGKILL)
+            _ = try await self.process.waitForExit()
+        } else {
+            await self.process.stop()
+        }
+        self.process = try await ServiceProcess.start("screentime-stored", service: "store", in: self.directory, stateDirectory: self.state, arguments: arguments)
+    }
+
+    func stop() async {
+        for client in self.clients { await client.close() }
+        await self.process.stop()
+    }
+}
+
+/// A family with one parent and two paired children, each child with its own zone.
+struct FamilyFixture {
+    static let family = "fam-smith"
+    static let parentToken = "parent-token-0123456789"
+    static let child1Token = "child1-token-0123456789"
+    static let child2Token = "child2-token-0123456789"
+    static let zone1 = "ChildMonitoring-c1"
+    static let zone2 = "ChildMonitoring-c2"
+
+    let admin: RPCClient
+    let parent: RPCClient
+    let child1: RPCClient
+    let child2: RPCClient
+
+    static func sha256(_ token: String) -> String {
+        SHA256.hash(data: Data(token.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    static func setUp(_ store: StoreHarness, child1Status: CredentialStatus = .active) async throws -> FamilyFixture {
+        let admin = store.client()
+        _ = try await admin.call(StoreMethods.createFamily, CreateFamilyParams(family: family))
+        _ = try await admin.call(StoreMethods.putCredential, PutCredentialParams(family: family, deviceId: "p1", role: .admin, tokenSHA256: sha256(parentToken)))
+        _ = try await admin.call(StoreMethods.putCredential, PutCredentialParams(family: family, deviceId: "c1", role: .child, tokenSHA256: sha256(child1Token), status: child1Status))
+        _ = try await admin.call(StoreMethods.putCredential, PutCredentialParams(family: family, deviceId: "c2", role: .child, tokenSHA256: sha256(child2Token)))
+        for (zone, device) in [(zone1, "c1"), (zone2, "c2")] {
+            _ = try await admin.call(StoreMethods.createZone, ZoneParams(family: family, zone: zone))
+            _ = try await admin.call(StoreMethods.share, ShareParams(family: family, zone: zone, participants: [ShareParticipant(deviceId: device, permission: .readWrite)]))
+        }
+        return FamilyFixture(
+            admin: admin, parent: store.client(token: parentToken), child1: store.client(token: child1Token), child2: store.client(token: child2Token))
+    }
+}
+
+/// Records the seeds define, built with valid fields.
+enum Make {
+    static func usage(_ name: String, device: String = "c1", app: String = "org.khanacademy", start: Date, seconds: Int64, category: String = "learning") -> RecordSave {
+        RecordSave(recordType: "UsageRecord", recordName: name, fields: [
+            "logicalID": .string(app), "bundleId": .string(app), "deviceID": .string(device), "category": .string(category),
+            "sessionStart": .date(start), "sessionEnd": .date(start.addingTimeInterval(Double(seconds))), "totalSeconds": .int(seconds),
+        ])
+    }
+
+    static func appRule(_ bundle: String, classification: String = "learning", family: String = FamilyFixture.family) -> RecordSave {
+        RecordSave(recordType: "AppRule", recordName: "rule-\(bundle)", fields: [
+            "familyRef": .reference(family, zone: "default"), "bundleId": .string(bundle), "classification": .string(classification),
+        ])
+    }
+
+    static func child(_ name: String, opaque: String, devices: [String] = []) -> RecordSave {
+        RecordSave(recordType: "ChildContext", recordName: name, fields: [
+            "familyRef": .reference(FamilyFixture.family, zone: "default"), "childOpaqueId": .string(opaque),
+            "pairedDeviceIds": .array(devices.map(JSONValue.string)),
+        ])
+    }
+}
+
+extension RPCClient {
+    /// `store.modify` of saves in one zone.
+    @discardableResult
+    func save(_ saves: [RecordSave], zone: String = "default", family: String = FamilyFixture.family, policy: SavePolicy? = nil,
+              atomic: Bool? = nil, requestId: String? = nil) async throws -> ModifyResult {
+        try await self.call(StoreMethods.modify, ModifyParams(
+            family: family, zone: zone, saves: saves, savePolicy: policy, atomic: atomic, requestId: requestId))
+    }
+
+    func fetch(_ names: [String], zone: String = "default", family: String = FamilyFixture.family) async throws -> FetchResult {
+        try await self.call(StoreMethods.fetch, FetchParams(family: family, zone: zone, recordNames: names))
+    }
+}
+
+/// Expects `body` to fail with `code`; returns the error for further checks.
+@discardableResult
+func expectError(_ code: ErrorCode, sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> Void) async -> RPCError? {
+    do {
+        try await body()
+        Issue.record("expected \(code), but the call succeeded", sourceLocation: sourceLocation)
+        return nil
+    } catch let error as RPCError {
+        #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
+        return error
+    } catch {
+        Issue.record("expected \(code), got \(error)", sourceLocation: sourceLocation)
+        return nil
+    }
+}
