@@ -11,6 +11,7 @@ let package = Package(
     products: [
         .executable(name: "screentimectl", targets: ["screentimectl"]),
         .executable(name: "screentime-stored", targets: ["screentime-stored"]),
+        .executable(name: "screentime-bench", targets: ["screentime-bench"]),
         .library(name: "StoreAPI", targets: ["StoreAPI"]),
         .library(name: "RPCCore", targets: ["RPCCore"]),
         .library(name: "RPCServer", targets: ["RPCServer"]),
@@ -122,6 +123,18 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
+        // Benchmarks: each figure beside its floor, measured in the same run.
+        .executableTarget(
+            name: "screentime-bench",
+            dependencies: [
+                "RPCCore",
+                "RPCClient",
+                "StoreAPI",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
         ),

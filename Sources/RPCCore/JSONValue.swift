@@ -16,14 +16,15 @@ extension JSONValue: Codable {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
             self = .null
-        } else if let value = try? container.decode(Bool.self) {
-            self = .bool(value)
+        } else if let value = try? container.decode(String.self) {
+            // Most common first: each failed probe costs an error.
+            self = .string(value)
         } else if let value = try? container.decode(Int64.self) {
             self = .int(value)
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
         } else if let value = try? container.decode(Double.self) {
             self = .double(value)
-        } else if let value = try? container.decode(String.self) {
-            self = .string(value)
         } else if let value = try? container.decode([JSONValue].self) {
             self = .array(value)
         } else {
@@ -89,5 +90,13 @@ extension JSONValue {
     public var objectValue: [String: JSONValue]? {
         if case .object(let value) = self { return value }
         return nil
+    }
+}
+
+extension JSONValue {
+    /// Any Encodable value as JSON (for error data and generic calls), with the wire's date format.
+    public init<T: Encodable>(encoding value: T) throws {
+        let data = try RPCJSON.makeEncoder().encode(value)
+        self = try RPCJSON.makeDecoder().decode(JSONValue.self, from: data)
     }
 }

@@ -121,7 +121,6 @@ enum FieldsCoding {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return encoder
     }()
-    private static let decoder = JSONDecoder()
 
     static func encode(_ fields: [String: JSONValue]) throws -> String {
         String(decoding: try encoder.encode(fields), as: UTF8.self)
@@ -132,6 +131,7 @@ enum FieldsCoding {
     }
 
     static func decode(_ text: String) throws -> [String: JSONValue] {
-        try decoder.decode([String: JSONValue].self, from: Data(text.utf8))
+        guard case .object(let fields) = try JSONParser.parse(text) else { throw JSONParser.Failure(offset: 0) }
+        return fields
     }
 }

@@ -12,6 +12,14 @@ enum QueryOperation {
         var field: String
         var sql: String
         var arguments: [DatabaseValue]
+
+        /// Lower is more selective: equality first, then lists of values, ranges, inequality.
+        var selectivity: Int {
+            if self.sql == "$v = ?" { return 0 }
+            if self.sql.hasPrefix("$v IN") { return 1 }
+            if self.sql.hasPrefix("$v !=") { return 3 }
+            return 2
+        }
     }
 
     /// What a cursor remembers: which query, and where the last page ended.
@@ -88,17 +96,32 @@ enum QueryOperation {
         var sql = "SELECT \(StoredRecord.columns), r.zone_id"
         var arguments: [DatabaseValue] = []
         if sortField != nil { sql += ", s.value" }
-        sql += " FROM records r"
+        // Drive the join from the most selective filter's index rows (CROSS JOIN fixes the
+        // order in SQLite); without statistics the planner would scan the records instead.
+        let driver = conditions.indices.min { conditions[$0].selectivity < conditions[$1].selectivity }
+        var filterSQL = ""
+        var filterArguments: [DatabaseValue] = []
         for (index, condition) in conditions.enumerated() {
-            sql += " JOIN field_index f\(index) ON f\(index).record_id = r.id AND f\(index).type = ? AND f\(index).field = ? AND f\(index).zone_id IN (\(zoneList)) AND \(condition.sql.replacingOccurrences(of: "$v", with: "f\(index).value"))"
-            arguments += [type.name.databaseValue, condition.field.databaseValue] + condition.arguments
+            let f = "f\(index)"
+            filterSQL += " AND \(f).record_id = r.id AND \(f).type = ? AND \(f).field = ? AND \(f).zone_id IN (\(zoneList)) AND "
+                + condition.sql.replacingOccurrences(of: "$v", with: "\(f).value")
+            filterArguments += [type.name.databaseValue, condition.field.databaseValue] + condition.arguments
+        }
+        if let driver {
+            sql += " FROM field_index f\(driver) CROSS JOIN records r"
+        } else {
+            sql += " FROM records r"
+        }
+        for index in conditions.indices where index != driver {
+            sql += " JOIN field_index f\(index) ON f\(index).record_id = r.id"
         }
         if let sortField {
             sql += " LEFT JOIN field_index s ON s.record_id = r.id AND s.type = ? AND s.field = ?"
             arguments += [type.name.databaseValue, sortField.databaseValue]
         }
-        sql += " WHERE r.type = ? AND r.deleted = 0 AND r.zone_id IN (\(zoneList))"
+        sql += " WHERE r.type = ? AND r.deleted = 0 AND r.zone_id IN (\(zoneList))" + filterSQL
         arguments.append(type.name.databaseValue)
+        arguments += filterArguments
         if let cursor {
             switch (sortField != nil, descending, cursor.value) {
             case (false, _, _):

@@ -286,11 +286,3 @@ enum Validation {
         return limit
     }
 }
-
-extension JSONValue {
-    /// Any Encodable as a JSONValue (for error data).
-    init<T: Encodable>(encoding value: T) throws {
-        let data = try RPCJSON.makeEncoder().encode(value)
-        self = try RPCJSON.makeDecoder().decode(JSONValue.self, from: data)
-    }
-}

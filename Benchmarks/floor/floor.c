@@ -1,0 +1,102 @@
+/*
+ * The floor: the same length-prefixed request/reply as the services, over the same kind
+ * of socket, with nothing in between (no JSON, no runtime). What the benchmarks compare
+ * round-trip latency against.
+ *
+ *   floor server PATH REPLY_BYTES       answer every frame with a frame of REPLY_BYTES
+ *   floor client PATH COUNT REQ_BYTES   send COUNT frames one at a time; print the
+ *                                       round-trip p50 and p99 in microseconds as JSON
+ *
+ * A frame: 4-byte big-endian length N, then N bytes.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+static int full(int fd, void *buf, size_t n, int writing) {
+    char *p = buf;
+    while (n > 0) {
+        ssize_t r = writing ? write(fd, p, n) : read(fd, p, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+static int address(const char *path, struct sockaddr_un *addr) {
+    memset(addr, 0, sizeof *addr);
+    addr->sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof addr->sun_path) return -1;
+    strcpy(addr->sun_path, path);
+    return 0;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+    struct sockaddr_un addr;
+    /* The parent may have blocked signals; the server must die on SIGTERM. */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (argc == 4 && strcmp(argv[1], "server") == 0) {
+        size_t reply = (size_t)atol(argv[3]);
+        char *out = calloc(1, reply + 4), *in = malloc(1 << 20);
+        uint32_t be = htonl((uint32_t)reply);
+        memcpy(out, &be, 4);
+        memset(out + 4, 'x', reply);
+        int s = socket(AF_UNIX, SOCK_STREAM, 0);
+        unlink(argv[2]);
+        if (address(argv[2], &addr) || bind(s, (void *)&addr, sizeof addr) || listen(s, 16)) { perror("listen"); return 1; }
+        printf("ready\n");
+        fflush(stdout);
+        for (;;) {
+            int c = accept(s, NULL, NULL);
+            if (c < 0) continue;
+            uint32_t len;
+            while (full(c, &len, 4, 0) == 0) {
+                len = ntohl(len);
+                if (len > (1 << 20) || full(c, in, len, 0)) break;
+                if (full(c, out, reply + 4, 1)) break;
+            }
+            close(c);
+        }
+    }
+    if (argc == 5 && strcmp(argv[1], "client") == 0) {
+        long count = atol(argv[3]);
+        size_t req = (size_t)atol(argv[4]);
+        char *out = calloc(1, req + 4), *in = malloc(1 << 20);
+        uint32_t be = htonl((uint32_t)req);
+        memcpy(out, &be, 4);
+        memset(out + 4, 'x', req);
+        double *rtt = malloc(sizeof(double) * (size_t)count);
+        int s = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (address(argv[2], &addr) || connect(s, (void *)&addr, sizeof addr)) { perror("connect"); return 1; }
+        for (long i = 0; i < count; i++) {
+            struct timespec a, b;
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            uint32_t len;
+            if (full(s, out, req + 4, 1) || full(s, &len, 4, 0) || full(s, in, ntohl(len), 0)) { perror("round trip"); return 1; }
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            rtt[i] = (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3;
+        }
+        qsort(rtt, (size_t)count, sizeof(double), cmp);
+        printf("{\"p50\": %.2f, \"p99\": %.2f}\n", rtt[count / 2], rtt[(count * 99) / 100]);
+        return 0;
+    }
+    fprintf(stderr, "usage: floor server PATH REPLY_BYTES | floor client PATH COUNT REQ_BYTES\n");
+    return 64;
+}

@@ -1,0 +1,179 @@
+/// A small, strict JSON parser straight to ``JSONValue``: for text the services wrote
+/// themselves (stored record fields), where going through `JSONDecoder` and `Codable`
+/// costs several times more (each value is probed type by type).
+public struct JSONParser {
+    public struct Failure: Error, CustomStringConvertible {
+        public var offset: Int
+        public init(offset: Int) { self.offset = offset }
+        public var description: String { "invalid JSON at byte \(self.offset)" }
+    }
+
+    private let bytes: [UInt8]
+    private var index = 0
+
+    /// Parses one JSON value (with nothing but whitespace after it).
+    public static func parse(_ text: String) throws(Failure) -> JSONValue {
+        var parser = JSONParser(bytes: Array(text.utf8))
+        let value = try parser.value(depth: 0)
+        parser.skipWhitespace()
+        guard parser.index == parser.bytes.count else { throw Failure(offset: parser.index) }
+        return value
+    }
+
+    private init(bytes: [UInt8]) { self.bytes = bytes }
+
+    private var failure: Failure { Failure(offset: self.index) }
+
+    private mutating func skipWhitespace() {
+        while self.index < self.bytes.count, [0x20, 0x0A, 0x0D, 0x09].contains(self.bytes[self.index]) { self.index += 1 }
+    }
+
+    private mutating func expect(_ literal: StaticString) throws(Failure) {
+        let count = literal.utf8CodeUnitCount
+        guard self.index + count <= self.bytes.count else { throw self.failure }
+        for offset in 0..<count where self.bytes[self.index + offset] != literal.utf8Start[offset] { throw self.failure }
+        self.index += count
+    }
+
+    private mutating func value(depth: Int) throws(Failure) -> JSONValue {
+        guard depth < 512 else { throw self.failure }
+        self.skipWhitespace()
+        guard self.index < self.bytes.count else { throw self.failure }
+        switch self.bytes[self.index] {
+        case UInt8(ascii: "{"):
+            self.index += 1
+            var members: [String: JSONValue] = [:]
+            self.skipWhitespace()
+            if self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: "}") {
+                self.index += 1
+                return .object(members)
+            }
+            while true {
+                self.skipWhitespace()
+                let key = try self.string()
+                self.skipWhitespace()
+                try self.expect(":")
+                members[key] = try self.value(depth: depth + 1)
+                self.skipWhitespace()
+                guard self.index < self.bytes.count else { throw self.failure }
+                let next = self.bytes[self.index]
+                self.index += 1
+                if next == UInt8(ascii: "}") { return .object(members) }
+                guard next == UInt8(ascii: ",") else { throw Failure(offset: self.index - 1) }
+            }
+        case UInt8(ascii: "["):
+            self.index += 1
+            var items: [JSONValue] = []
+            self.skipWhitespace()
+            if self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: "]") {
+                self.index += 1
+                return .array(items)
+            }
+            while true {
+                items.append(try self.value(depth: depth + 1))
+                self.skipWhitespace()
+                guard self.index < self.bytes.count else { throw self.failure }
+                let next = self.bytes[self.index]
+                self.index += 1
+                if next == UInt8(ascii: "]") { return .array(items) }
+                guard next == UInt8(ascii: ",") else { throw Failure(offset: self.index - 1) }
+            }
+        case UInt8(ascii: "\""):
+            return .string(try self.string())
+        case UInt8(ascii: "t"):
+            try self.expect("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try self.expect("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try self.expect("null")
+            return .null
+        default:
+            return try self.number()
+        }
+    }
+
+    private mutating func number() throws(Failure) -> JSONValue {
+        let start = self.index
+        var isInteger = true
+        while self.index < self.bytes.count {
+            let byte = self.bytes[self.index]
+            if (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "+") {
+                self.index += 1
+            } else if byte == UInt8(ascii: ".") || byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E") {
+                isInteger = false
+                self.index += 1
+            } else {
+                break
+            }
+        }
+        let text = String(decoding: self.bytes[start..<self.index], as: UTF8.self)
+        if isInteger, let integer = Int64(text) { return .int(integer) }
+        guard !text.isEmpty, let double = Double(text) else { throw Failure(offset: start) }
+        return .double(double)
+    }
+
+    private mutating func string() throws(Failure) -> String {
+        guard self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: "\"") else { throw self.failure }
+        self.index += 1
+        let start = self.index
+        // Fast path: no escapes.
+        while self.index < self.bytes.count {
+            let byte = self.bytes[self.index]
+            if byte == UInt8(ascii: "\"") {
+                let text = String(decoding: self.bytes[start..<self.index], as: UTF8.self)
+                self.index += 1
+                return text
+            }
+            if byte == UInt8(ascii: "\\") { break }
+            if byte < 0x20 { throw self.failure }
+            self.index += 1
+        }
+        var scalars = Array(self.bytes[start..<self.index])
+        while self.index < self.bytes.count {
+            let byte = self.bytes[self.index]
+            self.index += 1
+            switch byte {
+            case UInt8(ascii: "\""):
+                return String(decoding: scalars, as: UTF8.self)
+            case UInt8(ascii: "\\"):
+                guard self.index < self.bytes.count else { throw self.failure }
+                let escape = self.bytes[self.index]
+                self.index += 1
+                switch escape {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): scalars.append(escape)
+                case UInt8(ascii: "b"): scalars.append(0x08)
+                case UInt8(ascii: "f"): scalars.append(0x0C)
+                case UInt8(ascii: "n"): scalars.append(0x0A)
+                case UInt8(ascii: "r"): scalars.append(0x0D)
+                case UInt8(ascii: "t"): scalars.append(0x09)
+                case UInt8(ascii: "u"):
+                    var code = try self.hex4()
+                    if (0xD800..<0xDC00).contains(code) {
+                        try self.expect("\\u")
+                        let low = try self.hex4()
+                        guard (0xDC00..<0xE000).contains(low) else { throw self.failure }
+                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                    }
+                    guard let scalar = Unicode.Scalar(code) else { throw self.failure }
+                    scalars += Array(String(Character(scalar)).utf8)
+                default:
+                    throw self.failure
+                }
+            default:
+                guard byte >= 0x20 else { throw self.failure }
+                scalars.append(byte)
+            }
+        }
+        throw self.failure
+    }
+
+    private mutating func hex4() throws(Failure) -> UInt32 {
+        guard self.index + 4 <= self.bytes.count,
+            let code = UInt32(String(decoding: self.bytes[self.index..<self.index + 4], as: UTF8.self), radix: 16)
+        else { throw self.failure }
+        self.index += 4
+        return code
+    }
+}

@@ -1,0 +1,74 @@
+import Foundation
+import GRDB
+
+/// The C request/reply floor (Benchmarks/floor/floor.c), compiled with `cc` for this run.
+struct CFloor {
+    let binary: String
+
+    init(workDirectory: String) throws {
+        let source = Locations.packageRoot + "/Benchmarks/floor/floor.c"
+        self.binary = workDirectory + "/floor"
+        let cc = try Self.run("/usr/bin/env", ["cc", "-O2", "-o", self.binary, source])
+        guard cc == 0 else { throw BenchError("cannot compile \(source) with cc (exit \(cc)); install gcc") }
+    }
+
+    /// Round-trip p50/p99 in µs for frames of the given sizes.
+    func roundTrip(socket: String, requestBytes: Int, replyBytes: Int, count: Int) throws -> (p50: Double, p99: Double) {
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: self.binary)
+        server.arguments = ["server", socket, "\(replyBytes)"]
+        let ready = Pipe()
+        server.standardOutput = ready
+        try server.run()
+        defer {
+            kill(server.processIdentifier, SIGKILL)
+            server.waitUntilExit()
+        }
+        _ = ready.fileHandleForReading.availableData  // "ready"
+        let client = Process()
+        client.executableURL = URL(fileURLWithPath: self.binary)
+        client.arguments = ["client", socket, "\(count)", "\(requestBytes)"]
+        let output = Pipe()
+        client.standardOutput = output
+        try client.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        client.waitUntilExit()
+        let figures = try JSONDecoder().decode([String: Double].self, from: data)
+        return (figures["p50"] ?? .nan, figures["p99"] ?? .nan)
+    }
+
+    static func run(_ executable: String, _ arguments: [String]) throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        try process.run()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
+
+/// Plain SQLite with the store's durability (WAL, synchronous=FULL), one transaction — so
+/// one fsync — per insert: what "one fsync per save" allows on this disk.
+enum SQLiteFloor {
+    static func insertsPerSecond(path: String, payload: String, seconds: Double) throws -> Double {
+        var configuration = Configuration()
+        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+        let pool = try DatabasePool(path: path, configuration: configuration)
+        try pool.write { db in try db.execute(sql: "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT UNIQUE, fields TEXT)") }
+        let deadline = Date().addingTimeInterval(seconds)
+        var count = 0
+        let started = Date()
+        while Date() < deadline {
+            try pool.write { db in
+                try db.execute(sql: "INSERT INTO t(name, fields) VALUES (?, ?)", arguments: ["r\(count)", payload])
+            }
+            count += 1
+        }
+        return Double(count) / Date().timeIntervalSince(started)
+    }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,70 @@
+import Foundation
+
+/// Latency samples and their percentiles.
+struct Samples {
+    private(set) var values: [Double] = []
+
+    mutating func add(_ duration: Duration) {
+        self.values.append(Double(duration.components.seconds) * 1e6 + Double(duration.components.attoseconds) / 1e12)
+    }
+
+    mutating func merge(_ other: Samples) { self.values += other.values }
+
+    func percentile(_ p: Double) -> Double {
+        guard !self.values.isEmpty else { return .nan }
+        let sorted = self.values.sorted()
+        return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p / 100))]
+    }
+
+    var p50: Double { self.percentile(50) }
+    var p99: Double { self.percentile(99) }
+}
+
+/// One line of the report: a figure, and what it is compared with.
+struct Figure: Codable {
+    var name: String
+    var value: Double
+    var unit: String
+    var comparison: String?
+    var comparisonValue: Double?
+    /// value / comparison, oriented so that bigger is better for the service.
+    var ratio: Double?
+    var target: String?
+    var met: Bool?
+}
+
+enum Report {
+    static func print(_ title: String, _ figures: [Figure]) {
+        say("\n\(title)")
+        say(String(repeating: "=", count: title.count))
+        for figure in figures {
+            var line = "\(figure.name.padding(toLength: 44, withPad: " ", startingAt: 0)) \(format(figure.value)) \(figure.unit)"
+            if let comparison = figure.comparison, let value = figure.comparisonValue {
+                line = line.padding(toLength: 70, withPad: " ", startingAt: 0) + "  vs \(comparison): \(format(value))"
+            }
+            if let ratio = figure.ratio { line += String(format: "  (%.2fx)", ratio) }
+            if let target = figure.target, let met = figure.met { line += "  target \(target): \(met ? "met" : "NOT met")" }
+            say(line)
+        }
+    }
+
+    static func format(_ value: Double) -> String {
+        value >= 100 ? String(format: "%.0f", value) : String(format: "%.1f", value)
+    }
+}
+
+/// Where the package's files and built binaries are.
+enum Locations {
+    static var binDirectory: String {
+        URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
+    }
+
+    static var packageRoot: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+    }
+}
+
+/// Prints a line at once, unbuffered, so progress shows also when the output is a pipe.
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}

@@ -1,0 +1,223 @@
+import ArgumentParser
+import Foundation
+import RPCClient
+import RPCCore
+import StoreAPI
+import Synchronization
+
+/// Durable saves from 1/8/32 clients, fetch and indexed-query latency over a large zone,
+/// zoneChanges throughput; beside plain SQLite with one fsync per insert and the C floor.
+struct StoreBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "store",
+        abstract: "Benchmarks screentime-stored against plain SQLite and the C request/reply floor."
+    )
+
+    @Option(help: "Records in the zone that fetches and queries run over.")
+    var records: Int = 1_000_000
+
+    @Option(help: "Seconds of each write run.")
+    var seconds: Double = 5
+
+    @Option(help: "Fetches and queries timed for the latency figures.")
+    var iterations: Int = 3000
+
+    @Flag(help: "A short run that only proves the benchmark works (CI): 20,000 records, 1 s runs.")
+    var quick = false
+
+    @Option(help: ArgumentHelp("Also write the figures as JSON to this file.", valueName: "file"))
+    var json: String?
+
+    @Option(name: .customLong("work-dir"), help: "Where the databases go (kept afterwards); default a temporary directory, removed. Put it on the disk you will run on.")
+    var workDirectory: String?
+
+    @Option(name: .customLong("bin-dir"), help: "Where screentime-stored is (default: beside this executable).")
+    var binDirectory: String?
+
+    func run() async throws {
+        let records = self.quick ? 20_000 : self.records
+        let seconds = self.quick ? 1 : self.seconds
+        let iterations = self.quick ? 300 : self.iterations
+        let work = self.workDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("st-bench-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        let keep = self.workDirectory != nil
+        defer { if !keep { try? FileManager.default.removeItem(atPath: work) } }
+
+        let binary = (self.binDirectory ?? Locations.binDirectory) + "/screentime-stored"
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            throw BenchError("\(binary) not found; run swift build -c release first, or pass --bin-dir")
+        }
+        let store = Process()
+        store.executableURL = URL(fileURLWithPath: binary)
+        store.arguments = ["--runtime-dir", work, "--state-dir", work + "/state", "--log-level", "warning", "--log-target", "stderr"]
+        try store.run()
+        defer {
+            kill(store.processIdentifier, SIGKILL)
+            store.waitUntilExit()
+        }
+        let socket = work + "/store.sock"
+        let admin = RPCClient(configuration: ClientConfiguration(socketPath: socket, callTimeout: .seconds(120), connectTimeout: .seconds(10)))
+        _ = try await admin.call(StoreMethods.createFamily, CreateFamilyParams(family: "bench"))
+        _ = try await admin.call(StoreMethods.createZone, ZoneParams(family: "bench", zone: "writes"))
+        _ = try await admin.call(StoreMethods.createZone, ZoneParams(family: "bench", zone: "data"))
+        say("screentime-stored \(binary), work directory \(work)")
+
+        var figures: [Figure] = []
+
+        // Writes: plain SQLite's one-fsync-per-insert rate first, then the store's.
+        let payload = String(decoding: try RPCJSON.makeEncoder().encode(Self.usage(0).fields), as: UTF8.self)
+        let floorRate = try SQLiteFloor.insertsPerSecond(path: work + "/floor.sqlite", payload: payload, seconds: seconds)
+        figures.append(Figure(name: "plain SQLite, 1 fsync per insert", value: floorRate, unit: "inserts/s"))
+        for clients in [1, 8, 32] {
+            let (rate, latency) = try await Self.durableSaves(socket: socket, clients: clients, seconds: seconds)
+            let ratio = rate / floorRate
+            figures.append(Figure(
+                name: "durable saves, \(clients) client\(clients == 1 ? "" : "s")", value: rate, unit: "saves/s (p50 \(Report.format(latency.p50)) µs)",
+                comparison: "SQLite 1 fsync/save", comparisonValue: floorRate, ratio: ratio,
+                target: clients == 32 ? "≥ 10x" : nil, met: clients == 32 ? ratio >= 10 : nil))
+            say("  durable saves with \(clients) clients: \(Report.format(rate))/s")
+        }
+
+        // A large zone for reads.
+        let loaded = ContinuousClock.now
+        try await Self.load(socket: socket, records: records)
+        let loadTime = ContinuousClock.now - loaded
+        let loadRate = Double(records) / (Double(loadTime.components.seconds) + Double(loadTime.components.attoseconds) / 1e18)
+        figures.append(Figure(name: "bulk load (400-record batches, 8 clients)", value: loadRate, unit: "records/s"))
+
+        // Latency: one record by name; an indexed query.
+        let reader = RPCClient(configuration: ClientConfiguration(socketPath: socket))
+        var fetches = Samples()
+        var requestBytes = 0
+        var replyBytes = 0
+        for i in 0..<iterations {
+            let params = FetchParams(family: "bench", zone: "data", recordNames: ["r\(Int.random(in: 0..<records))"])
+            let started = ContinuousClock.now
+            let result = try await reader.call(StoreMethods.fetch, params)
+            if i >= iterations / 10 { fetches.add(ContinuousClock.now - started) }  // the first tenth warms up
+            if i == 0 {
+                requestBytes = try RPCJSON.makeEncoder().encode(["id": JSONValue.int(1), "method": "store.fetch", "params": try JSONValue(encoding: params)]).count
+                replyBytes = try RPCJSON.makeEncoder().encode(["id": JSONValue.int(1), "result": try JSONValue(encoding: result)]).count
+            }
+        }
+        var pings = Samples()
+        for i in 0..<iterations {
+            let started = ContinuousClock.now
+            _ = try await reader.call("rpc.ping")
+            if i >= iterations / 10 { pings.add(ContinuousClock.now - started) }
+        }
+        var queries = Samples()
+        for i in 0..<iterations {
+            let params = QueryParams(family: "bench", zone: "data", recordType: "UsageRecord",
+                                     filters: [QueryFilter("logicalID", .equal, .string("app-\(Int.random(in: 0..<Self.apps))"))], limit: 10)
+            let started = ContinuousClock.now
+            _ = try await reader.call(StoreMethods.query, params)
+            if i >= iterations / 10 { queries.add(ContinuousClock.now - started) }
+        }
+        let floor = try CFloor(workDirectory: work).roundTrip(socket: work + "/floor.sock", requestBytes: requestBytes, replyBytes: replyBytes, count: iterations)
+        figures.append(Figure(name: "rpc.ping round trip, p50", value: pings.p50, unit: "µs", comparison: "C floor p50", comparisonValue: floor.p50,
+                              ratio: pings.p50 / floor.p50))
+        figures.append(Figure(
+            name: "store.fetch of 1 record, p50", value: fetches.p50, unit: "µs", comparison: "C floor p50 (\(requestBytes)/\(replyBytes) bytes)",
+            comparisonValue: floor.p50, ratio: fetches.p50 / floor.p50, target: "≤ 1.5x", met: fetches.p50 / floor.p50 <= 1.5))
+        figures.append(Figure(name: "store.fetch of 1 record, p99", value: fetches.p99, unit: "µs", comparison: "C floor p99", comparisonValue: floor.p99,
+                              ratio: fetches.p99 / floor.p99))
+        figures.append(Figure(name: "indexed store.query (limit 10), p50", value: queries.p50, unit: "µs over \(records) records"))
+        figures.append(Figure(name: "indexed store.query (limit 10), p99", value: queries.p99, unit: "µs"))
+
+        // zoneChanges: the whole zone, page by page.
+        let paged = ContinuousClock.now
+        var params = ZoneChangesParams(family: "bench", zone: "data", limit: 400)
+        var seen = 0
+        while true {
+            let page = try await reader.call(StoreMethods.zoneChanges, params)
+            seen += page.records.count
+            params.since = page.token
+            if !page.moreComing { break }
+        }
+        let pageTime = ContinuousClock.now - paged
+        figures.append(Figure(name: "store.zoneChanges, whole zone", value: Double(seen) / (Double(pageTime.components.seconds) + Double(pageTime.components.attoseconds) / 1e18),
+                              unit: "records/s"))
+
+        Report.print("screentime-stored (\(records) records, \(Report.format(seconds)) s write runs\(self.quick ? ", quick mode" : ""))", figures)
+        if let json = self.json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            try encoder.encode(figures).write(to: URL(fileURLWithPath: json))
+        }
+        await reader.close()
+        await admin.close()
+    }
+
+    static let apps = 10_000
+
+    static func usage(_ i: Int) -> RecordSave {
+        let start = Date(timeIntervalSince1970: 1_790_000_000 + Double(i))
+        return RecordSave(recordType: "UsageRecord", recordName: "r\(i)", fields: [
+            "logicalID": .string("app-\(i % apps)"), "deviceID": "bench-device", "category": "learning",
+            "sessionStart": .date(start), "sessionEnd": .date(start.addingTimeInterval(60)), "totalSeconds": 60,
+        ])
+    }
+
+    /// `clients` connections each saving one record per call for `seconds`.
+    static func durableSaves(socket: String, clients: Int, seconds: Double) async throws -> (Double, Samples) {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+        let started = ContinuousClock.now
+        let results = try await withThrowingTaskGroup(of: (Int, Samples).self) { group in
+            for client in 0..<clients {
+                group.addTask {
+                    let connection = RPCClient(configuration: ClientConfiguration(socketPath: socket))
+                    var latency = Samples()
+                    var count = 0
+                    while ContinuousClock.now < deadline {
+                        var save = Self.usage(count)
+                        save.recordName = "w\(clients)-\(client)-\(count)"
+                        let sent = ContinuousClock.now
+                        let result = try await connection.call(StoreMethods.modify, ModifyParams(family: "bench", zone: "writes", saves: [save]))
+                        guard result.allSucceeded else { throw BenchError("save failed: \(result.saved)") }
+                        latency.add(ContinuousClock.now - sent)
+                        count += 1
+                    }
+                    await connection.close()
+                    return (count, latency)
+                }
+            }
+            var total = 0
+            var all = Samples()
+            for try await (count, latency) in group {
+                total += count
+                all.merge(latency)
+            }
+            return (total, all)
+        }
+        let elapsed = ContinuousClock.now - started
+        return (Double(results.0) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18), results.1)
+    }
+
+    static func load(socket: String, records: Int) async throws {
+        let next = Counter()
+        let step = max(1, records / 10)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    let connection = RPCClient(configuration: ClientConfiguration(socketPath: socket, callTimeout: .seconds(120)))
+                    while true {
+                        let first = next.take(400)
+                        if first >= records { break }
+                        let saves = (first..<min(first + 400, records)).map(Self.usage)
+                        _ = try await connection.call(StoreMethods.modify, ModifyParams(family: "bench", zone: "data", saves: saves, savePolicy: .allKeys))
+                        if (first / step) != ((first + 400) / step) { say("  loaded \(min(first + 400, records)) of \(records) records") }
+                    }
+                    await connection.close()
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+}
+
+/// Hands out ranges of record numbers to the loading tasks.
+final class Counter: Sendable {
+    private let value = Atomic<Int>(0)
+    func take(_ count: Int) -> Int { self.value.add(count, ordering: .relaxed).oldValue }
+}
