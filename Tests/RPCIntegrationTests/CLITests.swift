@@ -12,7 +12,7 @@ struct CLITests {
     func happyPaths() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
 
         let ping = try await ctl(dir, ["ping", "test"])
         #expect(ping.status == 0)
@@ -38,7 +38,7 @@ struct CLITests {
     func streamFromStdin() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         let run = try await ctl(dir, ["call", "test", "test.count", "-"], stdin: #"{"count": 3}"#)
         #expect(run.status == 0)
         #expect(run.stdout == "{\"index\":0}\n{\"index\":1}\n{\"index\":2}\n{\"sent\":3}\n")
@@ -48,7 +48,7 @@ struct CLITests {
     func exitCodes() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
 
         let failed = try await ctl(dir, ["call", "test", "test.fail", #"{"code": "not_found", "message": "no such zone"}"#])
         #expect(failed.status == 1)

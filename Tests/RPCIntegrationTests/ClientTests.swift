@@ -24,7 +24,7 @@ struct ClientTests {
     func concurrentTypedCalls() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         let client = RPCClient(socketPath: service.socketPath)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in 0..<200 {
@@ -45,7 +45,7 @@ struct ClientTests {
     func errorsKeepTheirCode() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         let client = RPCClient(socketPath: service.socketPath)
         do {
             _ = try await client.call("test.fail", params: ["code": "conflict", "message": "changed since you read it"])
@@ -67,7 +67,7 @@ struct ClientTests {
     func typedStream() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         let client = RPCClient(socketPath: service.socketPath)
         var items: [Int] = []
         var end: Sent?
@@ -85,7 +85,7 @@ struct ClientTests {
     func abandonedStreamIsCancelled() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         let client = RPCClient(socketPath: service.socketPath)
         var seen = 0
         for try await event in client.stream(Test_.count, Count(count: 1_000_000, intervalMilliseconds: 5)) {
@@ -102,7 +102,7 @@ struct ClientTests {
     func timeout() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         let client = RPCClient(socketPath: service.socketPath)
         do {
             _ = try await client.call(Test_.sleep, Sleep(milliseconds: 2000), timeout: .milliseconds(100))
@@ -129,7 +129,7 @@ struct ClientTests {
         #expect(try await client.call(Builtin.ping, Empty()).pid == first.pid)
         await first.stop()
         let second = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await second.stop() } }
+        defer { second.stopNow() }
         #expect(try await client.call(Builtin.ping, Empty()).pid == second.pid)
     }
 }

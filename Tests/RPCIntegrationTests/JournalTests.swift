@@ -41,7 +41,7 @@ struct JournalTests {
 
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir, arguments: ["--log-target", "journal"])
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         let marker = "journal-test-\(UUID().uuidString)"
         let run = try await runCommand(Binaries.path("screentimectl"), ["call", service.socketPath, "test.log",
             #"{"message": "\#(marker)", "fields": {"familyId": "f-1", "peer.count": "3", "9lives": "yes"}}"#])

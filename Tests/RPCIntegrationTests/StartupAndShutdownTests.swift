@@ -11,7 +11,7 @@ struct StartupAndShutdownTests {
     func startedByHand() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
 
         var info = stat()
         #expect(stat(dir.file("test.sock"), &info) == 0)
@@ -29,7 +29,7 @@ struct StartupAndShutdownTests {
     func socketMode() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir, arguments: ["--socket-mode", "0600"])
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         var info = stat()
         #expect(stat(dir.file("test.sock"), &info) == 0)
         #expect(info.st_mode & 0o777 == 0o600)
@@ -39,7 +39,7 @@ struct StartupAndShutdownTests {
     func socketActivated() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startSocketActivated(in: dir, fdName: "test")
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
 
         let client = RPCClient(socketPath: service.socketPath)
         let ping = try await client.call(Builtin.ping, Empty())
@@ -60,7 +60,7 @@ struct StartupAndShutdownTests {
         #expect(FileManager.default.fileExists(atPath: dir.file("test.sock")))
 
         let service = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         let ping = try await RPCClient(socketPath: service.socketPath).call(Builtin.ping, Empty())
         #expect(ping.pid == service.pid)
     }
@@ -69,7 +69,7 @@ struct StartupAndShutdownTests {
     func liveSocketIsNotStolen() async throws {
         let dir = TemporaryDirectory()
         let first = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await first.stop() } }
+        defer { first.stopNow() }
 
         let second = try ServiceProcess(
             executable: Binaries.path("screentime-testd"),
@@ -155,7 +155,7 @@ struct StartupAndShutdownTests {
             logPath: dir.file("service.log"),
             environment: ["NOTIFY_SOCKET": dir.file("notify"), "WATCHDOG_USEC": "400000"]
         )
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         _ = try notify.waitFor("READY=1")
         _ = try notify.waitFor("WATCHDOG=1", timeout: .seconds(5))
         let more = try notify.waitFor("WATCHDOG=1", timeout: .seconds(5))
@@ -211,7 +211,7 @@ struct StartupAndShutdownTests {
     func idleExitNeedsActivation() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir, arguments: ["--idle-exit", "0.2"])
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         try await Task.sleep(for: .milliseconds(600))
         #expect(service.isRunning)
         #expect(service.log.contains("--idle-exit applies only under socket activation"))

@@ -11,7 +11,7 @@ struct WireTests {
     func pipelinedOutOfOrder() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         let connection = try RawConnection(path: service.socketPath)
         connection.sendFrame(#"{"id": "slow", "method": "test.sleep", "params": {"milliseconds": 400}}"#)
         connection.sendFrame(#"{"id": 2, "method": "test.sleep", "params": {"milliseconds": 1}}"#)
@@ -26,7 +26,7 @@ struct WireTests {
     func streamManyReplies() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         let connection = try RawConnection(path: service.socketPath)
         connection.sendFrame(#"{"id": 9, "method": "test.count", "params": {"count": 2000}}"#)
         for index in 0..<2000 {
@@ -43,7 +43,7 @@ struct WireTests {
     func cancelAStream() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         let connection = try RawConnection(path: service.socketPath)
         connection.sendFrame(#"{"id": "feed", "method": "test.count", "params": {"count": 1000000, "intervalMilliseconds": 20}}"#)
         _ = try #require(try connection.readReply())
@@ -68,7 +68,7 @@ struct WireTests {
     func oneWay() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         let connection = try RawConnection(path: service.socketPath)
         connection.sendFrame(#"{"method": "test.log", "params": {"message": "one-way arrived"}}"#)
         connection.sendFrame(#"{"method": "no.such.method"}"#)
@@ -117,7 +117,7 @@ struct WireTests {
     func badRequest(_ bad: BadRequest) async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         let connection = try RawConnection(path: service.socketPath)
         connection.sendFrame(bad.payload)
         let reply = try #require(try connection.readReply())
@@ -133,7 +133,7 @@ struct WireTests {
     func oversizedFrame() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir, arguments: ["--max-frame-size", "1024"])
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         let connection = try RawConnection(path: service.socketPath)
         connection.sendRaw([0xff, 0xff, 0xff, 0xff])
         let reply = try #require(try connection.readReply())
@@ -147,7 +147,7 @@ struct WireTests {
     func frameSizeBoundary() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir, arguments: ["--max-frame-size", "1024"])
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         func request(size: Int) -> [UInt8] {
             let head = #"{"id": 1, "method": "test.echo", "params": {"message": ""#
             let tail = #""}}"#
@@ -165,7 +165,7 @@ struct WireTests {
     func truncatedFrame() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         let connection = try RawConnection(path: service.socketPath)
         connection.sendRaw([0, 0, 0, 100] + Array(#"{"id": 1, "meth"#.utf8))
         connection.shutdownWrite()
@@ -180,7 +180,7 @@ struct WireTests {
     func garbageStorm() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         let garbage: [[UInt8]] = [
             [0xff, 0xff, 0xff, 0xff, 1, 2, 3],                 // huge length
             [0, 0, 0, 3] + Array("abc".utf8),                  // not JSON
@@ -221,7 +221,7 @@ struct WireTests {
     func connectionLimit() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir, arguments: ["--max-connections", "2"])
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         // The readiness probe's connection counts until the service has seen it close.
         try await Task.sleep(for: .milliseconds(300))
         let first = try RawConnection(path: service.socketPath)
@@ -245,7 +245,7 @@ struct WireTests {
     func inFlightLimit() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir, arguments: ["--max-in-flight", "2"])
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         let connection = try RawConnection(path: service.socketPath)
         connection.sendFrame(#"{"id": 1, "method": "test.sleep", "params": {"milliseconds": 300}}"#)
         connection.sendFrame(#"{"id": 2, "method": "test.sleep", "params": {"milliseconds": 300}}"#)
@@ -264,7 +264,7 @@ struct WireTests {
     func duplicateID() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         let connection = try RawConnection(path: service.socketPath)
         connection.sendFrame(#"{"id": 1, "method": "test.sleep", "params": {"milliseconds": 300}}"#)
         connection.sendFrame(#"{"id": 1, "method": "rpc.ping"}"#)
@@ -277,7 +277,7 @@ struct WireTests {
     func peerCredentials() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         let who = try await RPCClient(socketPath: service.socketPath).call("test.whoami")
         #expect(who["pid"]?.intValue == Int64(getpid()))
         #expect(who["uid"]?.intValue == Int64(getuid()))
@@ -288,7 +288,7 @@ struct WireTests {
     func describe() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
-        defer { Task { await service.stop() } }
+        defer { service.stopNow() }
         let client = RPCClient(socketPath: service.socketPath)
         let description = try await client.call(Builtin.describe, DescribeParams())
         let names = description.methods.map(\.name)

@@ -12,7 +12,7 @@ struct AccessTests {
     @Test("a child reads and writes its own zone and cannot read another child's")
     func childZones() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         try await family.child2.save([Make.usage("secret", device: "c2", start: Self.start, seconds: 60)], zone: FamilyFixture.zone2)
         #expect(try await family.child1.save([Make.usage("mine", start: Self.start, seconds: 60)], zone: FamilyFixture.zone1).allSucceeded)
@@ -37,7 +37,7 @@ struct AccessTests {
     @Test("a child writes only the record types and fields the schema allows it, as itself")
     func childRecordRules() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         let zone = FamilyFixture.zone1
         // Rules and the ledger are the parents'.
@@ -70,7 +70,7 @@ struct AccessTests {
     @Test("a read-only share lets the child read but not write")
     func readOnlyShare() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         _ = try await family.parent.call(StoreMethods.share, ShareParams(family: FamilyFixture.family, zone: FamilyFixture.zone1,
             participants: [ShareParticipant(deviceId: "c1", permission: .readOnly)]))
@@ -84,7 +84,7 @@ struct AccessTests {
     @Test("until a parent confirms, a paired child may read but every write gets pairing_unconfirmed")
     func pendingChild() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store, child1Status: .pending)
         #expect(try await family.child1.fetch(["x"], zone: FamilyFixture.zone1).missing == ["x"])
         let error = await expectError(.pairingUnconfirmed) {
@@ -98,7 +98,7 @@ struct AccessTests {
     @Test("revocation takes effect on the very next request: unsharing, then revoking the credential")
     func revocation() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         try await family.child1.save([Make.usage("u1", start: Self.start, seconds: 5)], zone: FamilyFixture.zone1)
         _ = try await family.parent.call(StoreMethods.unshare, UnshareParams(family: FamilyFixture.family, zone: FamilyFixture.zone1, deviceIds: ["c1"]))
@@ -114,7 +114,7 @@ struct AccessTests {
     @Test("unknown tokens, other families, internal zones and local-only methods are refused")
     func refusals() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         let stranger = store.client(token: "made-up-token")
         await expectError(.unauthorized) { _ = try await stranger.fetch(["x"]) }

@@ -30,7 +30,7 @@ struct ChangeFeedTests {
     @Test("zone changes page through many batches, then report only what changed since the token, deletions included")
     func zoneChanges() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         for batch in 0..<10 {
             try await family.child1.save((0..<100).map { i in
@@ -64,7 +64,7 @@ struct ChangeFeedTests {
     @Test("database changes list the zones created, changed and deleted since a token")
     func databaseChanges() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         let start = try await family.parent.call(StoreMethods.databaseChanges, DatabaseChangesParams(family: FamilyFixture.family))
         #expect(Set(start.changedZones) == ["default", FamilyFixture.zone1, FamilyFixture.zone2])
@@ -90,7 +90,7 @@ struct ChangeFeedTests {
     @Test("a token older than the tombstone horizon gets change_token_expired; starting over works")
     func tokenExpiry() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         try await family.child1.save([Make.usage("u1", start: Self.base, seconds: 5), Make.usage("u2", start: Self.base, seconds: 5)], zone: FamilyFixture.zone1)
         let old = try await Self.drain(family.parent, zone: FamilyFixture.zone1, since: nil, limit: 100)
@@ -132,7 +132,7 @@ struct ChangeFeedTests {
     @Test("store.watch delivers every change in commit order, and resumes after a restart exactly where it stopped")
     func watchResumes() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         try await family.child1.save((0..<300).map { Make.usage("a\($0)", start: Self.base, seconds: 5) }, zone: FamilyFixture.zone1)
         let first = try await Self.watchAll(family.admin, WatchParams(recordTypes: ["UsageRecord"], follow: false))
@@ -153,7 +153,7 @@ struct ChangeFeedTests {
     @Test("a following watch sees a new commit at once; a device may not watch")
     func watchFollows() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         let watcher = store.client()
         let head = try await Self.watchAll(watcher, WatchParams(follow: false)).end.lastSeq

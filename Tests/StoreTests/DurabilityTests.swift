@@ -62,7 +62,7 @@ struct DurabilityTests {
     @Test("after kill -9 under a load of many writers, every acknowledged save is there and no batch is half-written")
     func killNineUnderLoad() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         _ = try await FamilyFixture.setUp(store)
         let ledger = Ledger()
         let load = Self.load(store, writers: 24, ledger: ledger)
@@ -101,7 +101,7 @@ struct DurabilityTests {
     @Test("a backup taken under load opens as a database holding everything acknowledged before it began")
     func backupUnderLoad() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         let ledger = Ledger()
         let load = Self.load(store, writers: 8, ledger: ledger)
@@ -123,7 +123,7 @@ struct DurabilityTests {
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: backup.path, toPath: state + "/store.sqlite")
         let second = try await ServiceProcess.start("screentime-stored", service: "store", in: restored, stateDirectory: state)
-        defer { Task { await second.stop() } }
+        defer { second.stopNow() }
         let client = RPCClient(socketPath: second.socketPath)
         let present = try await Self.fetchAll(client, before)
         #expect(present.count == before.count, "\(before.count - present.count) acknowledged records missing from the backup")

@@ -34,7 +34,7 @@ struct QueryTests {
     @Test("every operator selects exactly the matching records")
     func operators() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         try await Self.seed(family)
         let at = { (i: Int) in JSONValue.date(Self.base.addingTimeInterval(Double(i) * 600)) }
@@ -88,7 +88,7 @@ struct QueryTests {
     @Test("a query the index cannot answer is refused with invalid_params naming the parameter", arguments: refusals)
     func refused(_ refusal: Refusal) async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         let error = await expectError(.invalidParams) {
             _ = try await family.parent.call(StoreMethods.query, QueryParams(
@@ -105,7 +105,7 @@ struct QueryTests {
     @Test("pages follow each other through the cursor, in sort order, each record once")
     func paging() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         // 250 sessions, some sharing a start time, so the order needs its tie-break.
         for chunk in stride(from: 0, to: 250, by: 125) {
@@ -148,7 +148,7 @@ struct QueryTests {
     @Test("without a zone, a query spans the zones the caller may read")
     func acrossZones() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         try await family.child1.save([Make.usage("mine", device: "c1", start: Self.base, seconds: 60)], zone: FamilyFixture.zone1)
         try await family.child2.save([Make.usage("theirs", device: "c2", start: Self.base, seconds: 60)], zone: FamilyFixture.zone2)

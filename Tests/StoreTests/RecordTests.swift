@@ -10,7 +10,7 @@ struct RecordTests {
     @Test("a saved record comes back with server-set system fields")
     func saveAndFetch() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         let saved = try await family.parent.save([Make.appRule("org.khanacademy")])
         let record = try #require(saved.saved.first?.record)
@@ -25,7 +25,7 @@ struct RecordTests {
     @Test("parents read what they saved; the missing names are listed")
     func fetchMissing() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         try await family.parent.save([Make.appRule("a"), Make.appRule("b")])
         let fetched = try await family.parent.fetch(["rule-b", "rule-zzz", "rule-a"])
@@ -36,7 +36,7 @@ struct RecordTests {
     @Test("a stale change tag gets conflict with the server's record; rebasing onto it succeeds")
     func conflictAndRebase() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         let first = try #require(try await family.parent.save([Make.appRule("org.duolingo")]).saved[0].record)
 
@@ -69,7 +69,7 @@ struct RecordTests {
     @Test("changedKeys: each writer's fields survive, set-like lists merge by union, null removes a field")
     func changedKeysMerge() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         try await family.parent.save([Make.child("child-1", opaque: "opaque-1", devices: ["c1"])])
         try await family.admin.save([RecordSave(recordType: "ChildContext", recordName: "child-1", fields: [
@@ -95,7 +95,7 @@ struct RecordTests {
     @Test("an atomic batch with one bad item applies nothing and names every failure")
     func atomicRollback() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         var bad = Make.appRule("bad")
         bad.fields["classification"] = "homework"
@@ -113,7 +113,7 @@ struct RecordTests {
     @Test("without atomic, the good items are saved and each bad one carries its own error")
     func partialFailure() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         var bad = Make.appRule("bad")
         bad.fields["pointsPerMinute"] = "three"
@@ -128,7 +128,7 @@ struct RecordTests {
     @Test("a retried batch with the same request id returns the first result and applies nothing twice")
     func idempotentRetry() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         let start = Date(timeIntervalSince1970: 1_790_000_000)
         let batch = [Make.usage("u1", start: start, seconds: 600), Make.usage("u2", start: start.addingTimeInterval(900), seconds: 300)]
@@ -154,7 +154,7 @@ struct RecordTests {
     @Test("batches over 400 items get limit_exceeded; a record twice in one batch is refused")
     func batchLimits() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         await expectError(.limitExceeded) {
             try await family.parent.save((0...400).map { Make.appRule("app\($0)") })
@@ -170,7 +170,7 @@ struct RecordTests {
     @Test("deletes leave tombstones; deleteSelf references cascade; deleting again is harmless")
     func deletesAndCascades() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         try await family.parent.save([
             Make.child("child-1", opaque: "o1"),

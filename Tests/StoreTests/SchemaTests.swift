@@ -47,7 +47,7 @@ struct SchemaTests {
     @Test("a schema violation fails with invalid_params naming the field, and nothing is saved", arguments: violations)
     func violation(_ case_: Violation) async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         let outcome = try await family.parent.save([case_.save]).saved[0]
         let error = try #require(outcome.error)
@@ -60,7 +60,7 @@ struct SchemaTests {
     @Test("uniqueness: one ChildContext per opaque id, one AppRule per bundle, one balance per child")
     func uniqueness() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         try await family.parent.save([Make.child("child-a", opaque: "same-opaque")])
         let twin = try await family.parent.save([Make.child("child-b", opaque: "same-opaque")]).saved[0]
@@ -89,7 +89,7 @@ struct SchemaTests {
     @Test("store.schema lists the seed record types with their fields, indexes and constraints")
     func describesSchema() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let schema = try await store.client().call(StoreMethods.schema, Empty())
         #expect(schema.version == 2)
         let names = Set(schema.recordTypes.map(\.name))
@@ -108,7 +108,7 @@ struct SchemaTests {
     @Test("an older database migrates on start: new fields get their defaults and new indexes answer queries")
     func migration() async throws {
         let store = try await StoreHarness.start(arguments: ["--schema-version", "1"])
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let family = try await FamilyFixture.setUp(store)
         try await family.parent.save([
             RecordSave(recordType: "Family", recordName: FamilyFixture.family, fields: ["displayName": "Smiths"]),

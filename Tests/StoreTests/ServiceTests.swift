@@ -24,7 +24,7 @@ struct ServiceTests {
     @Test("rpc.describe lists every store method with its parameters, result and errors")
     func describe() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let description = try await store.client().call("rpc.describe")
         let methods = try #require(description["methods"]?.arrayValue)
         let names = Set(methods.compactMap { $0["name"]?.stringValue })
@@ -75,7 +75,7 @@ struct ServiceTests {
     @Test("bad input gets a clear error and the store stays up", arguments: badCalls)
     func badInput(_ bad: BadCall) async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let client = store.client()
         _ = try await client.call(StoreMethods.createFamily, CreateFamilyParams(family: "fam"))
         let error = await expectError(bad.code) {
@@ -93,7 +93,7 @@ struct ServiceTests {
     @Test("screentimectl drives the store: call, and describe")
     func cli() async throws {
         let store = try await StoreHarness.start()
-        defer { Task { await store.stop() } }
+        defer { store.stopNow() }
         let environment = ["SCREENTIME_RUNTIME_DIR": store.directory.path]
         let ctl = Binaries.path("screentimectl")
         let created = try await runCommand(ctl, ["call", "store", "store.createFamily", "{\"family\":\"fam-cli\"}"], environment: environment)

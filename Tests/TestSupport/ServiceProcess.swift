@@ -133,6 +133,18 @@ public final class ServiceProcess: @unchecked Sendable {
         }
     }
 
+    /// Stops it before returning, without suspending: for `defer` at the end of a test,
+    /// where a detached task might never run before the test process exits.
+    public func stopNow(timeout: Duration = .seconds(10)) {
+        self.signal(SIGTERM)
+        let deadline = ContinuousClock.now + timeout
+        while self.isRunning && ContinuousClock.now < deadline { usleep(10_000) }
+        if self.isRunning {
+            self.signal(SIGKILL)
+            while self.isRunning { usleep(10_000) }
+        }
+    }
+
     public func stop() async {
         self.signal(SIGTERM)
         if (try? await self.waitForExit()) == nil {

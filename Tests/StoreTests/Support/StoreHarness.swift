@@ -52,6 +52,11 @@ final class StoreHarness: @unchecked Sendable {
         self.process = try await ServiceProcess.start("screentime-stored", service: "store", in: self.directory, stateDirectory: self.state, arguments: arguments)
     }
 
+    /// Stops the store before returning (for `defer`).
+    func stopNow() {
+        self.process.stopNow()
+    }
+
     func stop() async {
         for client in self.clients { await client.close() }
         await self.process.stop()
