@@ -22,23 +22,16 @@ struct ModifyOperation: Sendable {
         }
         try Validation.family(params.family)
         try Validation.zone(params.zone)
+        // Each record at most once per batch, saves and deletes alike.
+        let items = saves.enumerated().map { ("params.saves[\($0)]", $1.recordName) }
+            + deletes.enumerated().map { ("params.deletes[\($0)]", $1.recordName) }
         var seen: [String: String] = [:]
-        for (index, save) in saves.enumerated() {
-            let path = "params.saves[\(index)]"
-            guard Names.isValidIdentifier(save.recordName) else {
+        for (path, name) in items {
+            guard Names.isValidIdentifier(name) else {
                 throw RPCError.invalidParams("\(path).recordName", "must be 1 to 255 bytes without control characters")
             }
-            if let other = seen.updateValue(path, forKey: save.recordName) {
-                throw RPCError.invalidParams("\(path).recordName", "\"\(save.recordName)\" is also in \(other); a batch may touch a record once")
-            }
-        }
-        for (index, delete) in deletes.enumerated() {
-            let path = "params.deletes[\(index)]"
-            guard Names.isValidIdentifier(delete.recordName) else {
-                throw RPCError.invalidParams("\(path).recordName", "must be 1 to 255 bytes without control characters")
-            }
-            if let other = seen.updateValue(path, forKey: delete.recordName) {
-                throw RPCError.invalidParams("\(path).recordName", "\"\(delete.recordName)\" is also in \(other); a batch may touch a record once")
+            if let other = seen.updateValue(path, forKey: name) {
+                throw RPCError.invalidParams("\(path).recordName", "\"\(name)\" is also in \(other); a batch may touch a record once")
             }
         }
         if let requestId = params.requestId, !Names.isValidIdentifier(requestId) {
