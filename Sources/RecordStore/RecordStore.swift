@@ -48,18 +48,14 @@ public final class RecordStore: Sendable {
 
     // MARK: Plumbing
 
-    private func read<T: Sendable>(_ auth: Auth?, _ body: @escaping @Sendable (Principal, Database) throws -> T) async throws -> T {
+    /// Synchronous on purpose: a read takes microseconds, and hopping to GRDB's queue and
+    /// back costs more than that in thread wake-ups (see the store benchmark).
+    private func read<T>(_ auth: Auth?, _ body: (Principal, Database) throws -> T) throws -> T {
         do {
-            // Synchronous on purpose: a read takes microseconds, and hopping to GRDB's queue and
-            // back costs more than that in thread wake-ups (see the store benchmark).
-            return try self.readNow { db in try body(try Credentials.resolve(auth, in: db), db) }
+            return try self.pool.read { db in try body(try Credentials.resolve(auth, in: db), db) }
         } catch {
             throw self.surface(error)
         }
-    }
-
-    private func readNow<T>(_ body: (Database) throws -> T) throws -> T {
-        try self.pool.read(body)
     }
 
     private func write<T: Sendable>(_ auth: Auth?, _ body: @escaping @Sendable (Principal, Int64, Database) throws -> T) async throws -> T {
@@ -78,6 +74,14 @@ public final class RecordStore: Sendable {
         return StoreErrors.storage(error)
     }
 
+    /// The zone, for a change only a parent (or a local service) may make.
+    private func zoneForParent(_ principal: Principal, family: String, zone: String, _ what: String, _ db: Database) throws -> ZoneRow {
+        try AccessControl.requireParent(principal, family, what)
+        let row = try ZoneRow.find(db, family: family, name: zone)
+        try AccessControl.requireWrite(principal, row, in: db)
+        return row
+    }
+
     // MARK: Families and zones
 
     public func createFamily(_ params: CreateFamilyParams, auth: Auth?) async throws -> FamilyInfo {
@@ -89,7 +93,7 @@ public final class RecordStore: Sendable {
     }
 
     public func listFamilies(auth: Auth?) async throws -> ListFamiliesResult {
-        try await self.read(auth) { principal, db in
+        try self.read(auth) { principal, db in
             try AccessControl.requireLocal(principal, StoreMethods.listFamilies.name)
             return ListFamiliesResult(families: try ZoneOperations.listFamilies(db))
         }
@@ -115,16 +119,14 @@ public final class RecordStore: Sendable {
             throw RPCError.invalidParams("params.zone", "the default zone cannot be deleted")
         }
         return try await self.write(auth) { principal, now, db in
-            try AccessControl.requireParent(principal, params.family, "delete zones")
-            let zone = try ZoneRow.find(db, family: params.family, name: params.zone)
-            try AccessControl.requireWrite(principal, zone, in: db)
+            let zone = try self.zoneForParent(principal, family: params.family, zone: params.zone, "delete zones", db)
             return DeleteZoneResult(recordsDeleted: try ZoneOperations.deleteZone(zone, principal: principal, now: now, db))
         }
     }
 
     public func listZones(_ params: FamilyParams, auth: Auth?) async throws -> ListZonesResult {
         try Validation.family(params.family)
-        return try await self.read(auth) { principal, db in
+        return try self.read(auth) { principal, db in
             ListZonesResult(zones: try ZoneOperations.listZones(family: params.family, principal: principal, db))
         }
     }
@@ -141,22 +143,22 @@ public final class RecordStore: Sendable {
 
     public func fetch(_ params: FetchParams, auth: Auth?) async throws -> FetchResult {
         try FetchOperation.validate(params)
-        return try await self.read(auth) { principal, db in try FetchOperation.run(params, principal: principal, db) }
+        return try self.read(auth) { principal, db in try FetchOperation.run(params, principal: principal, db) }
     }
 
     public func query(_ params: QueryParams, auth: Auth?) async throws -> QueryResult {
         let schema = self.schema
-        return try await self.read(auth) { principal, db in try QueryOperation.run(params, schema: schema, principal: principal, db) }
+        return try self.read(auth) { principal, db in try QueryOperation.run(params, schema: schema, principal: principal, db) }
     }
 
     // MARK: Change feeds
 
     public func zoneChanges(_ params: ZoneChangesParams, auth: Auth?) async throws -> ZoneChangesResult {
-        try await self.read(auth) { principal, db in try ZoneChangesOperation.run(params, principal: principal, db) }
+        try self.read(auth) { principal, db in try ZoneChangesOperation.run(params, principal: principal, db) }
     }
 
     public func databaseChanges(_ params: DatabaseChangesParams, auth: Auth?) async throws -> DatabaseChangesResult {
-        try await self.read(auth) { principal, db in try DatabaseChangesOperation.run(params, principal: principal, db) }
+        try self.read(auth) { principal, db in try DatabaseChangesOperation.run(params, principal: principal, db) }
     }
 
     /// Streams changes after `params.after` through `send`, then (with `follow`) waits for
@@ -169,18 +171,15 @@ public final class RecordStore: Sendable {
                 throw self.schema.unknownType(type, parameter: "params.recordTypes[\(index)]")
             }
         }
-        let start = cursor
-        try await self.read(auth) { principal, db in
-            try AccessControl.requireLocal(principal, StoreMethods.watch.name)
-            try WatchReader.checkHorizon(after: start, db)
-        }
+        try self.read(auth) { principal, _ in try AccessControl.requireLocal(principal, StoreMethods.watch.name) }
         let (wakeups, stop) = self.notifier.subscribe()
         defer { stop() }
         var iterator = wakeups.makeAsyncIterator()
         let pageSize = 256
         while true {
             let after = cursor
-            let page = try await self.read(nil) { _, db in
+            let page = try self.read(nil) { _, db in
+                // Checked on every page: a purge may pass the cursor while it waits.
                 try WatchReader.checkHorizon(after: after, db)
                 return try WatchReader.page(after: after, params: params, limit: pageSize, db)
             }
@@ -202,9 +201,7 @@ public final class RecordStore: Sendable {
         try Validation.family(params.family)
         try Validation.zone(params.zone)
         return try await self.write(auth) { principal, now, db in
-            try AccessControl.requireParent(principal, params.family, "share zones")
-            let zone = try ZoneRow.find(db, family: params.family, name: params.zone)
-            try AccessControl.requireWrite(principal, zone, in: db)
+            let zone = try self.zoneForParent(principal, family: params.family, zone: params.zone, "share zones", db)
             return try ZoneOperations.share(zone, participants: params.participants, now: now, db)
         }
     }
@@ -213,9 +210,7 @@ public final class RecordStore: Sendable {
         try Validation.family(params.family)
         try Validation.zone(params.zone)
         return try await self.write(auth) { principal, now, db in
-            try AccessControl.requireParent(principal, params.family, "change shares")
-            let zone = try ZoneRow.find(db, family: params.family, name: params.zone)
-            try AccessControl.requireWrite(principal, zone, in: db)
+            let zone = try self.zoneForParent(principal, family: params.family, zone: params.zone, "change shares", db)
             return try ZoneOperations.unshare(zone, deviceIds: params.deviceIds, now: now, db)
         }
     }
@@ -223,7 +218,7 @@ public final class RecordStore: Sendable {
     public func shareInfo(_ params: ZoneParams, auth: Auth?) async throws -> ShareInfo {
         try Validation.family(params.family)
         try Validation.zone(params.zone)
-        return try await self.read(auth) { principal, db in
+        return try self.read(auth) { principal, db in
             let zone = try ZoneRow.find(db, family: params.family, name: params.zone)
             try AccessControl.requireRead(principal, zone, in: db)
             return try ZoneOperations.shareInfo(zone, db)
@@ -234,9 +229,7 @@ public final class RecordStore: Sendable {
 
     public func putCredential(_ params: PutCredentialParams, auth: Auth?) async throws -> CredentialInfo {
         try Validation.family(params.family)
-        guard Names.isValidIdentifier(params.deviceId) else {
-            throw RPCError.invalidParams("params.deviceId", "must be 1 to 255 bytes without control characters")
-        }
+        try Validation.identifier(params.deviceId, "params.deviceId")
         guard Credentials.isValidHash(params.tokenSHA256) else {
             throw RPCError.invalidParams("params.tokenSHA256", "must be the SHA-256 of the token as 64 lowercase hex digits")
         }
@@ -256,14 +249,14 @@ public final class RecordStore: Sendable {
 
     public func listCredentials(_ params: FamilyParams, auth: Auth?) async throws -> ListCredentialsResult {
         try Validation.family(params.family)
-        return try await self.read(auth) { principal, db in
+        return try self.read(auth) { principal, db in
             try AccessControl.requireLocal(principal, StoreMethods.listCredentials.name)
             return ListCredentialsResult(credentials: try CredentialOperations.list(family: params.family, db))
         }
     }
 
     public func whoami(auth: Auth?) async throws -> WhoAmIResult {
-        try await self.read(auth) { principal, _ in
+        try self.read(auth) { principal, _ in
             switch principal {
             case .local: WhoAmIResult(principal: "local")
             case .device(let device):
@@ -276,8 +269,11 @@ public final class RecordStore: Sendable {
 
     public var schemaInfo: SchemaResult { self.schema.info }
 
+    /// The longest grace period accepted (100 years); more would overflow the clock arithmetic.
+    public static let maximumGraceSeconds: Double = 100 * 365 * 86_400
+
     public func backup(_ params: BackupParams, auth: Auth?) async throws -> BackupResult {
-        try await self.read(auth) { principal, _ in try AccessControl.requireLocal(principal, StoreMethods.backup.name) }
+        try self.read(auth) { principal, _ in try AccessControl.requireLocal(principal, StoreMethods.backup.name) }
         let path = try Backup.resolve(params.path, stateDirectory: self.configuration.stateDirectory)
         let started = ContinuousClock.now
         let (bytes, lastSeq) = try await Backup.run(pool: self.pool, to: path)
@@ -289,7 +285,9 @@ public final class RecordStore: Sendable {
 
     public func purge(_ params: PurgeParams, auth: Auth?) async throws -> PurgeResult {
         let grace = params.olderThanSeconds ?? Double(self.configuration.tombstoneGrace.components.seconds)
-        guard grace >= 0 else { throw RPCError.invalidParams("params.olderThanSeconds", "must not be negative") }
+        guard (0...Self.maximumGraceSeconds).contains(grace) else {
+            throw RPCError.invalidParams("params.olderThanSeconds", "must be between 0 and \(Int(Self.maximumGraceSeconds)) (100 years)")
+        }
         let result = try await self.write(auth) { principal, now, db in
             try AccessControl.requireLocal(principal, StoreMethods.purge.name)
             return try Purge.run(olderThan: now - Int64(grace * 1000), db)

@@ -34,8 +34,12 @@ struct StoreService: AsyncParsableCommand {
     var schemaVersion: Int?
 
     mutating func validate() throws {
-        guard self.tombstoneGraceDays >= 0 else { throw ValidationError("--tombstone-grace must not be negative") }
-        guard self.purgeIntervalSeconds > 0 else { throw ValidationError("--purge-interval must be positive") }
+        guard (0...RecordStore.maximumGraceSeconds / 86_400).contains(self.tombstoneGraceDays) else {
+            throw ValidationError("--tombstone-grace must be between 0 and \(Int(RecordStore.maximumGraceSeconds / 86_400)) days")
+        }
+        guard self.purgeIntervalSeconds > 0, self.purgeIntervalSeconds <= RecordStore.maximumGraceSeconds else {
+            throw ValidationError("--purge-interval must be a positive number of seconds, at most \(Int(RecordStore.maximumGraceSeconds))")
+        }
     }
 
     func run() async throws {

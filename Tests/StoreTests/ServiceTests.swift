@@ -70,6 +70,10 @@ struct ServiceTests {
         BadCall(method: "store.createFamily", params: ["family": "fam"], code: .conflict, mentions: "already exists"),
         BadCall(method: "store.deleteZone", params: ["family": "fam", "zone": "default"], code: .invalidParams, mentions: "default zone"),
         BadCall(method: "store.backup", params: ["path": "/proc/nope/backup.sqlite"], code: .invalidParams, mentions: "cannot create"),
+        BadCall(method: "store.purge", params: ["olderThanSeconds": 1e300], code: .invalidParams, mentions: "olderThanSeconds"),
+        BadCall(method: "store.query", params: ["family": "fam", "recordType": "AppRule",
+                                                "filters": .array(Array(repeating: ["field": "bundleId", "op": "==", "value": "x"], count: 17))],
+                code: .invalidParams, mentions: "at most 16 filters"),
     ]
 
     @Test("bad input gets a clear error and the store stays up", arguments: badCalls)
@@ -88,6 +92,16 @@ struct ServiceTests {
         #expect(error?.description.contains(bad.mentions) == true, "\(String(describing: error))")
         #expect(try await client.call("rpc.ping")["service"] == "store")
         #expect(store.process.isRunning)
+    }
+
+    @Test("options out of range are refused at start with a usage error", arguments: [
+        ["--tombstone-grace", "99999999"], ["--tombstone-grace", "-1"], ["--purge-interval", "0"], ["--purge-interval", "1e300"],
+    ])
+    func badOptions(_ arguments: [String]) async throws {
+        let directory = TemporaryDirectory()
+        let result = try await runCommand(Binaries.path("screentime-stored"), ["--runtime-dir", directory.path, "--state-dir", directory.path] + arguments)
+        #expect(result.status == 64, "\(result.stderr)")
+        #expect(result.stderr.contains(arguments[0]))
     }
 
     @Test("screentimectl drives the store: call, and describe")

@@ -10,27 +10,25 @@ public final class ServiceProcess: @unchecked Sendable {
 
     /// Starts `screentime-testd` by hand on `<dir>/test.sock` and waits until it answers.
     public static func startByHand(in directory: TemporaryDirectory, arguments: [String] = [], environment: [String: String] = [:]) async throws -> ServiceProcess {
-        let service = try ServiceProcess(
-            executable: Binaries.path("screentime-testd"),
-            arguments: ["--runtime-dir", directory.path, "--state-dir", directory.path, "--log-level", "debug"] + arguments,
-            socketPath: directory.file("test.sock"),
-            logPath: directory.file("service-\(UUID().uuidString.prefix(4)).log"),
-            environment: environment
-        )
-        try await service.waitUntilListening()
-        return service
+        try await self.start("screentime-testd", service: "test", in: directory, arguments: arguments, environment: environment)
+    }
+
+    /// Starts `screentime-testd` through `systemd-socket-activate` on `<dir>/activated.sock`
+    /// (not the service's default path, so a test sees it really used the inherited socket).
+    public static func startSocketActivated(in directory: TemporaryDirectory, fdName: String = "test", arguments: [String] = []) async throws -> ServiceProcess {
+        try await self.startSocketActivated("screentime-testd", service: "test", in: directory, socketName: "activated", fdName: fdName, arguments: arguments)
     }
 
     /// Starts any service executable by hand: it binds `<dir>/<service>.sock` itself and keeps
     /// its data in `stateDirectory` (default: the same directory). Waits until it answers.
+    /// Its log goes to a file (with no journal stream, `--log-target auto` means stderr).
     public static func start(
         _ executable: String, service: String, in directory: TemporaryDirectory, stateDirectory: String? = nil,
         arguments: [String] = [], environment: [String: String] = [:]
     ) async throws -> ServiceProcess {
         let process = try ServiceProcess(
             executable: Binaries.path(executable),
-            arguments: ["--runtime-dir", directory.path, "--state-dir", stateDirectory ?? directory.path, "--log-level", "debug",
-                        "--log-target", "stderr"] + arguments,
+            arguments: ["--runtime-dir", directory.path, "--state-dir", stateDirectory ?? directory.path, "--log-level", "debug"] + arguments,
             socketPath: directory.file("\(service).sock"),
             logPath: directory.file("\(service)-\(UUID().uuidString.prefix(4)).log"),
             environment: environment
@@ -39,41 +37,24 @@ public final class ServiceProcess: @unchecked Sendable {
         return process
     }
 
-    /// Starts any service executable under `systemd-socket-activate` on `<dir>/<service>.sock`
-    /// (as systemd hands the socket over); the process starts on the first connection.
+    /// Starts any service executable through `systemd-socket-activate`, which binds
+    /// `<dir>/<socketName>.sock` (default: the service's name), waits for the first
+    /// connection and execs the service with `LISTEN_FDS`/`LISTEN_FDNAMES`, as systemd does.
     public static func startSocketActivated(
         _ executable: String, service: String, in directory: TemporaryDirectory, stateDirectory: String? = nil,
-        arguments: [String] = []
+        socketName: String? = nil, fdName: String? = nil, arguments: [String] = []
     ) async throws -> ServiceProcess {
-        let socket = directory.file("\(service).sock")
+        let socket = directory.file("\(socketName ?? service).sock")
         let process = try ServiceProcess(
             executable: "/usr/bin/systemd-socket-activate",
-            arguments: ["-l", socket, "--fdname=\(service)", Binaries.path(executable),
-                        "--runtime-dir", directory.path, "--state-dir", stateDirectory ?? directory.path, "--log-level", "debug",
-                        "--log-target", "stderr"] + arguments,
+            arguments: ["-l", socket, "--fdname=\(fdName ?? service)", Binaries.path(executable),
+                        "--runtime-dir", directory.path, "--state-dir", stateDirectory ?? directory.path, "--log-level", "debug"] + arguments,
             socketPath: socket,
             logPath: directory.file("\(service)-activated.log"),
             environment: [:]
         )
         try await process.waitForFile()
         return process
-    }
-
-    /// Starts it through `systemd-socket-activate`, which binds the socket, waits for the
-    /// first connection and execs the service with `LISTEN_FDS`/`LISTEN_FDNAMES`, as
-    /// systemd does.
-    public static func startSocketActivated(in directory: TemporaryDirectory, fdName: String = "test", arguments: [String] = []) async throws -> ServiceProcess {
-        let socket = directory.file("activated.sock")
-        let service = try ServiceProcess(
-            executable: "/usr/bin/systemd-socket-activate",
-            arguments: ["-l", socket, "--fdname=\(fdName)", Binaries.path("screentime-testd"),
-                        "--runtime-dir", directory.path, "--log-level", "debug"] + arguments,
-            socketPath: socket,
-            logPath: directory.file("activated.log"),
-            environment: [:]
-        )
-        try await service.waitForFile()
-        return service
     }
 
     public init(executable: String, arguments: [String], socketPath: String, logPath: String, environment: [String: String]) throws {

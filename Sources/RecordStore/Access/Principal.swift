@@ -34,7 +34,7 @@ struct DeviceIdentity: Sendable, Hashable {
 enum Credentials {
     /// Lowercase hex SHA-256: how tokens are stored and looked up.
     static func hash(token: String) -> String {
-        SHA256.hash(data: Data(token.utf8)).map { String(format: "%02x", $0) }.joined()
+        Digest.sha256Hex(Data(token.utf8))
     }
 
     static func isValidHash(_ text: String) -> Bool {
@@ -59,5 +59,12 @@ enum Credentials {
                 data: ["deviceId": .string(identity.deviceId)])
         }
         return .device(identity)
+    }
+}
+
+enum Digest {
+    /// Lowercase hex SHA-256.
+    static func sha256Hex(_ data: Data) -> String {
+        SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
     }
 }

@@ -46,10 +46,10 @@ final class StoreDatabase: Sendable {
         if try pool.read({ try migrator.hasBeenSuperseded($0) }) {
             throw OpenError(description: "the database \(path) was migrated by a newer screentime-stored than this one (schema v\(SchemaHistory.latest)); install the newer version again or restore a backup")
         }
-        let pending = try pool.read { try migrator.appliedIdentifiers($0) }
+        let appliedBefore = try pool.read { try migrator.appliedIdentifiers($0) }
         try migrator.migrate(pool)
         let applied = try pool.read { try migrator.appliedIdentifiers($0) }
-        let newlyApplied = applied.subtracting(pending)
+        let newlyApplied = applied.subtracting(appliedBefore)
         if !newlyApplied.isEmpty {
             logger.notice("database migrated", metadata: ["migrations": "\(newlyApplied.sorted())", "path": "\(path)"])
         }

@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import GRDB
 import RPCCore
@@ -12,15 +11,13 @@ enum QueryOperation {
         var field: String
         var sql: String
         var arguments: [DatabaseValue]
-
-        /// Lower is more selective: equality first, then lists of values, ranges, inequality.
-        var selectivity: Int {
-            if self.sql == "$v = ?" { return 0 }
-            if self.sql.hasPrefix("$v IN") { return 1 }
-            if self.sql.hasPrefix("$v !=") { return 3 }
-            return 2
-        }
+        /// How few rows it likely matches; lower is more selective: equality, a list of
+        /// values, a range, inequality.
+        var selectivity: Int
     }
+
+    /// Each filter is a join; SQLite allows 64 tables in one.
+    static let maximumFilters = 16
 
     /// What a cursor remembers: which query, and where the last page ended.
     private struct Cursor: Codable {
@@ -56,6 +53,9 @@ enum QueryOperation {
         try Validation.family(params.family)
         let limit = try Validation.limit(params.limit, default: QueryParams.defaultLimit, maximum: QueryParams.maximumLimit)
         guard let type = schema[params.recordType] else { throw schema.unknownType(params.recordType, parameter: "params.recordType") }
+        guard (params.filters?.count ?? 0) <= maximumFilters else {
+            throw RPCError.invalidParams("params.filters", "may hold at most \(maximumFilters) filters, not \(params.filters!.count)")
+        }
 
         let conditions = try (params.filters ?? []).enumerated().map { index, filter in
             try condition(filter, type: type, zone: params.zone, path: "params.filters[\(index)]")
@@ -197,17 +197,17 @@ enum QueryOperation {
         }
         switch filter.op {
         case .contains, .equal:
-            return Condition(field: field.name, sql: "$v = ?", arguments: [try scalar(filter.value, "\(path).value")])
+            return Condition(field: field.name, sql: "$v = ?", arguments: [try scalar(filter.value, "\(path).value")], selectivity: 0)
         case .notEqual:
-            return Condition(field: field.name, sql: "$v != ?", arguments: [try scalar(filter.value, "\(path).value")])
+            return Condition(field: field.name, sql: "$v != ?", arguments: [try scalar(filter.value, "\(path).value")], selectivity: 3)
         case .less, .lessOrEqual, .greater, .greaterOrEqual:
-            return Condition(field: field.name, sql: "$v \(filter.op.rawValue) ?", arguments: [try scalar(filter.value, "\(path).value")])
+            return Condition(field: field.name, sql: "$v \(filter.op.rawValue) ?", arguments: [try scalar(filter.value, "\(path).value")], selectivity: 2)
         case .in:
             guard case .array(let values) = filter.value, !values.isEmpty, values.count <= 100 else {
                 throw RPCError.invalidParams("\(path).value", "must be a list of 1 to 100 values for in")
             }
             let arguments = try values.enumerated().map { try scalar($1, "\(path).value[\($0)]") }
-            return Condition(field: field.name, sql: "$v IN (\(databaseQuestionMarks(count: arguments.count)))", arguments: arguments)
+            return Condition(field: field.name, sql: "$v IN (\(databaseQuestionMarks(count: arguments.count)))", arguments: arguments, selectivity: 1)
         case .beginsWith:
             guard field.type == .string else {
                 throw RPCError.invalidParams("\(path).op", "beginsWith applies to string fields; \(field.name) is a \(field.type.rawValue)")
@@ -216,7 +216,7 @@ enum QueryOperation {
                 throw RPCError.invalidParams("\(path).value", "must be a non-empty string for beginsWith")
             }
             // Text compares bytewise: everything starting with the prefix sorts below prefix + U+10FFFF.
-            return Condition(field: field.name, sql: "$v >= ? AND $v < ?", arguments: [prefix.databaseValue, (prefix + "\u{10FFFF}").databaseValue])
+            return Condition(field: field.name, sql: "$v >= ? AND $v < ?", arguments: [prefix.databaseValue, (prefix + "\u{10FFFF}").databaseValue], selectivity: 2)
         }
     }
 
@@ -240,7 +240,7 @@ enum QueryOperation {
         key.limit = nil
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
-        return SHA256.hash(data: try encoder.encode(key)).prefix(12).map { String(format: "%02x", $0) }.joined()
+        return String(Digest.sha256Hex(try encoder.encode(key)).prefix(24))
     }
 }
 

@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import GRDB
 import RPCCore
@@ -27,20 +26,17 @@ struct ModifyOperation: Sendable {
             + deletes.enumerated().map { ("params.deletes[\($0)]", $1.recordName) }
         var seen: [String: String] = [:]
         for (path, name) in items {
-            guard Names.isValidIdentifier(name) else {
-                throw RPCError.invalidParams("\(path).recordName", "must be 1 to 255 bytes without control characters")
-            }
+            try Validation.identifier(name, "\(path).recordName")
             if let other = seen.updateValue(path, forKey: name) {
                 throw RPCError.invalidParams("\(path).recordName", "\"\(name)\" is also in \(other); a batch may touch a record once")
             }
         }
-        if let requestId = params.requestId, !Names.isValidIdentifier(requestId) {
-            throw RPCError.invalidParams("params.requestId", "must be 1 to 255 bytes without control characters")
-        }
+        if let requestId = params.requestId { try Validation.identifier(requestId, "params.requestId") }
     }
 
     func run(_ db: Database) throws -> ModifyResult {
-        let paramsHash = try Self.hash(self.params)
+        // Only a batch with a request id is remembered, so only then is it hashed.
+        let paramsHash = try self.params.requestId.map { _ in try Self.hash(self.params) }
         if let requestId = self.params.requestId, let stored = try Row.fetchOne(db, sql: """
             SELECT params_sha256, result FROM idempotency WHERE family = ? AND principal = ? AND request_id = ?
             """, arguments: [self.params.family, self.principal.name, requestId])
@@ -59,32 +55,22 @@ struct ModifyOperation: Sendable {
 
         var failures: [ItemFailure] = []
         var cascaded: [RecordID] = []
-        var saved: [SaveOutcome] = []
-        for (index, save) in (self.params.saves ?? []).enumerated() {
-            do {
-                var record: Record?
-                try db.inSavepoint {
-                    record = try self.save(save, in: zone, db)
-                    return .commit
-                }
-                saved.append(SaveOutcome(recordName: save.recordName, record: record))
-            } catch let error as ItemError {
-                saved.append(SaveOutcome(recordName: save.recordName, error: error))
+        let saved = try (self.params.saves ?? []).enumerated().map { index, save in
+            switch try Self.item(db, { try self.save(save, in: zone, db) }) {
+            case .success(let record):
+                return SaveOutcome(recordName: save.recordName, record: record)
+            case .failure(let error):
                 failures.append(ItemFailure(kind: "save", index: index, recordName: save.recordName, error: error))
+                return SaveOutcome(recordName: save.recordName, error: error)
             }
         }
-        var deleted: [DeleteOutcome] = []
-        for (index, delete) in (self.params.deletes ?? []).enumerated() {
-            do {
-                var outcome: DeleteOutcome?
-                try db.inSavepoint {
-                    outcome = try self.delete(delete, in: zone, cascaded: &cascaded, db)
-                    return .commit
-                }
-                deleted.append(outcome!)
-            } catch let error as ItemError {
-                deleted.append(DeleteOutcome(recordName: delete.recordName, error: error))
+        let deleted = try (self.params.deletes ?? []).enumerated().map { index, delete in
+            switch try Self.item(db, { try self.delete(delete, in: zone, cascaded: &cascaded, db) }) {
+            case .success(let outcome):
+                return outcome
+            case .failure(let error):
                 failures.append(ItemFailure(kind: "delete", index: index, recordName: delete.recordName, error: error))
+                return DeleteOutcome(recordName: delete.recordName, error: error)
             }
         }
 
@@ -96,13 +82,27 @@ struct ModifyOperation: Sendable {
                 data: ["failures": try JSONValue(encoding: failures)])
         }
         let result = ModifyResult(saved: saved, deleted: deleted, cascaded: cascaded, replayed: false)
-        if let requestId = self.params.requestId {
+        if let requestId = self.params.requestId, let paramsHash {
             try db.execute(sql: """
                 INSERT INTO idempotency(family, principal, request_id, params_sha256, result, created_at) VALUES (?, ?, ?, ?, ?, ?)
                 """, arguments: [self.params.family, self.principal.name, requestId, paramsHash,
                                  String(decoding: try RPCJSON.makeEncoder().encode(result), as: UTF8.self), self.now])
         }
         return result
+    }
+
+    /// One item in its own savepoint: an item error rolls back that item alone.
+    private static func item<T>(_ db: Database, _ body: () throws -> T) throws -> Result<T, ItemError> {
+        do {
+            var value: T?
+            try db.inSavepoint {
+                value = try body()
+                return .commit
+            }
+            return .success(value!)
+        } catch let error as ItemError {
+            return .failure(error)
+        }
     }
 
     // MARK: Saves
@@ -221,7 +221,7 @@ struct ModifyOperation: Sendable {
     static func hash(_ params: ModifyParams) throws -> String {
         let encoder = RPCJSON.makeEncoder()
         encoder.outputFormatting.insert(.sortedKeys)
-        return SHA256.hash(data: try encoder.encode(params)).map { String(format: "%02x", $0) }.joined()
+        return Digest.sha256Hex(try encoder.encode(params))
     }
 }
 
@@ -261,10 +261,15 @@ enum Tombstones {
 
 /// Parameter checks shared by the methods.
 enum Validation {
-    static func family(_ family: String, _ parameter: String = "params.family") throws {
-        guard Names.isValidIdentifier(family) else {
+    /// Record names, family ids, device ids, request ids.
+    static func identifier(_ value: String, _ parameter: String) throws {
+        guard Names.isValidIdentifier(value) else {
             throw RPCError.invalidParams(parameter, "must be 1 to 255 bytes without control characters")
         }
+    }
+
+    static func family(_ family: String, _ parameter: String = "params.family") throws {
+        try identifier(family, parameter)
     }
 
     static func zone(_ zone: String, _ parameter: String = "params.zone") throws {

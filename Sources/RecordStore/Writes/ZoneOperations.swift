@@ -74,9 +74,7 @@ enum ZoneOperations {
             throw RPCError.invalidParams("params.zone", "\(zone.name) is an internal zone of the services and cannot be shared")
         }
         for (index, participant) in participants.enumerated() {
-            guard Names.isValidIdentifier(participant.deviceId) else {
-                throw RPCError.invalidParams("params.participants[\(index)].deviceId", "must be 1 to 255 bytes without control characters")
-            }
+            try Validation.identifier(participant.deviceId, "params.participants[\(index)].deviceId")
             try db.execute(sql: """
                 INSERT INTO shares(zone_id, device_id, permission, added_at) VALUES (?, ?, ?, ?)
                 ON CONFLICT(zone_id, device_id) DO UPDATE SET permission = excluded.permission
