@@ -6,9 +6,13 @@
  *   floor server PATH REPLY_BYTES       answer every frame with a frame of REPLY_BYTES
  *   floor client PATH COUNT REQ_BYTES   send COUNT frames one at a time; print the
  *                                       round-trip p50 and p99 in microseconds as JSON
+ *   floor replay PATH COUNT FILE        the same with real requests, one JSON request per
+ *                                       line of FILE, cycled: a service's cost measured
+ *                                       by this client, without a runtime on the client side
  *
  * A frame: 4-byte big-endian length N, then N bytes.
  */
+#define _GNU_SOURCE  /* memmem */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdint.h>
@@ -46,6 +50,38 @@ static int cmp(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* A frame: the 4-byte big-endian length, then the bytes. */
+static char *frame(const char *body, size_t n) {
+    char *out = malloc(n + 4);
+    uint32_t be = htonl((uint32_t)n);
+    memcpy(out, &be, 4);
+    memcpy(out + 4, body, n);
+    return out;
+}
+
+/* Sends COUNT frames one at a time (cycling through FRAMES), each after the previous
+ * reply; prints the round-trip p50 and p99 in microseconds as JSON. With CHECK, a reply
+ * holding "error" stops the run: a replay must measure successful requests. */
+static int round_trips(const char *path, char **frames, size_t *lengths, int n, long count, int check) {
+    struct sockaddr_un addr;
+    char *in = malloc(1 << 24);
+    double *rtt = malloc(sizeof(double) * (size_t)count);
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (address(path, &addr) || connect(s, (void *)&addr, sizeof addr)) { perror("connect"); return 1; }
+    for (long i = 0; i < count; i++) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        uint32_t len;
+        if (full(s, frames[i % n], lengths[i % n], 1) || full(s, &len, 4, 0) || ntohl(len) > (1 << 24) || full(s, in, ntohl(len), 0)) { perror("round trip"); return 1; }
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        if (check && memmem(in, ntohl(len), "\"error\"", 7)) { fprintf(stderr, "error reply: %.*s\n", (int)ntohl(len), in); return 1; }
+        rtt[i] = (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3;
+    }
+    qsort(rtt, (size_t)count, sizeof(double), cmp);
+    printf("{\"p50\": %.2f, \"p99\": %.2f}\n", rtt[count / 2], rtt[(count * 99) / 100]);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     struct sockaddr_un addr;
     /* The parent may have blocked signals; the server must die on SIGTERM. */
@@ -75,28 +111,32 @@ int main(int argc, char **argv) {
             close(c);
         }
     }
-    if (argc == 5 && strcmp(argv[1], "client") == 0) {
-        long count = atol(argv[3]);
-        size_t req = (size_t)atol(argv[4]);
-        char *out = calloc(1, req + 4), *in = malloc(1 << 20);
-        uint32_t be = htonl((uint32_t)req);
-        memcpy(out, &be, 4);
-        memset(out + 4, 'x', req);
-        double *rtt = malloc(sizeof(double) * (size_t)count);
-        int s = socket(AF_UNIX, SOCK_STREAM, 0);
-        if (address(argv[2], &addr) || connect(s, (void *)&addr, sizeof addr)) { perror("connect"); return 1; }
-        for (long i = 0; i < count; i++) {
-            struct timespec a, b;
-            clock_gettime(CLOCK_MONOTONIC, &a);
-            uint32_t len;
-            if (full(s, out, req + 4, 1) || full(s, &len, 4, 0) || full(s, in, ntohl(len), 0)) { perror("round trip"); return 1; }
-            clock_gettime(CLOCK_MONOTONIC, &b);
-            rtt[i] = (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3;
+    if (argc == 5 && strcmp(argv[1], "replay") == 0) {
+        FILE *f = fopen(argv[4], "r");
+        if (!f) { perror("requests"); return 1; }
+        static char *frames[4096];
+        static size_t lengths[4096];
+        int n = 0;
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t got;
+        while (n < 4096 && (got = getline(&line, &cap, f)) > 0) {
+            if (line[got - 1] == '\n') got--;
+            if (got == 0) continue;
+            frames[n] = frame(line, (size_t)got);
+            lengths[n++] = (size_t)got + 4;
         }
-        qsort(rtt, (size_t)count, sizeof(double), cmp);
-        printf("{\"p50\": %.2f, \"p99\": %.2f}\n", rtt[count / 2], rtt[(count * 99) / 100]);
-        return 0;
+        if (n == 0) { fprintf(stderr, "no requests in %s\n", argv[4]); return 1; }
+        return round_trips(argv[2], frames, lengths, n, atol(argv[3]), 1);
     }
-    fprintf(stderr, "usage: floor server PATH REPLY_BYTES | floor client PATH COUNT REQ_BYTES\n");
+    if (argc == 5 && strcmp(argv[1], "client") == 0) {
+        size_t req = (size_t)atol(argv[4]);
+        char *body = malloc(req + 1);
+        memset(body, 'x', req);
+        char *frames[1] = {frame(body, req)};
+        size_t lengths[1] = {req + 4};
+        return round_trips(argv[2], frames, lengths, 1, atol(argv[3]), 0);
+    }
+    fprintf(stderr, "usage: floor server PATH REPLY_BYTES | floor client PATH COUNT REQ_BYTES | floor replay PATH COUNT FILE\n");
     return 64;
 }

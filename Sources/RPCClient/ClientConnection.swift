@@ -45,6 +45,13 @@ final class ClientConnection: Sendable {
         if let closed { throw closed }
     }
 
+    /// Writes without waiting; `failed` runs if the write does not go out.
+    func send(_ payload: Data, failed: @escaping @Sendable (RPCError) -> Void) {
+        self.channel.writeAndFlush(ByteBuffer(bytes: payload)).whenFailure { error in
+            failed(RPCError(.unavailable, "could not send the request: \(error)"))
+        }
+    }
+
     func send(_ payload: Data) async throws(RPCError) {
         do {
             try await self.channel.writeAndFlush(ByteBuffer(bytes: payload)).get()

@@ -17,19 +17,24 @@ public struct ClientConfiguration: Sendable {
     public var maximumFrameSize: Int
     /// Device credentials sent with every request.
     public var auth: Auth?
+    /// Unary calls in flight at once; more wait for a slot. Below the services' default
+    /// per-connection limit (128), which refuses the excess with `limit_exceeded`.
+    public var maximumInFlight: Int
 
     public init(
         socketPath: String,
         callTimeout: Duration = .seconds(30),
         connectTimeout: Duration = .seconds(2),
         maximumFrameSize: Int = 16 << 20,
-        auth: Auth? = nil
+        auth: Auth? = nil,
+        maximumInFlight: Int = 100
     ) {
         self.socketPath = socketPath
         self.callTimeout = callTimeout
         self.connectTimeout = connectTimeout
         self.maximumFrameSize = maximumFrameSize
         self.auth = auth
+        self.maximumInFlight = maximumInFlight
     }
 }
 
@@ -47,6 +52,7 @@ public final class RPCClient: Sendable {
     public let configuration: ClientConfiguration
     private let group: any EventLoopGroup
     private let link = Mutex<Link>(.idle)
+    private let gate: CallGate
 
     private enum Link {
         case idle
@@ -57,6 +63,7 @@ public final class RPCClient: Sendable {
     public init(configuration: ClientConfiguration, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
         self.configuration = configuration
         self.group = eventLoopGroup
+        self.gate = CallGate(slots: configuration.maximumInFlight)
     }
 
     public convenience init(socketPath: String) {
@@ -115,12 +122,15 @@ public final class RPCClient: Sendable {
     // MARK: Internals
 
     private func roundTrip<P: Encodable & Sendable>(_ method: String, _ params: P, timeout: Duration?) async throws(RPCError) -> Data {
+        await self.gate.enter()
+        defer { self.gate.leave() }
         let connection = try await self.connection()
         let id = connection.makeID()
         let payload = try Self.encodeRequest(id: id, method: method, params: params, auth: self.configuration.auth)
         let deadline = timeout ?? self.configuration.callTimeout
-        let timer = Task {
-            try await Task.sleep(for: deadline)
+        // The timer and the write are scheduled on the connection's event loop, not as
+        // tasks: a call then costs no task creation and no extra thread hop.
+        let timer = connection.channel.eventLoop.scheduleTask(in: TimeAmount(deadline)) {
             connection.fail(id, with: RPCError(.timeout, "\(method) did not answer within \(deadline)"))
         }
         defer { timer.cancel() }
@@ -133,9 +143,7 @@ public final class RPCClient: Sendable {
                         continuation.resume(throwing: error)
                         return
                     }
-                    Task { [connection] in
-                        do throws(RPCError) { try await connection.send(payload) } catch { connection.fail(id, with: error) }
-                    }
+                    connection.send(payload) { error in connection.fail(id, with: error) }
                 }
             } onCancel: {
                 connection.fail(id, with: RPCError(.cancelled, "the call was cancelled"))

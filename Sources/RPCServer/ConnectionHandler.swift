@@ -28,8 +28,14 @@ struct ConnectionHandler: Sendable {
             try await channel.executeThenClose { inbound, writer in
                 let outbound = Outbound(writer: writer)
                 do {
-                    for try await frame in inbound.cancelOnGracefulShutdown() {
-                        await self.handle(frame, outbound: outbound, peer: peer, logger: logger)
+                    // On shutdown, stop reading: the frames already read are still served.
+                    // (Not cancelOnGracefulShutdown: its merge adds a thread hop per frame.)
+                    try await withGracefulShutdownHandler {
+                        for try await frame in inbound {
+                            await self.handle(frame, outbound: outbound, peer: peer, logger: logger)
+                        }
+                    } onGracefulShutdown: {
+                        channel.channel.close(mode: .input, promise: nil)
                     }
                 } catch let error as FrameTooLargeError {
                     logger.notice("frame too large; closing connection", metadata: ["declared_length": "\(error.declaredLength)"])
@@ -182,12 +188,6 @@ struct ConnectionHandler: Sendable {
     }
 }
 
-extension Duration {
-    var microseconds: Int64 {
-        let (seconds, attoseconds) = self.components
-        return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
-    }
-}
 
 /// The peer's credentials from `SO_PEERCRED`.
 func peerCredentials(of channel: any Channel) async -> PeerCredentials? {

@@ -103,14 +103,16 @@ public final class RPCServer: Service, Sendable {
             try await listener.channel.executeThenClose { inbound in
                 try await withThrowingDiscardingTaskGroup { connections in
                     for try await channel in inbound {
+                        let executor = EventLoopExecutor(channel.channel.eventLoop)
                         guard let connection = self.state.open(
                             limit: self.configuration.maximumConnections,
-                            inFlightLimit: self.configuration.maximumInFlightPerConnection
+                            inFlightLimit: self.configuration.maximumInFlightPerConnection,
+                            executor: executor
                         ) else {
                             connections.addTask { await self.reject(channel) }
                             continue
                         }
-                        connections.addTask {
+                        connections.addTask(executorPreference: executor) {
                             let peer = await peerCredentials(of: channel.channel)
                             let handler = ConnectionHandler(table: self.table, state: self.state, connection: connection, logger: self.logger)
                             await handler.serve(channel, peer: peer)

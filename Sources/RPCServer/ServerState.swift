@@ -36,9 +36,13 @@ final class ConnectionState: Sendable {
         case duplicateID
     }
 
-    init(id: UInt64, limit: Int) {
+    /// Where the connection's requests run (its event loop); nil: Swift's global pool.
+    let executor: (any TaskExecutor)?
+
+    init(id: UInt64, limit: Int, executor: (any TaskExecutor)? = nil) {
         self.id = id
         self.limit = limit
+        self.executor = executor
     }
 
     /// Starts `body` as the request `id`, unless the connection is at its limit or that id
@@ -49,7 +53,7 @@ final class ConnectionState: Sendable {
             if let id, requests.tokensByID[id] != nil { return .duplicateID }
             let token = requests.nextToken
             requests.nextToken += 1
-            let task = Task { await body(token) }
+            let task = Task(executorPreference: self.executor) { await body(token) }
             requests.tasks[token] = Running(task: task, id: id, isStream: isStream)
             if let id { requests.tokensByID[id] = token }
             return .started
@@ -122,11 +126,11 @@ final class ServerState: Sendable {
     func noteAccepted() { self.state.withLock { $0.accepted += 1 } }
 
     /// A connection arrived in the accept loop. Returns nil if the connection limit is reached.
-    func open(limit: Int, inFlightLimit: Int) -> ConnectionState? {
+    func open(limit: Int, inFlightLimit: Int, executor: (any TaskExecutor)? = nil) -> ConnectionState? {
         self.state.withLock { counters in
             counters.received += 1
             guard counters.connections.count < limit else { return nil }
-            let connection = ConnectionState(id: counters.nextConnectionID, limit: inFlightLimit)
+            let connection = ConnectionState(id: counters.nextConnectionID, limit: inFlightLimit, executor: executor)
             counters.nextConnectionID += 1
             counters.connections[connection.id] = connection
             counters.idleSince = nil

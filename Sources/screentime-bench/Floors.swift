@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import RPCCore
 
 /// The C request/reply floor (Benchmarks/floor/floor.c), compiled with `cc` for this run.
 struct CFloor {
@@ -35,6 +36,34 @@ struct CFloor {
         client.waitUntilExit()
         let figures = try JSONDecoder().decode([String: Double].self, from: data)
         return (figures["p50"] ?? .nan, figures["p99"] ?? .nan)
+    }
+
+    /// Round-trip p50/p99 in µs of real requests (one JSON object per line of
+    /// `requestFile`, cycled) sent by the C client to a running service: the service's
+    /// own cost, with no runtime on the client side.
+    func replay(socket: String, requestFile: String, count: Int) throws -> (p50: Double, p99: Double) {
+        let client = Process()
+        client.executableURL = URL(fileURLWithPath: self.binary)
+        client.arguments = ["replay", socket, "\(count)", requestFile]
+        let output = Pipe()
+        client.standardOutput = output
+        try client.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        client.waitUntilExit()
+        guard client.terminationStatus == 0 else { throw BenchError("the C client's replay of \(requestFile) failed (exit \(client.terminationStatus))") }
+        let figures = try JSONDecoder().decode([String: Double].self, from: data)
+        return (figures["p50"] ?? .nan, figures["p99"] ?? .nan)
+    }
+
+    /// Writes requests for ``replay(socket:requestFile:count:)``, one per line.
+    static func writeRequests(_ requests: [JSONValue], to path: String) throws {
+        let encoder = RPCJSON.makeEncoder()
+        var text = Data()
+        for request in requests {
+            text.append(try encoder.encode(request))
+            text.append(0x0A)
+        }
+        try text.write(to: URL(fileURLWithPath: path))
     }
 
     static func run(_ executable: String, _ arguments: [String]) throws -> Int32 {

@@ -186,8 +186,12 @@ struct Call: AsyncParsableCommand {
 enum Output {
     static func print(_ value: JSONValue, pretty: Bool) {
         let encoder = RPCJSON.makeEncoder(pretty: pretty)
-        if let data = try? encoder.encode(value) {
-            FileHandle.standardOutput.write(data + Data("\n".utf8))
+        guard let data = try? encoder.encode(value) else { return }
+        do {
+            try FileHandle.standardOutput.write(contentsOf: data + Data("\n".utf8))
+        } catch {
+            // The reader went away (`| head`): nobody is left to print to.
+            Foundation.exit(0)
         }
     }
 

@@ -35,8 +35,7 @@ enum AccessControl {
         guard case .device(let device) = principal else { return .readWrite }
         guard device.family == zone.family, !Names.isInternalZone(zone.name) else { return .none }
         if device.role.isParent { return .readWrite }
-        let permission = try String.fetchOne(
-            db, sql: "SELECT permission FROM shares WHERE zone_id = ? AND device_id = ?", arguments: [zone.id, device.deviceId])
+        let permission = try String.fetchOne(cached: db, sql: "SELECT permission FROM shares WHERE zone_id = ? AND device_id = ?", arguments: [zone.id, device.deviceId])
         switch permission.flatMap(SharePermission.init(rawValue:)) {
         case .readWrite?: return .readWrite
         case .readOnly?: return .read
@@ -71,9 +70,9 @@ enum AccessControl {
         guard case .device(let device) = principal else { return nil }
         guard device.family == family else { return [] }
         if device.role.isParent {
-            return Set(try Int64.fetchAll(db, sql: "SELECT id FROM zones WHERE family = ? AND deleted = 0 AND name NOT LIKE '\\_%' ESCAPE '\\'", arguments: [family]))
+            return Set(try Int64.fetchAll(cached: db, sql: "SELECT id FROM zones WHERE family = ? AND deleted = 0 AND name NOT LIKE '\\_%' ESCAPE '\\'", arguments: [family]))
         }
-        return Set(try Int64.fetchAll(db, sql: """
+        return Set(try Int64.fetchAll(cached: db, sql: """
             SELECT z.id FROM zones z JOIN shares s ON s.zone_id = z.id
             WHERE z.family = ? AND z.deleted = 0 AND s.device_id = ?
             """, arguments: [family, device.deviceId]))

@@ -45,8 +45,7 @@ enum Credentials {
     /// every request, so a revocation applies to the very next one.
     static func resolve(_ auth: Auth?, in db: Database) throws -> Principal {
         guard let auth else { return .local }
-        guard let row = try Row.fetchOne(
-            db, sql: "SELECT family, device_id, role, status FROM credentials WHERE token_sha256 = ?",
+        guard let row = try Row.fetchOne(cached: db, sql: "SELECT family, device_id, role, status FROM credentials WHERE token_sha256 = ?",
             arguments: [hash(token: auth.token)])
         else {
             throw RPCError(.unauthorized, "the device token is not known to this server; pair the device again")

@@ -16,8 +16,7 @@ struct ZoneRow: Sendable, Hashable {
 
     /// The live zone, or `not_found` naming what is missing (the family or the zone).
     static func find(_ db: Database, family: String, name: String) throws -> ZoneRow {
-        if let row = try Row.fetchOne(
-            db, sql: "SELECT id, created_at, incarnation, purged_seq FROM zones WHERE family = ? AND name = ? AND deleted = 0",
+        if let row = try Row.fetchOne(cached: db, sql: "SELECT id, created_at, incarnation, purged_seq FROM zones WHERE family = ? AND name = ? AND deleted = 0",
             arguments: [family, name])
         {
             return ZoneRow(id: row[0], family: family, name: name, createdAt: row[1], incarnation: row[2], purgedSeq: row[3])
@@ -29,7 +28,7 @@ struct ZoneRow: Sendable, Hashable {
 
 enum FamilyRow {
     static func exists(_ db: Database, _ family: String) throws -> Bool {
-        try Bool.fetchOne(db, sql: "SELECT 1 FROM families WHERE id = ?", arguments: [family]) ?? false
+        try Bool.fetchOne(cached: db, sql: "SELECT 1 FROM families WHERE id = ?", arguments: [family]) ?? false
     }
 
     static func require(_ db: Database, _ family: String) throws {
@@ -78,7 +77,7 @@ struct StoredRecord: Sendable {
     }
 
     static func find(_ db: Database, zoneID: Int64, name: String) throws -> StoredRecord? {
-        try Row.fetchOne(db, sql: "SELECT \(columns) FROM records r WHERE r.zone_id = ? AND r.name = ?", arguments: [zoneID, name])
+        try Row.fetchOne(cached: db, sql: "SELECT \(columns) FROM records r WHERE r.zone_id = ? AND r.name = ?", arguments: [zoneID, name])
             .map { StoredRecord($0) }
     }
 
@@ -109,16 +108,14 @@ enum DerivedRows {
             guard let value = fields[field.name] else { continue }
             if field.indexed {
                 for indexValue in FieldValues.indexValues(value, type: field.type) {
-                    try db.execute(
-                        sql: "INSERT OR IGNORE INTO field_index(type, field, value, zone_id, record_id) VALUES (?, ?, ?, ?, ?)",
+                    try db.execute(cached: "INSERT OR IGNORE INTO field_index(type, field, value, zone_id, record_id) VALUES (?, ?, ?, ?, ?)",
                         arguments: [type.name, field.name, indexValue, location.zoneID, recordID])
                 }
             }
             if field.type == .reference, field.referenceAction == .deleteSelf,
                 case .string(let targetName)? = value["recordName"], case .string(let targetZone)? = value["zone"]
             {
-                try db.execute(
-                    sql: "INSERT INTO refs(record_id, family, target_zone, target_name) VALUES (?, ?, ?, ?)",
+                try db.execute(cached: "INSERT INTO refs(record_id, family, target_zone, target_name) VALUES (?, ?, ?, ?)",
                     arguments: [recordID, location.family, targetZone, targetName])
             }
         }
@@ -127,7 +124,7 @@ enum DerivedRows {
             guard values.count == constraint.count else { continue }  // a record without the fields is not constrained
             let key = try FieldsCoding.encodeValue(.array(values))
             let name = RecordTypeDefinition.constraintName(constraint)
-            if let holder = try Row.fetchOne(db, sql: """
+            if let holder = try Row.fetchOne(cached: db, sql: """
                 SELECT r.name, z.name FROM unique_keys u JOIN records r ON r.id = u.record_id JOIN zones z ON z.id = r.zone_id
                 WHERE u.family = ? AND u.type = ? AND u.constraint_name = ? AND u.key = ?
                 """, arguments: [location.family, type.name, name, key])
@@ -139,16 +136,15 @@ enum DerivedRows {
                     message: "another \(type.name) (\(holderName) in zone \(holderZone)) already has the same \(constraint.joined(separator: " and ")); they must be unique in the family",
                     field: constraint.last)
             }
-            try db.execute(
-                sql: "INSERT INTO unique_keys(family, type, constraint_name, key, record_id) VALUES (?, ?, ?, ?, ?)",
+            try db.execute(cached: "INSERT INTO unique_keys(family, type, constraint_name, key, record_id) VALUES (?, ?, ?, ?, ?)",
                 arguments: [location.family, type.name, name, key, recordID])
         }
     }
 
     static func remove(_ db: Database, recordID: Int64) throws {
-        try db.execute(sql: "DELETE FROM field_index WHERE record_id = ?", arguments: [recordID])
-        try db.execute(sql: "DELETE FROM unique_keys WHERE record_id = ?", arguments: [recordID])
-        try db.execute(sql: "DELETE FROM refs WHERE record_id = ?", arguments: [recordID])
+        try db.execute(cached: "DELETE FROM field_index WHERE record_id = ?", arguments: [recordID])
+        try db.execute(cached: "DELETE FROM unique_keys WHERE record_id = ?", arguments: [recordID])
+        try db.execute(cached: "DELETE FROM refs WHERE record_id = ?", arguments: [recordID])
     }
 }
 
@@ -159,11 +155,10 @@ enum ChangeLog {
     static func append(
         _ db: Database, zone: ZoneRow, kind: ChangeKind, recordType: String? = nil, recordName: String? = nil, at now: Int64
     ) throws -> Int64 {
-        try db.execute(
-            sql: "INSERT INTO changes(family, zone, kind, record_type, record_name, at) VALUES (?, ?, ?, ?, ?, ?)",
+        try db.execute(cached: "INSERT INTO changes(family, zone, kind, record_type, record_name, at) VALUES (?, ?, ?, ?, ?, ?)",
             arguments: [zone.family, zone.name, kind.rawValue, recordType, recordName, now])
         let seq = db.lastInsertedRowID
-        try db.execute(sql: "UPDATE zones SET change_seq = ? WHERE id = ?", arguments: [seq, zone.id])
+        try db.execute(cached: "UPDATE zones SET change_seq = ? WHERE id = ?", arguments: [seq, zone.id])
         return seq
     }
 

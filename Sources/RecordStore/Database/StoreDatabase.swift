@@ -28,6 +28,9 @@ final class StoreDatabase: Sendable {
         configuration.prepareDatabase { db in
             // Every acknowledged commit is fsynced: it survives kill -9 and power loss.
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            // Each save runs in a savepoint, whose statement journal would otherwise be a
+            // temporary file created and deleted on every write.
+            try db.execute(sql: "PRAGMA temp_store = MEMORY")
         }
         let pool = try DatabasePool(path: path, configuration: configuration)
 
@@ -59,15 +62,15 @@ final class StoreDatabase: Sendable {
 
     /// The newest committed sequence number.
     static func head(_ db: Database) throws -> Int64 {
-        try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
+        try Int64.fetchOne(cached: db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
     }
 
     static func meta(_ db: Database, _ key: String) throws -> Int64 {
-        try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key]) ?? 0
+        try Int64.fetchOne(cached: db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key]) ?? 0
     }
 
     static func setMeta(_ db: Database, _ key: String, _ value: Int64) throws {
-        try db.execute(sql: "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", arguments: [key, value])
+        try db.execute(cached: "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", arguments: [key, value])
     }
 }
 
@@ -83,8 +86,7 @@ enum SchemaBackfill {
                 continue
             case .addField(let type, let field):
                 guard let value = field.defaultValue else { continue }
-                try db.execute(
-                    sql: "UPDATE records SET fields = json_set(fields, '$.' || ?, json(?)) WHERE type = ? AND deleted = 0 AND json_type(fields, '$.' || ?) IS NULL",
+                try db.execute(cached: "UPDATE records SET fields = json_set(fields, '$.' || ?, json(?)) WHERE type = ? AND deleted = 0 AND json_type(fields, '$.' || ?) IS NULL",
                     arguments: [field.name, try FieldsCoding.encodeValue(value), type, field.name])
                 if field.indexed { try reindex(db, type: type, schema: schema) }
             case .addIndex(let type, _):
@@ -98,7 +100,7 @@ enum SchemaBackfill {
     /// Rebuilds the derived rows of every live record of a type.
     private static func reindex(_ db: Database, type: String, schema: SchemaRegistry) throws {
         guard let definition = schema[type] else { return }
-        let rows = try Row.fetchAll(db, sql: """
+        let rows = try Row.fetchAll(cached: db, sql: """
             SELECT r.id, r.zone_id, r.fields, z.family, z.name FROM records r JOIN zones z ON z.id = r.zone_id
             WHERE r.type = ? AND r.deleted = 0
             """, arguments: [type])

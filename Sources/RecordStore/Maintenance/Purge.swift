@@ -6,29 +6,29 @@ import StoreAPI
 /// then get `change_token_expired`.
 enum Purge {
     static func run(olderThan cutoff: Int64, _ db: Database) throws -> PurgeResult {
-        try db.execute(sql: """
+        try db.execute(cached: """
             UPDATE zones SET purged_seq = MAX(purged_seq, IFNULL((
                 SELECT MAX(r.seq) FROM records r WHERE r.zone_id = zones.id AND r.deleted = 1 AND r.modified_at < ?), 0))
             """, arguments: [cutoff])
-        try db.execute(sql: "DELETE FROM records WHERE deleted = 1 AND modified_at < ?", arguments: [cutoff])
+        try db.execute(cached: "DELETE FROM records WHERE deleted = 1 AND modified_at < ?", arguments: [cutoff])
         let tombstones = db.changesCount
 
-        try db.execute(sql: """
+        try db.execute(cached: """
             UPDATE families SET purged_seq = MAX(purged_seq, IFNULL((
                 SELECT MAX(z.change_seq) FROM zones z WHERE z.family = families.id AND z.deleted = 1 AND z.deleted_at < ?), 0))
             """, arguments: [cutoff])
-        try db.execute(sql: "DELETE FROM zones WHERE deleted = 1 AND deleted_at < ?", arguments: [cutoff])
+        try db.execute(cached: "DELETE FROM zones WHERE deleted = 1 AND deleted_at < ?", arguments: [cutoff])
         let zones = db.changesCount
 
         var horizon = try StoreDatabase.meta(db, WatchReader.horizonKey)
         var changes = 0
-        if let purgeThrough = try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM changes WHERE at < ?", arguments: [cutoff]), purgeThrough > horizon {
-            try db.execute(sql: "DELETE FROM changes WHERE seq <= ?", arguments: [purgeThrough])
+        if let purgeThrough = try Int64.fetchOne(cached: db, sql: "SELECT MAX(seq) FROM changes WHERE at < ?", arguments: [cutoff]), purgeThrough > horizon {
+            try db.execute(cached: "DELETE FROM changes WHERE seq <= ?", arguments: [purgeThrough])
             changes = db.changesCount
             horizon = purgeThrough
             try StoreDatabase.setMeta(db, WatchReader.horizonKey, horizon)
         }
-        try db.execute(sql: "DELETE FROM idempotency WHERE created_at < ?", arguments: [cutoff])
+        try db.execute(cached: "DELETE FROM idempotency WHERE created_at < ?", arguments: [cutoff])
         return PurgeResult(tombstones: tombstones, zones: zones, changes: changes, watchHorizon: horizon)
     }
 }

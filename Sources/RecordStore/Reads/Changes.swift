@@ -50,8 +50,7 @@ enum ZoneChangesOperation {
             since = token.seq
         }
         let head = try StoreDatabase.head(db)
-        let rows = try Row.fetchAll(
-            db, sql: "SELECT \(StoredRecord.columns) FROM records r WHERE r.zone_id = ? AND r.seq > ? ORDER BY r.seq LIMIT ?",
+        let rows = try Row.fetchAll(cached: db, sql: "SELECT \(StoredRecord.columns) FROM records r WHERE r.zone_id = ? AND r.seq > ? ORDER BY r.seq LIMIT ?",
             arguments: [zone.id, since, limit + 1])
         var records: [Record] = []
         var deletions: [RecordID] = []
@@ -76,7 +75,7 @@ enum DatabaseChangesOperation {
     static func run(_ params: DatabaseChangesParams, principal: Principal, _ db: Database) throws -> DatabaseChangesResult {
         try Validation.family(params.family)
         let limit = try Validation.limit(params.limit, default: 200, maximum: 400)
-        guard let purged = try Int64.fetchOne(db, sql: "SELECT purged_seq FROM families WHERE id = ?", arguments: [params.family]) else {
+        guard let purged = try Int64.fetchOne(cached: db, sql: "SELECT purged_seq FROM families WHERE id = ?", arguments: [params.family]) else {
             throw RPCError(.notFound, "family \(params.family) does not exist", data: ["family": .string(params.family)])
         }
         try AccessControl.requireFamily(principal, params.family)
@@ -92,8 +91,7 @@ enum DatabaseChangesOperation {
         }
         let head = try StoreDatabase.head(db)
         let readable = try AccessControl.readableZoneIDs(principal, family: params.family, in: db)
-        let rows = try Row.fetchAll(
-            db, sql: "SELECT id, name, deleted, change_seq FROM zones WHERE family = ? AND change_seq > ? ORDER BY change_seq LIMIT ?",
+        let rows = try Row.fetchAll(cached: db, sql: "SELECT id, name, deleted, change_seq FROM zones WHERE family = ? AND change_seq > ? ORDER BY change_seq LIMIT ?",
             arguments: [params.family, since, limit + 1])
         var changed: [String] = []
         var deleted: [String] = []

@@ -85,7 +85,7 @@ enum QueryOperation {
             try FamilyRow.require(db, params.family)
             try AccessControl.requireFamily(principal, params.family)
             let readable = try AccessControl.readableZoneIDs(principal, family: params.family, in: db)
-            for row in try Row.fetchAll(db, sql: "SELECT id, name FROM zones WHERE family = ? AND deleted = 0", arguments: [params.family]) {
+            for row in try Row.fetchAll(cached: db, sql: "SELECT id, name FROM zones WHERE family = ? AND deleted = 0", arguments: [params.family]) {
                 let id: Int64 = row[0]
                 if readable?.contains(id) ?? true { zoneNames[id] = row[1] }
             }

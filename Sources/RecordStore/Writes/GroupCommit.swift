@@ -1,5 +1,6 @@
 import GRDB
 import Logging
+import RPCCore
 import Synchronization
 
 /// Batches concurrent writes into shared transactions (group commit).
@@ -81,19 +82,30 @@ final class GroupCommit: Sendable {
     }
 
     private func commit(_ batch: [Job]) async {
+        let queued = ContinuousClock.now
         do {
-            let (outcomes, head) = try await self.pool.writeWithoutTransaction { db -> ([Outcome], Int64) in
+            let (outcomes, head, applied, started) = try await self.pool.writeWithoutTransaction { db -> ([Outcome], Int64, ContinuousClock.Instant, ContinuousClock.Instant) in
+                let started = ContinuousClock.now
                 var outcomes: [Outcome] = []
                 var head: Int64 = 0
+                var applied = started
                 try db.inTransaction(.immediate) {
                     outcomes = batch.map { $0.apply(db) }
                     head = try StoreDatabase.head(db)
+                    applied = .now
                     return .commit
                 }
-                return (outcomes, head)
+                return (outcomes, head, applied, started)
             }
+            let committed = ContinuousClock.now
             self.notifier.advance(to: head)
             for outcome in outcomes { outcome.committed() }
+            self.logger.trace("write batch committed", metadata: [
+                "writes": "\(batch.count)",
+                "wait_us": "\((started - queued).microseconds)",
+                "apply_us": "\((applied - started).microseconds)",
+                "commit_us": "\((committed - applied).microseconds)",
+            ])
         } catch {
             // The commit itself failed (disk full, I/O error): nothing of the batch is applied.
             self.logger.error("write batch failed", metadata: ["error": "\(error)", "writes": "\(batch.count)"])
@@ -136,3 +148,4 @@ final class ChangeNotifier: Sendable {
         return (stream, cancel)
     }
 }
+

@@ -37,7 +37,7 @@ struct ModifyOperation: Sendable {
     func run(_ db: Database) throws -> ModifyResult {
         // Only a batch with a request id is remembered, so only then is it hashed.
         let paramsHash = try self.params.requestId.map { _ in try Self.hash(self.params) }
-        if let requestId = self.params.requestId, let stored = try Row.fetchOne(db, sql: """
+        if let requestId = self.params.requestId, let stored = try Row.fetchOne(cached: db, sql: """
             SELECT params_sha256, result FROM idempotency WHERE family = ? AND principal = ? AND request_id = ?
             """, arguments: [self.params.family, self.principal.name, requestId])
         {
@@ -83,7 +83,7 @@ struct ModifyOperation: Sendable {
         }
         let result = ModifyResult(saved: saved, deleted: deleted, cascaded: cascaded, replayed: false)
         if let requestId = self.params.requestId, let paramsHash {
-            try db.execute(sql: """
+            try db.execute(cached: """
                 INSERT INTO idempotency(family, principal, request_id, params_sha256, result, created_at) VALUES (?, ?, ?, ?, ?, ?)
                 """, arguments: [self.params.family, self.principal.name, requestId, paramsHash,
                                  String(decoding: try RPCJSON.makeEncoder().encode(result), as: UTF8.self), self.now])
@@ -182,12 +182,12 @@ struct ModifyOperation: Sendable {
         let createdBy = live?.createdBy ?? self.principal.name
         if let existing {
             recordID = existing.id
-            try db.execute(sql: """
+            try db.execute(cached: """
                 UPDATE records SET type = ?, fields = ?, change_tag = ?, seq = ?, created_at = ?, created_by = ?,
                     modified_at = ?, modified_by = ?, deleted = 0 WHERE id = ?
                 """, arguments: [type.name, text, tag, seq, createdAt, createdBy, self.now, self.principal.name, recordID])
         } else {
-            try db.execute(sql: """
+            try db.execute(cached: """
                 INSERT INTO records(zone_id, name, type, fields, change_tag, seq, created_at, created_by, modified_at, modified_by)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """, arguments: [zone.id, save.recordName, type.name, text, tag, seq, createdAt, createdBy, self.now, self.principal.name])
@@ -229,7 +229,7 @@ struct ModifyOperation: Sendable {
 enum Tombstones {
     static func delete(_ record: StoredRecord, in zone: ZoneRow, by principal: Principal, at now: Int64, _ db: Database) throws {
         let seq = try ChangeLog.append(db, zone: zone, kind: .recordDeleted, recordType: record.type, recordName: record.name, at: now)
-        try db.execute(sql: """
+        try db.execute(cached: """
             UPDATE records SET deleted = 1, fields = '{}', change_tag = ?, seq = ?, modified_at = ?, modified_by = ? WHERE id = ?
             """, arguments: [ChangeLog.changeTag(seq), seq, now, principal.name, record.id])
         try DerivedRows.remove(db, recordID: record.id)
@@ -241,7 +241,7 @@ enum Tombstones {
         var deleted: [RecordID] = []
         var work = [target]
         while let next = work.popLast() {
-            let rows = try Row.fetchAll(db, sql: """
+            let rows = try Row.fetchAll(cached: db, sql: """
                 SELECT \(StoredRecord.columns), z.id, z.name, z.created_at, z.incarnation, z.purged_seq
                 FROM refs f JOIN records r ON r.id = f.record_id JOIN zones z ON z.id = r.zone_id
                 WHERE f.family = ? AND f.target_zone = ? AND f.target_name = ? AND r.deleted = 0

@@ -8,29 +8,29 @@ enum ZoneOperations {
         guard try !FamilyRow.exists(db, family) else {
             throw RPCError(.conflict, "family \(family) already exists", data: ["family": .string(family)])
         }
-        try db.execute(sql: "INSERT INTO families(id, created_at) VALUES (?, ?)", arguments: [family, now])
+        try db.execute(cached: "INSERT INTO families(id, created_at) VALUES (?, ?)", arguments: [family, now])
         _ = try createZone(family: family, name: Names.defaultZone, now: now, db)
         return FamilyInfo(family: family, createdAt: Millis.date(now), zones: 1)
     }
 
     static func listFamilies(_ db: Database) throws -> [FamilyInfo] {
-        try Row.fetchAll(db, sql: """
+        try Row.fetchAll(cached: db, sql: """
             SELECT f.id, f.created_at, (SELECT COUNT(*) FROM zones z WHERE z.family = f.id AND z.deleted = 0) FROM families f ORDER BY f.created_at, f.id
             """).map { FamilyInfo(family: $0[0], createdAt: Millis.date($0[1]), zones: $0[2]) }
     }
 
     static func createZone(family: String, name: String, now: Int64, _ db: Database) throws -> ZoneRow {
         try FamilyRow.require(db, family)
-        if let row = try Row.fetchOne(db, sql: "SELECT id, deleted, incarnation FROM zones WHERE family = ? AND name = ?", arguments: [family, name]) {
+        if let row = try Row.fetchOne(cached: db, sql: "SELECT id, deleted, incarnation FROM zones WHERE family = ? AND name = ?", arguments: [family, name]) {
             guard row[1] as Bool else {
                 throw RPCError(.conflict, "zone \(name) already exists in family \(family)", data: ["zone": .string(name)])
             }
             // A deleted zone created again: a new incarnation, so old change tokens expire.
-            try db.execute(sql: """
+            try db.execute(cached: """
                 UPDATE zones SET deleted = 0, deleted_at = NULL, created_at = ?, incarnation = incarnation + 1, purged_seq = 0 WHERE id = ?
                 """, arguments: [now, row[0] as Int64])
         } else {
-            try db.execute(sql: "INSERT INTO zones(family, name, created_at, change_seq) VALUES (?, ?, ?, 0)", arguments: [family, name, now])
+            try db.execute(cached: "INSERT INTO zones(family, name, created_at, change_seq) VALUES (?, ?, ?, 0)", arguments: [family, name, now])
         }
         let zone = try ZoneRow.find(db, family: family, name: name)
         try ChangeLog.append(db, zone: zone, kind: .zoneCreated, at: now)
@@ -38,13 +38,13 @@ enum ZoneOperations {
     }
 
     static func deleteZone(_ zone: ZoneRow, principal: Principal, now: Int64, _ db: Database) throws -> Int {
-        let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM records WHERE zone_id = ? AND deleted = 0", arguments: [zone.id]) ?? 0
-        try db.execute(sql: "DELETE FROM records WHERE zone_id = ?", arguments: [zone.id])
-        try db.execute(sql: "DELETE FROM shares WHERE zone_id = ?", arguments: [zone.id])
-        try db.execute(sql: "UPDATE zones SET deleted = 1, deleted_at = ? WHERE id = ?", arguments: [now, zone.id])
+        let count = try Int.fetchOne(cached: db, sql: "SELECT COUNT(*) FROM records WHERE zone_id = ? AND deleted = 0", arguments: [zone.id]) ?? 0
+        try db.execute(cached: "DELETE FROM records WHERE zone_id = ?", arguments: [zone.id])
+        try db.execute(cached: "DELETE FROM shares WHERE zone_id = ?", arguments: [zone.id])
+        try db.execute(cached: "UPDATE zones SET deleted = 1, deleted_at = ? WHERE id = ?", arguments: [now, zone.id])
         try ChangeLog.append(db, zone: zone, kind: .zoneDeleted, at: now)
         // Records elsewhere that referenced this zone's records with deleteSelf go too.
-        let targets = try String.fetchAll(db, sql: "SELECT DISTINCT target_name FROM refs WHERE family = ? AND target_zone = ?", arguments: [zone.family, zone.name])
+        let targets = try String.fetchAll(cached: db, sql: "SELECT DISTINCT target_name FROM refs WHERE family = ? AND target_zone = ?", arguments: [zone.family, zone.name])
         for target in targets {
             _ = try Tombstones.cascade(from: RecordID(zone: zone.name, recordName: target), family: zone.family, by: principal, at: now, db)
         }
@@ -55,7 +55,7 @@ enum ZoneOperations {
         try FamilyRow.require(db, family)
         try AccessControl.requireFamily(principal, family)
         let readable = try AccessControl.readableZoneIDs(principal, family: family, in: db)
-        return try Row.fetchAll(db, sql: """
+        return try Row.fetchAll(cached: db, sql: """
             SELECT z.id, z.name, z.created_at, (SELECT COUNT(*) FROM shares s WHERE s.zone_id = z.id)
             FROM zones z WHERE z.family = ? AND z.deleted = 0 ORDER BY z.name
             """, arguments: [family])
@@ -64,7 +64,7 @@ enum ZoneOperations {
     }
 
     static func shareInfo(_ zone: ZoneRow, _ db: Database) throws -> ShareInfo {
-        let participants = try Row.fetchAll(db, sql: "SELECT device_id, permission, added_at FROM shares WHERE zone_id = ? ORDER BY added_at, device_id", arguments: [zone.id])
+        let participants = try Row.fetchAll(cached: db, sql: "SELECT device_id, permission, added_at FROM shares WHERE zone_id = ? ORDER BY added_at, device_id", arguments: [zone.id])
             .map { ShareParticipant(deviceId: $0[0], permission: SharePermission(rawValue: $0[1]) ?? .readOnly, addedAt: Millis.date($0[2])) }
         return ShareInfo(family: zone.family, zone: zone.name, participants: participants)
     }
@@ -75,7 +75,7 @@ enum ZoneOperations {
         }
         for (index, participant) in participants.enumerated() {
             try Validation.identifier(participant.deviceId, "params.participants[\(index)].deviceId")
-            try db.execute(sql: """
+            try db.execute(cached: """
                 INSERT INTO shares(zone_id, device_id, permission, added_at) VALUES (?, ?, ?, ?)
                 ON CONFLICT(zone_id, device_id) DO UPDATE SET permission = excluded.permission
                 """, arguments: [zone.id, participant.deviceId, participant.permission.rawValue, now])
@@ -87,10 +87,10 @@ enum ZoneOperations {
     static func unshare(_ zone: ZoneRow, deviceIds: [String]?, now: Int64, _ db: Database) throws -> ShareInfo {
         if let deviceIds {
             for device in deviceIds {
-                try db.execute(sql: "DELETE FROM shares WHERE zone_id = ? AND device_id = ?", arguments: [zone.id, device])
+                try db.execute(cached: "DELETE FROM shares WHERE zone_id = ? AND device_id = ?", arguments: [zone.id, device])
             }
         } else {
-            try db.execute(sql: "DELETE FROM shares WHERE zone_id = ?", arguments: [zone.id])
+            try db.execute(cached: "DELETE FROM shares WHERE zone_id = ?", arguments: [zone.id])
         }
         try ChangeLog.append(db, zone: zone, kind: .shareChanged, at: now)
         return try shareInfo(zone, db)
@@ -109,12 +109,12 @@ enum CredentialOperations {
 
     static func put(_ params: PutCredentialParams, now: Int64, _ db: Database) throws -> CredentialInfo {
         try FamilyRow.require(db, params.family)
-        if let holder = try Row.fetchOne(db, sql: "SELECT family, device_id FROM credentials WHERE token_sha256 = ?", arguments: [params.tokenSHA256]),
+        if let holder = try Row.fetchOne(cached: db, sql: "SELECT family, device_id FROM credentials WHERE token_sha256 = ?", arguments: [params.tokenSHA256]),
             holder[0] as String != params.family || holder[1] as String != params.deviceId
         {
             throw RPCError(.conflict, "this token is already the credential of another device; issue a new random token")
         }
-        try db.execute(sql: """
+        try db.execute(cached: """
             INSERT INTO credentials(token_sha256, family, device_id, role, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(family, device_id) DO UPDATE SET token_sha256 = excluded.token_sha256, role = excluded.role,
                 status = excluded.status, updated_at = excluded.updated_at
@@ -124,13 +124,13 @@ enum CredentialOperations {
     }
 
     static func update(_ params: UpdateCredentialParams, now: Int64, _ db: Database) throws -> CredentialInfo {
-        try db.execute(sql: "UPDATE credentials SET status = ?, updated_at = ? WHERE family = ? AND device_id = ?",
+        try db.execute(cached: "UPDATE credentials SET status = ?, updated_at = ? WHERE family = ? AND device_id = ?",
             arguments: [params.status.rawValue, now, params.family, params.deviceId])
         return try find(family: params.family, deviceId: params.deviceId, db)
     }
 
     static func find(family: String, deviceId: String, _ db: Database) throws -> CredentialInfo {
-        guard let row = try Row.fetchOne(db, sql: "SELECT \(columns) FROM credentials WHERE family = ? AND device_id = ?", arguments: [family, deviceId]) else {
+        guard let row = try Row.fetchOne(cached: db, sql: "SELECT \(columns) FROM credentials WHERE family = ? AND device_id = ?", arguments: [family, deviceId]) else {
             try FamilyRow.require(db, family)
             throw RPCError(.notFound, "device \(deviceId) has no credential in family \(family)", data: ["deviceId": .string(deviceId)])
         }
@@ -139,6 +139,6 @@ enum CredentialOperations {
 
     static func list(family: String, _ db: Database) throws -> [CredentialInfo] {
         try FamilyRow.require(db, family)
-        return try Row.fetchAll(db, sql: "SELECT \(columns) FROM credentials WHERE family = ? ORDER BY created_at, device_id", arguments: [family]).map(info)
+        return try Row.fetchAll(cached: db, sql: "SELECT \(columns) FROM credentials WHERE family = ? ORDER BY created_at, device_id", arguments: [family]).map(info)
     }
 }

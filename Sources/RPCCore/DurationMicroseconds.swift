@@ -1,0 +1,7 @@
+extension Duration {
+    /// Whole microseconds, for log fields such as `duration_us`.
+    public var microseconds: Int64 {
+        let (seconds, attoseconds) = self.components
+        return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
+    }
+}
