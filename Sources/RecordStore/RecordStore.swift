@@ -27,6 +27,7 @@ public final class RecordStore: Sendable {
     let notifier: ChangeNotifier
     let writer: GroupCommit
     let logger: Logger
+    let startedAt = Date()
 
     public init(configuration: Configuration, logger: Logger) throws {
         try FileManager.default.createDirectory(atPath: configuration.stateDirectory, withIntermediateDirectories: true)
@@ -281,6 +282,17 @@ public final class RecordStore: Sendable {
         let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
         self.logger.notice("backup written", metadata: ["path": "\(path)", "bytes": "\(bytes)", "last_seq": "\(lastSeq)"])
         return BackupResult(path: path, bytes: bytes, lastSeq: lastSeq, milliseconds: milliseconds)
+    }
+
+    public func stats(auth: Auth?) throws -> StatsResult {
+        let head = try self.read(auth) { principal, db in
+            try AccessControl.requireLocal(principal, StoreMethods.stats.name)
+            return try StoreDatabase.head(db)
+        }
+        let totals = self.writer.totals
+        return StatsResult(
+            startedAt: self.startedAt, writes: totals.writes, commits: totals.commits,
+            writesPerCommit: totals.commits == 0 ? 0 : Double(totals.writes) / Double(totals.commits), head: head)
     }
 
     public func purge(_ params: PurgeParams, auth: Auth?) async throws -> PurgeResult {

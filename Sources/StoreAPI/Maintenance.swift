@@ -48,6 +48,28 @@ public struct PurgeResult: Codable, Sendable, Hashable {
     }
 }
 
+/// `store.stats`: what the store has done since it started.
+public struct StatsResult: Codable, Sendable, Hashable {
+    /// When this process started.
+    public var startedAt: Date
+    /// Writes committed (one per `store.modify`, zone, share or credential change).
+    public var writes: Int64
+    /// Transactions committed: each is one fsync, shared by the writes of its batch.
+    public var commits: Int64
+    /// Writes per commit on average: how many saves share an fsync (group commit).
+    public var writesPerCommit: Double
+    /// The newest change's sequence number.
+    public var head: Int64
+
+    public init(startedAt: Date, writes: Int64, commits: Int64, writesPerCommit: Double, head: Int64) {
+        self.startedAt = startedAt
+        self.writes = writes
+        self.commits = commits
+        self.writesPerCommit = writesPerCommit
+        self.head = head
+    }
+}
+
 public enum FieldType: String, StringEnum {
     case string
     case int64

@@ -77,4 +77,7 @@ public enum StoreMethods {
     public static let purge = MethodSpec<PurgeParams, PurgeResult>(
         "store.purge", summary: "Purges tombstones and change-log entries older than the grace period now. Local services only.",
         errors: [.forbidden])
+    public static let stats = MethodSpec<Empty, StatsResult>(
+        "store.stats", summary: "Writes and commits since the store started (how many writes share an fsync). Local services only.",
+        errors: [.forbidden])
 }

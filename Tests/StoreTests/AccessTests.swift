@@ -144,6 +144,7 @@ struct AccessTests {
         }
         await expectError(.forbidden) { _ = try await family.parent.call(StoreMethods.backup, BackupParams()) }
         await expectError(.forbidden) { _ = try await family.parent.call(StoreMethods.purge, PurgeParams()) }
+        await expectError(.forbidden) { _ = try await family.parent.call(StoreMethods.stats, Empty()) }
         // Children do not manage zones or shares.
         await expectError(.forbidden) { _ = try await family.child1.call(StoreMethods.createZone, ZoneParams(family: FamilyFixture.family, zone: "games")) }
         await expectError(.forbidden) {

@@ -132,4 +132,31 @@ struct DurabilityTests {
         #expect(watch.end.lastSeq == backup.lastSeq)
         await client.close()
     }
+
+    @Test("concurrent writers share commits: store.stats counts fewer fsynced transactions than writes")
+    func groupCommitSharesFsyncs() async throws {
+        let store = try await StoreHarness.start()
+        defer { store.stopNow() }
+        let family = try await FamilyFixture.setUp(store)
+        let before = try await family.admin.call(StoreMethods.stats, Empty())
+        let writers = 16, savesEach = 25
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for writer in 0..<writers {
+                group.addTask {
+                    let client = store.client()
+                    for n in 0..<savesEach {
+                        let result = try await client.save([Make.usage("g\(writer)-\(n)", start: Self.start, seconds: 60)], zone: FamilyFixture.zone1)
+                        #expect(result.allSucceeded)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let after = try await family.admin.call(StoreMethods.stats, Empty())
+        let writes = after.writes - before.writes
+        let commits = after.commits - before.commits
+        #expect(writes == Int64(writers * savesEach))
+        #expect(commits < writes, "\(writes) writes took \(commits) commits: no batching")
+        #expect(after.writesPerCommit > 1 && after.head > before.head && after.startedAt == before.startedAt)
+    }
 }

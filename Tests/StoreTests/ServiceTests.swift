@@ -29,7 +29,7 @@ struct ServiceTests {
         let methods = try #require(description["methods"]?.arrayValue)
         let names = Set(methods.compactMap { $0["name"]?.stringValue })
         for name in ["store.createZone", "store.deleteZone", "store.listZones", "store.modify", "store.fetch", "store.query", "store.zoneChanges",
-                     "store.databaseChanges", "store.watch", "store.share", "store.unshare", "store.shareInfo", "store.backup"] {
+                     "store.databaseChanges", "store.watch", "store.share", "store.unshare", "store.shareInfo", "store.backup", "store.purge", "store.stats"] {
             #expect(names.contains(name), "\(name)")
         }
         let modify = try #require(methods.first { $0["name"] == "store.modify" })

@@ -14,6 +14,7 @@ final class GroupCommit: Sendable {
     private let notifier: ChangeNotifier
     private let logger: Logger
     private let state = Mutex(State())
+    private let counters = Mutex((writes: Int64(0), commits: Int64(0)))
     /// Writes per transaction at most, to bound how long one batch holds the writer.
     private let maximumBatch = 512
 
@@ -68,6 +69,9 @@ final class GroupCommit: Sendable {
         }
     }
 
+    /// Writes and commits since start.
+    var totals: (writes: Int64, commits: Int64) { self.counters.withLock { $0 } }
+
     private func drain() async {
         while true {
             let batch = self.state.withLock { state -> [Job] in
@@ -98,6 +102,10 @@ final class GroupCommit: Sendable {
                 return (outcomes, head, applied, started)
             }
             let committed = ContinuousClock.now
+            self.counters.withLock {
+                $0.writes += Int64(batch.count)
+                $0.commits += 1
+            }
             self.notifier.advance(to: head)
             for outcome in outcomes { outcome.committed() }
             self.logger.trace("write batch committed", metadata: [
