@@ -11,8 +11,10 @@ let package = Package(
     products: [
         .executable(name: "screentimectl", targets: ["screentimectl"]),
         .executable(name: "screentime-stored", targets: ["screentime-stored"]),
+        .executable(name: "screentime-pairingd", targets: ["screentime-pairingd"]),
         .executable(name: "screentime-bench", targets: ["screentime-bench"]),
         .library(name: "StoreAPI", targets: ["StoreAPI"]),
+        .library(name: "PairingAPI", targets: ["PairingAPI"]),
         .library(name: "RPCCore", targets: ["RPCCore"]),
         .library(name: "RPCServer", targets: ["RPCServer"]),
         .library(name: "RPCClient", targets: ["RPCClient"]),
@@ -120,6 +122,29 @@ let package = Package(
                 "ServiceKit",
                 "RPCCore",
                 "RPCServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
+        // The pairing service's wire contract, and what both devices compute themselves:
+        // the pairing URI and the short verification code.
+        .target(
+            name: "PairingAPI",
+            dependencies: ["RPCCore", "StoreAPI", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "screentime-pairingd",
+            dependencies: [
+                "PairingAPI",
+                "StoreAPI",
+                "ServiceKit",
+                "RPCCore",
+                "RPCServer",
+                "RPCClient",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -72,9 +72,11 @@ public final class RPCClient: Sendable {
 
     // MARK: Calls
 
-    /// Calls a unary method with typed parameters and result.
-    public func call<P, R>(_ spec: MethodSpec<P, R>, _ params: P, timeout: Duration? = nil) async throws(RPCError) -> R {
-        let payload = try await self.roundTrip(spec.name, params, timeout: timeout)
+    /// Calls a unary method with typed parameters and result. With `actingFor`, the call
+    /// carries those credentials instead of the configuration's: a service passing on
+    /// its own caller's token, so the store decides what that caller may do.
+    public func call<P, R>(_ spec: MethodSpec<P, R>, _ params: P, timeout: Duration? = nil, actingFor caller: Auth? = nil) async throws(RPCError) -> R {
+        let payload = try await self.roundTrip(spec.name, params, timeout: timeout, auth: caller ?? self.configuration.auth)
         do {
             return try ResultDecoding.decode(R.self, from: payload)
         } catch {
@@ -84,7 +86,7 @@ public final class RPCClient: Sendable {
 
     /// Calls any method with JSON parameters; returns the JSON `result`.
     public func call(_ method: String, params: JSONValue = [:], timeout: Duration? = nil) async throws(RPCError) -> JSONValue {
-        let payload = try await self.roundTrip(method, params, timeout: timeout)
+        let payload = try await self.roundTrip(method, params, timeout: timeout, auth: self.configuration.auth)
         do {
             return try ResultDecoding.decode(JSONValue.self, from: payload)
         } catch {
@@ -121,12 +123,12 @@ public final class RPCClient: Sendable {
 
     // MARK: Internals
 
-    private func roundTrip<P: Encodable & Sendable>(_ method: String, _ params: P, timeout: Duration?) async throws(RPCError) -> Data {
+    private func roundTrip<P: Encodable & Sendable>(_ method: String, _ params: P, timeout: Duration?, auth: Auth?) async throws(RPCError) -> Data {
         await self.gate.enter()
         defer { self.gate.leave() }
         let connection = try await self.connection()
         let id = connection.makeID()
-        let payload = try Self.encodeRequest(id: id, method: method, params: params, auth: self.configuration.auth)
+        let payload = try Self.encodeRequest(id: id, method: method, params: params, auth: auth)
         let deadline = timeout ?? self.configuration.callTimeout
         // The timer and the write are scheduled on the connection's event loop, not as
         // tasks: a call then costs no task creation and no extra thread hop.

@@ -3,6 +3,7 @@ import GRDB
 import Logging
 import RPCCore
 import StoreAPI
+import Synchronization
 
 /// The record store: every `store.*` method as an async function of its parameters and the
 /// caller's `auth`. Reads run concurrently on WAL snapshots; writes go through group commit.
@@ -28,6 +29,13 @@ public final class RecordStore: Sendable {
     let writer: GroupCommit
     let logger: Logger
     let startedAt = Date()
+    /// When each device last made a request, in memory: noting it must not cost a write.
+    private let lastSeen = Mutex<[DeviceKey: Date]>([:])
+
+    private struct DeviceKey: Hashable {
+        var family: String
+        var deviceId: String
+    }
 
     public init(configuration: Configuration, logger: Logger) throws {
         try FileManager.default.createDirectory(atPath: configuration.stateDirectory, withIntermediateDirectories: true)
@@ -53,7 +61,7 @@ public final class RecordStore: Sendable {
     /// back costs more than that in thread wake-ups (see the store benchmark).
     private func read<T>(_ auth: Auth?, _ body: (Principal, Database) throws -> T) throws -> T {
         do {
-            return try self.pool.read { db in try body(try Credentials.resolve(auth, in: db), db) }
+            return try self.pool.read { db in try body(try self.resolve(auth, db), db) }
         } catch {
             throw self.surface(error)
         }
@@ -61,10 +69,18 @@ public final class RecordStore: Sendable {
 
     private func write<T: Sendable>(_ auth: Auth?, _ body: @escaping @Sendable (Principal, Int64, Database) throws -> T) async throws -> T {
         do {
-            return try await self.writer.write { db in try body(try Credentials.resolve(auth, in: db), Millis.now(), db) }
+            return try await self.writer.write { db in try body(try self.resolve(auth, db), Millis.now(), db) }
         } catch {
             throw self.surface(error)
         }
+    }
+
+    private func resolve(_ auth: Auth?, _ db: Database) throws -> Principal {
+        let principal = try Credentials.resolve(auth, in: db)
+        if let device = principal.device {
+            self.lastSeen.withLock { $0[DeviceKey(family: device.family, deviceId: device.deviceId)] = Date() }
+        }
+        return principal
     }
 
     /// Errors as the caller sees them: ours as they are, storage failures logged and summarised.
@@ -252,7 +268,12 @@ public final class RecordStore: Sendable {
         try Validation.family(params.family)
         return try self.read(auth) { principal, db in
             try AccessControl.requireLocal(principal, StoreMethods.listCredentials.name)
-            return ListCredentialsResult(credentials: try CredentialOperations.list(family: params.family, db))
+            let seen = self.lastSeen.withLock { $0 }
+            return ListCredentialsResult(credentials: try CredentialOperations.list(family: params.family, db).map { info in
+                var info = info
+                info.lastSeenAt = seen[DeviceKey(family: info.family, deviceId: info.deviceId)]
+                return info
+            })
         }
     }
 

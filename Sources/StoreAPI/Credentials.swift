@@ -57,14 +57,17 @@ public struct CredentialInfo: Codable, Sendable, Hashable {
     public var status: CredentialStatus
     public var createdAt: Date
     public var updatedAt: Date
+    /// The device's last request to the store since the store started (absent: none yet).
+    public var lastSeenAt: Date?
 
-    public init(family: String, deviceId: String, role: DeviceRole, status: CredentialStatus, createdAt: Date, updatedAt: Date) {
+    public init(family: String, deviceId: String, role: DeviceRole, status: CredentialStatus, createdAt: Date, updatedAt: Date, lastSeenAt: Date? = nil) {
         self.family = family
         self.deviceId = deviceId
         self.role = role
         self.status = status
         self.createdAt = createdAt
         self.updatedAt = updatedAt
+        self.lastSeenAt = lastSeenAt
     }
 }
 

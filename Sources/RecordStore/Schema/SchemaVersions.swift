@@ -24,7 +24,7 @@ struct SchemaVersion: Sendable {
 
 /// Every schema version, oldest first. Add new versions at the end.
 enum SchemaHistory {
-    static let versions: [SchemaVersion] = [version1, version2]
+    static let versions: [SchemaVersion] = [version1, version2, version3]
 
     static var latest: Int { versions.last!.number }
 
@@ -158,5 +158,22 @@ enum SchemaHistory {
     static let version2 = SchemaVersion(number: 2, name: "family-time-zone", steps: [
         .addField(recordType: "Family", FieldDefinition(name: "timeZone", type: .string, defaultValue: "UTC")),
         .addIndex(recordType: "AppRule", field: "classification"),
+    ])
+
+    /// The pairing service's own state (in each family's internal `_pairing` zone), and
+    /// who acted, for audit entries written by the server or a child rather than a parent.
+    static let version3 = SchemaVersion(number: 3, name: "pairing", steps: [
+        .addRecordType(RecordTypeDefinition(
+            name: "PairingInvitation",
+            summary: "A child-device invitation or a parent enrollment code (pairing service only; only the secret's hash is kept).",
+            fields: [
+                string("kind", required: true, indexed: true, allowed: ["child", "parent"]),
+                string("secretSHA256", required: true), string("role", allowed: ["admin", "co_parent"]),
+                string("status", required: true, indexed: true, allowed: ["open", "accepted", "confirmed", "rejected", "locked", "used"]),
+                date("expiresAt", required: true, indexed: true), int("failedAttempts", minimum: 0),
+                string("createdBy"), string("zone"), string("childOpaqueId"), string("childName"),
+                string("deviceID", indexed: true), string("deviceName"), date("acceptedAt"),
+            ])),
+        .addField(recordType: "AuditEntry", FieldDefinition(name: "actor", type: .string, indexed: true)),
     ])
 }

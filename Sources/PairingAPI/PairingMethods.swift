@@ -1,0 +1,51 @@
+import RPCCore
+import StoreAPI
+
+/// The pairing service's methods (`screentime-pairingd`, socket `pairing.sock`).
+///
+/// Three kinds of caller: local (no `auth`: the server's administrator), a device with a
+/// credential (`auth.token`), and a device with nothing yet, whose proof is an
+/// enrollment code or an invitation secret.
+public enum PairingMethods {
+    // Bootstrap
+    public static let createFamily = MethodSpec<NewFamilyParams, EnrollmentCode>(
+        "pairing.createFamily", summary: "Creates a family and a one-time enrollment code for its first (admin) parent. Local only.",
+        errors: [.forbidden, .conflict])
+    public static let enrollParent = MethodSpec<EnrollParentParams, DeviceCredential>(
+        "pairing.enrollParent", summary: "Turns an enrollment code into a parent profile and the parent device's credential.",
+        errors: [.invitationInvalid, .conflict, .limitExceeded])
+    public static let inviteParent = MethodSpec<InviteParentParams, EnrollmentCode>(
+        "pairing.inviteParent", summary: "An admin parent's enrollment code for another parent (role co_parent by default).",
+        errors: [.unauthorized, .forbidden])
+
+    // Child devices
+    public static let createInvitation = MethodSpec<CreateInvitationParams, Invitation>(
+        "pairing.createInvitation", summary: "Creates the child's zone, its MonitoringSession and an expiring single-use invitation (a pairing URI for a QR code).",
+        errors: [.unauthorized, .forbidden])
+    public static let acceptInvitation = MethodSpec<AcceptInvitationParams, AcceptedInvitation>(
+        "pairing.acceptInvitation", summary: "A child device accepts an invitation: registered, shared into the zone, given a pending credential and the short code.",
+        errors: [.invitationInvalid, .conflict, .limitExceeded])
+    public static let invitationStatus = MethodSpec<InvitationParams, InvitationInfo>(
+        "pairing.invitationStatus", summary: "Where an invitation stands, and which device accepted it (to derive the short code).",
+        errors: [.unauthorized, .forbidden, .notFound])
+    public static let confirm = MethodSpec<InvitationParams, InvitationInfo>(
+        "pairing.confirm", summary: "The codes match: the child's credential becomes active.",
+        errors: [.unauthorized, .forbidden, .notFound, .conflict])
+    public static let reject = MethodSpec<InvitationParams, InvitationInfo>(
+        "pairing.reject", summary: "The codes differ: the invitation is burned and the device's credential revoked.",
+        errors: [.unauthorized, .forbidden, .notFound, .conflict])
+
+    // Devices
+    public static let revokeDevice = MethodSpec<DeviceParams, DeviceInfo>(
+        "pairing.revokeDevice", summary: "Cuts a device off at once: credential revoked, removed from shares, marked inactive; data stays.",
+        errors: [.unauthorized, .forbidden, .notFound])
+    public static let removeChild = MethodSpec<RemoveChildParams, RemoveChildResult>(
+        "pairing.removeChild", summary: "Deletes a child: its devices are revoked and its zones deleted with their data. Admin parents only.",
+        errors: [.unauthorized, .forbidden, .notFound])
+    public static let rotateCredential = MethodSpec<Empty, DeviceCredential>(
+        "pairing.rotateCredential", summary: "The calling device replaces its own token; the old one stops working.",
+        errors: [.unauthorized])
+    public static let listDevices = MethodSpec<Empty, ListDevicesResult>(
+        "pairing.listDevices", summary: "Every device of the caller's family: role, state, child, last seen. Parents only.",
+        errors: [.unauthorized, .forbidden])
+}

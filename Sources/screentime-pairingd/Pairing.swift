@@ -1,0 +1,428 @@
+import Foundation
+import Logging
+import PairingAPI
+import RPCCore
+import StoreAPI
+
+/// The pairing flows: bootstrap, enrollment, invitations, verification, revocation.
+/// State lives in the store: invitations in the family's `_pairing` zone, the rest as the
+/// app's own record types.
+struct Pairing: Sendable {
+    struct Settings: Sendable {
+        /// What devices use to reach this server, carried in pairing URIs.
+        var serverAddress: String
+        var invitationLifetime: Duration
+        var enrollmentLifetime: Duration
+        /// After expiry, how long an accepted invitation may still be confirmed or rejected
+        /// before it is purged.
+        var confirmationGrace: Duration = .seconds(3600)
+    }
+
+    /// Wrong secrets an invitation takes before it is locked for good.
+    static let maximumWrongSecrets = 5
+
+    let store: PairingStore
+    let settings: Settings
+    let limiter: AttemptLimiter
+    let logger: Logger
+
+    // MARK: Bootstrap
+
+    func createFamily(_ params: NewFamilyParams, auth: Auth?) async throws -> EnrollmentCode {
+        guard auth == nil else { throw RPCError(.forbidden, "pairing.createFamily is for the server's administrator (a local call without a device credential)") }
+        try Identifiers.check("params.family", params.family)
+        if let zone = params.timeZone, TimeZone(identifier: zone) == nil {
+            throw RPCError.invalidParams("params.timeZone", "is not an IANA time zone (e.g. Europe/Paris)")
+        }
+        _ = try await self.store.client.call(StoreMethods.createFamily, StoreAPI.CreateFamilyParams(family: params.family))
+        _ = try await self.store.client.call(StoreMethods.createZone, ZoneParams(family: params.family, zone: PairingStore.zone))
+        var fields: [String: JSONValue] = ["timeZone": .string(params.timeZone ?? "UTC"), "settingsVersion": 1]
+        if let name = params.displayName { fields["displayName"] = .string(name) }
+        try await self.store.save(params.family, zone: "default", [RecordSave(recordType: "Family", recordName: params.family, fields: fields)])
+        let code = try await self.enrollmentCode(params.family, role: .admin, createdBy: "server")
+        try await self.store.audit(params.family, actor: "server", parentDeviceId: nil, action: "family.create", target: params.family)
+        self.logger.notice("family created", metadata: ["family": "\(params.family)"])
+        return code
+    }
+
+    func inviteParent(_ params: InviteParentParams, auth: Auth?) async throws -> EnrollmentCode {
+        let admin = try await self.store.parent(auth, admin: true)
+        let role = params.role ?? .coParent
+        guard role.isParent else { throw RPCError.invalidParams("params.role", "must be admin or co_parent") }
+        let code = try await self.enrollmentCode(admin.family, role: role, createdBy: admin.deviceId)
+        try await self.store.audit(admin.family, actor: "device:\(admin.deviceId)", parentDeviceId: admin.deviceId, action: "parent.invite", target: role.rawValue)
+        return code
+    }
+
+    private func enrollmentCode(_ family: String, role: DeviceRole, createdBy: String) async throws -> EnrollmentCode {
+        let id = Secrets.identifier()
+        let secret = Secrets.random(bytes: 16)
+        let expires = Date().addingTimeInterval(self.settings.enrollmentLifetime.seconds)
+        try await self.store.save(family, zone: PairingStore.zone, [RecordSave(recordType: "PairingInvitation", recordName: id, fields: [
+            "kind": "parent", "role": .string(role.rawValue), "secretSHA256": .string(Secrets.sha256Hex(secret)),
+            "status": "open", "expiresAt": .date(expires), "failedAttempts": 0, "createdBy": .string(createdBy),
+        ])])
+        return EnrollmentCode(family: family, code: "\(id).\(secret)", role: role, expiresAt: expires)
+    }
+
+    func enrollParent(_ params: EnrollParentParams, auth: Auth?) async throws -> DeviceCredential {
+        try Identifiers.check("params.deviceId", params.deviceId)
+        try Identifiers.checkName("params.deviceName", params.deviceName)
+        let parts = params.code.split(separator: ".", maxSplits: 1).map(String.init)
+        let invitation = try await self.verify(family: params.family, id: parts.first ?? "", secret: parts.count == 2 ? parts[1] : "", kind: "parent")
+        guard let role = invitation.fields["role"]?.stringValue.flatMap(DeviceRole.init(rawValue:)), role.isParent else {
+            throw Self.invalid
+        }
+        try await self.requireUnpaired(params.family, params.deviceId)
+        try await self.claim(params.family, invitation, status: "used", device: params.deviceId, deviceName: params.deviceName)
+
+        let credential = try await self.store.issueCredential(params.family, deviceId: params.deviceId, role: role, status: .active)
+        var profile: [String: JSONValue] = [
+            "familyRef": .reference(params.family, zone: "default"), "role": .string(role.rawValue), "deviceIds": [.string(params.deviceId)],
+        ]
+        if let name = params.displayName { profile["displayName"] = .string(name) }
+        try await self.store.save(params.family, zone: "default", [
+            RecordSave(recordType: "ParentProfile", recordName: Names.parent(params.deviceId), fields: profile),
+            RecordSave(recordType: "RegisteredDevice", recordName: Names.device(params.deviceId), fields: [
+                "deviceID": .string(params.deviceId), "deviceName": .string(params.deviceName), "deviceType": "parent",
+                "registrationDate": .date(Date()), "isActive": true,
+            ]),
+        ], policy: .allKeys)
+        try await self.store.audit(params.family, actor: "device:\(params.deviceId)", parentDeviceId: params.deviceId, action: "parent.enroll", target: params.deviceId)
+        self.logger.notice("parent enrolled", metadata: ["family": "\(params.family)", "device_id": "\(params.deviceId)", "role": "\(role.rawValue)"])
+        return credential
+    }
+
+    // MARK: Invitations
+
+    func createInvitation(_ params: CreateInvitationParams, auth: Auth?) async throws -> Invitation {
+        let parent = try await self.store.parent(auth)
+        try Identifiers.check("params.childId", params.childId)
+        if let name = params.childName { try Identifiers.checkName("params.childName", name) }
+        var lifetime = self.settings.invitationLifetime.seconds
+        if let seconds = params.expiresInSeconds {
+            guard (10...7 * 86_400).contains(seconds) else { throw RPCError.invalidParams("params.expiresInSeconds", "must be between 10 and 604800 (7 days)") }
+            lifetime = seconds
+        }
+        let id = Secrets.identifier()
+        let secret = Secrets.random(bytes: 16)
+        let zone = Names.childZonePrefix + Secrets.identifier()
+        let expires = Date().addingTimeInterval(lifetime)
+
+        _ = try await self.store.client.call(StoreMethods.createZone, ZoneParams(family: parent.family, zone: zone))
+        var session: [String: JSONValue] = [
+            "childRef": .reference(Names.child(params.childId), zone: "default"), "parentDeviceID": .string(parent.deviceId), "status": "pending",
+        ]
+        if let name = params.childName { session["title"] = .string(name) }
+        try await self.store.save(parent.family, zone: zone, [RecordSave(recordType: "MonitoringSession", recordName: Names.session, fields: session)])
+        var fields: [String: JSONValue] = [
+            "kind": "child", "secretSHA256": .string(Secrets.sha256Hex(secret)), "status": "open", "expiresAt": .date(expires),
+            "failedAttempts": 0, "createdBy": .string(parent.deviceId), "zone": .string(zone), "childOpaqueId": .string(params.childId),
+        ]
+        if let name = params.childName { fields["childName"] = .string(name) }
+        try await self.store.save(parent.family, zone: PairingStore.zone, [RecordSave(recordType: "PairingInvitation", recordName: id, fields: fields)])
+        try await self.store.audit(parent.family, actor: "device:\(parent.deviceId)", parentDeviceId: parent.deviceId, action: "invitation.create",
+                                   target: zone, metadata: ["invitationId": .string(id), "childId": .string(params.childId)])
+        self.logger.notice("invitation created", metadata: ["family": "\(parent.family)", "invitation_id": "\(id)", "zone": "\(zone)"])
+        let uri = PairingURI(server: self.settings.serverAddress, family: parent.family, invitationId: id, secret: secret)
+        return Invitation(family: parent.family, invitationId: id, secret: secret, uri: uri.string, zone: zone, childId: params.childId,
+                          parentDeviceId: parent.deviceId, expiresAt: expires)
+    }
+
+    func acceptInvitation(_ params: AcceptInvitationParams, auth: Auth?) async throws -> AcceptedInvitation {
+        try Identifiers.check("params.deviceId", params.deviceId)
+        try Identifiers.checkName("params.deviceName", params.deviceName)
+        let invitation = try await self.verify(family: params.family, id: params.invitationId, secret: params.secret, kind: "child")
+        guard let zone = invitation.fields["zone"]?.stringValue, let childId = invitation.fields["childOpaqueId"]?.stringValue,
+              let parentDeviceId = invitation.fields["createdBy"]?.stringValue else { throw Self.invalid }
+        try await self.requireUnpaired(params.family, params.deviceId)
+        try await self.claim(params.family, invitation, status: "accepted", device: params.deviceId, deviceName: params.deviceName)
+
+        var child: [String: JSONValue] = [
+            "familyRef": .reference(params.family, zone: "default"), "childOpaqueId": .string(childId), "pairedDeviceIds": [.string(params.deviceId)],
+        ]
+        if let name = invitation.fields["childName"] { child["displayName"] = name }
+        try await self.store.save(params.family, zone: "default", [RecordSave(recordType: "ChildContext", recordName: Names.child(childId), fields: child)],
+                                  policy: .changedKeys)
+        var device: [String: JSONValue] = [
+            "deviceID": .string(params.deviceId), "deviceName": .string(params.deviceName), "deviceType": "child",
+            "parentDeviceID": .string(parentDeviceId), "childRef": .reference(Names.child(childId), zone: "default"),
+            "registrationDate": .date(Date()), "isActive": false,
+        ]
+        if let name = invitation.fields["childName"] { device["childName"] = name }
+        try await self.store.save(params.family, zone: zone, [
+            RecordSave(recordType: "RegisteredDevice", recordName: Names.device(params.deviceId), fields: device),
+            RecordSave(recordType: "MonitoringSession", recordName: Names.session, fields: ["deviceID": .string(params.deviceId)]),
+        ], policy: .changedKeys)
+        _ = try await self.store.client.call(StoreMethods.share, ShareParams(
+            family: params.family, zone: zone, participants: [ShareParticipant(deviceId: params.deviceId, permission: .readWrite)]))
+        let credential = try await self.store.issueCredential(params.family, deviceId: params.deviceId, role: .child, status: .pending)
+        try await self.store.audit(params.family, actor: "device:\(params.deviceId)", parentDeviceId: nil, action: "invitation.accept", target: zone,
+                                   metadata: ["invitationId": .string(params.invitationId)])
+        self.logger.notice("invitation accepted", metadata: [
+            "family": "\(params.family)", "invitation_id": "\(params.invitationId)", "device_id": "\(params.deviceId)", "zone": "\(zone)",
+        ])
+        let code = ShortCode(secret: params.secret, invitationId: params.invitationId, parentDeviceId: parentDeviceId, childDeviceId: params.deviceId)
+        return AcceptedInvitation(credential: credential, zone: zone, childId: childId, parentDeviceId: parentDeviceId, shortCode: code)
+    }
+
+    func invitationStatus(_ params: InvitationParams, auth: Auth?) async throws -> InvitationInfo {
+        let parent = try await self.store.parent(auth)
+        return Self.info(try await self.childInvitation(parent.family, params.invitationId))
+    }
+
+    func confirm(_ params: InvitationParams, auth: Auth?) async throws -> InvitationInfo {
+        let parent = try await self.store.parent(auth)
+        let invitation = try await self.childInvitation(parent.family, params.invitationId)
+        let info = Self.info(invitation)
+        guard info.status == .accepted, let deviceId = info.deviceId else {
+            throw RPCError(.conflict, "invitation \(params.invitationId) is \(info.status.rawValue); only an accepted invitation can be confirmed")
+        }
+        guard Date() < info.expiresAt.addingTimeInterval(self.settings.confirmationGrace.seconds) else {
+            throw RPCError(.conflict, "invitation \(params.invitationId) was accepted too long ago to confirm; reject it and invite again")
+        }
+        try await self.store.setCredential(parent.family, deviceId: deviceId, .active)
+        try await self.store.save(parent.family, zone: info.zone, [
+            RecordSave(recordType: "MonitoringSession", recordName: Names.session, fields: ["status": "active"]),
+            RecordSave(recordType: "RegisteredDevice", recordName: Names.device(deviceId), fields: ["isActive": true]),
+        ], policy: .changedKeys)
+        try await self.setStatus(parent.family, invitation, "confirmed")
+        try await self.store.audit(parent.family, actor: "device:\(parent.deviceId)", parentDeviceId: parent.deviceId, action: "device.confirm", target: deviceId)
+        self.logger.notice("pairing confirmed", metadata: ["family": "\(parent.family)", "invitation_id": "\(params.invitationId)", "device_id": "\(deviceId)"])
+        var confirmed = info
+        confirmed.status = .confirmed
+        return confirmed
+    }
+
+    func reject(_ params: InvitationParams, auth: Auth?) async throws -> InvitationInfo {
+        let parent = try await self.store.parent(auth)
+        let invitation = try await self.childInvitation(parent.family, params.invitationId)
+        let info = Self.info(invitation)
+        guard [.open, .accepted, .expired].contains(info.status) else {
+            throw RPCError(.conflict, "invitation \(params.invitationId) is \(info.status.rawValue) already")
+        }
+        if let deviceId = info.deviceId {
+            try await self.cutOff(parent.family, deviceId: deviceId, zone: info.zone)
+        } else {
+            try await self.store.save(parent.family, zone: info.zone, [
+                RecordSave(recordType: "MonitoringSession", recordName: Names.session, fields: ["status": "revoked"]),
+            ], policy: .changedKeys)
+        }
+        try await self.setStatus(parent.family, invitation, "rejected")
+        try await self.store.audit(parent.family, actor: "device:\(parent.deviceId)", parentDeviceId: parent.deviceId, action: "invitation.reject",
+                                   target: info.deviceId ?? params.invitationId)
+        self.logger.notice("pairing rejected", metadata: ["family": "\(parent.family)", "invitation_id": "\(params.invitationId)", "device_id": "\(info.deviceId ?? "")"])
+        var rejected = info
+        rejected.status = .rejected
+        return rejected
+    }
+
+    // MARK: Devices
+
+    func revokeDevice(_ params: DeviceParams, auth: Auth?) async throws -> DeviceInfo {
+        let parent = try await self.store.parent(auth)
+        try Identifiers.check("params.deviceId", params.deviceId)
+        guard params.deviceId != parent.deviceId else {
+            throw RPCError.invalidParams("params.deviceId", "is this device; a device cannot revoke itself (use pairing.rotateCredential to replace its token)")
+        }
+        guard try await self.store.credential(parent.family, deviceId: params.deviceId) != nil else {
+            throw RPCError(.notFound, "device \(params.deviceId) is not in this family", data: ["deviceId": .string(params.deviceId)])
+        }
+        let registrations = try await self.store.all(parent.family, type: "RegisteredDevice", filters: [QueryFilter("deviceID", .equal, .string(params.deviceId))])
+        if registrations.isEmpty {
+            try await self.store.setCredential(parent.family, deviceId: params.deviceId, .revoked)
+        }
+        for registration in registrations {
+            try await self.cutOff(parent.family, deviceId: params.deviceId, zone: registration.zone)
+        }
+        try await self.store.audit(parent.family, actor: "device:\(parent.deviceId)", parentDeviceId: parent.deviceId, action: "device.revoke", target: params.deviceId)
+        self.logger.notice("device revoked", metadata: ["family": "\(parent.family)", "device_id": "\(params.deviceId)"])
+        guard let device = try await self.devices(parent.family).first(where: { $0.deviceId == params.deviceId }) else {
+            throw RPCError(.notFound, "device \(params.deviceId) is not in this family")
+        }
+        return device
+    }
+
+    func removeChild(_ params: RemoveChildParams, auth: Auth?) async throws -> RemoveChildResult {
+        let admin = try await self.store.parent(auth, admin: true)
+        try Identifiers.check("params.childId", params.childId)
+        guard let child = try await self.store.fetch(admin.family, zone: "default", Names.child(params.childId)) else {
+            throw RPCError(.notFound, "child \(params.childId) is not in this family", data: ["childId": .string(params.childId)])
+        }
+        let devices = child.fields["pairedDeviceIds"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        for deviceId in devices where try await self.store.credential(admin.family, deviceId: deviceId) != nil {
+            try await self.store.setCredential(admin.family, deviceId: deviceId, .revoked)
+        }
+        // The child's zones: every monitoring zone whose session points at this child.
+        var zones: [String] = []
+        let all = try await self.store.client.call(StoreMethods.listZones, FamilyParams(family: admin.family)).zones
+        for zone in all where zone.name.hasPrefix(Names.childZonePrefix) {
+            let session = try await self.store.fetch(admin.family, zone: zone.name, Names.session)
+            if session?.fields["childRef"]?["recordName"]?.stringValue == Names.child(params.childId) {
+                _ = try await self.store.client.call(StoreMethods.deleteZone, ZoneParams(family: admin.family, zone: zone.name))
+                zones.append(zone.name)
+            }
+        }
+        try await self.store.delete(admin.family, zone: "default", [Names.child(params.childId)])
+        try await self.store.audit(admin.family, actor: "device:\(admin.deviceId)", parentDeviceId: admin.deviceId, action: "child.remove",
+                                   target: params.childId, metadata: ["zones": .array(zones.map { .string($0) })])
+        self.logger.notice("child removed", metadata: ["family": "\(admin.family)", "child_id": "\(params.childId)", "zones": "\(zones)"])
+        return RemoveChildResult(zones: zones, revokedDevices: devices)
+    }
+
+    func rotateCredential(auth: Auth?) async throws -> DeviceCredential {
+        let who = try await self.store.caller(auth)
+        guard let family = who.family, let deviceId = who.deviceId, let role = who.role, let status = who.status else {
+            throw RPCError(.unauthorized, "this method acts for a device: send its credential as auth.token")
+        }
+        let credential = try await self.store.issueCredential(family, deviceId: deviceId, role: role, status: status)
+        try await self.store.audit(family, actor: "device:\(deviceId)", parentDeviceId: role.isParent ? deviceId : nil, action: "credential.rotate", target: deviceId)
+        self.logger.notice("credential rotated", metadata: ["family": "\(family)", "device_id": "\(deviceId)"])
+        return credential
+    }
+
+    func listDevices(auth: Auth?) async throws -> ListDevicesResult {
+        let parent = try await self.store.parent(auth)
+        return ListDevicesResult(family: parent.family, devices: try await self.devices(parent.family))
+    }
+
+    // MARK: Helpers
+
+    static let invalid = RPCError(.invitationInvalid, "this invitation or code cannot be used: it does not exist, has expired or been used, or the secret is wrong")
+
+    /// The invitation, if `secret` is its secret and it is still open. Every failure looks
+    /// the same to the caller; wrong secrets count towards the rate limits and the lock.
+    private func verify(family: String, id: String, secret: String, kind: String) async throws -> Record {
+        try self.limiter.check(family: family)
+        guard Identifiers.isValid(family), Identifiers.isValid(id),
+              let invitation = try? await self.store.fetch(family, zone: PairingStore.zone, id),
+              invitation.fields["kind"]?.stringValue == kind,
+              let hash = invitation.fields["secretSHA256"]?.stringValue
+        else {
+            self.limiter.fail(family: family)
+            self.logger.notice("pairing attempt with an unknown invitation", metadata: ["family": "\(family)", "invitation_id": "\(id)"])
+            throw Self.invalid
+        }
+        guard Secrets.matches(secret, sha256Hex: hash) else {
+            self.limiter.fail(family: family)
+            try await self.countWrongSecret(family, invitation)
+            throw Self.invalid
+        }
+        let expires = invitation.fields["expiresAt"]?.stringValue.flatMap(StoreDates.parse) ?? .distantPast
+        guard invitation.fields["status"]?.stringValue == "open", Date() < expires else {
+            self.logger.notice("pairing attempt with a closed invitation", metadata: [
+                "family": "\(family)", "invitation_id": "\(id)", "status": "\(invitation.fields["status"]?.stringValue ?? "")",
+            ])
+            throw Self.invalid
+        }
+        return invitation
+    }
+
+    /// One more wrong secret; the fifth locks the invitation.
+    private func countWrongSecret(_ family: String, _ invitation: Record) async throws {
+        let failures = (invitation.fields["failedAttempts"]?.intValue ?? 0) + 1
+        var fields: [String: JSONValue] = ["failedAttempts": .int(failures)]
+        if failures >= Int64(Self.maximumWrongSecrets) { fields["status"] = "locked" }
+        // A concurrent attempt may have counted first; losing one count to that race is harmless.
+        _ = try? await self.store.save(family, zone: PairingStore.zone, [
+            RecordSave(recordType: "PairingInvitation", recordName: invitation.recordName, fields: fields, changeTag: invitation.changeTag),
+        ], policy: .changedKeys)
+        self.logger.warning("wrong pairing secret", metadata: [
+            "family": "\(family)", "invitation_id": "\(invitation.recordName)", "failed_attempts": "\(failures)",
+        ])
+    }
+
+    /// Marks the invitation taken, only if nobody else took it first (its change tag).
+    private func claim(_ family: String, _ invitation: Record, status: String, device: String, deviceName: String) async throws {
+        do {
+            try await self.store.save(family, zone: PairingStore.zone, [
+                RecordSave(recordType: "PairingInvitation", recordName: invitation.recordName, fields: [
+                    "status": .string(status), "deviceID": .string(device), "deviceName": .string(deviceName), "acceptedAt": .date(Date()),
+                ], changeTag: invitation.changeTag),
+            ], policy: .changedKeys)
+        } catch let error as RPCError where error.code == .conflict {
+            throw Self.invalid  // another device got there first
+        }
+    }
+
+    private func setStatus(_ family: String, _ invitation: Record, _ status: String) async throws {
+        try await self.store.save(family, zone: PairingStore.zone, [
+            RecordSave(recordType: "PairingInvitation", recordName: invitation.recordName, fields: ["status": .string(status)]),
+        ], policy: .changedKeys)
+    }
+
+    /// A device may hold one live credential per family: re-pairing needs a revocation first.
+    private func requireUnpaired(_ family: String, _ deviceId: String) async throws {
+        if let existing = try await self.store.credential(family, deviceId: deviceId), existing.status != .revoked {
+            throw RPCError(.conflict, "device \(deviceId) is already paired in this family (\(existing.status.rawValue)); a parent must revoke it first",
+                           data: ["deviceId": .string(deviceId)])
+        }
+    }
+
+    private func childInvitation(_ family: String, _ id: String) async throws -> Record {
+        guard Identifiers.isValid(id), let invitation = try await self.store.fetch(family, zone: PairingStore.zone, id),
+              invitation.fields["kind"]?.stringValue == "child" else {
+            throw RPCError(.notFound, "no invitation \(id) in this family", data: ["invitationId": .string(id)])
+        }
+        return invitation
+    }
+
+    /// Revokes the device's credential, takes it out of the zone's share and marks it inactive.
+    private func cutOff(_ family: String, deviceId: String, zone: String) async throws {
+        try await self.store.setCredential(family, deviceId: deviceId, .revoked)
+        if zone != "default" {
+            _ = try await self.store.client.call(StoreMethods.unshare, UnshareParams(family: family, zone: zone, deviceIds: [deviceId]))
+        }
+        var saves = [RecordSave(recordType: "RegisteredDevice", recordName: Names.device(deviceId), fields: ["isActive": false])]
+        if zone.hasPrefix(Names.childZonePrefix) {
+            saves.append(RecordSave(recordType: "MonitoringSession", recordName: Names.session, fields: ["status": "revoked"]))
+        }
+        try await self.store.save(family, zone: zone, saves, policy: .changedKeys)
+    }
+
+    static func info(_ invitation: Record) -> InvitationInfo {
+        let expires = invitation.fields["expiresAt"]?.stringValue.flatMap(StoreDates.parse) ?? .distantPast
+        var status = invitation.fields["status"]?.stringValue.flatMap(InvitationStatus.init(rawValue:)) ?? .expired
+        if status == .open, Date() >= expires { status = .expired }
+        return InvitationInfo(
+            invitationId: invitation.recordName, status: status, zone: invitation.fields["zone"]?.stringValue ?? "",
+            childId: invitation.fields["childOpaqueId"]?.stringValue ?? "", parentDeviceId: invitation.fields["createdBy"]?.stringValue ?? "",
+            deviceId: invitation.fields["deviceID"]?.stringValue, deviceName: invitation.fields["deviceName"]?.stringValue, expiresAt: expires)
+    }
+
+    private func devices(_ family: String) async throws -> [DeviceInfo] {
+        let credentials = try await self.store.client.call(StoreMethods.listCredentials, FamilyParams(family: family)).credentials
+        let registrations = try await self.store.all(family, type: "RegisteredDevice")
+        return credentials.map { credential in
+            let registration = registrations.first { $0.fields["deviceID"]?.stringValue == credential.deviceId && $0.zone != "default" }
+                ?? registrations.first { $0.fields["deviceID"]?.stringValue == credential.deviceId }
+            let childName = registration?.fields["childRef"]?["recordName"]?.stringValue
+            return DeviceInfo(
+                deviceId: credential.deviceId, deviceName: registration?.fields["deviceName"]?.stringValue, role: credential.role,
+                status: credential.status, childId: childName.map { String($0.dropFirst("child-".count)) },
+                zone: credential.role == .child ? registration?.zone : nil, pairedAt: credential.createdAt, lastSeenAt: credential.lastSeenAt)
+        }
+    }
+}
+
+/// Ids the pairing service accepts for families, devices, children and invitations.
+enum Identifiers {
+    static func isValid(_ value: String) -> Bool {
+        !value.isEmpty && value.utf8.count <= 64 && value.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "-_.".unicodeScalars.contains($0)) }
+    }
+
+    static func check(_ path: String, _ value: String) throws(RPCError) {
+        guard Self.isValid(value) else { throw RPCError.invalidParams(path, "must be 1 to 64 letters, digits, '-', '_' or '.'") }
+    }
+
+    /// A display name: any text, 1 to 100 characters, no control characters.
+    static func checkName(_ path: String, _ value: String) throws(RPCError) {
+        guard !value.isEmpty, value.count <= 100, !value.unicodeScalars.contains(where: { CharacterSet.controlCharacters.contains($0) }) else {
+            throw RPCError.invalidParams(path, "must be 1 to 100 characters without control characters")
+        }
+    }
+}
+
+extension Duration {
+    var seconds: Double { Double(self.components.seconds) + Double(self.components.attoseconds) / 1e18 }
+}

@@ -1,0 +1,76 @@
+import ArgumentParser
+import Foundation
+import Logging
+import RPCClient
+import ServiceKit
+
+@main
+struct PairingService: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "screentime-pairingd",
+        abstract: "The ScreenTime Rewards pairing service: family bootstrap, child-device invitations, short-code verification, device credentials.",
+        discussion: """
+            Serves the pairing.* methods on <runtime-dir>/pairing.sock (or the socket systemd passes). \
+            Keeps no database of its own: its state is in the record store (<runtime-dir>/store.sock), \
+            invitations in each family's internal _pairing zone. See docs/protocol.md.
+            """,
+        version: pairingVersion
+    )
+
+    @OptionGroup var options: ServiceOptions
+
+    @Option(name: .customLong("store-socket"), help: ArgumentHelp("The record store's socket.", discussion: "Default: <runtime-dir>/store.sock.", valueName: "path"))
+    var storeSocket: String?
+
+    @Option(name: .customLong("server-address"), help: ArgumentHelp("How devices reach this server, written into pairing URIs.", discussion: "Default: this machine's host name.", valueName: "address"))
+    var serverAddress: String?
+
+    @Option(name: .customLong("invitation-ttl"), help: ArgumentHelp("Seconds a child-device invitation stays valid.", valueName: "seconds"))
+    var invitationSeconds: Double = 600
+
+    @Option(name: .customLong("enrollment-ttl"), help: ArgumentHelp("Seconds a parent enrollment code stays valid.", valueName: "seconds"))
+    var enrollmentSeconds: Double = 86_400
+
+    @Option(name: .customLong("max-failures-per-family"), help: "Wrong pairing secrets accepted per family within the window before attempts are refused.")
+    var failuresPerFamily: Int = 10
+
+    @Option(name: .customLong("max-failures"), help: "Wrong pairing secrets accepted in total within the window before attempts are refused.")
+    var failuresTotal: Int = 100
+
+    @Option(name: .customLong("failure-window"), help: ArgumentHelp("The window of those limits, in seconds.", valueName: "seconds"))
+    var failureWindowSeconds: Double = 600
+
+    mutating func validate() throws {
+        guard (10...7 * 86_400).contains(self.invitationSeconds) else { throw ValidationError("--invitation-ttl must be between 10 and 604800 seconds") }
+        guard (60...30 * 86_400).contains(self.enrollmentSeconds) else { throw ValidationError("--enrollment-ttl must be between 60 and 2592000 seconds") }
+        guard self.failuresPerFamily > 0, self.failuresTotal > 0 else { throw ValidationError("--max-failures-per-family and --max-failures must be at least 1") }
+        guard (1...86_400).contains(self.failureWindowSeconds) else { throw ValidationError("--failure-window must be between 1 and 86400 seconds") }
+    }
+
+    func run() async throws {
+        let settings = Pairing.Settings(
+            serverAddress: self.serverAddress ?? ProcessInfo.processInfo.hostName,
+            invitationLifetime: .milliseconds(Int64(self.invitationSeconds * 1000)),
+            enrollmentLifetime: .milliseconds(Int64(self.enrollmentSeconds * 1000)))
+        let limits = AttemptLimiter.Limits(perFamily: self.failuresPerFamily, total: self.failuresTotal, window: .milliseconds(Int64(self.failureWindowSeconds * 1000)))
+        let storeSocket = self.storeSocket
+        try await ServiceMain.run(
+            service: "pairing", identifier: "screentime-pairingd", version: pairingVersion, options: self.options,
+            background: { environment in
+                [InvitationPurge(store: PairingStore(client: Self.storeClient(storeSocket, environment)), logger: environment.logger)]
+            },
+            methods: { environment in
+                let store = PairingStore(client: Self.storeClient(storeSocket, environment))
+                environment.logger.info("using the store", metadata: ["socket": "\(store.client.configuration.socketPath)"])
+                return PairingHandlers.table(Pairing(store: store, settings: settings, limiter: AttemptLimiter(limits), logger: environment.logger))
+            }
+        )
+    }
+
+    static func storeClient(_ socket: String?, _ environment: ServiceEnvironment) -> RPCClient {
+        RPCClient(configuration: ClientConfiguration(
+            socketPath: socket ?? environment.paths.runtimeDirectory + "/store.sock", connectTimeout: .seconds(10)))
+    }
+}
+
+let pairingVersion = "0.4.0"
