@@ -98,7 +98,7 @@ let package = Package(
         // Shared by the store and every client of it.
         .target(
             name: "StoreAPI",
-            dependencies: ["RPCCore"],
+            dependencies: ["RPCCore", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strict
         ),
         // The record store's engine: schema, SQLite through GRDB, group commit, queries,
@@ -109,7 +109,6 @@ let package = Package(
                 "RPCCore",
                 "StoreAPI",
                 .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -199,6 +198,7 @@ let package = Package(
         // What the integration tests share: starting real processes, raw sockets, temp dirs.
         .target(
             name: "TestSupport",
+            dependencies: ["RPCCore"],
             path: "Tests/TestSupport",
             swiftSettings: strict
         ),
@@ -224,7 +224,19 @@ let package = Package(
                 "StoreAPI",
                 "screentime-stored",
                 "screentimectl",
-                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "PairingTests",
+            dependencies: [
+                "TestSupport",
+                "RPCCore",
+                "RPCClient",
+                "StoreAPI",
+                "PairingAPI",
+                "screentime-stored",
+                "screentime-pairingd",
             ],
             swiftSettings: strict
         ),

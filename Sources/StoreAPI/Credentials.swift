@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import RPCCore
 
@@ -92,4 +93,14 @@ public struct WhoAmIResult: Codable, Sendable, Hashable {
         self.role = role
         self.status = status
     }
+}
+
+/// Lowercase hex SHA-256: the form in which the store keys device tokens
+/// (`PutCredentialParams.tokenSHA256`), so whoever issues a token hashes it the same way.
+public enum SHA256Hex {
+    public static func of(_ data: Data) -> String {
+        SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+    }
+
+    public static func of(_ text: String) -> String { self.of(Data(text.utf8)) }
 }

@@ -42,6 +42,10 @@ final class AttemptLimiter: Sendable {
         self.failures.withLock { state in
             state.total.append(now)
             state.families[family, default: []].append(now)
+            // Forget families with no failure left in the window, so guessed family names
+            // do not pile up.
+            let cutoff = now - self.limits.window
+            state.families = state.families.filter { $0.value.last.map { $0 >= cutoff } ?? false }
         }
     }
 }

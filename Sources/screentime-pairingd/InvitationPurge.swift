@@ -32,8 +32,13 @@ struct InvitationPurge: Service {
         let cutoff = Date().addingTimeInterval(-self.grace)
         let families = try await self.store.client.call(StoreMethods.listFamilies, Empty()).families
         for family in families {
-            let stale = try await self.store.all(family.family, zone: PairingStore.zone, type: "PairingInvitation",
+            let stale: [Record]
+            do {
+                stale = try await self.store.all(family.family, zone: PairingStore.zone, type: "PairingInvitation",
                                                  filters: [QueryFilter("expiresAt", .less, .date(cutoff))])
+            } catch let error as RPCError where error.code == .notFound {
+                continue  // a family made through the store alone has no pairing zone
+            }
             guard !stale.isEmpty else { continue }
             try await self.store.delete(family.family, zone: PairingStore.zone, stale.map(\.recordName))
             self.logger.info("invitations purged", metadata: ["family": "\(family.family)", "count": "\(stale.count)"])

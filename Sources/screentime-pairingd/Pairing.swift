@@ -59,7 +59,7 @@ struct Pairing: Sendable {
         let secret = Secrets.random(bytes: 16)
         let expires = Date().addingTimeInterval(self.settings.enrollmentLifetime.seconds)
         try await self.store.save(family, zone: PairingStore.zone, [RecordSave(recordType: "PairingInvitation", recordName: id, fields: [
-            "kind": "parent", "role": .string(role.rawValue), "secretSHA256": .string(Secrets.sha256Hex(secret)),
+            "kind": "parent", "role": .string(role.rawValue), "secretSHA256": .string(SHA256Hex.of(secret)),
             "status": "open", "expiresAt": .date(expires), "failedAttempts": 0, "createdBy": .string(createdBy),
         ])])
         return EnrollmentCode(family: family, code: "\(id).\(secret)", role: role, expiresAt: expires)
@@ -101,7 +101,7 @@ struct Pairing: Sendable {
         if let name = params.childName { try Identifiers.checkName("params.childName", name) }
         var lifetime = self.settings.invitationLifetime.seconds
         if let seconds = params.expiresInSeconds {
-            guard (10...7 * 86_400).contains(seconds) else { throw RPCError.invalidParams("params.expiresInSeconds", "must be between 10 and 604800 (7 days)") }
+            guard (1...7 * 86_400).contains(seconds) else { throw RPCError.invalidParams("params.expiresInSeconds", "must be between 1 and 604800 (7 days)") }
             lifetime = seconds
         }
         let id = Secrets.identifier()
@@ -116,7 +116,7 @@ struct Pairing: Sendable {
         if let name = params.childName { session["title"] = .string(name) }
         try await self.store.save(parent.family, zone: zone, [RecordSave(recordType: "MonitoringSession", recordName: Names.session, fields: session)])
         var fields: [String: JSONValue] = [
-            "kind": "child", "secretSHA256": .string(Secrets.sha256Hex(secret)), "status": "open", "expiresAt": .date(expires),
+            "kind": "child", "secretSHA256": .string(SHA256Hex.of(secret)), "status": "open", "expiresAt": .date(expires),
             "failedAttempts": 0, "createdBy": .string(parent.deviceId), "zone": .string(zone), "childOpaqueId": .string(params.childId),
         ]
         if let name = params.childName { fields["childName"] = .string(name) }
@@ -180,6 +180,10 @@ struct Pairing: Sendable {
         }
         guard Date() < info.expiresAt.addingTimeInterval(self.settings.confirmationGrace.seconds) else {
             throw RPCError(.conflict, "invitation \(params.invitationId) was accepted too long ago to confirm; reject it and invite again")
+        }
+        // A parent may have revoked the device meanwhile: confirming must not bring it back.
+        guard try await self.store.credential(parent.family, deviceId: deviceId)?.status == .pending else {
+            throw RPCError(.conflict, "device \(deviceId) is no longer waiting for confirmation (it was revoked); invite it again")
         }
         try await self.store.setCredential(parent.family, deviceId: deviceId, .active)
         try await self.store.save(parent.family, zone: info.zone, [
@@ -293,10 +297,17 @@ struct Pairing: Sendable {
     /// The invitation, if `secret` is its secret and it is still open. Every failure looks
     /// the same to the caller; wrong secrets count towards the rate limits and the lock.
     private func verify(family: String, id: String, secret: String, kind: String) async throws -> Record {
+        guard Identifiers.isValid(family) else { throw Self.invalid }
         try self.limiter.check(family: family)
-        guard Identifiers.isValid(family), Identifiers.isValid(id),
-              let invitation = try? await self.store.fetch(family, zone: PairingStore.zone, id),
-              invitation.fields["kind"]?.stringValue == kind,
+        var found: Record?
+        if Identifiers.isValid(id) {
+            do {
+                found = try await self.store.fetch(family, zone: PairingStore.zone, id)
+            } catch let error as RPCError where error.code == .notFound {
+                found = nil  // no such family (or it has no pairing zone): the same answer as a wrong id
+            }
+        }
+        guard let invitation = found, invitation.fields["kind"]?.stringValue == kind,
               let hash = invitation.fields["secretSHA256"]?.stringValue
         else {
             self.limiter.fail(family: family)
@@ -305,7 +316,7 @@ struct Pairing: Sendable {
         }
         guard Secrets.matches(secret, sha256Hex: hash) else {
             self.limiter.fail(family: family)
-            try await self.countWrongSecret(family, invitation)
+            await self.countWrongSecret(family, invitation)
             throw Self.invalid
         }
         let expires = invitation.fields["expiresAt"]?.stringValue.flatMap(StoreDates.parse) ?? .distantPast
@@ -319,14 +330,13 @@ struct Pairing: Sendable {
     }
 
     /// One more wrong secret; the fifth locks the invitation.
-    private func countWrongSecret(_ family: String, _ invitation: Record) async throws {
+    private func countWrongSecret(_ family: String, _ invitation: Record) async {
         let failures = (invitation.fields["failedAttempts"]?.intValue ?? 0) + 1
         var fields: [String: JSONValue] = ["failedAttempts": .int(failures)]
         if failures >= Int64(Self.maximumWrongSecrets) { fields["status"] = "locked" }
-        // A concurrent attempt may have counted first; losing one count to that race is harmless.
-        _ = try? await self.store.save(family, zone: PairingStore.zone, [
-            RecordSave(recordType: "PairingInvitation", recordName: invitation.recordName, fields: fields, changeTag: invitation.changeTag),
-        ], policy: .changedKeys)
+        // Conditional on the change tag: if a concurrent attempt counted first, this one is
+        // lost, which is harmless (the attempt was refused either way).
+        _ = try? await self.store.save(family, zone: PairingStore.zone, [Self.update(invitation, fields)])
         self.logger.warning("wrong pairing secret", metadata: [
             "family": "\(family)", "invitation_id": "\(invitation.recordName)", "failed_attempts": "\(failures)",
         ])
@@ -335,14 +345,19 @@ struct Pairing: Sendable {
     /// Marks the invitation taken, only if nobody else took it first (its change tag).
     private func claim(_ family: String, _ invitation: Record, status: String, device: String, deviceName: String) async throws {
         do {
-            try await self.store.save(family, zone: PairingStore.zone, [
-                RecordSave(recordType: "PairingInvitation", recordName: invitation.recordName, fields: [
-                    "status": .string(status), "deviceID": .string(device), "deviceName": .string(deviceName), "acceptedAt": .date(Date()),
-                ], changeTag: invitation.changeTag),
-            ], policy: .changedKeys)
+            try await self.store.save(family, zone: PairingStore.zone, [Self.update(invitation, [
+                "status": .string(status), "deviceID": .string(device), "deviceName": .string(deviceName), "acceptedAt": .date(Date()),
+            ])])
         } catch let error as RPCError where error.code == .conflict {
             throw Self.invalid  // another device got there first
         }
+    }
+
+    /// The invitation with `changes`, saved only if nobody changed it since it was read
+    /// (the store's default policy checks the change tag; `changedKeys` would not).
+    private static func update(_ invitation: Record, _ changes: [String: JSONValue]) -> RecordSave {
+        RecordSave(recordType: invitation.recordType, recordName: invitation.recordName,
+                   fields: invitation.fields.merging(changes) { _, new in new }, changeTag: invitation.changeTag)
     }
 
     private func setStatus(_ family: String, _ invitation: Record, _ status: String) async throws {
@@ -396,10 +411,10 @@ struct Pairing: Sendable {
         return credentials.map { credential in
             let registration = registrations.first { $0.fields["deviceID"]?.stringValue == credential.deviceId && $0.zone != "default" }
                 ?? registrations.first { $0.fields["deviceID"]?.stringValue == credential.deviceId }
-            let childName = registration?.fields["childRef"]?["recordName"]?.stringValue
+            let childRecord = registration?.fields["childRef"]?["recordName"]?.stringValue
             return DeviceInfo(
                 deviceId: credential.deviceId, deviceName: registration?.fields["deviceName"]?.stringValue, role: credential.role,
-                status: credential.status, childId: childName.map { String($0.dropFirst("child-".count)) },
+                status: credential.status, childId: childRecord.flatMap(Names.childId),
                 zone: credential.role == .child ? registration?.zone : nil, pairedAt: credential.createdAt, lastSeenAt: credential.lastSeenAt)
         }
     }

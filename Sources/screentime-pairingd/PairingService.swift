@@ -53,23 +53,17 @@ struct PairingService: AsyncParsableCommand {
             invitationLifetime: .milliseconds(Int64(self.invitationSeconds * 1000)),
             enrollmentLifetime: .milliseconds(Int64(self.enrollmentSeconds * 1000)))
         let limits = AttemptLimiter.Limits(perFamily: self.failuresPerFamily, total: self.failuresTotal, window: .milliseconds(Int64(self.failureWindowSeconds * 1000)))
-        let storeSocket = self.storeSocket
+        // One connection to the store, shared by the handlers and the purge.
+        let store = PairingStore(client: RPCClient(configuration: ClientConfiguration(
+            socketPath: self.storeSocket ?? ServicePaths(options: self.options).runtimeDirectory + "/store.sock", connectTimeout: .seconds(10))))
         try await ServiceMain.run(
             service: "pairing", identifier: "screentime-pairingd", version: pairingVersion, options: self.options,
-            background: { environment in
-                [InvitationPurge(store: PairingStore(client: Self.storeClient(storeSocket, environment)), logger: environment.logger)]
-            },
+            background: { environment in [InvitationPurge(store: store, logger: environment.logger)] },
             methods: { environment in
-                let store = PairingStore(client: Self.storeClient(storeSocket, environment))
                 environment.logger.info("using the store", metadata: ["socket": "\(store.client.configuration.socketPath)"])
                 return PairingHandlers.table(Pairing(store: store, settings: settings, limiter: AttemptLimiter(limits), logger: environment.logger))
             }
         )
-    }
-
-    static func storeClient(_ socket: String?, _ environment: ServiceEnvironment) -> RPCClient {
-        RPCClient(configuration: ClientConfiguration(
-            socketPath: socket ?? environment.paths.runtimeDirectory + "/store.sock", connectTimeout: .seconds(10)))
     }
 }
 

@@ -76,7 +76,7 @@ struct PairingStore: Sendable {
     func issueCredential(_ family: String, deviceId: String, role: DeviceRole, status: CredentialStatus) async throws -> DeviceCredential {
         let token = Secrets.random(bytes: 32)
         let info = try await self.client.call(StoreMethods.putCredential, PutCredentialParams(
-            family: family, deviceId: deviceId, role: role, tokenSHA256: Secrets.sha256Hex(token), status: status))
+            family: family, deviceId: deviceId, role: role, tokenSHA256: SHA256Hex.of(token), status: status))
         return DeviceCredential(family: family, deviceId: deviceId, role: role, status: info.status, token: token)
     }
 
@@ -101,6 +101,10 @@ enum Names {
     static func parent(_ deviceId: String) -> String { "parent-\(deviceId)" }
     static func device(_ deviceId: String) -> String { "device-\(deviceId)" }
     static func child(_ childId: String) -> String { "child-\(childId)" }
+    /// The child id in a ChildContext's record name.
+    static func childId(_ recordName: String) -> String? {
+        recordName.hasPrefix("child-") ? String(recordName.dropFirst("child-".count)) : nil
+    }
     static let session = "session"
     static let childZonePrefix = "ChildMonitoring-"
 }

@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import GRDB
 import RPCCore
@@ -34,7 +33,7 @@ struct DeviceIdentity: Sendable, Hashable {
 enum Credentials {
     /// Lowercase hex SHA-256: how tokens are stored and looked up.
     static func hash(token: String) -> String {
-        Digest.sha256Hex(Data(token.utf8))
+        SHA256Hex.of(token)
     }
 
     static func isValidHash(_ text: String) -> Bool {
@@ -61,9 +60,3 @@ enum Credentials {
     }
 }
 
-enum Digest {
-    /// Lowercase hex SHA-256.
-    static func sha256Hex(_ data: Data) -> String {
-        SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
-    }
-}

@@ -240,7 +240,7 @@ enum QueryOperation {
         key.limit = nil
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
-        return String(Digest.sha256Hex(try encoder.encode(key)).prefix(24))
+        return String(SHA256Hex.of(try encoder.encode(key)).prefix(24))
     }
 }
 

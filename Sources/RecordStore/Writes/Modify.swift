@@ -221,7 +221,7 @@ struct ModifyOperation: Sendable {
     static func hash(_ params: ModifyParams) throws -> String {
         let encoder = RPCJSON.makeEncoder()
         encoder.outputFormatting.insert(.sortedKeys)
-        return Digest.sha256Hex(try encoder.encode(params))
+        return SHA256Hex.of(try encoder.encode(params))
     }
 }
 

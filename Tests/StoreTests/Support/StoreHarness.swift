@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import Glibc
 import RPCClient
@@ -78,7 +77,7 @@ struct FamilyFixture {
     let child2: RPCClient
 
     static func sha256(_ token: String) -> String {
-        SHA256.hash(data: Data(token.utf8)).map { String(format: "%02x", $0) }.joined()
+        SHA256Hex.of(token)
     }
 
     static func setUp(_ store: StoreHarness, child1Status: CredentialStatus = .active) async throws -> FamilyFixture {
@@ -130,21 +129,5 @@ extension RPCClient {
 
     func fetch(_ names: [String], zone: String = "default", family: String = FamilyFixture.family) async throws -> FetchResult {
         try await self.call(StoreMethods.fetch, FetchParams(family: family, zone: zone, recordNames: names))
-    }
-}
-
-/// Expects `body` to fail with `code`; returns the error for further checks.
-@discardableResult
-func expectError(_ code: ErrorCode, sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> Void) async -> RPCError? {
-    do {
-        try await body()
-        Issue.record("expected \(code), but the call succeeded", sourceLocation: sourceLocation)
-        return nil
-    } catch let error as RPCError {
-        #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
-        return error
-    } catch {
-        Issue.record("expected \(code), got \(error)", sourceLocation: sourceLocation)
-        return nil
     }
 }

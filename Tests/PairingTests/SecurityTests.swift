@@ -1,0 +1,137 @@
+import Foundation
+import PairingAPI
+import RPCClient
+import RPCCore
+import StoreAPI
+import Testing
+import TestSupport
+
+@Suite("Pairing security: secrets, expiry, single use, lockout, rate limits, short codes")
+struct SecurityTests {
+    @Test("unknown families, unknown ids and wrong secrets all get the same invitation_invalid")
+    func sameErrorForEverything() async throws {
+        let harness = try await PairingHarness.start()
+        defer { harness.stopNow() }
+        let family = try await Bootstrapped.make(harness)
+        let invitation = try await family.parent.call(PairingMethods.createInvitation, CreateInvitationParams(childId: "emma"))
+        let anyone = harness.pairingClient()
+        var messages = Set<String>()
+        for (familyName, id, secret) in [("smith", invitation.invitationId, "wrong"), ("smith", "0123456789abcdef", invitation.secret),
+                                         ("jones", invitation.invitationId, invitation.secret), ("smith", "not an id!", invitation.secret)] {
+            let error = await expectError(.invitationInvalid) {
+                _ = try await anyone.call(PairingMethods.acceptInvitation, AcceptInvitationParams(
+                    family: familyName, invitationId: id, secret: secret, deviceId: "x", deviceName: "X"))
+            }
+            messages.insert(error?.message ?? "")
+        }
+        #expect(messages.count == 1)
+    }
+
+    @Test("the fifth wrong secret locks the invitation: the right secret no longer works")
+    func lockout() async throws {
+        let harness = try await PairingHarness.start()
+        defer { harness.stopNow() }
+        let family = try await Bootstrapped.make(harness)
+        let invitation = try await family.parent.call(PairingMethods.createInvitation, CreateInvitationParams(childId: "emma"))
+        let anyone = harness.pairingClient()
+        for attempt in 1...5 {
+            await expectError(.invitationInvalid) {
+                _ = try await anyone.call(PairingMethods.acceptInvitation, AcceptInvitationParams(
+                    family: "smith", invitationId: invitation.invitationId, secret: "guess-\(attempt)", deviceId: "x", deviceName: "X"))
+            }
+        }
+        await expectError(.invitationInvalid) {
+            _ = try await anyone.call(PairingMethods.acceptInvitation, AcceptInvitationParams(
+                family: "smith", invitationId: invitation.invitationId, secret: invitation.secret, deviceId: "emma-ipad", deviceName: "iPad"))
+        }
+        #expect(try await family.parent.call(PairingMethods.invitationStatus, InvitationParams(invitationId: invitation.invitationId)).status == .locked)
+        #expect(harness.pairing.log.contains("wrong pairing secret"))
+    }
+
+    @Test("an invitation is single use: a second device gets invitation_invalid, and the codes differ by device")
+    func singleUse() async throws {
+        let harness = try await PairingHarness.start()
+        defer { harness.stopNow() }
+        let family = try await Bootstrapped.make(harness)
+        let child = try await family.pairChild(harness, confirm: false)
+        await expectError(.invitationInvalid) {
+            _ = try await harness.pairingClient().call(PairingMethods.acceptInvitation, AcceptInvitationParams(
+                family: "smith", invitationId: child.invitation.invitationId, secret: child.invitation.secret, deviceId: "intruder", deviceName: "?"))
+        }
+        // What an intruder's screen would show is not what the parent's shows.
+        let parents = ShortCode(secret: child.invitation.secret, invitationId: child.invitation.invitationId, parentDeviceId: "mum-phone", childDeviceId: "emma-ipad")
+        let intruders = ShortCode(secret: child.invitation.secret, invitationId: child.invitation.invitationId, parentDeviceId: "mum-phone", childDeviceId: "intruder")
+        #expect(parents == child.accepted.shortCode && intruders != parents)
+        #expect(parents.emoji.count == 7 && parents.digits.count == 3 && parents.digits.allSatisfy { (1000...9191).contains($0) })
+        #expect(Set(ShortCode.table.map(\.emoji)).count == 64 && Set(ShortCode.table.map(\.name)).count == 64)
+    }
+
+    @Test("two devices racing for one invitation: exactly one wins")
+    func race() async throws {
+        let harness = try await PairingHarness.start()
+        defer { harness.stopNow() }
+        let family = try await Bootstrapped.make(harness)
+        let invitation = try await family.parent.call(PairingMethods.createInvitation, CreateInvitationParams(childId: "emma"))
+        let outcomes = await withTaskGroup(of: Bool.self) { group in
+            for device in 0..<6 {
+                group.addTask {
+                    (try? await harness.pairingClient().call(PairingMethods.acceptInvitation, AcceptInvitationParams(
+                        family: "smith", invitationId: invitation.invitationId, secret: invitation.secret, deviceId: "d\(device)", deviceName: "D"))) != nil
+                }
+            }
+            return await group.reduce(into: [Bool]()) { $0.append($1) }
+        }
+        #expect(outcomes.filter { $0 }.count == 1)
+    }
+
+    @Test("an expired invitation cannot be accepted, and says so to its parent")
+    func expiry() async throws {
+        let harness = try await PairingHarness.start()
+        defer { harness.stopNow() }
+        let family = try await Bootstrapped.make(harness)
+        let invitation = try await family.parent.call(PairingMethods.createInvitation, CreateInvitationParams(childId: "emma", expiresInSeconds: 1))
+        try await Task.sleep(for: .milliseconds(1500))
+        await expectError(.invitationInvalid) {
+            _ = try await harness.pairingClient().call(PairingMethods.acceptInvitation, AcceptInvitationParams(
+                family: "smith", invitationId: invitation.invitationId, secret: invitation.secret, deviceId: "emma-ipad", deviceName: "iPad"))
+        }
+        #expect(try await family.parent.call(PairingMethods.invitationStatus, InvitationParams(invitationId: invitation.invitationId)).status == .expired)
+    }
+
+    @Test("wrong attempts are rate limited per family; other families are not held up")
+    func rateLimit() async throws {
+        let harness = try await PairingHarness.start(pairingArguments: ["--max-failures-per-family", "3"])
+        defer { harness.stopNow() }
+        let smith = try await Bootstrapped.make(harness)
+        let jones = try await Bootstrapped.make(harness, family: "jones", parentDevice: "jones-phone")
+        let invitation = try await smith.parent.call(PairingMethods.createInvitation, CreateInvitationParams(childId: "emma"))
+        let anyone = harness.pairingClient()
+        for _ in 1...3 {
+            await expectError(.invitationInvalid) {
+                _ = try await anyone.call(PairingMethods.acceptInvitation, AcceptInvitationParams(
+                    family: "smith", invitationId: "0123456789abcdef", secret: "guess", deviceId: "x", deviceName: "X"))
+            }
+        }
+        let limited = await expectError(.limitExceeded) {
+            _ = try await anyone.call(PairingMethods.acceptInvitation, AcceptInvitationParams(
+                family: "smith", invitationId: invitation.invitationId, secret: invitation.secret, deviceId: "emma-ipad", deviceName: "iPad"))
+        }
+        #expect(limited?.message.contains("try again in") == true)
+        _ = try await jones.pairChild(harness, child: "ann", device: "ann-ipad")
+    }
+
+    @Test("the service keeps only hashes: no secret or token is in the store's records")
+    func onlyHashes() async throws {
+        let harness = try await PairingHarness.start()
+        defer { harness.stopNow() }
+        let family = try await Bootstrapped.make(harness)
+        let child = try await family.pairChild(harness)
+        let admin = harness.storeClient()
+        let stored = try await admin.call(StoreMethods.fetch, FetchParams(family: "smith", zone: "_pairing", recordNames: [child.invitation.invitationId]))
+        let invitation = try #require(stored.records.first)
+        #expect(invitation.fields["secretSHA256"]?.stringValue == SHA256Hex.of(child.invitation.secret))
+        let everything = try await admin.call(StoreMethods.zoneChanges, ZoneChangesParams(family: "smith", zone: "_pairing"))
+        let text = String(decoding: try JSONEncoder().encode(everything), as: UTF8.self)
+        #expect(!text.contains(child.invitation.secret) && !text.contains(child.accepted.credential.token) && !text.contains(family.parentCredential.token))
+    }
+}

@@ -1,0 +1,18 @@
+import RPCCore
+import Testing
+
+/// Expects `body` to fail with `code`; returns the error for further checks.
+@discardableResult
+public func expectError(_ code: ErrorCode, sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> Void) async -> RPCError? {
+    do {
+        try await body()
+        Issue.record("expected \(code), but the call succeeded", sourceLocation: sourceLocation)
+        return nil
+    } catch let error as RPCError {
+        #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
+        return error
+    } catch {
+        Issue.record("expected \(code), got \(error)", sourceLocation: sourceLocation)
+        return nil
+    }
+}
