@@ -150,6 +150,11 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // libqrencode and libpng, found through pkg-config (Debian: libqrencode-dev, libpng-dev).
+        .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
+        .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
+        // QR codes for pairing invitations: the symbol and its terminal, SVG and PNG renderings.
+        .target(name: "QRCode", dependencies: ["CQRencode", "CPNG"], swiftSettings: strict),
         // Benchmarks: each figure beside its floor, measured in the same run.
         .executableTarget(
             name: "screentime-bench",
@@ -157,6 +162,7 @@ let package = Package(
                 "RPCCore",
                 "RPCClient",
                 "StoreAPI",
+                "PairingAPI",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -165,6 +171,7 @@ let package = Package(
         .executableTarget(
             name: "screentimectl",
             dependencies: [
+                "QRCode",
                 "RPCCore",
                 "RPCClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -237,6 +244,7 @@ let package = Package(
                 "PairingAPI",
                 "screentime-stored",
                 "screentime-pairingd",
+                "screentimectl",
             ],
             swiftSettings: strict
         ),

@@ -264,12 +264,13 @@ public final class RecordStore: Sendable {
         }
     }
 
-    public func listCredentials(_ params: FamilyParams, auth: Auth?) async throws -> ListCredentialsResult {
+    public func listCredentials(_ params: ListCredentialsParams, auth: Auth?) async throws -> ListCredentialsResult {
         try Validation.family(params.family)
+        if let deviceId = params.deviceId { try Validation.identifier(deviceId, "params.deviceId") }
         return try self.read(auth) { principal, db in
             try AccessControl.requireLocal(principal, StoreMethods.listCredentials.name)
             let seen = self.lastSeen.withLock { $0 }
-            return ListCredentialsResult(credentials: try CredentialOperations.list(family: params.family, db).map { info in
+            return ListCredentialsResult(credentials: try CredentialOperations.list(family: params.family, deviceId: params.deviceId, db).map { info in
                 var info = info
                 info.lastSeenAt = seen[DeviceKey(family: info.family, deviceId: info.deviceId)]
                 return info

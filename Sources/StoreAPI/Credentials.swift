@@ -72,6 +72,17 @@ public struct CredentialInfo: Codable, Sendable, Hashable {
     }
 }
 
+/// `store.listCredentials`: a family's credentials, or one device's.
+public struct ListCredentialsParams: Codable, Sendable, Hashable {
+    public var family: String
+    /// Only this device's credential (an empty list when it has none).
+    public var deviceId: String?
+    public init(family: String, deviceId: String? = nil) {
+        self.family = family
+        self.deviceId = deviceId
+    }
+}
+
 public struct ListCredentialsResult: Codable, Sendable, Hashable {
     public var credentials: [CredentialInfo]
     public init(credentials: [CredentialInfo]) { self.credentials = credentials }

@@ -62,8 +62,8 @@ public enum StoreMethods {
     public static let updateCredential = MethodSpec<UpdateCredentialParams, CredentialInfo>(
         "store.updateCredential", summary: "Confirms or revokes a device credential. Local services only.",
         errors: [.forbidden, .notFound])
-    public static let listCredentials = MethodSpec<FamilyParams, ListCredentialsResult>(
-        "store.listCredentials", summary: "The device credentials of a family (never the tokens). Local services only.",
+    public static let listCredentials = MethodSpec<ListCredentialsParams, ListCredentialsResult>(
+        "store.listCredentials", summary: "The device credentials of a family, or of one of its devices (never the tokens). Local services only.",
         errors: [.forbidden, .notFound])
     public static let whoami = MethodSpec<Empty, WhoAmIResult>(
         "store.whoami", summary: "Who the store takes the caller for.", errors: [.unauthorized])

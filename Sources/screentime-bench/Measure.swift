@@ -48,6 +48,12 @@ enum Report {
         }
     }
 
+    static func writeJSON(_ figures: [Figure], to path: String) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try encoder.encode(figures).write(to: URL(fileURLWithPath: path))
+    }
+
     static func format(_ value: Double) -> String {
         value >= 100 ? String(format: "%.0f", value) : String(format: "%.1f", value)
     }

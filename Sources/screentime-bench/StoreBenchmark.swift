@@ -38,29 +38,17 @@ struct StoreBenchmark: AsyncParsableCommand {
         let records = self.quick ? 20_000 : self.records
         let seconds = self.quick ? 1 : self.seconds
         let iterations = self.quick ? 300 : self.iterations
-        let work = self.workDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("st-bench-\(getpid())").path
-        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
-        let keep = self.workDirectory != nil
-        defer { if !keep { try? FileManager.default.removeItem(atPath: work) } }
-
-        let binary = (self.binDirectory ?? Locations.binDirectory) + "/screentime-stored"
-        guard FileManager.default.isExecutableFile(atPath: binary) else {
-            throw BenchError("\(binary) not found; run swift build -c release first, or pass --bin-dir")
-        }
-        let store = Process()
-        store.executableURL = URL(fileURLWithPath: binary)
-        store.arguments = ["--runtime-dir", work, "--state-dir", work + "/state", "--log-level", "warning", "--log-target", "stderr"]
-        try store.run()
-        defer {
-            kill(store.processIdentifier, SIGKILL)
-            store.waitUntilExit()
-        }
+        let directory = try WorkDirectory(self.workDirectory)
+        defer { directory.removeUnlessKept() }
+        let work = directory.path
+        let store = try LaunchedService("screentime-stored", binDirectory: self.binDirectory, work: work)
+        defer { store.kill() }
         let socket = work + "/store.sock"
         let admin = RPCClient(configuration: ClientConfiguration(socketPath: socket, callTimeout: .seconds(120), connectTimeout: .seconds(10)))
         _ = try await admin.call(StoreMethods.createFamily, CreateFamilyParams(family: "bench"))
         _ = try await admin.call(StoreMethods.createZone, ZoneParams(family: "bench", zone: "writes"))
         _ = try await admin.call(StoreMethods.createZone, ZoneParams(family: "bench", zone: "data"))
-        say("screentime-stored \(binary), work directory \(work)")
+        say("work directory \(work)")
 
         var figures: [Figure] = []
 
@@ -86,7 +74,7 @@ struct StoreBenchmark: AsyncParsableCommand {
         let loaded = ContinuousClock.now
         try await Self.load(socket: socket, records: records)
         let loadTime = ContinuousClock.now - loaded
-        let loadRate = Double(records) / (Double(loadTime.components.seconds) + Double(loadTime.components.attoseconds) / 1e18)
+        let loadRate = Double(records) / loadTime.seconds
         figures.append(Figure(name: "bulk load (400-record batches, 8 clients)", value: loadRate, unit: "records/s"))
 
         // Latency: one record by name; an indexed query.
@@ -156,15 +144,11 @@ struct StoreBenchmark: AsyncParsableCommand {
             if !page.moreComing { break }
         }
         let pageTime = ContinuousClock.now - paged
-        figures.append(Figure(name: "store.zoneChanges, whole zone", value: Double(seen) / (Double(pageTime.components.seconds) + Double(pageTime.components.attoseconds) / 1e18),
+        figures.append(Figure(name: "store.zoneChanges, whole zone", value: Double(seen) / pageTime.seconds,
                               unit: "records/s"))
 
         Report.print("screentime-stored (\(records) records, \(Report.format(seconds)) s write runs\(self.quick ? ", quick mode" : ""))", figures)
-        if let json = self.json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            try encoder.encode(figures).write(to: URL(fileURLWithPath: json))
-        }
+        if let json = self.json { try Report.writeJSON(figures, to: json) }
         await reader.close()
         await admin.close()
     }
@@ -211,7 +195,7 @@ struct StoreBenchmark: AsyncParsableCommand {
             return (total, all)
         }
         let elapsed = ContinuousClock.now - started
-        return (Double(results.0) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18), results.1)
+        return (Double(results.0) / elapsed.seconds, results.1)
     }
 
     static func load(socket: String, records: Int) async throws {

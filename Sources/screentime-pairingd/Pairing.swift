@@ -406,7 +406,7 @@ struct Pairing: Sendable {
     }
 
     private func devices(_ family: String) async throws -> [DeviceInfo] {
-        let credentials = try await self.store.client.call(StoreMethods.listCredentials, FamilyParams(family: family)).credentials
+        let credentials = try await self.store.client.call(StoreMethods.listCredentials, ListCredentialsParams(family: family)).credentials
         let registrations = try await self.store.all(family, type: "RegisteredDevice")
         return credentials.map { credential in
             let registration = registrations.first { $0.fields["deviceID"]?.stringValue == credential.deviceId && $0.zone != "default" }

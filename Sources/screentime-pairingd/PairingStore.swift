@@ -69,7 +69,7 @@ struct PairingStore: Sendable {
     }
 
     func credential(_ family: String, deviceId: String) async throws -> CredentialInfo? {
-        try await self.client.call(StoreMethods.listCredentials, FamilyParams(family: family)).credentials.first { $0.deviceId == deviceId }
+        try await self.client.call(StoreMethods.listCredentials, ListCredentialsParams(family: family, deviceId: deviceId)).credentials.first
     }
 
     /// A new token for the device; the store keeps its hash.

@@ -17,12 +17,13 @@ struct ScreenTimeCtl: AsyncParsableCommand {
               0   success
               1   the service answered with an error (its code and message are on stderr)
               64  the command line is wrong
-              65  the JSON given as parameters is not valid
+              65  the input is not valid (parameters that are not JSON, text too long for a QR code)
               69  the service cannot be reached (not running, wrong socket, connection lost)
+              73  an output file cannot be written
               75  the service did not answer in time (--timeout)
               130 interrupted (Ctrl-C)
             """,
-        subcommands: [Ping.self, Describe.self, Call.self]
+        subcommands: [Ping.self, Describe.self, Call.self, QR.self]
     )
 }
 

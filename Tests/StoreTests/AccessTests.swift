@@ -107,8 +107,13 @@ struct AccessTests {
         _ = try await family.admin.call(StoreMethods.updateCredential, UpdateCredentialParams(family: FamilyFixture.family, deviceId: "c1", status: .revoked))
         let error = await expectError(.unauthorized) { _ = try await family.child1.call(StoreMethods.whoami, Empty()) }
         #expect(error?.message.contains("revoked") == true)
-        let credentials = try await family.admin.call(StoreMethods.listCredentials, FamilyParams(family: FamilyFixture.family))
+        let credentials = try await family.admin.call(StoreMethods.listCredentials, ListCredentialsParams(family: FamilyFixture.family))
         #expect(credentials.credentials.first { $0.deviceId == "c1" }?.status == .revoked)
+        #expect(credentials.credentials.count > 1)
+        let one = try await family.admin.call(StoreMethods.listCredentials, ListCredentialsParams(family: FamilyFixture.family, deviceId: "c1"))
+        #expect(one.credentials.map(\.deviceId) == ["c1"] && one.credentials.first?.status == .revoked)
+        let none = try await family.admin.call(StoreMethods.listCredentials, ListCredentialsParams(family: FamilyFixture.family, deviceId: "nobody"))
+        #expect(none.credentials.isEmpty)
     }
 
     @Test("unknown tokens, other families, internal zones and local-only methods are refused")

@@ -137,8 +137,11 @@ enum CredentialOperations {
         return info(row)
     }
 
-    static func list(family: String, _ db: Database) throws -> [CredentialInfo] {
+    static func list(family: String, deviceId: String?, _ db: Database) throws -> [CredentialInfo] {
         try FamilyRow.require(db, family)
+        if let deviceId {
+            return try Row.fetchAll(cached: db, sql: "SELECT \(columns) FROM credentials WHERE family = ? AND device_id = ?", arguments: [family, deviceId]).map(info)
+        }
         return try Row.fetchAll(cached: db, sql: "SELECT \(columns) FROM credentials WHERE family = ? ORDER BY created_at, device_id", arguments: [family]).map(info)
     }
 }

@@ -1,0 +1,43 @@
+import Foundation
+
+/// A service binary started for a benchmark, killed when the benchmark ends.
+final class LaunchedService {
+    let process = Process()
+
+    /// Starts `name` from `binDirectory` with its runtime and state directories in `work`.
+    init(_ name: String, binDirectory: String?, work: String, arguments: [String] = []) throws {
+        let binary = (binDirectory ?? Locations.binDirectory) + "/" + name
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            throw BenchError("\(binary) not found; run swift build -c release first, or pass --bin-dir")
+        }
+        self.process.executableURL = URL(fileURLWithPath: binary)
+        self.process.arguments = ["--runtime-dir", work, "--state-dir", work + "/state", "--log-level", "warning", "--log-target", "stderr"] + arguments
+        try self.process.run()
+        say("\(name) \(binary), pid \(self.process.processIdentifier)")
+    }
+
+    func kill() {
+        Foundation.kill(self.process.processIdentifier, SIGKILL)
+        self.process.waitUntilExit()
+    }
+}
+
+/// A work directory for a benchmark: the one given (kept), or a temporary one (removed).
+struct WorkDirectory {
+    let path: String
+    let keep: Bool
+
+    init(_ given: String?) throws {
+        self.path = given ?? FileManager.default.temporaryDirectory.appendingPathComponent("st-bench-\(getpid())").path
+        self.keep = given != nil
+        try FileManager.default.createDirectory(atPath: self.path, withIntermediateDirectories: true)
+    }
+
+    func removeUnlessKept() {
+        if !self.keep { try? FileManager.default.removeItem(atPath: self.path) }
+    }
+}
+
+extension Duration {
+    var seconds: Double { Double(self.components.seconds) + Double(self.components.attoseconds) / 1e18 }
+}
