@@ -43,11 +43,15 @@ public struct UpdateCredentialParams: Codable, Sendable, Hashable {
     public var family: String
     public var deviceId: String
     public var status: CredentialStatus
+    /// Change it only from this status (`conflict` otherwise): confirming must not revive a
+    /// credential revoked meanwhile.
+    public var ifStatus: CredentialStatus?
 
-    public init(family: String, deviceId: String, status: CredentialStatus) {
+    public init(family: String, deviceId: String, status: CredentialStatus, ifStatus: CredentialStatus? = nil) {
         self.family = family
         self.deviceId = deviceId
         self.status = status
+        self.ifStatus = ifStatus
     }
 }
 

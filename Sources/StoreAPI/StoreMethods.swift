@@ -60,8 +60,8 @@ public enum StoreMethods {
         "store.putCredential", summary: "Records a device credential (its token's SHA-256). Local services only.",
         errors: [.forbidden, .notFound, .conflict])
     public static let updateCredential = MethodSpec<UpdateCredentialParams, CredentialInfo>(
-        "store.updateCredential", summary: "Confirms or revokes a device credential. Local services only.",
-        errors: [.forbidden, .notFound])
+        "store.updateCredential", summary: "Confirms or revokes a device credential, optionally only from a given status. Local services only.",
+        errors: [.forbidden, .notFound, .conflict])
     public static let listCredentials = MethodSpec<ListCredentialsParams, ListCredentialsResult>(
         "store.listCredentials", summary: "The device credentials of a family, or of one of its devices (never the tokens). Local services only.",
         errors: [.forbidden, .notFound])

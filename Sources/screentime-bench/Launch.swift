@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 
 /// A service binary started for a benchmark, killed when the benchmark ends.
@@ -40,4 +41,19 @@ struct WorkDirectory {
 
 extension Duration {
     var seconds: Double { Double(self.components.seconds) + Double(self.components.attoseconds) / 1e18 }
+}
+
+/// What every benchmark takes.
+struct CommonOptions: ParsableArguments {
+    @Flag(help: "A short run that only proves the benchmark works (CI); figures are rough.")
+    var quick = false
+
+    @Option(help: ArgumentHelp("Also write the figures as JSON to this file.", valueName: "file"))
+    var json: String?
+
+    @Option(name: .customLong("work-dir"), help: "Where the databases go (kept afterwards); default a temporary directory, removed. Put it on the disk you will run on.")
+    var workDirectory: String?
+
+    @Option(name: .customLong("bin-dir"), help: "Where the service binaries are (default: beside this executable).")
+    var binDirectory: String?
 }

@@ -16,30 +16,20 @@ struct PairingBenchmark: AsyncParsableCommand {
     @Option(help: "Child devices paired (one invite, accept and confirm each).")
     var devices: Int = 500
 
-    @Flag(help: "A short run that only proves the benchmark works (CI): 40 devices.")
-    var quick = false
-
-    @Option(help: ArgumentHelp("Also write the figures as JSON to this file.", valueName: "file"))
-    var json: String?
-
-    @Option(name: .customLong("work-dir"), help: "Where the store's database goes (kept afterwards); default a temporary directory, removed.")
-    var workDirectory: String?
-
-    @Option(name: .customLong("bin-dir"), help: "Where screentime-stored and screentime-pairingd are (default: beside this executable).")
-    var binDirectory: String?
+    @OptionGroup var common: CommonOptions
 
     func validate() throws {
         guard self.devices >= 10 else { throw ValidationError("--devices must be at least 10") }
     }
 
     func run() async throws {
-        let devices = self.quick ? 40 : self.devices
-        let directory = try WorkDirectory(self.workDirectory)
+        let devices = self.common.quick ? 40 : self.devices
+        let directory = try WorkDirectory(self.common.workDirectory)
         defer { directory.removeUnlessKept() }
         let work = directory.path
-        let store = try LaunchedService("screentime-stored", binDirectory: self.binDirectory, work: work)
+        let store = try LaunchedService("screentime-stored", binDirectory: self.common.binDirectory, work: work)
         defer { store.kill() }
-        let pairing = try LaunchedService("screentime-pairingd", binDirectory: self.binDirectory, work: work,
+        let pairing = try LaunchedService("screentime-pairingd", binDirectory: self.common.binDirectory, work: work,
                                           arguments: ["--server-address", "bench.local"])
         defer { pairing.kill() }
         let socket = work + "/pairing.sock"
@@ -89,8 +79,8 @@ struct PairingBenchmark: AsyncParsableCommand {
         figures.append(Figure(name: "whole pairing flow (3 calls), p99", value: flow.p99 / 1000, unit: "ms", target: "< 30 s with people", met: flow.p99 < 30_000_000))
         figures.append(Figure(name: "bootstrap (createFamily + enrollParent)", value: bootstrap.p50 / 1000, unit: "ms"))
         figures.append(Figure(name: "pairing.listDevices of \(devices + 1) devices", value: listTime.seconds * 1000, unit: "ms"))
-        Report.print("screentime-pairingd (\(devices) child devices\(self.quick ? ", quick mode" : ""))", figures)
-        if let json = self.json { try Report.writeJSON(figures, to: json) }
+        Report.print("screentime-pairingd (\(devices) child devices\(self.common.quick ? ", quick mode" : ""))", figures)
+        if let json = self.common.json { try Report.writeJSON(figures, to: json) }
         await parent.close()
         await admin.close()
     }

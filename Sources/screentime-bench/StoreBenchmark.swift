@@ -22,26 +22,16 @@ struct StoreBenchmark: AsyncParsableCommand {
     @Option(help: "Fetches and queries timed for the latency figures.")
     var iterations: Int = 3000
 
-    @Flag(help: "A short run that only proves the benchmark works (CI): 20,000 records, 1 s runs.")
-    var quick = false
-
-    @Option(help: ArgumentHelp("Also write the figures as JSON to this file.", valueName: "file"))
-    var json: String?
-
-    @Option(name: .customLong("work-dir"), help: "Where the databases go (kept afterwards); default a temporary directory, removed. Put it on the disk you will run on.")
-    var workDirectory: String?
-
-    @Option(name: .customLong("bin-dir"), help: "Where screentime-stored is (default: beside this executable).")
-    var binDirectory: String?
+    @OptionGroup var common: CommonOptions
 
     func run() async throws {
-        let records = self.quick ? 20_000 : self.records
-        let seconds = self.quick ? 1 : self.seconds
-        let iterations = self.quick ? 300 : self.iterations
-        let directory = try WorkDirectory(self.workDirectory)
+        let records = self.common.quick ? 20_000 : self.records
+        let seconds = self.common.quick ? 1 : self.seconds
+        let iterations = self.common.quick ? 300 : self.iterations
+        let directory = try WorkDirectory(self.common.workDirectory)
         defer { directory.removeUnlessKept() }
         let work = directory.path
-        let store = try LaunchedService("screentime-stored", binDirectory: self.binDirectory, work: work)
+        let store = try LaunchedService("screentime-stored", binDirectory: self.common.binDirectory, work: work)
         defer { store.kill() }
         let socket = work + "/store.sock"
         let admin = RPCClient(configuration: ClientConfiguration(socketPath: socket, callTimeout: .seconds(120), connectTimeout: .seconds(10)))
@@ -147,8 +137,8 @@ struct StoreBenchmark: AsyncParsableCommand {
         figures.append(Figure(name: "store.zoneChanges, whole zone", value: Double(seen) / pageTime.seconds,
                               unit: "records/s"))
 
-        Report.print("screentime-stored (\(records) records, \(Report.format(seconds)) s write runs\(self.quick ? ", quick mode" : ""))", figures)
-        if let json = self.json { try Report.writeJSON(figures, to: json) }
+        Report.print("screentime-stored (\(records) records, \(Report.format(seconds)) s write runs\(self.common.quick ? ", quick mode" : ""))", figures)
+        if let json = self.common.json { try Report.writeJSON(figures, to: json) }
         await reader.close()
         await admin.close()
     }

@@ -181,16 +181,18 @@ struct Pairing: Sendable {
         guard Date() < info.expiresAt.addingTimeInterval(self.settings.confirmationGrace.seconds) else {
             throw RPCError(.conflict, "invitation \(params.invitationId) was accepted too long ago to confirm; reject it and invite again")
         }
-        // A parent may have revoked the device meanwhile: confirming must not bring it back.
-        guard try await self.store.credential(parent.family, deviceId: deviceId)?.status == .pending else {
+        // Decide first: of a confirm and a reject racing (two parents), exactly one wins.
+        try await self.decide(parent.family, invitation, "confirmed")
+        do {
+            // A parent may have revoked the device meanwhile: confirming must not bring it back.
+            try await self.store.setCredential(parent.family, deviceId: deviceId, .active, ifStatus: .pending)
+        } catch let error as RPCError where error.code == .conflict {
             throw RPCError(.conflict, "device \(deviceId) is no longer waiting for confirmation (it was revoked); invite it again")
         }
-        try await self.store.setCredential(parent.family, deviceId: deviceId, .active)
         try await self.store.save(parent.family, zone: info.zone, [
             RecordSave(recordType: "MonitoringSession", recordName: Names.session, fields: ["status": "active"]),
             RecordSave(recordType: "RegisteredDevice", recordName: Names.device(deviceId), fields: ["isActive": true]),
         ], policy: .changedKeys)
-        try await self.setStatus(parent.family, invitation, "confirmed")
         try await self.store.audit(parent.family, actor: "device:\(parent.deviceId)", parentDeviceId: parent.deviceId, action: "device.confirm", target: deviceId)
         self.logger.notice("pairing confirmed", metadata: ["family": "\(parent.family)", "invitation_id": "\(params.invitationId)", "device_id": "\(deviceId)"])
         var confirmed = info
@@ -205,6 +207,7 @@ struct Pairing: Sendable {
         guard [.open, .accepted, .expired].contains(info.status) else {
             throw RPCError(.conflict, "invitation \(params.invitationId) is \(info.status.rawValue) already")
         }
+        try await self.decide(parent.family, invitation, "rejected")
         if let deviceId = info.deviceId {
             try await self.cutOff(parent.family, deviceId: deviceId, zone: info.zone)
         } else {
@@ -212,7 +215,6 @@ struct Pairing: Sendable {
                 RecordSave(recordType: "MonitoringSession", recordName: Names.session, fields: ["status": "revoked"]),
             ], policy: .changedKeys)
         }
-        try await self.setStatus(parent.family, invitation, "rejected")
         try await self.store.audit(parent.family, actor: "device:\(parent.deviceId)", parentDeviceId: parent.deviceId, action: "invitation.reject",
                                    target: info.deviceId ?? params.invitationId)
         self.logger.notice("pairing rejected", metadata: ["family": "\(parent.family)", "invitation_id": "\(params.invitationId)", "device_id": "\(info.deviceId ?? "")"])
@@ -360,10 +362,15 @@ struct Pairing: Sendable {
                    fields: invitation.fields.merging(changes) { _, new in new }, changeTag: invitation.changeTag)
     }
 
-    private func setStatus(_ family: String, _ invitation: Record, _ status: String) async throws {
-        try await self.store.save(family, zone: PairingStore.zone, [
-            RecordSave(recordType: "PairingInvitation", recordName: invitation.recordName, fields: ["status": .string(status)]),
-        ], policy: .changedKeys)
+    /// Sets a confirmed or rejected invitation's status, only if nobody decided it since it
+    /// was read; the loser of a race gets `conflict`.
+    private func decide(_ family: String, _ invitation: Record, _ status: String) async throws {
+        do {
+            try await self.store.save(family, zone: PairingStore.zone, [Self.update(invitation, ["status": .string(status)])])
+        } catch let error as RPCError where error.code == .conflict {
+            throw RPCError(.conflict, "invitation \(invitation.recordName) was confirmed or rejected meanwhile; see pairing.invitationStatus",
+                           data: ["invitationId": .string(invitation.recordName)])
+        }
     }
 
     /// A device may hold one live credential per family: re-pairing needs a revocation first.

@@ -80,8 +80,8 @@ struct PairingStore: Sendable {
         return DeviceCredential(family: family, deviceId: deviceId, role: role, status: info.status, token: token)
     }
 
-    func setCredential(_ family: String, deviceId: String, _ status: CredentialStatus) async throws {
-        _ = try await self.client.call(StoreMethods.updateCredential, UpdateCredentialParams(family: family, deviceId: deviceId, status: status))
+    func setCredential(_ family: String, deviceId: String, _ status: CredentialStatus, ifStatus: CredentialStatus? = nil) async throws {
+        _ = try await self.client.call(StoreMethods.updateCredential, UpdateCredentialParams(family: family, deviceId: deviceId, status: status, ifStatus: ifStatus))
     }
 
     /// An AuditEntry in the family's default zone: who did what to what, when.

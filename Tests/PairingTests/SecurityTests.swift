@@ -84,6 +84,25 @@ struct SecurityTests {
         #expect(outcomes.filter { $0 }.count == 1)
     }
 
+    @Test("a confirm and a reject racing (two parents): exactly one wins, and the credential agrees with it")
+    func confirmRejectRace() async throws {
+        let harness = try await PairingHarness.start()
+        defer { harness.stopNow() }
+        let family = try await Bootstrapped.make(harness)
+        for round in 0..<4 {
+            let child = try await family.pairChild(harness, child: "c\(round)", device: "d\(round)", confirm: false)
+            let id = InvitationParams(invitationId: child.invitation.invitationId)
+            async let confirmed = try? family.parent.call(PairingMethods.confirm, id)
+            async let rejected = try? harness.pairingClient(token: family.parentCredential.token).call(PairingMethods.reject, id)
+            let (confirm, reject) = await (confirmed, rejected)
+            #expect((confirm != nil) != (reject != nil), "round \(round): exactly one decision wins")
+            let status = try await family.parent.call(PairingMethods.invitationStatus, id).status
+            let device = try await family.parent.call(PairingMethods.listDevices, Empty()).devices.first { $0.deviceId == "d\(round)" }
+            #expect(status == (confirm != nil ? .confirmed : .rejected))
+            #expect(device?.status == (confirm != nil ? .active : .revoked), "round \(round): the credential follows the decision")
+        }
+    }
+
     @Test("an expired invitation cannot be accepted, and says so to its parent")
     func expiry() async throws {
         let harness = try await PairingHarness.start()

@@ -114,6 +114,13 @@ struct AccessTests {
         #expect(one.credentials.map(\.deviceId) == ["c1"] && one.credentials.first?.status == .revoked)
         let none = try await family.admin.call(StoreMethods.listCredentials, ListCredentialsParams(family: FamilyFixture.family, deviceId: "nobody"))
         #expect(none.credentials.isEmpty)
+        // A conditional change from a status the credential no longer has is refused.
+        let stale = await expectError(.conflict) {
+            _ = try await family.admin.call(StoreMethods.updateCredential, UpdateCredentialParams(
+                family: FamilyFixture.family, deviceId: "c1", status: .active, ifStatus: .pending))
+        }
+        #expect(stale?.message == "device c1's credential is revoked, not pending")
+        await expectError(.unauthorized) { _ = try await family.child1.call(StoreMethods.whoami, Empty()) }
     }
 
     @Test("unknown tokens, other families, internal zones and local-only methods are refused")

@@ -124,6 +124,13 @@ enum CredentialOperations {
     }
 
     static func update(_ params: UpdateCredentialParams, now: Int64, _ db: Database) throws -> CredentialInfo {
+        if let expected = params.ifStatus {
+            let current = try find(family: params.family, deviceId: params.deviceId, db)
+            guard current.status == expected else {
+                throw RPCError(.conflict, "device \(params.deviceId)'s credential is \(current.status.rawValue), not \(expected.rawValue)",
+                               data: ["deviceId": .string(params.deviceId), "status": .string(current.status.rawValue)])
+            }
+        }
         try db.execute(cached: "UPDATE credentials SET status = ?, updated_at = ? WHERE family = ? AND device_id = ?",
             arguments: [params.status.rawValue, now, params.family, params.deviceId])
         return try find(family: params.family, deviceId: params.deviceId, db)
