@@ -139,6 +139,27 @@ struct SecurityTests {
         _ = try await jones.pairChild(harness, child: "ann", device: "ann-ipad")
     }
 
+    @Test("wrong attempts are rate limited in total: guesses spread over families still hit the limit")
+    func totalRateLimit() async throws {
+        let harness = try await PairingHarness.start(pairingArguments: ["--max-failures", "4"])
+        defer { harness.stopNow() }
+        let anyone = harness.pairingClient()
+        for family in ["a", "b", "c", "d"] { _ = try await Bootstrapped.make(harness, family: family, parentDevice: "\(family)-phone") }
+        let untouched = try await Bootstrapped.make(harness, family: "e", parentDevice: "e-phone")
+        let invitation = try await untouched.parent.call(PairingMethods.createInvitation, CreateInvitationParams(childId: "emma"))
+        for family in ["a", "b", "c", "d"] {
+            await expectError(.invitationInvalid) {
+                _ = try await anyone.call(PairingMethods.acceptInvitation, AcceptInvitationParams(
+                    family: family, invitationId: "0123456789abcdef", secret: "guess", deviceId: "x", deviceName: "X"))
+            }
+        }
+        // Family e saw no wrong attempt, but the server as a whole has had enough.
+        await expectError(.limitExceeded) {
+            _ = try await anyone.call(PairingMethods.acceptInvitation, AcceptInvitationParams(
+                family: "e", invitationId: invitation.invitationId, secret: invitation.secret, deviceId: "emma-ipad", deviceName: "iPad"))
+        }
+    }
+
     @Test("the service keeps only hashes: no secret or token is in the store's records")
     func onlyHashes() async throws {
         let harness = try await PairingHarness.start()
