@@ -121,6 +121,7 @@ let package = Package(
                 "ServiceKit",
                 "RPCCore",
                 "RPCServer",
+                "RPCClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

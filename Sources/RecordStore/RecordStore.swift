@@ -31,6 +31,8 @@ public final class RecordStore: Sendable {
     let startedAt = Date()
     /// When each device last made a request, in memory: noting it must not cost a write.
     private let lastSeen = Mutex<[DeviceKey: Date]>([:])
+    /// Named `store.watch` streams following right now, by watcher name.
+    private let followers = Mutex<[String: Int]>([:])
 
     private struct DeviceKey: Hashable {
         var family: String
@@ -189,8 +191,19 @@ public final class RecordStore: Sendable {
             }
         }
         try self.read(auth) { principal, _ in try AccessControl.requireLocal(principal, StoreMethods.watch.name) }
+        if let watcher = params.watcher {
+            guard Names.isValidIdentifier(watcher) else { throw RPCError.invalidParams("params.watcher", "must be 1 to 255 bytes without control characters") }
+        }
         let (wakeups, stop) = self.notifier.subscribe()
         defer { stop() }
+        if let watcher = params.watcher, params.follow != false {
+            self.followers.withLock { $0[watcher, default: 0] += 1 }
+        }
+        defer {
+            if let watcher = params.watcher, params.follow != false {
+                self.followers.withLock { $0[watcher, default: 1] -= 1 }
+            }
+        }
         var iterator = wakeups.makeAsyncIterator()
         let pageSize = 256
         while true {
@@ -210,6 +223,17 @@ public final class RecordStore: Sendable {
             if self.notifier.head > cursor { continue }
             guard await iterator.next() != nil else { throw CancellationError() }
         }
+    }
+
+    /// Whether a `store.watch` stream named `watcher` is following now.
+    public func isFollowed(by watcher: String) -> Bool {
+        self.followers.withLock { ($0[watcher] ?? 0) > 0 }
+    }
+
+    /// The sequence number of each commit (the newest when several come together), for
+    /// whoever must react to commits inside the store process; `cancel` ends the stream.
+    public func commits() -> (stream: AsyncStream<Int64>, cancel: @Sendable () -> Void) {
+        self.notifier.subscribe()
     }
 
     // MARK: Shares

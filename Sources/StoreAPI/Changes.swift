@@ -78,18 +78,22 @@ public struct WatchParams: Codable, Sendable, Hashable {
     /// Default true: after catching up, wait for new changes. False: end once caught up.
     public var follow: Bool?
     /// Default true: saves carry the record as it is now (omitted when a later change
-    /// superseded it; that change follows).
+    /// superseded it; that change follows), deletions the fields the record held.
     public var includeRecords: Bool?
+    /// Who is watching (e.g. `push`): while a watcher of that name follows, the store does
+    /// not wake its service on commits (see the store's `--wake`).
+    public var watcher: String?
 
     public init(
         after: Int64? = nil, recordTypes: [String]? = nil, families: [String]? = nil, follow: Bool? = nil,
-        includeRecords: Bool? = nil
+        includeRecords: Bool? = nil, watcher: String? = nil
     ) {
         self.after = after
         self.recordTypes = recordTypes
         self.families = families
         self.follow = follow
         self.includeRecords = includeRecords
+        self.watcher = watcher
     }
 }
 
@@ -114,10 +118,15 @@ public struct ChangeEvent: Codable, Sendable, Hashable {
     /// For `recordSaved`, unless superseded or `includeRecords` is false.
     public var record: Record?
     public var at: Date
+    /// For `recordSaved`: true when the save created the record (or brought a deleted one
+    /// back), false when it changed an existing one.
+    public var created: Bool?
+    /// For `recordDeleted` (unless `includeRecords` is false): the fields the record held.
+    public var deletedFields: [String: JSONValue]?
 
     public init(
         seq: Int64, family: String, zone: String, kind: ChangeKind, recordType: String?, recordName: String?,
-        changeTag: String?, record: Record?, at: Date
+        changeTag: String?, record: Record?, at: Date, created: Bool? = nil, deletedFields: [String: JSONValue]? = nil
     ) {
         self.seq = seq
         self.family = family
@@ -128,6 +137,8 @@ public struct ChangeEvent: Codable, Sendable, Hashable {
         self.changeTag = changeTag
         self.record = record
         self.at = at
+        self.created = created
+        self.deletedFields = deletedFields
     }
 }
 

@@ -30,6 +30,12 @@ struct StoreService: AsyncParsableCommand {
     @Option(name: .customLong("purge-interval"), help: ArgumentHelp("How often purging runs, in seconds.", valueName: "seconds"))
     var purgeIntervalSeconds: Double = 3600
 
+    @Option(name: .customLong("wake"), help: ArgumentHelp(
+        "A service to wake on commits while it is not following store.watch, as NAME=SOCKET (repeatable; none to wake nobody).",
+        discussion: "Default: push=<runtime-dir>/push.sock and aggregator=<runtime-dir>/aggregator.sock; a socket that does not exist is skipped.",
+        valueName: "name=socket"))
+    var wake: [String] = []
+
     @Option(name: .customLong("schema-version"), help: .hidden)
     var schemaVersion: Int?
 
@@ -40,6 +46,9 @@ struct StoreService: AsyncParsableCommand {
         guard self.purgeIntervalSeconds > 0, self.purgeIntervalSeconds <= RecordStore.maximumGraceSeconds else {
             throw ValidationError("--purge-interval must be a positive number of seconds, at most \(Int(RecordStore.maximumGraceSeconds))")
         }
+        for argument in self.wake where argument != "none" && Waker.Target(argument: argument) == nil {
+            throw ValidationError("--wake takes NAME=/absolute/socket/path or none, not \(argument)")
+        }
     }
 
     func run() async throws {
@@ -47,9 +56,15 @@ struct StoreService: AsyncParsableCommand {
         let interval = Duration.milliseconds(Int64(self.purgeIntervalSeconds * 1000))
         let schemaVersion = self.schemaVersion
         let store = StoreBox()
+        let wake = self.wake
         try await ServiceMain.run(
             service: "store", identifier: "screentime-stored", version: storeVersion, options: self.options,
-            background: { _ in [PeriodicPurge(store: store, interval: interval)] },
+            background: { environment in
+                let targets = wake.isEmpty
+                    ? ["push", "aggregator"].map { Waker.Target(name: $0, socketPath: environment.paths.socketPath(for: $0)) }
+                    : wake.compactMap(Waker.Target.init(argument:))
+                return [PeriodicPurge(store: store, interval: interval), Waker(store: store, targets: targets, logger: environment.logger)]
+            },
             methods: { environment in
                 let opened = try RecordStore(
                     configuration: .init(stateDirectory: environment.paths.stateDirectory, tombstoneGrace: grace, schemaVersion: schemaVersion),

@@ -150,6 +150,47 @@ struct ChangeFeedTests {
         #expect(rest.events.first!.seq > first.end.lastSeq)
     }
 
+    @Test("store.watch tells a creation from an update, and what a deleted record held")
+    func watchDetails() async throws {
+        let store = try await StoreHarness.start()
+        defer { store.stopNow() }
+        let family = try await FamilyFixture.setUp(store)
+        let head = try await Self.watchAll(family.admin, WatchParams(follow: false)).end.lastSeq
+        let writer = store.client(token: FamilyFixture.child1Token)
+        try await writer.save([Make.usage("u1", start: Self.base, seconds: 5)], zone: FamilyFixture.zone1)
+        try await writer.save([Make.usage("u1", start: Self.base, seconds: 9)], zone: FamilyFixture.zone1, policy: .allKeys)
+        _ = try await writer.call(StoreMethods.modify, ModifyParams(family: FamilyFixture.family, zone: FamilyFixture.zone1, deletes: [RecordDelete(recordName: "u1")]))
+        try await writer.save([Make.usage("u1", start: Self.base, seconds: 3)], zone: FamilyFixture.zone1)
+        let events = try await Self.watchAll(store.client(), WatchParams(after: head, recordTypes: ["UsageRecord"], follow: false)).events
+        #expect(events.map(\.kind) == [.recordSaved, .recordSaved, .recordDeleted, .recordSaved])
+        #expect(events.map(\.created) == [true, false, nil, true], "a record deleted and saved again is created anew")
+        #expect(events[2].deletedFields?["totalSeconds"] == .int(9))
+        #expect(events[0].deletedFields == nil)
+        let bare = try await Self.watchAll(store.client(), WatchParams(after: head, recordTypes: ["UsageRecord"], follow: false, includeRecords: false)).events
+        #expect(bare[2].deletedFields == nil && bare[0].created == true)
+    }
+
+    @Test("the store wakes a named watcher's socket on commits while it does not follow, and leaves it alone while it does")
+    func wakesWatchers() async throws {
+        let directory = TemporaryDirectory()
+        let push = try Activator(path: directory.file("push.sock"))
+        let store = try await ServiceProcess.start("screentime-stored", service: "store", in: directory, stateDirectory: directory.file("state"))
+        defer { store.stopNow() }
+        let admin = RPCClient(configuration: ClientConfiguration(socketPath: store.socketPath))
+        _ = try await admin.call(StoreMethods.createFamily, CreateFamilyParams(family: "fam"))
+        #expect(push.hasPendingConnection(timeout: .seconds(5)), "a commit with nobody following wakes push.sock")
+        let woken = accept(push.listenFD, nil, nil)
+        close(woken)
+
+        let following = Task {
+            for try await _ in admin.stream(StoreMethods.watch, WatchParams(watcher: "push")) {}
+        }
+        defer { following.cancel() }
+        try await Task.sleep(for: .milliseconds(1200))  // past the one-second spacing of wake-ups
+        _ = try await admin.call(StoreMethods.createZone, ZoneParams(family: "fam", zone: "z1"))
+        #expect(!push.hasPendingConnection(timeout: .milliseconds(800)), "push follows: no wake-up")
+    }
+
     @Test("a following watch sees a new commit at once; a device may not watch")
     func watchFollows() async throws {
         let store = try await StoreHarness.start()

@@ -153,10 +153,11 @@ enum DerivedRows {
 enum ChangeLog {
     @discardableResult
     static func append(
-        _ db: Database, zone: ZoneRow, kind: ChangeKind, recordType: String? = nil, recordName: String? = nil, at now: Int64
+        _ db: Database, zone: ZoneRow, kind: ChangeKind, recordType: String? = nil, recordName: String? = nil,
+        created: Bool? = nil, oldFields: String? = nil, at now: Int64
     ) throws -> Int64 {
-        try db.execute(cached: "INSERT INTO changes(family, zone, kind, record_type, record_name, at) VALUES (?, ?, ?, ?, ?, ?)",
-            arguments: [zone.family, zone.name, kind.rawValue, recordType, recordName, now])
+        try db.execute(cached: "INSERT INTO changes(family, zone, kind, record_type, record_name, created, old_fields, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            arguments: [zone.family, zone.name, kind.rawValue, recordType, recordName, created, oldFields, now])
         let seq = db.lastInsertedRowID
         try db.execute(cached: "UPDATE zones SET change_seq = ? WHERE id = ?", arguments: [seq, zone.id])
         return seq

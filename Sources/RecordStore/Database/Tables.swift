@@ -124,5 +124,13 @@ enum Tables {
                 ) WITHOUT ROWID;
                 """)
         }
+        // store.watch tells creations from updates, and what a deleted record held, so that
+        // subscriptions with filters can fire on both.
+        migrator.registerMigration("tables-v2") { db in
+            try db.execute(sql: """
+                ALTER TABLE changes ADD COLUMN created INTEGER;
+                ALTER TABLE changes ADD COLUMN old_fields TEXT;
+                """)
+        }
     }
 }

@@ -135,7 +135,7 @@ enum WatchReader {
 
     static func page(after: Int64, params: WatchParams, limit: Int, _ db: Database) throws -> Page {
         let includeRecords = params.includeRecords ?? true
-        var sql = "SELECT c.seq, c.family, c.zone, c.kind, c.record_type, c.record_name, c.at"
+        var sql = "SELECT c.seq, c.family, c.zone, c.kind, c.record_type, c.record_name, c.at, c.created, c.old_fields"
         if includeRecords { sql += ", \(StoredRecord.columns)" }
         sql += " FROM changes c"
         if includeRecords {
@@ -164,12 +164,15 @@ enum WatchReader {
             let kind = ChangeKind(rawValue: row[3]) ?? .recordSaved
             let recordName: String? = row[5]
             var record: Record?
-            if includeRecords, kind == .recordSaved, (row[7] as Int64?) != nil {
-                record = try StoredRecord(row, offset: 7).record(zone: zone)
+            if includeRecords, kind == .recordSaved, (row[9] as Int64?) != nil {
+                record = try StoredRecord(row, offset: 9).record(zone: zone)
             }
+            let oldFields: String? = includeRecords ? row[8] : nil
             events.append(ChangeEvent(
                 seq: seq, family: row[1], zone: zone, kind: kind, recordType: row[4], recordName: recordName,
-                changeTag: recordName != nil ? ChangeLog.changeTag(seq) : nil, record: record, at: Millis.date(row[6])))
+                changeTag: recordName != nil ? ChangeLog.changeTag(seq) : nil, record: record, at: Millis.date(row[6]),
+                created: kind == .recordSaved ? (row[7] as Bool?) : nil,
+                deletedFields: try oldFields.map(FieldsCoding.decode)))
         }
         let scanned = rows.count == limit ? (events.last?.seq ?? after) : max(head, after)
         return Page(events: events, scannedThrough: scanned)

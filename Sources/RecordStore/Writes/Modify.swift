@@ -174,7 +174,8 @@ struct ModifyOperation: Sendable {
             try AccessControl.checkChildSave(device, type: type, existing: before, merged: merged)
         }
 
-        let seq = try ChangeLog.append(db, zone: zone, kind: .recordSaved, recordType: type.name, recordName: save.recordName, at: self.now)
+        let seq = try ChangeLog.append(db, zone: zone, kind: .recordSaved, recordType: type.name, recordName: save.recordName,
+                                       created: live == nil, at: self.now)
         let tag = ChangeLog.changeTag(seq)
         let text = try FieldsCoding.encode(merged)
         let recordID: Int64
@@ -228,7 +229,8 @@ struct ModifyOperation: Sendable {
 /// Deletion: a tombstone that change feeds report until it is purged.
 enum Tombstones {
     static func delete(_ record: StoredRecord, in zone: ZoneRow, by principal: Principal, at now: Int64, _ db: Database) throws {
-        let seq = try ChangeLog.append(db, zone: zone, kind: .recordDeleted, recordType: record.type, recordName: record.name, at: now)
+        let seq = try ChangeLog.append(db, zone: zone, kind: .recordDeleted, recordType: record.type, recordName: record.name,
+                                       oldFields: record.fieldsText, at: now)
         try db.execute(cached: """
             UPDATE records SET deleted = 1, fields = '{}', change_tag = ?, seq = ?, modified_at = ?, modified_by = ? WHERE id = ?
             """, arguments: [ChangeLog.changeTag(seq), seq, now, principal.name, record.id])
