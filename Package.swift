@@ -12,9 +12,11 @@ let package = Package(
         .executable(name: "screentimectl", targets: ["screentimectl"]),
         .executable(name: "screentime-stored", targets: ["screentime-stored"]),
         .executable(name: "screentime-pairingd", targets: ["screentime-pairingd"]),
+        .executable(name: "screentime-pushd", targets: ["screentime-pushd"]),
         .executable(name: "screentime-bench", targets: ["screentime-bench"]),
         .library(name: "StoreAPI", targets: ["StoreAPI"]),
         .library(name: "PairingAPI", targets: ["PairingAPI"]),
+        .library(name: "PushAPI", targets: ["PushAPI"]),
         .library(name: "RPCCore", targets: ["RPCCore"]),
         .library(name: "RPCServer", targets: ["RPCServer"]),
         .library(name: "RPCClient", targets: ["RPCClient"]),
@@ -151,6 +153,28 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The push service's wire contract: subscriptions, notifications, listening, acks.
+        .target(
+            name: "PushAPI",
+            dependencies: ["RPCCore", "StoreAPI"],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "screentime-pushd",
+            dependencies: [
+                "PushAPI",
+                "StoreAPI",
+                "ServiceKit",
+                "RPCCore",
+                "RPCServer",
+                "RPCClient",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
         // libqrencode and libpng, found through pkg-config (Debian: libqrencode-dev, libpng-dev).
         .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
@@ -235,10 +259,19 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // What the tests of the services that need the whole stack share: a store, pairing
+        // (and push) in one directory, a family bootstrapped through the real flow.
+        .target(
+            name: "StackSupport",
+            dependencies: ["TestSupport", "RPCCore", "RPCClient", "StoreAPI", "PairingAPI"],
+            path: "Tests/StackSupport",
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "PairingTests",
             dependencies: [
                 "TestSupport",
+                "StackSupport",
                 "RPCCore",
                 "RPCClient",
                 "StoreAPI",
@@ -246,6 +279,21 @@ let package = Package(
                 "screentime-stored",
                 "screentime-pairingd",
                 "screentimectl",
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "PushTests",
+            dependencies: [
+                "TestSupport",
+                "StackSupport",
+                "RPCCore",
+                "RPCClient",
+                "StoreAPI",
+                "PushAPI",
+                "screentime-stored",
+                "screentime-pairingd",
+                "screentime-pushd",
             ],
             swiftSettings: strict
         ),

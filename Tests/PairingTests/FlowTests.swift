@@ -4,6 +4,7 @@ import RPCClient
 import RPCCore
 import StoreAPI
 import Testing
+import StackSupport
 import TestSupport
 
 @Suite("Pairing flows: bootstrap, invite, accept, verify, revoke")

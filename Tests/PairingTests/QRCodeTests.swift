@@ -2,6 +2,7 @@ import Foundation
 import PairingAPI
 import RPCCore
 import Testing
+import StackSupport
 import TestSupport
 
 /// `screentimectl qr` as a parent uses it: the invitation's QR code, in the terminal and as

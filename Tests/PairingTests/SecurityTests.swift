@@ -4,6 +4,7 @@ import RPCClient
 import RPCCore
 import StoreAPI
 import Testing
+import StackSupport
 import TestSupport
 
 @Suite("Pairing security: secrets, expiry, single use, lockout, rate limits, short codes")

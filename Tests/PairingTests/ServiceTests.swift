@@ -4,6 +4,7 @@ import RPCClient
 import RPCCore
 import StoreAPI
 import Testing
+import StackSupport
 import TestSupport
 
 @Suite("The pairing service as a process: activation, restarts, bad input")

@@ -1,0 +1,27 @@
+import RPCCore
+
+/// The push service's methods (`screentime-pushd`, socket `push.sock`).
+///
+/// Devices call with their credential (`auth.token`); local services (no `auth`) may
+/// send notifications with `push.notify` and list any family's subscriptions.
+public enum PushMethods {
+    public static let subscribe = MethodSpec<SubscribeParams, Subscription>(
+        "push.subscribe", summary: "Subscribes the calling device to record changes: a query (record type and filters), a zone, or the whole family.",
+        errors: [.unauthorized, .forbidden, .invalidParams, .notFound, .conflict, .limitExceeded])
+    public static let unsubscribe = MethodSpec<SubscriptionParams, UnsubscribeResult>(
+        "push.unsubscribe", summary: "Removes one of the calling device's subscriptions.",
+        errors: [.unauthorized, .notFound])
+    public static let listSubscriptions = MethodSpec<ListSubscriptionsParams, ListSubscriptionsResult>(
+        "push.listSubscriptions", summary: "The calling device's subscriptions (local services: a family's).",
+        errors: [.unauthorized, .invalidParams])
+    public static let listen = StreamSpec<ListenParams, PushNotification, ListenEnd>(
+        "push.listen", summary: "The calling device's notifications: first those queued and not acknowledged, then live ones, each with the device's next sequence number.",
+        errors: [.unauthorized, .limitExceeded])
+    public static let ack = MethodSpec<AckParams, AckResult>(
+        "push.ack", summary: "Acknowledges the calling device's notifications up to a sequence number: they leave its queue.",
+        errors: [.unauthorized, .invalidParams])
+    public static let notify = MethodSpec<NotifyParams, NotifyResult>(
+        "push.notify", summary: "Queues a notification for a device, or for every active parent of a family, and delivers it live. Local services only.",
+        errors: [.forbidden, .invalidParams, .notFound])
+
+}

@@ -1,0 +1,284 @@
+import Foundation
+import Logging
+import PushAPI
+import RPCClient
+import RPCCore
+import StoreAPI
+import Synchronization
+
+/// The `push.*` methods.
+struct Push: Sendable {
+    struct Settings: Sendable {
+        var maximumSubscriptions: Int
+        var defaultTTL: Duration
+    }
+
+    let store: RPCClient
+    let database: PushDatabase
+    let registry: SubscriptionRegistry
+    let access: AccessCache
+    let hub: Hub
+    let settings: Settings
+    let schema: SchemaCache
+    let logger: Logger
+
+    // MARK: Subscriptions
+
+    func subscribe(_ params: SubscribeParams, auth: Auth?) async throws -> Subscription {
+        let device = try await self.device(auth)
+        let subscription = try await self.validate(params, device: device)
+        // A fresh look at the shares: a subscription is refused if it asks for more than
+        // the device may read now.
+        self.access.invalidate(device.family)
+        let access = try await self.access.access(device.family)
+        switch subscription.kind {
+        case .family where device.role == .child:
+            throw RPCError(.forbidden, "a child device reads only the zones shared with it: subscribe to those zones instead of the whole family")
+        case .zone, .query:
+            if let zone = subscription.zone, !access.canRead(device.deviceId, zone: zone) {
+                throw RPCError(.forbidden, "this device may not read zone \(zone), so it cannot subscribe to it", data: ["zone": .string(zone)])
+            }
+        default:
+            break
+        }
+        try await self.database.save(subscription, limit: self.settings.maximumSubscriptions)
+        self.registry.put(subscription)
+        self.logger.info("subscribed", metadata: [
+            "family": "\(device.family)", "device_id": "\(device.deviceId)", "subscription_id": "\(subscription.subscriptionId)",
+            "kind": "\(subscription.kind.rawValue)",
+        ])
+        return subscription
+    }
+
+    func unsubscribe(_ params: SubscriptionParams, auth: Auth?) async throws -> UnsubscribeResult {
+        let device = try await self.device(auth)
+        guard try await self.database.removeSubscription(family: device.family, deviceId: device.deviceId, id: params.subscriptionId) else {
+            throw RPCError(.notFound, "this device has no subscription \(params.subscriptionId)", data: ["subscriptionId": .string(params.subscriptionId)])
+        }
+        self.registry.remove([.init(family: device.family, deviceId: device.deviceId, id: params.subscriptionId)])
+        return UnsubscribeResult(subscriptionId: params.subscriptionId)
+    }
+
+    func listSubscriptions(_ params: ListSubscriptionsParams, auth: Auth?) async throws -> ListSubscriptionsResult {
+        guard auth != nil else {
+            guard let family = params.family else {
+                throw RPCError.invalidParams("params.family", "is required for a local service: whose subscriptions?")
+            }
+            return ListSubscriptionsResult(subscriptions: self.registry.family(family))
+        }
+        let device = try await self.device(auth)
+        return ListSubscriptionsResult(subscriptions: self.registry.device(device.family, device.deviceId))
+    }
+
+    // MARK: Delivery
+
+    func listen(_ params: ListenParams, auth: Auth?, send: @Sendable (PushNotification) async throws -> Void) async throws -> ListenEnd {
+        let device = try await self.device(auth)
+        if let after = params.after, after < 0 { throw RPCError.invalidParams("params.after", "must not be negative") }
+        let key = Hub.DeviceKey(family: device.family, deviceId: device.deviceId)
+        // Listen first, then read the backlog: nothing queued in between is missed.
+        let (live, listener, unregister) = self.hub.register(key)
+        defer { unregister() }
+        self.logger.debug("listening", metadata: ["family": "\(device.family)", "device_id": "\(device.deviceId)"])
+        var last = max(params.after ?? 0, try self.database.acked(family: device.family, deviceId: device.deviceId))
+        while true {
+            let page = try self.database.pending(family: device.family, deviceId: device.deviceId, after: last, limit: 500, now: Date())
+            for notification in page {
+                try await send(notification)
+                last = notification.seq
+            }
+            if page.count < 500 { break }
+        }
+        for await notification in live where notification.seq > last {
+            guard notification.expiresAt > Date() else { continue }
+            try await send(notification)
+            last = notification.seq
+        }
+        switch listener.ending.withLock({ $0 }) {
+        case .fellBehind:
+            throw RPCError(.limitExceeded, "this listener fell \(self.hub.capacity) notifications behind and was cut off; listen again to resume after your last acknowledgement",
+                           data: ["lastSeq": .int(last)])
+        case .revoked:
+            throw RPCError(.unauthorized, "this device's credential was revoked")
+        case .shutdown, nil:
+            return ListenEnd(lastSeq: last)
+        }
+    }
+
+    func ack(_ params: AckParams, auth: Auth?) async throws -> AckResult {
+        let device = try await self.device(auth)
+        guard params.upTo >= 0 else { throw RPCError.invalidParams("params.upTo", "must not be negative") }
+        return try await self.database.ack(family: device.family, deviceId: device.deviceId, upTo: params.upTo)
+    }
+
+    func notify(_ params: NotifyParams, auth: Auth?) async throws -> NotifyResult {
+        guard auth == nil else { throw RPCError(.forbidden, "push.notify is for local services only") }
+        try Check.identifier("params.family", params.family)
+        guard (params.deviceId != nil) != (params.parents == true) else {
+            throw RPCError.invalidParams("params", "give exactly one of deviceId and parents: true")
+        }
+        guard params.alert != nil || params.data != nil else {
+            throw RPCError.invalidParams("params", "a notification needs an alert, data, or both")
+        }
+        try Check.notification(alert: params.alert, collapseKey: params.collapseKey, ttlSeconds: params.ttlSeconds, path: "params")
+        let access = try await self.access.access(params.family)
+        let targets: [String]
+        if let deviceId = params.deviceId {
+            try Check.identifier("params.deviceId", deviceId)
+            guard access.credentials[deviceId].map({ $0.status != .revoked }) == true else {
+                throw RPCError(.notFound, "family \(params.family) has no active device \(deviceId)", data: ["deviceId": .string(deviceId)])
+            }
+            targets = [deviceId]
+        } else {
+            targets = access.activeParents
+        }
+        let now = Date()
+        let ttl = params.ttlSeconds.map { Duration.milliseconds(Int64($0 * 1000)) } ?? self.settings.defaultTTL
+        let drafts = targets.map { deviceId in
+            PushDatabase.Draft(family: params.family, deviceId: deviceId, notification: PushNotification(
+                seq: 0, family: params.family, reason: .message, alert: params.alert, fields: params.data, collapseKey: params.collapseKey,
+                priority: params.priority ?? .normal, createdAt: now, expiresAt: now.addingTimeInterval(ttl.seconds)))
+        }
+        let queued = try await self.database.enqueue(drafts)
+        for item in queued { self.hub.deliver(item.notification, to: .init(family: params.family, deviceId: item.deviceId)) }
+        self.logger.info("notification sent", metadata: ["family": "\(params.family)", "devices": "\(queued.map(\.deviceId))"])
+        return NotifyResult(queued: queued.map { QueuedNotification(deviceId: $0.deviceId, seq: $0.notification.seq) })
+    }
+
+    // MARK: Callers
+
+    struct Device: Sendable {
+        var family: String
+        var deviceId: String
+        var role: DeviceRole
+    }
+
+    /// The calling device, as the store knows it; `unauthorized` for a revoked or unknown one.
+    private func device(_ auth: Auth?) async throws -> Device {
+        guard let auth else { throw RPCError(.unauthorized, "this method acts for a device: send its credential as auth.token") }
+        let who = try await self.store.call(StoreMethods.whoami, Empty(), actingFor: auth)
+        guard let family = who.family, let deviceId = who.deviceId, let role = who.role else {
+            throw RPCError(.unauthorized, "this method acts for a device: send its credential as auth.token")
+        }
+        return Device(family: family, deviceId: deviceId, role: role)
+    }
+
+    // MARK: Checks
+
+    private func validate(_ params: SubscribeParams, device: Device) async throws -> Subscription {
+        let id = params.subscriptionId ?? UUID().uuidString.lowercased()
+        try Check.name("params.subscriptionId", id)
+        var filters: [QueryFilter] = []
+        var firesOn: [FireOn] = []
+        switch params.kind {
+        case .query:
+            guard let type = params.recordType else { throw RPCError.invalidParams("params.recordType", "is required for a query subscription") }
+            let info = try await self.schema.recordType(type, store: self.store)
+            filters = params.filters ?? []
+            guard filters.count <= 16 else { throw RPCError.invalidParams("params.filters", "at most 16 filters") }
+            for (index, filter) in filters.enumerated() {
+                try Check.filter(filter, of: info, path: "params.filters[\(index)]")
+            }
+            for (index, key) in (params.notification?.includeKeys ?? []).enumerated() where !info.fields.contains(where: { $0.name == key }) {
+                throw RPCError.invalidParams("params.notification.includeKeys[\(index)]", "\(type) has no field \(key)")
+            }
+            firesOn = Array(Set(params.firesOn ?? FireOn.allCases)).sorted { $0.rawValue < $1.rawValue }
+            guard !firesOn.isEmpty else { throw RPCError.invalidParams("params.firesOn", "must name at least one of create, update, delete") }
+        case .zone:
+            guard params.zone != nil else { throw RPCError.invalidParams("params.zone", "is required for a zone subscription") }
+            try Check.onlyForQuery(params)
+        case .family:
+            guard params.zone == nil else { throw RPCError.invalidParams("params.zone", "a family subscription covers every zone; leave zone out") }
+            try Check.onlyForQuery(params)
+        }
+        if let zone = params.zone { try Check.zone("params.zone", zone) }
+        let spec = params.notification ?? NotificationSpec()
+        try Check.notification(alert: spec.alert, collapseKey: spec.collapseKey, ttlSeconds: spec.ttlSeconds, path: "params.notification")
+        return Subscription(
+            subscriptionId: id, family: device.family, deviceId: device.deviceId, kind: params.kind, zone: params.zone,
+            recordType: params.kind == .query ? params.recordType : nil, filters: filters, firesOn: firesOn,
+            firesOnce: params.firesOnce ?? false, notification: spec, createdAt: Date())
+    }
+}
+
+/// The store's record types, read once (they change only when the store is upgraded,
+/// which restarts the services that follow it).
+final class SchemaCache: Sendable {
+    private let types = Mutex<[String: RecordTypeInfo]?>(nil)
+
+    func recordType(_ name: String, store: RPCClient) async throws -> RecordTypeInfo {
+        if self.types.withLock({ $0 }) == nil {
+            let schema = try await store.call(StoreMethods.schema, Empty())
+            self.types.withLock { $0 = Dictionary(schema.recordTypes.map { ($0.name, $0) }) { _, new in new } }
+        }
+        guard let info = self.types.withLock({ $0?[name] }) else {
+            let known = self.types.withLock { $0?.keys.sorted() ?? [] }
+            throw RPCError.invalidParams("params.recordType", "unknown record type \(name); the store has \(known.joined(separator: ", "))")
+        }
+        return info
+    }
+}
+
+/// Parameter checks with errors naming the parameter.
+enum Check {
+    static func identifier(_ path: String, _ value: String) throws {
+        guard !value.isEmpty, value.utf8.count <= 255, !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw RPCError.invalidParams(path, "must be 1 to 255 bytes without control characters")
+        }
+    }
+
+    static func name(_ path: String, _ value: String) throws {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+        guard (1...128).contains(value.count), value.allSatisfy(allowed.contains) else {
+            throw RPCError.invalidParams(path, "must be 1 to 128 letters, digits, '-', '_' or '.'")
+        }
+    }
+
+    static func zone(_ path: String, _ value: String) throws {
+        try self.name(path, value)
+        guard !value.hasPrefix("_") else { throw RPCError(.forbidden, "\(value) is an internal zone of the services; nobody subscribes to it") }
+    }
+
+    static func onlyForQuery(_ params: SubscribeParams) throws {
+        if params.recordType != nil { throw RPCError.invalidParams("params.recordType", "only query subscriptions take a record type") }
+        if params.filters != nil { throw RPCError.invalidParams("params.filters", "only query subscriptions take filters") }
+        if params.firesOn != nil { throw RPCError.invalidParams("params.firesOn", "only query subscriptions take firesOn") }
+        if params.notification?.includeKeys != nil {
+            throw RPCError.invalidParams("params.notification.includeKeys", "only query subscriptions carry record fields")
+        }
+    }
+
+    static func notification(alert: Alert?, collapseKey: String?, ttlSeconds: Double?, path: String) throws {
+        if let alert, alert.title.isEmpty || alert.title.count > 200 || (alert.body?.count ?? 0) > 2000 {
+            throw RPCError.invalidParams("\(path).alert", "needs a title of 1 to 200 characters and a body of at most 2000")
+        }
+        if let collapseKey, collapseKey.isEmpty || collapseKey.utf8.count > 128 {
+            throw RPCError.invalidParams("\(path).collapseKey", "must be 1 to 128 bytes")
+        }
+        if let ttlSeconds, !(1...30 * 86_400).contains(ttlSeconds) {
+            throw RPCError.invalidParams("\(path).ttlSeconds", "must be between 1 second and 30 days")
+        }
+    }
+
+    static func filter(_ filter: QueryFilter, of type: RecordTypeInfo, path: String) throws {
+        guard let field = type.fields.first(where: { $0.name == filter.field }) else {
+            throw RPCError.invalidParams("\(path).field", "\(type.name) has no field \(filter.field); it has \(type.fields.map(\.name).joined(separator: ", "))")
+        }
+        let isList = field.type.rawValue.hasSuffix("List")
+        if isList != (filter.op == .contains) {
+            throw RPCError.invalidParams("\(path).op", isList ? "\(field.name) is a list: filter it with contains" : "contains applies to list fields; \(field.name) is a \(field.type.rawValue)")
+        }
+        switch filter.op {
+        case .in:
+            guard case .array(let values) = filter.value, (1...100).contains(values.count) else {
+                throw RPCError.invalidParams("\(path).value", "must be a list of 1 to 100 values for in")
+            }
+        case .beginsWith:
+            guard case .string(let prefix) = filter.value, !prefix.isEmpty else {
+                throw RPCError.invalidParams("\(path).value", "must be a non-empty string for beginsWith")
+            }
+        default:
+            if filter.value == .null { throw RPCError.invalidParams("\(path).value", "is required") }
+        }
+    }
+}

@@ -1,0 +1,18 @@
+import PushAPI
+import RPCServer
+
+/// Binds each `push.*` method to its implementation.
+enum PushHandlers {
+    static func table(_ push: Push) -> MethodTable {
+        var methods = MethodTable()
+        methods.on(PushMethods.subscribe) { params, context in try await push.subscribe(params, auth: context.auth) }
+        methods.on(PushMethods.unsubscribe) { params, context in try await push.unsubscribe(params, auth: context.auth) }
+        methods.on(PushMethods.listSubscriptions) { params, context in try await push.listSubscriptions(params, auth: context.auth) }
+        methods.on(PushMethods.listen) { params, stream, context in
+            try await push.listen(params, auth: context.auth) { notification in try await stream.yield(notification) }
+        }
+        methods.on(PushMethods.ack) { params, context in try await push.ack(params, auth: context.auth) }
+        methods.on(PushMethods.notify) { params, context in try await push.notify(params, auth: context.auth) }
+        return methods
+    }
+}

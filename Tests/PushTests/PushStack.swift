@@ -1,0 +1,118 @@
+import Foundation
+import PushAPI
+import RPCClient
+import RPCCore
+import StackSupport
+import StoreAPI
+import Synchronization
+import Testing
+import TestSupport
+
+/// A store, pairing and push service, a family with a confirmed child device.
+final class PushStack: @unchecked Sendable {
+    let harness: PairingHarness
+    private(set) var push: ServiceProcess
+    let family: Bootstrapped
+    let child: PairedChild
+    private let pushArguments: [String]
+
+    private init(harness: PairingHarness, push: ServiceProcess, family: Bootstrapped, child: PairedChild, pushArguments: [String]) {
+        self.harness = harness
+        self.push = push
+        self.family = family
+        self.child = child
+        self.pushArguments = pushArguments
+    }
+
+    static func start(pushArguments: [String] = []) async throws -> PushStack {
+        let harness = try await PairingHarness.start()
+        let family = try await Bootstrapped.make(harness)
+        let child = try await family.pairChild(harness)
+        let push = try await ServiceProcess.start("screentime-pushd", service: "push", in: harness.directory, stateDirectory: harness.state, arguments: pushArguments)
+        return PushStack(harness: harness, push: push, family: family, child: child, pushArguments: pushArguments)
+    }
+
+    /// The push service as a device (its credential) or as a local service (none).
+    func client(token: String?) -> RPCClient {
+        RPCClient(configuration: ClientConfiguration(
+            socketPath: self.push.socketPath, callTimeout: .seconds(30), connectTimeout: .seconds(10), auth: token.map(Auth.init(token:))))
+    }
+
+    var parent: RPCClient { self.client(token: self.family.parentCredential.token) }
+    var local: RPCClient { self.client(token: nil) }
+
+    func kill() async {
+        self.push.signal(SIGKILL)
+        _ = try? await self.push.waitForExit()
+    }
+
+    func startPush() async throws {
+        self.push = try await ServiceProcess.start("screentime-pushd", service: "push", in: self.harness.directory, stateDirectory: self.harness.state,
+                                                   arguments: self.pushArguments)
+    }
+
+    func stopNow() {
+        self.push.stopNow()
+        self.harness.stopNow()
+    }
+
+    /// A UsageRecord saved, changed or deleted by the child device.
+    func saveUsage(_ name: String, seconds: Int64 = 600, category: String = "learning") async throws {
+        let start = Date(timeIntervalSince1970: 1_790_000_000)
+        let result = try await self.child.store.call(StoreMethods.modify, ModifyParams(family: self.family.family, zone: self.child.zone, saves: [
+            RecordSave(recordType: "UsageRecord", recordName: name, fields: [
+                "logicalID": "org.khan", "deviceID": .string(self.child.deviceId), "category": .string(category),
+                "sessionStart": .date(start), "sessionEnd": .date(start.addingTimeInterval(Double(seconds))), "totalSeconds": .int(seconds),
+            ]),
+        ], savePolicy: .allKeys))
+        #expect(result.allSucceeded)
+    }
+
+    func deleteUsage(_ name: String) async throws {
+        _ = try await self.child.store.call(StoreMethods.modify, ModifyParams(family: self.family.family, zone: self.child.zone, deletes: [RecordDelete(recordName: name)]))
+    }
+}
+
+/// A device's `push.listen`, collecting what arrives.
+final class Listening: Sendable {
+    private let received = Mutex<[PushNotification]>([])
+    private let ended = Mutex<(any Error)?>(nil)
+    private let task: Mutex<Task<Void, Never>?> = Mutex(nil)
+
+    init(_ client: RPCClient, after: Int64? = nil) {
+        let task = Task { [weak self] in
+            do {
+                for try await event in client.stream(PushMethods.listen, ListenParams(after: after)) {
+                    if case .item(let notification) = event { self?.received.withLock { $0.append(notification) } }
+                }
+            } catch {
+                self?.ended.withLock { $0 = error }
+            }
+        }
+        self.task.withLock { $0 = task }
+    }
+
+    var notifications: [PushNotification] { self.received.withLock { $0 } }
+    var error: (any Error)? { self.ended.withLock { $0 } }
+
+    /// Waits until `count` notifications have arrived (or fails after `timeout`).
+    @discardableResult
+    func wait(for count: Int, timeout: Duration = .seconds(10)) async throws -> [PushNotification] {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let now = self.notifications
+            if now.count >= count { return now }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        throw TestFailure("expected \(count) notifications within \(timeout), got \(self.notifications.count): \(self.notifications.map(\.reason))")
+    }
+
+    /// Checks that nothing more arrives for a while.
+    func expectQuiet(beyond count: Int, for duration: Duration = .milliseconds(500), sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        try await Task.sleep(for: duration)
+        #expect(self.notifications.count == count, "unexpected notifications: \(self.notifications.dropFirst(count).map(\.reason))", sourceLocation: sourceLocation)
+    }
+
+    func cancel() { self.task.withLock { $0?.cancel() } }
+    deinit { self.task.withLock { $0?.cancel() } }
+}
