@@ -1,0 +1,111 @@
+import Foundation
+import PushAPI
+import RPCClient
+import RPCCore
+import StackSupport
+import StoreAPI
+import Testing
+import TestSupport
+
+@Suite("Push service as a process: fan-out, waking, bad input", .serialized)
+struct ServiceTests {
+    @Test("a listener that stops reading is cut off; another listener of the same change is not held up")
+    func slowListenerDoesNotDelayOthers() async throws {
+        let stack = try await PushStack.start(pushArguments: ["--listener-buffer", "16"])
+        defer { stack.stopNow() }
+        // The slow one: asks to listen, then reads nothing.
+        let slow = try RawConnection(path: stack.push.socketPath)
+        slow.sendJSON(["id": 1, "method": "push.listen", "params": [:], "auth": ["token": stack.family.parentCredential.token]])
+        try await Task.sleep(for: .milliseconds(300))
+        let fast = Listening(stack.parent)
+        let payload = String(repeating: "x", count: 8000)
+        let started = ContinuousClock.now
+        for index in 0..<200 {
+            _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, data: ["n": .int(Int64(index)), "pad": .string(payload)]))
+        }
+        let received = try await fast.wait(for: 200, timeout: .seconds(30))
+        #expect(received.map(\.seq) == Array(1...200))
+        #expect(ContinuousClock.now - started < .seconds(20))
+        // The slow one, reading at last, finds it was cut off, and why.
+        var final: [String: Any]?
+        for _ in 0..<400 {
+            guard let reply = try slow.readReply() else { break }
+            if reply["continues"] as? Bool != true { final = reply; break }
+        }
+        let error = final?["error"] as? [String: Any]
+        #expect(error?["code"] as? String == "limit_exceeded")
+        #expect((error?["message"] as? String)?.contains("listen again to resume") == true)
+    }
+
+    @Test("asleep (idle-exited) under socket activation, push is woken by the store and catches up")
+    func wokenByTheStore() async throws {
+        let harness = try await PairingHarness.start()
+        defer { harness.stopNow() }
+        let family = try await Bootstrapped.make(harness)
+        let child = try await family.pairChild(harness)
+        let socket = harness.directory.file("push.sock")
+        let activator = try Activator(path: socket)
+        let arguments = ["--runtime-dir", harness.directory.path, "--state-dir", harness.state, "--idle-exit", "1", "--log-level", "debug"]
+        var pid = try activator.spawn(Binaries.path("screentime-pushd"), arguments, log: harness.directory.file("push-1.log"))
+        let parent = RPCClient(configuration: ClientConfiguration(socketPath: socket, auth: Auth(token: family.parentCredential.token)))
+        _ = try await parent.call(PushMethods.subscribe, SubscribeParams(kind: .query, recordType: "UsageRecord"))
+        await parent.close()
+        #expect(try await activator.waitForExit(pid, timeout: .seconds(15)) == 0, "idle, it exits")
+
+        try await child.saveUsage("while-asleep", family: "smith")
+        #expect(activator.hasPendingConnection(timeout: .seconds(5)), "the store connects to push.sock: systemd would start push")
+        pid = try activator.spawn(Binaries.path("screentime-pushd"), arguments, log: harness.directory.file("push-2.log"))
+        defer { kill(pid, SIGTERM) }
+        let listener = RPCClient(configuration: ClientConfiguration(socketPath: socket, auth: Auth(token: family.parentCredential.token)))
+        let listening = Listening(listener)
+        let received = try await listening.wait(for: 1)
+        #expect(received.first?.recordName == "while-asleep")
+    }
+
+    @Test("bad input gets a clear error and the service stays up", arguments: badCalls)
+    func badInput(_ bad: BadCall) async throws {
+        let stack = try await PushStack.start()
+        defer { stack.stopNow() }
+        let client = bad.asParent ? stack.parent : stack.local
+        let error = await expectError(bad.code) { _ = try await client.call(bad.method, params: bad.params) }
+        #expect(error?.message.contains(bad.message) == true, "\(error?.message ?? "")")
+        _ = try await stack.local.call(Builtin.ping, Empty())
+    }
+
+    static let badCalls: [BadCall] = [
+        BadCall("push.subscribe", [:], .invalidParams, "kind", asParent: true),
+        BadCall("push.subscribe", ["kind": "query"], .invalidParams, "is required for a query subscription", asParent: true),
+        BadCall("push.subscribe", ["kind": "query", "recordType": "Nope"], .invalidParams, "unknown record type Nope", asParent: true),
+        BadCall("push.subscribe", ["kind": "query", "recordType": "UsageRecord", "filters": [["field": "nope", "op": "==", "value": 1]]], .invalidParams, "UsageRecord has no field nope", asParent: true),
+        BadCall("push.subscribe", ["kind": "query", "recordType": "UsageRecord", "firesOn": []], .invalidParams, "at least one of create, update, delete", asParent: true),
+        BadCall("push.subscribe", ["kind": "zone"], .invalidParams, "is required for a zone subscription", asParent: true),
+        BadCall("push.subscribe", ["kind": "zone", "zone": "default", "recordType": "UsageRecord"], .invalidParams, "only query subscriptions take a record type", asParent: true),
+        BadCall("push.subscribe", ["kind": "zone", "zone": "default", "subscriptionId": "has space"], .invalidParams, "letters, digits", asParent: true),
+        BadCall("push.subscribe", ["kind": "family", "notification": ["ttlSeconds": 0]], .invalidParams, "between 1 second and 30 days", asParent: true),
+        BadCall("push.subscribe", ["kind": "zone", "zone": "default"], .unauthorized, "acts for a device", asParent: false),
+        BadCall("push.unsubscribe", ["subscriptionId": "missing"], .notFound, "no subscription missing", asParent: true),
+        BadCall("push.ack", ["upTo": -1], .invalidParams, "must not be negative", asParent: true),
+        BadCall("push.listSubscriptions", [:], .invalidParams, "is required for a local service", asParent: false),
+        BadCall("push.notify", ["family": "smith"], .invalidParams, "exactly one of deviceId and parents", asParent: false),
+        BadCall("push.notify", ["family": "smith", "parents": true], .invalidParams, "needs an alert, data, or both", asParent: false),
+        BadCall("push.notify", ["family": "smith", "parents": true, "alert": ["title": ""]], .invalidParams, "title of 1 to 200", asParent: false),
+    ]
+}
+
+struct BadCall: Sendable, CustomTestStringConvertible {
+    let method: String
+    let params: JSONValue
+    let code: ErrorCode
+    let message: String
+    let asParent: Bool
+
+    init(_ method: String, _ params: JSONValue, _ code: ErrorCode, _ message: String, asParent: Bool) {
+        self.method = method
+        self.params = params
+        self.code = code
+        self.message = message
+        self.asParent = asParent
+    }
+
+    var testDescription: String { "\(self.method) \(self.message)" }
+}
