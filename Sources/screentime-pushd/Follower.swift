@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PushAPI
 import RPCClient
+import RPCCore
 import ServiceLifecycle
 import StoreAPI
 import Synchronization
@@ -24,6 +25,12 @@ struct Follower: Service {
             do {
                 try await cancelWhenGracefulShutdown { try await self.follow() }
                 backoff = .milliseconds(250)
+            } catch let error as RPCError where error.code == .changeTokenExpired {
+                // The store purged changes this service never saw (it was away longer than
+                // the store's --tombstone-grace): carry on from what is left.
+                guard case .int(let horizon)? = error.data?["horizon"] else { throw error }
+                self.logger.warning("changes were purged from the store before push saw them; skipping to what is left", metadata: ["horizon": "\(horizon)"])
+                _ = try await self.database.enqueue([], position: horizon)
             } catch {
                 if Task.isCancelled || Task.isShuttingDownGracefully { break }
                 self.logger.warning("following the store failed; retrying", metadata: ["error": "\(error)", "retry_in_ms": "\(backoff.components.seconds * 1000 + backoff.components.attoseconds / 1_000_000_000_000_000)"])

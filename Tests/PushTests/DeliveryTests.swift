@@ -68,6 +68,27 @@ struct DeliveryTests {
         #expect(received.map(\.seq) == [1, 2, 3, 4])
     }
 
+    @Test("away longer than the store keeps its change log, push skips what was purged and carries on")
+    func skipsPurgedChanges() async throws {
+        let stack = try await PushStack.start(storeArguments: ["--tombstone-grace", "0"])
+        defer { stack.stopNow() }
+        _ = try await stack.parent.call(PushMethods.subscribe, SubscribeParams(kind: .query, recordType: "UsageRecord"))
+        try await Task.sleep(for: .milliseconds(300))
+        await stack.kill()
+        try await stack.saveUsage("lost")
+        try await Task.sleep(for: .milliseconds(50))
+        let purged = try await stack.harness.storeClient().call(StoreMethods.purge, PurgeParams())
+        #expect(purged.watchHorizon > 0)
+        try await stack.startPush()
+        try await Task.sleep(for: .milliseconds(500))
+        try await stack.saveUsage("after")
+        let listening = Listening(stack.parent)
+        let received = try await listening.wait(for: 1)
+        try await listening.expectQuiet(beyond: 1)
+        #expect(received.map(\.recordName) == ["after"])
+        #expect(stack.push.log.contains("changes were purged from the store before push saw them"))
+    }
+
     @Test("acknowledged notifications are gone; the rest come again on the next listen")
     func ackAndRedelivery() async throws {
         let stack = try await PushStack.start()

@@ -24,8 +24,8 @@ final class PushStack: @unchecked Sendable {
         self.pushArguments = pushArguments
     }
 
-    static func start(pushArguments: [String] = []) async throws -> PushStack {
-        let harness = try await PairingHarness.start()
+    static func start(pushArguments: [String] = [], storeArguments: [String] = []) async throws -> PushStack {
+        let harness = try await PairingHarness.start(storeArguments: storeArguments)
         let family = try await Bootstrapped.make(harness)
         let child = try await family.pairChild(harness)
         let push = try await ServiceProcess.start("screentime-pushd", service: "push", in: harness.directory, stateDirectory: harness.state, arguments: pushArguments)
