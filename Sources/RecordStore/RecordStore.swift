@@ -191,19 +191,13 @@ public final class RecordStore: Sendable {
             }
         }
         try self.read(auth) { principal, _ in try AccessControl.requireLocal(principal, StoreMethods.watch.name) }
-        if let watcher = params.watcher {
-            guard Names.isValidIdentifier(watcher) else { throw RPCError.invalidParams("params.watcher", "must be 1 to 255 bytes without control characters") }
-        }
+        if let watcher = params.watcher { try Validation.identifier(watcher, "params.watcher") }
         let (wakeups, stop) = self.notifier.subscribe()
         defer { stop() }
-        if let watcher = params.watcher, params.follow != false {
-            self.followers.withLock { $0[watcher, default: 0] += 1 }
-        }
-        defer {
-            if let watcher = params.watcher, params.follow != false {
-                self.followers.withLock { $0[watcher, default: 1] -= 1 }
-            }
-        }
+        // Only a watch that follows counts: one that ends when caught up wakes nobody later.
+        let follower = params.follow == false ? nil : params.watcher
+        if let follower { self.followers.withLock { $0[follower, default: 0] += 1 } }
+        defer { if let follower { self.followers.withLock { $0[follower, default: 1] -= 1 } } }
         var iterator = wakeups.makeAsyncIterator()
         let pageSize = 256
         while true {

@@ -39,10 +39,6 @@ struct WorkDirectory {
     }
 }
 
-extension Duration {
-    var seconds: Double { Double(self.components.seconds) + Double(self.components.attoseconds) / 1e18 }
-}
-
 /// What every benchmark takes.
 struct CommonOptions: ParsableArguments {
     @Flag(help: "A short run that only proves the benchmark works (CI); figures are rough.")

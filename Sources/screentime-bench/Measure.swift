@@ -1,11 +1,12 @@
 import Foundation
+import RPCCore
 
 /// Latency samples and their percentiles.
 struct Samples {
     private(set) var values: [Double] = []
 
     mutating func add(_ duration: Duration) {
-        self.values.append(Double(duration.components.seconds) * 1e6 + Double(duration.components.attoseconds) / 1e12)
+        self.values.append(duration.seconds * 1e6)
     }
 
     mutating func merge(_ other: Samples) { self.values += other.values }

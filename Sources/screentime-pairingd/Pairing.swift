@@ -444,7 +444,3 @@ enum Identifiers {
         }
     }
 }
-
-extension Duration {
-    var seconds: Double { Double(self.components.seconds) + Double(self.components.attoseconds) / 1e18 }
-}

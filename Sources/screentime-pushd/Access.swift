@@ -6,13 +6,15 @@ import Synchronization
 /// Who in a family may read what, as the store decides it: credentials and shares.
 struct FamilyAccess: Sendable {
     var credentials: [String: CredentialInfo]
+    /// The family's zones now.
+    var zones: Set<String>
     /// Zone → the devices it is shared with.
     var shares: [String: Set<String>]
 
     /// The store's rule: parents read every zone but the services' internal ones; a child
     /// reads the zones shared with it; a revoked device reads nothing.
     func canRead(_ deviceId: String, zone: String) -> Bool {
-        guard !zone.hasPrefix("_"), let credential = self.credentials[deviceId], credential.status != .revoked else { return false }
+        guard !StoreNames.isInternalZone(zone), let credential = self.credentials[deviceId], credential.status != .revoked else { return false }
         return credential.role.isParent || (self.shares[zone]?.contains(deviceId) ?? false)
     }
 
@@ -63,6 +65,7 @@ final class AccessCache: Sendable {
             let share = try await self.store.call(StoreMethods.shareInfo, ZoneParams(family: family, zone: zone.name))
             shares[zone.name] = Set(share.participants.map(\.deviceId))
         }
-        return FamilyAccess(credentials: Dictionary(credentials.map { ($0.deviceId, $0) }) { _, new in new }, shares: shares)
+        return FamilyAccess(credentials: Dictionary(credentials.map { ($0.deviceId, $0) }) { _, new in new },
+                            zones: Set(zones.map(\.name)), shares: shares)
     }
 }

@@ -31,7 +31,8 @@ struct Fanout: Sendable {
             guard !subscriptions.isEmpty else { continue }
             let access = try await self.access.access(event.family)
             var fields = event.kind == .recordDeleted ? event.deletedFields : event.record?.fields
-            if event.kind == .recordSaved, fields == nil, subscriptions.contains(where: { $0.kind == .query }), let name = event.recordName {
+            let needsFields = subscriptions.contains { $0.kind == .query && (!$0.filters.isEmpty || $0.notification.includeKeys != nil) }
+            if event.kind == .recordSaved, fields == nil, needsFields, let name = event.recordName {
                 // Superseded before we saw it: match the record as it is now.
                 fields = try await self.store.current(family: event.family, zone: event.zone, name: name)?.fields
             }
@@ -104,8 +105,4 @@ struct StoreReader: Sendable {
     func current(family: String, zone: String, name: String) async throws -> Record? {
         try await self.client.call(StoreMethods.fetch, FetchParams(family: family, zone: zone, recordNames: [name])).records.first
     }
-}
-
-extension Duration {
-    var seconds: Double { Double(self.components.seconds) + Double(self.components.attoseconds) / 1e18 }
 }

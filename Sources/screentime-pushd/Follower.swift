@@ -33,7 +33,7 @@ struct Follower: Service {
                 _ = try await self.database.enqueue([], position: horizon)
             } catch {
                 if Task.isCancelled || Task.isShuttingDownGracefully { break }
-                self.logger.warning("following the store failed; retrying", metadata: ["error": "\(error)", "retry_in_ms": "\(backoff.components.seconds * 1000 + backoff.components.attoseconds / 1_000_000_000_000_000)"])
+                self.logger.warning("following the store failed; retrying", metadata: ["error": "\(error)", "retry_in_ms": "\(backoff.microseconds / 1000)"])
                 let wait = backoff
                 do { try await cancelWhenGracefulShutdown { try await Task.sleep(for: wait) } } catch { break }
                 backoff = min(backoff * 2, .seconds(30))

@@ -35,8 +35,12 @@ struct Push: Sendable {
         case .family where device.role == .child:
             throw RPCError(.forbidden, "a child device reads only the zones shared with it: subscribe to those zones instead of the whole family")
         case .zone, .query:
-            if let zone = subscription.zone, !access.canRead(device.deviceId, zone: zone) {
+            guard let zone = subscription.zone else { break }
+            guard access.canRead(device.deviceId, zone: zone) else {
                 throw RPCError(.forbidden, "this device may not read zone \(zone), so it cannot subscribe to it", data: ["zone": .string(zone)])
+            }
+            guard access.zones.contains(zone) else {
+                throw RPCError(.notFound, "family \(device.family) has no zone \(zone)", data: ["zone": .string(zone)])
             }
         default:
             break
@@ -64,10 +68,10 @@ struct Push: Sendable {
             guard let family = params.family else {
                 throw RPCError.invalidParams("params.family", "is required for a local service: whose subscriptions?")
             }
-            return ListSubscriptionsResult(subscriptions: self.registry.family(family))
+            return ListSubscriptionsResult(subscriptions: self.registry.listing(family))
         }
         let device = try await self.device(auth)
-        return ListSubscriptionsResult(subscriptions: self.registry.device(device.family, device.deviceId))
+        return ListSubscriptionsResult(subscriptions: self.registry.listing(device.family, deviceId: device.deviceId))
     }
 
     // MARK: Delivery
@@ -176,9 +180,7 @@ struct Push: Sendable {
             let info = try await self.schema.recordType(type, store: self.store)
             filters = params.filters ?? []
             guard filters.count <= 16 else { throw RPCError.invalidParams("params.filters", "at most 16 filters") }
-            for (index, filter) in filters.enumerated() {
-                try Check.filter(filter, of: info, path: "params.filters[\(index)]")
-            }
+            filters = try filters.enumerated().map { index, filter in try Check.filter(filter, of: info, path: "params.filters[\(index)]") }
             for (index, key) in (params.notification?.includeKeys ?? []).enumerated() where !info.fields.contains(where: { $0.name == key }) {
                 throw RPCError.invalidParams("params.notification.includeKeys[\(index)]", "\(type) has no field \(key)")
             }
@@ -222,21 +224,17 @@ final class SchemaCache: Sendable {
 /// Parameter checks with errors naming the parameter.
 enum Check {
     static func identifier(_ path: String, _ value: String) throws {
-        guard !value.isEmpty, value.utf8.count <= 255, !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw RPCError.invalidParams(path, "must be 1 to 255 bytes without control characters")
-        }
+        guard StoreNames.isValidIdentifier(value) else { throw RPCError.invalidParams(path, "must be 1 to 255 bytes without control characters") }
     }
 
+    /// Subscription ids follow the store's rule for zone names.
     static func name(_ path: String, _ value: String) throws {
-        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
-        guard (1...128).contains(value.count), value.allSatisfy(allowed.contains) else {
-            throw RPCError.invalidParams(path, "must be 1 to 128 letters, digits, '-', '_' or '.'")
-        }
+        guard StoreNames.isValidZone(value) else { throw RPCError.invalidParams(path, "must be 1 to 255 letters, digits, '-', '_' or '.'") }
     }
 
     static func zone(_ path: String, _ value: String) throws {
         try self.name(path, value)
-        guard !value.hasPrefix("_") else { throw RPCError(.forbidden, "\(value) is an internal zone of the services; nobody subscribes to it") }
+        guard !StoreNames.isInternalZone(value) else { throw RPCError(.forbidden, "\(value) is an internal zone of the services; nobody subscribes to it") }
     }
 
     static func onlyForQuery(_ params: SubscribeParams) throws {
@@ -260,7 +258,9 @@ enum Check {
         }
     }
 
-    static func filter(_ filter: QueryFilter, of type: RecordTypeInfo, path: String) throws {
+    /// Checks a filter against the record type; returns it with date values in the form
+    /// records hold them (RFC 3339 with milliseconds), so that they compare as text.
+    static func filter(_ filter: QueryFilter, of type: RecordTypeInfo, path: String) throws -> QueryFilter {
         guard let field = type.fields.first(where: { $0.name == filter.field }) else {
             throw RPCError.invalidParams("\(path).field", "\(type.name) has no field \(filter.field); it has \(type.fields.map(\.name).joined(separator: ", "))")
         }
@@ -279,6 +279,20 @@ enum Check {
             }
         default:
             if filter.value == .null { throw RPCError.invalidParams("\(path).value", "is required") }
+        }
+        guard field.type == .date else { return filter }
+        var normalized = filter
+        normalized.value = try self.date(filter.value, path: "\(path).value")
+        return normalized
+    }
+
+    private static func date(_ value: JSONValue, path: String) throws -> JSONValue {
+        switch value {
+        case .array(let values): return .array(try values.map { try self.date($0, path: path) })
+        case .string(let text):
+            guard let date = StoreDates.parse(text) else { throw RPCError.invalidParams(path, "must be an RFC 3339 date, such as 2026-11-22T08:00:00Z") }
+            return .date(date)
+        default: throw RPCError.invalidParams(path, "must be an RFC 3339 date, such as 2026-11-22T08:00:00Z")
         }
     }
 }

@@ -121,10 +121,10 @@ final class PushDatabase: Sendable {
         try await self.pool.write { db in
             var queued: [Queued] = []
             for draft in drafts {
-                try db.execute(sql: "INSERT INTO devices(family, device_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                               arguments: [draft.family, draft.deviceId])
-                let seq = try Int64.fetchOne(db, sql: "UPDATE devices SET last_seq = last_seq + 1 WHERE family = ? AND device_id = ? RETURNING last_seq",
-                                             arguments: [draft.family, draft.deviceId]) ?? 1
+                let seq = try Int64.fetchOne(db, sql: """
+                    INSERT INTO devices(family, device_id, last_seq) VALUES (?, ?, 1)
+                    ON CONFLICT(family, device_id) DO UPDATE SET last_seq = last_seq + 1 RETURNING last_seq
+                    """, arguments: [draft.family, draft.deviceId]) ?? 1
                 var notification = draft.notification
                 notification.seq = seq
                 if let key = notification.collapseKey {

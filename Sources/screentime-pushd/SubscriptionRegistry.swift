@@ -22,13 +22,15 @@ final class SubscriptionRegistry: Sendable {
         }
     }
 
+    /// The family's subscriptions, in no particular order (the fan-out's hot path).
     func family(_ family: String) -> [Subscription] {
         self.byFamily.withLock { map in map[family].map { Array($0.values) } ?? [] }
-            .sorted { ($0.createdAt, $0.subscriptionId) < ($1.createdAt, $1.subscriptionId) }
     }
 
-    func device(_ family: String, _ deviceId: String) -> [Subscription] {
-        self.family(family).filter { $0.deviceId == deviceId }
+    /// For listings: oldest first.
+    func listing(_ family: String, deviceId: String? = nil) -> [Subscription] {
+        self.family(family).filter { deviceId == nil || $0.deviceId == deviceId }
+            .sorted { ($0.createdAt, $0.subscriptionId) < ($1.createdAt, $1.subscriptionId) }
     }
 
     var count: Int { self.byFamily.withLock { $0.values.reduce(0) { $0 + $1.count } } }

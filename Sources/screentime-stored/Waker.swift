@@ -52,12 +52,15 @@ struct Waker: Service {
                     group.addTask { await self.wake(target) }
                 }
             }
+            // Shutting down: a wake-up still waiting for its answer is of no use any more.
+            group.cancelAll()
         }
     }
 
     private func wake(_ target: Target) async {
+        // The connection is what starts the service; the ping only confirms it came up.
         let client = RPCClient(configuration: ClientConfiguration(
-            socketPath: target.socketPath, callTimeout: .seconds(30), connectTimeout: .seconds(2)))
+            socketPath: target.socketPath, callTimeout: .seconds(10), connectTimeout: .seconds(2)))
         do {
             _ = try await client.call(Builtin.ping, Empty())
             self.logger.debug("woke a watcher", metadata: ["watcher": "\(target.name)", "socket": "\(target.socketPath)"])

@@ -49,20 +49,9 @@ struct QR: ParsableCommand {
         } catch {
             Output.fail("screentimectl: invalid_input: \(error)", exitCode: 65)
         }
-        if let path = self.png {
-            do {
-                try Self.write(try code.png(scale: self.scale, margin: self.margin ?? QRCode.standardMargin), to: path)
-            } catch {
-                Output.fail("screentimectl: \(error)", exitCode: 73)
-            }
-        }
-        if let path = self.svg {
-            do {
-                try Self.write(Data(code.svg(scale: self.scale, margin: self.margin ?? QRCode.standardMargin).utf8), to: path)
-            } catch {
-                Output.fail("screentimectl: \(error)", exitCode: 73)
-            }
-        }
+        let margin = self.margin ?? QRCode.standardMargin
+        if let path = self.png { Self.writeOrExit(to: path) { try code.png(scale: self.scale, margin: margin) } }
+        if let path = self.svg { Self.writeOrExit(to: path) { Data(code.svg(scale: self.scale, margin: margin).utf8) } }
         guard self.terminal || (self.png == nil && self.svg == nil) else { return }
         let colors = self.color ?? (isatty(STDOUT_FILENO) == 1)
         var text = code.terminalText(margin: self.margin ?? 2, colors: colors)
@@ -96,6 +85,14 @@ struct QR: ParsableCommand {
             caption = "Scan with \(child)'s device. Single use; expires \(expires)."
         }
         return Input(text: uri, caption: caption)
+    }
+
+    private static func writeOrExit(to path: String, _ image: () throws -> Data) {
+        do {
+            try self.write(try image(), to: path)
+        } catch {
+            Output.fail("screentimectl: \(error)", exitCode: 73)
+        }
     }
 
     /// Writes owner-only (the code holds a secret); `-` is standard output.

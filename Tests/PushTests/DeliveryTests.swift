@@ -33,6 +33,25 @@ struct DeliveryTests {
         #expect(received.map(\.seq) == [1, 2])
     }
 
+    @Test("a date filter matches however the date is written (with or without fractions, any offset)")
+    func dateFilters() async throws {
+        let stack = try await PushStack.start()
+        defer { stack.stopNow() }
+        let parent = stack.parent
+        // saveUsage's sessions start at 1_790_000_000 (2026-09-21T14:13:20.000Z).
+        _ = try await parent.call(PushMethods.subscribe, SubscribeParams(
+            subscriptionId: "exact", kind: .query, recordType: "UsageRecord",
+            filters: [QueryFilter("sessionStart", .equal, "2026-09-21T16:13:20+02:00")]))
+        _ = try await parent.call(PushMethods.subscribe, SubscribeParams(
+            subscriptionId: "later", kind: .query, recordType: "UsageRecord",
+            filters: [QueryFilter("sessionStart", .greater, "2026-09-21T14:13:20Z")]))
+        let listening = Listening(parent)
+        try await stack.saveUsage("u1")
+        let received = try await listening.wait(for: 1)
+        try await listening.expectQuiet(beyond: 1)
+        #expect(received.map(\.subscriptionId) == ["exact"], "equal to the second, so not later")
+    }
+
     @Test("firesOnce: the subscription fires once and is gone")
     func firesOnce() async throws {
         let stack = try await PushStack.start()

@@ -78,7 +78,10 @@ struct ServiceTests {
         BadCall("push.subscribe", ["kind": "query", "recordType": "Nope"], .invalidParams, "unknown record type Nope", asParent: true),
         BadCall("push.subscribe", ["kind": "query", "recordType": "UsageRecord", "filters": [["field": "nope", "op": "==", "value": 1]]], .invalidParams, "UsageRecord has no field nope", asParent: true),
         BadCall("push.subscribe", ["kind": "query", "recordType": "UsageRecord", "firesOn": []], .invalidParams, "at least one of create, update, delete", asParent: true),
+        BadCall("push.subscribe", ["kind": "query", "recordType": "UsageRecord", "filters": [["field": "sessionStart", "op": ">", "value": "yesterday"]]], .invalidParams, "must be an RFC 3339 date", asParent: true),
         BadCall("push.subscribe", ["kind": "zone"], .invalidParams, "is required for a zone subscription", asParent: true),
+        BadCall("push.subscribe", ["kind": "zone", "zone": "ChildMonitoring-nobody"], .notFound, "has no zone ChildMonitoring-nobody", asParent: true),
+        BadCall("push.subscribe", ["kind": "zone", "zone": "default", "subscriptionId": .string(String(repeating: "s", count: 256))], .invalidParams, "letters, digits", asParent: true),
         BadCall("push.subscribe", ["kind": "zone", "zone": "default", "recordType": "UsageRecord"], .invalidParams, "only query subscriptions take a record type", asParent: true),
         BadCall("push.subscribe", ["kind": "zone", "zone": "default", "subscriptionId": "has space"], .invalidParams, "letters, digits", asParent: true),
         BadCall("push.subscribe", ["kind": "family", "notification": ["ttlSeconds": 0]], .invalidParams, "between 1 second and 30 days", asParent: true),
@@ -87,6 +90,7 @@ struct ServiceTests {
         BadCall("push.ack", ["upTo": -1], .invalidParams, "must not be negative", asParent: true),
         BadCall("push.listSubscriptions", [:], .invalidParams, "is required for a local service", asParent: false),
         BadCall("push.notify", ["family": "smith"], .invalidParams, "exactly one of deviceId and parents", asParent: false),
+        BadCall("push.notify", ["family": "nobody", "parents": true, "alert": ["title": "hi"]], .notFound, "nobody", asParent: false),
         BadCall("push.notify", ["family": "smith", "parents": true], .invalidParams, "needs an alert, data, or both", asParent: false),
         BadCall("push.notify", ["family": "smith", "parents": true, "alert": ["title": ""]], .invalidParams, "title of 1 to 200", asParent: false),
     ]

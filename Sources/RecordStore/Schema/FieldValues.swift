@@ -111,21 +111,5 @@ enum FieldValues {
     }
 }
 
-/// The rules for names on the wire.
-enum Names {
-    /// Zone names: letters, digits, `-`, `_`, `.`; 1–255 characters.
-    static func isValidZone(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.count <= 255
-            && name.unicodeScalars.allSatisfy { ($0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0))) || "-_.".unicodeScalars.contains($0) }
-    }
-
-    /// Zones whose names start with `_` belong to the services (pairing's state); devices never see them.
-    static func isInternalZone(_ name: String) -> Bool { name.hasPrefix("_") }
-
-    static let defaultZone = "default"
-
-    /// Record names and family ids: 1–255 bytes, no control characters.
-    static func isValidIdentifier(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.count <= 255 && !name.unicodeScalars.contains { $0.properties.generalCategory == .control }
-    }
-}
+/// The rules for names on the wire (in StoreAPI, shared with the store's clients).
+typealias Names = StoreNames

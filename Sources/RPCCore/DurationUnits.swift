@@ -4,4 +4,9 @@ extension Duration {
         let (seconds, attoseconds) = self.components
         return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
     }
+
+    /// Seconds with their fraction, for rates and for adding to a `Date`.
+    public var seconds: Double {
+        Double(self.components.seconds) + Double(self.components.attoseconds) / 1e18
+    }
 }
