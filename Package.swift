@@ -188,6 +188,8 @@ let package = Package(
                 "RPCClient",
                 "StoreAPI",
                 "PairingAPI",
+                "PushAPI",
+                "ServiceKit",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],

@@ -184,6 +184,41 @@ public struct PushNotification: Codable, Sendable, Hashable {
         self.createdAt = createdAt
         self.expiresAt = expiresAt
     }
+
+    private enum CodingKeys: String, CodingKey {
+        case seq, family, reason, subscriptionId, zone, recordType, recordName, changeSeq, alert, fields, collapseKey, priority, createdAt, expiresAt
+    }
+
+    /// As synthesised, except that `seq` 0 (not numbered yet) is left out: the push service
+    /// encodes a notification once for every device it goes to and puts each device's
+    /// number in front (``numbered(_:)``).
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        if self.seq != 0 { try container.encode(self.seq, forKey: .seq) }
+        try container.encode(self.family, forKey: .family)
+        try container.encode(self.reason, forKey: .reason)
+        try container.encodeIfPresent(self.subscriptionId, forKey: .subscriptionId)
+        try container.encodeIfPresent(self.zone, forKey: .zone)
+        try container.encodeIfPresent(self.recordType, forKey: .recordType)
+        try container.encodeIfPresent(self.recordName, forKey: .recordName)
+        try container.encodeIfPresent(self.changeSeq, forKey: .changeSeq)
+        try container.encodeIfPresent(self.alert, forKey: .alert)
+        try container.encodeIfPresent(self.fields, forKey: .fields)
+        try container.encodeIfPresent(self.collapseKey, forKey: .collapseKey)
+        try container.encode(self.priority, forKey: .priority)
+        try container.encode(self.createdAt, forKey: .createdAt)
+        try container.encode(self.expiresAt, forKey: .expiresAt)
+    }
+
+    /// The JSON of an unnumbered notification (encoded with `seq` 0) as notification `seq`.
+    public static func numbered(_ seq: Int64, unnumbered json: EncodedJSON) -> EncodedJSON {
+        var bytes = Array("{\"seq\":\(seq)".utf8)
+        bytes.reserveCapacity(json.bytes.count + bytes.count + 1)
+        // Every notification has other keys (family, reason, …): a comma always follows.
+        bytes.append(UInt8(ascii: ","))
+        bytes.append(contentsOf: json.bytes.dropFirst())
+        return EncodedJSON(bytes)
+    }
 }
 
 /// `push.listen`.

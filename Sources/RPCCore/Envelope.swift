@@ -202,6 +202,21 @@ public enum ReplyEncoding {
         try sharedEncoder.encode(ResultReply(id: id, result: result, continues: continues ? true : nil))
     }
 
+    /// The same reply around a result encoded already.
+    public static func result(id: RequestID, encoded result: EncodedJSON, continues: Bool = false) throws -> Data {
+        var reply = Data()
+        reply.reserveCapacity(result.bytes.count + 48)
+        reply.append(contentsOf: #"{"id":"#.utf8)
+        switch id {
+        case .int(let value): reply.append(contentsOf: String(value).utf8)
+        case .string: reply.append(try sharedEncoder.encode(id))
+        }
+        reply.append(contentsOf: #","result":"#.utf8)
+        reply.append(contentsOf: result.bytes)
+        reply.append(contentsOf: (continues ? #","continues":true}"# : "}").utf8)
+        return reply
+    }
+
     public static func error(id: RequestID?, _ error: RPCError) -> Data {
         // An RPCError always encodes; fall back to a fixed text rather than crash.
         (try? sharedEncoder.encode(ErrorReply(id: id, error: error)))

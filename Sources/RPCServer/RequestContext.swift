@@ -43,4 +43,12 @@ public struct StreamWriter<Item: Encodable & Sendable>: Sendable {
         guard let id = self.id else { return }  // one-way: nobody listens
         try await self.outbound.send(ReplyEncoding.result(id: id, item, continues: true))
     }
+
+    /// Sends an item encoded already (it must be the JSON of an `Item`): for the same item
+    /// sent to many peers, or one read back from storage as JSON.
+    public func yield(encoded item: EncodedJSON) async throws {
+        try Task.checkCancellation()
+        guard let id = self.id else { return }
+        try await self.outbound.send(ReplyEncoding.result(id: id, encoded: item, continues: true))
+    }
 }

@@ -35,11 +35,17 @@ public enum ServiceMain {
         var logger = Logger(label: "screentime.\(service)")
         logger.logLevel = options.resolvedLogLevel
         let paths = ServicePaths(options: options)
+        let openFiles = OpenFileLimit.raiseToHard()
         let environment = ServiceEnvironment(service: service, paths: paths, logger: logger)
         logger.info("starting", metadata: ServiceEvent.started.metadata.merging([
             "version": "\(version)", "runtime_dir": "\(paths.runtimeDirectory)", "state_dir": "\(paths.stateDirectory)",
-            "pid": "\(getpid())",
+            "pid": "\(getpid())", "open_files_limit": "\(openFiles)",
         ]) { _, new in new })
+        if openFiles >= 0, options.maximumConnections + 64 > openFiles {
+            logger.warning("--max-connections is above what the open files limit allows; raise LimitNOFILE= or lower it", metadata: [
+                "max_connections": "\(options.maximumConnections)", "open_files_limit": "\(openFiles)",
+            ])
+        }
 
         do {
             let endpoint = try Self.endpoint(service: service, paths: paths, options: options, logger: logger)

@@ -1,5 +1,7 @@
 import ArgumentParser
+import Dispatch
 import Foundation
+import Synchronization
 
 /// A service binary started for a benchmark, killed when the benchmark ends.
 final class LaunchedService {
@@ -12,14 +14,41 @@ final class LaunchedService {
             throw BenchError("\(binary) not found; run swift build -c release first, or pass --bin-dir")
         }
         self.process.executableURL = URL(fileURLWithPath: binary)
-        self.process.arguments = ["--runtime-dir", work, "--state-dir", work + "/state", "--log-level", "warning", "--log-target", "stderr"] + arguments
+        self.process.arguments = ["--runtime-dir", work, "--state-dir", work + "/state", "--log-level", ProcessInfo.processInfo.environment["BENCH_LOG_LEVEL"] ?? "warning", "--log-target", "stderr"] + arguments
+        Interruption.installOnce()
         try self.process.run()
+        Interruption.launched.withLock { $0.insert(self.process.processIdentifier) }
         say("\(name) \(binary), pid \(self.process.processIdentifier)")
     }
 
     func kill() {
         Foundation.kill(self.process.processIdentifier, SIGKILL)
         self.process.waitUntilExit()
+        _ = Interruption.launched.withLock { $0.remove(self.process.processIdentifier) }
+    }
+}
+
+/// Ctrl-C or SIGTERM during a benchmark kills the services it started, which would
+/// otherwise outlive it (a `defer` does not run when a signal ends the process).
+enum Interruption {
+    static let launched = Mutex<Set<Int32>>([])
+    private static let sources = Mutex<[any DispatchSourceSignal]>([])
+
+    static func installOnce() {
+        sources.withLock { sources in
+            guard sources.isEmpty else { return }
+            for number in [SIGINT, SIGTERM] {
+                signal(number, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+                source.setEventHandler {
+                    for pid in launched.withLock({ $0 }) { Foundation.kill(pid, SIGKILL) }
+                    say("interrupted; the services started were killed")
+                    exit(130)
+                }
+                source.resume()
+                sources.append(source)
+            }
+        }
     }
 }
 

@@ -29,10 +29,17 @@ struct FamilyAccess: Sendable {
 
 /// Caches each family's access for a while; a share or zone change in the store's log
 /// drops the family's entry, so the next change is checked against the new shares.
+/// Callers arriving while a family is being loaded wait for that load rather than start
+/// their own (a thousand devices listening at once read the family's credentials once).
 final class AccessCache: Sendable {
+    private enum Entry {
+        case loaded(FamilyAccess, at: ContinuousClock.Instant)
+        case loading(Task<FamilyAccess, any Error>, generation: Int)
+    }
+
     private let store: RPCClient
     private let lifetime: Duration
-    private let entries = Mutex<[String: (access: FamilyAccess, loaded: ContinuousClock.Instant)]>([:])
+    private let state = Mutex<(entries: [String: Entry], generation: Int)>(([:], 0))
 
     init(store: RPCClient, lifetime: Duration) {
         self.store = store
@@ -41,20 +48,52 @@ final class AccessCache: Sendable {
 
     func access(_ family: String) async throws -> FamilyAccess {
         let now = ContinuousClock.now
-        if let entry = self.entries.withLock({ $0[family] }), now - entry.loaded < self.lifetime { return entry.access }
-        let access = try await self.load(family)
-        self.entries.withLock { $0[family] = (access, now) }
-        return access
+        let lifetime = self.lifetime
+        let (cached, task, generation) = self.state.withLock { state -> (FamilyAccess?, Task<FamilyAccess, any Error>?, Int) in
+            switch state.entries[family] {
+            case .loaded(let access, let loaded)? where now - loaded < lifetime:
+                return (access, nil, 0)
+            case .loading(let task, let generation)?:
+                return (nil, task, generation)
+            default:
+                state.generation += 1
+                let task = Task { try await self.load(family) }
+                state.entries[family] = .loading(task, generation: state.generation)
+                return (nil, task, state.generation)
+            }
+        }
+        if let cached { return cached }
+        do {
+            let access = try await task!.value
+            self.settle(family, generation) { .loaded(access, at: now) }
+            return access
+        } catch {
+            self.settle(family, generation) { nil }
+            throw error
+        }
+    }
+
+    /// Replaces the entry if it is still the load `generation` (not invalidated meanwhile).
+    private func settle(_ family: String, _ generation: Int, _ entry: () -> Entry?) {
+        self.state.withLock { state in
+            guard case .loading(_, let current)? = state.entries[family], current == generation else { return }
+            state.entries[family] = entry()
+        }
     }
 
     func invalidate(_ family: String) {
-        _ = self.entries.withLock { $0.removeValue(forKey: family) }
+        _ = self.state.withLock { $0.entries.removeValue(forKey: family) }
     }
 
     /// The families loaded longer ago than the lifetime (their credentials may have changed).
     func stale() -> [String] {
         let now = ContinuousClock.now
-        return self.entries.withLock { entries in entries.filter { now - $0.value.loaded >= self.lifetime }.map(\.key) }
+        return self.state.withLock { state in
+            state.entries.compactMap { family, entry in
+                guard case .loaded(_, let loaded) = entry, now - loaded >= self.lifetime else { return nil }
+                return family
+            }
+        }
     }
 
     private func load(_ family: String) async throws -> FamilyAccess {

@@ -72,14 +72,21 @@ struct Follower: Service {
     }
 
     private func apply(_ batch: [ChangeEvent]) async throws {
+        let started = ContinuousClock.now
         let outcome = try await self.fanout.process(batch)
+        let matched = ContinuousClock.now
         let queued = try await self.database.enqueue(outcome.drafts, removing: outcome.fired, position: batch.last?.seq)
+        let stored = ContinuousClock.now
         self.registry.remove(outcome.fired)
         for item in queued {
-            self.hub.deliver(item.notification, to: Hub.DeviceKey(family: item.notification.family, deviceId: item.deviceId))
+            self.hub.deliver(item.outgoing, to: Hub.DeviceKey(family: item.notification.family, deviceId: item.deviceId))
         }
         if !queued.isEmpty {
-            self.logger.debug("notifications queued", metadata: ["count": "\(queued.count)", "through_seq": "\(batch.last?.seq ?? 0)"])
+            self.logger.debug("notifications queued", metadata: [
+                "count": "\(queued.count)", "changes": "\(batch.count)", "through_seq": "\(batch.last?.seq ?? 0)",
+                "match_us": "\((matched - started).microseconds)", "queue_us": "\((stored - matched).microseconds)",
+                "deliver_us": "\((ContinuousClock.now - stored).microseconds)",
+            ])
         }
         for family in outcome.accessChanged { await self.recheckListeners(family) }
     }

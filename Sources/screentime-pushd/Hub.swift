@@ -1,4 +1,3 @@
-import PushAPI
 import Synchronization
 
 /// The devices listening right now, each with a bounded buffer: fan-out never waits for
@@ -17,9 +16,9 @@ final class Hub: Sendable {
     }
 
     final class Listener: Sendable {
-        let continuation: AsyncStream<PushNotification>.Continuation
+        let continuation: AsyncStream<Outgoing>.Continuation
         let ending = Mutex<Ending?>(nil)
-        init(_ continuation: AsyncStream<PushNotification>.Continuation) { self.continuation = continuation }
+        init(_ continuation: AsyncStream<Outgoing>.Continuation) { self.continuation = continuation }
 
         func end(_ why: Ending) {
             self.ending.withLock { if $0 == nil { $0 = why } }
@@ -33,8 +32,8 @@ final class Hub: Sendable {
     init(capacity: Int) { self.capacity = capacity }
 
     /// Registers a listener before its backlog is read, so nothing queued meanwhile is missed.
-    func register(_ key: DeviceKey) -> (stream: AsyncStream<PushNotification>, listener: Listener, unregister: @Sendable () -> Void) {
-        let (stream, continuation) = AsyncStream<PushNotification>.makeStream(bufferingPolicy: .bufferingOldest(self.capacity))
+    func register(_ key: DeviceKey) -> (stream: AsyncStream<Outgoing>, listener: Listener, unregister: @Sendable () -> Void) {
+        let (stream, continuation) = AsyncStream<Outgoing>.makeStream(bufferingPolicy: .bufferingOldest(self.capacity))
         let listener = Listener(continuation)
         let id: Int? = self.listeners.withLock { state in
             guard !state.closed else { return nil }
@@ -54,7 +53,7 @@ final class Hub: Sendable {
     }
 
     /// Hands a queued notification to the device's listeners, without waiting.
-    func deliver(_ notification: PushNotification, to key: DeviceKey) {
+    func deliver(_ notification: Outgoing, to key: DeviceKey) {
         guard let targets = self.listeners.withLock({ $0.byDevice[key].map { Array($0.values) } }) else { return }
         for listener in targets {
             if case .dropped = listener.continuation.yield(notification) { listener.end(.fellBehind) }

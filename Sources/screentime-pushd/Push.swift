@@ -76,7 +76,7 @@ struct Push: Sendable {
 
     // MARK: Delivery
 
-    func listen(_ params: ListenParams, auth: Auth?, send: @Sendable (PushNotification) async throws -> Void) async throws -> ListenEnd {
+    func listen(_ params: ListenParams, auth: Auth?, send: @Sendable (EncodedJSON) async throws -> Void) async throws -> ListenEnd {
         let device = try await self.device(auth)
         if let after = params.after, after < 0 { throw RPCError.invalidParams("params.after", "must not be negative") }
         let key = Hub.DeviceKey(family: device.family, deviceId: device.deviceId)
@@ -88,14 +88,14 @@ struct Push: Sendable {
         while true {
             let page = try self.database.pending(family: device.family, deviceId: device.deviceId, after: last, limit: 500, now: Date())
             for notification in page {
-                try await send(notification)
+                try await send(notification.json)
                 last = notification.seq
             }
             if page.count < 500 { break }
         }
         for await notification in live where notification.seq > last {
             guard notification.expiresAt > Date() else { continue }
-            try await send(notification)
+            try await send(notification.json)
             last = notification.seq
         }
         switch listener.ending.withLock({ $0 }) {
@@ -144,7 +144,7 @@ struct Push: Sendable {
                 priority: params.priority ?? .normal, createdAt: now, expiresAt: now.addingTimeInterval(ttl.seconds)))
         }
         let queued = try await self.database.enqueue(drafts)
-        for item in queued { self.hub.deliver(item.notification, to: .init(family: params.family, deviceId: item.deviceId)) }
+        for item in queued { self.hub.deliver(item.outgoing, to: .init(family: params.family, deviceId: item.deviceId)) }
         self.logger.info("notification sent", metadata: ["family": "\(params.family)", "devices": "\(queued.map(\.deviceId))"])
         return NotifyResult(queued: queued.map { QueuedNotification(deviceId: $0.deviceId, seq: $0.notification.seq) })
     }

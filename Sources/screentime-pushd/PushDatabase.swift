@@ -49,7 +49,7 @@ final class PushDatabase: Sendable {
                     seq INTEGER NOT NULL,
                     collapse_key TEXT,
                     expires_at INTEGER NOT NULL,
-                    -- the PushNotification as JSON
+                    -- the PushNotification as JSON without its seq, which is this row's
                     body TEXT NOT NULL,
                     PRIMARY KEY (family, device_id, seq)
                 ) WITHOUT ROWID;
@@ -116,26 +116,28 @@ final class PushDatabase: Sendable {
 
     /// Queues notifications (their `seq` is assigned here) and, in the same transaction,
     /// removes fired-once subscriptions and moves the change-log position. Returns the
-    /// notifications as queued.
+    /// notifications as queued, in the order of `drafts`.
+    ///
+    /// One change may go to thousands of devices: the rows are written with a few
+    /// statements of many rows each, not a few statements per device.
     func enqueue(_ drafts: [Draft], removing fired: [SubscriptionKey] = [], position: Int64? = nil) async throws -> [Queued] {
         try await self.pool.write { db in
+            let seqs = try Self.number(drafts, db)
+            // One change fires the same notification for many devices: encoded once, without
+            // a seq (the row's seq is the device's number).
+            var bodies: [PushNotification: String] = [:]
             var queued: [Queued] = []
-            for draft in drafts {
-                let seq = try Int64.fetchOne(db, sql: """
-                    INSERT INTO devices(family, device_id, last_seq) VALUES (?, ?, 1)
-                    ON CONFLICT(family, device_id) DO UPDATE SET last_seq = last_seq + 1 RETURNING last_seq
-                    """, arguments: [draft.family, draft.deviceId]) ?? 1
+            queued.reserveCapacity(drafts.count)
+            for (draft, seq) in zip(drafts, seqs) {
+                let body = try bodies[draft.notification] ?? Coding.encode(draft.notification)
+                bodies[draft.notification] = body
                 var notification = draft.notification
                 notification.seq = seq
-                if let key = notification.collapseKey {
-                    // The newer replaces what is still pending under the same key.
-                    try db.execute(sql: "DELETE FROM queue WHERE family = ? AND device_id = ? AND collapse_key = ?",
-                                   arguments: [draft.family, draft.deviceId, key])
-                }
-                try db.execute(sql: "INSERT INTO queue(family, device_id, seq, collapse_key, expires_at, body) VALUES (?, ?, ?, ?, ?, ?)",
-                               arguments: [draft.family, draft.deviceId, seq, notification.collapseKey, Millis.of(notification.expiresAt), try Coding.encode(notification)])
-                queued.append(Queued(deviceId: draft.deviceId, notification: notification))
+                let outgoing = Outgoing(seq: seq, expiresAt: notification.expiresAt, json: PushNotification.numbered(seq, unnumbered: EncodedJSON(body)))
+                queued.append(Queued(deviceId: draft.deviceId, notification: notification, outgoing: outgoing, body: body))
             }
+            try Self.collapse(queued, db)
+            try Self.insert(Self.survivors(queued), db)
             for key in fired {
                 try db.execute(sql: "DELETE FROM subscriptions WHERE family = ? AND device_id = ? AND id = ?", arguments: [key.family, key.deviceId, key.id])
             }
@@ -144,12 +146,91 @@ final class PushDatabase: Sendable {
         }
     }
 
-    /// A page of a device's queue after `after`, unexpired, in order.
-    func pending(family: String, deviceId: String, after: Int64, limit: Int, now: Date) throws -> [PushNotification] {
+    private struct DeviceKey: Hashable {
+        var family: String
+        var deviceId: String
+    }
+
+    /// Each draft's sequence number: every device's counter moves by its number of drafts.
+    private static func number(_ drafts: [Draft], _ db: Database) throws -> [Int64] {
+        var counts: [DeviceKey: Int64] = [:]
+        for draft in drafts { counts[DeviceKey(family: draft.family, deviceId: draft.deviceId), default: 0] += 1 }
+        var next: [DeviceKey: Int64] = [:]
+        for chunk in Array(counts).chunked(250) {
+            let sql = "INSERT INTO devices(family, device_id, last_seq) VALUES " + Self.placeholders(3, rows: chunk.count)
+                + " ON CONFLICT(family, device_id) DO UPDATE SET last_seq = last_seq + excluded.last_seq RETURNING family, device_id, last_seq"
+            let arguments = StatementArguments(chunk.flatMap { [$0.key.family, $0.key.deviceId, $0.value] as [(any DatabaseValueConvertible)?] })
+            for row in try Row.fetchAll(try Self.statement(sql, full: chunk.count == 250, db), arguments: arguments) {
+                let key = DeviceKey(family: row["family"], deviceId: row["device_id"])
+                next[key] = (row["last_seq"] as Int64) - counts[key, default: 1] + 1
+            }
+        }
+        return drafts.map { draft in
+            let key = DeviceKey(family: draft.family, deviceId: draft.deviceId)
+            defer { next[key, default: 0] += 1 }
+            return next[key, default: 1]
+        }
+    }
+
+    /// Removes what the new notifications replace: pending ones with the same collapse key.
+    private static func collapse(_ queued: [Queued], _ db: Database) throws {
+        var byKey: [String: (family: String, key: String, devices: Set<String>)] = [:]
+        for item in queued {
+            guard let key = item.notification.collapseKey else { continue }
+            byKey[item.notification.family + "\u{0}" + key, default: (item.notification.family, key, [])].devices.insert(item.deviceId)
+        }
+        for (family, key, devices) in byKey.values {
+            for chunk in Array(devices).chunked(500) {
+                let sql = "DELETE FROM queue WHERE family = ? AND collapse_key = ? AND device_id IN (" + Array(repeating: "?", count: chunk.count).joined(separator: ", ") + ")"
+                try Self.statement(sql, full: chunk.count == 500, db).execute(arguments: StatementArguments(([family, key] + chunk).map { $0 as (any DatabaseValueConvertible)? }))
+            }
+        }
+    }
+
+    /// The notifications to store: of several with the same device and collapse key in one
+    /// batch, only the last (all were delivered live).
+    private static func survivors(_ queued: [Queued]) -> [Queued] {
+        var seen = Set<[String]>()
+        var kept: [Queued] = []
+        for item in queued.reversed() {
+            if let key = item.notification.collapseKey, !seen.insert([item.notification.family, item.deviceId, key]).inserted { continue }
+            kept.append(item)
+        }
+        return kept.reversed()
+    }
+
+    private static func insert(_ queued: [Queued], _ db: Database) throws {
+        for chunk in queued.chunked(150) {
+            let sql = "INSERT INTO queue(family, device_id, seq, collapse_key, expires_at, body) VALUES " + Self.placeholders(6, rows: chunk.count)
+            let arguments = StatementArguments(chunk.flatMap { item -> [(any DatabaseValueConvertible)?] in
+                [item.notification.family, item.deviceId, item.notification.seq, item.notification.collapseKey, Millis.of(item.notification.expiresAt), item.body]
+            })
+            try Self.statement(sql, full: chunk.count == 150, db).execute(arguments: arguments)
+        }
+    }
+
+    /// `(?, ?, ?), (?, ?, ?)` for `rows` rows of `columns` values.
+    private static func placeholders(_ columns: Int, rows: Int) -> String {
+        let row = "(" + Array(repeating: "?", count: columns).joined(separator: ", ") + ")"
+        return Array(repeating: row, count: rows).joined(separator: ", ")
+    }
+
+    /// Statements of full chunks are kept compiled; a remainder's size varies, so it is not.
+    private static func statement(_ sql: String, full: Bool, _ db: Database) throws -> Statement {
+        full ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
+    }
+
+    /// A page of a device's queue after `after`, unexpired, in order, ready to send.
+    func pending(family: String, deviceId: String, after: Int64, limit: Int, now: Date) throws -> [Outgoing] {
         try self.pool.read { db in
-            try String.fetchAll(db, sql: """
-                SELECT body FROM queue WHERE family = ? AND device_id = ? AND seq > ? AND expires_at > ? ORDER BY seq LIMIT ?
-                """, arguments: [family, deviceId, after, Millis.of(now), limit]).map { try Coding.decode(PushNotification.self, $0) }
+            try Row.fetchAll(db, sql: """
+                SELECT seq, expires_at, body FROM queue WHERE family = ? AND device_id = ? AND seq > ? AND expires_at > ? ORDER BY seq LIMIT ?
+                """, arguments: [family, deviceId, after, Millis.of(now), limit]).map { row in
+                let seq: Int64 = row["seq"]
+                let expires: Int64 = row["expires_at"]
+                return Outgoing(seq: seq, expiresAt: Date(timeIntervalSince1970: Double(expires) / 1000),
+                                json: PushNotification.numbered(seq, unnumbered: EncodedJSON(row["body"] as String)))
+            }
         }
     }
 
@@ -191,6 +272,9 @@ final class PushDatabase: Sendable {
     struct Queued: Sendable {
         var deviceId: String
         var notification: PushNotification
+        var outgoing: Outgoing
+        /// The notification's JSON without its seq, as stored.
+        var body: String
     }
 
     struct SubscriptionKey: Sendable, Hashable {
@@ -205,17 +289,27 @@ struct PushDatabaseError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
+extension Array {
+    /// The elements in consecutive slices of at most `size`.
+    func chunked(_ size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: self.count, by: size).map { self[$0..<Swift.min($0 + size, self.count)] }
+    }
+}
+
 enum Millis {
     static func of(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
 }
 
 /// JSON for the rows' bodies, in the wire's encoding (dates and all).
 enum Coding {
+    private static let encoder = RPCJSON.makeEncoder()
+    private static let decoder = RPCJSON.makeDecoder()
+
     static func encode<T: Encodable>(_ value: T) throws -> String {
-        String(decoding: try RPCJSON.makeEncoder().encode(value), as: UTF8.self)
+        String(decoding: try Self.encoder.encode(value), as: UTF8.self)
     }
 
     static func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
-        try RPCJSON.makeDecoder().decode(type, from: Data(text.utf8))
+        try Self.decoder.decode(type, from: Data(text.utf8))
     }
 }

@@ -1,0 +1,271 @@
+import ArgumentParser
+import Foundation
+import PushAPI
+import RPCClient
+import RPCCore
+import ServiceKit
+import StoreAPI
+import Synchronization
+
+/// A store and a push service; parent devices, each with a query subscription and a live
+/// `push.listen`; one record changed again and again. Timed: from `store.modify` returning
+/// to each listener holding the notification (store commit, change feed, fan-out, durable
+/// queue, delivery, all included), with 1, 1,000 and 10,000 listeners; notifications per
+/// second sustained; the push service's memory per idle listener.
+struct PushBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "push",
+        abstract: "Benchmarks screentime-pushd: change-to-notification latency with many listeners, throughput, memory per listener."
+    )
+
+    @Option(parsing: .upToNextOption, help: "Listener counts measured, ascending.")
+    var listeners: [Int] = [1, 1000, 10_000]
+
+    @Option(help: "Changes timed at each listener count (fewer as listeners grow, at least 20).")
+    var rounds: Int = 200
+
+    @Option(help: "Changes sent back to back for the throughput figure.")
+    var burst: Int = 200
+
+    @OptionGroup var common: CommonOptions
+
+    func validate() throws {
+        guard !self.listeners.isEmpty, self.listeners.allSatisfy({ $0 >= 1 }), self.listeners == self.listeners.sorted() else {
+            throw ValidationError("--listeners takes counts of at least 1, ascending")
+        }
+        guard self.rounds >= 20 else { throw ValidationError("--rounds must be at least 20") }
+        guard (10...1000).contains(self.burst) else { throw ValidationError("--burst must be between 10 and 1000 (a listener is cut off 1024 behind)") }
+    }
+
+    func run() async throws {
+        let levels = self.common.quick ? [1, 100, 1000] : self.listeners
+        let most = levels.last!
+        let openFiles = OpenFileLimit.raiseToHard()
+        guard openFiles > most + 256 else {
+            throw BenchError("\(most) listeners need \(most + 256) open files; the hard limit is \(openFiles) (raise it with ulimit -Hn or in limits.conf)")
+        }
+        let directory = try WorkDirectory(self.common.workDirectory)
+        defer { directory.removeUnlessKept() }
+        let work = directory.path
+        let store = try LaunchedService("screentime-stored", binDirectory: self.common.binDirectory, work: work)
+        defer { store.kill() }
+        let push = try LaunchedService("screentime-pushd", binDirectory: self.common.binDirectory, work: work,
+                                       arguments: ["--max-connections", "\(most + 100)"])
+        defer { push.kill() }
+        let storeClient = RPCClient(configuration: ClientConfiguration(socketPath: work + "/store.sock", callTimeout: .seconds(120), connectTimeout: .seconds(10)))
+        let pushSocket = work + "/push.sock"
+
+        say("\(most) parent devices")
+        _ = try await storeClient.call(StoreMethods.createFamily, CreateFamilyParams(family: Self.family))
+        _ = try await storeClient.call(StoreMethods.createZone, ZoneParams(family: Self.family, zone: Self.zone))
+        let devices = (0..<most).map { BenchDevice(index: $0, socket: pushSocket) }
+        try await Self.concurrently(devices, width: 32) { device in
+            _ = try await storeClient.call(StoreMethods.putCredential, PutCredentialParams(
+                family: Self.family, deviceId: device.deviceId, role: .coParent, tokenSHA256: SHA256Hex.of(device.token)))
+        }
+
+        let writer = ChangeWriter(store: storeClient)
+        let arrivals = Arrivals()
+        var figures: [Figure] = []
+        var connected = 0
+        for level in levels {
+            // Each new device subscribes, then listens: every change goes to `level` queues.
+            let joining = Array(devices[connected..<level])
+            try await Self.concurrently(joining, width: 32) { device in
+                _ = try await device.client.call(PushMethods.subscribe, SubscribeParams(
+                    subscriptionId: "bench", kind: .query, zone: Self.zone, recordType: "UsageRecord", firesOn: [.create, .update],
+                    notification: NotificationSpec(includeKeys: ["totalSeconds"], collapseKey: "bench")))
+            }
+            try await Self.settle(connected, writer: writer, arrivals: arrivals)
+            let before = try ProcessMemory.residentBytes(pid: push.process.processIdentifier)
+            for device in joining { device.listen(into: arrivals) }
+            connected = level
+            try await Self.settle(level, writer: writer, arrivals: arrivals)
+            if level == most {
+                // What the listeners added, once connected and caught up.
+                let rss = try ProcessMemory.residentBytes(pid: push.process.processIdentifier)
+                let perListener = Double(rss - before) / Double(joining.count) / 1024
+                figures.append(Figure(name: "memory per idle listener (\(joining.count) joining)", value: perListener, unit: "KiB",
+                                      target: "< 16 KiB", met: perListener < 16))
+            }
+            let rounds = max(20, level >= 10_000 ? self.rounds / 4 : level >= 1000 ? self.rounds / 2 : self.rounds) / (self.common.quick ? 5 : 1)
+            let latency = try await Self.latency(level, rounds: max(rounds, 4), writer: writer, arrivals: arrivals)
+            let target: Double? = level == 1000 ? 20 : level == 10_000 ? 200 : nil
+            figures.append(Figure(name: "modify → notification, \(level) listening, p50", value: latency.p50 / 1000, unit: "ms"))
+            figures.append(Figure(name: "modify → notification, \(level) listening, p99", value: latency.p99 / 1000, unit: "ms",
+                                  target: target.map { "< \(Int($0)) ms" }, met: target.map { latency.p99 / 1000 < $0 }))
+            say("  \(level) listening: p50 \(Report.format(latency.p50 / 1000)) ms, p99 \(Report.format(latency.p99 / 1000)) ms")
+        }
+
+        let burst = self.common.quick ? 50 : self.burst
+        let rate = try await Self.throughput(connected: connected, burst: burst, writer: writer, arrivals: arrivals)
+        figures.append(Figure(name: "delivered, \(burst) changes × \(connected)", value: rate, unit: "notifications/s"))
+
+        Report.print("screentime-pushd (\(levels.map(String.init).joined(separator: "/")) listeners\(self.common.quick ? ", quick mode" : ""))", figures)
+        if let json = self.common.json { try Report.writeJSON(figures, to: json) }
+        for device in devices { device.stop() }
+        await storeClient.close()
+    }
+
+    static let family = "bench"
+    static let zone = "data"
+
+    /// Changes until every listener holds the latest (the first listen of each device also
+    /// returns its queued backlog), then a moment of quiet.
+    private static func settle(_ listening: Int, writer: ChangeWriter, arrivals: Arrivals) async throws {
+        guard listening > 0 else { return }
+        for _ in 0..<5 {
+            arrivals.expect(round: writer.next)
+            _ = try await writer.change()
+            if await arrivals.wait(for: listening, timeout: .seconds(20)) {
+                try await Task.sleep(for: .milliseconds(200))
+                return
+            }
+        }
+        throw BenchError("only \(arrivals.count) of \(listening) listeners received a change within 20 s, five times over")
+    }
+
+    private static func latency(_ listening: Int, rounds: Int, writer: ChangeWriter, arrivals: Arrivals) async throws -> Samples {
+        var samples = Samples()
+        for _ in 0..<rounds {
+            let round = writer.next
+            arrivals.expect(round: round)
+            _ = try await writer.change()
+            let returned = ContinuousClock.now
+            guard await arrivals.wait(for: listening, timeout: .seconds(30)) else {
+                throw BenchError("only \(arrivals.count) of \(listening) listeners received change \(round) within 30 s")
+            }
+            // A notification may beat the modify reply to the client: that counts as zero.
+            for arrived in arrivals.times { samples.add(max(.zero, arrived - returned)) }
+        }
+        return samples
+    }
+
+    /// `burst` changes back to back; notifications counted as they arrive, whatever round.
+    private static func throughput(connected: Int, burst: Int, writer: ChangeWriter, arrivals: Arrivals) async throws -> Double {
+        arrivals.expectAny()
+        let started = ContinuousClock.now
+        for _ in 0..<burst { _ = try await writer.change() }
+        let total = burst * connected
+        guard await arrivals.wait(for: total, timeout: .seconds(120)) else {
+            throw BenchError("only \(arrivals.count) of \(total) notifications arrived within 2 minutes")
+        }
+        return Double(total) / (arrivals.last - started).seconds
+    }
+
+    /// Runs `body` on every item, `width` at a time.
+    private static func concurrently<T: Sendable>(_ items: [T], width: Int, _ body: @escaping @Sendable (T) async throws -> Void) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, item) in items.enumerated() {
+                if index >= width { try await group.next() }
+                group.addTask { try await body(item) }
+            }
+            try await group.waitForAll()
+        }
+    }
+}
+
+/// One parent device: its credential, its client, its listening task.
+private final class BenchDevice: Sendable {
+    let deviceId: String
+    let token: String
+    let client: RPCClient
+    private let task = Mutex<Task<Void, Never>?>(nil)
+
+    init(index: Int, socket: String) {
+        self.deviceId = "parent-\(index)"
+        self.token = "bench-token-\(index)-\(UUID().uuidString)"
+        self.client = RPCClient(configuration: ClientConfiguration(socketPath: socket, callTimeout: .seconds(120), connectTimeout: .seconds(30), auth: Auth(token: self.token)))
+    }
+
+    func listen(into arrivals: Arrivals) {
+        let client = self.client
+        self.task.withLock {
+            $0 = Task {
+                do {
+                    for try await event in client.stream(PushMethods.listen, ListenParams()) {
+                        guard case .item(let notification) = event, case .int(let round)? = notification.fields?["totalSeconds"] else { continue }
+                        arrivals.arrived(round: round)
+                    }
+                } catch {
+                    say("  a listener ended: \(error)")
+                }
+            }
+        }
+    }
+
+    func stop() { self.task.withLock { $0?.cancel() } }
+}
+
+/// Changes one UsageRecord, its `totalSeconds` numbering the change.
+private final class ChangeWriter: Sendable {
+    let store: RPCClient
+    private let counter = Mutex<Int64>(1)
+
+    init(store: RPCClient) { self.store = store }
+
+    /// The number the next change carries.
+    var next: Int64 { self.counter.withLock { $0 } }
+
+    /// Saves the record with the next number; returns that number.
+    func change() async throws -> Int64 {
+        let round = self.counter.withLock { value in
+            defer { value += 1 }
+            return value
+        }
+        let start = Date(timeIntervalSince1970: 1_790_000_000)
+        let result = try await self.store.call(StoreMethods.modify, ModifyParams(family: PushBenchmark.family, zone: PushBenchmark.zone, saves: [
+            RecordSave(recordType: "UsageRecord", recordName: "session", fields: [
+                "logicalID": "org.khan", "deviceID": "bench-child", "category": "learning",
+                "sessionStart": .date(start), "sessionEnd": .date(start.addingTimeInterval(60)), "totalSeconds": .int(round),
+            ]),
+        ], savePolicy: .allKeys))
+        guard result.allSucceeded else { throw BenchError("store.modify failed: \(result.saved)") }
+        return round
+    }
+}
+
+/// When notifications arrived: those of one round, or (`expectAny`) all of them.
+private final class Arrivals: Sendable {
+    private struct State {
+        var round: Int64?
+        var times: [ContinuousClock.Instant] = []
+    }
+
+    private let state = Mutex(State())
+
+    func expect(round: Int64) { self.state.withLock { $0 = State(round: round) } }
+    func expectAny() { self.state.withLock { $0 = State(round: nil) } }
+
+    func arrived(round: Int64) {
+        let now = ContinuousClock.now
+        self.state.withLock { state in
+            if state.round == nil || state.round == round { state.times.append(now) }
+        }
+    }
+
+    var count: Int { self.state.withLock { $0.times.count } }
+    var times: [ContinuousClock.Instant] { self.state.withLock { $0.times } }
+    var last: ContinuousClock.Instant { self.state.withLock { $0.times.max() ?? .now } }
+
+    /// Whether `count` arrivals were reached within `timeout`.
+    func wait(for count: Int, timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while self.count < count {
+            guard ContinuousClock.now < deadline else { return false }
+            try? await Task.sleep(for: .microseconds(200))
+        }
+        return true
+    }
+}
+
+/// A process's resident memory, from /proc.
+enum ProcessMemory {
+    static func residentBytes(pid: Int32) throws -> Int {
+        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let kib = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+        else { throw BenchError("no VmRSS in /proc/\(pid)/status") }
+        return kib * 1024
+    }
+}
