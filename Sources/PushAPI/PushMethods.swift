@@ -23,5 +23,13 @@ public enum PushMethods {
     public static let notify = MethodSpec<NotifyParams, NotifyResult>(
         "push.notify", summary: "Queues a notification for a device, or for every active parent of a family, and delivers it live. Local services only.",
         errors: [.forbidden, .invalidParams, .notFound])
-
+    public static let setWebhook = MethodSpec<SetWebhookParams, WebhookInfo>(
+        "push.setWebhook", summary: "Sets the calling device's HTTP endpoint (UnifiedPush or ntfy): notifications it is not listening for are posted there, with retries. Only when the service runs with --webhooks.",
+        errors: [.unauthorized, .invalidParams, .unavailable])
+    public static let getWebhook = MethodSpec<Empty, WebhookInfo>(
+        "push.getWebhook", summary: "The calling device's webhook: where, in what format, and how deliveries are going.",
+        errors: [.unauthorized, .notFound])
+    public static let removeWebhook = MethodSpec<Empty, RemoveWebhookResult>(
+        "push.removeWebhook", summary: "Removes the calling device's webhook; what was waiting to be posted is dropped (it stays in the device's queue).",
+        errors: [.unauthorized])
 }

@@ -14,6 +14,7 @@ struct Follower: Service {
     let store: RPCClient
     let database: PushDatabase
     let fanout: Fanout
+    let dispatch: Dispatch
     let registry: SubscriptionRegistry
     let hub: Hub
     let access: AccessCache
@@ -75,17 +76,12 @@ struct Follower: Service {
         let started = ContinuousClock.now
         let outcome = try await self.fanout.process(batch)
         let matched = ContinuousClock.now
-        let queued = try await self.database.enqueue(outcome.drafts, removing: outcome.fired, position: batch.last?.seq)
-        let stored = ContinuousClock.now
+        let queued = try await self.dispatch.queue(outcome.drafts, removing: outcome.fired, position: batch.last?.seq)
         self.registry.remove(outcome.fired)
-        for item in queued {
-            self.hub.deliver(item.outgoing, to: Hub.DeviceKey(family: item.notification.family, deviceId: item.deviceId))
-        }
         if !queued.isEmpty {
             self.logger.debug("notifications queued", metadata: [
                 "count": "\(queued.count)", "changes": "\(batch.count)", "through_seq": "\(batch.last?.seq ?? 0)",
-                "match_us": "\((matched - started).microseconds)", "queue_us": "\((stored - matched).microseconds)",
-                "deliver_us": "\((ContinuousClock.now - stored).microseconds)",
+                "match_us": "\((matched - started).microseconds)", "queue_and_deliver_us": "\((ContinuousClock.now - matched).microseconds)",
             ])
         }
         for family in outcome.accessChanged { await self.recheckListeners(family) }

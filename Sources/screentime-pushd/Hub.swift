@@ -77,6 +77,8 @@ final class Hub: Sendable {
         for listener in all { listener.end(.shutdown) }
     }
 
+    func isListening(_ key: DeviceKey) -> Bool { self.listeners.withLock { $0.byDevice[key] != nil } }
+
     var listenerCount: Int { self.listeners.withLock { $0.byDevice.values.reduce(0) { $0 + $1.count } } }
 
     /// The families with someone listening now.

@@ -18,6 +18,7 @@ struct Push: Sendable {
     let registry: SubscriptionRegistry
     let access: AccessCache
     let hub: Hub
+    let dispatch: Dispatch
     let settings: Settings
     let schema: SchemaCache
     let logger: Logger
@@ -143,10 +144,49 @@ struct Push: Sendable {
                 seq: 0, family: params.family, reason: .message, alert: params.alert, fields: params.data, collapseKey: params.collapseKey,
                 priority: params.priority ?? .normal, createdAt: now, expiresAt: now.addingTimeInterval(ttl.seconds)))
         }
-        let queued = try await self.database.enqueue(drafts)
-        for item in queued { self.hub.deliver(item.outgoing, to: .init(family: params.family, deviceId: item.deviceId)) }
+        let queued = try await self.dispatch.queue(drafts)
         self.logger.info("notification sent", metadata: ["family": "\(params.family)", "devices": "\(queued.map(\.deviceId))"])
         return NotifyResult(queued: queued.map { QueuedNotification(deviceId: $0.deviceId, seq: $0.notification.seq) })
+    }
+
+    // MARK: Webhooks
+
+    func setWebhook(_ params: SetWebhookParams, auth: Auth?) async throws -> WebhookInfo {
+        let device = try await self.device(auth)
+        guard let webhooks = self.dispatch.webhooks else {
+            throw RPCError(.unavailable, "outbound delivery is off on this server; its administrator turns it on with screentime-pushd --webhooks")
+        }
+        try Check.webhookURL("params.url", params.url)
+        if let authorization = params.authorization {
+            guard (1...1024).contains(authorization.utf8.count), authorization.unicodeScalars.allSatisfy({ $0.isASCII && $0.value >= 0x20 && $0.value != 0x7F }) else {
+                throw RPCError.invalidParams("params.authorization", "must be 1 to 1024 printable ASCII characters (an HTTP header value such as Bearer tk_…)")
+            }
+        }
+        let info = try await self.database.setWebhook(
+            family: device.family, deviceId: device.deviceId,
+            PushDatabase.Webhook(url: params.url, format: params.format, authorization: params.authorization), now: Date())
+        webhooks.registry.insert(Hub.DeviceKey(family: device.family, deviceId: device.deviceId))
+        self.logger.info("webhook set", metadata: [
+            "family": "\(device.family)", "device_id": "\(device.deviceId)", "format": "\(params.format.rawValue)",
+            "host": "\(URL(string: params.url)?.host ?? "")",
+        ])
+        return info
+    }
+
+    func getWebhook(auth: Auth?) async throws -> WebhookInfo {
+        let device = try await self.device(auth)
+        guard let info = try self.database.webhook(family: device.family, deviceId: device.deviceId) else {
+            throw RPCError(.notFound, "this device has no webhook; set one with push.setWebhook")
+        }
+        return info
+    }
+
+    func removeWebhook(auth: Auth?) async throws -> RemoveWebhookResult {
+        let device = try await self.device(auth)
+        let removed = try await self.database.removeWebhook(family: device.family, deviceId: device.deviceId)
+        self.dispatch.webhooks?.registry.remove(Hub.DeviceKey(family: device.family, deviceId: device.deviceId))
+        if removed { self.logger.info("webhook removed", metadata: ["family": "\(device.family)", "device_id": "\(device.deviceId)"]) }
+        return RemoveWebhookResult(removed: removed)
     }
 
     // MARK: Callers
@@ -235,6 +275,17 @@ enum Check {
     static func zone(_ path: String, _ value: String) throws {
         try self.name(path, value)
         guard !StoreNames.isInternalZone(value) else { throw RPCError(.forbidden, "\(value) is an internal zone of the services; nobody subscribes to it") }
+    }
+
+    /// An http(s) URL with a host, without credentials in it, at most 2048 bytes.
+    static func webhookURL(_ path: String, _ value: String) throws {
+        guard value.utf8.count <= 2048 else { throw RPCError.invalidParams(path, "must be at most 2048 bytes") }
+        guard let components = URLComponents(string: value), let scheme = components.scheme?.lowercased(), ["http", "https"].contains(scheme),
+              let host = components.host, !host.isEmpty
+        else { throw RPCError.invalidParams(path, "must be an http:// or https:// URL with a host, such as https://ntfy.sh/mytopic") }
+        guard components.user == nil, components.password == nil else {
+            throw RPCError.invalidParams(path, "must not carry a user name or password; put credentials in authorization")
+        }
     }
 
     static func onlyForQuery(_ params: SubscribeParams) throws {

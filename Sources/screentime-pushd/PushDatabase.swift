@@ -61,6 +61,33 @@ final class PushDatabase: Sendable {
                 ) WITHOUT ROWID;
                 """)
         }
+        migrator.registerMigration("push-v2-webhooks") { db in
+            try db.execute(sql: """
+                CREATE TABLE webhooks (
+                    family TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    url TEXT NOT NULL,
+                    format TEXT NOT NULL,
+                    -- sent as the Authorization header; never shown
+                    authorization TEXT,
+                    status TEXT NOT NULL DEFAULT 'active',
+                    created_at INTEGER NOT NULL,
+                    delivered_at INTEGER,
+                    last_error TEXT,
+                    PRIMARY KEY (family, device_id)
+                ) WITHOUT ROWID;
+                -- queued notifications still to be posted to their device's webhook
+                CREATE TABLE outbox (
+                    family TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    seq INTEGER NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    due_at INTEGER NOT NULL,
+                    PRIMARY KEY (family, device_id, seq)
+                ) WITHOUT ROWID;
+                CREATE INDEX outbox_by_due ON outbox(due_at);
+                """)
+        }
         if try pool.read({ try migrator.hasBeenSuperseded($0) }) {
             throw PushDatabaseError("the database \(path) was written by a newer screentime-pushd; install that version again")
         }
@@ -120,7 +147,10 @@ final class PushDatabase: Sendable {
     ///
     /// One change may go to thousands of devices: the rows are written with a few
     /// statements of many rows each, not a few statements per device.
-    func enqueue(_ drafts: [Draft], removing fired: [SubscriptionKey] = [], position: Int64? = nil) async throws -> [Queued] {
+    /// `post` says which devices also get the notification posted to their webhook (an
+    /// outbox row, in the same transaction).
+    func enqueue(_ drafts: [Draft], removing fired: [SubscriptionKey] = [], position: Int64? = nil,
+                 post: @escaping @Sendable (_ family: String, _ deviceId: String) -> Bool = { _, _ in false }) async throws -> [Queued] {
         try await self.pool.write { db in
             let seqs = try Self.number(drafts, db)
             // One change fires the same notification for many devices: encoded once, without
@@ -134,10 +164,13 @@ final class PushDatabase: Sendable {
                 var notification = draft.notification
                 notification.seq = seq
                 let outgoing = Outgoing(seq: seq, expiresAt: notification.expiresAt, json: PushNotification.numbered(seq, unnumbered: EncodedJSON(body)))
-                queued.append(Queued(deviceId: draft.deviceId, notification: notification, outgoing: outgoing, body: body))
+                queued.append(Queued(deviceId: draft.deviceId, notification: notification, outgoing: outgoing, body: body,
+                                     posted: post(draft.family, draft.deviceId)))
             }
             try Self.collapse(queued, db)
-            try Self.insert(Self.survivors(queued), db)
+            let stored = Self.survivors(queued)
+            try Self.insert(stored, db)
+            try Self.addToOutbox(stored.filter(\.posted), db)
             for key in fired {
                 try db.execute(sql: "DELETE FROM subscriptions WHERE family = ? AND device_id = ? AND id = ?", arguments: [key.family, key.deviceId, key.id])
             }
@@ -182,7 +215,8 @@ final class PushDatabase: Sendable {
         for (family, key, devices) in byKey.values {
             for chunk in Array(devices).chunked(500) {
                 let sql = "DELETE FROM queue WHERE family = ? AND collapse_key = ? AND device_id IN (" + Array(repeating: "?", count: chunk.count).joined(separator: ", ") + ")"
-                try Self.statement(sql, full: chunk.count == 500, db).execute(arguments: StatementArguments(([family, key] + chunk).map { $0 as (any DatabaseValueConvertible)? }))
+                let values: [(any DatabaseValueConvertible)?] = [family, key] + chunk.map { $0 }
+                try Self.statement(sql, full: chunk.count == 500, db).execute(arguments: StatementArguments(values))
             }
         }
     }
@@ -210,7 +244,7 @@ final class PushDatabase: Sendable {
     }
 
     /// `(?, ?, ?), (?, ?, ?)` for `rows` rows of `columns` values.
-    private static func placeholders(_ columns: Int, rows: Int) -> String {
+    static func placeholders(_ columns: Int, rows: Int) -> String {
         let row = "(" + Array(repeating: "?", count: columns).joined(separator: ", ") + ")"
         return Array(repeating: row, count: rows).joined(separator: ", ")
     }
@@ -249,6 +283,7 @@ final class PushDatabase: Sendable {
                            arguments: [upTo, family, deviceId])
             let acked = try Int64.fetchOne(db, sql: "SELECT acked FROM devices WHERE family = ? AND device_id = ?", arguments: [family, deviceId]) ?? 0
             try db.execute(sql: "DELETE FROM queue WHERE family = ? AND device_id = ? AND seq <= ?", arguments: [family, deviceId, acked])
+            try db.execute(sql: "DELETE FROM outbox WHERE family = ? AND device_id = ? AND seq <= ?", arguments: [family, deviceId, acked])
             let pending = try Int.fetchOne(db, sql: "SELECT count(*) FROM queue WHERE family = ? AND device_id = ?", arguments: [family, deviceId]) ?? 0
             return AckResult(acked: acked, pending: pending)
         }
@@ -275,6 +310,8 @@ final class PushDatabase: Sendable {
         var outgoing: Outgoing
         /// The notification's JSON without its seq, as stored.
         var body: String
+        /// Also to be posted to the device's webhook.
+        var posted: Bool
     }
 
     struct SubscriptionKey: Sendable, Hashable {

@@ -1,4 +1,5 @@
 import PushAPI
+import RPCCore
 import RPCServer
 
 /// Binds each `push.*` method to its implementation.
@@ -13,6 +14,9 @@ enum PushHandlers {
         }
         methods.on(PushMethods.ack) { params, context in try await push.ack(params, auth: context.auth) }
         methods.on(PushMethods.notify) { params, context in try await push.notify(params, auth: context.auth) }
+        methods.on(PushMethods.setWebhook) { params, context in try await push.setWebhook(params, auth: context.auth) }
+        methods.on(PushMethods.getWebhook) { _, context in try await push.getWebhook(auth: context.auth) }
+        methods.on(PushMethods.removeWebhook) { _, context in try await push.removeWebhook(auth: context.auth) }
         return methods
     }
 }

@@ -16,3 +16,14 @@ public func expectError(_ code: ErrorCode, sourceLocation: SourceLocation = #_so
         return nil
     }
 }
+
+/// Expects `body` to fail with `code` and a message (or data) that mentions `text`.
+@discardableResult
+public func expectError(_ code: ErrorCode, containing text: String, sourceLocation: SourceLocation = #_sourceLocation,
+                        _ body: () async throws -> Void) async -> RPCError? {
+    let error = await expectError(code, sourceLocation: sourceLocation, body)
+    if let error {
+        #expect("\(error.message) \(error.data.map { "\($0)" } ?? "")".contains(text), "\(error)", sourceLocation: sourceLocation)
+    }
+    return error
+}

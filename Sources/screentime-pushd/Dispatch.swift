@@ -1,0 +1,34 @@
+import PushAPI
+
+/// Queues notifications, then sends them on: live to the device's listeners, and to its
+/// webhook if it has one and nobody is listening for it.
+struct Dispatch: Sendable {
+    let database: PushDatabase
+    let hub: Hub
+    /// Nil when outbound delivery is off.
+    let webhooks: Webhooks?
+
+    struct Webhooks: Sendable {
+        let registry: WebhookRegistry
+        let wakeup: Wakeup
+    }
+
+    func queue(_ drafts: [PushDatabase.Draft], removing fired: [PushDatabase.SubscriptionKey] = [], position: Int64? = nil) async throws -> [PushDatabase.Queued] {
+        let queued = try await self.database.enqueue(drafts, removing: fired, position: position, post: self.post)
+        for item in queued {
+            self.hub.deliver(item.outgoing, to: Hub.DeviceKey(family: item.notification.family, deviceId: item.deviceId))
+        }
+        if queued.contains(where: \.posted) { self.webhooks?.wakeup.signal() }
+        return queued
+    }
+
+    /// Whether a notification for this device also goes to its webhook.
+    private var post: @Sendable (_ family: String, _ deviceId: String) -> Bool {
+        guard let registry = self.webhooks?.registry else { return { _, _ in false } }
+        let hub = self.hub
+        return { family, deviceId in
+            let key = Hub.DeviceKey(family: family, deviceId: deviceId)
+            return registry.contains(key) && !hub.isListening(key)
+        }
+    }
+}

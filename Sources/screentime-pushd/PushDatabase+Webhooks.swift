@@ -1,0 +1,164 @@
+import Foundation
+import GRDB
+import PushAPI
+
+/// Webhooks and their outbox: what is still to be posted, when, after how many attempts.
+extension PushDatabase {
+    struct Webhook: Sendable {
+        var url: String
+        var format: WebhookFormat
+        var authorization: String?
+    }
+
+    /// A queued notification due to be posted to its device's webhook.
+    struct Delivery: Sendable {
+        var family: String
+        var deviceId: String
+        var seq: Int64
+        /// Attempts made already.
+        var attempts: Int
+        /// The notification's JSON without its seq.
+        var body: String
+        var expiresAt: Date
+        var webhook: Webhook
+    }
+
+    func setWebhook(family: String, deviceId: String, _ webhook: Webhook, now: Date) async throws -> WebhookInfo {
+        try await self.pool.write { db in
+            try db.execute(sql: """
+                INSERT INTO webhooks(family, device_id, url, format, authorization, status, created_at) VALUES (?, ?, ?, ?, ?, 'active', ?)
+                ON CONFLICT(family, device_id) DO UPDATE SET url = excluded.url, format = excluded.format, authorization = excluded.authorization,
+                    status = 'active', created_at = excluded.created_at, delivered_at = NULL, last_error = NULL
+                """, arguments: [family, deviceId, webhook.url, webhook.format.rawValue, webhook.authorization, Millis.of(now)])
+            return try Self.webhookInfo(family: family, deviceId: deviceId, db)!
+        }
+    }
+
+    func webhook(family: String, deviceId: String) throws -> WebhookInfo? {
+        try self.pool.read { db in try Self.webhookInfo(family: family, deviceId: deviceId, db) }
+    }
+
+    /// Removes the webhook and what was waiting for it; false when there was none.
+    func removeWebhook(family: String, deviceId: String) async throws -> Bool {
+        try await self.pool.write { db in
+            try db.execute(sql: "DELETE FROM outbox WHERE family = ? AND device_id = ?", arguments: [family, deviceId])
+            try db.execute(sql: "DELETE FROM webhooks WHERE family = ? AND device_id = ?", arguments: [family, deviceId])
+            return db.changesCount > 0
+        }
+    }
+
+    /// The devices whose webhook takes deliveries.
+    func activeWebhooks() throws -> [(family: String, deviceId: String)] {
+        try self.pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT family, device_id FROM webhooks WHERE status = 'active'").map { ($0["family"], $0["device_id"]) }
+        }
+    }
+
+    /// Up to `limit` deliveries due by `now`, oldest first. Outbox rows whose notification
+    /// left the queue meanwhile (acknowledged, replaced by a newer one with the same
+    /// collapse key, expired) or whose webhook is gone are dropped on the way.
+    func dueDeliveries(now: Date, limit: Int) async throws -> [Delivery] {
+        try await self.pool.write { db in
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT o.family, o.device_id, o.seq, o.attempts, q.body, q.expires_at, w.url, w.format, w.authorization, w.status
+                FROM outbox o
+                LEFT JOIN queue q ON q.family = o.family AND q.device_id = o.device_id AND q.seq = o.seq
+                LEFT JOIN webhooks w ON w.family = o.family AND w.device_id = o.device_id
+                WHERE o.due_at <= ? ORDER BY o.due_at LIMIT ?
+                """, arguments: [Millis.of(now), limit])
+            var due: [Delivery] = []
+            for row in rows {
+                let family: String = row["family"], deviceId: String = row["device_id"], seq: Int64 = row["seq"]
+                let expires: Int64? = row["expires_at"]
+                guard let body = row["body"] as String?, let expires, expires > Millis.of(now), (row["status"] as String?) == WebhookStatus.active.rawValue,
+                      let url = row["url"] as String?, let format = WebhookFormat(rawValue: row["format"] ?? "")
+                else {
+                    try Self.dropDelivery(family: family, deviceId: deviceId, seq: seq, db)
+                    continue
+                }
+                due.append(Delivery(
+                    family: family, deviceId: deviceId, seq: seq, attempts: row["attempts"], body: body,
+                    expiresAt: Date(timeIntervalSince1970: Double(expires) / 1000),
+                    webhook: Webhook(url: url, format: format, authorization: row["authorization"])))
+            }
+            return due
+        }
+    }
+
+    /// When the next delivery is due, if any.
+    func nextDue() throws -> Date? {
+        try self.pool.read { db in
+            try Int64.fetchOne(db, sql: "SELECT min(due_at) FROM outbox").map { Date(timeIntervalSince1970: Double($0) / 1000) }
+        }
+    }
+
+    /// The endpoint took it (or it was not for this format): done.
+    func delivered(_ delivery: Delivery, at now: Date?) async throws {
+        try await self.pool.write { db in
+            try Self.dropDelivery(family: delivery.family, deviceId: delivery.deviceId, seq: delivery.seq, db)
+            if let now {
+                try db.execute(sql: "UPDATE webhooks SET delivered_at = ?, last_error = NULL WHERE family = ? AND device_id = ?",
+                               arguments: [Millis.of(now), delivery.family, delivery.deviceId])
+            }
+        }
+    }
+
+    /// Tries again at `due`.
+    func retry(_ delivery: Delivery, at due: Date, error: String) async throws {
+        try await self.pool.write { db in
+            try db.execute(sql: "UPDATE outbox SET attempts = attempts + 1, due_at = ? WHERE family = ? AND device_id = ? AND seq = ?",
+                           arguments: [Millis.of(due), delivery.family, delivery.deviceId, delivery.seq])
+            try Self.noteError(error, delivery, db)
+        }
+    }
+
+    /// Gives up on this one (it stays in the device's queue for its next listen).
+    func abandon(_ delivery: Delivery, error: String) async throws {
+        try await self.pool.write { db in
+            try Self.dropDelivery(family: delivery.family, deviceId: delivery.deviceId, seq: delivery.seq, db)
+            try Self.noteError(error, delivery, db)
+        }
+    }
+
+    /// The endpoint no longer exists: the webhook is marked gone and its outbox emptied.
+    func webhookGone(_ delivery: Delivery, error: String) async throws {
+        try await self.pool.write { db in
+            try db.execute(sql: "DELETE FROM outbox WHERE family = ? AND device_id = ?", arguments: [delivery.family, delivery.deviceId])
+            try db.execute(sql: "UPDATE webhooks SET status = 'gone' WHERE family = ? AND device_id = ?", arguments: [delivery.family, delivery.deviceId])
+            try Self.noteError(error, delivery, db)
+        }
+    }
+
+    static func addToOutbox(_ queued: [Queued], _ db: Database) throws {
+        let now = Millis.of(Date())
+        for chunk in queued.chunked(300) {
+            let sql = "INSERT OR IGNORE INTO outbox(family, device_id, seq, due_at) VALUES " + Self.placeholders(4, rows: chunk.count)
+            let arguments = StatementArguments(chunk.flatMap { item -> [(any DatabaseValueConvertible)?] in
+                [item.notification.family, item.deviceId, item.notification.seq, now]
+            })
+            try db.execute(sql: sql, arguments: arguments)
+        }
+    }
+
+    private static func dropDelivery(family: String, deviceId: String, seq: Int64, _ db: Database) throws {
+        try db.execute(sql: "DELETE FROM outbox WHERE family = ? AND device_id = ? AND seq = ?", arguments: [family, deviceId, seq])
+    }
+
+    private static func noteError(_ error: String, _ delivery: Delivery, _ db: Database) throws {
+        try db.execute(sql: "UPDATE webhooks SET last_error = ? WHERE family = ? AND device_id = ?", arguments: [error, delivery.family, delivery.deviceId])
+    }
+
+    private static func webhookInfo(family: String, deviceId: String, _ db: Database) throws -> WebhookInfo? {
+        guard let row = try Row.fetchOne(db, sql: """
+            SELECT url, format, authorization IS NOT NULL AS has_authorization, status, created_at, delivered_at, last_error,
+                (SELECT count(*) FROM outbox o WHERE o.family = w.family AND o.device_id = w.device_id) AS pending
+            FROM webhooks w WHERE family = ? AND device_id = ?
+            """, arguments: [family, deviceId])
+        else { return nil }
+        let delivered: Int64? = row["delivered_at"]
+        return WebhookInfo(
+            url: row["url"], format: WebhookFormat(rawValue: row["format"]) ?? .unifiedpush, hasAuthorization: row["has_authorization"],
+            status: WebhookStatus(rawValue: row["status"]) ?? .gone, createdAt: Date(timeIntervalSince1970: Double(row["created_at"] as Int64) / 1000),
+            deliveredAt: delivered.map { Date(timeIntervalSince1970: Double($0) / 1000) }, lastError: row["last_error"], pending: row["pending"])
+    }
+}
