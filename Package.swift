@@ -13,10 +13,12 @@ let package = Package(
         .executable(name: "screentime-stored", targets: ["screentime-stored"]),
         .executable(name: "screentime-pairingd", targets: ["screentime-pairingd"]),
         .executable(name: "screentime-pushd", targets: ["screentime-pushd"]),
+        .executable(name: "screentime-aggregatord", targets: ["screentime-aggregatord"]),
         .executable(name: "screentime-bench", targets: ["screentime-bench"]),
         .library(name: "StoreAPI", targets: ["StoreAPI"]),
         .library(name: "PairingAPI", targets: ["PairingAPI"]),
         .library(name: "PushAPI", targets: ["PushAPI"]),
+        .library(name: "AggregatorAPI", targets: ["AggregatorAPI"]),
         .library(name: "RPCCore", targets: ["RPCCore"]),
         .library(name: "RPCServer", targets: ["RPCServer"]),
         .library(name: "RPCClient", targets: ["RPCClient"]),
@@ -177,6 +179,28 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The aggregator's wire contract.
+        .target(name: "AggregatorAPI", dependencies: ["RPCCore"], swiftSettings: strict),
+        // Local days, overlap, points: the counting rules, free of I/O.
+        .target(name: "UsageModel", swiftSettings: strict),
+        .executableTarget(
+            name: "screentime-aggregatord",
+            dependencies: [
+                "AggregatorAPI",
+                "UsageModel",
+                "StoreAPI",
+                "PushAPI",
+                "ServiceKit",
+                "RPCCore",
+                "RPCServer",
+                "RPCClient",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
         // libqrencode and libpng, found through pkg-config (Debian: libqrencode-dev, libpng-dev).
         .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
@@ -283,6 +307,22 @@ let package = Package(
                 "screentime-stored",
                 "screentime-pairingd",
                 "screentimectl",
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "AggregatorTests",
+            dependencies: [
+                "TestSupport",
+                "StackSupport",
+                "RPCCore",
+                "RPCClient",
+                "StoreAPI",
+                "AggregatorAPI",
+                "UsageModel",
+                "screentime-stored",
+                "screentime-pairingd",
+                "screentime-aggregatord",
             ],
             swiftSettings: strict
         ),

@@ -1,4 +1,5 @@
 import PushAPI
+import ServiceKit
 
 /// Queues notifications, then sends them on: live to the device's listeners, and to its
 /// webhook if it has one and nobody is listening for it.

@@ -3,6 +3,7 @@ import Logging
 import PushAPI
 import RPCClient
 import RPCCore
+import ServiceKit
 import ServiceLifecycle
 import StoreAPI
 import Synchronization
@@ -48,7 +49,7 @@ struct Follower: Service {
     private func follow() async throws {
         let position = try self.database.position()
         self.logger.info("following the store", metadata: ["after": "\(position)"])
-        let pending = ChangeQueue()
+        let pending = Backlog<ChangeEvent>()
         let (signal, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
@@ -95,21 +96,6 @@ struct Follower: Service {
             self.hub.cut(family: family, where: access.isRevoked)
         } catch {
             self.logger.warning("cannot check a family's access", metadata: ["family": "\(family)", "error": "\(error)"])
-        }
-    }
-}
-
-/// Changes received and not yet applied.
-final class ChangeQueue: Sendable {
-    private let events = Mutex<[ChangeEvent]>([])
-
-    func append(_ event: ChangeEvent) { self.events.withLock { $0.append(event) } }
-
-    func take(_ limit: Int) -> [ChangeEvent] {
-        self.events.withLock { events in
-            let batch = Array(events.prefix(limit))
-            events.removeFirst(batch.count)
-            return batch
         }
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
+import ServiceKit
 import ServiceLifecycle
 
 /// Posts what the outbox holds to the devices' webhooks: a few at a time, each with a

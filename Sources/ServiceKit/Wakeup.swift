@@ -1,10 +1,12 @@
 import Synchronization
 
 /// Wakes one waiting task: a signal sent while nobody waits is kept for the next wait.
-final class Wakeup: Sendable {
+public final class Wakeup: Sendable {
     private let state = Mutex<(pending: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
 
-    func signal() {
+    public init() {}
+
+    public func signal() {
         let waiter = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard let waiter = state.waiter else {
                 state.pending = true
@@ -17,7 +19,7 @@ final class Wakeup: Sendable {
     }
 
     /// Returns on a signal, after `timeout`, or when the task is cancelled.
-    func wait(upTo timeout: Duration) async {
+    public func wait(upTo timeout: Duration) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 try? await Task.sleep(for: timeout)  // cancelled: returns at once
@@ -35,6 +37,24 @@ final class Wakeup: Sendable {
                 if now { continuation.resume() }
             }
             group.cancelAll()
+        }
+    }
+}
+
+/// Items received and not yet handled, taken in batches (a change feed read on one task,
+/// applied on another, so that what arrives during one batch makes up the next).
+public final class Backlog<Element: Sendable>: Sendable {
+    private let items = Mutex<[Element]>([])
+
+    public init() {}
+
+    public func append(_ item: Element) { self.items.withLock { $0.append(item) } }
+
+    public func take(_ limit: Int) -> [Element] {
+        self.items.withLock { items in
+            let batch = Array(items.prefix(limit))
+            items.removeFirst(batch.count)
+            return batch
         }
     }
 }

@@ -1,0 +1,71 @@
+import Foundation
+
+/// Local calendar days in a family's IANA time zone: a day is `YYYY-MM-DD` and runs from
+/// one local midnight to the next, so across a daylight-saving change it lasts 23 or 25
+/// hours.
+public struct LocalDays: Sendable {
+    public let timeZone: TimeZone
+    private let calendar: Calendar
+
+    /// Nil for an identifier that is not an IANA time zone.
+    public init?(timeZone identifier: String) {
+        guard let zone = TimeZone(identifier: identifier) else { return nil }
+        self.timeZone = zone
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = zone
+        self.calendar = calendar
+    }
+
+    /// The day an instant falls on.
+    public func day(containing instant: Date) -> String {
+        let parts = self.calendar.dateComponents([.year, .month, .day], from: instant)
+        return Self.format(year: parts.year!, month: parts.month!, day: parts.day!)
+    }
+
+    /// When `day` starts and ends (the next day's start); nil for a malformed day.
+    public func bounds(of day: String) -> (start: Date, end: Date)? {
+        guard let (year, month, dayOfMonth) = Self.parse(day),
+              let noon = self.calendar.date(from: DateComponents(year: year, month: month, day: dayOfMonth, hour: 12))
+        else { return nil }
+        let start = self.calendar.startOfDay(for: noon)
+        guard let next = self.calendar.date(byAdding: .day, value: 1, to: noon) else { return nil }
+        return (start, self.calendar.startOfDay(for: next))
+    }
+
+    /// The days an interval touches, each with its part of the interval.
+    public func split(_ start: Date, _ end: Date) -> [(day: String, start: Date, end: Date)] {
+        guard start < end else { return [] }
+        var parts: [(String, Date, Date)] = []
+        var cursor = start
+        while cursor < end {
+            let day = self.day(containing: cursor)
+            guard let bounds = self.bounds(of: day), bounds.end > cursor else { break }
+            let partEnd = min(end, bounds.end)
+            parts.append((day, cursor, partEnd))
+            cursor = partEnd
+        }
+        return parts
+    }
+
+    /// The day after (`by` 1) or before (`by` -1).
+    public func day(_ day: String, plus days: Int) -> String? {
+        guard let (year, month, dayOfMonth) = Self.parse(day),
+              let noon = self.calendar.date(from: DateComponents(year: year, month: month, day: dayOfMonth, hour: 12)),
+              let moved = self.calendar.date(byAdding: .day, value: days, to: noon)
+        else { return nil }
+        return self.day(containing: moved)
+    }
+
+    public static func format(year: Int, month: Int, day: Int) -> String {
+        String(format: "%04d-%02d-%02d", year, month, day)
+    }
+
+    public static func parse(_ day: String) -> (Int, Int, Int)? {
+        let parts = day.split(separator: "-")
+        guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
+              let year = Int(parts[0]), let month = Int(parts[1]), let dayOfMonth = Int(parts[2]),
+              (1...12).contains(month), (1...31).contains(dayOfMonth)
+        else { return nil }
+        return (year, month, dayOfMonth)
+    }
+}

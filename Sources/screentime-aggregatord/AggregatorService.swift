@@ -1,0 +1,71 @@
+import AggregatorAPI
+import ArgumentParser
+import Foundation
+import Logging
+import RPCClient
+import RPCServer
+import ServiceKit
+import ServiceLifecycle
+import Synchronization
+
+@main
+struct AggregatorService: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "screentime-aggregatord",
+        abstract: "The ScreenTime Rewards usage aggregator: usage sessions into daily summaries, points and earned time.",
+        discussion: """
+            Serves the aggregator.* methods on <runtime-dir>/aggregator.sock (or the socket systemd passes). \
+            Follows the record store's change log (<runtime-dir>/store.sock) from where it stopped and writes \
+            DailySummary records back to it; its own data is <state-dir>/aggregator.sqlite. See docs/protocol.md.
+            """,
+        version: aggregatorVersion
+    )
+
+    @OptionGroup var options: ServiceOptions
+
+    @Option(name: .customLong("store-socket"), help: ArgumentHelp("The record store's socket.", discussion: "Default: <runtime-dir>/store.sock.", valueName: "path"))
+    var storeSocket: String?
+
+    @Option(name: .customLong("default-points-per-minute"), help: ArgumentHelp("Points per minute of a learning app that no AppRule or AppConfiguration rates.", valueName: "points"))
+    var defaultPointsPerMinute: Int = 1
+
+    mutating func validate() throws {
+        guard (0...1000).contains(self.defaultPointsPerMinute) else { throw ValidationError("--default-points-per-minute must be between 0 and 1000") }
+    }
+
+    func run() async throws {
+        let store = RPCClient(configuration: ClientConfiguration(
+            socketPath: self.storeSocket ?? ServicePaths(options: self.options).runtimeDirectory + "/store.sock",
+            callTimeout: .seconds(30), connectTimeout: .seconds(10)))
+        let ingest = Ingest(defaultPointsPerMinute: self.defaultPointsPerMinute)
+        let summaries = Wakeup()
+        let opened = Mutex<AggregatorDatabase?>(nil)
+        try await ServiceMain.run(
+            service: "aggregator", identifier: "screentime-aggregatord", version: aggregatorVersion, options: self.options,
+            background: { environment in
+                guard let database = opened.withLock({ $0 }) else { return [] }
+                return [
+                    Follower(store: store, database: database, ingest: ingest, summaries: summaries, logger: environment.logger),
+                    SummaryWriter(store: store, database: database, wakeup: summaries, logger: environment.logger),
+                ]
+            },
+            methods: { environment in
+                try FileManager.default.createDirectory(atPath: environment.paths.stateDirectory, withIntermediateDirectories: true)
+                let database = try AggregatorDatabase(path: environment.paths.stateDirectory + "/" + AggregatorDatabase.fileName, logger: environment.logger)
+                opened.withLock { $0 = database }
+                let position = try database.position()
+                environment.logger.info("database open", metadata: [
+                    "path": "\(database.path)", "position": "\(position)", "store_socket": "\(store.configuration.socketPath)",
+                ])
+                var methods = MethodTable()
+                methods.on(AggregatorMethods.status) { _, _ in
+                    let counts = try database.counts()
+                    return AggregatorStatus(position: try database.position(), sessions: counts.sessions, days: counts.days, pendingSummaries: counts.pendingSummaries)
+                }
+                return methods
+            }
+        )
+    }
+}
+
+let aggregatorVersion = "0.6.0"

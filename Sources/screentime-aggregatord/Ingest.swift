@@ -1,0 +1,239 @@
+import Foundation
+import GRDB
+import RPCCore
+import StoreAPI
+import UsageModel
+
+/// Applies the store's changes to the aggregator's tables, inside one transaction: usage
+/// sessions, app rules, devices and time zones are updated, and every device-day they
+/// touch is computed again and queued for its DailySummary to be written.
+struct Ingest {
+    /// Points per minute of a learning app no rule rates.
+    let defaultPointsPerMinute: Int
+
+    /// The record types followed.
+    static let recordTypes = ["UsageRecord", "Family", "AppRule", "AppConfiguration", "MonitoringSession"]
+
+    /// A change, with the record's fields (as saved, or as they were when deleted).
+    struct Change: Sendable {
+        var deleted: Bool
+        var family: String
+        var zone: String
+        var recordType: String
+        var recordName: String
+        var fields: [String: JSONValue]
+    }
+
+    struct DeviceDay: Hashable {
+        var family: String
+        var deviceId: String
+        var day: String
+    }
+
+    /// Returns how many device-days were computed again.
+    @discardableResult
+    func apply(_ changes: [Change], _ db: Database) throws -> Int {
+        var dirty = Set<DeviceDay>()
+        var wholeFamilies = Set<String>()
+        for change in changes {
+            switch change.recordType {
+            case "UsageRecord":
+                dirty.formUnion(try self.applySession(change, db))
+            case "Family":
+                if try self.applyFamily(change, db) { wholeFamilies.insert(change.family) }
+            case "AppRule", "AppConfiguration":
+                try self.applyRule(change, db)
+                wholeFamilies.insert(change.family)
+            case "MonitoringSession":
+                try self.applyDevice(change, db)
+            default:
+                continue
+            }
+        }
+        for family in wholeFamilies { dirty.formUnion(try Self.allDays(of: family, db)) }
+        var ratings: [String: Ratings] = [:]
+        var calendars: [String: LocalDays] = [:]
+        for item in dirty {
+            let rating = try ratings[item.family] ?? Ratings.load(family: item.family, defaultPointsPerMinute: self.defaultPointsPerMinute, db)
+            ratings[item.family] = rating
+            let days = try calendars[item.family] ?? Self.localDays(of: item.family, db)
+            calendars[item.family] = days
+            try Self.compute(item, days: days, rating: rating, db)
+        }
+        return dirty.count
+    }
+
+    // MARK: Records
+
+    /// Stores the session as it is now (or forgets it); returns the days it touched then and now.
+    private func applySession(_ change: Change, _ db: Database) throws -> Set<DeviceDay> {
+        let days = try Self.localDays(of: change.family, db)
+        var touched = Set<DeviceDay>()
+        if let old = try Row.fetchOne(db, sql: "SELECT device_id, start_ms, end_ms FROM sessions WHERE family = ? AND zone = ? AND record_name = ?",
+                                      arguments: [change.family, change.zone, change.recordName]) {
+            touched.formUnion(Self.days(family: change.family, device: old["device_id"], Millis.date(old["start_ms"]), Millis.date(old["end_ms"]), days))
+            try db.execute(sql: "DELETE FROM sessions WHERE family = ? AND zone = ? AND record_name = ?", arguments: [change.family, change.zone, change.recordName])
+        }
+        guard !change.deleted, let session = Session(change.fields) else { return touched }
+        try db.execute(sql: """
+            INSERT INTO sessions(family, zone, record_name, device_id, app, bundle_id, category, start_ms, end_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """, arguments: [change.family, change.zone, change.recordName, session.deviceId, session.app, session.bundleId, session.category,
+                             Millis.of(session.start), Millis.of(session.end)])
+        touched.formUnion(Self.days(family: change.family, device: session.deviceId, session.start, session.end, days))
+        return touched
+    }
+
+    /// True when the family's time zone changed (every day of it moves).
+    private func applyFamily(_ change: Change, _ db: Database) throws -> Bool {
+        guard change.zone == StoreNames.defaultZone, change.recordName == change.family, !change.deleted else { return false }
+        let zone = change.fields["timeZone"]?.stringValue.flatMap { LocalDays(timeZone: $0) != nil ? $0 : nil } ?? "UTC"
+        let old = try String.fetchOne(db, sql: "SELECT time_zone FROM families WHERE family = ?", arguments: [change.family])
+        try db.execute(sql: "INSERT INTO families(family, time_zone) VALUES (?, ?) ON CONFLICT(family) DO UPDATE SET time_zone = excluded.time_zone",
+                       arguments: [change.family, zone])
+        return (old ?? "UTC") != zone
+    }
+
+    private func applyRule(_ change: Change, _ db: Database) throws {
+        let record = change.zone + "/" + change.recordName
+        try db.execute(sql: "DELETE FROM app_rules WHERE family = ? AND record = ?", arguments: [change.family, record])
+        guard !change.deleted else { return }
+        let fields = change.fields
+        let isRule = change.recordType == "AppRule"
+        guard let app = (isRule ? fields["bundleId"] : fields["logicalID"])?.stringValue else { return }
+        let device = isRule ? "" : (fields["deviceID"]?.stringValue ?? "")
+        var category = (isRule ? fields["classification"] : fields["category"])?.stringValue
+        if fields["isEnabled"]?.boolValue == false { category = "disabled" }
+        try db.execute(sql: """
+            INSERT INTO app_rules(family, device_id, app, record, category, points_per_minute) VALUES (?, ?, ?, ?, ?, ?)
+            ON CONFLICT(family, device_id, app) DO UPDATE SET record = excluded.record, category = excluded.category,
+                points_per_minute = excluded.points_per_minute
+            """, arguments: [change.family, device, app, record, category, fields["pointsPerMinute"]?.intValue])
+    }
+
+    private func applyDevice(_ change: Change, _ db: Database) throws {
+        guard !change.deleted else { return }
+        let child = change.fields["childRef"]?.objectValue?["recordName"]?.stringValue
+        try db.execute(sql: """
+            INSERT INTO devices(family, zone, device_id, child_ref) VALUES (?, ?, ?, ?)
+            ON CONFLICT(family, zone) DO UPDATE SET device_id = coalesce(excluded.device_id, device_id), child_ref = coalesce(excluded.child_ref, child_ref)
+            """, arguments: [change.family, change.zone, change.fields["deviceID"]?.stringValue, child])
+    }
+
+    // MARK: Days
+
+    static func localDays(of family: String, _ db: Database) throws -> LocalDays {
+        let zone = try String.fetchOne(db, sql: "SELECT time_zone FROM families WHERE family = ?", arguments: [family]) ?? "UTC"
+        return LocalDays(timeZone: zone) ?? LocalDays(timeZone: "UTC")!
+    }
+
+    private static func days(family: String, device: String, _ start: Date, _ end: Date, _ days: LocalDays) -> Set<DeviceDay> {
+        Set(days.split(start, end).map { DeviceDay(family: family, deviceId: device, day: $0.day) })
+    }
+
+    /// Every day the family has, or would have from its sessions now.
+    private static func allDays(of family: String, _ db: Database) throws -> Set<DeviceDay> {
+        let days = try Self.localDays(of: family, db)
+        var all = Set(try Row.fetchAll(db, sql: "SELECT device_id, day FROM days WHERE family = ?", arguments: [family]).map {
+            DeviceDay(family: family, deviceId: $0["device_id"], day: $0["day"])
+        })
+        for row in try Row.fetchAll(db, sql: "SELECT device_id, start_ms, end_ms FROM sessions WHERE family = ?", arguments: [family]) {
+            all.formUnion(Self.days(family: family, device: row["device_id"], Millis.date(row["start_ms"]), Millis.date(row["end_ms"]), days))
+        }
+        return all
+    }
+
+    /// Computes one device-day from its sessions and queues its summary for the store.
+    static func compute(_ item: DeviceDay, days: LocalDays, rating: Ratings, _ db: Database) throws {
+        guard let bounds = days.bounds(of: item.day) else { return }
+        let rows = try Row.fetchAll(db, sql: """
+            SELECT zone, app, bundle_id, category, start_ms, end_ms FROM sessions
+            WHERE family = ? AND device_id = ? AND start_ms >= ? AND start_ms < ? AND end_ms > ?
+            """, arguments: [item.family, item.deviceId, Millis.of(bounds.start) - Session.longest, Millis.of(bounds.end), Millis.of(bounds.start)])
+        var spans: [Span] = []
+        var facts: [String: (bundleId: String?, category: String?)] = [:]
+        for row in rows {
+            let app: String = row["app"]
+            spans.append(Span(app: app, start: Millis.date(row["start_ms"]), end: Millis.date(row["end_ms"])))
+            facts[app] = (row["bundle_id"], row["category"])
+        }
+        let totals = DayTotals.compute(spans, from: bounds.start, to: bounds.end) { app in
+            rating.rate(device: item.deviceId, app: app, bundleId: facts[app]?.bundleId, recorded: facts[app]?.category)
+        }
+        let zone = try rows.first.map { $0["zone"] as String }
+            ?? String.fetchOne(db, sql: "SELECT zone FROM days WHERE family = ? AND device_id = ? AND day = ?", arguments: [item.family, item.deviceId, item.day])
+        guard let zone else { return }  // nothing then, nothing now
+        if totals.isEmpty {
+            try db.execute(sql: "DELETE FROM days WHERE family = ? AND device_id = ? AND day = ?", arguments: [item.family, item.deviceId, item.day])
+        } else {
+            try db.execute(sql: """
+                INSERT INTO days(family, device_id, day, zone, learning_seconds, reward_seconds, points, apps) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(family, device_id, day) DO UPDATE SET zone = excluded.zone, learning_seconds = excluded.learning_seconds,
+                    reward_seconds = excluded.reward_seconds, points = excluded.points, apps = excluded.apps
+                """, arguments: [item.family, item.deviceId, item.day, zone, totals.learningSeconds, totals.rewardSeconds, totals.points,
+                                 try AppsJSON.encode(totals.apps)])
+        }
+        try db.execute(sql: """
+            INSERT INTO summary_outbox(family, device_id, day, zone, version) VALUES (?, ?, ?, ?, 1)
+            ON CONFLICT(family, device_id, day) DO UPDATE SET zone = excluded.zone, version = version + 1
+            """, arguments: [item.family, item.deviceId, item.day, zone])
+    }
+}
+
+/// A UsageRecord's fields, checked: nil when it cannot be counted (no app, no device, an
+/// end not after its start). A session longer than a day counts as its first 24 hours.
+struct Session {
+    static let longest: Int64 = 86_400_000
+
+    var app: String
+    var bundleId: String?
+    var category: String?
+    var deviceId: String
+    var start: Date
+    var end: Date
+
+    init?(_ fields: [String: JSONValue]) {
+        guard let app = fields["logicalID"]?.stringValue, let device = fields["deviceID"]?.stringValue,
+              let start = fields["sessionStart"]?.stringValue.flatMap(StoreDates.parse),
+              let end = fields["sessionEnd"]?.stringValue.flatMap(StoreDates.parse), end > start
+        else { return nil }
+        self.app = app
+        self.bundleId = fields["bundleId"]?.stringValue
+        self.category = fields["category"]?.stringValue
+        self.deviceId = device
+        self.start = start
+        self.end = min(end, start.addingTimeInterval(Double(Self.longest) / 1000))
+    }
+}
+
+/// How each app of a family counts, from the parents' rules: a device's AppConfiguration
+/// (by logical id) first, then the family's AppRule (by bundle id), then the category the
+/// session itself names with the default points per minute.
+struct Ratings {
+    var byDevice: [String: [String: (category: String?, pointsPerMinute: Int?)]]
+    let defaultPointsPerMinute: Int
+
+    static func load(family: String, defaultPointsPerMinute: Int, _ db: Database) throws -> Ratings {
+        var byDevice: [String: [String: (String?, Int?)]] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT device_id, app, category, points_per_minute FROM app_rules WHERE family = ?", arguments: [family]) {
+            byDevice[row["device_id"], default: [:]][row["app"]] = (row["category"], row["points_per_minute"])
+        }
+        return Ratings(byDevice: byDevice, defaultPointsPerMinute: defaultPointsPerMinute)
+    }
+
+    func rate(device: String, app: String, bundleId: String?, recorded: String?) -> AppRating {
+        let rule = self.byDevice[device]?[app] ?? self.byDevice[""]?[bundleId ?? app]
+        let categoryName = rule?.category ?? recorded
+        guard let categoryName, let category = Category(rawValue: categoryName) else { return AppRating(category: nil, pointsPerMinute: 0) }
+        return AppRating(category: category, pointsPerMinute: rule?.pointsPerMinute ?? self.defaultPointsPerMinute)
+    }
+}
+
+enum AppsJSON {
+    static func encode(_ apps: [AppUsage]) throws -> String {
+        String(decoding: try JSONEncoder().encode(apps), as: UTF8.self)
+    }
+
+    static func decode(_ text: String) throws -> [AppUsage] {
+        try JSONDecoder().decode([AppUsage].self, from: Data(text.utf8))
+    }
+}

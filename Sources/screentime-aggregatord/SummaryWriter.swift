@@ -1,0 +1,82 @@
+import Foundation
+import Logging
+import RPCClient
+import RPCCore
+import ServiceKit
+import ServiceLifecycle
+import StoreAPI
+import UsageModel
+
+/// Writes the computed days back to the store as DailySummary records
+/// (`<deviceID>_<YYYY-MM-DD>` in the device's zone), so parents read them through the
+/// store and their subscriptions fire. Works from the database's outbox, so a summary
+/// computed before a crash is still written after it.
+struct SummaryWriter: Service {
+    let store: RPCClient
+    let database: AggregatorDatabase
+    let wakeup: Wakeup
+    let logger: Logger
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            var backoff = Duration.seconds(1)
+            while !Task.isCancelled {
+                do {
+                    if try await self.flush() == 0 { await self.wakeup.wait(upTo: .seconds(60)) }
+                    backoff = .seconds(1)
+                } catch {
+                    self.logger.warning("writing daily summaries failed; retrying", metadata: ["error": "\(error)", "retry_in_ms": "\(backoff.microseconds / 1000)"])
+                    await self.wakeup.wait(upTo: backoff)
+                    backoff = min(backoff * 2, .seconds(60))
+                }
+            }
+        }
+    }
+
+    /// Writes up to a page of pending summaries, one `store.modify` per zone; returns how many.
+    func flush() async throws -> Int {
+        let pending = try self.database.pendingSummaries(limit: 400)
+        guard !pending.isEmpty else { return 0 }
+        var written: [AggregatorDatabase.PendingSummary] = []
+        for group in Dictionary(grouping: pending, by: { [$0.family, $0.zone] }).values {
+            let first = group[0]
+            var saves: [RecordSave] = []
+            var deletes: [RecordDelete] = []
+            for item in group {
+                let name = "\(item.deviceId)_\(item.day)"
+                if let totals = item.totals { saves.append(Self.record(name, item, totals)) } else { deletes.append(RecordDelete(recordName: name)) }
+            }
+            let params = ModifyParams(family: first.family, zone: first.zone, saves: saves, deletes: deletes, savePolicy: .allKeys)
+            if let error = await self.modify(params) {
+                // A zone that is gone (an unpaired device) needs nothing written any more.
+                guard error.code == .notFound else { throw error }
+                self.logger.info("daily summaries dropped: the zone is gone", metadata: ["family": "\(first.family)", "zone": "\(first.zone)"])
+            }
+            written += group
+        }
+        try await self.database.summariesWritten(written)
+        self.logger.debug("daily summaries written", metadata: ["count": "\(written.count)"])
+        return written.count
+    }
+
+    /// The store's refusal, if any.
+    private func modify(_ params: ModifyParams) async -> RPCError? {
+        do {
+            _ = try await self.store.call(StoreMethods.modify, params)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    static func record(_ name: String, _ item: AggregatorDatabase.PendingSummary, _ totals: AggregatorDatabase.PendingSummary.Totals) -> RecordSave {
+        var fields: [String: JSONValue] = [
+            "summaryID": .string(name), "deviceID": .string(item.deviceId),
+            "totalLearningSeconds": .int(totals.learningSeconds), "totalRewardSeconds": .int(totals.rewardSeconds),
+            "totalPointsEarned": .int(totals.points), "appsUsedJSON": .string(totals.apps), "lastUpdated": .date(Date()),
+        ]
+        if let start = LocalDays(timeZone: item.timeZone)?.bounds(of: item.day)?.start { fields["date"] = .date(start) }
+        if let child = item.childRef { fields["childRef"] = .reference(child, zone: StoreNames.defaultZone) }
+        return RecordSave(recordType: "DailySummary", recordName: name, fields: fields)
+    }
+}

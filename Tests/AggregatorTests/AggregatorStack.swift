@@ -1,0 +1,151 @@
+import AggregatorAPI
+import Foundation
+import RPCClient
+import RPCCore
+import StackSupport
+import StoreAPI
+import Testing
+import TestSupport
+import UsageModel
+
+/// A store, pairing and aggregator service; a family in Europe/Paris with a confirmed
+/// child device that records usage.
+final class AggregatorStack: @unchecked Sendable {
+    let harness: PairingHarness
+    private(set) var aggregator: ServiceProcess
+    let family: Bootstrapped
+    let child: PairedChild
+    let days = LocalDays(timeZone: "Europe/Paris")!
+    private let aggregatorArguments: [String]
+
+    private init(harness: PairingHarness, aggregator: ServiceProcess, family: Bootstrapped, child: PairedChild, aggregatorArguments: [String]) {
+        self.harness = harness
+        self.aggregator = aggregator
+        self.family = family
+        self.child = child
+        self.aggregatorArguments = aggregatorArguments
+    }
+
+    static func start(aggregatorArguments: [String] = []) async throws -> AggregatorStack {
+        let harness = try await PairingHarness.start()
+        let family = try await Bootstrapped.make(harness)
+        let child = try await family.pairChild(harness)
+        let aggregator = try await ServiceProcess.start("screentime-aggregatord", service: "aggregator", in: harness.directory,
+                                                        stateDirectory: harness.state, arguments: aggregatorArguments)
+        return AggregatorStack(harness: harness, aggregator: aggregator, family: family, child: child, aggregatorArguments: aggregatorArguments)
+    }
+
+    var local: RPCClient { RPCClient(configuration: ClientConfiguration(socketPath: self.aggregator.socketPath, callTimeout: .seconds(30), connectTimeout: .seconds(10))) }
+    /// The parent's connection to the store: what the parent's app reads.
+    var parentStore: RPCClient { self.harness.storeClient(token: self.family.parentCredential.token) }
+
+    func kill() async {
+        self.aggregator.signal(SIGKILL)
+        _ = try? await self.aggregator.waitForExit()
+    }
+
+    func restart() async throws {
+        self.aggregator = try await ServiceProcess.start("screentime-aggregatord", service: "aggregator", in: self.harness.directory,
+                                                         stateDirectory: self.harness.state, arguments: self.aggregatorArguments)
+    }
+
+    func stopNow() {
+        self.aggregator.stopNow()
+        self.harness.stopNow()
+    }
+
+    /// A local time in the family's zone: "2026-03-29 01:30".
+    func at(_ text: String) -> Date {
+        let parts = text.split(separator: " ")
+        let (year, month, day) = LocalDays.parse(String(parts[0]))!
+        let clock = parts[1].split(separator: ":").map { Int($0)! }
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = self.days.timeZone
+        return calendar.date(from: DateComponents(year: year, month: month, day: day, hour: clock[0], minute: clock[1], second: clock.count > 2 ? clock[2] : 0))!
+    }
+
+    /// The child device saves (or replaces) a usage session.
+    func session(_ name: String, app: String = "org.khan", category: String? = "learning", from start: Date, to end: Date, bundleId: String? = nil) async throws {
+        var fields: [String: JSONValue] = [
+            "logicalID": .string(app), "deviceID": .string(self.child.deviceId), "sessionStart": .date(start), "sessionEnd": .date(end),
+            "totalSeconds": .int(Int64(end.timeIntervalSince(start))),
+        ]
+        if let category { fields["category"] = .string(category) }
+        if let bundleId { fields["bundleId"] = .string(bundleId) }
+        let result = try await self.child.store.call(StoreMethods.modify, ModifyParams(
+            family: self.family.family, zone: self.child.zone, saves: [RecordSave(recordType: "UsageRecord", recordName: name, fields: fields)],
+            savePolicy: .allKeys, atomic: true))
+        #expect(result.allSucceeded)
+    }
+
+    func deleteSession(_ name: String) async throws {
+        _ = try await self.child.store.call(StoreMethods.modify, ModifyParams(
+            family: self.family.family, zone: self.child.zone, deletes: [RecordDelete(recordName: name)], atomic: true))
+    }
+
+    /// A parent sets a family-wide rule for an app.
+    func rule(bundleId: String, _ classification: String, pointsPerMinute: Int64, enabled: Bool = true) async throws {
+        let result = try await self.parentStore.call(StoreMethods.modify, ModifyParams(family: self.family.family, zone: StoreNames.defaultZone, saves: [
+            RecordSave(recordType: "AppRule", recordName: "rule-\(bundleId)", fields: [
+                "familyRef": .reference(self.family.family, zone: StoreNames.defaultZone), "bundleId": .string(bundleId),
+                "classification": .string(classification), "pointsPerMinute": .int(pointsPerMinute), "isEnabled": .bool(enabled),
+            ]),
+        ], savePolicy: .allKeys, atomic: true))
+        #expect(result.allSucceeded)
+    }
+
+    /// The device's DailySummary for a local day, as the parent reads it; nil if none.
+    func summary(_ day: String) async throws -> Summary? {
+        let name = "\(self.child.deviceId)_\(day)"
+        let records = try await self.parentStore.call(StoreMethods.fetch, FetchParams(family: self.family.family, zone: self.child.zone, recordNames: [name])).records
+        return records.first.map(Summary.init)
+    }
+
+    /// Waits until the day's summary satisfies `condition` (nil: there is none).
+    @discardableResult
+    func waitForSummary(_ day: String, timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation,
+                        until condition: (Summary?) -> Bool) async throws -> Summary? {
+        let deadline = ContinuousClock.now + timeout
+        var last: Summary?
+        while ContinuousClock.now < deadline {
+            last = try await self.summary(day)
+            if condition(last) { return last }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("the summary of \(day) never came to what was expected; last: \(String(describing: last))", sourceLocation: sourceLocation)
+        return last
+    }
+
+    /// Waits until the aggregator holds `sessions` sessions and has written every summary.
+    func settle(sessions: Int, timeout: Duration = .seconds(20)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        var status: AggregatorStatus?
+        while ContinuousClock.now < deadline {
+            status = try? await self.local.call(AggregatorMethods.status, Empty())
+            if let status, status.sessions == sessions, status.pendingSummaries == 0 { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw TestFailure("the aggregator did not settle at \(sessions) sessions within \(timeout): \(String(describing: status))")
+    }
+}
+
+/// A DailySummary's fields.
+struct Summary: CustomStringConvertible {
+    var learning: Int64
+    var reward: Int64
+    var points: Int64
+    var apps: [AppUsage]
+    var date: Date?
+    var childRef: String?
+
+    init(_ record: Record) {
+        self.learning = record.fields["totalLearningSeconds"]?.intValue ?? -1
+        self.reward = record.fields["totalRewardSeconds"]?.intValue ?? -1
+        self.points = record.fields["totalPointsEarned"]?.intValue ?? -1
+        self.apps = (try? JSONDecoder().decode([AppUsage].self, from: Data((record.fields["appsUsedJSON"]?.stringValue ?? "[]").utf8))) ?? []
+        self.date = record.fields["date"]?.stringValue.flatMap(StoreDates.parse)
+        self.childRef = record.fields["childRef"]?.objectValue?["recordName"]?.stringValue
+    }
+
+    var description: String { "learning \(self.learning) s, reward \(self.reward) s, \(self.points) points, apps \(self.apps.map { "\($0.app): \($0.seconds)" })" }
+}
