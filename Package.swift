@@ -113,6 +113,7 @@ let package = Package(
             dependencies: [
                 "RPCCore",
                 "StoreAPI",
+                "DurableSQLite",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -168,6 +169,8 @@ let package = Package(
                 "PushAPI",
                 "StoreAPI",
                 "ServiceKit",
+                "ChangeFeed",
+                "DurableSQLite",
                 "RPCCore",
                 "RPCServer",
                 "RPCClient",
@@ -176,6 +179,22 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: strict
+        ),
+        // SQLite opened the services' way: WAL, fsynced commits, migrations, a meta table.
+        .target(
+            name: "DurableSQLite",
+            dependencies: [.product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+        // Following the store's change log from a saved position, in batches, with retries.
+        .target(
+            name: "ChangeFeed",
+            dependencies: [
+                "StoreAPI", "RPCClient", "RPCCore", "ServiceKit",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),
@@ -191,6 +210,8 @@ let package = Package(
                 "StoreAPI",
                 "PushAPI",
                 "ServiceKit",
+                "ChangeFeed",
+                "DurableSQLite",
                 "RPCCore",
                 "RPCServer",
                 "RPCClient",

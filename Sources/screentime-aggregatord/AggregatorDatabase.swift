@@ -1,4 +1,5 @@
 import Foundation
+import DurableSQLite
 import GRDB
 import Logging
 import UsageModel
@@ -16,14 +17,6 @@ final class AggregatorDatabase: Sendable {
 
     init(path: String, logger: Logger) throws {
         self.path = path
-        var configuration = Configuration()
-        configuration.label = "aggregator"
-        configuration.busyMode = .timeout(10)
-        configuration.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-            try db.execute(sql: "PRAGMA temp_store = MEMORY")
-        }
-        let pool = try DatabasePool(path: path, configuration: configuration)
         var migrator = DatabaseMigrator()
         migrator.registerMigration("aggregator-v1") { db in
             try db.execute(sql: """
@@ -85,17 +78,10 @@ final class AggregatorDatabase: Sendable {
                     child_ref TEXT,
                     PRIMARY KEY (family, zone)
                 ) WITHOUT ROWID;
-                CREATE TABLE meta (
-                    key TEXT PRIMARY KEY NOT NULL,
-                    value
-                ) WITHOUT ROWID;
                 """)
+            try db.execute(sql: MetaTable.createSQL)
         }
-        if try pool.read({ try migrator.hasBeenSuperseded($0) }) {
-            throw AggregatorDatabaseError("the database \(path) was written by a newer screentime-aggregatord; install that version again")
-        }
-        try migrator.migrate(pool)
-        self.pool = pool
+        self.pool = try DurableSQLite.open(path: path, label: "aggregator", program: "screentime-aggregatord", migrator: migrator, logger: logger)
     }
 
     // MARK: Position
@@ -103,12 +89,11 @@ final class AggregatorDatabase: Sendable {
     static let positionKey = "watch_position"
 
     func position() throws -> Int64 {
-        try self.pool.read { db in try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [Self.positionKey]) ?? 0 }
+        try self.pool.read { db in try MetaTable.get(db, Self.positionKey) }
     }
 
     static func setPosition(_ db: Database, _ value: Int64) throws {
-        try db.execute(sql: "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                       arguments: [Self.positionKey, value])
+        try MetaTable.set(db, Self.positionKey, value)
     }
 
     // MARK: Reads
@@ -127,11 +112,6 @@ final class AggregatorDatabase: Sendable {
                 pendingSummaries: try Int.fetchOne(db, sql: "SELECT count(*) FROM summary_outbox") ?? 0)
         }
     }
-}
-
-struct AggregatorDatabaseError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }
 
 enum Millis {

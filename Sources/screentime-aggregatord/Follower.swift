@@ -2,13 +2,14 @@ import Foundation
 import Logging
 import RPCClient
 import RPCCore
+import ChangeFeed
 import ServiceKit
 import ServiceLifecycle
 import StoreAPI
 
-/// Follows the store's `store.watch` (watcher `aggregator`) from the saved position: each
+/// Follows the store's change feed (watcher `aggregator`) from the saved position: each
 /// batch of changes is applied and the position moved in one transaction, then the
-/// summary writer is woken. A store that goes away is retried with backoff.
+/// summary writer is woken.
 struct Follower: Service {
     let store: RPCClient
     let database: AggregatorDatabase
@@ -17,52 +18,16 @@ struct Follower: Service {
     let logger: Logger
 
     func run() async throws {
-        var backoff = Duration.milliseconds(250)
-        while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            do {
-                try await cancelWhenGracefulShutdown { try await self.follow() }
-                backoff = .milliseconds(250)
-            } catch let error as RPCError where error.code == .changeTokenExpired {
-                guard case .int(let horizon)? = error.data?["horizon"] else { throw error }
+        let database = self.database
+        let feed = ChangeFeed(store: self.store, watcher: "aggregator", recordTypes: Ingest.recordTypes, batchSize: 2000, logger: self.logger)
+        await feed.run(
+            position: { try database.position() },
+            apply: { batch in try await self.apply(batch) },
+            skip: { horizon in
                 self.logger.error("changes were purged from the store before the aggregator saw them; skipping to what is left (aggregator.recompute rebuilds a child from its records)",
                                   metadata: ["horizon": "\(horizon)"])
-                try await self.database.pool.write { db in try AggregatorDatabase.setPosition(db, horizon) }
-            } catch {
-                if Task.isCancelled || Task.isShuttingDownGracefully { break }
-                self.logger.warning("following the store failed; retrying", metadata: ["error": "\(error)", "retry_in_ms": "\(backoff.microseconds / 1000)"])
-                let wait = backoff
-                do { try await cancelWhenGracefulShutdown { try await Task.sleep(for: wait) } } catch { break }
-                backoff = min(backoff * 2, .seconds(30))
-            }
-        }
-    }
-
-    private func follow() async throws {
-        let position = try self.database.position()
-        self.logger.info("following the store", metadata: ["after": "\(position)"])
-        let pending = Backlog<ChangeEvent>()
-        let (signal, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                defer { wake.finish() }
-                let params = WatchParams(after: position, recordTypes: Ingest.recordTypes, watcher: "aggregator")
-                for try await event in self.store.stream(StoreMethods.watch, params) {
-                    guard case .item(let change) = event else { continue }
-                    pending.append(change)
-                    wake.yield()
-                }
-            }
-            group.addTask {
-                for await _ in signal {
-                    while true {
-                        let batch = pending.take(2000)
-                        if batch.isEmpty { break }
-                        try await self.apply(batch)
-                    }
-                }
-            }
-            try await group.waitForAll()
-        }
+                try await database.pool.write { db in try AggregatorDatabase.setPosition(db, horizon) }
+            })
     }
 
     private func apply(_ batch: [ChangeEvent]) async throws {

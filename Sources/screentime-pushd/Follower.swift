@@ -3,14 +3,14 @@ import Logging
 import PushAPI
 import RPCClient
 import RPCCore
-import ServiceKit
+import ChangeFeed
 import ServiceLifecycle
 import StoreAPI
 import Synchronization
 
-/// Follows the store's `store.watch` from the saved position: each batch of changes is
-/// queued and the position moved in one transaction, then handed to live listeners. A
-/// store that goes away is retried with backoff; on shutdown every listener is ended.
+/// Follows the store's change feed from the saved position: each batch of changes is
+/// queued and the position moved in one transaction, then handed to live listeners. On
+/// shutdown every listener is ended.
 struct Follower: Service {
     let store: RPCClient
     let database: PushDatabase
@@ -22,55 +22,18 @@ struct Follower: Service {
     let logger: Logger
 
     func run() async throws {
-        var backoff = Duration.milliseconds(250)
-        while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            do {
-                try await cancelWhenGracefulShutdown { try await self.follow() }
-                backoff = .milliseconds(250)
-            } catch let error as RPCError where error.code == .changeTokenExpired {
+        let database = self.database
+        let feed = ChangeFeed(store: self.store, watcher: "push", batchSize: 512, logger: self.logger)
+        await feed.run(
+            position: { try database.position() },
+            apply: { batch in try await self.apply(batch) },
+            skip: { horizon in
                 // The store purged changes this service never saw (it was away longer than
                 // the store's --tombstone-grace): carry on from what is left.
-                guard case .int(let horizon)? = error.data?["horizon"] else { throw error }
                 self.logger.warning("changes were purged from the store before push saw them; skipping to what is left", metadata: ["horizon": "\(horizon)"])
-                _ = try await self.database.enqueue([], position: horizon)
-            } catch {
-                if Task.isCancelled || Task.isShuttingDownGracefully { break }
-                self.logger.warning("following the store failed; retrying", metadata: ["error": "\(error)", "retry_in_ms": "\(backoff.microseconds / 1000)"])
-                let wait = backoff
-                do { try await cancelWhenGracefulShutdown { try await Task.sleep(for: wait) } } catch { break }
-                backoff = min(backoff * 2, .seconds(30))
-            }
-        }
+                _ = try await database.enqueue([], position: horizon)
+            })
         self.hub.closeAll()
-    }
-
-    /// One `store.watch` from the saved position until it fails or is cancelled. Changes
-    /// arriving while a batch is being written make up the next batch.
-    private func follow() async throws {
-        let position = try self.database.position()
-        self.logger.info("following the store", metadata: ["after": "\(position)"])
-        let pending = Backlog<ChangeEvent>()
-        let (signal, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                defer { wake.finish() }
-                for try await event in self.store.stream(StoreMethods.watch, WatchParams(after: position, watcher: "push")) {
-                    guard case .item(let change) = event else { continue }
-                    pending.append(change)
-                    wake.yield()
-                }
-            }
-            group.addTask {
-                for await _ in signal {
-                    while true {
-                        let batch = pending.take(512)
-                        if batch.isEmpty { break }
-                        try await self.apply(batch)
-                    }
-                }
-            }
-            try await group.waitForAll()
-        }
     }
 
     private func apply(_ batch: [ChangeEvent]) async throws {

@@ -1,4 +1,5 @@
 import Foundation
+import DurableSQLite
 import GRDB
 import Logging
 import PushAPI
@@ -15,14 +16,6 @@ final class PushDatabase: Sendable {
 
     init(path: String, logger: Logger) throws {
         self.path = path
-        var configuration = Configuration()
-        configuration.label = "push"
-        configuration.busyMode = .timeout(10)
-        configuration.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-            try db.execute(sql: "PRAGMA temp_store = MEMORY")
-        }
-        let pool = try DatabasePool(path: path, configuration: configuration)
         var migrator = DatabaseMigrator()
         migrator.registerMigration("push-v1") { db in
             try db.execute(sql: """
@@ -55,11 +48,8 @@ final class PushDatabase: Sendable {
                 ) WITHOUT ROWID;
                 CREATE INDEX queue_by_collapse_key ON queue(family, device_id, collapse_key) WHERE collapse_key IS NOT NULL;
                 CREATE INDEX queue_by_expiry ON queue(expires_at);
-                CREATE TABLE meta (
-                    key TEXT PRIMARY KEY NOT NULL,
-                    value
-                ) WITHOUT ROWID;
                 """)
+            try db.execute(sql: MetaTable.createSQL)
         }
         migrator.registerMigration("push-v2-webhooks") { db in
             try db.execute(sql: """
@@ -88,11 +78,7 @@ final class PushDatabase: Sendable {
                 CREATE INDEX outbox_by_due ON outbox(due_at);
                 """)
         }
-        if try pool.read({ try migrator.hasBeenSuperseded($0) }) {
-            throw PushDatabaseError("the database \(path) was written by a newer screentime-pushd; install that version again")
-        }
-        try migrator.migrate(pool)
-        self.pool = pool
+        self.pool = try DurableSQLite.open(path: path, label: "push", program: "screentime-pushd", migrator: migrator, logger: logger)
     }
 
     // MARK: Position in the store's change log
@@ -100,12 +86,11 @@ final class PushDatabase: Sendable {
     static let positionKey = "watch_position"
 
     func position() throws -> Int64 {
-        try self.pool.read { db in try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [Self.positionKey]) ?? 0 }
+        try self.pool.read { db in try MetaTable.get(db, Self.positionKey) }
     }
 
     static func setPosition(_ db: Database, _ value: Int64) throws {
-        try db.execute(sql: "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                       arguments: [Self.positionKey, value])
+        try MetaTable.set(db, Self.positionKey, value)
     }
 
     // MARK: Subscriptions
@@ -319,11 +304,6 @@ final class PushDatabase: Sendable {
         var deviceId: String
         var id: String
     }
-}
-
-struct PushDatabaseError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }
 
 extension Array {

@@ -1,4 +1,5 @@
 import Foundation
+import DurableSQLite
 import GRDB
 import Logging
 import RPCCore
@@ -14,26 +15,10 @@ final class StoreDatabase: Sendable {
     /// The database file inside the state directory.
     static let fileName = "store.sqlite"
 
-    struct OpenError: Error, CustomStringConvertible {
-        var description: String
-    }
-
     /// Opens (creating if needed) and migrates. `schemaVersion` stops at an older schema
     /// version: for upgrade tests only.
     init(path: String, schemaVersion: Int? = nil, logger: Logger) throws {
         self.path = path
-        var configuration = Configuration()
-        configuration.label = "store"
-        configuration.busyMode = .timeout(10)
-        configuration.prepareDatabase { db in
-            // Every acknowledged commit is fsynced: it survives kill -9 and power loss.
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-            // Each save runs in a savepoint, whose statement journal would otherwise be a
-            // temporary file created and deleted on every write.
-            try db.execute(sql: "PRAGMA temp_store = MEMORY")
-        }
-        let pool = try DatabasePool(path: path, configuration: configuration)
-
         var migrator = DatabaseMigrator()
         Tables.registerMigrations(in: &migrator)
         let versions = SchemaHistory.versions.filter { $0.number <= (schemaVersion ?? Int.max) }
@@ -46,16 +31,8 @@ final class StoreDatabase: Sendable {
             before.apply(version)
         }
 
-        if try pool.read({ try migrator.hasBeenSuperseded($0) }) {
-            throw OpenError(description: "the database \(path) was migrated by a newer screentime-stored than this one (schema v\(SchemaHistory.latest)); install the newer version again or restore a backup")
-        }
-        let appliedBefore = try pool.read { try migrator.appliedIdentifiers($0) }
-        try migrator.migrate(pool)
+        let pool = try DurableSQLite.open(path: path, label: "store", program: "screentime-stored", migrator: migrator, logger: logger)
         let applied = try pool.read { try migrator.appliedIdentifiers($0) }
-        let newlyApplied = applied.subtracting(appliedBefore)
-        if !newlyApplied.isEmpty {
-            logger.notice("database migrated", metadata: ["migrations": "\(newlyApplied.sorted())", "path": "\(path)"])
-        }
         self.schema = SchemaRegistry(applying: versions.filter { applied.contains($0.migrationIdentifier) })
         self.pool = pool
     }
@@ -110,7 +87,7 @@ enum SchemaBackfill {
             do {
                 try DerivedRows.replace(db, recordID: row[0], type: definition, fields: fields, at: location)
             } catch let error as ItemError {
-                throw StoreDatabase.OpenError(description: "schema v\(schema.version) cannot be applied: \(error.message)")
+                throw DurableSQLite.OpenError(description: "schema v\(schema.version) cannot be applied: \(error.message)")
             }
         }
     }

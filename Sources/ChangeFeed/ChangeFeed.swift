@@ -1,0 +1,84 @@
+import Logging
+import RPCClient
+import RPCCore
+import ServiceKit
+import ServiceLifecycle
+import StoreAPI
+
+/// Follows the store's `store.watch` for a service that derives state from it (push, the
+/// aggregator): from the position the service saved, in batches (changes arriving while a
+/// batch is applied make up the next one), retrying with backoff while the store is away.
+/// The service applies each batch and saves the new position in one transaction of its
+/// own, so a crash replays from the old position and nothing is applied twice.
+public struct ChangeFeed: Sendable {
+    public let store: RPCClient
+    /// The watcher's name: the store does not wake a service while it follows.
+    public let watcher: String
+    public let recordTypes: [String]?
+    public let batchSize: Int
+    public let logger: Logger
+
+    public init(store: RPCClient, watcher: String, recordTypes: [String]? = nil, batchSize: Int, logger: Logger) {
+        self.store = store
+        self.watcher = watcher
+        self.recordTypes = recordTypes
+        self.batchSize = batchSize
+        self.logger = logger
+    }
+
+    /// Runs until cancelled or shut down gracefully. `position` reads the saved position;
+    /// `apply` applies a batch (and saves its last `seq`); `skip` is called with the store's
+    /// horizon when changes after the position were purged before this service saw them.
+    public func run(
+        position: @escaping @Sendable () throws -> Int64,
+        apply: @escaping @Sendable ([ChangeEvent]) async throws -> Void,
+        skip: @escaping @Sendable (Int64) async throws -> Void
+    ) async {
+        var backoff = Duration.milliseconds(250)
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            do {
+                try await cancelWhenGracefulShutdown { try await self.follow(from: try position(), apply: apply) }
+                backoff = .milliseconds(250)
+            } catch let error as RPCError where error.code == .changeTokenExpired {
+                guard case .int(let horizon)? = error.data?["horizon"] else {
+                    self.logger.error("the store refused the change feed", metadata: ["error": "\(error)"])
+                    return
+                }
+                do { try await skip(horizon) } catch { self.logger.error("cannot skip to the store's horizon", metadata: ["error": "\(error)"]) }
+            } catch {
+                if Task.isCancelled || Task.isShuttingDownGracefully { break }
+                self.logger.warning("following the store failed; retrying", metadata: ["error": "\(error)", "retry_in_ms": "\(backoff.microseconds / 1000)"])
+                let wait = backoff
+                do { try await cancelWhenGracefulShutdown { try await Task.sleep(for: wait) } } catch { break }
+                backoff = min(backoff * 2, .seconds(30))
+            }
+        }
+    }
+
+    private func follow(from position: Int64, apply: @escaping @Sendable ([ChangeEvent]) async throws -> Void) async throws {
+        self.logger.info("following the store", metadata: ["after": "\(position)"])
+        let pending = Backlog<ChangeEvent>()
+        let (signal, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let params = WatchParams(after: position, recordTypes: self.recordTypes, watcher: self.watcher)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                defer { wake.finish() }
+                for try await event in self.store.stream(StoreMethods.watch, params) {
+                    guard case .item(let change) = event else { continue }
+                    pending.append(change)
+                    wake.yield()
+                }
+            }
+            group.addTask {
+                for await _ in signal {
+                    while true {
+                        let batch = pending.take(self.batchSize)
+                        if batch.isEmpty { break }
+                        try await apply(batch)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+import GRDB
+import Logging
+
+/// How the services open their SQLite databases: WAL (GRDB's `DatabasePool`), every commit
+/// fsynced (`synchronous=FULL`: what a reply acknowledged survives kill -9 and power loss),
+/// migrated on open, and refused when a newer binary migrated it further.
+public enum DurableSQLite {
+    public struct OpenError: Error, CustomStringConvertible {
+        public var description: String
+        public init(description: String) { self.description = description }
+    }
+
+    /// Opens (creating if needed) and migrates; logs the migrations it applied.
+    /// `program` names the binary in the error a newer database gets.
+    public static func open(path: String, label: String, program: String, migrator: DatabaseMigrator, logger: Logger) throws -> DatabasePool {
+        var configuration = Configuration()
+        configuration.label = label
+        configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            // Savepoints' statement journals would otherwise be temporary files created and
+            // deleted on every write.
+            try db.execute(sql: "PRAGMA temp_store = MEMORY")
+        }
+        let pool = try DatabasePool(path: path, configuration: configuration)
+        if try pool.read({ try migrator.hasBeenSuperseded($0) }) {
+            throw OpenError(description: "the database \(path) was migrated by a newer \(program) than this one; install the newer version again or restore a backup")
+        }
+        let before = try pool.read { try migrator.appliedIdentifiers($0) }
+        try migrator.migrate(pool)
+        let applied = try pool.read { try migrator.appliedIdentifiers($0) }.subtracting(before)
+        if !applied.isEmpty {
+            logger.notice("database migrated", metadata: ["migrations": "\(applied.sorted())", "path": "\(path)"])
+        }
+        return pool
+    }
+}
+
+/// A `meta(key, value)` table of integers (a follower's position in the store's log, …).
+public enum MetaTable {
+    public static let createSQL = "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID"
+
+    public static func get(_ db: Database, _ key: String) throws -> Int64 {
+        try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key]) ?? 0
+    }
+
+    public static func set(_ db: Database, _ key: String, _ value: Int64) throws {
+        try db.execute(sql: "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", arguments: [key, value])
+    }
+}
