@@ -68,7 +68,7 @@ final class AggregatorStack: @unchecked Sendable {
     func session(_ name: String, app: String = "org.khan", category: String? = "learning", from start: Date, to end: Date, bundleId: String? = nil) async throws {
         var fields: [String: JSONValue] = [
             "logicalID": .string(app), "deviceID": .string(self.child.deviceId), "sessionStart": .date(start), "sessionEnd": .date(end),
-            "totalSeconds": .int(Int64(end.timeIntervalSince(start))),
+            "totalSeconds": .int(max(0, Int64(end.timeIntervalSince(start)))),
         ]
         if let category { fields["category"] = .string(category) }
         if let bundleId { fields["bundleId"] = .string(bundleId) }

@@ -1,0 +1,57 @@
+import AggregatorAPI
+import Foundation
+import RPCClient
+import RPCCore
+import StackSupport
+import StoreAPI
+import Testing
+import TestSupport
+
+@Suite("Aggregator as a process: socket activation, waking, records it cannot count", .serialized)
+struct AggregatorServiceTests {
+    @Test("asleep (idle-exited) under socket activation, the aggregator is woken by the store and catches up")
+    func wokenByTheStore() async throws {
+        let harness = try await PairingHarness.start()
+        defer { harness.stopNow() }
+        let family = try await Bootstrapped.make(harness)
+        let child = try await family.pairChild(harness)
+        let socket = harness.directory.file("aggregator.sock")
+        let activator = try Activator(path: socket)
+        let arguments = ["--runtime-dir", harness.directory.path, "--state-dir", harness.state, "--idle-exit", "1", "--log-level", "debug"]
+        var pid = try activator.spawn(Binaries.path("screentime-aggregatord"), arguments, log: harness.directory.file("aggregator-1.log"))
+        let client = RPCClient(configuration: ClientConfiguration(socketPath: socket, connectTimeout: .seconds(10)))
+        let first = try await client.call(AggregatorMethods.status, Empty())
+        #expect(first.sessions == 0)
+        await client.close()
+        #expect(try await activator.waitForExit(pid, timeout: .seconds(15)) == 0, "idle, it exits")
+
+        try await child.saveUsage("while-asleep", family: family.family, seconds: 600)
+        #expect(activator.hasPendingConnection(timeout: .seconds(5)), "the store connects to aggregator.sock: systemd would start the aggregator")
+        pid = try activator.spawn(Binaries.path("screentime-aggregatord"), arguments, log: harness.directory.file("aggregator-2.log"))
+        defer { kill(pid, SIGTERM) }
+        let parentStore = harness.storeClient(token: family.parentCredential.token)
+        let deadline = ContinuousClock.now + .seconds(10)
+        var summaries: [Record] = []
+        while summaries.isEmpty, ContinuousClock.now < deadline {
+            summaries = try await parentStore.call(StoreMethods.query, QueryParams(family: family.family, zone: child.zone, recordType: "DailySummary")).records
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(summaries.first?.fields["totalLearningSeconds"] == 600)
+    }
+
+    @Test("a usage record it cannot count (its end before its start) counts for nothing; the rest still count and the service stays up")
+    func uncountable() async throws {
+        let stack = try await AggregatorStack.start()
+        defer { stack.stopNow() }
+        try await stack.session("backwards", from: stack.at("2026-11-20 10:00"), to: stack.at("2026-11-20 09:00"))
+        try await stack.session("empty", from: stack.at("2026-11-20 10:00"), to: stack.at("2026-11-20 10:00"))
+        try await stack.session("fine", from: stack.at("2026-11-20 11:00"), to: stack.at("2026-11-20 11:05"))
+        try await stack.waitForSummary("2026-11-20") { $0?.learning == 300 }
+        try await stack.settle(sessions: 1)
+        // A backwards session that used to be a good one takes its time back out.
+        try await stack.session("fine", from: stack.at("2026-11-20 11:05"), to: stack.at("2026-11-20 11:00"))
+        try await stack.waitForSummary("2026-11-20") { $0 == nil }
+        _ = try await stack.local.call(Builtin.ping, Empty())
+        await expectError(.methodNotFound) { _ = try await stack.local.call("aggregator.nope") }
+    }
+}
