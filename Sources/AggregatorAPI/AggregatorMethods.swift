@@ -16,11 +16,14 @@ public struct AggregatorStatus: Codable, Sendable, Hashable {
     public var days: Int
     /// DailySummary records still to be written to the store.
     public var pendingSummaries: Int
+    /// Children's accruals and balances still to be written.
+    public var pendingChildWrites: Int
 
-    public init(position: Int64, sessions: Int, days: Int, pendingSummaries: Int) {
+    public init(position: Int64, sessions: Int, days: Int, pendingSummaries: Int, pendingChildWrites: Int) {
         self.position = position
         self.sessions = sessions
         self.days = days
         self.pendingSummaries = pendingSummaries
+        self.pendingChildWrites = pendingChildWrites
     }
 }

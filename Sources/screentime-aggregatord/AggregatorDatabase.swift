@@ -81,6 +81,51 @@ final class AggregatorDatabase: Sendable {
                 """)
             try db.execute(sql: MetaTable.createSQL)
         }
+        migrator.registerMigration("aggregator-v2-earned-time") { db in
+            try db.execute(sql: """
+                ALTER TABLE families ADD COLUMN seconds_per_point INTEGER NOT NULL DEFAULT 60;
+                -- redemptions and adjustments parents wrote (accruals are the aggregator's own)
+                CREATE TABLE ledger (
+                    family TEXT NOT NULL,
+                    record_name TEXT NOT NULL,
+                    child TEXT NOT NULL,
+                    type TEXT NOT NULL,
+                    amount INTEGER NOT NULL,
+                    PRIMARY KEY (family, record_name)
+                ) WITHOUT ROWID;
+                CREATE INDEX ledger_by_child ON ledger(family, child);
+                -- a child's earned time as last computed; shield_version counts shield changes,
+                -- commands_version the last one written to the child's devices
+                CREATE TABLE children (
+                    family TEXT NOT NULL,
+                    child TEXT NOT NULL,
+                    points INTEGER NOT NULL,
+                    reward_seconds INTEGER NOT NULL,
+                    balance_seconds INTEGER NOT NULL,
+                    shielded INTEGER NOT NULL,
+                    shield_version INTEGER NOT NULL DEFAULT 0,
+                    commands_version INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (family, child)
+                ) WITHOUT ROWID;
+                -- a child's accrual for a day (day) or its balance (day = '') to write to the store
+                CREATE TABLE child_outbox (
+                    family TEXT NOT NULL,
+                    child TEXT NOT NULL,
+                    day TEXT NOT NULL,
+                    version INTEGER NOT NULL,
+                    PRIMARY KEY (family, child, day)
+                ) WITHOUT ROWID;
+                CREATE TABLE shield_policies (
+                    family TEXT NOT NULL,
+                    record_name TEXT NOT NULL,
+                    child TEXT NOT NULL,  -- '' for the family's default policy
+                    apps TEXT NOT NULL,
+                    categories TEXT NOT NULL,
+                    PRIMARY KEY (family, record_name)
+                ) WITHOUT ROWID;
+                CREATE INDEX devices_by_device ON devices(family, device_id);
+                """)
+        }
         self.pool = try DurableSQLite.open(path: path, label: "aggregator", program: "screentime-aggregatord", migrator: migrator, logger: logger)
     }
 
@@ -102,6 +147,7 @@ final class AggregatorDatabase: Sendable {
         var sessions: Int
         var days: Int
         var pendingSummaries: Int
+        var pendingChildWrites: Int
     }
 
     func counts() throws -> Counts {
@@ -109,7 +155,8 @@ final class AggregatorDatabase: Sendable {
             Counts(
                 sessions: try Int.fetchOne(db, sql: "SELECT count(*) FROM sessions") ?? 0,
                 days: try Int.fetchOne(db, sql: "SELECT count(*) FROM days") ?? 0,
-                pendingSummaries: try Int.fetchOne(db, sql: "SELECT count(*) FROM summary_outbox") ?? 0)
+                pendingSummaries: try Int.fetchOne(db, sql: "SELECT count(*) FROM summary_outbox") ?? 0,
+                pendingChildWrites: try Int.fetchOne(db, sql: "SELECT count(*) FROM child_outbox") ?? 0)
         }
     }
 }
@@ -169,6 +216,86 @@ extension AggregatorDatabase {
                 try db.execute(sql: "DELETE FROM summary_outbox WHERE family = ? AND device_id = ? AND day = ? AND version = ?",
                                arguments: [item.family, item.deviceId, item.day, item.version])
             }
+        }
+    }
+}
+
+// MARK: Children's records to write back
+
+extension AggregatorDatabase {
+    /// A child's accrual for a day (`day`), or its balance (`day` nil), to write.
+    struct PendingChildWrite: Sendable {
+        var family: String
+        var child: String
+        var day: String?
+        var version: Int64
+        var timeZone: String
+        /// An accrual's points that day (0: no entry).
+        var points: Int64
+        var balance: Balance?
+
+        struct Balance: Sendable {
+            var points: Int64
+            var rewardSeconds: Int64
+            var balanceSeconds: Int64
+            var shielded: Bool
+            var shieldVersion: Int64
+            var commandsVersion: Int64
+        }
+    }
+
+    func pendingChildWrites(limit: Int) throws -> [PendingChildWrite] {
+        try self.pool.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT o.family, o.child, o.day, o.version, coalesce(f.time_zone, 'UTC') AS time_zone,
+                    (SELECT coalesce(sum(d.points), 0) FROM days d JOIN devices v ON v.family = d.family AND v.device_id = d.device_id
+                     WHERE o.day != '' AND d.family = o.family AND v.child_ref = o.child AND d.day = o.day) AS day_points,
+                    c.points, c.reward_seconds, c.balance_seconds, c.shielded, c.shield_version, c.commands_version
+                FROM child_outbox o
+                LEFT JOIN families f ON f.family = o.family
+                LEFT JOIN children c ON c.family = o.family AND c.child = o.child
+                ORDER BY o.family, o.child LIMIT ?
+                """, arguments: [limit]).map { row in
+                let day: String = row["day"]
+                let balancePoints: Int64? = row["points"]
+                return PendingChildWrite(
+                    family: row["family"], child: row["child"], day: day.isEmpty ? nil : day, version: row["version"], timeZone: row["time_zone"],
+                    points: row["day_points"],
+                    balance: balancePoints.map {
+                        PendingChildWrite.Balance(points: $0, rewardSeconds: row["reward_seconds"], balanceSeconds: row["balance_seconds"],
+                                                  shielded: row["shielded"], shieldVersion: row["shield_version"], commandsVersion: row["commands_version"])
+                    })
+            }
+        }
+    }
+
+    func childWritesDone(_ done: [PendingChildWrite]) async throws {
+        try await self.pool.write { db in
+            for item in done {
+                try db.execute(sql: "DELETE FROM child_outbox WHERE family = ? AND child = ? AND day = ? AND version = ?",
+                               arguments: [item.family, item.child, item.day ?? "", item.version])
+            }
+        }
+    }
+
+    /// The child's devices' zones and ids, and the shield policy that applies (the child's
+    /// own, else the family's).
+    func shieldTargets(family: String, child: String) throws -> (devices: [(zone: String, deviceId: String)], apps: [String], categories: [String]) {
+        try self.pool.read { db in
+            let devices = try Row.fetchAll(db, sql: "SELECT zone, device_id FROM devices WHERE family = ? AND child_ref = ? AND device_id IS NOT NULL",
+                                           arguments: [family, child]).map { (zone: $0["zone"] as String, deviceId: $0["device_id"] as String) }
+            let policy = try Row.fetchOne(db, sql: """
+                SELECT apps, categories FROM shield_policies WHERE family = ? AND child IN (?, '') ORDER BY child DESC, record_name LIMIT 1
+                """, arguments: [family, child])
+            let decode = { (text: String?) in (try? JSONDecoder().decode([String].self, from: Data((text ?? "[]").utf8))) ?? [] }
+            return (devices, decode(policy?["apps"]), decode(policy?["categories"]))
+        }
+    }
+
+    func shieldCommandsWritten(family: String, child: String, version: Int64) async throws {
+        try await self.pool.write { db in
+            try db.execute(sql: "UPDATE children SET commands_version = max(commands_version, ?) WHERE family = ? AND child = ?",
+                           arguments: [version, family, child])
         }
     }
 }

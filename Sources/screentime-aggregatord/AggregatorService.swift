@@ -46,7 +46,10 @@ struct AggregatorService: AsyncParsableCommand {
                 guard let database = opened.withLock({ $0 }) else { return [] }
                 return [
                     Follower(store: store, database: database, ingest: ingest, summaries: summaries, logger: environment.logger),
-                    SummaryWriter(store: store, database: database, wakeup: summaries, logger: environment.logger),
+                    Writeback(
+                        summaries: SummaryWriter(store: store, database: database, logger: environment.logger),
+                        earnedTime: EarnedTimeWriter(store: store, database: database, logger: environment.logger),
+                        wakeup: summaries, logger: environment.logger),
                 ]
             },
             methods: { environment in
@@ -60,7 +63,8 @@ struct AggregatorService: AsyncParsableCommand {
                 var methods = MethodTable()
                 methods.on(AggregatorMethods.status) { _, _ in
                     let counts = try database.counts()
-                    return AggregatorStatus(position: try database.position(), sessions: counts.sessions, days: counts.days, pendingSummaries: counts.pendingSummaries)
+                    return AggregatorStatus(position: try database.position(), sessions: counts.sessions, days: counts.days,
+                                            pendingSummaries: counts.pendingSummaries, pendingChildWrites: counts.pendingChildWrites)
                 }
                 return methods
             }

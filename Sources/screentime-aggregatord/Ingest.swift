@@ -12,7 +12,7 @@ struct Ingest {
     let defaultPointsPerMinute: Int
 
     /// The record types followed.
-    static let recordTypes = ["UsageRecord", "Family", "AppRule", "AppConfiguration", "MonitoringSession"]
+    static let recordTypes = ["UsageRecord", "Family", "AppRule", "AppConfiguration", "MonitoringSession", "PointsLedgerEntry", "ShieldPolicy"]
 
     /// A change, with the record's fields (as saved, or as they were when deleted).
     struct Change: Sendable {
@@ -35,17 +35,26 @@ struct Ingest {
     func apply(_ changes: [Change], _ db: Database) throws -> Int {
         var dirty = Set<DeviceDay>()
         var wholeFamilies = Set<String>()
+        var children = Set<EarnedTime.Child>()
         for change in changes {
             switch change.recordType {
             case "UsageRecord":
                 dirty.formUnion(try self.applySession(change, db))
             case "Family":
-                if try self.applyFamily(change, db) { wholeFamilies.insert(change.family) }
+                switch try self.applyFamily(change, db) {
+                case .timeZone: wholeFamilies.insert(change.family)
+                case .rate: children.formUnion(try EarnedTime.children(of: change.family, db))
+                case .nothing: break
+                }
             case "AppRule", "AppConfiguration":
                 try self.applyRule(change, db)
                 wholeFamilies.insert(change.family)
             case "MonitoringSession":
                 try self.applyDevice(change, db)
+            case "PointsLedgerEntry":
+                if let child = try EarnedTime.applyLedger(change, db) { children.insert(child) }
+            case "ShieldPolicy":
+                try EarnedTime.applyShieldPolicy(change, db)
             default:
                 continue
             }
@@ -60,7 +69,9 @@ struct Ingest {
             calendars[item.family] = days
             try Self.compute(item, days: days, rating: rating, db)
         }
-        return dirty.count
+        children.formUnion(try EarnedTime.queueAccruals(for: dirty, db))
+        for child in children { try EarnedTime.computeBalance(child, db) }
+        return dirty.count + children.count
     }
 
     // MARK: Records
@@ -83,14 +94,21 @@ struct Ingest {
         return touched
     }
 
-    /// True when the family's time zone changed (every day of it moves).
-    private func applyFamily(_ change: Change, _ db: Database) throws -> Bool {
-        guard change.zone == StoreNames.defaultZone, change.recordName == change.family, !change.deleted else { return false }
+    enum FamilyChange { case nothing, timeZone, rate }
+
+    /// What changed that matters: the time zone (every day of the family moves) or the
+    /// reward seconds a point buys (every balance changes).
+    private func applyFamily(_ change: Change, _ db: Database) throws -> FamilyChange {
+        guard change.zone == StoreNames.defaultZone, change.recordName == change.family, !change.deleted else { return .nothing }
         let zone = change.fields["timeZone"]?.stringValue.flatMap { LocalDays(timeZone: $0) != nil ? $0 : nil } ?? "UTC"
-        let old = try String.fetchOne(db, sql: "SELECT time_zone FROM families WHERE family = ?", arguments: [change.family])
-        try db.execute(sql: "INSERT INTO families(family, time_zone) VALUES (?, ?) ON CONFLICT(family) DO UPDATE SET time_zone = excluded.time_zone",
-                       arguments: [change.family, zone])
-        return (old ?? "UTC") != zone
+        let rate = max(0, change.fields["rewardSecondsPerPoint"]?.intValue ?? 60)
+        let old = try Row.fetchOne(db, sql: "SELECT time_zone, seconds_per_point FROM families WHERE family = ?", arguments: [change.family])
+        try db.execute(sql: """
+            INSERT INTO families(family, time_zone, seconds_per_point) VALUES (?, ?, ?)
+            ON CONFLICT(family) DO UPDATE SET time_zone = excluded.time_zone, seconds_per_point = excluded.seconds_per_point
+            """, arguments: [change.family, zone, rate])
+        if (old?["time_zone"] ?? "UTC") != zone { return .timeZone }
+        return (old?["seconds_per_point"] ?? 60) != rate ? .rate : .nothing
     }
 
     private func applyRule(_ change: Change, _ db: Database) throws {

@@ -7,13 +7,12 @@ import ServiceLifecycle
 import StoreAPI
 import UsageModel
 
-/// Writes the computed days back to the store as DailySummary records
-/// (`<deviceID>_<YYYY-MM-DD>` in the device's zone), so parents read them through the
-/// store and their subscriptions fire. Works from the database's outbox, so a summary
-/// computed before a crash is still written after it.
-struct SummaryWriter: Service {
-    let store: RPCClient
-    let database: AggregatorDatabase
+/// What the aggregator writes back to the store, from its database's outboxes (so what was
+/// computed before a crash is still written after it): daily summaries, then children's
+/// accruals, balances and shield commands. Woken after each applied batch.
+struct Writeback: Service {
+    let summaries: SummaryWriter
+    let earnedTime: EarnedTimeWriter
     let wakeup: Wakeup
     let logger: Logger
 
@@ -22,16 +21,25 @@ struct SummaryWriter: Service {
             var backoff = Duration.seconds(1)
             while !Task.isCancelled {
                 do {
-                    if try await self.flush() == 0 { await self.wakeup.wait(upTo: .seconds(60)) }
+                    let written = try await self.summaries.flush() + self.earnedTime.flush()
+                    if written == 0 { await self.wakeup.wait(upTo: .seconds(60)) }
                     backoff = .seconds(1)
                 } catch {
-                    self.logger.warning("writing daily summaries failed; retrying", metadata: ["error": "\(error)", "retry_in_ms": "\(backoff.microseconds / 1000)"])
+                    self.logger.warning("writing to the store failed; retrying", metadata: ["error": "\(error)", "retry_in_ms": "\(backoff.microseconds / 1000)"])
                     await self.wakeup.wait(upTo: backoff)
                     backoff = min(backoff * 2, .seconds(60))
                 }
             }
         }
     }
+}
+
+/// Writes the computed days as DailySummary records (`<deviceID>_<YYYY-MM-DD>` in the
+/// device's zone), so parents read them through the store and their subscriptions fire.
+struct SummaryWriter: Sendable {
+    let store: RPCClient
+    let database: AggregatorDatabase
+    let logger: Logger
 
     /// Writes up to a page of pending summaries, one `store.modify` per zone; returns how many.
     func flush() async throws -> Int {
@@ -47,7 +55,7 @@ struct SummaryWriter: Service {
                 if let totals = item.totals { saves.append(Self.record(name, item, totals)) } else { deletes.append(RecordDelete(recordName: name)) }
             }
             let params = ModifyParams(family: first.family, zone: first.zone, saves: saves, deletes: deletes, savePolicy: .allKeys)
-            if let error = await self.modify(params) {
+            if let error = await self.store.refusal(params) {
                 // A zone that is gone (an unpaired device) needs nothing written any more.
                 guard error.code == .notFound else { throw error }
                 self.logger.info("daily summaries dropped: the zone is gone", metadata: ["family": "\(first.family)", "zone": "\(first.zone)"])
@@ -59,15 +67,6 @@ struct SummaryWriter: Service {
         return written.count
     }
 
-    /// The store's refusal, if any.
-    private func modify(_ params: ModifyParams) async -> RPCError? {
-        do {
-            _ = try await self.store.call(StoreMethods.modify, params)
-            return nil
-        } catch {
-            return error
-        }
-    }
 
     static func record(_ name: String, _ item: AggregatorDatabase.PendingSummary, _ totals: AggregatorDatabase.PendingSummary.Totals) -> RecordSave {
         var fields: [String: JSONValue] = [
@@ -78,5 +77,17 @@ struct SummaryWriter: Service {
         if let start = LocalDays(timeZone: item.timeZone)?.bounds(of: item.day)?.start { fields["date"] = .date(start) }
         if let child = item.childRef { fields["childRef"] = .reference(child, zone: StoreNames.defaultZone) }
         return RecordSave(recordType: "DailySummary", recordName: name, fields: fields)
+    }
+}
+
+extension RPCClient {
+    /// `store.modify`, returning the store's refusal instead of throwing it.
+    func refusal(_ params: ModifyParams) async -> RPCError? {
+        do {
+            _ = try await self.call(StoreMethods.modify, params)
+            return nil
+        } catch {
+            return error
+        }
     }
 }

@@ -122,10 +122,49 @@ final class AggregatorStack: @unchecked Sendable {
         var status: AggregatorStatus?
         while ContinuousClock.now < deadline {
             status = try? await self.local.call(AggregatorMethods.status, Empty())
-            if let status, status.sessions == sessions, status.pendingSummaries == 0 { return }
+            if let status, status.sessions == sessions, status.pendingSummaries == 0, status.pendingChildWrites == 0 { return }
             try await Task.sleep(for: .milliseconds(20))
         }
         throw TestFailure("the aggregator did not settle at \(sessions) sessions within \(timeout): \(String(describing: status))")
+    }
+}
+
+extension AggregatorStack {
+    var childRef: String { "child-emma" }
+
+    /// The child's EarnedTimeBalance, as the parent reads it.
+    func balance() async throws -> Record? {
+        try await self.parentStore.call(StoreMethods.fetch, FetchParams(family: self.family.family, zone: StoreNames.defaultZone, recordNames: ["balance-\(self.childRef)"])).records.first
+    }
+
+    @discardableResult
+    func waitForBalance(timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation, until condition: (Record?) -> Bool) async throws -> Record? {
+        let deadline = ContinuousClock.now + timeout
+        var last: Record?
+        while ContinuousClock.now < deadline {
+            last = try await self.balance()
+            if condition(last) { return last }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("the balance never came to what was expected; last: \(String(describing: last?.fields))", sourceLocation: sourceLocation)
+        return last
+    }
+
+    /// The child device's shield commands, oldest first, as the child reads them.
+    func shieldCommands() async throws -> [Record] {
+        try await self.child.store.call(StoreMethods.query, QueryParams(family: self.family.family, zone: self.child.zone, recordType: "ConfigurationCommand"))
+            .records.filter { $0.recordName.hasPrefix("shield-") }.sorted { Int($0.recordName.dropFirst(7))! < Int($1.recordName.dropFirst(7))! }
+    }
+
+    /// A parent's redemption or adjustment.
+    func ledger(_ type: String, _ amount: Int64, key: String) async throws -> ModifyResult {
+        try await self.parentStore.call(StoreMethods.modify, ModifyParams(family: self.family.family, zone: StoreNames.defaultZone, saves: [
+            RecordSave(recordType: "PointsLedgerEntry", recordName: "entry-\(key)", fields: [
+                "familyRef": .reference(self.family.family, zone: StoreNames.defaultZone), "childRef": .reference(self.childRef, zone: StoreNames.defaultZone),
+                "type": .string(type), "amount": .int(amount), "timestamp": .date(Date()), "reason": "by hand", "idempotencyKey": .string(key),
+                "actorParentRef": .reference("parent-\(self.family.parentCredential.deviceId)", zone: StoreNames.defaultZone),
+            ]),
+        ], savePolicy: .allKeys))
     }
 }
 

@@ -24,7 +24,7 @@ struct SchemaVersion: Sendable {
 
 /// Every schema version, oldest first. Add new versions at the end.
 enum SchemaHistory {
-    static let versions: [SchemaVersion] = [version1, version2, version3]
+    static let versions: [SchemaVersion] = [version1, version2, version3, version4]
 
     static var latest: Int { versions.last!.number }
 
@@ -175,5 +175,14 @@ enum SchemaHistory {
                 string("deviceID", indexed: true), string("deviceName"), date("acceptedAt"),
             ])),
         .addField(recordType: "AuditEntry", FieldDefinition(name: "actor", type: .string, indexed: true)),
+    ])
+
+    /// Earned time (the aggregator): how many seconds of reward time a point buys, per
+    /// family; the points behind a balance and whether reward apps are shielded.
+    static let version4 = SchemaVersion(number: 4, name: "earned-time", steps: [
+        .addField(recordType: "Family", FieldDefinition(name: "rewardSecondsPerPoint", type: .int64, minimum: 0, defaultValue: 60)),
+        .addField(recordType: "EarnedTimeBalance", FieldDefinition(name: "pointsBalance", type: .int64)),
+        .addField(recordType: "EarnedTimeBalance", FieldDefinition(name: "rewardSecondsUsed", type: .int64, minimum: 0)),
+        .addField(recordType: "EarnedTimeBalance", FieldDefinition(name: "shielded", type: .bool)),
     ])
 }

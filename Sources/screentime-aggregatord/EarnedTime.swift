@@ -1,0 +1,99 @@
+import Foundation
+import GRDB
+import RPCCore
+import StoreAPI
+
+/// Points and earned reward time, per child (across the child's devices):
+///
+///     points         = accruals (learning points of every day) + adjustments − redemptions
+///     balanceSeconds = points × the family's rewardSecondsPerPoint − reward seconds used
+///
+/// Reward apps are shielded while the balance is at or below zero; each change of that
+/// (a crossing) is numbered, so the child's devices get one command per crossing.
+enum EarnedTime {
+    struct Child: Hashable, Sendable {
+        var family: String
+        /// The ChildContext's record name (`child-<childId>`).
+        var child: String
+    }
+
+    /// Mirrors a parent's redemption or adjustment; returns the child whose balance moves.
+    static func applyLedger(_ change: Ingest.Change, _ db: Database) throws -> Child? {
+        let old = try String.fetchOne(db, sql: "SELECT child FROM ledger WHERE family = ? AND record_name = ?", arguments: [change.family, change.recordName])
+        try db.execute(sql: "DELETE FROM ledger WHERE family = ? AND record_name = ?", arguments: [change.family, change.recordName])
+        let fields = change.fields
+        guard !change.deleted, let type = fields["type"]?.stringValue, type != "accrual",
+              let child = fields["childRef"]?.objectValue?["recordName"]?.stringValue, let amount = fields["amount"]?.intValue
+        else { return old.map { Child(family: change.family, child: $0) } }
+        try db.execute(sql: "INSERT INTO ledger(family, record_name, child, type, amount) VALUES (?, ?, ?, ?, ?)",
+                       arguments: [change.family, change.recordName, child, type, amount])
+        return Child(family: change.family, child: child)
+    }
+
+    static func applyShieldPolicy(_ change: Ingest.Change, _ db: Database) throws {
+        try db.execute(sql: "DELETE FROM shield_policies WHERE family = ? AND record_name = ?", arguments: [change.family, change.recordName])
+        guard !change.deleted else { return }
+        let child = change.fields["childRef"]?.objectValue?["recordName"]?.stringValue ?? ""
+        let apps = change.fields["rewardApps"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        let categories = change.fields["rewardCategories"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        try db.execute(sql: "INSERT INTO shield_policies(family, record_name, child, apps, categories) VALUES (?, ?, ?, ?, ?)",
+                       arguments: [change.family, change.recordName, child, try Self.json(apps), try Self.json(categories)])
+    }
+
+    static func children(of family: String, _ db: Database) throws -> Set<Child> {
+        Set(try String.fetchAll(db, sql: "SELECT child FROM children WHERE family = ?", arguments: [family]).map { Child(family: family, child: $0) })
+    }
+
+    /// Queues the accrual of each child-day whose devices' days were computed again;
+    /// returns those children (their balance moves too).
+    static func queueAccruals(for days: Set<Ingest.DeviceDay>, _ db: Database) throws -> Set<Child> {
+        var children = Set<Child>()
+        for item in days {
+            guard let child = try String.fetchOne(db, sql: "SELECT child_ref FROM devices WHERE family = ? AND device_id = ? AND child_ref IS NOT NULL",
+                                                  arguments: [item.family, item.deviceId]) else { continue }
+            children.insert(Child(family: item.family, child: child))
+            try Self.queue(item.family, child, day: item.day, db)
+        }
+        return children
+    }
+
+    /// Computes a child's balance, notes a shield crossing, and queues the balance record.
+    static func computeBalance(_ child: Child, _ db: Database) throws {
+        let usage = try Row.fetchOne(db, sql: """
+            SELECT coalesce(sum(d.points), 0) AS points, coalesce(sum(d.reward_seconds), 0) AS reward
+            FROM days d JOIN devices v ON v.family = d.family AND v.device_id = d.device_id
+            WHERE d.family = ? AND v.child_ref = ?
+            """, arguments: [child.family, child.child])
+        let ledger = try Row.fetchOne(db, sql: """
+            SELECT coalesce(sum(CASE type WHEN 'redemption' THEN -amount ELSE amount END), 0) AS net FROM ledger WHERE family = ? AND child = ?
+            """, arguments: [child.family, child.child])
+        let rate = try Int64.fetchOne(db, sql: "SELECT seconds_per_point FROM families WHERE family = ?", arguments: [child.family]) ?? 60
+        let accrued: Int64 = usage?["points"] ?? 0
+        let net: Int64 = ledger?["net"] ?? 0
+        let points = accrued + net
+        let reward: Int64 = usage?["reward"] ?? 0
+        let balance = points * rate - reward
+        let shielded = balance <= 0
+        // A child first seen with time to spare needs no command: reward apps start unshielded.
+        let before = try Row.fetchOne(db, sql: "SELECT shielded FROM children WHERE family = ? AND child = ?", arguments: [child.family, child.child])
+        let crossed = (before.map { ($0["shielded"] as Bool) } ?? false) != shielded
+        try db.execute(sql: """
+            INSERT INTO children(family, child, points, reward_seconds, balance_seconds, shielded, shield_version) VALUES (?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(family, child) DO UPDATE SET points = excluded.points, reward_seconds = excluded.reward_seconds,
+                balance_seconds = excluded.balance_seconds, shielded = excluded.shielded,
+                shield_version = shield_version + (CASE WHEN ? THEN 1 ELSE 0 END)
+            """, arguments: [child.family, child.child, points, reward, balance, shielded, crossed ? 1 : 0, crossed])
+        try Self.queue(child.family, child.child, day: "", db)
+    }
+
+    private static func queue(_ family: String, _ child: String, day: String, _ db: Database) throws {
+        try db.execute(sql: """
+            INSERT INTO child_outbox(family, child, day, version) VALUES (?, ?, ?, 1)
+            ON CONFLICT(family, child, day) DO UPDATE SET version = version + 1
+            """, arguments: [family, child, day])
+    }
+
+    static func json(_ strings: [String]) throws -> String {
+        String(decoding: try JSONEncoder().encode(strings), as: UTF8.self)
+    }
+}

@@ -1,0 +1,89 @@
+import Foundation
+import Logging
+import RPCClient
+import RPCCore
+import StoreAPI
+import UsageModel
+
+/// Writes children's points and earned time to the store, in the family's default zone:
+/// an accrual PointsLedgerEntry per child and day (`accrual-<child>-<YYYY-MM-DD>`, its
+/// idempotency key the same), the EarnedTimeBalance (`balance-<child>`), and on each shield
+/// crossing a ConfigurationCommand to every device of the child (`shield-<n>`, in the
+/// device's zone).
+struct EarnedTimeWriter: Sendable {
+    let store: RPCClient
+    let database: AggregatorDatabase
+    let logger: Logger
+
+    static let shieldCommand = "shieldRewardApps"
+    static let unshieldCommand = "unshieldRewardApps"
+
+    func flush() async throws -> Int {
+        let pending = try self.database.pendingChildWrites(limit: 400)
+        guard !pending.isEmpty else { return 0 }
+        for group in Dictionary(grouping: pending, by: \.family).values {
+            let family = group[0].family
+            var saves: [RecordSave] = []
+            var deletes: [RecordDelete] = []
+            for item in group {
+                let childRef = JSONValue.reference(item.child, zone: StoreNames.defaultZone)
+                if let day = item.day {
+                    let name = "accrual-\(item.child)-\(day)"
+                    guard item.points > 0 else {
+                        deletes.append(RecordDelete(recordName: name))
+                        continue
+                    }
+                    var fields: [String: JSONValue] = [
+                        "familyRef": .reference(family, zone: StoreNames.defaultZone), "childRef": childRef, "type": "accrual",
+                        "amount": .int(item.points), "reason": .string("learning on \(day)"), "idempotencyKey": .string(name),
+                    ]
+                    fields["timestamp"] = LocalDays(timeZone: item.timeZone)?.bounds(of: day).map { .date($0.start) } ?? .date(Date())
+                    saves.append(RecordSave(recordType: "PointsLedgerEntry", recordName: name, fields: fields))
+                } else if let balance = item.balance {
+                    saves.append(RecordSave(recordType: "EarnedTimeBalance", recordName: "balance-\(item.child)", fields: [
+                        "childRef": childRef, "balanceSeconds": .int(balance.balanceSeconds), "pointsBalance": .int(balance.points),
+                        "rewardSecondsUsed": .int(balance.rewardSeconds), "shielded": .bool(balance.shielded), "updatedAt": .date(Date()),
+                    ]))
+                }
+            }
+            let params = ModifyParams(family: family, zone: StoreNames.defaultZone, saves: saves, deletes: deletes, savePolicy: .allKeys)
+            if let error = await self.store.refusal(params) {
+                guard error.code == .notFound else { throw error }
+                self.logger.info("children's records dropped: the family is gone", metadata: ["family": "\(family)"])
+            }
+            for item in group where item.day == nil {
+                if let balance = item.balance, balance.shieldVersion > balance.commandsVersion {
+                    try await self.sendShieldCommands(family: family, child: item.child, balance: balance)
+                }
+            }
+        }
+        try await self.database.childWritesDone(pending)
+        return pending.count
+    }
+
+    /// One command per device of the child, named by the crossing's number, so writing it
+    /// again after a crash replaces rather than repeats it.
+    private func sendShieldCommands(family: String, child: String, balance: AggregatorDatabase.PendingChildWrite.Balance) async throws {
+        let targets = try self.database.shieldTargets(family: family, child: child)
+        let payload: JSONValue = [
+            "rewardApps": .array(targets.apps.map(JSONValue.string)), "rewardCategories": .array(targets.categories.map(JSONValue.string)),
+            "balanceSeconds": .int(balance.balanceSeconds),
+        ]
+        let payloadText = String(decoding: try RPCJSON.makeEncoder().encode(payload), as: UTF8.self)
+        let kind = balance.shielded ? Self.shieldCommand : Self.unshieldCommand
+        for device in targets.devices {
+            let name = "shield-\(balance.shieldVersion)"
+            let params = ModifyParams(family: family, zone: device.zone, saves: [
+                RecordSave(recordType: "ConfigurationCommand", recordName: name, fields: [
+                    "commandID": .string(name), "targetDeviceID": .string(device.deviceId), "commandType": .string(kind),
+                    "payloadJSON": .string(payloadText), "createdAt": .date(Date()), "status": "pending",
+                ]),
+            ], savePolicy: .allKeys)
+            if let error = await self.store.refusal(params), error.code != .notFound { throw error }
+        }
+        try await self.database.shieldCommandsWritten(family: family, child: child, version: balance.shieldVersion)
+        self.logger.notice(balance.shielded ? "reward apps shielded: earned time ran out" : "reward apps unshielded: time earned again", metadata: [
+            "family": "\(family)", "child": "\(child)", "balance_seconds": "\(balance.balanceSeconds)", "devices": "\(targets.devices.count)",
+        ])
+    }
+}
