@@ -245,6 +245,7 @@ let package = Package(
         .executableTarget(
             name: "screentimectl",
             dependencies: [
+                "AggregatorAPI",
                 "QRCode",
                 "RPCCore",
                 "RPCClient",

@@ -1,10 +1,19 @@
 import RPCCore
 
 /// The usage aggregator's methods (`screentime-aggregatord`, socket `aggregator.sock`).
+///
+/// Local services call without `auth`; a parent's device may ask for reports on its own
+/// family with its credential (`auth.token`).
 public enum AggregatorMethods {
     public static let status = MethodSpec<Empty, AggregatorStatus>(
         "aggregator.status", summary: "Where the aggregator is in the store's change log, and what it holds.",
         errors: [])
+    public static let report = MethodSpec<ReportParams, Report>(
+        "aggregator.report", summary: "A child's or a device's learning and reward time, points and top apps over a range of local days, by day or by week.",
+        errors: [.unauthorized, .forbidden, .invalidParams, .notFound])
+    public static let exportCSV = MethodSpec<ReportParams, CSVExport>(
+        "aggregator.exportCSV", summary: "The same range as CSV: one line per device, day and app.",
+        errors: [.unauthorized, .forbidden, .invalidParams, .notFound])
 }
 
 public struct AggregatorStatus: Codable, Sendable, Hashable {

@@ -56,6 +56,26 @@ public struct LocalDays: Sendable {
         return self.day(containing: moved)
     }
 
+    /// The Monday of the (ISO) week the day is in.
+    public func monday(of day: String) -> String? {
+        guard let (year, month, dayOfMonth) = Self.parse(day),
+              let noon = self.calendar.date(from: DateComponents(year: year, month: month, day: dayOfMonth, hour: 12))
+        else { return nil }
+        let weekday = self.calendar.component(.weekday, from: noon)  // 1 is Sunday
+        return self.day(day, plus: -((weekday + 5) % 7))
+    }
+
+    /// Every day from `first` to `last`, both included, in order.
+    public func days(from first: String, through last: String) -> [String] {
+        var days: [String] = []
+        var cursor: String? = first
+        while let day = cursor, day <= last {
+            days.append(day)
+            cursor = self.day(day, plus: 1)
+        }
+        return days
+    }
+
     public static func format(year: Int, month: Int, day: Int) -> String {
         String(format: "%04d-%02d-%02d", year, month, day)
     }

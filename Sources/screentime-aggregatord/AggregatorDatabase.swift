@@ -299,3 +299,52 @@ extension AggregatorDatabase {
         }
     }
 }
+
+// MARK: Reports
+
+extension AggregatorDatabase {
+    struct DayRow: Sendable {
+        var deviceId: String
+        var day: String
+        var learningSeconds: Int64
+        var rewardSeconds: Int64
+        var points: Int64
+        var apps: [AppUsage]
+    }
+
+    func timeZone(of family: String) throws -> String {
+        try self.pool.read { db in try String.fetchOne(db, sql: "SELECT time_zone FROM families WHERE family = ?", arguments: [family]) ?? "UTC" }
+    }
+
+    /// The paired devices of a child (by its ChildContext record name).
+    func devices(ofChild child: String, family: String) throws -> [String] {
+        try self.pool.read { db in
+            try String.fetchAll(db, sql: "SELECT DISTINCT device_id FROM devices WHERE family = ? AND child_ref = ? AND device_id IS NOT NULL ORDER BY device_id",
+                                arguments: [family, child])
+        }
+    }
+
+    func knows(device: String, family: String) throws -> Bool {
+        try self.pool.read { db in
+            try Bool.fetchOne(db, sql: """
+                SELECT EXISTS (SELECT 1 FROM devices WHERE family = ? AND device_id = ?) OR EXISTS (SELECT 1 FROM days WHERE family = ? AND device_id = ?)
+                """, arguments: [family, device, family, device]) ?? false
+        }
+    }
+
+    /// The computed days of these devices from `from` to `to` (both included), by day then device.
+    func days(family: String, devices: [String], from: String, to: String) throws -> [DayRow] {
+        guard !devices.isEmpty else { return [] }
+        return try self.pool.read { db in
+            let marks = Array(repeating: "?", count: devices.count).joined(separator: ", ")
+            let arguments: [(any DatabaseValueConvertible)?] = [family] + devices.map { $0 } + [from, to]
+            return try Row.fetchAll(db, sql: """
+                SELECT device_id, day, learning_seconds, reward_seconds, points, apps FROM days
+                WHERE family = ? AND device_id IN (\(marks)) AND day BETWEEN ? AND ? ORDER BY day, device_id
+                """, arguments: StatementArguments(arguments)).map { row in
+                DayRow(deviceId: row["device_id"], day: row["day"], learningSeconds: row["learning_seconds"], rewardSeconds: row["reward_seconds"],
+                       points: row["points"], apps: (try? AppsJSON.decode(row["apps"])) ?? [])
+            }
+        }
+    }
+}

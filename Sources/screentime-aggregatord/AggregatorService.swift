@@ -66,6 +66,9 @@ struct AggregatorService: AsyncParsableCommand {
                     return AggregatorStatus(position: try database.position(), sessions: counts.sessions, days: counts.days,
                                             pendingSummaries: counts.pendingSummaries, pendingChildWrites: counts.pendingChildWrites)
                 }
+                let reports = Reports(database: database, store: store)
+                methods.on(AggregatorMethods.report) { params, context in try await reports.report(params, auth: context.auth) }
+                methods.on(AggregatorMethods.exportCSV) { params, context in try await reports.exportCSV(params, auth: context.auth) }
                 return methods
             }
         )

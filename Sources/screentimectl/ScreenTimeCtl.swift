@@ -8,7 +8,7 @@ import Synchronization
 struct ScreenTimeCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "screentimectl",
-        abstract: "Administer a ScreenTime Rewards server: call any method of any of its services.",
+        abstract: "Administer a ScreenTime Rewards server: call any method of any of its services; print reports.",
         discussion: """
             SERVICE is a service name (store, pairing, push, aggregator), whose socket is \
             <runtime-dir>/<name>.sock, or a path to a socket.
@@ -23,7 +23,7 @@ struct ScreenTimeCtl: AsyncParsableCommand {
               75  the service did not answer in time (--timeout)
               130 interrupted (Ctrl-C)
             """,
-        subcommands: [Ping.self, Describe.self, Call.self, QR.self]
+        subcommands: [Ping.self, Describe.self, Call.self, QR.self, ReportCommand.self]
     )
 }
 
