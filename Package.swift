@@ -341,9 +341,11 @@ let package = Package(
                 "RPCClient",
                 "StoreAPI",
                 "AggregatorAPI",
+                "PushAPI",
                 "UsageModel",
                 "screentime-stored",
                 "screentime-pairingd",
+                "screentime-pushd",
                 "screentime-aggregatord",
             ],
             swiftSettings: strict

@@ -126,6 +126,30 @@ final class AggregatorDatabase: Sendable {
                 CREATE INDEX devices_by_device ON devices(family, device_id);
                 """)
         }
+        migrator.registerMigration("aggregator-v3-alerts") { db in
+            try db.execute(sql: """
+                ALTER TABLE families ADD COLUMN alert_reward_minutes INTEGER;
+                ALTER TABLE families ADD COLUMN alert_exhausted INTEGER NOT NULL DEFAULT 1;
+                ALTER TABLE families ADD COLUMN alert_no_data_hours INTEGER;
+                -- alerts that fired and are not re-armed yet: (kind, subject, day)
+                CREATE TABLE alerts_fired (
+                    family TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    subject TEXT NOT NULL,
+                    day TEXT NOT NULL,
+                    PRIMARY KEY (family, kind, subject, day)
+                ) WITHOUT ROWID;
+                -- alerts to send to the family's parents through push.notify
+                CREATE TABLE alert_outbox (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    family TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    title TEXT NOT NULL,
+                    body TEXT NOT NULL,
+                    data TEXT NOT NULL
+                );
+                """)
+        }
         self.pool = try DurableSQLite.open(path: path, label: "aggregator", program: "screentime-aggregatord", migrator: migrator, logger: logger)
     }
 
@@ -346,5 +370,30 @@ extension AggregatorDatabase {
                        points: row["points"], apps: (try? AppsJSON.decode(row["apps"])) ?? [])
             }
         }
+    }
+}
+
+// MARK: Alerts to send
+
+extension AggregatorDatabase {
+    struct PendingAlert: Sendable {
+        var id: Int64
+        var family: String
+        var kind: String
+        var title: String
+        var body: String
+        var data: String
+    }
+
+    func pendingAlerts(limit: Int) throws -> [PendingAlert] {
+        try self.pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT id, family, kind, title, body, data FROM alert_outbox ORDER BY id LIMIT ?", arguments: [limit]).map {
+                PendingAlert(id: $0["id"], family: $0["family"], kind: $0["kind"], title: $0["title"], body: $0["body"], data: $0["data"])
+            }
+        }
+    }
+
+    func alertSent(_ id: Int64) async throws {
+        try await self.pool.write { db in try db.execute(sql: "DELETE FROM alert_outbox WHERE id = ?", arguments: [id]) }
     }
 }

@@ -26,17 +26,28 @@ struct AggregatorService: AsyncParsableCommand {
     @Option(name: .customLong("store-socket"), help: ArgumentHelp("The record store's socket.", discussion: "Default: <runtime-dir>/store.sock.", valueName: "path"))
     var storeSocket: String?
 
+    @Option(name: .customLong("push-socket"), help: ArgumentHelp("The push service's socket, for alerts to parents.", discussion: "Default: <runtime-dir>/push.sock.", valueName: "path"))
+    var pushSocket: String?
+
+    @Option(name: .customLong("alert-check-interval"), help: ArgumentHelp("Seconds between checks for devices that went quiet (Family.alertNoDataHours).", valueName: "seconds"))
+    var alertCheckSeconds: Double = 60
+
     @Option(name: .customLong("default-points-per-minute"), help: ArgumentHelp("Points per minute of a learning app that no AppRule or AppConfiguration rates.", valueName: "points"))
     var defaultPointsPerMinute: Int = 1
 
     mutating func validate() throws {
         guard (0...1000).contains(self.defaultPointsPerMinute) else { throw ValidationError("--default-points-per-minute must be between 0 and 1000") }
+        guard (0.05...86_400).contains(self.alertCheckSeconds) else { throw ValidationError("--alert-check-interval must be between 0.05 and 86400 seconds") }
     }
 
     func run() async throws {
         let store = RPCClient(configuration: ClientConfiguration(
             socketPath: self.storeSocket ?? ServicePaths(options: self.options).runtimeDirectory + "/store.sock",
             callTimeout: .seconds(30), connectTimeout: .seconds(10)))
+        let push = RPCClient(configuration: ClientConfiguration(
+            socketPath: self.pushSocket ?? ServicePaths(options: self.options).runtimeDirectory + "/push.sock",
+            callTimeout: .seconds(30), connectTimeout: .seconds(10)))
+        let alertCheck = Duration.milliseconds(Int64(self.alertCheckSeconds * 1000))
         let ingest = Ingest(defaultPointsPerMinute: self.defaultPointsPerMinute)
         let summaries = Wakeup()
         let opened = Mutex<AggregatorDatabase?>(nil)
@@ -49,7 +60,9 @@ struct AggregatorService: AsyncParsableCommand {
                     Writeback(
                         summaries: SummaryWriter(store: store, database: database, logger: environment.logger),
                         earnedTime: EarnedTimeWriter(store: store, database: database, logger: environment.logger),
+                        alerts: AlertWriter(push: push, database: database, logger: environment.logger),
                         wakeup: summaries, logger: environment.logger),
+                    AlertClock(database: database, interval: alertCheck, writeback: summaries, logger: environment.logger),
                 ]
             },
             methods: { environment in

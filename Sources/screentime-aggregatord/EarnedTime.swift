@@ -45,13 +45,13 @@ enum EarnedTime {
     }
 
     /// Queues the accrual of each child-day whose devices' days were computed again;
-    /// returns those children (their balance moves too).
-    static func queueAccruals(for days: Set<Ingest.DeviceDay>, _ db: Database) throws -> Set<Child> {
-        var children = Set<Child>()
+    /// returns those days by child (their balance moves too).
+    static func queueAccruals(for days: Set<Ingest.DeviceDay>, _ db: Database) throws -> [Child: Set<String>] {
+        var children: [Child: Set<String>] = [:]
         for item in days {
             guard let child = try String.fetchOne(db, sql: "SELECT child_ref FROM devices WHERE family = ? AND device_id = ? AND child_ref IS NOT NULL",
                                                   arguments: [item.family, item.deviceId]) else { continue }
-            children.insert(Child(family: item.family, child: child))
+            children[Child(family: item.family, child: child), default: []].insert(item.day)
             try Self.queue(item.family, child, day: item.day, db)
         }
         return children
@@ -84,6 +84,7 @@ enum EarnedTime {
                 shield_version = shield_version + (CASE WHEN ? THEN 1 ELSE 0 END)
             """, arguments: [child.family, child.child, points, reward, balance, shielded, crossed ? 1 : 0, crossed])
         try Self.queue(child.family, child.child, day: "", db)
+        if crossed { try Alerts.balanceCrossed(child, exhausted: shielded, balanceSeconds: balance, db) }
     }
 
     private static func queue(_ family: String, _ child: String, day: String, _ db: Database) throws {

@@ -69,7 +69,9 @@ struct Ingest {
             calendars[item.family] = days
             try Self.compute(item, days: days, rating: rating, db)
         }
-        children.formUnion(try EarnedTime.queueAccruals(for: dirty, db))
+        let childDays = try EarnedTime.queueAccruals(for: dirty, db)
+        children.formUnion(childDays.keys)
+        try Alerts.checkRewardDays(childDays, db)
         for child in children { try EarnedTime.computeBalance(child, db) }
         return dirty.count + children.count
     }
@@ -104,9 +106,11 @@ struct Ingest {
         let rate = max(0, change.fields["rewardSecondsPerPoint"]?.intValue ?? 60)
         let old = try Row.fetchOne(db, sql: "SELECT time_zone, seconds_per_point FROM families WHERE family = ?", arguments: [change.family])
         try db.execute(sql: """
-            INSERT INTO families(family, time_zone, seconds_per_point) VALUES (?, ?, ?)
-            ON CONFLICT(family) DO UPDATE SET time_zone = excluded.time_zone, seconds_per_point = excluded.seconds_per_point
-            """, arguments: [change.family, zone, rate])
+            INSERT INTO families(family, time_zone, seconds_per_point, alert_reward_minutes, alert_exhausted, alert_no_data_hours) VALUES (?, ?, ?, ?, ?, ?)
+            ON CONFLICT(family) DO UPDATE SET time_zone = excluded.time_zone, seconds_per_point = excluded.seconds_per_point,
+                alert_reward_minutes = excluded.alert_reward_minutes, alert_exhausted = excluded.alert_exhausted, alert_no_data_hours = excluded.alert_no_data_hours
+            """, arguments: [change.family, zone, rate, change.fields["alertRewardMinutesPerDay"]?.intValue,
+                             change.fields["alertOnBalanceExhausted"]?.boolValue ?? true, change.fields["alertNoDataHours"]?.intValue])
         if (old?["time_zone"] ?? "UTC") != zone { return .timeZone }
         return (old?["seconds_per_point"] ?? 60) != rate ? .rate : .nothing
     }

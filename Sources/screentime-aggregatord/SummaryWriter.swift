@@ -9,25 +9,45 @@ import UsageModel
 
 /// What the aggregator writes back to the store, from its database's outboxes (so what was
 /// computed before a crash is still written after it): daily summaries, then children's
-/// accruals, balances and shield commands. Woken after each applied batch.
+/// accruals, balances and shield commands, then alerts (to push). Woken after each
+/// applied batch.
 struct Writeback: Service {
     let summaries: SummaryWriter
     let earnedTime: EarnedTimeWriter
+    let alerts: AlertWriter
     let wakeup: Wakeup
     let logger: Logger
 
     func run() async throws {
         await cancelWhenGracefulShutdown {
             var backoff = Duration.seconds(1)
+            // Push being away must not hold up the store's writes: alerts retry on their own.
+            var alertBackoff = Duration.seconds(1)
+            var alertsDue = ContinuousClock.now
             while !Task.isCancelled {
+                var written = 0
                 do {
-                    let written = try await self.summaries.flush() + self.earnedTime.flush()
-                    if written == 0 { await self.wakeup.wait(upTo: .seconds(60)) }
+                    written = try await self.summaries.flush() + self.earnedTime.flush()
                     backoff = .seconds(1)
                 } catch {
                     self.logger.warning("writing to the store failed; retrying", metadata: ["error": "\(error)", "retry_in_ms": "\(backoff.microseconds / 1000)"])
                     await self.wakeup.wait(upTo: backoff)
                     backoff = min(backoff * 2, .seconds(60))
+                    continue
+                }
+                if ContinuousClock.now >= alertsDue {
+                    do {
+                        written += try await self.alerts.flush()
+                        alertBackoff = .seconds(1)
+                    } catch {
+                        self.logger.warning("sending alerts to push failed; retrying", metadata: ["error": "\(error)", "retry_in_ms": "\(alertBackoff.microseconds / 1000)"])
+                        alertsDue = ContinuousClock.now + alertBackoff
+                        alertBackoff = min(alertBackoff * 2, .seconds(60))
+                    }
+                }
+                if written == 0 {
+                    let untilAlerts = alertsDue - ContinuousClock.now
+                    await self.wakeup.wait(upTo: untilAlerts > .zero ? min(untilAlerts, .seconds(60)) : .seconds(60))
                 }
             }
         }

@@ -13,26 +13,30 @@ import UsageModel
 final class AggregatorStack: @unchecked Sendable {
     let harness: PairingHarness
     private(set) var aggregator: ServiceProcess
+    /// With `withPush`: the push service, for alerts.
+    let push: ServiceProcess?
     let family: Bootstrapped
     let child: PairedChild
     let days = LocalDays(timeZone: "Europe/Paris")!
     private let aggregatorArguments: [String]
 
-    private init(harness: PairingHarness, aggregator: ServiceProcess, family: Bootstrapped, child: PairedChild, aggregatorArguments: [String]) {
+    private init(harness: PairingHarness, aggregator: ServiceProcess, push: ServiceProcess?, family: Bootstrapped, child: PairedChild, aggregatorArguments: [String]) {
         self.harness = harness
         self.aggregator = aggregator
+        self.push = push
         self.family = family
         self.child = child
         self.aggregatorArguments = aggregatorArguments
     }
 
-    static func start(aggregatorArguments: [String] = []) async throws -> AggregatorStack {
+    static func start(aggregatorArguments: [String] = [], withPush: Bool = false) async throws -> AggregatorStack {
         let harness = try await PairingHarness.start()
         let family = try await Bootstrapped.make(harness)
         let child = try await family.pairChild(harness)
+        let push = withPush ? try await ServiceProcess.start("screentime-pushd", service: "push", in: harness.directory, stateDirectory: harness.state) : nil
         let aggregator = try await ServiceProcess.start("screentime-aggregatord", service: "aggregator", in: harness.directory,
                                                         stateDirectory: harness.state, arguments: aggregatorArguments)
-        return AggregatorStack(harness: harness, aggregator: aggregator, family: family, child: child, aggregatorArguments: aggregatorArguments)
+        return AggregatorStack(harness: harness, aggregator: aggregator, push: push, family: family, child: child, aggregatorArguments: aggregatorArguments)
     }
 
     var local: RPCClient { RPCClient(configuration: ClientConfiguration(socketPath: self.aggregator.socketPath, callTimeout: .seconds(30), connectTimeout: .seconds(10))) }
@@ -51,6 +55,7 @@ final class AggregatorStack: @unchecked Sendable {
 
     func stopNow() {
         self.aggregator.stopNow()
+        self.push?.stopNow()
         self.harness.stopNow()
     }
 

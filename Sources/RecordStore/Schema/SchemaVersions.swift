@@ -24,7 +24,7 @@ struct SchemaVersion: Sendable {
 
 /// Every schema version, oldest first. Add new versions at the end.
 enum SchemaHistory {
-    static let versions: [SchemaVersion] = [version1, version2, version3, version4]
+    static let versions: [SchemaVersion] = [version1, version2, version3, version4, version5]
 
     static var latest: Int { versions.last!.number }
 
@@ -184,5 +184,13 @@ enum SchemaHistory {
         .addField(recordType: "EarnedTimeBalance", FieldDefinition(name: "pointsBalance", type: .int64)),
         .addField(recordType: "EarnedTimeBalance", FieldDefinition(name: "rewardSecondsUsed", type: .int64, minimum: 0)),
         .addField(recordType: "EarnedTimeBalance", FieldDefinition(name: "shielded", type: .bool)),
+    ])
+
+    /// The parents' alert thresholds (the aggregator sends them through push): reward time
+    /// in a day over N minutes, earned time running out, a device silent for N hours.
+    static let version5 = SchemaVersion(number: 5, name: "alerts", steps: [
+        .addField(recordType: "Family", FieldDefinition(name: "alertRewardMinutesPerDay", type: .int64, minimum: 1)),
+        .addField(recordType: "Family", FieldDefinition(name: "alertOnBalanceExhausted", type: .bool, defaultValue: true)),
+        .addField(recordType: "Family", FieldDefinition(name: "alertNoDataHours", type: .int64, minimum: 1)),
     ])
 }

@@ -1,0 +1,98 @@
+import Foundation
+import GRDB
+import RPCCore
+
+/// The parents' alerts, decided in the ingest transaction (or the periodic check) and
+/// queued for push: each fires once per crossing of its threshold and is re-armed when
+/// the value goes back under it.
+///
+/// - `rewardToday`: a child's reward time in a local day over `Family.alertRewardMinutesPerDay`;
+/// - `balanceExhausted`: a child's earned time ran out (`Family.alertOnBalanceExhausted`);
+/// - `noData`: a device's newest usage ends more than `Family.alertNoDataHours` ago.
+enum Alerts {
+    enum Kind: String {
+        case rewardToday, balanceExhausted, noData
+    }
+
+    /// Checks the reward time of the child-days just computed again.
+    static func checkRewardDays(_ days: [EarnedTime.Child: Set<String>], _ db: Database) throws {
+        for (child, childDays) in days {
+            guard let minutes = try Int64.fetchOne(db, sql: "SELECT alert_reward_minutes FROM families WHERE family = ?", arguments: [child.family]) else { continue }
+            for day in childDays {
+                let reward = try Int64.fetchOne(db, sql: """
+                    SELECT coalesce(sum(d.reward_seconds), 0) FROM days d JOIN devices v ON v.family = d.family AND v.device_id = d.device_id
+                    WHERE d.family = ? AND v.child_ref = ? AND d.day = ?
+                    """, arguments: [child.family, child.child, day]) ?? 0
+                let name = Self.name(child.child)
+                try Self.crossing(.rewardToday, family: child.family, subject: child.child, day: day, over: reward > minutes * 60, db) {
+                    ("\(name): \(reward / 60) min of reward apps on \(day)", "Over the \(minutes) minutes a day you set.",
+                     ["child": .string(name), "day": .string(day), "rewardSeconds": .int(reward), "limitMinutes": .int(minutes)])
+                }
+            }
+        }
+    }
+
+    /// Called when a child's balance crosses zero, either way.
+    static func balanceCrossed(_ child: EarnedTime.Child, exhausted: Bool, balanceSeconds: Int64, _ db: Database) throws {
+        let enabled = try Bool.fetchOne(db, sql: "SELECT alert_exhausted FROM families WHERE family = ?", arguments: [child.family]) ?? true
+        guard enabled else { return }
+        let name = Self.name(child.child)
+        try Self.crossing(.balanceExhausted, family: child.family, subject: child.child, day: "", over: exhausted, db) {
+            ("\(name) has used up their earned time", "Reward apps are shielded until more is earned.",
+             ["child": .string(name), "balanceSeconds": .int(balanceSeconds)])
+        }
+    }
+
+    /// The periodic check of devices gone quiet; returns how many alerts it queued.
+    @discardableResult
+    static func checkSilentDevices(now: Date, _ db: Database) throws -> Int {
+        var queued = 0
+        let rows = try Row.fetchAll(db, sql: """
+            SELECT f.family, f.alert_no_data_hours AS hours, s.device_id, max(s.end_ms) AS last
+            FROM families f JOIN sessions s ON s.family = f.family
+            WHERE f.alert_no_data_hours IS NOT NULL GROUP BY f.family, s.device_id
+            """)
+        for row in rows {
+            let family: String = row["family"], device: String = row["device_id"], hours: Int64 = row["hours"], last: Int64 = row["last"]
+            let silent = Millis.of(now) - last > hours * 3_600_000
+            let before = try Self.hasFired(.noData, family: family, subject: device, day: "", db)
+            try Self.crossing(.noData, family: family, subject: device, day: "", over: silent, db) {
+                ("No usage from \(device) for over \(hours) h", "Its last session ended \(Self.ago(now, last)) ago. Is it paired and online?",
+                 ["deviceId": .string(device), "lastUsageEnd": .date(Millis.date(last)), "limitHours": .int(hours)])
+            }
+            if silent && !before { queued += 1 }
+        }
+        return queued
+    }
+
+    /// Fires when `over` and not fired yet; re-arms when not `over`.
+    private static func crossing(_ kind: Kind, family: String, subject: String, day: String, over: Bool, _ db: Database,
+                                 message: () -> (title: String, body: String, data: [String: JSONValue])) throws {
+        let fired = try Self.hasFired(kind, family: family, subject: subject, day: day, db)
+        if over && !fired {
+            try db.execute(sql: "INSERT INTO alerts_fired(family, kind, subject, day) VALUES (?, ?, ?, ?)", arguments: [family, kind.rawValue, subject, day])
+            let (title, body, data) = message()
+            var payload = data
+            payload["alert"] = .string(kind.rawValue)
+            try db.execute(sql: "INSERT INTO alert_outbox(family, kind, title, body, data) VALUES (?, ?, ?, ?, ?)",
+                           arguments: [family, kind.rawValue, title, body, String(decoding: try JSONEncoder().encode(JSONValue.object(payload)), as: UTF8.self)])
+        } else if !over && fired {
+            try db.execute(sql: "DELETE FROM alerts_fired WHERE family = ? AND kind = ? AND subject = ? AND day = ?", arguments: [family, kind.rawValue, subject, day])
+        }
+    }
+
+    private static func hasFired(_ kind: Kind, family: String, subject: String, day: String, _ db: Database) throws -> Bool {
+        try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM alerts_fired WHERE family = ? AND kind = ? AND subject = ? AND day = ?)",
+                          arguments: [family, kind.rawValue, subject, day]) ?? false
+    }
+
+    /// `child-emma` → `emma`.
+    static func name(_ childRecord: String) -> String {
+        childRecord.hasPrefix("child-") ? String(childRecord.dropFirst(6)) : childRecord
+    }
+
+    private static func ago(_ now: Date, _ last: Int64) -> String {
+        let hours = (Millis.of(now) - last) / 3_600_000
+        return hours >= 48 ? "\(hours / 24) days" : "\(hours) h"
+    }
+}

@@ -1,0 +1,137 @@
+import AggregatorAPI
+import Foundation
+import PushAPI
+import RPCClient
+import RPCCore
+import StoreAPI
+import Synchronization
+import Testing
+import TestSupport
+
+@Suite("Aggregator: alerts to parents through push, once per crossing", .serialized)
+struct AlertTests {
+    /// Sets the family's alert thresholds, as a parent.
+    static func thresholds(_ stack: AggregatorStack, _ fields: [String: JSONValue]) async throws {
+        let result = try await stack.parentStore.call(StoreMethods.modify, ModifyParams(family: stack.family.family, zone: StoreNames.defaultZone, saves: [
+            RecordSave(recordType: "Family", recordName: stack.family.family, fields: fields),
+        ], savePolicy: .changedKeys))
+        #expect(result.allSucceeded)
+    }
+
+    @Test("reward time over the day's limit alerts the parents once; more play that day does not alert again; another day does")
+    func rewardToday() async throws {
+        let stack = try await AggregatorStack.start(withPush: true)
+        defer { stack.stopNow() }
+        try await Self.thresholds(stack, ["alertRewardMinutesPerDay": 20, "alertOnBalanceExhausted": false])
+        let alerts = ParentAlerts(stack)
+        try await stack.session("p1", app: "roblox", category: "reward", from: stack.at("2026-11-20 16:00"), to: stack.at("2026-11-20 16:15"))
+        try await stack.settle(sessions: 1)
+        try await alerts.expectQuiet(beyond: 0)
+        try await stack.session("p2", app: "roblox", category: "reward", from: stack.at("2026-11-20 17:00"), to: stack.at("2026-11-20 17:10"))
+        let first = try await alerts.wait(for: 1)
+        #expect(first[0].alert?.title == "emma: 25 min of reward apps on 2026-11-20" && first[0].priority == .high)
+        #expect(first[0].fields?["alert"] == "rewardToday" && first[0].fields?["limitMinutes"] == 20)
+        try await stack.session("p3", app: "roblox", category: "reward", from: stack.at("2026-11-20 18:00"), to: stack.at("2026-11-20 18:10"))
+        try await stack.settle(sessions: 3)
+        try await alerts.expectQuiet(beyond: 1)
+        try await stack.session("p4", app: "roblox", category: "reward", from: stack.at("2026-11-21 16:00"), to: stack.at("2026-11-21 16:30"))
+        let second = try await alerts.wait(for: 2)
+        #expect(second[1].fields?["day"] == "2026-11-21")
+    }
+
+    @Test("running out of earned time alerts once, as the shield goes up; earning it back re-arms the alert")
+    func balanceExhausted() async throws {
+        let stack = try await AggregatorStack.start(withPush: true)
+        defer { stack.stopNow() }
+        let alerts = ParentAlerts(stack)
+        try await stack.session("learn", from: stack.at("2026-11-20 08:00"), to: stack.at("2026-11-20 08:05"))
+        try await stack.session("play", app: "roblox", category: "reward", from: stack.at("2026-11-20 16:00"), to: stack.at("2026-11-20 16:10"))
+        let first = try await alerts.wait(for: 1)
+        #expect(first[0].alert?.title == "emma has used up their earned time" && first[0].fields?["alert"] == "balanceExhausted")
+        try await stack.session("play-more", app: "roblox", category: "reward", from: stack.at("2026-11-20 17:00"), to: stack.at("2026-11-20 17:05"))
+        try await stack.settle(sessions: 3)
+        try await alerts.expectQuiet(beyond: 1)
+        try await stack.session("learn-more", from: stack.at("2026-11-21 08:00"), to: stack.at("2026-11-21 08:30"))
+        try await stack.waitForBalance { $0?.fields["shielded"] == false }
+        try await stack.session("play-again", app: "roblox", category: "reward", from: stack.at("2026-11-21 16:00"), to: stack.at("2026-11-21 16:30"))
+        _ = try await alerts.wait(for: 2)
+    }
+
+    @Test("a device whose newest usage is older than the family's limit alerts once; new usage re-arms it")
+    func noData() async throws {
+        let stack = try await AggregatorStack.start(aggregatorArguments: ["--alert-check-interval", "0.1"], withPush: true)
+        defer { stack.stopNow() }
+        try await Self.thresholds(stack, ["alertNoDataHours": 2, "alertOnBalanceExhausted": false])
+        let alerts = ParentAlerts(stack)
+        let now = Date()
+        try await stack.session("recent", from: now.addingTimeInterval(-3600), to: now.addingTimeInterval(-1800))
+        try await stack.settle(sessions: 1)
+        try await alerts.expectQuiet(beyond: 0)
+        // Only an older session: its newest usage is now three hours old.
+        try await stack.deleteSession("recent")
+        try await stack.session("old", from: now.addingTimeInterval(-4 * 3600), to: now.addingTimeInterval(-3 * 3600))
+        let first = try await alerts.wait(for: 1)
+        #expect(first[0].alert?.title == "No usage from \(stack.child.deviceId) for over 2 h" && first[0].fields?["alert"] == "noData")
+        try await alerts.expectQuiet(beyond: 1)
+        try await stack.session("fresh", from: now.addingTimeInterval(-600), to: now)
+        try await Task.sleep(for: .milliseconds(300))
+        try await stack.deleteSession("fresh")
+        _ = try await alerts.wait(for: 2)
+    }
+
+    @Test("alerts wait in the outbox while push is down, and go out once it is back")
+    func pushAway() async throws {
+        let stack = try await AggregatorStack.start(withPush: false)
+        defer { stack.stopNow() }
+        try await Self.thresholds(stack, ["alertRewardMinutesPerDay": 5, "alertOnBalanceExhausted": false])
+        try await stack.session("p1", app: "roblox", category: "reward", from: stack.at("2026-11-20 16:00"), to: stack.at("2026-11-20 16:10"))
+        try await stack.waitForSummary("2026-11-20") { $0?.reward == 600 }
+        let push = try await ServiceProcess.start("screentime-pushd", service: "push", in: stack.harness.directory, stateDirectory: stack.harness.state)
+        defer { push.stopNow() }
+        let alerts = ParentAlerts(stack)
+        let received = try await alerts.wait(for: 1, timeout: .seconds(20))
+        #expect(received[0].fields?["alert"] == "rewardToday")
+    }
+}
+
+/// The family's parent listening on push.
+final class ParentAlerts: Sendable {
+    private let received = Mutex<[PushNotification]>([])
+    private let task: Mutex<Task<Void, Never>?> = Mutex(nil)
+
+    init(_ stack: AggregatorStack) {
+        let client = RPCClient(configuration: ClientConfiguration(
+            socketPath: stack.harness.directory.file("push.sock"), connectTimeout: .seconds(20), auth: Auth(token: stack.family.parentCredential.token)))
+        let task = Task { [weak self] in
+            while !Task.isCancelled {
+                do {
+                    for try await event in client.stream(PushMethods.listen, ListenParams()) {
+                        if case .item(let notification) = event, notification.reason == .message { self?.received.withLock { $0.append(notification) } }
+                    }
+                } catch {}
+                try? await Task.sleep(for: .milliseconds(100))  // push not up yet: listen again
+            }
+        }
+        self.task.withLock { $0 = task }
+    }
+
+    var notifications: [PushNotification] { self.received.withLock { $0 } }
+
+    @discardableResult
+    func wait(for count: Int, timeout: Duration = .seconds(10)) async throws -> [PushNotification] {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let now = self.notifications
+            if now.count >= count { return now }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw TestFailure("expected \(count) alerts within \(timeout), got \(self.notifications.map { $0.alert?.title ?? "" })")
+    }
+
+    func expectQuiet(beyond count: Int, for duration: Duration = .milliseconds(500), sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        try await Task.sleep(for: duration)
+        #expect(self.notifications.count == count, "unexpected alerts: \(self.notifications.dropFirst(count).map { $0.alert?.title ?? "" })", sourceLocation: sourceLocation)
+    }
+
+    deinit { self.task.withLock { $0?.cancel() } }
+}
