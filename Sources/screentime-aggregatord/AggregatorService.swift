@@ -62,7 +62,7 @@ struct AggregatorService: AsyncParsableCommand {
                         earnedTime: EarnedTimeWriter(store: store, database: database, logger: environment.logger),
                         alerts: AlertWriter(push: push, database: database, logger: environment.logger),
                         wakeup: summaries, logger: environment.logger),
-                    AlertClock(database: database, interval: alertCheck, writeback: summaries, logger: environment.logger),
+                    Periodic(every: alertCheck, QuietDevices(database: database, writeback: summaries, logger: environment.logger).check),
                 ]
             },
             methods: { environment in

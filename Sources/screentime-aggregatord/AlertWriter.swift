@@ -4,7 +4,6 @@ import PushAPI
 import RPCClient
 import RPCCore
 import ServiceKit
-import ServiceLifecycle
 
 /// Sends queued alerts to the family's parents with `push.notify` (high priority, one
 /// collapse key per alert and subject, so a stale one is replaced while undelivered).
@@ -42,23 +41,19 @@ struct AlertWriter: Sendable {
     }
 }
 
-/// Every `interval`: looks for devices gone quiet for longer than their family allows.
-struct AlertClock: Service {
+/// Looks for devices gone quiet for longer than their family allows (run every
+/// `--alert-check-interval`).
+struct QuietDevices {
     let database: AggregatorDatabase
-    let interval: Duration
     let writeback: Wakeup
     let logger: Logger
 
-    func run() async throws {
-        while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            let interval = self.interval
-            do { try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) } } catch { return }
-            do {
-                let queued = try await self.database.pool.write { db in try Alerts.checkSilentDevices(now: Date(), db) }
-                if queued > 0 { self.writeback.signal() }
-            } catch {
-                self.logger.error("checking for quiet devices failed", metadata: ["error": "\(error)"])
-            }
+    func check() async {
+        do {
+            let queued = try await self.database.pool.write { db in try Alerts.checkSilentDevices(now: Date(), db) }
+            if queued > 0 { self.writeback.signal() }
+        } catch {
+            self.logger.error("checking for quiet devices failed", metadata: ["error": "\(error)"])
         }
     }
 }

@@ -4,6 +4,7 @@ import PushAPI
 import RPCClient
 import RPCCore
 import ChangeFeed
+import ServiceKit
 import ServiceLifecycle
 import StoreAPI
 import Synchronization
@@ -65,27 +66,22 @@ struct Follower: Service {
 
 /// Every `interval`: drops expired notifications, and checks again the credentials of
 /// families with listeners (a revoked parent's stream ends within a minute or so).
-struct Maintenance: Service {
+struct Maintenance {
     let database: PushDatabase
     let follower: Follower
     let access: AccessCache
-    let interval: Duration
     let logger: Logger
 
-    func run() async throws {
-        while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            let interval = self.interval
-            do { try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) } } catch { return }
-            do {
-                let dropped = try await self.database.purgeExpired(now: Date())
-                if dropped > 0 { self.logger.info("expired notifications dropped", metadata: ["count": "\(dropped)"]) }
-            } catch {
-                self.logger.error("purging expired notifications failed", metadata: ["error": "\(error)"])
-            }
-            for family in self.access.stale() {
-                self.access.invalidate(family)
-                await self.follower.recheckListeners(family)
-            }
+    func run() async {
+        do {
+            let dropped = try await self.database.purgeExpired(now: Date())
+            if dropped > 0 { self.logger.info("expired notifications dropped", metadata: ["count": "\(dropped)"]) }
+        } catch {
+            self.logger.error("purging expired notifications failed", metadata: ["error": "\(error)"])
+        }
+        for family in self.access.stale() {
+            self.access.invalidate(family)
+            await self.follower.recheckListeners(family)
         }
     }
 }

@@ -83,7 +83,7 @@ struct PushService: AsyncParsableCommand {
                 let follower = Follower(store: store, database: database, fanout: fanout, dispatch: dispatch, registry: registry, hub: hub,
                                         access: access, logger: environment.logger)
                 var services: [any Service] = [
-                    follower, Maintenance(database: database, follower: follower, access: access, interval: maintenance, logger: environment.logger),
+                    follower, Periodic(every: maintenance, Maintenance(database: database, follower: follower, access: access, logger: environment.logger).run),
                 ]
                 if let webhooks = dispatch.webhooks {
                     services.append(WebhookSender(database: database, registry: webhooks.registry, wakeup: webhooks.wakeup,

@@ -1,6 +1,5 @@
 import Logging
 import RecordStore
-import ServiceLifecycle
 import StoreAPI
 import Synchronization
 
@@ -11,25 +10,16 @@ final class StoreBox: Sendable {
     var store: RecordStore? { self.value.withLock { $0 } }
 }
 
-/// Purges expired tombstones and change-log entries every `interval`.
-struct PeriodicPurge: Service {
+/// Purges expired tombstones and change-log entries (run every `--purge-interval`).
+struct PeriodicPurge {
     let store: StoreBox
-    let interval: Duration
 
-    func run() async throws {
-        while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            do {
-                let interval = self.interval
-                try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
-            } catch {
-                return
-            }
-            guard let store = self.store.store else { continue }
-            do {
-                _ = try await store.purge(PurgeParams(), auth: nil)
-            } catch {
-                Logger(label: "screentime.store").error("purge failed", metadata: ["error": "\(error)"])
-            }
+    func run() async {
+        guard let store = self.store.store else { return }
+        do {
+            _ = try await store.purge(PurgeParams(), auth: nil)
+        } catch {
+            Logger(label: "screentime.store").error("purge failed", metadata: ["error": "\(error)"])
         }
     }
 }

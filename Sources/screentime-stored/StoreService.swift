@@ -63,7 +63,7 @@ struct StoreService: AsyncParsableCommand {
                 let targets = wake.isEmpty
                     ? ["push", "aggregator"].map { Waker.Target(name: $0, socketPath: environment.paths.socketPath(for: $0)) }
                     : wake.compactMap(Waker.Target.init(argument:))
-                return [PeriodicPurge(store: store, interval: interval), Waker(store: store, targets: targets, logger: environment.logger)]
+                return [Periodic(every: interval, PeriodicPurge(store: store).run), Waker(store: store, targets: targets, logger: environment.logger)]
             },
             methods: { environment in
                 let opened = try RecordStore(
