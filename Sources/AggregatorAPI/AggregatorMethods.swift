@@ -11,6 +11,9 @@ public enum AggregatorMethods {
     public static let report = MethodSpec<ReportParams, Report>(
         "aggregator.report", summary: "A child's or a device's learning and reward time, points and top apps over a range of local days, by day or by week.",
         errors: [.unauthorized, .forbidden, .invalidParams, .notFound])
+    public static let recompute = MethodSpec<RecomputeParams, RecomputeResult>(
+        "aggregator.recompute", summary: "Rebuilds one child's days, accruals and balance from the store's records; says which days differed. Local administration only.",
+        errors: [.forbidden, .invalidParams, .notFound])
     public static let exportCSV = MethodSpec<ReportParams, CSVExport>(
         "aggregator.exportCSV", summary: "The same range as CSV: one line per device, day and app.",
         errors: [.unauthorized, .forbidden, .invalidParams, .notFound])

@@ -109,3 +109,42 @@ public struct CSVExport: Codable, Sendable, Hashable {
         self.lines = lines
     }
 }
+
+/// `aggregator.recompute` (local administration).
+public struct RecomputeParams: Codable, Sendable, Hashable {
+    public var family: String
+    /// The child's id, as paired.
+    public var child: String
+
+    public init(family: String, child: String) {
+        self.family = family
+        self.child = child
+    }
+}
+
+public struct RecomputeResult: Codable, Sendable, Hashable {
+    public var family: String
+    public var child: String
+    /// The store's records read.
+    public var usageRecords: Int
+    public var ledgerEntries: Int
+    /// Device-days the child has now.
+    public var days: Int
+    /// `<deviceId> <YYYY-MM-DD>` of every day whose totals differ from before (empty when
+    /// the incremental path had it right).
+    public var daysChanged: [String]
+    public var balanceSecondsBefore: Int64?
+    public var balanceSeconds: Int64?
+
+    public init(family: String, child: String, usageRecords: Int, ledgerEntries: Int, days: Int, daysChanged: [String],
+                balanceSecondsBefore: Int64?, balanceSeconds: Int64?) {
+        self.family = family
+        self.child = child
+        self.usageRecords = usageRecords
+        self.ledgerEntries = ledgerEntries
+        self.days = days
+        self.daysChanged = daysChanged
+        self.balanceSecondsBefore = balanceSecondsBefore
+        self.balanceSeconds = balanceSeconds
+    }
+}

@@ -82,6 +82,8 @@ struct AggregatorService: AsyncParsableCommand {
                 let reports = Reports(database: database, store: store)
                 methods.on(AggregatorMethods.report) { params, context in try await reports.report(params, auth: context.auth) }
                 methods.on(AggregatorMethods.exportCSV) { params, context in try await reports.exportCSV(params, auth: context.auth) }
+                let recompute = Recompute(store: store, database: database, ingest: ingest, writeback: summaries)
+                methods.on(AggregatorMethods.recompute) { params, context in try await recompute.run(params, auth: context.auth) }
                 return methods
             }
         )

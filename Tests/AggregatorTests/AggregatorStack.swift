@@ -29,8 +29,8 @@ final class AggregatorStack: @unchecked Sendable {
         self.aggregatorArguments = aggregatorArguments
     }
 
-    static func start(aggregatorArguments: [String] = [], withPush: Bool = false) async throws -> AggregatorStack {
-        let harness = try await PairingHarness.start()
+    static func start(aggregatorArguments: [String] = [], withPush: Bool = false, storeArguments: [String] = []) async throws -> AggregatorStack {
+        let harness = try await PairingHarness.start(storeArguments: storeArguments)
         let family = try await Bootstrapped.make(harness)
         let child = try await family.pairChild(harness)
         let push = withPush ? try await ServiceProcess.start("screentime-pushd", service: "push", in: harness.directory, stateDirectory: harness.state) : nil

@@ -1,0 +1,95 @@
+import AggregatorAPI
+import Foundation
+import GRDB
+import RPCClient
+import RPCCore
+import ServiceKit
+import StoreAPI
+
+/// `aggregator.recompute`: rebuilds one child from the store's records (its devices'
+/// UsageRecords and the parents' ledger entries), as if every record had just arrived,
+/// and says what differed from what the incremental path had computed.
+struct Recompute: Sendable {
+    let store: RPCClient
+    let database: AggregatorDatabase
+    let ingest: Ingest
+    let writeback: Wakeup
+
+    func run(_ params: RecomputeParams, auth: Auth?) async throws -> RecomputeResult {
+        guard auth == nil else { throw RPCError(.forbidden, "aggregator.recompute is for local administration") }
+        let child = "child-\(params.child)"
+        let zones = try await self.database.pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT zone, device_id FROM devices WHERE family = ? AND child_ref = ?", arguments: [params.family, child])
+                .map { (zone: $0["zone"] as String, deviceId: $0["device_id"] as String?) }
+        }
+        guard !zones.isEmpty else {
+            throw RPCError(.notFound, "family \(params.family) has no child \(params.child) with a paired device", data: ["child": .string(params.child)])
+        }
+        // Everything the store holds for the child, read before the transaction (accruals
+        // are the aggregator's own output, not an input).
+        var usage: [Ingest.Change] = []
+        for zone in zones {
+            for record in try await self.all(family: params.family, zone: zone.zone, type: "UsageRecord") {
+                usage.append(Ingest.Change(deleted: false, family: params.family, zone: zone.zone, recordType: "UsageRecord", recordName: record.recordName, fields: record.fields))
+            }
+        }
+        let ledger = try await self.all(family: params.family, zone: StoreNames.defaultZone, type: "PointsLedgerEntry").filter {
+            $0.fields["childRef"]?.objectValue?["recordName"]?.stringValue == child && $0.fields["type"]?.stringValue != "accrual"
+        }.map { Ingest.Change(deleted: false, family: params.family, zone: StoreNames.defaultZone, recordType: "PointsLedgerEntry", recordName: $0.recordName, fields: $0.fields) }
+
+        let ingest = self.ingest
+        let family = params.family
+        let records = usage
+        let result = try await self.database.pool.write { db -> RecomputeResult in
+            let devices = zones.compactMap(\.deviceId)
+            let before = try Self.snapshot(family: family, devices: devices, child: child, db)
+            // Forget what was known of the child and apply the store's records afresh, as one
+            // batch: days and balances are computed once, at the end, so no state in between
+            // (everything forgotten) fires a shield command or an alert.
+            var forget: [Ingest.Change] = []
+            for zone in zones {
+                for name in try String.fetchAll(db, sql: "SELECT record_name FROM sessions WHERE family = ? AND zone = ?", arguments: [family, zone.zone]) {
+                    forget.append(Ingest.Change(deleted: true, family: family, zone: zone.zone, recordType: "UsageRecord", recordName: name, fields: [:]))
+                }
+            }
+            for name in try String.fetchAll(db, sql: "SELECT record_name FROM ledger WHERE family = ? AND child = ?", arguments: [family, child]) {
+                forget.append(Ingest.Change(deleted: true, family: family, zone: StoreNames.defaultZone, recordType: "PointsLedgerEntry", recordName: name, fields: [:]))
+            }
+            try ingest.apply(forget + records + ledger, db)
+            let after = try Self.snapshot(family: family, devices: devices, child: child, db)
+            let changed = Set(before.days.keys).union(after.days.keys).filter { before.days[$0] != after.days[$0] }
+            return RecomputeResult(
+                family: family, child: params.child, usageRecords: records.count, ledgerEntries: ledger.count, days: after.days.count,
+                daysChanged: changed.sorted(), balanceSecondsBefore: before.balance, balanceSeconds: after.balance)
+        }
+        self.writeback.signal()
+        return result
+    }
+
+    private func all(family: String, zone: String, type: String) async throws -> [StoreAPI.Record] {
+        var records: [StoreAPI.Record] = []
+        var cursor: String?
+        repeat {
+            let page = try await self.store.call(StoreMethods.query, QueryParams(family: family, zone: zone, recordType: type, limit: 400, cursor: cursor))
+            records += page.records
+            cursor = page.cursor
+        } while cursor != nil
+        return records
+    }
+
+    private struct Snapshot {
+        var days: [String: [Int64]]
+        var balance: Int64?
+    }
+
+    private static func snapshot(family: String, devices: [String], child: String, _ db: Database) throws -> Snapshot {
+        var days: [String: [Int64]] = [:]
+        for device in devices {
+            for row in try Row.fetchAll(db, sql: "SELECT day, learning_seconds, reward_seconds, points FROM days WHERE family = ? AND device_id = ?", arguments: [family, device]) {
+                days["\(device) \(row["day"] as String)"] = [row["learning_seconds"], row["reward_seconds"], row["points"]]
+            }
+        }
+        let balance = try Int64.fetchOne(db, sql: "SELECT balance_seconds FROM children WHERE family = ? AND child = ?", arguments: [family, child])
+        return Snapshot(days: days, balance: balance)
+    }
+}
