@@ -30,7 +30,7 @@ struct Ingest {
         var day: String
     }
 
-    /// Returns how many device-days were computed again.
+    /// Returns how many device-days and children were computed again.
     @discardableResult
     func apply(_ changes: [Change], _ db: Database) throws -> Int {
         var dirty = Set<DeviceDay>()
