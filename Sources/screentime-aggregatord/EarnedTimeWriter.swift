@@ -47,7 +47,7 @@ struct EarnedTimeWriter: Sendable {
                 }
             }
             let params = ModifyParams(family: family, zone: StoreNames.defaultZone, saves: saves, deletes: deletes, savePolicy: .allKeys)
-            if let error = await self.store.refusal(params) {
+            if let error = await self.store.write(params, logger: self.logger) {
                 guard error.code == .notFound else { throw error }
                 self.logger.info("children's records dropped: the family is gone", metadata: ["family": "\(family)"])
             }
@@ -79,7 +79,7 @@ struct EarnedTimeWriter: Sendable {
                     "payloadJSON": .string(payloadText), "createdAt": .date(Date()), "status": "pending",
                 ]),
             ], savePolicy: .allKeys)
-            if let error = await self.store.refusal(params), error.code != .notFound { throw error }
+            if let error = await self.store.write(params, logger: self.logger), error.code != .notFound { throw error }
         }
         try await self.database.shieldCommandsWritten(family: family, child: child, version: balance.shieldVersion)
         self.logger.notice(balance.shielded ? "reward apps shielded: earned time ran out" : "reward apps unshielded: time earned again", metadata: [

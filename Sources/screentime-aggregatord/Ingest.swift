@@ -36,13 +36,23 @@ struct Ingest {
         var dirty = Set<DeviceDay>()
         var wholeFamilies = Set<String>()
         var children = Set<EarnedTime.Child>()
+        // One time zone lookup per family and batch, not one per usage record.
+        var calendars: [String: LocalDays] = [:]
+        func calendar(_ family: String) throws -> LocalDays {
+            if let known = calendars[family] { return known }
+            let days = try Self.localDays(of: family, db)
+            calendars[family] = days
+            return days
+        }
         for change in changes {
             switch change.recordType {
             case "UsageRecord":
-                dirty.formUnion(try self.applySession(change, db))
+                dirty.formUnion(try self.applySession(change, days: calendar(change.family), db))
             case "Family":
                 switch try self.applyFamily(change, db) {
-                case .timeZone: wholeFamilies.insert(change.family)
+                case .timeZone:
+                    wholeFamilies.insert(change.family)
+                    calendars[change.family] = nil
                 case .rate: children.formUnion(try EarnedTime.children(of: change.family, db))
                 case .nothing: break
                 }
@@ -61,13 +71,10 @@ struct Ingest {
         }
         for family in wholeFamilies { dirty.formUnion(try Self.allDays(of: family, db)) }
         var ratings: [String: Ratings] = [:]
-        var calendars: [String: LocalDays] = [:]
         for item in dirty {
             let rating = try ratings[item.family] ?? Ratings.load(family: item.family, defaultPointsPerMinute: self.defaultPointsPerMinute, db)
             ratings[item.family] = rating
-            let days = try calendars[item.family] ?? Self.localDays(of: item.family, db)
-            calendars[item.family] = days
-            try Self.compute(item, days: days, rating: rating, db)
+            try Self.compute(item, days: calendar(item.family), rating: rating, db)
         }
         let childDays = try EarnedTime.queueAccruals(for: dirty, db)
         children.formUnion(childDays.keys)
@@ -79,8 +86,7 @@ struct Ingest {
     // MARK: Records
 
     /// Stores the session as it is now (or forgets it); returns the days it touched then and now.
-    private func applySession(_ change: Change, _ db: Database) throws -> Set<DeviceDay> {
-        let days = try Self.localDays(of: change.family, db)
+    private func applySession(_ change: Change, days: LocalDays, _ db: Database) throws -> Set<DeviceDay> {
         var touched = Set<DeviceDay>()
         if let old = try Row.fetchOne(db, sql: "SELECT device_id, start_ms, end_ms FROM sessions WHERE family = ? AND zone = ? AND record_name = ?",
                                       arguments: [change.family, change.zone, change.recordName]) {

@@ -75,7 +75,7 @@ struct SummaryWriter: Sendable {
                 if let totals = item.totals { saves.append(Self.record(name, item, totals)) } else { deletes.append(RecordDelete(recordName: name)) }
             }
             let params = ModifyParams(family: first.family, zone: first.zone, saves: saves, deletes: deletes, savePolicy: .allKeys)
-            if let error = await self.store.refusal(params) {
+            if let error = await self.store.write(params, logger: self.logger) {
                 // A zone that is gone (an unpaired device) needs nothing written any more.
                 guard error.code == .notFound else { throw error }
                 self.logger.info("daily summaries dropped: the zone is gone", metadata: ["family": "\(first.family)", "zone": "\(first.zone)"])
@@ -86,7 +86,6 @@ struct SummaryWriter: Sendable {
         self.logger.debug("daily summaries written", metadata: ["count": "\(written.count)"])
         return written.count
     }
-
 
     static func record(_ name: String, _ item: AggregatorDatabase.PendingSummary, _ totals: AggregatorDatabase.PendingSummary.Totals) -> RecordSave {
         var fields: [String: JSONValue] = [
@@ -101,13 +100,24 @@ struct SummaryWriter: Sendable {
 }
 
 extension RPCClient {
-    /// `store.modify`, returning the store's refusal instead of throwing it.
-    func refusal(_ params: ModifyParams) async -> RPCError? {
+    /// `store.modify` for the aggregator's own records: returns the store's refusal of the
+    /// whole call (to retry, or to drop when the zone is gone). Items the store refused one
+    /// by one (a uniqueness conflict with a record someone else wrote, say) are logged as
+    /// errors and not retried: the same write would get the same answer.
+    func write(_ params: ModifyParams, logger: Logger) async -> RPCError? {
+        let result: ModifyResult
         do {
-            _ = try await self.call(StoreMethods.modify, params)
-            return nil
+            result = try await self.call(StoreMethods.modify, params)
         } catch {
             return error
         }
+        let refused = result.saved.compactMap { outcome in outcome.error.map { (outcome.recordName, $0) } }
+            + result.deleted.compactMap { outcome in outcome.error.map { (outcome.recordName, $0) } }
+        for (name, error) in refused {
+            logger.error("the store refused a record the aggregator wrote", metadata: [
+                "family": "\(params.family)", "zone": "\(params.zone)", "record_name": "\(name)", "error_code": "\(error.code)", "error": "\(error.message)",
+            ])
+        }
+        return nil
     }
 }

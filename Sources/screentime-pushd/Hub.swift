@@ -79,8 +79,6 @@ final class Hub: Sendable {
 
     func isListening(_ key: DeviceKey) -> Bool { self.listeners.withLock { $0.byDevice[key] != nil } }
 
-    var listenerCount: Int { self.listeners.withLock { $0.byDevice.values.reduce(0) { $0 + $1.count } } }
-
     /// The families with someone listening now.
     var listeningFamilies: Set<String> { self.listeners.withLock { Set($0.byDevice.keys.map(\.family)) } }
 }

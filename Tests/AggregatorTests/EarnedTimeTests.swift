@@ -82,4 +82,18 @@ struct EarnedTimeTests {
         ], savePolicy: .changedKeys))
         try await stack.waitForBalance { $0?.fields["balanceSeconds"] == .int(22 * 30) }
     }
+
+    @Test("an accrual the store refuses (a parent took its idempotency key) is logged as an error; the balance is still right and the service goes on")
+    func refusedAccrual() async throws {
+        let stack = try await AggregatorStack.start()
+        defer { stack.stopNow() }
+        #expect(try await stack.ledger("adjustment", 1, key: "accrual-child-emma-2026-11-20").allSucceeded)
+        try await stack.session("learn", from: stack.at("2026-11-20 08:00"), to: stack.at("2026-11-20 08:10"))
+        try await stack.waitForBalance { $0?.fields["pointsBalance"] == 11 }
+        try await stack.settle(sessions: 1)
+        #expect(stack.aggregator.log.contains("the store refused a record the aggregator wrote"))
+        #expect(stack.aggregator.log.contains("accrual-child-emma-2026-11-20"))
+        try await stack.session("learn-more", from: stack.at("2026-11-21 08:00"), to: stack.at("2026-11-21 08:05"))
+        try await stack.waitForBalance { $0?.fields["pointsBalance"] == 16 }
+    }
 }
