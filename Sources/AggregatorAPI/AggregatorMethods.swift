@@ -14,6 +14,9 @@ public enum AggregatorMethods {
     public static let recompute = MethodSpec<RecomputeParams, RecomputeResult>(
         "aggregator.recompute", summary: "Rebuilds one child's days, accruals and balance from the store's records; says which days differed. Local administration only.",
         errors: [.forbidden, .invalidParams, .notFound])
+    public static let rollUp = MethodSpec<RollUpParams, RollUpResult>(
+        "aggregator.rollUp", summary: "Retention now: rolls weeks older than the retention period into WeeklySummary records and prunes their usage records and ledger entries from the store. Local administration only.",
+        errors: [.forbidden, .invalidParams, .notFound])
     public static let exportCSV = MethodSpec<ReportParams, CSVExport>(
         "aggregator.exportCSV", summary: "The same range as CSV: one line per device, day and app.",
         errors: [.unauthorized, .forbidden, .invalidParams, .notFound])
@@ -30,12 +33,58 @@ public struct AggregatorStatus: Codable, Sendable, Hashable {
     public var pendingSummaries: Int
     /// Children's accruals and balances still to be written.
     public var pendingChildWrites: Int
+    /// WeeklySummary records to write and records to prune, from retention.
+    public var pendingRetentionWrites: Int
 
-    public init(position: Int64, sessions: Int, days: Int, pendingSummaries: Int, pendingChildWrites: Int) {
+    public init(position: Int64, sessions: Int, days: Int, pendingSummaries: Int, pendingChildWrites: Int, pendingRetentionWrites: Int = 0) {
         self.position = position
         self.sessions = sessions
         self.days = days
         self.pendingSummaries = pendingSummaries
         self.pendingChildWrites = pendingChildWrites
+        self.pendingRetentionWrites = pendingRetentionWrites
+    }
+}
+
+/// `aggregator.rollUp` (local administration; the aggregator also runs it on its own every
+/// `--retention-interval`).
+public struct RollUpParams: Codable, Sendable, Hashable {
+    /// One family; default every family.
+    public var family: String?
+    /// Roll up as if today were this local day (`YYYY-MM-DD`, not before today); default today.
+    public var asOf: String?
+
+    public init(family: String? = nil, asOf: String? = nil) {
+        self.family = family
+        self.asOf = asOf
+    }
+}
+
+public struct RollUpResult: Codable, Sendable, Hashable {
+    public var families: [FamilyRollUp]
+
+    public init(families: [FamilyRollUp]) {
+        self.families = families
+    }
+}
+
+public struct FamilyRollUp: Codable, Sendable, Hashable {
+    public var family: String
+    /// Days before this one (a Monday) are rolled up: their detail is pruned from the store.
+    public var sealedBefore: String
+    /// `<childRecordName> <Monday>` of each WeeklySummary written or rewritten.
+    public var weeks: [String]
+    /// Records queued for deletion from the store.
+    public var usageRecordsPruned: Int
+    public var ledgerEntriesPruned: Int
+    public var accrualsPruned: Int
+
+    public init(family: String, sealedBefore: String, weeks: [String], usageRecordsPruned: Int, ledgerEntriesPruned: Int, accrualsPruned: Int) {
+        self.family = family
+        self.sealedBefore = sealedBefore
+        self.weeks = weeks
+        self.usageRecordsPruned = usageRecordsPruned
+        self.ledgerEntriesPruned = ledgerEntriesPruned
+        self.accrualsPruned = accrualsPruned
     }
 }

@@ -150,6 +150,41 @@ final class AggregatorDatabase: Sendable {
                 );
                 """)
         }
+        migrator.registerMigration("aggregator-v4-retention") { db in
+            // Entries known before now get today as their date: kept another retention period.
+            try db.execute(sql: """
+                ALTER TABLE ledger ADD COLUMN at_ms INTEGER NOT NULL DEFAULT 0;
+                UPDATE ledger SET at_ms = ?;
+                -- days before this one are rolled up: never computed again
+                ALTER TABLE families ADD COLUMN sealed_before TEXT NOT NULL DEFAULT '';
+                -- what was pruned from the store, per child and week (its Monday)
+                CREATE TABLE carried (
+                    family TEXT NOT NULL,
+                    child TEXT NOT NULL,
+                    week TEXT NOT NULL,
+                    redeemed INTEGER NOT NULL DEFAULT 0,
+                    adjusted INTEGER NOT NULL DEFAULT 0,
+                    ledger_entries INTEGER NOT NULL DEFAULT 0,
+                    usage_records INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (family, child, week)
+                ) WITHOUT ROWID;
+                -- WeeklySummary records to write
+                CREATE TABLE week_outbox (
+                    family TEXT NOT NULL,
+                    child TEXT NOT NULL,
+                    week TEXT NOT NULL,
+                    version INTEGER NOT NULL,
+                    PRIMARY KEY (family, child, week)
+                ) WITHOUT ROWID;
+                -- records to delete from the store
+                CREATE TABLE prune_outbox (
+                    family TEXT NOT NULL,
+                    zone TEXT NOT NULL,
+                    record_name TEXT NOT NULL,
+                    PRIMARY KEY (family, zone, record_name)
+                ) WITHOUT ROWID;
+                """, arguments: [Millis.of(Date())])
+        }
         self.pool = try DurableSQLite.open(path: path, label: "aggregator", program: "screentime-aggregatord", migrator: migrator, logger: logger)
     }
 
@@ -172,6 +207,7 @@ final class AggregatorDatabase: Sendable {
         var days: Int
         var pendingSummaries: Int
         var pendingChildWrites: Int
+        var pendingRetentionWrites: Int
     }
 
     func counts() throws -> Counts {
@@ -180,7 +216,8 @@ final class AggregatorDatabase: Sendable {
                 sessions: try Int.fetchOne(db, sql: "SELECT count(*) FROM sessions") ?? 0,
                 days: try Int.fetchOne(db, sql: "SELECT count(*) FROM days") ?? 0,
                 pendingSummaries: try Int.fetchOne(db, sql: "SELECT count(*) FROM summary_outbox") ?? 0,
-                pendingChildWrites: try Int.fetchOne(db, sql: "SELECT count(*) FROM child_outbox") ?? 0)
+                pendingChildWrites: try Int.fetchOne(db, sql: "SELECT count(*) FROM child_outbox") ?? 0,
+                pendingRetentionWrites: try Int.fetchOne(db, sql: "SELECT (SELECT count(*) FROM week_outbox) + (SELECT count(*) FROM prune_outbox)") ?? 0)
         }
     }
 }

@@ -35,7 +35,15 @@ struct AggregatorService: AsyncParsableCommand {
     @Option(name: .customLong("default-points-per-minute"), help: ArgumentHelp("Points per minute of a learning app that no AppRule or AppConfiguration rates.", valueName: "points"))
     var defaultPointsPerMinute: Int = 1
 
+    @Option(name: .customLong("retention-days"), help: ArgumentHelp("Days of detail kept: older weeks are rolled into WeeklySummary records and their usage records and ledger entries pruned from the store.", valueName: "days"))
+    var retentionDays: Int = 90
+
+    @Option(name: .customLong("retention-interval"), help: ArgumentHelp("Seconds between retention roll-ups.", valueName: "seconds"))
+    var retentionSeconds: Double = 3600
+
     mutating func validate() throws {
+        guard (7...3660).contains(self.retentionDays) else { throw ValidationError("--retention-days must be between 7 and 3660") }
+        guard (1...604_800).contains(self.retentionSeconds) else { throw ValidationError("--retention-interval must be between 1 and 604800 seconds") }
         guard (0...1000).contains(self.defaultPointsPerMinute) else { throw ValidationError("--default-points-per-minute must be between 0 and 1000") }
         guard (0.05...86_400).contains(self.alertCheckSeconds) else { throw ValidationError("--alert-check-interval must be between 0.05 and 86400 seconds") }
     }
@@ -48,6 +56,8 @@ struct AggregatorService: AsyncParsableCommand {
             socketPath: self.pushSocket ?? ServicePaths(options: self.options).runtimeDirectory + "/push.sock",
             callTimeout: .seconds(30), connectTimeout: .seconds(10)))
         let alertCheck = Duration.milliseconds(Int64(self.alertCheckSeconds * 1000))
+        let retentionInterval = Duration.milliseconds(Int64(self.retentionSeconds * 1000))
+        let retentionDays = self.retentionDays
         let ingest = Ingest(defaultPointsPerMinute: self.defaultPointsPerMinute)
         let summaries = Wakeup()
         let opened = Mutex<AggregatorDatabase?>(nil)
@@ -60,9 +70,11 @@ struct AggregatorService: AsyncParsableCommand {
                     Writeback(
                         summaries: SummaryWriter(store: store, database: database, logger: environment.logger),
                         earnedTime: EarnedTimeWriter(store: store, database: database, logger: environment.logger),
+                        retention: RetentionWriter(store: store, database: database, logger: environment.logger),
                         alerts: AlertWriter(push: push, database: database, logger: environment.logger),
                         wakeup: summaries, logger: environment.logger),
                     Periodic(every: alertCheck, QuietDevices(database: database, writeback: summaries, logger: environment.logger).check),
+                    Periodic(every: retentionInterval, RollUps(database: database, retentionDays: retentionDays, writeback: summaries, logger: environment.logger).check),
                 ]
             },
             methods: { environment in
@@ -77,17 +89,20 @@ struct AggregatorService: AsyncParsableCommand {
                 methods.on(AggregatorMethods.status) { _, _ in
                     let counts = try database.counts()
                     return AggregatorStatus(position: try database.position(), sessions: counts.sessions, days: counts.days,
-                                            pendingSummaries: counts.pendingSummaries, pendingChildWrites: counts.pendingChildWrites)
+                                            pendingSummaries: counts.pendingSummaries, pendingChildWrites: counts.pendingChildWrites,
+                                            pendingRetentionWrites: counts.pendingRetentionWrites)
                 }
                 let reports = Reports(database: database, store: store)
                 methods.on(AggregatorMethods.report) { params, context in try await reports.report(params, auth: context.auth) }
                 methods.on(AggregatorMethods.exportCSV) { params, context in try await reports.exportCSV(params, auth: context.auth) }
                 let recompute = Recompute(store: store, database: database, ingest: ingest, writeback: summaries)
                 methods.on(AggregatorMethods.recompute) { params, context in try await recompute.run(params, auth: context.auth) }
+                let rollUps = RollUps(database: database, retentionDays: retentionDays, writeback: summaries, logger: environment.logger)
+                methods.on(AggregatorMethods.rollUp) { params, context in try await rollUps.run(params, auth: context.auth) }
                 return methods
             }
         )
     }
 }
 
-let aggregatorVersion = "0.6.0"
+let aggregatorVersion = "0.7.0"

@@ -2,10 +2,12 @@ import Foundation
 import GRDB
 import RPCCore
 import StoreAPI
+import UsageModel
 
 /// Points and earned reward time, per child (across the child's devices):
 ///
 ///     points         = accruals (learning points of every day) + adjustments − redemptions
+///                      (those pruned by retention included: see `Retention`)
 ///     balanceSeconds = points × the family's rewardSecondsPerPoint − reward seconds used
 ///
 /// Reward apps are shielded while the balance is at or below zero; each change of that
@@ -18,15 +20,20 @@ enum EarnedTime {
     }
 
     /// Mirrors a parent's redemption or adjustment; returns the child whose balance moves.
-    static func applyLedger(_ change: Ingest.Change, _ db: Database) throws -> Child? {
+    static func applyLedger(_ change: Ingest.Change, days: LocalDays, seal: Retention.Seal, _ db: Database) throws -> Child? {
         let old = try String.fetchOne(db, sql: "SELECT child FROM ledger WHERE family = ? AND record_name = ?", arguments: [change.family, change.recordName])
         try db.execute(sql: "DELETE FROM ledger WHERE family = ? AND record_name = ?", arguments: [change.family, change.recordName])
         let fields = change.fields
         guard !change.deleted, let type = fields["type"]?.stringValue, type != "accrual",
               let child = fields["childRef"]?.objectValue?["recordName"]?.stringValue, let amount = fields["amount"]?.intValue
         else { return old.map { Child(family: change.family, child: $0) } }
-        try db.execute(sql: "INSERT INTO ledger(family, record_name, child, type, amount) VALUES (?, ?, ?, ?, ?)",
-                       arguments: [change.family, change.recordName, child, type, amount])
+        let at = fields["timestamp"]?.stringValue.flatMap(StoreDates.parse).map(Millis.of) ?? Millis.of(Date())
+        if seal.covers(millis: at) {
+            try Retention.carryLate(family: change.family, recordName: change.recordName, child: child, type: type, amount: amount, atMillis: at, days: days, db)
+        } else {
+            try db.execute(sql: "INSERT INTO ledger(family, record_name, child, type, amount, at_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                           arguments: [change.family, change.recordName, child, type, amount, at])
+        }
         return Child(family: change.family, child: child)
     }
 
@@ -70,7 +77,7 @@ enum EarnedTime {
         let rate = try Int64.fetchOne(db, sql: "SELECT seconds_per_point FROM families WHERE family = ?", arguments: [child.family]) ?? 60
         let accrued: Int64 = usage?["points"] ?? 0
         let net: Int64 = ledger?["net"] ?? 0
-        let points = accrued + net
+        let points = accrued + net + (try Retention.carriedPoints(family: child.family, child: child.child, db))
         let reward: Int64 = usage?["reward"] ?? 0
         let balance = points * rate - reward
         let shielded = balance <= 0

@@ -44,15 +44,23 @@ struct Ingest {
             calendars[family] = days
             return days
         }
+        var seals: [String: Retention.Seal] = [:]
+        func seal(_ family: String) throws -> Retention.Seal {
+            if let known = seals[family] { return known }
+            let seal = try Retention.seal(of: family, days: calendar(family), db)
+            seals[family] = seal
+            return seal
+        }
         for change in changes {
             switch change.recordType {
             case "UsageRecord":
-                dirty.formUnion(try self.applySession(change, days: calendar(change.family), db))
+                dirty.formUnion(try self.applySession(change, days: calendar(change.family), seal: seal(change.family), db))
             case "Family":
                 switch try self.applyFamily(change, db) {
                 case .timeZone:
                     wholeFamilies.insert(change.family)
                     calendars[change.family] = nil
+                    seals[change.family] = nil
                 case .rate: children.formUnion(try EarnedTime.children(of: change.family, db))
                 case .nothing: break
                 }
@@ -62,7 +70,7 @@ struct Ingest {
             case "MonitoringSession":
                 try self.applyDevice(change, db)
             case "PointsLedgerEntry":
-                if let child = try EarnedTime.applyLedger(change, db) { children.insert(child) }
+                if let child = try EarnedTime.applyLedger(change, days: calendar(change.family), seal: seal(change.family), db) { children.insert(child) }
             case "ShieldPolicy":
                 try EarnedTime.applyShieldPolicy(change, db)
             default:
@@ -70,6 +78,7 @@ struct Ingest {
             }
         }
         for family in wholeFamilies { dirty.formUnion(try Self.allDays(of: family, db)) }
+        dirty = try dirty.filter { try !seal($0.family).covers(day: $0.day) }
         var ratings: [String: Ratings] = [:]
         for item in dirty {
             let rating = try ratings[item.family] ?? Ratings.load(family: item.family, defaultPointsPerMinute: self.defaultPointsPerMinute, db)
@@ -86,7 +95,7 @@ struct Ingest {
     // MARK: Records
 
     /// Stores the session as it is now (or forgets it); returns the days it touched then and now.
-    private func applySession(_ change: Change, days: LocalDays, _ db: Database) throws -> Set<DeviceDay> {
+    private func applySession(_ change: Change, days: LocalDays, seal: Retention.Seal, _ db: Database) throws -> Set<DeviceDay> {
         var touched = Set<DeviceDay>()
         if let old = try Row.fetchOne(db, sql: "SELECT device_id, start_ms, end_ms FROM sessions WHERE family = ? AND zone = ? AND record_name = ?",
                                       arguments: [change.family, change.zone, change.recordName]) {
@@ -94,6 +103,10 @@ struct Ingest {
             try db.execute(sql: "DELETE FROM sessions WHERE family = ? AND zone = ? AND record_name = ?", arguments: [change.family, change.zone, change.recordName])
         }
         guard !change.deleted, let session = Session(change.fields) else { return touched }
+        if let sealed = seal.startMillis, Millis.of(session.end) <= sealed {
+            try Retention.pruneLate(family: change.family, zone: change.zone, recordName: change.recordName, db)
+            return touched
+        }
         try db.execute(sql: """
             INSERT INTO sessions(family, zone, record_name, device_id, app, bundle_id, category, start_ms, end_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             """, arguments: [change.family, change.zone, change.recordName, session.deviceId, session.app, session.bundleId, session.category,

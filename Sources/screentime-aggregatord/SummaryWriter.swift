@@ -9,11 +9,13 @@ import UsageModel
 
 /// What the aggregator writes back to the store, from its database's outboxes (so what was
 /// computed before a crash is still written after it): daily summaries, then children's
-/// accruals, balances and shield commands, then alerts (to push). Woken after each
+/// accruals, balances and shield commands, then retention's weekly summaries and prunes,
+/// then alerts (to push). Woken after each
 /// applied batch.
 struct Writeback: Service {
     let summaries: SummaryWriter
     let earnedTime: EarnedTimeWriter
+    let retention: RetentionWriter
     let alerts: AlertWriter
     let wakeup: Wakeup
     let logger: Logger
@@ -27,7 +29,7 @@ struct Writeback: Service {
             while !Task.isCancelled {
                 var written = 0
                 do {
-                    written = try await self.summaries.flush() + self.earnedTime.flush()
+                    written = try await self.summaries.flush() + self.earnedTime.flush() + self.retention.flush()
                     backoff = .seconds(1)
                 } catch {
                     self.logger.warning("writing to the store failed; retrying", metadata: ["error": "\(error)", "retry_in_ms": "\(backoff.microseconds / 1000)"])
@@ -111,8 +113,9 @@ extension RPCClient {
         } catch {
             return error
         }
+        // Deleting a record that is already gone is done, not refused.
         let refused = result.saved.compactMap { outcome in outcome.error.map { (outcome.recordName, $0) } }
-            + result.deleted.compactMap { outcome in outcome.error.map { (outcome.recordName, $0) } }
+            + result.deleted.compactMap { outcome in outcome.error.flatMap { $0.code == .notFound ? nil : (outcome.recordName, $0) } }
         for (name, error) in refused {
             logger.error("the store refused a record the aggregator wrote", metadata: [
                 "family": "\(params.family)", "zone": "\(params.zone)", "record_name": "\(name)", "error_code": "\(error.code)", "error": "\(error.message)",

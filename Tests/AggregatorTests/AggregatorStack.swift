@@ -127,7 +127,8 @@ final class AggregatorStack: @unchecked Sendable {
         var status: AggregatorStatus?
         while ContinuousClock.now < deadline {
             status = try? await self.local.call(AggregatorMethods.status, Empty())
-            if let status, status.sessions == sessions, status.pendingSummaries == 0, status.pendingChildWrites == 0 { return }
+            if let status, status.sessions == sessions, status.pendingSummaries == 0, status.pendingChildWrites == 0,
+               status.pendingRetentionWrites == 0 { return }
             try await Task.sleep(for: .milliseconds(20))
         }
         throw TestFailure("the aggregator did not settle at \(sessions) sessions within \(timeout): \(String(describing: status))")
@@ -162,11 +163,11 @@ extension AggregatorStack {
     }
 
     /// A parent's redemption or adjustment.
-    func ledger(_ type: String, _ amount: Int64, key: String) async throws -> ModifyResult {
+    func ledger(_ type: String, _ amount: Int64, key: String, at: Date = Date()) async throws -> ModifyResult {
         try await self.parentStore.call(StoreMethods.modify, ModifyParams(family: self.family.family, zone: StoreNames.defaultZone, saves: [
             RecordSave(recordType: "PointsLedgerEntry", recordName: "entry-\(key)", fields: [
                 "familyRef": .reference(self.family.family, zone: StoreNames.defaultZone), "childRef": .reference(self.childRef, zone: StoreNames.defaultZone),
-                "type": .string(type), "amount": .int(amount), "timestamp": .date(Date()), "reason": "by hand", "idempotencyKey": .string(key),
+                "type": .string(type), "amount": .int(amount), "timestamp": .date(at), "reason": "by hand", "idempotencyKey": .string(key),
                 "actorParentRef": .reference("parent-\(self.family.parentCredential.deviceId)", zone: StoreNames.defaultZone),
             ]),
         ], savePolicy: .allKeys))

@@ -9,6 +9,22 @@ import TestSupport
 
 @Suite("Aggregator as a process: socket activation, waking, records it cannot count", .serialized)
 struct AggregatorServiceTests {
+    @Test("rpc.describe lists every aggregator method with its parameters and errors")
+    func describe() async throws {
+        let stack = try await AggregatorStack.start()
+        defer { stack.stopNow() }
+        let description = try await stack.local.call("rpc.describe")
+        let methods = try #require(description["methods"]?.arrayValue)
+        let names = Set(methods.compactMap { $0["name"]?.stringValue })
+        for name in ["aggregator.status", "aggregator.report", "aggregator.exportCSV", "aggregator.recompute", "aggregator.rollUp"] {
+            #expect(names.contains(name), "\(name)")
+        }
+        let rollUp = try #require(methods.first { $0["name"] == "aggregator.rollUp" })
+        #expect(rollUp["params"]?["properties"]?["asOf"] != nil && rollUp["errors"]?.arrayValue?.contains("forbidden") == true)
+        let report = try #require(methods.first { $0["name"] == "aggregator.report" })
+        #expect(report["params"]?["properties"]?["by"]?["enum"] == ["day", "week"])
+    }
+
     @Test("asleep (idle-exited) under socket activation, the aggregator is woken by the store and catches up")
     func wokenByTheStore() async throws {
         let harness = try await PairingHarness.start()

@@ -91,7 +91,7 @@ struct SchemaTests {
         let store = try await StoreHarness.start()
         defer { store.stopNow() }
         let schema = try await store.client().call(StoreMethods.schema, Empty())
-        #expect(schema.version == 5)
+        #expect(schema.version == 6)
         let names = Set(schema.recordTypes.map(\.name))
         for name in ["Family", "ParentProfile", "ChildContext", "MonitoringSession", "RegisteredDevice", "AppRule", "AppConfiguration",
                      "ShieldPolicy", "ConfigurationCommand", "UsageRecord", "DailySummary", "PointsLedgerEntry", "EarnedTimeBalance", "AuditEntry",
@@ -122,7 +122,7 @@ struct SchemaTests {
 
         try await store.restart()
         let parent = store.client(token: FamilyFixture.parentToken)
-        #expect(try await parent.call(StoreMethods.schema, Empty()).version == 5)
+        #expect(try await parent.call(StoreMethods.schema, Empty()).version == 6)
         let familyRecord = try #require(try await parent.fetch([FamilyFixture.family]).records.first)
         #expect(familyRecord.fields["timeZone"] == "UTC" && familyRecord.fields["displayName"] == "Smiths")
         let rewards = try await parent.call(StoreMethods.query, byClass)

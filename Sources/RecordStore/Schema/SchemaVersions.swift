@@ -24,7 +24,7 @@ struct SchemaVersion: Sendable {
 
 /// Every schema version, oldest first. Add new versions at the end.
 enum SchemaHistory {
-    static let versions: [SchemaVersion] = [version1, version2, version3, version4, version5]
+    static let versions: [SchemaVersion] = [version1, version2, version3, version4, version5, version6]
 
     static var latest: Int { versions.last!.number }
 
@@ -192,5 +192,21 @@ enum SchemaHistory {
         .addField(recordType: "Family", FieldDefinition(name: "alertRewardMinutesPerDay", type: .int64, minimum: 1)),
         .addField(recordType: "Family", FieldDefinition(name: "alertOnBalanceExhausted", type: .bool, defaultValue: true)),
         .addField(recordType: "Family", FieldDefinition(name: "alertNoDataHours", type: .int64, minimum: 1)),
+    ])
+
+    /// Retention (seed 003: detail kept 90 days, then weekly aggregates): the aggregator
+    /// rolls a child's old weeks into one record each before it prunes their usage records
+    /// and ledger entries.
+    static let version6 = SchemaVersion(number: 6, name: "weekly-summaries", steps: [
+        .addRecordType(RecordTypeDefinition(
+            name: "WeeklySummary",
+            summary: "A child's week rolled up by the aggregator's retention: `week-<childRecordName>-<YYYY-MM-DD>` (its Monday), in the default zone.",
+            fields: [
+                reference("childRef", required: true, action: .deleteSelf), date("weekStart", required: true, indexed: true),
+                int("totalLearningSeconds", minimum: 0), int("totalRewardSeconds", minimum: 0), int("pointsAccrued", minimum: 0),
+                int("pointsRedeemed", minimum: 0), int("pointsAdjusted", minimum: 0), int("usageRecordsPruned", minimum: 0),
+                int("ledgerEntriesPruned", minimum: 0), json("appsUsedJSON"), date("lastUpdated"),
+            ],
+            unique: [["childRef", "weekStart"]])),
     ])
 }
