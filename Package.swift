@@ -236,6 +236,8 @@ let package = Package(
                 "StoreAPI",
                 "PairingAPI",
                 "PushAPI",
+                "AggregatorAPI",
+                "UsageModel",
                 "ServiceKit",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -75,3 +75,14 @@ enum Locations {
 func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
+
+/// Runs `body` on every item, at most `width` at a time.
+func concurrently<T: Sendable>(_ items: [T], width: Int, _ body: @escaping @Sendable (T) async throws -> Void) async throws {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for (index, item) in items.enumerated() {
+            if index >= width { try await group.next() }
+            group.addTask { try await body(item) }
+        }
+        try await group.waitForAll()
+    }
+}

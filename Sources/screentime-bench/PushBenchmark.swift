@@ -59,7 +59,7 @@ struct PushBenchmark: AsyncParsableCommand {
         _ = try await storeClient.call(StoreMethods.createFamily, CreateFamilyParams(family: Self.family))
         _ = try await storeClient.call(StoreMethods.createZone, ZoneParams(family: Self.family, zone: Self.zone))
         let devices = (0..<most).map { BenchDevice(index: $0, socket: pushSocket) }
-        try await Self.concurrently(devices, width: 32) { device in
+        try await concurrently(devices, width: 32) { device in
             _ = try await storeClient.call(StoreMethods.putCredential, PutCredentialParams(
                 family: Self.family, deviceId: device.deviceId, role: .coParent, tokenSHA256: SHA256Hex.of(device.token)))
         }
@@ -71,7 +71,7 @@ struct PushBenchmark: AsyncParsableCommand {
         for level in levels {
             // Each new device subscribes, then listens: every change goes to `level` queues.
             let joining = Array(devices[connected..<level])
-            try await Self.concurrently(joining, width: 32) { device in
+            try await concurrently(joining, width: 32) { device in
                 _ = try await device.client.call(PushMethods.subscribe, SubscribeParams(
                     subscriptionId: "bench", kind: .query, zone: Self.zone, recordType: "UsageRecord", firesOn: [.create, .update],
                     notification: NotificationSpec(includeKeys: ["totalSeconds"], collapseKey: "bench")))
@@ -154,15 +154,6 @@ struct PushBenchmark: AsyncParsableCommand {
     }
 
     /// Runs `body` on every item, `width` at a time.
-    private static func concurrently<T: Sendable>(_ items: [T], width: Int, _ body: @escaping @Sendable (T) async throws -> Void) async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for (index, item) in items.enumerated() {
-                if index >= width { try await group.next() }
-                group.addTask { try await body(item) }
-            }
-            try await group.waitForAll()
-        }
-    }
 }
 
 /// One parent device: its credential, its client, its listening task.

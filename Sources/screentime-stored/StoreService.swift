@@ -63,7 +63,10 @@ struct StoreService: AsyncParsableCommand {
                 let targets = wake.isEmpty
                     ? ["push", "aggregator"].map { Waker.Target(name: $0, socketPath: environment.paths.socketPath(for: $0)) }
                     : wake.compactMap(Waker.Target.init(argument:))
-                return [Periodic(every: interval, PeriodicPurge(store: store).run), Waker(store: store, targets: targets, logger: environment.logger)]
+                // With nobody to wake (`--wake none`) there is no waker: a service that returns
+                // at once would end the whole group.
+                let purge = Periodic(every: interval, PeriodicPurge(store: store).run)
+                return targets.isEmpty ? [purge] : [purge, Waker(store: store, targets: targets, logger: environment.logger)]
             },
             methods: { environment in
                 let opened = try RecordStore(

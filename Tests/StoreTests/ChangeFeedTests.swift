@@ -191,6 +191,20 @@ struct ChangeFeedTests {
         #expect(!push.hasPendingConnection(timeout: .milliseconds(800)), "push follows: no wake-up")
     }
 
+    @Test("with --wake none nobody is woken, and the store stays up")
+    func wakesNobody() async throws {
+        let directory = TemporaryDirectory()
+        let push = try Activator(path: directory.file("push.sock"))
+        let store = try await ServiceProcess.start("screentime-stored", service: "store", in: directory, stateDirectory: directory.file("state"),
+                                                   arguments: ["--wake", "none"])
+        defer { store.stopNow() }
+        let admin = RPCClient(configuration: ClientConfiguration(socketPath: store.socketPath))
+        _ = try await admin.call(StoreMethods.createFamily, CreateFamilyParams(family: "fam"))
+        #expect(!push.hasPendingConnection(timeout: .milliseconds(800)), "nobody to wake")
+        _ = try await admin.call(StoreMethods.createZone, ZoneParams(family: "fam", zone: "z1"))
+        #expect(store.isRunning)
+    }
+
     @Test("a following watch sees a new commit at once; a device may not watch")
     func watchFollows() async throws {
         let store = try await StoreHarness.start()
