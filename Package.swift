@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "screentime-pushd", targets: ["screentime-pushd"]),
         .executable(name: "screentime-aggregatord", targets: ["screentime-aggregatord"]),
         .executable(name: "screentime-bench", targets: ["screentime-bench"]),
+        .executable(name: "screentime-dev", targets: ["screentime-dev"]),
         .library(name: "StoreAPI", targets: ["StoreAPI"]),
         .library(name: "PairingAPI", targets: ["PairingAPI"]),
         .library(name: "PushAPI", targets: ["PushAPI"]),
@@ -244,6 +245,18 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Starting child processes with only the descriptors meant for them.
+        .target(name: "ProcessSpawn", swiftSettings: strict),
+        // The local stack: sockets held, services started on demand and restarted, logs.
+        .target(name: "DevStack", dependencies: ["ProcessSpawn"], swiftSettings: strict),
+        .executableTarget(
+            name: "screentime-dev",
+            dependencies: [
+                "DevStack",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "screentimectl",
             dependencies: [
@@ -282,7 +295,7 @@ let package = Package(
         // What the integration tests share: starting real processes, raw sockets, temp dirs.
         .target(
             name: "TestSupport",
-            dependencies: ["RPCCore"],
+            dependencies: ["RPCCore", "ProcessSpawn"],
             path: "Tests/TestSupport",
             swiftSettings: strict
         ),
@@ -367,6 +380,22 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "DevStackTests",
+            dependencies: [
+                "TestSupport",
+                "RPCCore",
+                "RPCClient",
+                "StoreAPI",
+                "screentime-dev",
+                "screentimectl",
+                "screentime-stored",
+                "screentime-pairingd",
+                "screentime-pushd",
+                "screentime-aggregatord",
             ],
             swiftSettings: strict
         ),

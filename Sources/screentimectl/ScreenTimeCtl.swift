@@ -29,7 +29,7 @@ struct ScreenTimeCtl: AsyncParsableCommand {
 
 /// How to reach a service; shared by every subcommand.
 struct ConnectionOptions: ParsableArguments {
-    @Option(name: .customLong("runtime-dir"), help: ArgumentHelp("Directory of the service sockets.", discussion: "Default: $SCREENTIME_RUNTIME_DIR, else /run/screentime.", valueName: "dir"))
+    @Option(name: .customLong("runtime-dir"), help: ArgumentHelp("Directory of the service sockets.", discussion: "Default: $SCREENTIME_RUNTIME_DIR, else a stack screentime-dev up runs in this directory (.screentime/run, or $SCREENTIME_DEV_DIR/run), else /run/screentime.", valueName: "dir"))
     var runtimeDirectory: String?
 
     @Option(help: ArgumentHelp("Seconds to wait for an answer.", valueName: "seconds"))
@@ -51,8 +51,17 @@ struct ConnectionOptions: ParsableArguments {
 
     func socketPath(for service: String) -> String {
         if service.contains("/") { return service }
-        let directory = self.runtimeDirectory ?? ProcessInfo.processInfo.environment["SCREENTIME_RUNTIME_DIR"] ?? "/run/screentime"
+        let fromEnvironment = ProcessInfo.processInfo.environment["SCREENTIME_RUNTIME_DIR"].flatMap { $0.isEmpty ? nil : $0 }
+        let directory = self.runtimeDirectory ?? fromEnvironment ?? Self.devStack ?? "/run/screentime"
         return (directory as NSString).appendingPathComponent("\(service).sock")
+    }
+
+    /// The runtime directory of a `screentime-dev up` stack: `$SCREENTIME_DEV_DIR/run`, or
+    /// `.screentime/run` here, when it holds sockets.
+    static var devStack: String? {
+        let base = ProcessInfo.processInfo.environment["SCREENTIME_DEV_DIR"] ?? ".screentime"
+        let runtime = URL(fileURLWithPath: base).appendingPathComponent("run").standardizedFileURL.path
+        return FileManager.default.fileExists(atPath: runtime + "/store.sock") ? runtime : nil
     }
 
     func client(for service: String) -> RPCClient {

@@ -1,0 +1,111 @@
+import ArgumentParser
+import DevStack
+import Foundation
+
+@main
+struct DevCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "screentime-dev",
+        abstract: "Runs the whole ScreenTime Rewards stack locally, as systemd would, without installing anything.",
+        subcommands: [Up.self, Status.self],
+        defaultSubcommand: Up.self
+    )
+}
+
+/// Where the stack lives: `<dir>/run` (sockets), `<dir>/state` (data).
+struct StackDirectory: ParsableArguments {
+    @Option(name: .customLong("dir"), help: ArgumentHelp("Directory of the stack's sockets (run/) and data (state/).", discussion: "Default: $SCREENTIME_DEV_DIR, else ./.screentime.", valueName: "dir"))
+    var directory: String?
+
+    var path: String {
+        let given = self.directory ?? ProcessInfo.processInfo.environment["SCREENTIME_DEV_DIR"] ?? ".screentime"
+        return URL(fileURLWithPath: given).standardizedFileURL.path
+    }
+    var runtime: String { self.path + "/run" }
+    var state: String { self.path + "/state" }
+}
+
+struct Up: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Starts the stack: binds the four sockets, starts each service on its first connection, restarts it if it crashes; Ctrl-C stops everything.",
+        discussion: """
+            Each service gets its socket as systemd would hand it over (LISTEN_FDS, LISTEN_FDNAMES, LISTEN_PID) and a \
+            NOTIFY_SOCKET for its READY=1 and STATUS= lines; its log lines are printed under its name. The data stays in \
+            <dir>/state across runs.
+            """
+    )
+
+    @OptionGroup var directory: StackDirectory
+
+    @Option(name: .customLong("bin-dir"), help: ArgumentHelp("Where the service binaries are.", discussion: "Default: beside this executable (swift build puts them there).", valueName: "dir"))
+    var binDirectory: String?
+
+    @Option(name: .customLong("log-level"), help: "The services' log level: trace, debug, info, notice, warning, error or critical.")
+    var logLevel = "info"
+
+    @Option(name: .customLong("stop-timeout"), help: ArgumentHelp("Seconds a service may take to stop on Ctrl-C before it is killed.", valueName: "seconds"))
+    var stopTimeout: Double = 15
+
+    static let services = [
+        ("store", "screentime-stored"), ("pairing", "screentime-pairingd"), ("push", "screentime-pushd"), ("aggregator", "screentime-aggregatord"),
+    ]
+
+    func validate() throws {
+        guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(self.logLevel) else {
+            throw ValidationError("--log-level must be trace, debug, info, notice, warning, error or critical")
+        }
+        guard (0.1...600).contains(self.stopTimeout) else { throw ValidationError("--stop-timeout must be between 0.1 and 600 seconds") }
+    }
+
+    func run() throws {
+        let binaries = self.binDirectory ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
+        let runtime = self.directory.runtime
+        let state = self.directory.state
+        var definitions: [Supervisor.ServiceDefinition] = []
+        for (name, executable) in Self.services {
+            let binary = binaries + "/" + executable
+            guard FileManager.default.isExecutableFile(atPath: binary) else {
+                throw ValidationError("\(binary) is missing: build the services first (swift build), or pass --bin-dir")
+            }
+            definitions.append(.init(name: name, binary: binary, arguments: [
+                "--runtime-dir", runtime, "--state-dir", state, "--log-target", "stderr", "--log-level", self.logLevel,
+            ]))
+        }
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        let console = Console(names: Self.services.map(\.0))
+        let supervisor: Supervisor
+        do {
+            supervisor = try Supervisor(services: definitions, runtimeDirectory: runtime, console: console, stopTimeout: .milliseconds(Int64(self.stopTimeout * 1000)))
+        } catch let error as DevError {
+            throw ValidationError(error.description)
+        }
+        console.message("""
+            ScreenTime Rewards stack in \(self.directory.path): sockets in run/, data in state/.
+            Each service starts on the first connection to its socket. Ctrl-C stops everything.
+            Point screentimectl at it (from this directory it finds it by itself):
+                export SCREENTIME_RUNTIME_DIR=\(runtime)
+                screentimectl call store rpc.ping
+            """)
+        try supervisor.run()
+    }
+}
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Shows the services of a running stack: state, pid, status line.")
+
+    @OptionGroup var directory: StackDirectory
+
+    func run() throws {
+        let file = self.directory.runtime + "/dev-status.json"
+        guard let data = FileManager.default.contents(atPath: file),
+              let object = try JSONSerialization.jsonObject(with: data) as? [String: Any],
+              let services = object["services"] as? [[String: Any]]
+        else {
+            throw ValidationError("no stack is running in \(self.directory.path) (start one with: screentime-dev up)")
+        }
+        for service in services {
+            let name = (service["name"] as? String ?? "?").padding(toLength: 11, withPad: " ", startingAt: 0)
+            print("\(name) \(service["state"] as? String ?? "?")")
+        }
+    }
+}
