@@ -399,6 +399,21 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        .testTarget(
+            name: "SystemdTests",
+            dependencies: [
+                "TestSupport",
+                "RPCCore",
+                "RPCClient",
+                "StoreAPI",
+                "screentime-stored",
+                "screentime-pairingd",
+                "screentime-pushd",
+                "screentime-aggregatord",
+                "screentimectl",
+            ],
+            swiftSettings: strict
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

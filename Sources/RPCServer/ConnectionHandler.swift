@@ -143,12 +143,14 @@ struct ConnectionHandler: Sendable {
         self.state.noteServed()
         let micros = (ContinuousClock.now - started).microseconds
         if let failure {
-            let level: Logger.Level = failure.code == .internal ? .error : .debug
+            // A refused request is worth a line at the default level: a client is getting
+            // something wrong, and the journal shows what (ERROR_CODE=).
+            let level: Logger.Level = failure.code == .internal ? .error : .info
             context.logger.log(level: level, "request failed", metadata: ServiceEvent.requestFailed.metadata.merging([
                 "error_code": "\(failure.code)", "error": "\(failure.message)", "duration_us": "\(micros)",
             ]) { _, new in new })
         } else {
-            context.logger.trace("request served", metadata: ["duration_us": "\(micros)"])
+            context.logger.debug("request served", metadata: ["duration_us": "\(micros)"])
         }
     }
 

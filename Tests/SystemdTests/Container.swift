@@ -1,0 +1,147 @@
+import Foundation
+import Glibc
+import RPCClient
+import Synchronization
+import TestSupport
+
+/// A real systemd, booted in a container: an overlay whose lower layer is `/` (so the
+/// checkout and its build are inside) and whose upper layer is on a tmpfs, booted with
+/// `systemd-nspawn -b`; commands run in it through `nsenter`. Needs root and
+/// systemd-nspawn (Debian's systemd-container).
+final class Container: @unchecked Sendable {
+    let base: String
+    let nspawn: pid_t
+    /// The container's systemd (PID 1 inside).
+    let systemd: pid_t
+
+    var root: String { self.base + "/root" }
+
+    /// Why the system tests cannot run here, or nil when they can.
+    static let unavailable: String? = {
+        guard getuid() == 0 else { return "they need root (systemd-nspawn and an overlay mount)" }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-nspawn") else { return "systemd-nspawn is missing (apt-get install systemd-container)" }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/nsenter") else { return "nsenter is missing (util-linux)" }
+        return nil
+    }()
+
+    /// Boots a container, runs `body` with it, and powers it off (also when `body` throws).
+    static func with(_ body: (Container) async throws -> Void) async throws {
+        let container = try await Self.boot()
+        do {
+            try await body(container)
+        } catch {
+            await container.powerOff()
+            throw error
+        }
+        await container.powerOff()
+    }
+
+    static func boot() async throws -> Container {
+        let base = "/dev/shm/st-systemd-\(UUID().uuidString.prefix(8))"
+        for directory in ["upper", "work", "root"] {
+            try FileManager.default.createDirectory(atPath: "\(base)/\(directory)", withIntermediateDirectories: true)
+        }
+        let mounted = try await runCommand("/usr/bin/mount", ["-t", "overlay", "overlay", "-o", "lowerdir=/,upperdir=\(base)/upper,workdir=\(base)/work", "\(base)/root"])
+        guard mounted.status == 0 else { throw TestFailure("cannot mount the overlay: \(mounted.stderr)") }
+        // Its own machine id, or journald and systemd would share the host's.
+        try? FileManager.default.removeItem(atPath: "\(base)/root/etc/machine-id")
+        let nspawn = try Spawn(
+            executable: "/usr/bin/systemd-nspawn",
+            arguments: ["-D", "\(base)/root", "-b", "--register=no", "--keep-unit", "--link-journal=no", "--console=pipe", "--private-network"],
+            stdout: "\(base)/boot.log", stderr: "\(base)/boot.log"
+        ).start()
+        let deadline = ContinuousClock.now + .seconds(60)
+        var systemd: pid_t?
+        while ContinuousClock.now < deadline {
+            if ChildExit.poll(nspawn) != nil {
+                throw TestFailure("systemd-nspawn exited: \((try? String(contentsOfFile: "\(base)/boot.log", encoding: .utf8)) ?? "")")
+            }
+            if systemd == nil { systemd = Self.child(of: nspawn) }
+            if let pid = systemd {
+                let state = try await runCommand("/usr/bin/nsenter", ["-t", "\(pid)", "-a", "systemctl", "is-system-running"])
+                let text = state.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+                // "starting": what the host has enabled (a database, say) may take its time
+                // and is not waited for; systemd itself is up.
+                if ["running", "degraded", "starting"].contains(text) { return Container(base: base, nspawn: nspawn, systemd: pid) }
+            }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        var jobs: String?
+        if let systemd { jobs = try? await runCommand("/usr/bin/nsenter", ["-t", "\(systemd)", "-a", "systemctl", "list-jobs", "--no-pager"]).stdout }
+        let log = (try? String(contentsOfFile: "\(base)/boot.log", encoding: .utf8)) ?? ""
+        kill(nspawn, SIGKILL)
+        _ = try? await ChildExit.wait(nspawn, timeout: .seconds(10))
+        _ = try? await runCommand("/usr/bin/umount", ["\(base)/root"])
+        throw TestFailure("the container's systemd did not come up within 60 s; systemd \(systemd.map(String.init) ?? "not found"), jobs: \(jobs ?? "?")\nboot log:\n\(log.suffix(3000))")
+    }
+
+    private init(base: String, nspawn: pid_t, systemd: pid_t) {
+        self.base = base
+        self.nspawn = nspawn
+        self.systemd = systemd
+    }
+
+    private static func child(of parent: pid_t) -> pid_t? {
+        let tasks = (try? String(contentsOfFile: "/proc/\(parent)/task/\(parent)/children", encoding: .utf8)) ?? ""
+        return tasks.split(separator: " ").compactMap { pid_t($0) }.first
+    }
+
+    /// Runs a command inside the container.
+    @discardableResult
+    func run(_ arguments: String..., timeout: Duration = .seconds(120)) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await runCommand("/usr/bin/nsenter", ["-t", "\(self.systemd)", "-a"] + arguments, timeout: timeout)
+    }
+
+    func shell(_ script: String, timeout: Duration = .seconds(120)) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await runCommand("/usr/bin/nsenter", ["-t", "\(self.systemd)", "-a", "/bin/bash", "-c", script], timeout: timeout)
+    }
+
+    /// `systemctl show -p NAME --value UNIT`.
+    func property(_ name: String, of unit: String) async throws -> String {
+        try await self.run("systemctl", "show", "-p", name, "--value", unit).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// A client of a service's socket inside the container, from the host (through the
+    /// container's root in /proc).
+    func client(_ service: String, timeout: Duration = .seconds(30)) -> RPCClient {
+        RPCClient(configuration: ClientConfiguration(socketPath: "/proc/\(self.systemd)/root/run/screentime/\(service).sock", callTimeout: timeout, connectTimeout: .seconds(10)))
+    }
+
+    /// Installs with the project's own install script, from this checkout's debug build.
+    func install(_ extra: String...) async throws {
+        let installed = try await self.run(["\(Self.checkout)/deploy/install.sh", "--bin-dir", Self.binaries] + extra)
+        guard installed.status == 0 else { throw TestFailure("install.sh failed (\(installed.status)): \(installed.stdout)\(installed.stderr)") }
+    }
+
+    func run(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await runCommand("/usr/bin/nsenter", ["-t", "\(self.systemd)", "-a"] + arguments, timeout: timeout)
+    }
+
+    static let checkout = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+    static var binaries: String { (Binaries.path("screentime-stored") as NSString).deletingLastPathComponent }
+
+    /// Waits until `condition` holds (checked every 100 ms).
+    func waitUntil(_ what: String, timeout: Duration = .seconds(30), _ condition: () async throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if (try? await condition()) == true { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw TestFailure("\(what) did not happen within \(timeout)")
+    }
+
+    func powerOff() async {
+        _ = try? await self.run("systemctl", "poweroff")
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ChildExit.poll(self.nspawn) == nil {
+            if ContinuousClock.now > deadline {
+                kill(self.nspawn, SIGKILL)
+                _ = try? await ChildExit.wait(self.nspawn, timeout: .seconds(5))
+                break
+            }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        _ = try? await runCommand("/usr/bin/umount", [self.root])
+        try? FileManager.default.removeItem(atPath: self.base)
+    }
+}

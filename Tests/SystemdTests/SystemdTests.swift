@@ -1,0 +1,137 @@
+import Foundation
+import RPCClient
+import RPCCore
+import StoreAPI
+import Testing
+import TestSupport
+
+/// The services installed with deploy/install.sh under a real systemd, checked through
+/// systemctl and journalctl inside the container. Skipped, with the reason in the test
+/// output, where a container cannot boot (not root, no systemd-nspawn).
+@Suite("Under a real systemd: install, socket activation, journal, restarts, watchdog, permissions",
+       .serialized, .enabled(if: Container.unavailable == nil, "SYSTEM TESTS NOT RUN: \(Container.unavailable ?? "")"))
+struct SystemdTests {
+    static let services = ["store", "pairing", "push", "aggregator"]
+
+    @Test("after install the four sockets listen and no service runs; the first request starts each, active (running) with its STATUS= line; units verify clean and score at most 1.0")
+    func installAndActivate() async throws {
+        try await Container.with { container in
+            try await container.install()
+            for service in Self.services {
+                #expect(try await container.property("ActiveState", of: "screentime-\(service).socket") == "active", "\(service).socket")
+                #expect(try await container.property("ActiveState", of: "screentime-\(service).service") == "inactive", "\(service) waits")
+            }
+            for service in Self.services {
+                let ping = try await container.client(service).call("rpc.ping")
+                #expect(ping["service"]?.stringValue == service)
+                try await container.waitUntil("\(service) reports its status") {
+                    try await container.property("StatusText", of: "screentime-\(service).service").hasPrefix("Serving")
+                }
+                #expect(try await container.property("SubState", of: "screentime-\(service).service") == "running")
+            }
+            let verify = try await container.shell("systemd-analyze verify /etc/systemd/system/screentime-*.service /etc/systemd/system/screentime-*.socket /etc/systemd/system/screentime.target")
+            #expect(verify.status == 0 && verify.stderr.isEmpty, "\(verify.stderr)")
+            for service in Self.services {
+                let security = try await container.run("systemd-analyze", "security", "--no-pager", "screentime-\(service).service")
+                let score = security.stdout.split(separator: "\n").last.flatMap { line in
+                    line.split(separator: " ").compactMap { Double($0) }.first
+                }
+                #expect(score.map { $0 <= 1.0 } == true, "screentime-\(service).service: \(security.stdout.split(separator: "\n").last ?? "?")")
+            }
+        }
+    }
+
+    @Test("journalctl -u shows the request log with its structured fields, and a failed request its error code")
+    func journal() async throws {
+        try await Container.with { container in
+            try await container.install()
+            // Every request is logged at debug; refusals at the default level too.
+            try await container.shell("echo 'OPTIONS=--log-level debug' > /etc/screentime/store.env")
+            let store = container.client("store")
+            _ = try await store.call(StoreMethods.createFamily, CreateFamilyParams(family: "smith"))
+            let refusal = await #expect(throws: RPCError.self) { _ = try await store.call(StoreMethods.createZone, ZoneParams(family: "nobody", zone: "z")) }
+            let code = try #require(refusal?.code.rawValue)
+            try await container.waitUntil("the failure is in the journal") {
+                try await container.run("journalctl", "-u", "screentime-store", "-o", "json", "--no-pager").stdout.contains("\"ERROR_CODE\":\"\(code)\"")
+            }
+            let lines = try await container.run("journalctl", "-u", "screentime-store", "-o", "json", "--no-pager").stdout.split(separator: "\n")
+            let records = lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            let served = records.first { $0["METHOD"] as? String == "store.createFamily" && $0["MESSAGE"] as? String == "request served" }
+            #expect(served?["REQUEST_ID"] != nil && served?["DURATION_US"] != nil && served?["_SYSTEMD_UNIT"] as? String == "screentime-store.service",
+                    "\(String(describing: served))")
+            let failed = records.first { $0["ERROR_CODE"] as? String == code }
+            #expect(failed?["METHOD"] as? String == "store.createZone" && failed?["PRIORITY"] as? String == "6", "\(String(describing: failed))")
+            let filtered = try await container.run("journalctl", "-u", "screentime-store", "ERROR_CODE=\(code)", "-o", "cat", "--no-pager")
+            #expect(filtered.stdout.contains("request failed"))
+        }
+    }
+
+    @Test("kill -9 while a client keeps writing: systemd restarts the store, no connection is refused, no acknowledged write is lost; a hung service is killed by the watchdog")
+    func restartsAndWatchdog() async throws {
+        try await Container.with { container in
+            try await container.install()
+            let store = container.client("store")
+            _ = try await store.call(StoreMethods.createFamily, CreateFamilyParams(family: "smith"))
+            let first = try await container.property("MainPID", of: "screentime-store.service")
+            let writer = Task {
+                var acknowledged: [String] = []
+                var failures: [String] = []
+                for index in 0..<300 {
+                    do {
+                        _ = try await store.call(StoreMethods.createZone, ZoneParams(family: "smith", zone: "zone-\(index)"))
+                        acknowledged.append("zone-\(index)")
+                    } catch {
+                        failures.append("\(error)")
+                    }
+                }
+                return (acknowledged, failures)
+            }
+            try await Task.sleep(for: .milliseconds(200))
+            try await container.run("kill", "-9", first)
+            let (acknowledged, failures) = try await writer.value
+            #expect(failures.count <= 1 && !failures.contains { $0.contains("refused") || $0.contains("cannot connect") }, "\(failures)")
+            let zones = Set(try await store.call(StoreMethods.listZones, FamilyParams(family: "smith")).zones.map(\.name))
+            #expect(acknowledged.count >= 299 && acknowledged.allSatisfy(zones.contains))
+            #expect(try await container.property("MainPID", of: "screentime-store.service") != first)
+            #expect(try await container.property("NRestarts", of: "screentime-store.service") == "1")
+
+            // A hung service: stopped with SIGSTOP, it stops pinging; the watchdog kills it.
+            try await container.shell("mkdir -p /etc/systemd/system/screentime-pairing.service.d && printf '[Service]\\nWatchdogSec=3\\n' > /etc/systemd/system/screentime-pairing.service.d/watchdog.conf && systemctl daemon-reload")
+            _ = try await container.client("pairing").call("rpc.ping")
+            let hung = try await container.property("MainPID", of: "screentime-pairing.service")
+            try await container.run("kill", "-STOP", hung)
+            try await container.waitUntil("the watchdog restarts pairing", timeout: .seconds(30)) {
+                let pid = try await container.property("MainPID", of: "screentime-pairing.service")
+                return pid != hung && pid != "0"
+            }
+            #expect(try await container.run("journalctl", "-u", "screentime-pairing", "--no-pager").stdout.contains("Watchdog timeout"))
+            #expect(try await container.client("pairing").call("rpc.ping")["service"] == "pairing")
+        }
+    }
+
+    @Test("a user outside the screentime group is refused by the socket's permissions; a member gets in")
+    func permissions() async throws {
+        try await Container.with { container in
+            try await container.install()
+            let outsider = try await container.run("setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/local/bin/screentimectl", "call", "store", "rpc.ping")
+            #expect(outsider.status != 0 && outsider.stderr.lowercased().contains("permission denied"), "\(outsider)")
+            let member = try await container.run("setpriv", "--reuid=nobody", "--regid=screentime", "--clear-groups", "/usr/local/bin/screentimectl", "call", "store", "rpc.ping")
+            #expect(member.status == 0, "\(member)")
+        }
+    }
+
+    @Test("uninstall keeps the data, install again (an upgrade) finds it; --purge removes it")
+    func uninstallAndUpgrade() async throws {
+        try await Container.with { container in
+            try await container.install()
+            _ = try await container.client("store").call(StoreMethods.createFamily, CreateFamilyParams(family: "smith"))
+            #expect(try await container.run("\(Container.checkout)/deploy/uninstall.sh").status == 0)
+            #expect(try await container.property("LoadState", of: "screentime-store.socket") == "not-found")
+            try await container.install()
+            let families = try await container.client("store").call(StoreMethods.listFamilies, Empty()).families.map(\.family)
+            #expect(families == ["smith"])
+            #expect(try await container.run("\(Container.checkout)/deploy/uninstall.sh", "--purge").status == 0)
+            #expect(try await container.run("test", "-e", "/var/lib/screentime").status != 0)
+        }
+    }
+}

@@ -1,0 +1,91 @@
+#!/bin/bash
+# Installs the ScreenTime Rewards Server under systemd: release binaries, units, the
+# screentime user; then enables and starts its sockets (each service starts on its first
+# connection). Run it again to upgrade in place: the data stays, the schema migrates when
+# each service next starts. See docs/operations.md.
+set -euo pipefail
+
+usage() {
+    cat <<'USAGE'
+Usage: deploy/install.sh [--prefix DIR] [--bin-dir DIR] [--webhooks] [--no-start]
+
+  --prefix DIR    where the binaries and docs go (default /usr/local: DIR/libexec/screentime,
+                  DIR/bin/screentimectl, DIR/share/doc/screentime-server)
+  --bin-dir DIR   install the binaries already built in DIR instead of building them
+                  (swift build -c release --static-swift-stdlib)
+  --webhooks      let the push service reach phones over HTTP (installs the network
+                  drop-in; also add --webhooks to OPTIONS in /etc/screentime/push.env)
+  --no-start      install and enable, but do not start the sockets now
+USAGE
+}
+
+prefix=/usr/local
+bin_dir=""
+webhooks=no
+start=yes
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --prefix) prefix="$2"; shift 2 ;;
+        --bin-dir) bin_dir="$2"; shift 2 ;;
+        --webhooks) webhooks=yes; shift ;;
+        --no-start) start=no; shift ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "install.sh: unknown option $1" >&2; usage >&2; exit 64 ;;
+    esac
+done
+
+[ "$(id -u)" = 0 ] || { echo "install.sh: run it as root (sudo deploy/install.sh)" >&2; exit 77; }
+command -v systemctl >/dev/null || { echo "install.sh: systemd is needed (systemctl not found)" >&2; exit 69; }
+root="$(cd "$(dirname "$0")/.." && pwd)"
+services=(store pairing push aggregator)
+binaries=(screentime-stored screentime-pairingd screentime-pushd screentime-aggregatord)
+
+if [ -z "$bin_dir" ]; then
+    echo "building release binaries (swift build -c release --static-swift-stdlib)"
+    (cd "$root" && swift build -c release --static-swift-stdlib)
+    bin_dir="$(cd "$root" && swift build -c release --static-swift-stdlib --show-bin-path)"
+fi
+for binary in "${binaries[@]}" screentimectl; do
+    [ -x "$bin_dir/$binary" ] || { echo "install.sh: $bin_dir/$binary is missing: build first, or drop --bin-dir" >&2; exit 66; }
+done
+
+libexec="$prefix/libexec/screentime"
+docdir="$prefix/share/doc/screentime-server"
+units=/etc/systemd/system
+
+echo "installing binaries in $libexec and $prefix/bin"
+install -d -m 0755 "$libexec" "$prefix/bin" "$docdir"
+for binary in "${binaries[@]}"; do install -m 0755 "$bin_dir/$binary" "$libexec/$binary"; done
+install -m 0755 "$bin_dir/screentimectl" "$prefix/bin/screentimectl"
+install -m 0644 "$root/docs/operations.md" "$root/docs/protocol.md" "$root/docs/architecture.md" "$docdir/"
+
+echo "creating the screentime user and group"
+install -D -m 0644 "$root/systemd/screentime.sysusers" /etc/sysusers.d/screentime.conf
+systemd-sysusers /etc/sysusers.d/screentime.conf
+
+echo "installing units in $units"
+for unit in screentime.target "${services[@]/#/screentime-}"; do
+    for suffix in "" .socket .service; do
+        [ -f "$root/systemd/$unit$suffix" ] || continue
+        sed -e "s|@LIBEXECDIR@|$libexec|g" -e "s|@DOCDIR@|$docdir|g" "$root/systemd/$unit$suffix" > "$units/$unit$suffix"
+        chmod 0644 "$units/$unit$suffix"
+    done
+done
+if [ "$webhooks" = yes ]; then
+    install -D -m 0644 "$root/systemd/screentime-push-webhooks.conf" "$units/screentime-push.service.d/webhooks.conf"
+fi
+install -d -m 0755 /etc/screentime
+for service in "${services[@]}"; do
+    [ -f "/etc/screentime/$service.env" ] || printf '# Options for screentime-%s (see its --help), e.g. OPTIONS="--log-level debug"\nOPTIONS=\n' "$service" > "/etc/screentime/$service.env"
+done
+
+systemctl daemon-reload
+systemctl enable screentime.target >/dev/null
+for service in "${services[@]}"; do systemctl enable "screentime-$service.socket" 2>/dev/null; done
+if [ "$start" = yes ]; then
+    systemctl start screentime.target
+    # An upgrade: services that were running pick up the new binaries now.
+    for service in "${services[@]}"; do systemctl try-restart "screentime-$service.service"; done
+fi
+echo "installed. Sockets: /run/screentime/{store,pairing,push,aggregator}.sock (group screentime)."
+echo "Try: screentimectl call store rpc.ping    Logs: journalctl -u 'screentime-*'"

@@ -1,0 +1,39 @@
+#!/bin/bash
+# Stops and removes the ScreenTime Rewards Server installed by deploy/install.sh. The data
+# (/var/lib/screentime), the configuration (/etc/screentime) and the screentime user stay
+# unless --purge is given.
+set -euo pipefail
+
+prefix=/usr/local
+purge=no
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --prefix) prefix="$2"; shift 2 ;;
+        --purge) purge=yes; shift ;;
+        -h|--help) echo "Usage: deploy/uninstall.sh [--prefix DIR] [--purge]   (--purge also deletes the data, the configuration and the user)"; exit 0 ;;
+        *) echo "uninstall.sh: unknown option $1" >&2; exit 64 ;;
+    esac
+done
+[ "$(id -u)" = 0 ] || { echo "uninstall.sh: run it as root" >&2; exit 77; }
+
+services=(store pairing push aggregator)
+units=/etc/systemd/system
+systemctl disable --now screentime.target "${services[@]/%/.socket}" >/dev/null 2>&1 || true
+for service in "${services[@]}"; do
+    systemctl disable --now "screentime-$service.socket" "screentime-$service.service" >/dev/null 2>&1 || true
+    rm -f "$units/screentime-$service.socket" "$units/screentime-$service.service"
+done
+systemctl disable --now screentime.target >/dev/null 2>&1 || true
+rm -rf "$units/screentime.target" "$units/screentime-push.service.d"
+systemctl daemon-reload
+rm -rf "$prefix/libexec/screentime" "$prefix/share/doc/screentime-server"
+rm -f "$prefix/bin/screentimectl"
+if [ "$purge" = yes ]; then
+    rm -rf /var/lib/screentime /etc/screentime
+    userdel screentime 2>/dev/null || true
+    groupdel screentime 2>/dev/null || true
+    rm -f /etc/sysusers.d/screentime.conf
+    echo "removed, with the data, the configuration and the screentime user"
+else
+    echo "removed; the data stays in /var/lib/screentime and the configuration in /etc/screentime (--purge deletes them)"
+fi
