@@ -117,6 +117,16 @@ struct SystemdTests {
             #expect(outsider.status != 0 && outsider.stderr.lowercased().contains("permission denied"), "\(outsider)")
             let member = try await container.run("setpriv", "--reuid=nobody", "--regid=screentime", "--clear-groups", "/usr/local/bin/screentimectl", "call", "store", "rpc.ping")
             #expect(member.status == 0, "\(member)")
+
+            // Idle exit, then the next connection activates it again.
+            try await container.shell("echo 'OPTIONS=--idle-exit 1' > /etc/screentime/pairing.env && systemctl restart screentime-pairing.service")
+            try await container.waitUntil("pairing exits when idle") {
+                try await container.property("ActiveState", of: "screentime-pairing.service") == "inactive"
+            }
+            #expect(try await container.property("Result", of: "screentime-pairing.service") == "success")
+            #expect(try await container.property("ActiveState", of: "screentime-pairing.socket") == "active")
+            #expect(try await container.client("pairing").call("rpc.ping")["service"] == "pairing")
+            #expect(try await container.property("ActiveState", of: "screentime-pairing.service") == "active")
         }
     }
 
