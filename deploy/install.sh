@@ -42,7 +42,9 @@ binaries=(screentime-stored screentime-pairingd screentime-pushd screentime-aggr
 
 if [ -z "$bin_dir" ]; then
     echo "building release binaries (swift build -c release --static-swift-stdlib)"
-    (cd "$root" && swift build -c release --static-swift-stdlib)
+    for product in "${binaries[@]}" screentimectl; do
+        (cd "$root" && swift build -c release --static-swift-stdlib --product "$product")
+    done
     bin_dir="$(cd "$root" && swift build -c release --static-swift-stdlib --show-bin-path)"
 fi
 for binary in "${binaries[@]}" screentimectl; do
