@@ -49,7 +49,7 @@ Package: screentime-server
 Version: $version
 Architecture: $arch
 Maintainer: ScreenTime Rewards Server developers <root@localhost>
-Depends: systemd, libsystemd0, libsqlite3-0, libqrencode4, libpng16-16
+Depends: systemd, libsystemd0, libsqlite3-0, libqrencode4, libpng16-16, libstdc++6
 Section: net
 Priority: optional
 Description: ScreenTime Rewards home server (replaces CloudKit for the app)

@@ -159,7 +159,7 @@ struct DevStackTests {
         await #expect(throws: (any Error).self, "the connection waits in the socket's backlog; nothing answers") { _ = try await impatient.call("rpc.ping") }
         try await stack.waitUntil("the store is given up on") { stack.log.contains("store crashed (exit status 3) 5 times within 30.0 seconds") }
         #expect(stack.log.contains("store      | cannot open the database"))
-        #expect(try stack.services()["store"]?.state.contains("failed") == true)
+        try await stack.waitUntil("the status says failed") { try stack.services()["store"]?.state.contains("failed") == true }
         #expect(try await stack.client("pairing").call("rpc.ping")["service"] == "pairing")
     }
 
