@@ -328,7 +328,7 @@ let package = Package(
         // (and push) in one directory, a family bootstrapped through the real flow.
         .target(
             name: "StackSupport",
-            dependencies: ["TestSupport", "RPCCore", "RPCClient", "StoreAPI", "PairingAPI"],
+            dependencies: ["TestSupport", "RPCCore", "RPCClient", "StoreAPI", "PairingAPI", "PushAPI"],
             path: "Tests/StackSupport",
             swiftSettings: strict
         ),

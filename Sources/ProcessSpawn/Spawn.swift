@@ -67,6 +67,7 @@ public struct Spawn {
         let parked = self.passing.enumerated().map { Int32(1000 + $0.offset) }
         for (source, park) in zip(self.passing, parked) { posix_spawn_file_actions_adddup2(&actions, source, park) }
         for (index, park) in parked.enumerated() { posix_spawn_file_actions_adddup2(&actions, park, Int32(3 + index)) }
+        guard let addCloseFrom else { throw SpawnError("glibc 2.34 or later is needed (posix_spawn_file_actions_addclosefrom_np)") }
         _ = addCloseFrom(&actions, Int32(3 + self.passing.count))
 
         var attributes = posix_spawnattr_t()
@@ -112,12 +113,10 @@ public struct SpawnError: Error, CustomStringConvertible {
 
 /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), which Swift's Glibc module
 /// does not import; looked up once at run time.
-private let addCloseFrom: @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32 = {
-    guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else {
-        fatalError("glibc 2.34 or later is needed (posix_spawn_file_actions_addclosefrom_np)")
+private let addCloseFrom: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32)? =
+    dlsym(nil, "posix_spawn_file_actions_addclosefrom_np").map {
+        unsafeBitCast($0, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32).self)
     }
-    return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32).self)
-}()
 
 /// A child's exit status, reaped without blocking.
 public enum ChildExit {

@@ -105,8 +105,8 @@ struct Reports: Sendable {
     }
 }
 
-/// Sums of days, with their apps merged.
-private struct Tally {
+/// Sums of days, with their apps merged (reports, and retention's weekly summaries).
+struct Tally {
     var learning: Int64 = 0
     var reward: Int64 = 0
     var points: Int64 = 0
@@ -124,7 +124,8 @@ private struct Tally {
         }
     }
 
-    func top(_ count: Int) -> [ReportApp] {
+    /// Most used first; all of them without a count.
+    func top(_ count: Int = .max) -> [ReportApp] {
         Array(self.apps.values.sorted { ($0.seconds, $1.app) > ($1.seconds, $0.app) }.prefix(count))
     }
 }

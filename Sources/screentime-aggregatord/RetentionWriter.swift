@@ -26,10 +26,7 @@ struct RetentionWriter: Sendable {
         var week: String
         var version: Int64
         var timeZone: String
-        var learning: Int64
-        var reward: Int64
-        var accrued: Int64
-        var apps: [AppUsage]
+        var days = Tally()
         var redeemed: Int64
         var adjusted: Int64
         var ledgerEntries: Int64
@@ -37,17 +34,17 @@ struct RetentionWriter: Sendable {
     }
 
     private func writeWeeks() async throws -> Int {
-        let pending = try await self.database.pool.read { db in try Self.pendingWeeks(limit: 200, db) }
+        let pending = try self.pendingWeeks(limit: 200)
         guard !pending.isEmpty else { return 0 }
         for group in Dictionary(grouping: pending, by: \.family).values {
             let family = group[0].family
             let saves = try group.map { item in
                 var fields: [String: JSONValue] = [
                     "childRef": .reference(item.child, zone: StoreNames.defaultZone),
-                    "totalLearningSeconds": .int(item.learning), "totalRewardSeconds": .int(item.reward), "pointsAccrued": .int(item.accrued),
+                    "totalLearningSeconds": .int(item.days.learning), "totalRewardSeconds": .int(item.days.reward), "pointsAccrued": .int(item.days.points),
                     "pointsRedeemed": .int(item.redeemed), "pointsAdjusted": .int(item.adjusted),
                     "usageRecordsPruned": .int(item.usageRecords), "ledgerEntriesPruned": .int(item.ledgerEntries),
-                    "appsUsedJSON": .string(try AppsJSON.encode(item.apps)), "lastUpdated": .date(Date()),
+                    "appsUsedJSON": .string(String(decoding: try JSONEncoder().encode(item.days.top()), as: UTF8.self)), "lastUpdated": .date(Date()),
                 ]
                 fields["weekStart"] = LocalDays(timeZone: item.timeZone)?.bounds(of: item.week).map { .date($0.start) } ?? .date(Date())
                 return RecordSave(recordType: "WeeklySummary", recordName: "week-\(item.child)-\(item.week)", fields: fields)
@@ -67,41 +64,29 @@ struct RetentionWriter: Sendable {
         return pending.count
     }
 
-    private static func pendingWeeks(limit: Int, _ db: Database) throws -> [PendingWeek] {
-        try Row.fetchAll(db, sql: """
-            SELECT o.family, o.child, o.week, o.version, coalesce(f.time_zone, 'UTC') AS time_zone,
-                coalesce(c.redeemed, 0) AS redeemed, coalesce(c.adjusted, 0) AS adjusted,
-                coalesce(c.ledger_entries, 0) AS ledger_entries, coalesce(c.usage_records, 0) AS usage_records
-            FROM week_outbox o
-            LEFT JOIN families f ON f.family = o.family
-            LEFT JOIN carried c ON c.family = o.family AND c.child = o.child AND c.week = o.week
-            ORDER BY o.family LIMIT ?
-            """, arguments: [limit]).map { row in
-            var week = PendingWeek(
-                family: row["family"], child: row["child"], week: row["week"], version: row["version"], timeZone: row["time_zone"],
-                learning: 0, reward: 0, accrued: 0, apps: [], redeemed: row["redeemed"], adjusted: row["adjusted"],
-                ledgerEntries: row["ledger_entries"], usageRecords: row["usage_records"])
-            let days = LocalDays(timeZone: week.timeZone) ?? LocalDays(timeZone: "UTC")!
-            let last = days.day(week.week, plus: 6) ?? week.week
-            var apps: [String: AppUsage] = [:]
-            for day in try Row.fetchAll(db, sql: """
-                SELECT d.learning_seconds, d.reward_seconds, d.points, d.apps FROM days d
-                JOIN devices v ON v.family = d.family AND v.device_id = d.device_id
-                WHERE d.family = ? AND v.child_ref = ? AND d.day BETWEEN ? AND ?
-                """, arguments: [week.family, week.child, week.week, last]) {
-                week.learning += day["learning_seconds"]
-                week.reward += day["reward_seconds"]
-                week.accrued += day["points"]
-                for app in (try? AppsJSON.decode(day["apps"])) ?? [] {
-                    var merged = apps[app.app] ?? AppUsage(app: app.app, category: app.category, seconds: 0, points: 0)
-                    merged.seconds += app.seconds
-                    merged.points += app.points
-                    apps[app.app] = merged
-                }
+    /// The weeks to write, each with its days (as reports read them) and carried ledger.
+    private func pendingWeeks(limit: Int) throws -> [PendingWeek] {
+        var weeks = try self.database.pool.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT o.family, o.child, o.week, o.version, coalesce(f.time_zone, 'UTC') AS time_zone,
+                    coalesce(c.redeemed, 0) AS redeemed, coalesce(c.adjusted, 0) AS adjusted,
+                    coalesce(c.ledger_entries, 0) AS ledger_entries, coalesce(c.usage_records, 0) AS usage_records
+                FROM week_outbox o
+                LEFT JOIN families f ON f.family = o.family
+                LEFT JOIN carried c ON c.family = o.family AND c.child = o.child AND c.week = o.week
+                ORDER BY o.family LIMIT ?
+                """, arguments: [limit]).map { row in
+                PendingWeek(family: row["family"], child: row["child"], week: row["week"], version: row["version"], timeZone: row["time_zone"],
+                            redeemed: row["redeemed"], adjusted: row["adjusted"], ledgerEntries: row["ledger_entries"], usageRecords: row["usage_records"])
             }
-            week.apps = apps.values.sorted { ($0.seconds, $1.app) > ($1.seconds, $0.app) }
-            return week
         }
+        for index in weeks.indices {
+            let week = weeks[index]
+            let last = LocalDays(timeZone: week.timeZone)?.day(week.week, plus: 6) ?? week.week
+            let devices = try self.database.devices(ofChild: week.child, family: week.family)
+            for day in try self.database.days(family: week.family, devices: devices, from: week.week, to: last) { weeks[index].days.add(day) }
+        }
+        return weeks
     }
 
     private func prune() async throws -> Int {
@@ -167,7 +152,7 @@ struct RollUps: Sendable {
                 if let asOf, asOf < today {
                     throw RPCError.invalidParams("params.asOf", "must not be before today (\(today) in the family's time zone): retention only moves forward")
                 }
-                guard let done = try Retention.rollUp(family: family, today: max(asOf ?? today, today), retentionDays: retentionDays, db) else { continue }
+                guard let done = try Retention.rollUp(family: family, today: asOf ?? today, retentionDays: retentionDays, db) else { continue }
                 rolled.append(done)
                 if !done.weeks.isEmpty {
                     self.logger.info("weeks rolled up", metadata: [

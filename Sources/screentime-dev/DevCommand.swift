@@ -73,12 +73,8 @@ struct Up: ParsableCommand {
         }
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
         let console = Console(names: Self.services.map(\.0))
-        let supervisor: Supervisor
-        do {
-            supervisor = try Supervisor(services: definitions, runtimeDirectory: runtime, console: console, stopTimeout: .milliseconds(Int64(self.stopTimeout * 1000)))
-        } catch let error as DevError {
-            throw ValidationError(error.description)
-        }
+        // A socket in use or a path too long: said as it is (exit 1), without the usage text.
+        let supervisor = try Supervisor(services: definitions, runtimeDirectory: runtime, console: console, stopTimeout: .milliseconds(Int64(self.stopTimeout * 1000)))
         console.message("""
             ScreenTime Rewards stack in \(self.directory.path): sockets in run/, data in state/.
             Each service starts on the first connection to its socket. Ctrl-C stops everything.

@@ -3,8 +3,8 @@ import Foundation
 import PushAPI
 import RPCClient
 import RPCCore
+import StackSupport
 import StoreAPI
-import Synchronization
 import Testing
 import TestSupport
 
@@ -23,7 +23,7 @@ struct AlertTests {
         let stack = try await AggregatorStack.start(withPush: true)
         defer { stack.stopNow() }
         try await Self.thresholds(stack, ["alertRewardMinutesPerDay": 20, "alertOnBalanceExhausted": false])
-        let alerts = ParentAlerts(stack)
+        let alerts = parentAlerts(stack)
         try await stack.session("p1", app: "roblox", category: "reward", from: stack.at("2026-11-20 16:00"), to: stack.at("2026-11-20 16:15"))
         try await stack.settle(sessions: 1)
         try await alerts.expectQuiet(beyond: 0)
@@ -43,7 +43,7 @@ struct AlertTests {
     func balanceExhausted() async throws {
         let stack = try await AggregatorStack.start(withPush: true)
         defer { stack.stopNow() }
-        let alerts = ParentAlerts(stack)
+        let alerts = parentAlerts(stack)
         try await stack.session("learn", from: stack.at("2026-11-20 08:00"), to: stack.at("2026-11-20 08:05"))
         try await stack.session("play", app: "roblox", category: "reward", from: stack.at("2026-11-20 16:00"), to: stack.at("2026-11-20 16:10"))
         let first = try await alerts.wait(for: 1)
@@ -62,7 +62,7 @@ struct AlertTests {
         let stack = try await AggregatorStack.start(aggregatorArguments: ["--alert-check-interval", "0.1"], withPush: true)
         defer { stack.stopNow() }
         try await Self.thresholds(stack, ["alertNoDataHours": 2, "alertOnBalanceExhausted": false])
-        let alerts = ParentAlerts(stack)
+        let alerts = parentAlerts(stack)
         let now = Date()
         try await stack.session("recent", from: now.addingTimeInterval(-3600), to: now.addingTimeInterval(-1800))
         try await stack.settle(sessions: 1)
@@ -88,50 +88,15 @@ struct AlertTests {
         try await stack.waitForSummary("2026-11-20") { $0?.reward == 600 }
         let push = try await ServiceProcess.start("screentime-pushd", service: "push", in: stack.harness.directory, stateDirectory: stack.harness.state)
         defer { push.stopNow() }
-        let alerts = ParentAlerts(stack)
+        let alerts = parentAlerts(stack)
         let received = try await alerts.wait(for: 1, timeout: .seconds(20))
         #expect(received[0].fields?["alert"] == "rewardToday")
     }
 }
 
-/// The family's parent listening on push.
-final class ParentAlerts: Sendable {
-    private let received = Mutex<[PushNotification]>([])
-    private let task: Mutex<Task<Void, Never>?> = Mutex(nil)
-
-    init(_ stack: AggregatorStack) {
-        let client = RPCClient(configuration: ClientConfiguration(
-            socketPath: stack.harness.directory.file("push.sock"), connectTimeout: .seconds(20), auth: Auth(token: stack.family.parentCredential.token)))
-        let task = Task { [weak self] in
-            while !Task.isCancelled {
-                do {
-                    for try await event in client.stream(PushMethods.listen, ListenParams()) {
-                        if case .item(let notification) = event, notification.reason == .message { self?.received.withLock { $0.append(notification) } }
-                    }
-                } catch {}
-                try? await Task.sleep(for: .milliseconds(100))  // push not up yet: listen again
-            }
-        }
-        self.task.withLock { $0 = task }
-    }
-
-    var notifications: [PushNotification] { self.received.withLock { $0 } }
-
-    @discardableResult
-    func wait(for count: Int, timeout: Duration = .seconds(10)) async throws -> [PushNotification] {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let now = self.notifications
-            if now.count >= count { return now }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        throw TestFailure("expected \(count) alerts within \(timeout), got \(self.notifications.map { $0.alert?.title ?? "" })")
-    }
-
-    func expectQuiet(beyond count: Int, for duration: Duration = .milliseconds(500), sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        try await Task.sleep(for: duration)
-        #expect(self.notifications.count == count, "unexpected alerts: \(self.notifications.dropFirst(count).map { $0.alert?.title ?? "" })", sourceLocation: sourceLocation)
-    }
-
-    deinit { self.task.withLock { $0?.cancel() } }
+/// The family's parent listening on push for alerts (messages), from before push is up.
+func parentAlerts(_ stack: AggregatorStack) -> Listening {
+    let client = RPCClient(configuration: ClientConfiguration(
+        socketPath: stack.harness.directory.file("push.sock"), connectTimeout: .seconds(20), auth: Auth(token: stack.family.parentCredential.token)))
+    return Listening(client, reconnecting: true, only: .message)
 }

@@ -4,7 +4,6 @@ import RPCClient
 import RPCCore
 import StackSupport
 import StoreAPI
-import Synchronization
 import Testing
 import TestSupport
 
@@ -71,48 +70,4 @@ final class PushStack: @unchecked Sendable {
     func deleteUsage(_ name: String) async throws {
         _ = try await self.child.store.call(StoreMethods.modify, ModifyParams(family: self.family.family, zone: self.child.zone, deletes: [RecordDelete(recordName: name)]))
     }
-}
-
-/// A device's `push.listen`, collecting what arrives.
-final class Listening: Sendable {
-    private let received = Mutex<[PushNotification]>([])
-    private let ended = Mutex<(any Error)?>(nil)
-    private let task: Mutex<Task<Void, Never>?> = Mutex(nil)
-
-    init(_ client: RPCClient, after: Int64? = nil) {
-        let task = Task { [weak self] in
-            do {
-                for try await event in client.stream(PushMethods.listen, ListenParams(after: after)) {
-                    if case .item(let notification) = event { self?.received.withLock { $0.append(notification) } }
-                }
-            } catch {
-                self?.ended.withLock { $0 = error }
-            }
-        }
-        self.task.withLock { $0 = task }
-    }
-
-    var notifications: [PushNotification] { self.received.withLock { $0 } }
-    var error: (any Error)? { self.ended.withLock { $0 } }
-
-    /// Waits until `count` notifications have arrived (or fails after `timeout`).
-    @discardableResult
-    func wait(for count: Int, timeout: Duration = .seconds(10)) async throws -> [PushNotification] {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let now = self.notifications
-            if now.count >= count { return now }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        throw TestFailure("expected \(count) notifications within \(timeout), got \(self.notifications.count): \(self.notifications.map(\.reason))")
-    }
-
-    /// Checks that nothing more arrives for a while.
-    func expectQuiet(beyond count: Int, for duration: Duration = .milliseconds(500), sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        try await Task.sleep(for: duration)
-        #expect(self.notifications.count == count, "unexpected notifications: \(self.notifications.dropFirst(count).map(\.reason))", sourceLocation: sourceLocation)
-    }
-
-    func cancel() { self.task.withLock { $0?.cancel() } }
-    deinit { self.task.withLock { $0?.cancel() } }
 }

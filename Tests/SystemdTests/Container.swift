@@ -89,11 +89,17 @@ final class Container: @unchecked Sendable {
     /// Runs a command inside the container.
     @discardableResult
     func run(_ arguments: String..., timeout: Duration = .seconds(120)) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await self.run(arguments, timeout: timeout)
+    }
+
+    @discardableResult
+    func run(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> (status: Int32, stdout: String, stderr: String) {
         try await runCommand("/usr/bin/nsenter", ["-t", "\(self.systemd)", "-a"] + arguments, timeout: timeout)
     }
 
+    @discardableResult
     func shell(_ script: String, timeout: Duration = .seconds(120)) async throws -> (status: Int32, stdout: String, stderr: String) {
-        try await runCommand("/usr/bin/nsenter", ["-t", "\(self.systemd)", "-a", "/bin/bash", "-c", script], timeout: timeout)
+        try await self.run(["/bin/bash", "-c", script], timeout: timeout)
     }
 
     /// `systemctl show -p NAME --value UNIT`.
@@ -111,10 +117,6 @@ final class Container: @unchecked Sendable {
     func install(_ extra: String...) async throws {
         let installed = try await self.run(["\(Self.checkout)/deploy/install.sh", "--bin-dir", Self.binaries] + extra)
         guard installed.status == 0 else { throw TestFailure("install.sh failed (\(installed.status)): \(installed.stdout)\(installed.stderr)") }
-    }
-
-    func run(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> (status: Int32, stdout: String, stderr: String) {
-        try await runCommand("/usr/bin/nsenter", ["-t", "\(self.systemd)", "-a"] + arguments, timeout: timeout)
     }
 
     static let checkout = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
