@@ -2,12 +2,20 @@ import Foundation
 import RPCClient
 import RPCCore
 import StoreAPI
+import Synchronization
 import Testing
 import TestSupport
 
 /// The services installed with deploy/install.sh under a real systemd, checked through
 /// systemctl and journalctl inside the container. Skipped, with the reason in the test
 /// output, where a container cannot boot (not root, no systemd-nspawn).
+/// Set once, read from any task.
+final class Flag: Sendable {
+    private let value = Mutex(false)
+    func set() { self.value.withLock { $0 = true } }
+    var isSet: Bool { self.value.withLock { $0 } }
+}
+
 @Suite("Under a real systemd: install, socket activation, journal, restarts, watchdog, permissions",
        .serialized, .enabled(if: Container.unavailable == nil, "SYSTEM TESTS NOT RUN: \(Container.unavailable ?? "")"))
 struct SystemdTests {
@@ -106,6 +114,79 @@ struct SystemdTests {
             }
             #expect(try await container.run("journalctl", "-u", "screentime-pairing", "--no-pager").stdout.contains("Watchdog timeout"))
             #expect(try await container.client("pairing").call("rpc.ping")["service"] == "pairing")
+        }
+    }
+
+    @Test("systemctl stop while clients keep writing: the requests in flight finish and are answered, the stop is clean, and the next request activates the store again")
+    func stopWithRequestsInFlight() async throws {
+        try await Container.with { container in
+            try await container.install()
+            let store = container.client("store")
+            _ = try await store.call(StoreMethods.createFamily, CreateFamilyParams(family: "smith"))
+            _ = try await store.call(StoreMethods.createZone, ZoneParams(family: "smith", zone: "usage"))
+
+            // Writers on their own connections, each sending atomic 200-record batches one
+            // after the other, so the store is always busy with some when the stop comes.
+            let stopped = Flag()
+            let writers = (0..<12).map { writer in
+                Task {
+                    let client = container.client("store")
+                    var outcomes: [(names: [String], error: RPCError?)] = []
+                    var batch = 0
+                    // Keep writing until a while after the stop, across the re-activation.
+                    var afterStop = 0
+                    while afterStop < 3 {
+                        let names = (0..<200).map { "w\(writer)-b\(batch)-\($0)" }
+                        let saves = names.map { name in
+                            RecordSave(recordType: "UsageRecord", recordName: name, fields: [
+                                "logicalID": "org.khan", "deviceID": "tablet", "category": "learning", "totalSeconds": .int(60),
+                                "sessionStart": .date(Date(timeIntervalSince1970: 1_790_000_000)), "sessionEnd": .date(Date(timeIntervalSince1970: 1_790_000_060)),
+                            ])
+                        }
+                        do {
+                            _ = try await client.call(StoreMethods.modify, ModifyParams(family: "smith", zone: "usage", saves: saves, savePolicy: .allKeys, atomic: true))
+                            outcomes.append((names, nil))
+                        } catch let error as RPCError {
+                            outcomes.append((names, error))
+                        }
+                        batch += 1
+                        if stopped.isSet { afterStop += 1 }
+                    }
+                    return outcomes
+                }
+            }
+            try await Task.sleep(for: .milliseconds(500))
+            let pid = try await container.property("MainPID", of: "screentime-store.service")
+            try await container.run("systemctl", "stop", "screentime-store.service")
+            stopped.set()
+            var outcomes: [(names: [String], error: RPCError?)] = []
+            for writer in writers {
+                let written = try await writer.value
+                #expect(written.last?.error == nil, "writes go on once the store is activated again")
+                outcomes += written
+            }
+
+            // The stop was a graceful one, with requests in flight that it waited for.
+            let journal = try await container.run("journalctl", "_PID=\(pid)", "-o", "json", "--no-pager").stdout.split(separator: "\n")
+                .compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            let stopping = journal.first { $0["MESSAGE"] as? String == "stopping" }
+            #expect((stopping?["IN_FLIGHT"] as? String).flatMap(Int.init).map { $0 > 0 } == true, "\(String(describing: stopping))")
+            #expect(journal.contains { $0["MESSAGE"] as? String == "stopped" }, "the store logged its clean stop")
+            #expect(!journal.contains { ($0["MESSAGE"] as? String)?.contains("cancelling") == true })
+
+            // Every answered batch is stored; a batch that got no answer (sent on a connection
+            // the stopping store no longer read) left nothing behind, so a retry is safe.
+            let failed = outcomes.filter { $0.error != nil }
+            #expect(failed.allSatisfy { $0.error?.code == .unavailable }, "\(failed.map { $0.error.map(String.init(describing:)) ?? "" })")
+            for outcome in outcomes {
+                let fetched = try await store.call(StoreMethods.fetch, FetchParams(family: "smith", zone: "usage", recordNames: outcome.names))
+                if outcome.error == nil {
+                    #expect(fetched.missing.isEmpty, "an acknowledged batch lost \(fetched.missing.count) records")
+                } else {
+                    #expect(fetched.records.isEmpty, "an unanswered batch was applied (\(fetched.records.count) records): its reply was lost")
+                }
+            }
+            #expect(try await container.property("MainPID", of: "screentime-store.service") != pid)
         }
     }
 
