@@ -240,6 +240,7 @@ let package = Package(
                 "AggregatorAPI",
                 "UsageModel",
                 "ServiceKit",
+                "SystemdContainer",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -247,6 +248,8 @@ let package = Package(
         ),
         // Starting child processes with only the descriptors meant for them.
         .target(name: "ProcessSpawn", swiftSettings: strict),
+        // A real systemd booted in a container, for the system tests and the cold-start benchmark.
+        .target(name: "SystemdContainer", dependencies: ["ProcessSpawn"], swiftSettings: strict),
         // The local stack: sockets held, services started on demand and restarted, logs.
         .target(name: "DevStack", dependencies: ["ProcessSpawn"], swiftSettings: strict),
         .executableTarget(
@@ -261,6 +264,10 @@ let package = Package(
             name: "screentimectl",
             dependencies: [
                 "AggregatorAPI",
+                "PairingAPI",
+                "PushAPI",
+                "StoreAPI",
+                .product(name: "Crypto", package: "swift-crypto"),
                 "QRCode",
                 "RPCCore",
                 "RPCClient",
@@ -403,6 +410,7 @@ let package = Package(
             name: "SystemdTests",
             dependencies: [
                 "TestSupport",
+                "SystemdContainer",
                 "RPCCore",
                 "RPCClient",
                 "StoreAPI",

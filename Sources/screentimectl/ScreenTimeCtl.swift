@@ -8,22 +8,34 @@ import Synchronization
 struct ScreenTimeCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "screentimectl",
-        abstract: "Administer a ScreenTime Rewards server: call any method of any of its services; print reports.",
+        abstract: "Administer a ScreenTime Rewards server, and play its parent and child devices.",
         discussion: """
             SERVICE is a service name (store, pairing, push, aggregator), whose socket is \
             <runtime-dir>/<name>.sock, or a path to a socket.
 
+            Device mode: each --profile is a simulated device (its id, role and credential), so \
+            one terminal can be a parent and another a child. `screentimectl demo` runs the whole \
+            story against a running server.
+
+            Shell completions: screentimectl --generate-completion-script bash|zsh|fish.
+
             Exit status:
               0   success
               1   the service answered with an error (its code and message are on stderr)
-              64  the command line is wrong
-              65  the input is not valid (parameters that are not JSON, text too long for a QR code)
+              64  the command line is wrong, or the profile has the wrong role for the command
+              65  the input is not valid (parameters that are not JSON, text too long for a QR code, a bad CSV)
+              66  no such profile
               69  the service cannot be reached (not running, wrong socket, connection lost)
-              73  an output file cannot be written
+              73  an output file or a profile cannot be written (or the profile exists already)
               75  the service did not answer in time (--timeout)
               130 interrupted (Ctrl-C)
             """,
-        subcommands: [Ping.self, Describe.self, Call.self, QR.self, ReportCommand.self]
+        subcommands: [
+            Ping.self, Describe.self, Call.self, QR.self,
+            FamilyCommand.self, ParentCommand.self, ChildCommand.self, DevicesCommand.self, DeviceCommand.self,
+            AppsCommand.self, CommandsCommand.self, UsageCommand.self, WatchCommand.self,
+            SummaryCommand.self, BalanceCommand.self, LedgerCommand.self, ReportCommand.self,
+        ]
     )
 }
 
@@ -210,6 +222,8 @@ enum Output {
     static func orExit<T>(_ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
+        } catch let error as CLIError {
+            fail("screentimectl: \(error)", exitCode: error.code.exitStatus)
         } catch let error as RPCError {
             var line = "screentimectl: \(error.code): \(error.message)"
             if let data = error.data, let text = try? String(decoding: RPCJSON.makeEncoder().encode(data), as: UTF8.self) {
@@ -217,13 +231,24 @@ enum Output {
             }
             let status: Int32
             switch error.code {
-            case .unavailable where error.data?["socket"] != nil: status = 69
+            case .unavailable where error.data?["socket"] != nil:
+                line += "\n  Is the server running? Start a local one with `screentime-dev up`, or `systemctl start screentime.target`; --runtime-dir or $SCREENTIME_RUNTIME_DIR tell where its sockets are."
+                status = 69
             case .timeout: status = 75
             case .cancelled: status = 130
             default: status = 1
             }
             if error.code == .unavailable, error.message.hasPrefix("the connection") { fail(line, exitCode: 69) }
             fail(line, exitCode: status)
+        }
+    }
+
+    /// A line written at once (a pipe's reader sees it now, not when a buffer fills).
+    static func line(_ text: String) {
+        do {
+            try FileHandle.standardOutput.write(contentsOf: Data((text + "\n").utf8))
+        } catch {
+            Foundation.exit(0)
         }
     }
 

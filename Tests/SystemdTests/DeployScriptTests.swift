@@ -1,4 +1,5 @@
 import Foundation
+import SystemdContainer
 import Testing
 import TestSupport
 

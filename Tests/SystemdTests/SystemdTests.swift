@@ -3,6 +3,7 @@ import RPCClient
 import RPCCore
 import StoreAPI
 import Synchronization
+import SystemdContainer
 import Testing
 import TestSupport
 

@@ -10,17 +10,20 @@ struct ReportCommand: AsyncParsableCommand {
         discussion: """
             Examples:
               screentimectl report --family smith --child emma --from 2026-11-01 --to 2026-11-30
-              screentimectl report --token "$PARENT_TOKEN" --child emma --from 2026-09-01 --to 2026-11-30 --by week --svg emma.svg
+              screentimectl report --profile mum --child emma --from 2026-09-01 --to 2026-11-30 --by week --svg emma.svg
+              screentimectl report --profile mum --child emma          (the last 7 days)
+            As the server's administrator give --family; as a parent's device give --profile (or --token).
             """
     )
 
-    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var device: DeviceOptions
+    var connection: ConnectionOptions { self.device.connection }
 
-    @Option(help: "The family (local administration; a parent's --token implies it).") var family: String?
+    @Option(help: "The family (local administration; a parent's profile or --token implies it).") var family: String?
     @Option(help: "The child's id, as paired (all the child's devices).") var child: String?
     @Option(name: .customLong("device"), help: "One device instead of a child.") var deviceId: String?
-    @Option(help: "First local day, YYYY-MM-DD.") var from: String
-    @Option(help: "Last local day, YYYY-MM-DD (included).") var to: String
+    @Option(help: "First local day, YYYY-MM-DD (default: 6 days before --to).") var from: String?
+    @Option(help: "Last local day, YYYY-MM-DD, included (default: today).") var to: String?
     @Option(help: "day or week.") var by: ReportPeriod = .day
     @Option(help: ArgumentHelp("Also write a chart of learning vs reward time per period.", valueName: "file.svg")) var svg: String?
     @Option(help: ArgumentHelp("Also write the CSV export (one line per device, day and app).", valueName: "file.csv")) var csv: String?
@@ -31,8 +34,11 @@ struct ReportCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let client = self.connection.client(for: "aggregator")
-        let params = ReportParams(family: self.family, child: self.child, deviceId: self.deviceId, from: self.from, to: self.to, by: self.by)
+        let usesProfile = self.device.profileName != nil || ProcessInfo.processInfo.environment["SCREENTIME_PROFILE"].map { !$0.isEmpty } == true
+        let client = try await Output.orExit { usesProfile ? try self.device.device(.parent).aggregator : self.connection.client(for: "aggregator") }
+        let to = self.to ?? LocalDay.today()
+        let from = try self.from ?? LocalDay.adding(-6, to: to)
+        let params = ReportParams(family: self.family, child: self.child, deviceId: self.deviceId, from: from, to: to, by: self.by)
         let report = try await Output.orExit { try await client.call(AggregatorMethods.report, params) }
         if let svg = self.svg { try Self.write(ReportChart.svg(report), to: svg) }
         if let csv = self.csv {
@@ -62,36 +68,17 @@ enum ReportTable {
     static func text(_ report: Report) -> String {
         let who = report.child.map { "child \($0)" } ?? "device \(report.deviceId ?? "")"
         var lines = ["\(report.family), \(who): \(report.from) to \(report.to), by \(report.by.rawValue) (\(report.timeZone))", ""]
-        let header = ["Period", "Learning", "Reward", "Points", "Top app"]
-        var rows = report.rows.map { row in
+        let rows = report.rows.map { row in
             [row.period, Self.time(row.learningSeconds), Self.time(row.rewardSeconds), String(row.points),
              row.topApps.first.map { "\($0.app) (\(Self.time($0.seconds)))" } ?? ""]
         }
-        rows.append(["Total", Self.time(report.learningSeconds), Self.time(report.rewardSeconds), String(report.points),
-                     report.topApps.first.map { "\($0.app) (\(Self.time($0.seconds)))" } ?? ""])
-        let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
-        let format = { (cells: [String]) -> String in
-            cells.enumerated().map { index, cell in
-                // Numbers right-aligned, text left-aligned; the last column unpadded.
-                if index == cells.count - 1 { return cell }
-                let pad = String(repeating: " ", count: widths[index] - cell.count)
-                return (1...3).contains(index) ? pad + cell : cell + pad
-            }.joined(separator: "  ").replacingOccurrences(of: "\\s+$", with: "", options: .regularExpression)
-        }
-        lines.append(format(header))
-        lines.append(contentsOf: rows.dropLast().map(format))
-        lines.append(widths.map { String(repeating: "-", count: $0) }.joined(separator: "  "))
-        lines.append(format(rows.last!))
-        return lines.joined(separator: "\n") + "\n"
+        let totals = ["Total", Self.time(report.learningSeconds), Self.time(report.rewardSeconds), String(report.points),
+                      report.topApps.first.map { "\($0.app) (\(Self.time($0.seconds)))" } ?? ""]
+        lines.append(Table.render(["Period", "Learning", "Reward", "Points", "Top app"], rows, rightAligned: [1, 2, 3], totals: totals))
+        return lines.joined(separator: "\n")
     }
 
-    /// `1h 05m`, `12m`, `45s`, `0`.
-    static func time(_ seconds: Int64) -> String {
-        if seconds == 0 { return "0" }
-        if seconds < 60 { return "\(seconds)s" }
-        let minutes = seconds / 60
-        return minutes < 60 ? "\(minutes)m" : String(format: "%dh %02dm", minutes / 60, minutes % 60)
-    }
+    static func time(_ seconds: Int64) -> String { Table.time(seconds) }
 }
 
 /// Learning vs reward time per period, as grouped bars, in SVG.

@@ -1,23 +1,23 @@
 import Foundation
 import Glibc
-import RPCClient
-import Synchronization
-import TestSupport
+import ProcessSpawn
 
 /// A real systemd, booted in a container: an overlay whose lower layer is `/` (so the
 /// checkout and its build are inside) and whose upper layer is on a tmpfs, booted with
 /// `systemd-nspawn -b`; commands run in it through `nsenter`. Needs root and
-/// systemd-nspawn (Debian's systemd-container).
-final class Container: @unchecked Sendable {
-    let base: String
-    let nspawn: pid_t
+/// systemd-nspawn (Debian's systemd-container). Used by the system tests and the cold-start
+/// benchmark.
+public final class Container: Sendable {
+    public let base: String
+    public let nspawn: pid_t
     /// The container's systemd (PID 1 inside).
-    let systemd: pid_t
+    public let systemd: pid_t
 
-    var root: String { self.base + "/root" }
+    /// The container's file system, seen from the host.
+    public var root: String { self.base + "/root" }
 
-    /// Why the system tests cannot run here, or nil when they can.
-    static let unavailable: String? = {
+    /// Why a container cannot boot here, or nil when it can.
+    public static let unavailable: String? = {
         guard getuid() == 0 else { return "they need root (systemd-nspawn and an overlay mount)" }
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-nspawn") else { return "systemd-nspawn is missing (apt-get install systemd-container)" }
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/nsenter") else { return "nsenter is missing (util-linux)" }
@@ -25,24 +25,25 @@ final class Container: @unchecked Sendable {
     }()
 
     /// Boots a container, runs `body` with it, and powers it off (also when `body` throws).
-    static func with(_ body: (Container) async throws -> Void) async throws {
+    public static func with<T>(_ body: (Container) async throws -> T) async throws -> T {
         let container = try await Self.boot()
         do {
-            try await body(container)
+            let result = try await body(container)
+            await container.powerOff()
+            return result
         } catch {
             await container.powerOff()
             throw error
         }
-        await container.powerOff()
     }
 
-    static func boot() async throws -> Container {
+    public static func boot() async throws -> Container {
         let base = "/dev/shm/st-systemd-\(UUID().uuidString.prefix(8))"
         for directory in ["upper", "work", "root"] {
             try FileManager.default.createDirectory(atPath: "\(base)/\(directory)", withIntermediateDirectories: true)
         }
         let mounted = try await runCommand("/usr/bin/mount", ["-t", "overlay", "overlay", "-o", "lowerdir=/,upperdir=\(base)/upper,workdir=\(base)/work", "\(base)/root"])
-        guard mounted.status == 0 else { throw TestFailure("cannot mount the overlay: \(mounted.stderr)") }
+        guard mounted.status == 0 else { throw ContainerError("cannot mount the overlay: \(mounted.stderr)") }
         // Its own machine id, or journald and systemd would share the host's.
         try? FileManager.default.removeItem(atPath: "\(base)/root/etc/machine-id")
         let nspawn = try Spawn(
@@ -54,7 +55,7 @@ final class Container: @unchecked Sendable {
         var systemd: pid_t?
         while ContinuousClock.now < deadline {
             if ChildExit.poll(nspawn) != nil {
-                throw TestFailure("systemd-nspawn exited: \((try? String(contentsOfFile: "\(base)/boot.log", encoding: .utf8)) ?? "")")
+                throw ContainerError("systemd-nspawn exited: \((try? String(contentsOfFile: "\(base)/boot.log", encoding: .utf8)) ?? "")")
             }
             if systemd == nil { systemd = Self.child(of: nspawn) }
             if let pid = systemd {
@@ -72,7 +73,7 @@ final class Container: @unchecked Sendable {
         kill(nspawn, SIGKILL)
         _ = try? await ChildExit.wait(nspawn, timeout: .seconds(10))
         _ = try? await runCommand("/usr/bin/umount", ["\(base)/root"])
-        throw TestFailure("the container's systemd did not come up within 60 s; systemd \(systemd.map(String.init) ?? "not found"), jobs: \(jobs ?? "?")\nboot log:\n\(log.suffix(3000))")
+        throw ContainerError("the container's systemd did not come up within 60 s; systemd \(systemd.map(String.init) ?? "not found"), jobs: \(jobs ?? "?")\nboot log:\n\(log.suffix(3000))")
     }
 
     private init(base: String, nspawn: pid_t, systemd: pid_t) {
@@ -88,51 +89,42 @@ final class Container: @unchecked Sendable {
 
     /// Runs a command inside the container.
     @discardableResult
-    func run(_ arguments: String..., timeout: Duration = .seconds(120)) async throws -> (status: Int32, stdout: String, stderr: String) {
+    public func run(_ arguments: String..., timeout: Duration = .seconds(120)) async throws -> (status: Int32, stdout: String, stderr: String) {
         try await self.run(arguments, timeout: timeout)
     }
 
     @discardableResult
-    func run(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> (status: Int32, stdout: String, stderr: String) {
+    public func run(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> (status: Int32, stdout: String, stderr: String) {
         try await runCommand("/usr/bin/nsenter", ["-t", "\(self.systemd)", "-a"] + arguments, timeout: timeout)
     }
 
     @discardableResult
-    func shell(_ script: String, timeout: Duration = .seconds(120)) async throws -> (status: Int32, stdout: String, stderr: String) {
+    public func shell(_ script: String, timeout: Duration = .seconds(120)) async throws -> (status: Int32, stdout: String, stderr: String) {
         try await self.run(["/bin/bash", "-c", script], timeout: timeout)
     }
 
     /// `systemctl show -p NAME --value UNIT`.
-    func property(_ name: String, of unit: String) async throws -> String {
+    public func property(_ name: String, of unit: String) async throws -> String {
         try await self.run("systemctl", "show", "-p", name, "--value", unit).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    /// A client of a service's socket inside the container, from the host (through the
-    /// container's root in /proc).
-    func client(_ service: String, timeout: Duration = .seconds(30)) -> RPCClient {
-        RPCClient(configuration: ClientConfiguration(socketPath: "/proc/\(self.systemd)/root/run/screentime/\(service).sock", callTimeout: timeout, connectTimeout: .seconds(10)))
+    /// The path, seen from the host, of a file inside the container (a socket, say),
+    /// through the container's root in /proc.
+    public func hostPath(_ inside: String) -> String {
+        "/proc/\(self.systemd)/root" + inside
     }
-
-    /// Installs with the project's own install script, from this checkout's debug build.
-    func install(_ extra: String...) async throws {
-        let installed = try await self.run(["\(Self.checkout)/deploy/install.sh", "--bin-dir", Self.binaries] + extra)
-        guard installed.status == 0 else { throw TestFailure("install.sh failed (\(installed.status)): \(installed.stdout)\(installed.stderr)") }
-    }
-
-    static let checkout = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
-    static var binaries: String { (Binaries.path("screentime-stored") as NSString).deletingLastPathComponent }
 
     /// Waits until `condition` holds (checked every 100 ms).
-    func waitUntil(_ what: String, timeout: Duration = .seconds(30), _ condition: () async throws -> Bool) async throws {
+    public func waitUntil(_ what: String, timeout: Duration = .seconds(30), _ condition: () async throws -> Bool) async throws {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if (try? await condition()) == true { return }
             try await Task.sleep(for: .milliseconds(100))
         }
-        throw TestFailure("\(what) did not happen within \(timeout)")
+        throw ContainerError("\(what) did not happen within \(timeout)")
     }
 
-    func powerOff() async {
+    public func powerOff() async {
         _ = try? await self.run("systemctl", "poweroff")
         let deadline = ContinuousClock.now + .seconds(30)
         while ChildExit.poll(self.nspawn) == nil {
@@ -146,4 +138,9 @@ final class Container: @unchecked Sendable {
         _ = try? await runCommand("/usr/bin/umount", [self.root])
         try? FileManager.default.removeItem(atPath: self.base)
     }
+}
+
+public struct ContainerError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
 }

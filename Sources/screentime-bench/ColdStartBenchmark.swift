@@ -1,0 +1,200 @@
+import ArgumentParser
+import Foundation
+import Glibc
+import SystemdContainer
+
+/// Cold start under a real systemd: the services installed with deploy/install.sh in a
+/// booted container, each stopped while its socket stays with systemd, then timed from the
+/// first connection to the first reply; beside a minimal C socket-activated service
+/// (Benchmarks/floor/activated.c) under the same unit settings and under a bare unit.
+/// Then each service's resident memory once idle.
+struct ColdStartBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "coldstart",
+        abstract: "Benchmarks cold start under a real systemd (a container; needs root and systemd-nspawn) and idle memory per service.",
+        discussion: """
+            Each round stops the service (its socket stays listening), then times connect, \
+            rpc.ping and the reply: systemd starting the process included. The comparison is \
+            a minimal C service activated the same way with the same hardening (the sandbox's \
+            set-up is systemd's work, the same for any service), and the same C service under a \
+            bare unit for reference.
+            """
+    )
+
+    static let services = ["store", "pairing", "push", "aggregator"]
+    static let floorUnit = "screentime-cfloor"
+    static let bareUnit = "screentime-cfloor-bare"
+    static let floorBinary = "/usr/local/libexec/screentime-bench/activated"
+
+    @Option(help: "Cold starts timed per service.")
+    var rounds = 15
+
+    @OptionGroup var common: CommonOptions
+
+    func validate() throws {
+        guard self.rounds >= 3 else { throw ValidationError("--rounds must be at least 3") }
+    }
+
+    func run() async throws {
+        if let reason = Container.unavailable { throw BenchError("the cold-start benchmark boots a systemd container and cannot run here: \(reason)") }
+        let rounds = self.common.quick ? 3 : self.rounds
+        let directory = try WorkDirectory(self.common.workDirectory)
+        defer { directory.removeUnlessKept() }
+        let floor = directory.path + "/activated"
+        let source = Locations.packageRoot + "/Benchmarks/floor/activated.c"
+        guard try CFloor.run("/usr/bin/env", ["cc", "-O2", "-o", floor, source, "-lsystemd"]) == 0 else {
+            throw BenchError("cannot compile \(source) (cc and libsystemd-dev are needed)")
+        }
+        let binDirectory = self.common.binDirectory ?? Locations.binDirectory
+
+        say("booting a systemd container")
+        let figures = try await Container.with { container in
+            try await Self.install(into: container, binDirectory: binDirectory, floor: floor)
+            var coldStarts: [String: Samples] = [:]
+            for unit in Self.services.map({ "screentime-\($0)" }) + [Self.floorUnit, Self.bareUnit] {
+                say("\(unit): \(rounds) cold starts")
+                coldStarts[unit] = try await Self.coldStarts(of: unit, in: container, rounds: rounds)
+            }
+            // Every service has just answered; let them settle, then read their memory.
+            try await Task.sleep(for: .seconds(2))
+            var rss: [String: Double] = [:]
+            for unit in Self.services.map({ "screentime-\($0)" }) + [Self.floorUnit] {
+                rss[unit] = try await Self.residentMiB(of: unit, in: container)
+            }
+            return Self.figures(coldStarts: coldStarts, rss: rss)
+        }
+        Report.print("Cold start under systemd (p50 of \(rounds) rounds) and idle memory", figures)
+        if let json = self.common.json { try Report.writeJSON(figures, to: json) }
+    }
+
+    static func figures(coldStarts: [String: Samples], rss: [String: Double]) -> [Figure] {
+        let floor = coldStarts[Self.floorUnit]?.p50 ?? .nan
+        let bare = coldStarts[Self.bareUnit]?.p50 ?? .nan
+        var figures: [Figure] = []
+        for service in Self.services {
+            let p50 = coldStarts["screentime-\(service)"]?.p50 ?? .nan
+            figures.append(Figure(name: "\(service): cold first reply p50", value: p50 / 1000, unit: "ms",
+                                  comparison: "C service, same unit", comparisonValue: floor / 1000, ratio: floor / p50,
+                                  target: "≤ 3x", met: p50 <= 3 * floor))
+        }
+        figures.append(Figure(name: "C service, bare unit: cold first reply p50", value: bare / 1000, unit: "ms"))
+        let floorRSS = rss[Self.floorUnit] ?? .nan
+        for service in Self.services {
+            let mib = rss["screentime-\(service)"] ?? .nan
+            figures.append(Figure(name: "\(service): idle RSS", value: mib, unit: "MiB",
+                                  comparison: "C service", comparisonValue: floorRSS, ratio: floorRSS / mib,
+                                  target: "≤ 16 MiB", met: mib <= 16))
+        }
+        return figures
+    }
+
+    /// Installs the services with deploy/install.sh, and the C service under two units.
+    static func install(into container: Container, binDirectory: String, floor: String) async throws {
+        let installed = try await container.run([Locations.packageRoot + "/deploy/install.sh", "--bin-dir", binDirectory])
+        guard installed.status == 0 else { throw BenchError("deploy/install.sh failed in the container: \(installed.stdout)\(installed.stderr)") }
+        let files = FileManager.default
+        try files.createDirectory(atPath: container.root + "/usr/local/libexec/screentime-bench", withIntermediateDirectories: true)
+        try? files.removeItem(atPath: container.root + Self.floorBinary)
+        try files.copyItem(atPath: floor, toPath: container.root + Self.floorBinary)
+
+        // The C service under the pairing service's own [Service] settings, hardening included.
+        let pairing = try String(contentsOfFile: container.root + "/etc/systemd/system/screentime-pairing.service", encoding: .utf8)
+        let hardened = pairing.split(separator: "\n", omittingEmptySubsequences: false)
+            .drop { $0 != "[Service]" }
+            .filter { !$0.hasPrefix("ExecStart=") && !$0.hasPrefix("EnvironmentFile=") }
+            .joined(separator: "\n")
+        let units = [
+            "\(Self.floorUnit).socket": Self.socketUnit(Self.floorUnit),
+            "\(Self.floorUnit).service": "[Unit]\nDescription=C cold-start floor, hardened like the services\n\n" + hardened + "\nExecStart=\(Self.floorBinary)\n",
+            "\(Self.bareUnit).socket": Self.socketUnit(Self.bareUnit),
+            "\(Self.bareUnit).service": "[Unit]\nDescription=C cold-start floor, bare unit\n\n[Service]\nType=notify\nExecStart=\(Self.floorBinary)\n",
+        ]
+        for (name, text) in units {
+            try text.write(toFile: container.root + "/etc/systemd/system/" + name, atomically: true, encoding: .utf8)
+        }
+        // Many starts in a row are the point here: lift systemd's start rate limit.
+        for unit in Self.services.map({ "screentime-\($0)" }) + [Self.floorUnit, Self.bareUnit] {
+            let dropIn = container.root + "/etc/systemd/system/\(unit).service.d"
+            try files.createDirectory(atPath: dropIn, withIntermediateDirectories: true)
+            try "[Unit]\nStartLimitIntervalSec=0\n".write(toFile: dropIn + "/bench.conf", atomically: true, encoding: .utf8)
+        }
+        let started = try await container.shell("systemctl daemon-reload && systemctl start \(Self.floorUnit).socket \(Self.bareUnit).socket")
+        guard started.status == 0 else { throw BenchError("cannot start the C service's sockets: \(started.stderr)") }
+    }
+
+    static func socketUnit(_ name: String) -> String {
+        "[Unit]\nDescription=\(name) socket\n\n[Socket]\nListenStream=/run/screentime-bench/\(name).sock\nSocketMode=0666\nRemoveOnStop=yes\n"
+    }
+
+    static func socketPath(_ unit: String) -> String {
+        unit.hasPrefix("screentime-cfloor") ? "/run/screentime-bench/\(unit).sock" : "/run/screentime/\(unit.dropFirst("screentime-".count)).sock"
+    }
+
+    /// Stops the service (the socket stays with systemd), then times the first reply.
+    static func coldStarts(of unit: String, in container: Container, rounds: Int) async throws -> Samples {
+        var samples = Samples()
+        let socket = container.hostPath(Self.socketPath(unit))
+        for _ in 0..<rounds {
+            let stopped = try await container.run("systemctl", "stop", "\(unit).service")
+            guard stopped.status == 0 else { throw BenchError("systemctl stop \(unit) failed: \(stopped.stderr)") }
+            samples.add(try FirstReply.time(socket: socket))
+        }
+        return samples
+    }
+
+    static func residentMiB(of unit: String, in container: Container) async throws -> Double {
+        let pid = try await container.property("MainPID", of: "\(unit).service")
+        let status = try await container.run("cat", "/proc/\(pid)/status")
+        guard let line = status.stdout.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let kib = line.split(separator: " ").compactMap({ Double($0) }).first
+        else { throw BenchError("no VmRSS for \(unit) (pid \(pid)): \(status.stderr)") }
+        return kib / 1024
+    }
+}
+
+/// One connection, one `rpc.ping`, one reply, with blocking calls: nothing of a runtime in
+/// the measured path.
+enum FirstReply {
+    static func time(socket path: String) throws -> Duration {
+        let started = ContinuousClock.now
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw BenchError("socket(): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { throw BenchError("socket path too long: \(path)") }
+        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
+            buffer.copyBytes(from: bytes)
+            buffer[bytes.count] = 0
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard connected == 0 else { throw BenchError("cannot connect to \(path): \(String(cString: strerror(errno)))") }
+        let body = Array(#"{"id":1,"method":"rpc.ping"}"#.utf8)
+        let frame = withUnsafeBytes(of: UInt32(body.count).bigEndian, Array.init) + body
+        guard frame.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == frame.count else {
+            throw BenchError("cannot send to \(path): \(String(cString: strerror(errno)))")
+        }
+        var header = [UInt8](repeating: 0, count: 4)
+        try Self.readFully(fd, &header)
+        var reply = [UInt8](repeating: 0, count: Int(UInt32(bigEndian: header.withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) })))
+        try Self.readFully(fd, &reply)
+        let elapsed = ContinuousClock.now - started
+        guard String(decoding: reply, as: UTF8.self).contains("\"result\"") else {
+            throw BenchError("\(path) answered with an error: \(String(decoding: reply, as: UTF8.self))")
+        }
+        return elapsed
+    }
+
+    private static func readFully(_ fd: Int32, _ buffer: inout [UInt8]) throws {
+        var done = 0
+        while done < buffer.count {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress! + done, $0.count - done) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { throw BenchError("the connection closed before the reply") }
+            done += count
+        }
+    }
+}

@@ -1,0 +1,332 @@
+import ArgumentParser
+import Foundation
+import PushAPI
+import RPCCore
+import StoreAPI
+
+struct AppsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apps", abstract: "The family's app rules (parent): category, points per minute, enabled, blocked.",
+        subcommands: [Set.self, List.self], defaultSubcommand: List.self
+    )
+
+    struct Set: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Set an app's rule; every paired child device gets a pending command to apply it.",
+            discussion: "Example:\n  screentimectl apps set --profile mum org.khanacademy --category learning --points-per-minute 2"
+        )
+        @OptionGroup var device: DeviceOptions
+        @Argument(help: "The app's bundle id.") var bundleId: String
+        @Option(help: "learning or reward (needed the first time).") var category: String?
+        @Option(help: "Points earned per minute of use (learning apps).") var pointsPerMinute: Int?
+        @Option(help: "Whether the app counts at all (true or false).") var enabled: Bool?
+        @Option(help: "Whether the app is blocked on the child's devices (true or false).") var blocked: Bool?
+        @Option(help: "A name to show.") var name: String?
+
+        func validate() throws {
+            if let category = self.category, !["learning", "reward"].contains(category) { throw ValidationError("--category is learning or reward") }
+            if let points = self.pointsPerMinute, points < 0 { throw ValidationError("--points-per-minute must not be negative") }
+        }
+
+        func run() async throws {
+            try await Output.orExit {
+                let parent = try self.device.device(.parent)
+                let told = try await parent.setAppRule(self.bundleId, category: self.category, pointsPerMinute: self.pointsPerMinute,
+                                                       enabled: self.enabled, blocked: self.blocked, displayName: self.name)
+                print("Rule for \(self.bundleId) saved; \(told.isEmpty ? "no child device is paired yet" : "a command is pending for \(told.map(\.deviceId).joined(separator: ", "))").")
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the family's app rules.")
+        @OptionGroup var device: DeviceOptions
+
+        func run() async throws {
+            try await Output.orExit {
+                let parent = try self.device.device(.parent)
+                let rules = try await parent.appRules()
+                print(Table.render(["APP", "CATEGORY", "POINTS/MIN", "ENABLED", "BLOCKED"], rules.map { rule in
+                    [rule.fields["bundleId"]?.stringValue ?? rule.recordName, rule.fields["classification"]?.stringValue ?? "",
+                     rule.fields["pointsPerMinute"]?.intValue.map { String($0) } ?? "default", rule.fields["isEnabled"]?.boolValue.map { String($0) } ?? "true",
+                     rule.fields["blockingEnabled"]?.boolValue.map { String($0) } ?? "false"]
+                }, rightAligned: [2]), terminator: "")
+            }
+        }
+    }
+}
+
+struct CommandsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "commands", abstract: "The commands the parents sent to this child device: list them, or apply them.",
+        subcommands: [List.self, Apply.self], defaultSubcommand: List.self
+    )
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the pending commands.")
+        @OptionGroup var device: DeviceOptions
+
+        func run() async throws {
+            try await Output.orExit {
+                let child = try self.device.device(.child)
+                let commands = try await child.pendingCommands()
+                if commands.isEmpty { return print("No pending commands.") }
+                print(Table.render(["COMMAND", "TYPE", "CREATED", "PAYLOAD"], commands.map { command in
+                    [command.recordName, command.fields["commandType"]?.stringValue ?? "", command.fields["createdAt"]?.stringValue ?? "",
+                     command.fields["payloadJSON"]?.stringValue ?? ""]
+                }), terminator: "")
+            }
+        }
+    }
+
+    struct Apply: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Apply every pending command on this device and mark it executed.")
+        @OptionGroup var device: DeviceOptions
+
+        func run() async throws {
+            try await Output.orExit {
+                var child = try self.device.device(.child)
+                let commands = try await child.pendingCommands()
+                if commands.isEmpty { return print("No pending commands.") }
+                for command in commands {
+                    print("\(command.recordName): \(try await child.apply(command))")
+                }
+            }
+        }
+    }
+}
+
+struct UsageCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "usage", abstract: "Upload app usage sessions from this child device.",
+        subcommands: [Add.self, Import.self]
+    )
+
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Upload one session of an app.",
+            discussion: "Example:\n  screentimectl usage add --profile emma-tablet org.khanacademy --minutes 30\n(the session ends now unless --start or --end says otherwise)"
+        )
+        @OptionGroup var device: DeviceOptions
+        @Argument(help: "The app's bundle id.") var app: String
+        @Option(help: "How long the session lasted.") var minutes: Double
+        @Option(help: "When it started (RFC 3339, e.g. 2026-11-22T16:00:00+01:00).") var start: String?
+        @Option(help: "When it ended (RFC 3339); default now, or start + minutes.") var end: String?
+        @Option(help: "learning or reward; default the rule this device applied for the app.") var category: String?
+
+        func validate() throws {
+            guard self.minutes > 0 && self.minutes <= 24 * 60 else { throw ValidationError("--minutes is more than 0 and at most 1440") }
+            if self.start != nil && self.end != nil { throw ValidationError("give --start or --end, not both") }
+        }
+
+        func run() async throws {
+            try await Output.orExit {
+                let child = try self.device.device(.child)
+                let length = self.minutes * 60
+                let session: Device.Session
+                if let start = self.start {
+                    let begin = try Self.date(start, "--start")
+                    session = Device.Session(app: self.app, start: begin, end: begin.addingTimeInterval(length), category: self.category)
+                } else {
+                    let end = try self.end.map { try Self.date($0, "--end") } ?? Date()
+                    session = Device.Session(app: self.app, start: end.addingTimeInterval(-length), end: end, category: self.category)
+                }
+                let category = try child.category(of: session)
+                if category == "reward" && child.profile.shielded {
+                    throw CLIError(.refused, "reward apps are shielded on this device: earned time is used up (learning apps earn more)")
+                }
+                let names = try await child.upload([session])
+                print("Uploaded \(names[0]): \(self.app) (\(category)), \(Table.time(Int64(length))) from \(StoreDates.format(session.start)).")
+            }
+        }
+
+        static func date(_ text: String, _ option: String) throws(CLIError) -> Date {
+            guard let date = StoreDates.parse(text) else { throw CLIError(.invalidInput, "\(option) is not an RFC 3339 time (2026-11-22T16:00:00+01:00): \(text)") }
+            return date
+        }
+    }
+
+    struct Import: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Upload the sessions of a CSV file, in batches, with progress.",
+            discussion: """
+                The CSV has a header line naming its columns: app, start, end (RFC 3339) and, \
+                optionally, category (learning or reward; else the rule this device applied). \
+                Importing the same file again uploads nothing twice.
+                """
+        )
+        @OptionGroup var device: DeviceOptions
+        @Argument(help: "The CSV file, or - for standard input.") var file: String
+
+        func run() async throws {
+            try await Output.orExit {
+                let child = try self.device.device(.child)
+                let sessions = try UsageCSV.parse(try self.read())
+                guard !sessions.isEmpty else { throw CLIError(.invalidInput, "\(self.file) holds no sessions") }
+                for session in sessions { _ = try child.category(of: session) }
+                let names = try await child.upload(sessions) { done in Progress.count("uploaded", done, of: sessions.count) }
+                print("Imported \(names.count) sessions from \(self.file).")
+            }
+        }
+
+        func read() throws(CLIError) -> String {
+            if self.file == "-" { return String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self) }
+            guard let data = FileManager.default.contents(atPath: self.file) else { throw CLIError(.invalidInput, "cannot read \(self.file)") }
+            return String(decoding: data, as: UTF8.self)
+        }
+    }
+}
+
+/// Usage sessions from CSV: a header line, then `app,start,end[,category]` in any column order.
+enum UsageCSV {
+    static func parse(_ text: String) throws(CLIError) -> [Device.Session] {
+        let lines = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty && !$0.hasPrefix("#") }
+        guard let header = lines.first else { return [] }
+        let columns = header.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        guard let app = columns.firstIndex(of: "app"), let start = columns.firstIndex(of: "start"), let end = columns.firstIndex(of: "end") else {
+            throw CLIError(.invalidInput, "the CSV's first line must name its columns: app,start,end[,category]; it is: \(header)")
+        }
+        let category = columns.firstIndex(of: "category")
+        var sessions: [Device.Session] = []
+        for (index, line) in lines.dropFirst().enumerated() {
+            let cells = line.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            let where_ = "line \(index + 2)"
+            guard cells.count >= columns.count else { throw CLIError(.invalidInput, "\(where_) has \(cells.count) cells, the header \(columns.count)") }
+            guard let begin = StoreDates.parse(cells[start]) else { throw CLIError(.invalidInput, "\(where_): start is not an RFC 3339 time: \(cells[start])") }
+            guard let finish = StoreDates.parse(cells[end]) else { throw CLIError(.invalidInput, "\(where_): end is not an RFC 3339 time: \(cells[end])") }
+            guard finish > begin else { throw CLIError(.invalidInput, "\(where_): the session ends before it starts") }
+            guard !cells[app].isEmpty else { throw CLIError(.invalidInput, "\(where_): no app") }
+            let named = category.map { cells[$0] }.flatMap { $0.isEmpty ? nil : $0 }
+            if let named, !["learning", "reward"].contains(named) { throw CLIError(.invalidInput, "\(where_): category is learning or reward, not \(named)") }
+            sessions.append(Device.Session(app: cells[app], start: begin, end: finish, category: named))
+        }
+        return sessions
+    }
+}
+
+struct WatchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "watch", abstract: "Stream this device's notifications live, acknowledging each (parent or child).",
+        discussion: """
+            Subscribes first, as the app would: a parent to the children's daily summaries, \
+            balances and command results (alerts come too), a child to the commands sent to it. \
+            What arrived while nobody watched comes first. Ctrl-C stops.
+            """
+    )
+    @OptionGroup var device: DeviceOptions
+    @Option(help: "Stop after this many notifications.") var count: Int?
+    @Option(help: "Stop after this many seconds.") var seconds: Double?
+    @Flag(help: "Print each notification as JSON.") var json = false
+
+    func run() async throws {
+        try await Output.orExit {
+            let device = try self.device.device()
+            try await device.subscribeForWatching()
+            Progress.note("watching \(device.profile.name)'s notifications…")
+            let watching = Task {
+                var shown = 0
+                try await device.watch { notification in
+                    if self.json {
+                        Output.print(try JSONValue(encoding: notification), pretty: false)
+                    } else {
+                        Output.line(Device.line(notification))
+                    }
+                    shown += 1
+                    return self.count.map { shown < $0 } ?? true
+                }
+            }
+            if let seconds = self.seconds {
+                Task {
+                    try await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+                    watching.cancel()
+                }
+            }
+            do {
+                try await watching.value
+            } catch is CancellationError {
+            } catch let error as RPCError where error.code == .cancelled {
+            }
+        }
+    }
+}
+
+struct SummaryCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "summary", abstract: "A child's day, per device, as the DailySummary records hold it (parent).")
+    @OptionGroup var device: DeviceOptions
+    @Option(help: "The child's id.") var child: String
+    @Option(help: "The local day, YYYY-MM-DD (default today).") var day: String?
+
+    func run() async throws {
+        try await Output.orExit {
+            let parent = try self.device.device(.parent)
+            let day = self.day ?? LocalDay.today()
+            let found = try await parent.summaries(child: self.child, day: day)
+            if found.isEmpty { return print("\(self.child) has no paired device.") }
+            print("\(self.child) on \(day):")
+            print(Table.render(["DEVICE", "LEARNING", "REWARD", "POINTS", "APPS"], found.map { device, summary in
+                guard let fields = summary?.fields else { return [device.deviceId, "0", "0", "0", "(no usage)"] }
+                let apps = (fields["appsUsedJSON"]?.stringValue.flatMap { try? JSONDecoder().decode(JSONValue.self, from: Data($0.utf8)) }?.arrayValue ?? [])
+                    .map { "\($0["app"]?.stringValue ?? "?") \(Table.time($0["seconds"]?.intValue ?? 0))" }.joined(separator: ", ")
+                return [device.deviceId, Table.time(fields["totalLearningSeconds"]?.intValue ?? 0), Table.time(fields["totalRewardSeconds"]?.intValue ?? 0),
+                        String(fields["totalPointsEarned"]?.intValue ?? 0), apps]
+            }, rightAligned: [1, 2, 3]), terminator: "")
+        }
+    }
+}
+
+struct BalanceCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "balance", abstract: "The children's earned reward time and points (parent).")
+    @OptionGroup var device: DeviceOptions
+    @Option(help: "Only this child.") var child: String?
+
+    func run() async throws {
+        try await Output.orExit {
+            let parent = try self.device.device(.parent)
+            let balances = try await parent.balances(child: self.child)
+            if balances.isEmpty { return print(self.child.map { "\($0) has no balance yet (no usage counted)." } ?? "No balances yet (no usage counted).") }
+            print(Table.render(["CHILD", "EARNED TIME", "POINTS", "REWARD USED", "SHIELDED"], balances.map { balance in
+                let child = balance.fields["childRef"]?["recordName"]?.stringValue.map { String($0.dropFirst("child-".count)) } ?? balance.recordName
+                return [child, Table.time(balance.fields["balanceSeconds"]?.intValue ?? 0), String(balance.fields["pointsBalance"]?.intValue ?? 0),
+                        Table.time(balance.fields["rewardSecondsUsed"]?.intValue ?? 0), (balance.fields["shielded"]?.boolValue ?? false) ? "yes" : "no"]
+            }, rightAligned: [1, 2, 3]), terminator: "")
+        }
+    }
+}
+
+struct LedgerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ledger", abstract: "A child's points ledger (parent); --redeem or --adjust posts an entry.",
+        discussion: "Examples:\n  screentimectl ledger --profile mum --child emma\n  screentimectl ledger --profile mum --child emma --adjust 30 --reason 'tidied her room'"
+    )
+    @OptionGroup var device: DeviceOptions
+    @Option(help: "The child's id.") var child: String
+    @Option(help: "Post a redemption of this many points.") var redeem: Int?
+    @Option(help: "Post an adjustment (a bonus) of this many points.") var adjust: Int?
+    @Option(help: "Why (with --redeem or --adjust).") var reason: String?
+    @Option(help: "An idempotency key, so a retry never posts twice (default: a new one).") var key: String?
+    @Option(help: "Show at most this many entries.") var limit = 20
+
+    func validate() throws {
+        if self.redeem != nil && self.adjust != nil { throw ValidationError("give --redeem or --adjust, not both") }
+        if let points = self.redeem ?? self.adjust, points < 1 { throw ValidationError("points are a positive number") }
+    }
+
+    func run() async throws {
+        try await Output.orExit {
+            let parent = try self.device.device(.parent)
+            if let points = self.redeem ?? self.adjust {
+                let type = self.redeem != nil ? "redemption" : "adjustment"
+                let entry = try await parent.postLedgerEntry(child: self.child, type: type, points: points, reason: self.reason,
+                                                             key: self.key ?? UUID().uuidString.lowercased())
+                print("Posted \(type) of \(points) points (\(entry.recordName)).")
+            }
+            let entries = try await parent.ledger(child: self.child)
+            if entries.isEmpty { return print("\(self.child)'s ledger is empty.") }
+            print(Table.render(["WHEN", "TYPE", "POINTS", "REASON"], entries.prefix(self.limit).map { entry in
+                let type = entry.fields["type"]?.stringValue ?? ""
+                let amount = entry.fields["amount"]?.intValue ?? 0
+                return [entry.fields["timestamp"]?.stringValue ?? "", type, type == "redemption" ? "-\(amount)" : "+\(amount)", entry.fields["reason"]?.stringValue ?? ""]
+            }, rightAligned: [2]), terminator: "")
+        }
+    }
+}

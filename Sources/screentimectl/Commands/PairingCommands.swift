@@ -1,0 +1,198 @@
+import ArgumentParser
+import Foundation
+import PairingAPI
+import QRCode
+import RPCCore
+import StoreAPI
+
+struct FamilyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "family", abstract: "Create a family (on the server, as its administrator).",
+        subcommands: [Create.self]
+    )
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create a family; print the enrollment code for its first parent device.",
+            discussion: "Example:\n  screentimectl family create smith --time-zone Europe/Paris"
+        )
+
+        @OptionGroup var connection: ConnectionOptions
+        @Argument(help: "The family's id (letters, digits, '-', '_').") var family: String
+        @Option(help: "A name to show.") var displayName: String?
+        @Option(help: "The family's IANA time zone, which days are counted in (default UTC).") var timeZone: String?
+
+        func run() async throws {
+            let admin = self.connection.client(for: "pairing", token: nil)
+            let code = try await Output.orExit {
+                try await admin.call(PairingMethods.createFamily, NewFamilyParams(family: self.family, displayName: self.displayName, timeZone: self.timeZone))
+            }
+            print("Family \(code.family) created. Enrollment code for its first parent (admin), valid until \(code.expiresAt.formatted(date: .abbreviated, time: .shortened)):")
+            print("  \(code.code)")
+            print("Enroll a parent device with:\n  screentimectl parent enroll --profile mum --family \(code.family) --code \(code.code)")
+        }
+    }
+}
+
+struct ParentCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "parent", abstract: "A parent's device: enroll it, invite a co-parent.",
+        subcommands: [Enroll.self, Invite.self]
+    )
+
+    struct Enroll: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Enroll this profile as a parent device with an enrollment code; saves the profile.")
+
+        @OptionGroup var device: DeviceOptions
+        @Option(help: "The family.") var family: String
+        @Option(help: "The enrollment code (from family create or parent invite).") var code: String
+        @Option(help: "The device's name.") var deviceName: String?
+        @Option(help: "The parent's name.") var displayName: String?
+
+        func run() async throws {
+            let parent = try await Output.orExit {
+                try await Device.enrollParent(self.device, family: self.family, code: self.code, deviceName: self.deviceName, displayName: self.displayName)
+            }
+            print("\(parent.profile.name) is enrolled in \(parent.family) as parent device \(parent.profile.deviceId) (profile \(parent.options.profiles.path(parent.profile.name))).")
+        }
+    }
+
+    struct Invite: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create an enrollment code for another parent (admin parents only).")
+
+        @OptionGroup var device: DeviceOptions
+        @Option(help: "admin or co_parent.") var role: String = "co_parent"
+
+        func run() async throws {
+            let code = try await Output.orExit {
+                let parent = try self.device.device(.parent)
+                guard let role = DeviceRole(rawValue: self.role) else { throw CLIError(.invalidInput, "--role is admin or co_parent, not \(self.role)") }
+                return try await parent.pairing.call(PairingMethods.inviteParent, InviteParentParams(role: role))
+            }
+            print("Enrollment code for a \(code.role.rawValue) of \(code.family), valid until \(code.expiresAt.formatted(date: .abbreviated, time: .shortened)):\n  \(code.code)")
+        }
+    }
+}
+
+struct ChildCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "child", abstract: "Pair a child's device: invite (parent), accept (child), confirm or reject (parent).",
+        discussion: """
+            The parent runs `child invite`, which shows a QR code and the pairing link and waits; \
+            the child runs `child accept LINK` and sees a short emoji code; the parent's screen shows \
+            the same code once the child has accepted; if they match, the parent runs `child confirm`.
+            """,
+        subcommands: [Invite.self, Accept.self, Confirm.self, Reject.self]
+    )
+
+    struct Invite: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Invite a child device: print the QR code and link, wait for the child to accept, show the short code.")
+
+        @OptionGroup var device: DeviceOptions
+        @Argument(help: "The child's id (e.g. emma); a new child gets a ChildContext.") var child: String
+        @Option(help: "The child's name.") var childName: String?
+        @Option(help: "Seconds the invitation stays valid (default the server's, 600).") var expires: Double?
+        @Option(help: "Seconds to wait for the child to accept.") var wait: Double = 600
+        @Flag(help: "Print the invitation and return without waiting.") var noWait = false
+        @Flag(help: "Do not draw the QR code.") var noQR = false
+
+        func run() async throws {
+            try await Output.orExit {
+                var parent = try self.device.device(.parent)
+                let invitation = try await parent.invite(child: self.child, childName: self.childName, expiresInSeconds: self.expires)
+                if !self.noQR, let code = try? QRCode(encoding: invitation.uri) {
+                    print(code.terminalText(colors: isatty(STDOUT_FILENO) == 1), terminator: "")
+                }
+                print("Invitation \(invitation.invitationId) for \(invitation.childId), valid until \(invitation.expiresAt.formatted(date: .omitted, time: .standard)).")
+                print("On the child's device:\n  screentimectl child accept --profile \(self.child)-tablet '\(invitation.uri)'")
+                if self.noWait { return }
+                Progress.note("waiting for the child's device to accept (Ctrl-C to stop waiting; the invitation stays valid)…")
+                let info = try await parent.waitForAcceptance(invitation.invitationId, timeout: .milliseconds(Int64(self.wait * 1000)))
+                guard info.status == .accepted else { throw CLIError(.refused, "the invitation is \(info.status.rawValue)") }
+                print("\(info.deviceName ?? "A device") (\(info.deviceId ?? "?")) accepted.")
+                if let code = parent.shortCode(info) {
+                    print("Check that the child's screen shows the same code:\n  \(code.emojiLine)   (\(code.namesLine))")
+                }
+                print("Then confirm:  screentimectl child confirm --profile \(parent.profile.name) \(info.invitationId)\nor reject:     screentimectl child reject --profile \(parent.profile.name) \(info.invitationId)")
+            }
+        }
+    }
+
+    struct Accept: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Accept an invitation as this profile's child device; print the short code to compare with the parent's.")
+
+        @OptionGroup var device: DeviceOptions
+        @Argument(help: "The pairing link from the QR code (screentime://pair?…), or - to read it from standard input.") var link: String
+        @Option(help: "The device's name.") var deviceName: String?
+
+        func run() async throws {
+            try await Output.orExit {
+                let text = self.link == "-" ? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self) : self.link
+                let (child, accepted) = try await Device.acceptInvitation(self.device, link: try Device.PairingLink(text), deviceName: self.deviceName)
+                print("\(child.profile.name) joined \(child.family) as \(accepted.childId)'s device \(child.profile.deviceId), zone \(accepted.zone).")
+                print("Short code (the parent's screen must show the same):\n  \(accepted.shortCode.emojiLine)   (\(accepted.shortCode.namesLine))")
+                print("Waiting for a parent to confirm: until then the server refuses this device's writes.")
+            }
+        }
+    }
+
+    struct Confirm: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Confirm a child device that accepted an invitation (after comparing the short codes).")
+        @OptionGroup var device: DeviceOptions
+        @Argument(help: "The invitation id.") var invitation: String
+
+        func run() async throws { try await decide(self.device, self.invitation, confirm: true) }
+    }
+
+    struct Reject: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Reject the device that accepted an invitation (the codes differ): its credential is revoked.")
+        @OptionGroup var device: DeviceOptions
+        @Argument(help: "The invitation id.") var invitation: String
+
+        func run() async throws { try await decide(self.device, self.invitation, confirm: false) }
+    }
+
+    static func decide(_ options: DeviceOptions, _ invitation: String, confirm: Bool) async throws {
+        try await Output.orExit {
+            var parent = try options.device(.parent)
+            let info = try await parent.decide(invitation, confirm: confirm)
+            print("\(info.deviceName ?? "The device") (\(info.deviceId ?? "?")) is \(info.status.rawValue) for \(info.childId)\(confirm ? "; it may now write to \(info.zone)" : "").")
+        }
+    }
+}
+
+struct DevicesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "devices", abstract: "List the family's devices (parent).")
+    @OptionGroup var device: DeviceOptions
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() async throws {
+        try await Output.orExit {
+            let parent = try self.device.device(.parent)
+            let devices = try await parent.pairing.call(PairingMethods.listDevices, Empty()).devices
+            if self.json { return Output.print(try JSONValue(encoding: devices), pretty: self.device.connection.prettyOutput) }
+            print(Table.render(["DEVICE", "NAME", "ROLE", "STATUS", "CHILD", "LAST SEEN"], devices.map { device in
+                [device.deviceId, device.deviceName ?? "", device.role.rawValue, device.status.rawValue, device.childId ?? "",
+                 device.lastSeenAt?.formatted(date: .abbreviated, time: .shortened) ?? ""]
+            }), terminator: "")
+        }
+    }
+}
+
+struct DeviceCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "device", abstract: "Act on one device of the family (parent).", subcommands: [Revoke.self])
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Revoke a device: its credential stops working at once; its data stays.")
+        @OptionGroup var device: DeviceOptions
+        @Argument(help: "The device id (see devices).") var deviceId: String
+
+        func run() async throws {
+            try await Output.orExit {
+                let parent = try self.device.device(.parent)
+                let info = try await parent.pairing.call(PairingMethods.revokeDevice, DeviceParams(deviceId: self.deviceId))
+                print("\(info.deviceName ?? info.deviceId) (\(info.deviceId)) is \(info.status.rawValue).")
+            }
+        }
+    }
+}

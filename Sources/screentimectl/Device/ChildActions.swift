@@ -1,0 +1,151 @@
+import Crypto
+import Foundation
+import PairingAPI
+import RPCCore
+import StoreAPI
+
+/// What a child's device does: accept an invitation, apply the parents' commands, upload
+/// usage sessions.
+extension Device {
+    /// What a pairing URI (the QR code) carries.
+    struct PairingLink {
+        var family: String
+        var invitationId: String
+        var secret: String
+
+        /// `screentime://pair?v=1&server=…&family=…&invitation=…&secret=…`
+        init(_ text: String) throws(CLIError) {
+            guard let components = URLComponents(string: text.trimmingCharacters(in: .whitespacesAndNewlines)),
+                  components.scheme == "screentime", components.host == "pair"
+            else { throw CLIError(.invalidInput, "not a pairing link (screentime://pair?…): \(text.prefix(120))") }
+            let items = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }) { first, _ in first }
+            guard let family = items["family"], let invitation = items["invitation"], let secret = items["secret"],
+                  !family.isEmpty, !invitation.isEmpty, !secret.isEmpty
+            else { throw CLIError(.invalidInput, "the pairing link lacks its family, invitation or secret: \(text.prefix(120))") }
+            self.family = family
+            self.invitationId = invitation
+            self.secret = secret
+        }
+    }
+
+    /// Accepts an invitation as a new child device and saves its profile (pending until a
+    /// parent confirms).
+    static func acceptInvitation(_ options: DeviceOptions, link: PairingLink, deviceName: String?) async throws -> (Device, AcceptedInvitation) {
+        let name = try options.requireProfileName()
+        if options.profiles.exists(name) {
+            throw CLIError(.profileExists, "a profile named \(name) exists already (\(options.profiles.path(name))); pick another name or delete that file")
+        }
+        let deviceId = newDeviceId(for: name)
+        let deviceName = deviceName ?? name
+        let anyone = options.connection.client(for: "pairing", token: nil)
+        let accepted = try await anyone.call(PairingMethods.acceptInvitation, AcceptInvitationParams(
+            family: link.family, invitationId: link.invitationId, secret: link.secret, deviceId: deviceId, deviceName: deviceName))
+        let profile = Profile(name: name, role: .child, family: link.family, deviceId: deviceId, deviceName: deviceName,
+                              token: accepted.credential.token, childId: accepted.childId, zone: accepted.zone)
+        let device = Device(profile: profile, options: options)
+        try device.save()
+        return (device, accepted)
+    }
+
+    var zone: String { self.profile.zone ?? StoreNames.defaultZone }
+
+    /// The ConfigurationCommands waiting for this device, oldest first.
+    func pendingCommands() async throws -> [Record] {
+        try await self.all("ConfigurationCommand", zone: self.zone, filters: [
+            QueryFilter("targetDeviceID", .equal, .string(self.profile.deviceId)), QueryFilter("status", .equal, "pending"),
+        ]).sorted { ($0.fields["createdAt"]?.stringValue ?? "", $0.recordName) < ($1.fields["createdAt"]?.stringValue ?? "", $1.recordName) }
+    }
+
+    /// Applies a command on this device (its profile) and marks it executed (or failed) in
+    /// the store. Returns what was done, in words.
+    mutating func apply(_ command: Record) async throws -> String {
+        let type = command.fields["commandType"]?.stringValue ?? "?"
+        let payload = command.fields["payloadJSON"]?.stringValue.flatMap { try? JSONDecoder().decode(JSONValue.self, from: Data($0.utf8)) } ?? [:]
+        var done: String
+        var failure: String?
+        switch type {
+        case "updateAppRule":
+            if let bundleId = payload["bundleId"]?.stringValue, let category = payload["classification"]?.stringValue {
+                let rule = Profile.AppRule(category: category, pointsPerMinute: payload["pointsPerMinute"]?.intValue.map(Int.init),
+                                           isEnabled: payload["isEnabled"]?.boolValue, blockingEnabled: payload["blockingEnabled"]?.boolValue)
+                self.profile.rules[bundleId] = rule
+                done = "\(bundleId) is now \(Self.describe(rule))"
+            } else {
+                failure = "the command's payload has no bundleId or classification"
+                done = "could not apply: \(failure!)"
+            }
+        case "shieldRewardApps":
+            self.profile.shielded = true
+            done = "reward apps shielded (earned time used up)"
+        case "unshieldRewardApps":
+            self.profile.shielded = false
+            done = "reward apps unlocked (time earned again)"
+        default:
+            failure = "this device does not know commands of type \(type)"
+            done = "skipped: \(failure!)"
+        }
+        try self.save()
+        var fields: [String: JSONValue] = ["status": failure == nil ? "executed" : "failed", "executedAt": .date(Date())]
+        if let failure { fields["errorMessage"] = .string(failure) }
+        let saved = try await self.store.call(StoreMethods.modify, ModifyParams(family: self.family, zone: self.zone, saves: [
+            RecordSave(recordType: "ConfigurationCommand", recordName: command.recordName, fields: fields),
+        ], savePolicy: .changedKeys, atomic: true))
+        guard saved.allSucceeded else { throw CLIError(.refused, "the command's status was not saved") }
+        return done
+    }
+
+    static func describe(_ rule: Profile.AppRule) -> String {
+        var words = [rule.category]
+        if let points = rule.pointsPerMinute { words.append("\(points) points/min") }
+        if rule.isEnabled == false { words.append("disabled") }
+        if rule.blockingEnabled == true { words.append("blocked") }
+        return words.joined(separator: ", ")
+    }
+
+    /// One usage session, as the device would upload it.
+    struct Session {
+        var app: String
+        var start: Date
+        var end: Date
+        var category: String?
+    }
+
+    /// The session's category: as given, else this device's rule for the app.
+    func category(of session: Session) throws(CLIError) -> String {
+        if let category = session.category ?? self.profile.rules[session.app]?.category { return category }
+        throw CLIError(.invalidInput, "no rule for \(session.app) on this device yet: give its --category (learning or reward), or apply the parent's rules (commands apply)")
+    }
+
+    /// Uploads sessions as UsageRecords, in atomic batches of at most 400. A record's name
+    /// is derived from the device, app and times, so uploading the same session again
+    /// changes nothing. `progress` gets the number uploaded so far.
+    func upload(_ sessions: [Session], progress: (Int) -> Void = { _ in }) async throws -> [String] {
+        var names: [String] = []
+        var done = 0
+        for batch in stride(from: 0, to: sessions.count, by: ModifyParams.maximumItems).map({ Array(sessions[$0..<min($0 + ModifyParams.maximumItems, sessions.count)]) }) {
+            var saves: [RecordSave] = []
+            for session in batch {
+                let category = try self.category(of: session)
+                let seconds = Int64(session.end.timeIntervalSince(session.start).rounded(.down))
+                let name = self.usageRecordName(session)
+                names.append(name)
+                saves.append(RecordSave(recordType: "UsageRecord", recordName: name, fields: [
+                    "recordID": .string(name), "logicalID": .string(session.app), "bundleId": .string(session.app), "category": .string(category),
+                    "deviceID": .string(self.profile.deviceId), "sessionStart": .date(session.start), "sessionEnd": .date(session.end),
+                    "totalSeconds": .int(max(0, seconds)),
+                ]))
+            }
+            let result = try await self.store.call(StoreMethods.modify, ModifyParams(family: self.family, zone: self.zone, saves: saves, savePolicy: .allKeys, atomic: true))
+            guard result.allSucceeded else { throw CLIError(.refused, "the store refused the batch") }
+            done += batch.count
+            progress(done)
+        }
+        return names
+    }
+
+    func usageRecordName(_ session: Session) -> String {
+        let key = "\(self.profile.deviceId)|\(session.app)|\(StoreDates.format(session.start))|\(StoreDates.format(session.end))"
+        let digest = SHA256.hash(data: Data(key.utf8)).prefix(12).map { String(format: "%02x", $0) }.joined()
+        return "usage-\(digest)"
+    }
+}

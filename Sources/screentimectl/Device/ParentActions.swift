@@ -1,0 +1,140 @@
+import Foundation
+import PairingAPI
+import RPCCore
+import StoreAPI
+
+/// What a parent's device does: enrol, invite and confirm children, set app rules, read
+/// what the children did. The commands print these; `demo` runs them in a row.
+extension Device {
+    /// Enrols a parent device with an enrollment code and saves its profile.
+    static func enrollParent(_ options: DeviceOptions, family: String, code: String, deviceName: String?, displayName: String?) async throws -> Device {
+        let name = try options.requireProfileName()
+        if options.profiles.exists(name) {
+            throw CLIError(.profileExists, "a profile named \(name) exists already (\(options.profiles.path(name))); pick another name or delete that file")
+        }
+        let deviceId = newDeviceId(for: name)
+        let admin = options.connection.client(for: "pairing", token: nil)
+        let credential = try await admin.call(PairingMethods.enrollParent, EnrollParentParams(
+            family: family, code: code, deviceId: deviceId, deviceName: deviceName ?? name, displayName: displayName ?? name))
+        let profile = Profile(name: name, role: .parent, family: credential.family, deviceId: deviceId, deviceName: deviceName ?? name, token: credential.token)
+        let device = Device(profile: profile, options: options)
+        try device.save()
+        return device
+    }
+
+    /// Asks for a child-device invitation; keeps its secret to show the short code later.
+    mutating func invite(child: String, childName: String?, expiresInSeconds: Double?) async throws -> Invitation {
+        let invitation = try await self.pairing.call(PairingMethods.createInvitation, CreateInvitationParams(childId: child, childName: childName, expiresInSeconds: expiresInSeconds))
+        self.profile.invitations[invitation.invitationId] = invitation.secret
+        try self.save()
+        return invitation
+    }
+
+    /// Waits (polling) until a device accepts the invitation, or it ends otherwise.
+    func waitForAcceptance(_ invitationId: String, timeout: Duration) async throws -> InvitationInfo {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let info = try await self.pairing.call(PairingMethods.invitationStatus, InvitationParams(invitationId: invitationId))
+            if info.status != .open { return info }
+            guard ContinuousClock.now < deadline else {
+                throw CLIError(.timeout, "no device accepted invitation \(invitationId) within \(timeout); it stays open until \(info.expiresAt.formatted(date: .omitted, time: .standard))")
+            }
+            try await Task.sleep(for: .milliseconds(250))
+        }
+    }
+
+    /// The short code both screens show, computed here from the invitation's secret.
+    func shortCode(_ info: InvitationInfo) -> ShortCode? {
+        guard let secret = self.profile.invitations[info.invitationId], let child = info.deviceId else { return nil }
+        return ShortCode(secret: secret, invitationId: info.invitationId, parentDeviceId: info.parentDeviceId, childDeviceId: child)
+    }
+
+    mutating func decide(_ invitationId: String, confirm: Bool) async throws -> InvitationInfo {
+        let params = InvitationParams(invitationId: invitationId)
+        let info = try await self.pairing.call(confirm ? PairingMethods.confirm : PairingMethods.reject, params)
+        self.profile.invitations[invitationId] = nil
+        try self.save()
+        return info
+    }
+
+    /// Saves the family's rule for an app, and a ConfigurationCommand for every paired
+    /// child device to apply it. Returns the devices told.
+    func setAppRule(_ bundleId: String, category: String?, pointsPerMinute: Int?, enabled: Bool?, blocked: Bool?, displayName: String?) async throws -> [DeviceInfo] {
+        var fields: [String: JSONValue] = ["familyRef": .reference(self.family, zone: StoreNames.defaultZone), "bundleId": .string(bundleId), "source": "override"]
+        let existing = try await self.store.call(StoreMethods.fetch, FetchParams(family: self.family, zone: StoreNames.defaultZone, recordNames: [Self.ruleName(bundleId)]))
+        guard let category = category ?? existing.records.first?.fields["classification"]?.stringValue else {
+            throw CLIError(.invalidInput, "\(bundleId) has no rule yet: give its --category (learning or reward)")
+        }
+        fields["classification"] = .string(category)
+        if let pointsPerMinute { fields["pointsPerMinute"] = .int(Int64(pointsPerMinute)) }
+        if let enabled { fields["isEnabled"] = .bool(enabled) }
+        if let blocked { fields["blockingEnabled"] = .bool(blocked) }
+        if let displayName { fields["displayName"] = .string(displayName) }
+        let saved = try await self.store.call(StoreMethods.modify, ModifyParams(
+            family: self.family, zone: StoreNames.defaultZone,
+            saves: [RecordSave(recordType: "AppRule", recordName: Self.ruleName(bundleId), fields: fields)], savePolicy: .changedKeys, atomic: true))
+        guard let rule = saved.saved.first?.record else { throw CLIError(.refused, "the rule was not saved") }
+
+        var payload = rule.fields
+        payload["familyRef"] = nil
+        let payloadText = String(decoding: try RPCJSON.makeEncoder().encode(JSONValue.object(payload)), as: UTF8.self)
+        let devices = try await self.childDevices()
+        for device in devices {
+            guard let zone = device.zone else { continue }
+            let id = "rule-\(UUID().uuidString.lowercased())"
+            _ = try await self.store.call(StoreMethods.modify, ModifyParams(family: self.family, zone: zone, saves: [
+                RecordSave(recordType: "ConfigurationCommand", recordName: id, fields: [
+                    "commandID": .string(id), "targetDeviceID": .string(device.deviceId), "commandType": "updateAppRule",
+                    "payloadJSON": .string(payloadText), "createdAt": .date(Date()), "status": "pending",
+                ]),
+            ], atomic: true))
+        }
+        return devices
+    }
+
+    static func ruleName(_ bundleId: String) -> String { "app-\(bundleId)" }
+
+    /// The family's app rules.
+    func appRules() async throws -> [Record] {
+        try await self.all("AppRule", zone: StoreNames.defaultZone).sorted { $0.recordName < $1.recordName }
+    }
+
+    /// A child's DailySummary records for one local day, one per device, as the store holds them.
+    func summaries(child: String, day: String) async throws -> [(device: DeviceInfo, summary: Record?)] {
+        var found: [(DeviceInfo, Record?)] = []
+        for device in try await self.childDevices(of: child) {
+            guard let zone = device.zone else { continue }
+            let fetched = try await self.store.call(StoreMethods.fetch, FetchParams(family: self.family, zone: zone, recordNames: ["\(device.deviceId)_\(day)"]))
+            found.append((device, fetched.records.first))
+        }
+        return found
+    }
+
+    /// The children's EarnedTimeBalance records (one child, or all).
+    func balances(child: String?) async throws -> [Record] {
+        if let child {
+            return try await self.store.call(StoreMethods.fetch, FetchParams(family: self.family, zone: StoreNames.defaultZone, recordNames: ["balance-child-\(child)"])).records
+        }
+        return try await self.all("EarnedTimeBalance", zone: StoreNames.defaultZone).sorted { $0.recordName < $1.recordName }
+    }
+
+    /// A child's points ledger, newest first.
+    func ledger(child: String) async throws -> [Record] {
+        let childRef = "child-\(child)"
+        return try await self.all("PointsLedgerEntry", zone: StoreNames.defaultZone, sort: QuerySort("timestamp", descending: true))
+            .filter { $0.fields["childRef"]?["recordName"]?.stringValue == childRef }
+    }
+
+    /// Posts a redemption or an adjustment to a child's ledger (idempotent by `key`).
+    func postLedgerEntry(child: String, type: String, points: Int, reason: String?, key: String) async throws -> Record {
+        let result = try await self.store.call(StoreMethods.modify, ModifyParams(family: self.family, zone: StoreNames.defaultZone, saves: [
+            RecordSave(recordType: "PointsLedgerEntry", recordName: "entry-\(key)", fields: [
+                "familyRef": .reference(self.family), "childRef": .reference("child-\(child)"), "type": .string(type),
+                "amount": .int(Int64(points)), "timestamp": .date(Date()), "reason": reason.map(JSONValue.string) ?? .null,
+                "actorParentRef": .reference("parent-\(self.profile.deviceId)"), "idempotencyKey": .string(key),
+            ].filter { $0.value != .null }),
+        ], atomic: true))
+        guard let record = result.saved.first?.record else { throw CLIError(.refused, "the ledger entry was not saved") }
+        return record
+    }
+}
