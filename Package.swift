@@ -419,6 +419,7 @@ let package = Package(
                 "screentime-pushd",
                 "screentime-aggregatord",
                 "screentimectl",
+                "screentime-bench",
             ],
             swiftSettings: strict
         ),

@@ -77,6 +77,15 @@ extension JSONValue {
         return nil
     }
 
+    /// A number as a Double (an integer too).
+    public var doubleValue: Double? {
+        switch self {
+        case .double(let value): return value
+        case .int(let value): return Double(value)
+        default: return nil
+        }
+    }
+
     public var boolValue: Bool? {
         if case .bool(let value) = self { return value }
         return nil

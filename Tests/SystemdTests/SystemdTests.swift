@@ -268,4 +268,19 @@ struct SystemdTests {
             #expect(try await container.run("getent", "passwd", "screentime").status != 0)
         }
     }
+
+    @Test("the cold-start benchmark boots its own container and reports a cold first reply and idle memory for every service (quick run; no thresholds)")
+    func coldStartBenchmark() async throws {
+        let output = TemporaryDirectory()
+        let run = try await runCommand(Binaries.path("screentime-bench"), ["coldstart", "--quick", "--json", output.file("cold.json"), "--bin-dir", Container.binaries],
+                                       timeout: .seconds(300))
+        #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+        let figures = try JSONDecoder().decode([[String: JSONValue]].self, from: Data(contentsOf: URL(fileURLWithPath: output.file("cold.json"))))
+        for service in Self.services {
+            for name in ["\(service): cold first reply p50", "\(service): idle RSS"] {
+                let value = figures.first { $0["name"]?.stringValue == name }?["value"]
+                #expect(value.flatMap(\.doubleValue).map { $0 > 0 && $0.isFinite } == true, "\(name): \(String(describing: value))")
+            }
+        }
+    }
 }
