@@ -394,9 +394,25 @@ let package = Package(
             name: "DevStackTests",
             dependencies: [
                 "TestSupport",
+                "StackSupport",
                 "RPCCore",
                 "RPCClient",
                 "StoreAPI",
+                "screentime-dev",
+                "screentimectl",
+                "screentime-stored",
+                "screentime-pairingd",
+                "screentime-pushd",
+                "screentime-aggregatord",
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: [
+                "TestSupport",
+                "StackSupport",
+                "RPCCore",
                 "screentime-dev",
                 "screentimectl",
                 "screentime-stored",

@@ -34,7 +34,7 @@ struct ScreenTimeCtl: AsyncParsableCommand {
             Ping.self, Describe.self, Call.self, QR.self,
             FamilyCommand.self, ParentCommand.self, ChildCommand.self, DevicesCommand.self, DeviceCommand.self,
             AppsCommand.self, CommandsCommand.self, UsageCommand.self, WatchCommand.self,
-            SummaryCommand.self, BalanceCommand.self, LedgerCommand.self, ReportCommand.self,
+            SummaryCommand.self, BalanceCommand.self, LedgerCommand.self, ReportCommand.self, DemoCommand.self,
         ]
     )
 }

@@ -4,73 +4,8 @@ import RPCClient
 import RPCCore
 import StoreAPI
 import Testing
+import StackSupport
 import TestSupport
-
-/// `screentime-dev up` as a process: the stack a newcomer runs.
-final class DevStack: @unchecked Sendable {
-    let directory: TemporaryDirectory
-    let pid: pid_t
-    var stack: String { self.directory.file("stack") }
-    var runtime: String { self.stack + "/run" }
-    var logPath: String { self.directory.file("up.log") }
-
-    init(directory: TemporaryDirectory = TemporaryDirectory(), arguments: [String] = []) throws {
-        self.directory = directory
-        self.pid = try Spawn(executable: Binaries.path("screentime-dev"), arguments: ["up", "--dir", self.directory.file("stack")] + arguments,
-                             stdout: self.directory.file("up.log"), stderr: self.directory.file("up.log")).start()
-    }
-
-    static func start(arguments: [String] = []) async throws -> DevStack {
-        let stack = try DevStack(directory: TemporaryDirectory(), arguments: arguments)
-        try await stack.waitUntil("the stack is up") { FileManager.default.fileExists(atPath: stack.runtime + "/dev-status.json") }
-        return stack
-    }
-
-    var log: String { (try? String(contentsOfFile: self.logPath, encoding: .utf8)) ?? "" }
-
-    func client(_ service: String) -> RPCClient {
-        RPCClient(configuration: ClientConfiguration(socketPath: "\(self.runtime)/\(service).sock", callTimeout: .seconds(30), connectTimeout: .seconds(10)))
-    }
-
-    /// Each service's state line and pid, from `<run>/dev-status.json`.
-    func services() throws -> [String: (state: String, pid: Int32?)] {
-        let data = try Data(contentsOf: URL(fileURLWithPath: self.runtime + "/dev-status.json"))
-        let object = try JSONSerialization.jsonObject(with: data) as? [String: Any]
-        var result: [String: (String, Int32?)] = [:]
-        for entry in object?["services"] as? [[String: Any]] ?? [] {
-            result[entry["name"] as? String ?? "?"] = (entry["state"] as? String ?? "", (entry["pid"] as? Int).map(Int32.init))
-        }
-        return result
-    }
-
-    func waitUntil(_ what: String, timeout: Duration = .seconds(20), _ condition: () throws -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if (try? condition()) == true { return }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        throw TestFailure("\(what) did not happen within \(timeout); the log:\n\(self.log)")
-    }
-
-    private let exited = Mutex(false)
-
-    /// Ctrl-C; returns the exit status.
-    func interrupt() async throws -> Int32 {
-        kill(self.pid, SIGINT)
-        let status = try await ChildExit.wait(self.pid, timeout: .seconds(30))
-        self.exited.withLock { $0 = true }
-        return status
-    }
-
-    func stopNow() {
-        guard !self.exited.withLock({ $0 }) else { return }
-        kill(self.pid, SIGTERM)
-        for _ in 0..<500 {
-            if ChildExit.poll(self.pid) != nil { break }
-            usleep(20_000)
-        }
-    }
-}
 
 @Suite("screentime-dev up: the whole stack, socket-activated, supervised", .serialized)
 struct DevStackTests {

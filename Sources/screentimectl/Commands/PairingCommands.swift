@@ -101,19 +101,19 @@ struct ChildCommand: AsyncParsableCommand {
                 var parent = try self.device.device(.parent)
                 let invitation = try await parent.invite(child: self.child, childName: self.childName, expiresInSeconds: self.expires)
                 if !self.noQR, let code = try? QRCode(encoding: invitation.uri) {
-                    print(code.terminalText(colors: isatty(STDOUT_FILENO) == 1), terminator: "")
+                    Output.line(String(code.terminalText(colors: isatty(STDOUT_FILENO) == 1).dropLast()))
                 }
-                print("Invitation \(invitation.invitationId) for \(invitation.childId), valid until \(invitation.expiresAt.formatted(date: .omitted, time: .standard)).")
-                print("On the child's device:\n  screentimectl child accept --profile \(self.child)-tablet '\(invitation.uri)'")
+                Output.line("Invitation \(invitation.invitationId) for \(invitation.childId), valid until \(invitation.expiresAt.formatted(date: .omitted, time: .standard)).")
+                Output.line("On the child's device:\n  screentimectl child accept --profile \(self.child)-tablet '\(invitation.uri)'")
                 if self.noWait { return }
                 Progress.note("waiting for the child's device to accept (Ctrl-C to stop waiting; the invitation stays valid)…")
                 let info = try await parent.waitForAcceptance(invitation.invitationId, timeout: .milliseconds(Int64(self.wait * 1000)))
                 guard info.status == .accepted else { throw CLIError(.refused, "the invitation is \(info.status.rawValue)") }
-                print("\(info.deviceName ?? "A device") (\(info.deviceId ?? "?")) accepted.")
+                Output.line("\(info.deviceName ?? "A device") (\(info.deviceId ?? "?")) accepted.")
                 if let code = parent.shortCode(info) {
-                    print("Check that the child's screen shows the same code:\n  \(code.emojiLine)   (\(code.namesLine))")
+                    Output.line("Check that the child's screen shows the same code:\n  \(code.emojiLine)   (\(code.namesLine))")
                 }
-                print("Then confirm:  screentimectl child confirm --profile \(parent.profile.name) \(info.invitationId)\nor reject:     screentimectl child reject --profile \(parent.profile.name) \(info.invitationId)")
+                Output.line("Then confirm:  screentimectl child confirm --profile \(parent.profile.name) \(info.invitationId)\nor reject:     screentimectl child reject --profile \(parent.profile.name) \(info.invitationId)")
             }
         }
     }

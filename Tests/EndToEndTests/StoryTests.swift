@@ -1,0 +1,150 @@
+import Foundation
+import Glibc
+import StackSupport
+import Testing
+import TestSupport
+
+/// The brief's flows end to end: the stack started by `screentime-dev up`, and every step
+/// driven through `screentimectl` subprocesses, a parent's profile and a child's.
+@Suite("The whole story through screentimectl, parent and child as separate devices", .serialized)
+struct StoryTests {
+    static let day = "2026-11-20"
+
+    @Test("bootstrap, pairing with the short code, a rule reaching the child, usage reaching the parent, a shield and its lifting, revocation")
+    func wholeStory() async throws {
+        let stack = try await DevStack.start()
+        defer { stack.stopNow() }
+        let story = Story(stack)
+
+        // 1. Bootstrap.
+        try await story.bootstrap()
+
+        // 2. Pairing: the parent's invite waits, the child accepts, both show the same code.
+        let (invitation, childDevice) = try await story.pair()
+        let early = try await stack.ctl("usage", "add", "--profile", "emma-tablet", "org.khan", "--minutes", "5", "--category", "learning", "--start", "\(Self.day)T09:00:00Z")
+        #expect(early.status == 1 && early.stderr.contains("pairing_unconfirmed"), "before confirmation: \(early)")
+        let confirmed = try await stack.ctl("child", "confirm", "--profile", "mum", invitation)
+        #expect(confirmed.status == 0 && confirmed.stdout.contains("confirmed"), "\(confirmed)")
+        let devices = try await stack.ctl("devices", "--profile", "mum")
+        #expect(devices.stdout.contains(childDevice) && devices.stdout.split(separator: "\n").contains { $0.contains(childDevice) && $0.contains("active") }, "\(devices.stdout)")
+
+        // The parent watches from here on.
+        let parentWatch = stack.directory.file("parent-watch.txt")
+        let parentWatcher = try stack.ctlInBackground("watch", "--profile", "mum", "--seconds", "120", output: parentWatch)
+        defer { kill(parentWatcher, SIGKILL); _ = ChildExit.poll(parentWatcher) }
+        try await stack.waitUntil("the parent's watch is listening") { Self.read(parentWatch).contains("watching") }
+
+        // 3. A rule change reaches the child as a notification and a pending command.
+        let childWatch = stack.directory.file("child-watch.txt")
+        let childWatcher = try stack.ctlInBackground("watch", "--profile", "emma-tablet", "--count", "2", "--seconds", "60", output: childWatch)
+        try await stack.waitUntil("the child's watch is listening") { Self.read(childWatch).contains("watching") }
+        #expect(try await stack.ctl("apps", "set", "--profile", "mum", "org.khan", "--category", "learning", "--points-per-minute", "2").status == 0)
+        #expect(try await stack.ctl("apps", "set", "--profile", "mum", "com.roblox", "--category", "reward").status == 0)
+        #expect(try await ChildExit.wait(childWatcher, timeout: .seconds(30)) == 0)
+        #expect(Self.read(childWatch).components(separatedBy: "recordCreated ConfigurationCommand").count == 3, "\(Self.read(childWatch))")
+        let pending = try await stack.ctl("commands", "--profile", "emma-tablet")
+        #expect(pending.stdout.components(separatedBy: "updateAppRule").count == 3, "\(pending.stdout)")
+        let applied = try await stack.ctl("commands", "apply", "--profile", "emma-tablet")
+        #expect(applied.stdout.contains("org.khan is now learning, 2 points/min") && applied.stdout.contains("com.roblox is now reward"), "\(applied)")
+        #expect(try await stack.ctl("commands", "--profile", "emma-tablet").stdout.contains("No pending commands"))
+
+        // 4. Usage reaches the parent's summary, ledger and balance: one session, then a CSV.
+        let added = try await stack.ctl("usage", "add", "--profile", "emma-tablet", "org.khan", "--minutes", "30", "--start", "\(Self.day)T12:00:00Z")
+        #expect(added.status == 0, "\(added)")
+        let csv = stack.directory.file("sessions.csv")
+        try "app,start,end\norg.khan,\(Self.day)T13:00:00Z,\(Self.day)T13:15:00Z\norg.khan,\(Self.day)T14:00:00Z,\(Self.day)T14:15:00Z\n".write(toFile: csv, atomically: true, encoding: .utf8)
+        let imported = try await stack.ctl("usage", "import", "--profile", "emma-tablet", csv)
+        #expect(imported.status == 0 && imported.stdout.contains("Imported 2 sessions") && imported.stderr.contains("uploaded: 2/2"), "\(imported)")
+        try await story.waitFor("the day's summary", "summary", "--profile", "mum", "--child", "emma", "--day", Self.day) { $0.contains("1h 00m") && $0.contains("120") }
+        try await story.waitFor("the balance", "balance", "--profile", "mum", "--child", "emma") { $0.contains("2h 00m") && $0.contains("120") }
+        #expect(try await stack.ctl("ledger", "--profile", "mum", "--child", "emma").stdout.contains("accrual"))
+
+        // 5. Earned time runs out: the shield command, applied; reward apps refused; a bonus lifts it.
+        #expect(try await stack.ctl("usage", "add", "--profile", "emma-tablet", "com.roblox", "--minutes", "130", "--start", "\(Self.day)T15:00:00Z").status == 0)
+        try await story.waitFor("the shield command", "commands", "--profile", "emma-tablet") { $0.contains("shieldRewardApps") }
+        #expect(try await stack.ctl("commands", "apply", "--profile", "emma-tablet").stdout.contains("reward apps shielded"))
+        let refused = try await stack.ctl("usage", "add", "--profile", "emma-tablet", "com.roblox", "--minutes", "5")
+        #expect(refused.status == 1 && refused.stderr.contains("shielded"), "\(refused)")
+        try await stack.waitUntil("the parent is alerted") { Self.read(parentWatch).contains("ALERT emma has used up their earned time") }
+        let bonus = try await stack.ctl("ledger", "--profile", "mum", "--child", "emma", "--adjust", "30", "--reason", "tidied up")
+        #expect(bonus.status == 0 && bonus.stdout.contains("adjustment") && bonus.stdout.contains("tidied up"), "\(bonus)")
+        try await story.waitFor("the unshield command", "commands", "--profile", "emma-tablet") { $0.contains("unshieldRewardApps") }
+        #expect(try await stack.ctl("commands", "apply", "--profile", "emma-tablet").stdout.contains("reward apps unlocked"))
+
+        // What the parent saw live.
+        let seen = Self.read(parentWatch)
+        #expect(seen.contains("status=executed") && seen.contains("recordCreated DailySummary") && seen.contains("EarnedTimeBalance"), "\(seen)")
+
+        // The report, as a table and as a chart.
+        let svg = stack.directory.file("emma.svg")
+        let report = try await stack.ctl("report", "--profile", "mum", "--child", "emma", "--from", Self.day, "--to", Self.day, "--svg", svg)
+        #expect(report.status == 0 && report.stdout.contains(Self.day) && report.stdout.contains("1h 00m") && report.stdout.contains("2h 10m"), "\(report)")
+        #expect(Self.read(svg).hasPrefix("<svg"))
+
+        // 6. Revocation cuts the child off at once.
+        let revoked = try await stack.ctl("device", "revoke", "--profile", "mum", childDevice)
+        #expect(revoked.status == 0 && revoked.stdout.contains("revoked"), "\(revoked)")
+        let after = try await stack.ctl("usage", "add", "--profile", "emma-tablet", "org.khan", "--minutes", "5")
+        #expect(after.status == 1 && after.stderr.contains("unauthorized"), "\(after)")
+    }
+
+    @Test("screentimectl demo runs the whole story against the dev stack and prints what each side sees")
+    func demo() async throws {
+        let stack = try await DevStack.start()
+        defer { stack.stopNow() }
+        let demo = try await stack.ctl("demo")
+        #expect(demo.status == 0, "\(demo)")
+        for line in ["the same: confirm", "pairing_unconfirmed", "applies", "DailySummary", "reward apps shielded", "reward apps unlocked", "refused: unauthorized", "Done in"] {
+            #expect(demo.stdout.contains(line), "\(line) in:\n\(demo.stdout)")
+        }
+    }
+
+    static func read(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
+}
+
+/// The steps that several tests take.
+struct Story {
+    let stack: DevStack
+
+    init(_ stack: DevStack) { self.stack = stack }
+
+    func bootstrap() async throws {
+        let created = try await self.stack.ctl("family", "create", "smith", "--time-zone", "UTC")
+        #expect(created.status == 0, "\(created)")
+        let code = try #require(created.stdout.split(separator: "\n").dropFirst().first?.trimmingCharacters(in: .whitespaces))
+        let enrolled = try await self.stack.ctl("parent", "enroll", "--profile", "mum", "--family", "smith", "--code", code)
+        #expect(enrolled.status == 0 && enrolled.stdout.contains("enrolled in smith"), "\(enrolled)")
+    }
+
+    /// Invites (the parent's command waits), accepts; checks both sides show the same
+    /// short code. Returns the invitation id and the child's device id.
+    func pair() async throws -> (invitation: String, device: String) {
+        let output = self.stack.directory.file("invite.txt")
+        let inviter = try self.stack.ctlInBackground("child", "invite", "--profile", "mum", "emma", "--child-name", "Emma", "--wait", "60", output: output)
+        try await self.stack.waitUntil("the invitation is shown") { StoryTests.read(output).contains("screentime://") }
+        let invite = StoryTests.read(output)
+        #expect(invite.contains("█") || invite.contains("▀") || invite.contains("▄"), "a QR code is drawn")
+        let link = try #require(invite.range(of: #"screentime://[^' \n]+"#, options: .regularExpression).map { String(invite[$0]) })
+        let invitation = try #require(invite.range(of: #"Invitation [0-9a-f]+"#, options: .regularExpression).map { String(invite[$0].dropFirst("Invitation ".count)) })
+        let accepted = try await self.stack.ctl("child", "accept", "--profile", "emma-tablet", link)
+        #expect(accepted.status == 0, "\(accepted)")
+        let childCode = try #require(accepted.stdout.split(separator: "\n").first { $0.contains("(") && $0.contains(",") }?.trimmingCharacters(in: .whitespaces))
+        #expect(try await ChildExit.wait(inviter, timeout: .seconds(30)) == 0)
+        #expect(StoryTests.read(output).contains(childCode), "the parent's screen shows the child's code \(childCode):\n\(StoryTests.read(output))")
+        let profile = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: self.stack.profiles + "/emma-tablet.json"))) as? [String: Any]
+        return (invitation, try #require(profile?["deviceId"] as? String))
+    }
+
+    /// Runs a screentimectl command until its output satisfies `condition`.
+    func waitFor(_ what: String, _ arguments: String..., condition: (String) -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(20)
+        var last = ""
+        while ContinuousClock.now < deadline {
+            let run = try await runCommand(Binaries.path("screentimectl"), arguments, environment: self.stack.ctlEnvironment)
+            last = run.stdout + run.stderr
+            if run.status == 0 && condition(run.stdout) { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        Issue.record("\(what) did not show within 20 s; last output:\n\(last)")
+    }
+}
