@@ -81,6 +81,11 @@ struct StoryTests {
         #expect(report.status == 0 && report.stdout.contains(Self.day) && report.stdout.contains("1h 00m") && report.stdout.contains("2h 10m"), "\(report)")
         #expect(Self.read(svg).hasPrefix("<svg"))
 
+        // A backup of the store while it runs.
+        let backup = try await stack.ctl("backup", stack.directory.file("backup.sqlite"))
+        #expect(backup.status == 0 && backup.stdout.contains("Backed up"), "\(backup)")
+        #expect(FileManager.default.fileExists(atPath: stack.directory.file("backup.sqlite")))
+
         // 6. Revocation cuts the child off at once.
         let revoked = try await stack.ctl("device", "revoke", "--profile", "mum", childDevice)
         #expect(revoked.status == 0 && revoked.stdout.contains("revoked"), "\(revoked)")
@@ -158,6 +163,9 @@ struct StoryTests {
         }
         // The balance's final value (2,400 points, 40 h) reached the parent, live or on the rewatch.
         #expect((StoryTests.read(parentWatch) + rewatch.stdout).contains("balanceSeconds=144000"), "\(StoryTests.read(parentWatch))\n---\n\(rewatch.stdout)")
+        // Rebuilding the child from the stored records finds what the interrupted incremental path had.
+        let recomputed = try await stack.ctl("recompute", "--family", "smith", "--child", "emma")
+        #expect(recomputed.status == 0 && recomputed.stdout.contains("from 1200 usage records") && recomputed.stdout.contains("none changed"), "\(recomputed)")
     }
 
     static func read(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }

@@ -38,6 +38,24 @@ enum Progress {
         FileHandle.standardError.write(Data((text + "\n").utf8))
     }
 
+    /// Runs a long call; on a terminal, shows the seconds it has taken so far meanwhile.
+    static func whileWaiting<T: Sendable>(_ label: String, _ body: @Sendable () async throws -> T) async throws -> T {
+        guard isatty(STDERR_FILENO) == 1 else { return try await body() }
+        let started = ContinuousClock.now
+        let ticker = Task {
+            while !Task.isCancelled {
+                try await Task.sleep(for: .milliseconds(200))
+                let seconds = Double((ContinuousClock.now - started).components.seconds)
+                FileHandle.standardError.write(Data("\r\(label)… \(Int(seconds)) s".utf8))
+            }
+        }
+        defer {
+            ticker.cancel()
+            FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        }
+        return try await body()
+    }
+
     /// `label: done/total`, rewritten in place on a terminal, one line per call otherwise.
     static func count(_ label: String, _ done: Int, of total: Int) {
         if isatty(STDERR_FILENO) == 1 {

@@ -1,0 +1,43 @@
+import AggregatorAPI
+import ArgumentParser
+import Foundation
+import StoreAPI
+
+struct BackupCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "backup", abstract: "Back up the record store while it runs (store.backup): a consistent SQLite copy.",
+        discussion: "The file is written by the store service, so its path is as the service sees it (under systemd, inside its state directory unless given).\nExample:\n  sudo screentimectl backup /var/lib/screentime/backup-$(date +%F).sqlite"
+    )
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "Where the store writes the copy (default: its own backups/ directory).") var path: String?
+
+    func run() async throws {
+        let store = self.connection.client(for: "store")
+        let result = try await Output.orExit {
+            try await Progress.whileWaiting("backing up the store") { try await store.call(StoreMethods.backup, BackupParams(path: self.path)) }
+        }
+        print("Backed up \(ByteCountFormatter.string(fromByteCount: result.bytes, countStyle: .file)) up to change \(result.lastSeq) to \(result.path) in \(Int(result.milliseconds)) ms.")
+    }
+}
+
+struct RecomputeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "recompute", abstract: "Rebuild one child's summaries, ledger and balance from the stored records (aggregator.recompute, server administration).",
+        discussion: "Example:\n  screentimectl recompute --family smith --child emma"
+    )
+    @OptionGroup var connection: ConnectionOptions
+    @Option(help: "The family.") var family: String
+    @Option(help: "The child's id.") var child: String
+
+    func run() async throws {
+        let aggregator = self.connection.client(for: "aggregator")
+        let result = try await Output.orExit {
+            try await Progress.whileWaiting("recomputing \(self.child)") {
+                try await aggregator.call(AggregatorMethods.recompute, RecomputeParams(family: self.family, child: self.child))
+            }
+        }
+        print("Recomputed \(result.child) from \(result.usageRecords) usage records and \(result.ledgerEntries) ledger entries: \(result.days) days, "
+              + (result.daysChanged.isEmpty ? "none changed" : "\(result.daysChanged.count) changed (\(result.daysChanged.prefix(5).joined(separator: ", "))\(result.daysChanged.count > 5 ? ", …" : ""))")
+              + (result.balanceSeconds.map { "; earned time \(Table.time($0))" } ?? "") + ".")
+    }
+}
