@@ -19,17 +19,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
-static int full(int fd, void *buf, size_t n, int writing) {
-    char *p = buf;
-    while (n > 0) {
-        ssize_t r = writing ? write(fd, p, n) : read(fd, p, n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return -1;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
+#include "full.h"
 
 int main(void) {
     if (sd_listen_fds(1) != 1) {

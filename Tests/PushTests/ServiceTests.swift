@@ -19,13 +19,14 @@ struct ServiceTests {
         try await Task.sleep(for: .milliseconds(300))
         let fast = Listening(stack.parent)
         let payload = String(repeating: "x", count: 8000)
-        let started = ContinuousClock.now
         for index in 0..<200 {
             _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, data: ["n": .int(Int64(index)), "pad": .string(payload)]))
         }
-        let received = try await fast.wait(for: 200, timeout: .seconds(30))
+        // All 200 reach the fast one while the slow one has read none: a fan-out that waited
+        // for the slow listener would stall once its 16-notification buffer filled. (No
+        // timing asserted: shared machines are noisy; the push benchmark measures latency.)
+        let received = try await fast.wait(for: 200, timeout: .seconds(60))
         #expect(received.map(\.seq) == Array(1...200))
-        #expect(ContinuousClock.now - started < .seconds(20))
         // The slow one, reading at last, finds it was cut off, and why.
         var final: [String: Any]?
         for _ in 0..<400 {
