@@ -49,10 +49,28 @@ struct RefusalTests {
         let missing = try await stack.ctl("usage", "import", "--profile", "emma-tablet", stack.directory.file("nothing.csv"))
         #expect(missing.status == 65 && missing.stderr.contains("cannot read"), "\(missing)")
 
+        // A device the parent does not recognise is rejected: its credential stops working.
+        let invite = try await stack.ctl("child", "invite", "--profile", "mum", "emma", "--no-wait", "--no-qr")
+        let link = try #require(invite.stdout.range(of: #"screentime://[^' \n]+"#, options: .regularExpression).map { String(invite.stdout[$0]) })
+        let inviteId = try #require(invite.stdout.range(of: #"Invitation [0-9a-f]+"#, options: .regularExpression).map { String(invite.stdout[$0].dropFirst("Invitation ".count)) })
+        #expect(try await stack.ctl("child", "accept", "--profile", "intruder", link).status == 0)
+        let rejected = try await stack.ctl("child", "reject", "--profile", "mum", inviteId)
+        #expect(rejected.status == 0 && rejected.stdout.contains("rejected"), "\(rejected)")
+        let intruder = try await stack.ctl("usage", "add", "--profile", "intruder", "org.khan", "--minutes", "5", "--category", "learning")
+        #expect(intruder.status == 1 && intruder.stderr.contains("unauthorized"), "\(intruder)")
+
         // The stack still answers after all that; then, stopped, the CLI says what to do.
         #expect(try await stack.ctl("devices", "--profile", "mum").status == 0)
         _ = try await stack.interrupt()
         let stopped = try await stack.ctl("devices", "--profile", "mum")
         #expect(stopped.status == 69 && stopped.stderr.contains("Is the server running?"), "\(stopped)")
+    }
+
+    @Test("shell completions for bash, zsh and fish name the device commands")
+    func completions() async throws {
+        for shell in ["bash", "zsh", "fish"] {
+            let script = try await runCommand(Binaries.path("screentimectl"), ["--generate-completion-script", shell])
+            #expect(script.status == 0 && script.stdout.contains("usage") && script.stdout.contains("demo") && script.stdout.contains("watch"), "\(shell): \(script.stderr)")
+        }
     }
 }
