@@ -293,6 +293,7 @@ let package = Package(
             dependencies: [
                 "RPCCore",
                 "SystemdKit",
+                "ServiceKit",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -20,10 +20,15 @@ public final class Wakeup: Sendable {
 
     /// Returns on a signal, after `timeout`, or when the task is cancelled.
     public func wait(upTo timeout: Duration) async {
+        let over = WaitOver()
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
-                try? await Task.sleep(for: timeout)  // cancelled: returns at once
-                self.signal()
+                // Cancelled because the wait is over: nothing to do. (Signalling then would
+                // leave a signal pending, so the next wait would return at once, and its own
+                // timer would do the same: a busy loop.) Cancelled from outside, or timed
+                // out: end the wait.
+                let timedOut = (try? await Task.sleep(for: timeout)) != nil
+                if timedOut || !over.isSet { self.signal() }
             }
             await withCheckedContinuation { continuation in
                 let now = self.state.withLock { state -> Bool in
@@ -36,9 +41,17 @@ public final class Wakeup: Sendable {
                 }
                 if now { continuation.resume() }
             }
+            over.set()
             group.cancelAll()
         }
     }
+}
+
+/// Set once a wait has returned, read by its timer.
+private final class WaitOver: Sendable {
+    private let value = Mutex(false)
+    func set() { self.value.withLock { $0 = true } }
+    var isSet: Bool { self.value.withLock { $0 } }
 }
 
 /// Items received and not yet handled, taken in batches (a change feed read on one task,
