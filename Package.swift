@@ -409,6 +409,18 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "BenchmarkTests",
+            dependencies: [
+                "TestSupport",
+                "screentime-bench",
+                "screentime-stored",
+                "screentime-pairingd",
+                "screentime-pushd",
+                "screentime-aggregatord",
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "EndToEndTests",
             dependencies: [
                 "TestSupport",

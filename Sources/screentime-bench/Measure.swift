@@ -50,9 +50,21 @@ enum Report {
     }
 
     static func writeJSON(_ figures: [Figure], to path: String) throws {
+        try self.encoder.encode(figures).write(to: URL(fileURLWithPath: path))
+    }
+
+    /// JSON of figures; a figure that could not be measured is "nan".
+    static var encoder: JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        try encoder.encode(figures).write(to: URL(fileURLWithPath: path))
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        return encoder
+    }
+
+    static var decoder: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        return decoder
     }
 
     static func format(_ value: Double) -> String {

@@ -46,7 +46,7 @@ struct StoreBenchmark: AsyncParsableCommand {
         let payload = String(decoding: try RPCJSON.makeEncoder().encode(Self.usage(0).fields), as: UTF8.self)
         let floorRate = try SQLiteFloor.insertsPerSecond(path: work + "/floor.sqlite", payload: payload, seconds: seconds)
         figures.append(Figure(name: "plain SQLite, 1 fsync per insert", value: floorRate, unit: "inserts/s"))
-        for clients in [1, 8, 32] {
+        for clients in [1, 8, 32, 50] {
             let before = try await admin.call(StoreMethods.stats, Empty())
             let (rate, latency) = try await Self.durableSaves(socket: socket, clients: clients, seconds: seconds)
             let after = try await admin.call(StoreMethods.stats, Empty())
