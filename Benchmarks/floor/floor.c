@@ -9,6 +9,8 @@
  *   floor replay PATH COUNT FILE        the same with real requests, one JSON request per
  *                                       line of FILE, cycled: a service's cost measured
  *                                       by this client, without a runtime on the client side
+ *   floor client|replay … DEPTH         pipelined: keep DEPTH requests in flight on the one
+ *                                       connection; print the requests per second as JSON
  *
  * A frame: 4-byte big-endian length N, then N bytes.
  */
@@ -72,6 +74,32 @@ static int round_trips(const char *path, char **frames, size_t *lengths, int n, 
     return 0;
 }
 
+/* Sends COUNT frames keeping DEPTH in flight (each reply lets the next request go);
+ * prints requests per second as JSON. */
+static int pipelined(const char *path, char **frames, size_t *lengths, int n, long count, long depth, int check) {
+    struct sockaddr_un addr;
+    char *in = malloc(1 << 24);
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (address(path, &addr) || connect(s, (void *)&addr, sizeof addr)) { perror("connect"); return 1; }
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    long sent = 0, received = 0;
+    while (received < count) {
+        while (sent < count && sent - received < depth) {
+            if (full(s, frames[sent % n], lengths[sent % n], 1)) { perror("send"); return 1; }
+            sent++;
+        }
+        uint32_t len;
+        if (full(s, &len, 4, 0) || ntohl(len) > (1 << 24) || full(s, in, ntohl(len), 0)) { perror("receive"); return 1; }
+        if (check && memmem(in, ntohl(len), "\"error\"", 7)) { fprintf(stderr, "error reply: %.*s\n", (int)ntohl(len), in); return 1; }
+        received++;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double seconds = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+    printf("{\"rps\": %.1f}\n", (double)count / seconds);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     struct sockaddr_un addr;
     /* The parent may have blocked signals; the server must die on SIGTERM. */
@@ -101,7 +129,7 @@ int main(int argc, char **argv) {
             close(c);
         }
     }
-    if (argc == 5 && strcmp(argv[1], "replay") == 0) {
+    if ((argc == 5 || argc == 6) && strcmp(argv[1], "replay") == 0) {
         FILE *f = fopen(argv[4], "r");
         if (!f) { perror("requests"); return 1; }
         static char *frames[4096];
@@ -117,16 +145,18 @@ int main(int argc, char **argv) {
             lengths[n++] = (size_t)got + 4;
         }
         if (n == 0) { fprintf(stderr, "no requests in %s\n", argv[4]); return 1; }
+        if (argc == 6) return pipelined(argv[2], frames, lengths, n, atol(argv[3]), atol(argv[5]), 1);
         return round_trips(argv[2], frames, lengths, n, atol(argv[3]), 1);
     }
-    if (argc == 5 && strcmp(argv[1], "client") == 0) {
+    if ((argc == 5 || argc == 6) && strcmp(argv[1], "client") == 0) {
         size_t req = (size_t)atol(argv[4]);
         char *body = malloc(req + 1);
         memset(body, 'x', req);
         char *frames[1] = {frame(body, req)};
         size_t lengths[1] = {req + 4};
+        if (argc == 6) return pipelined(argv[2], frames, lengths, 1, atol(argv[3]), atol(argv[5]), 0);
         return round_trips(argv[2], frames, lengths, 1, atol(argv[3]), 0);
     }
-    fprintf(stderr, "usage: floor server PATH REPLY_BYTES | floor client PATH COUNT REQ_BYTES | floor replay PATH COUNT FILE\n");
+    fprintf(stderr, "usage: floor server PATH REPLY_BYTES | floor client PATH COUNT REQ_BYTES [DEPTH] | floor replay PATH COUNT FILE [DEPTH]\n");
     return 64;
 }

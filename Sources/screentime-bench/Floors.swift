@@ -15,6 +15,22 @@ struct CFloor {
 
     /// Round-trip p50/p99 in µs for frames of the given sizes.
     func roundTrip(socket: String, requestBytes: Int, replyBytes: Int, count: Int) throws -> (p50: Double, p99: Double) {
+        let figures = try self.againstFloorServer(socket: socket, replyBytes: replyBytes, client: ["client", socket, "\(count)", "\(requestBytes)"])
+        return (figures["p50"] ?? .nan, figures["p99"] ?? .nan)
+    }
+
+    /// Requests per second with `depth` frames in flight on one connection (pipelined).
+    func pipelined(socket: String, requestBytes: Int, replyBytes: Int, count: Int, depth: Int) throws -> Double {
+        try self.againstFloorServer(socket: socket, replyBytes: replyBytes, client: ["client", socket, "\(count)", "\(requestBytes)", "\(depth)"])["rps"] ?? .nan
+    }
+
+    /// Requests per second of real requests (as `replay`) with `depth` in flight on one connection.
+    func replayPipelined(socket: String, requestFile: String, count: Int, depth: Int) throws -> Double {
+        try self.client(["replay", socket, "\(count)", requestFile, "\(depth)"])["rps"] ?? .nan
+    }
+
+    /// Starts the C floor server, runs the C client against it, stops the server.
+    private func againstFloorServer(socket: String, replyBytes: Int, client arguments: [String]) throws -> [String: Double] {
         let server = Process()
         server.executableURL = URL(fileURLWithPath: self.binary)
         server.arguments = ["server", socket, "\(replyBytes)"]
@@ -26,33 +42,29 @@ struct CFloor {
             server.waitUntilExit()
         }
         _ = ready.fileHandleForReading.availableData  // "ready"
-        let client = Process()
-        client.executableURL = URL(fileURLWithPath: self.binary)
-        client.arguments = ["client", socket, "\(count)", "\(requestBytes)"]
-        let output = Pipe()
-        client.standardOutput = output
-        try client.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        client.waitUntilExit()
-        let figures = try JSONDecoder().decode([String: Double].self, from: data)
-        return (figures["p50"] ?? .nan, figures["p99"] ?? .nan)
+        return try self.client(arguments)
     }
 
     /// Round-trip p50/p99 in µs of real requests (one JSON object per line of
     /// `requestFile`, cycled) sent by the C client to a running service: the service's
     /// own cost, with no runtime on the client side.
     func replay(socket: String, requestFile: String, count: Int) throws -> (p50: Double, p99: Double) {
+        let figures = try self.client(["replay", socket, "\(count)", requestFile])
+        return (figures["p50"] ?? .nan, figures["p99"] ?? .nan)
+    }
+
+    /// Runs the C client; its JSON output.
+    private func client(_ arguments: [String]) throws -> [String: Double] {
         let client = Process()
         client.executableURL = URL(fileURLWithPath: self.binary)
-        client.arguments = ["replay", socket, "\(count)", requestFile]
+        client.arguments = arguments
         let output = Pipe()
         client.standardOutput = output
         try client.run()
         let data = output.fileHandleForReading.readDataToEndOfFile()
         client.waitUntilExit()
-        guard client.terminationStatus == 0 else { throw BenchError("the C client's replay of \(requestFile) failed (exit \(client.terminationStatus))") }
-        let figures = try JSONDecoder().decode([String: Double].self, from: data)
-        return (figures["p50"] ?? .nan, figures["p99"] ?? .nan)
+        guard client.terminationStatus == 0 else { throw BenchError("the C client (\(arguments.joined(separator: " "))) failed (exit \(client.terminationStatus))") }
+        return try JSONDecoder().decode([String: Double].self, from: data)
     }
 
     /// Writes requests for ``replay(socket:requestFile:count:)``, one per line.
