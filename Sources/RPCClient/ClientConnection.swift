@@ -5,10 +5,10 @@ import Synchronization
 
 /// What a reply is delivered to.
 enum Waiter: Sendable {
-    /// A unary call: the whole reply frame, once.
-    case unary(CheckedContinuation<Data, any Error>)
-    /// A stream: every reply frame; return false when the stream is over.
-    case stream(@Sendable (Result<(payload: Data, head: ReplyHead), RPCError>) -> Void)
+    /// A unary call: the reply, parsed, once.
+    case unary(CheckedContinuation<ReplyHead, any Error>)
+    /// A stream: every reply, parsed.
+    case stream(@Sendable (Result<ReplyHead, RPCError>) -> Void)
 }
 
 /// One connection to a service: writes requests, routes replies to their waiters by id.
@@ -89,9 +89,9 @@ final class ClientConnection: Sendable {
         }
         switch waiter {
         case .unary(let continuation):
-            if let error = head.error { continuation.resume(throwing: error) } else { continuation.resume(returning: payload) }
+            if let error = head.error { continuation.resume(throwing: error) } else { continuation.resume(returning: head) }
         case .stream(let deliver):
-            if let error = head.error { deliver(.failure(error)) } else { deliver(.success((payload, head))) }
+            if let error = head.error { deliver(.failure(error)) } else { deliver(.success(head)) }
         case nil:
             break  // a reply to a call that timed out or was cancelled
         }

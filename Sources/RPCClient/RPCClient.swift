@@ -76,9 +76,9 @@ public final class RPCClient: Sendable {
     /// carries those credentials instead of the configuration's: a service passing on
     /// its own caller's token, so the store decides what that caller may do.
     public func call<P, R>(_ spec: MethodSpec<P, R>, _ params: P, timeout: Duration? = nil, actingFor caller: Auth? = nil) async throws(RPCError) -> R {
-        let payload = try await self.roundTrip(spec.name, params, timeout: timeout, auth: caller ?? self.configuration.auth)
+        let reply = try await self.roundTrip(spec.name, params, timeout: timeout, auth: caller ?? self.configuration.auth)
         do {
-            return try ResultDecoding.decode(R.self, from: payload)
+            return try ResultDecoding.decode(R.self, from: reply)
         } catch {
             throw RPCError(.invalidJSON, "the reply of \(spec.name) does not have the declared result type: \(error)")
         }
@@ -86,9 +86,9 @@ public final class RPCClient: Sendable {
 
     /// Calls any method with JSON parameters; returns the JSON `result`.
     public func call(_ method: String, params: JSONValue = [:], timeout: Duration? = nil) async throws(RPCError) -> JSONValue {
-        let payload = try await self.roundTrip(method, params, timeout: timeout, auth: self.configuration.auth)
+        let reply = try await self.roundTrip(method, params, timeout: timeout, auth: self.configuration.auth)
         do {
-            return try ResultDecoding.decode(JSONValue.self, from: payload)
+            return try ResultDecoding.decode(JSONValue.self, from: reply)
         } catch {
             throw RPCError(.invalidJSON, "the reply of \(method) has no result: \(error)")
         }
@@ -123,7 +123,7 @@ public final class RPCClient: Sendable {
 
     // MARK: Internals
 
-    private func roundTrip<P: Encodable & Sendable>(_ method: String, _ params: P, timeout: Duration?, auth: Auth?) async throws(RPCError) -> Data {
+    private func roundTrip<P: Encodable & Sendable>(_ method: String, _ params: P, timeout: Duration?, auth: Auth?) async throws(RPCError) -> ReplyHead {
         await self.gate.enter()
         defer { self.gate.leave() }
         let connection = try await self.connection()
@@ -170,12 +170,12 @@ public final class RPCClient: Sendable {
                     switch reply {
                     case .failure(let error):
                         continuation.finish(throwing: error)
-                    case .success(let (payload, head)):
+                    case .success(let head):
                         do {
                             if head.continues == true {
-                                continuation.yield(.item(try ResultDecoding.decode(I.self, from: payload)))
+                                continuation.yield(.item(try ResultDecoding.decode(I.self, from: head)))
                             } else {
-                                continuation.yield(.end(try ResultDecoding.decode(E.self, from: payload)))
+                                continuation.yield(.end(try ResultDecoding.decode(E.self, from: head)))
                                 continuation.finish()
                             }
                         } catch {

@@ -32,92 +32,64 @@ public struct RequestHead: Sendable, Hashable {
 
     /// Reads the head of one request frame's payload.
     public static func parse(_ payload: Data) -> Result<RequestHead, Failure> {
-        if payload.isEmpty {
+        Self.parseRequest(payload).map(\.head)
+    }
+
+    /// Reads one request frame's payload: its head, and its `params` (nil when absent or
+    /// null) for ``ParamsDecoding``, from one parse.
+    public static func parseRequest(_ payload: Data) -> Result<(head: RequestHead, params: JSONValue?), Failure> {
+        self.parseRequest(bytes: [UInt8](payload))
+    }
+
+    public static func parseRequest(bytes: [UInt8]) -> Result<(head: RequestHead, params: JSONValue?), Failure> {
+        if bytes.isEmpty {
             return .failure(Failure(id: nil, error: RPCError(.invalidFrame, "the frame is empty; a frame carries one JSON object")))
         }
-        let raw: RawHead
+        guard String(validating: bytes, as: UTF8.self) != nil else {
+            return .failure(Failure(id: nil, error: RPCError(.invalidJSON, "the frame is not valid UTF-8")))
+        }
+        let request: JSONValue
         do {
-            raw = try sharedDecoder.decode(RawHead.self, from: payload)
+            request = try JSONParser.parse(bytes: bytes)
         } catch {
-            return .failure(Failure(id: nil, error: Self.describeUnreadable(payload, error)))
+            return .failure(Failure(id: nil, error: RPCError(.invalidJSON, "the frame is not valid JSON (\(error))")))
         }
-        if let problem = raw.problem {
-            return .failure(Failure(id: raw.id, error: RPCError(.invalidRequest, problem)))
+        guard case .object(let members) = request else {
+            return .failure(Failure(id: nil, error: RPCError(.invalidRequest, "a request must be a JSON object with \"method\" and, to get a reply, \"id\"")))
         }
-        return .success(RequestHead(id: raw.id, method: raw.method, auth: raw.auth))
-    }
-
-    private static func describeUnreadable(_ payload: Data, _ error: any Error) -> RPCError {
-        if String(validating: payload, as: UTF8.self) == nil {
-            return RPCError(.invalidJSON, "the frame is not valid UTF-8")
+        var id: RequestID?
+        switch members["id"] {
+        case nil: break
+        case .int(let number)?: id = .int(number)
+        case .string(let text)?: id = .string(text)
+        case .null?: return .failure(Failure(id: nil, error: RPCError(.invalidRequest, "\"id\" must be a string or an integer; leave it out for a one-way request")))
+        default: return .failure(Failure(id: nil, error: RPCError(.invalidRequest, "\"id\" must be a string or an integer")))
         }
-        if case DecodingError.dataCorrupted(let context) = error, context.codingPath.isEmpty {
-            let detail = (context.underlyingError as? NSError)?.userInfo[NSDebugDescriptionErrorKey] as? String
-            return RPCError(.invalidJSON, "the frame is not valid JSON" + (detail.map { ": \($0)" } ?? ""))
+        let method: String
+        switch members["method"] {
+        case nil: return .failure(Failure(id: id, error: RPCError(.invalidRequest, "\"method\" is required")))
+        case .string(let text)? where !text.isEmpty: method = text
+        case .string?: return .failure(Failure(id: id, error: RPCError(.invalidRequest, "\"method\" must not be empty")))
+        default: return .failure(Failure(id: id, error: RPCError(.invalidRequest, "\"method\" must be a string")))
         }
-        return RPCError(.invalidJSON, "the frame is not valid JSON: \(error)")
-    }
-}
-
-/// Decodes the head leniently: every problem is recorded, not thrown, so the id (when it
-/// could be read) still reaches the error reply.
-private struct RawHead: Decodable {
-    var id: RequestID?
-    var method = ""
-    var auth: Auth?
-    var problem: String?
-
-    private enum Key: String, CodingKey { case id, method, params, auth }
-
-    init(from decoder: any Decoder) throws {
-        let container: KeyedDecodingContainer<Key>
-        do {
-            container = try decoder.container(keyedBy: Key.self)
-        } catch {
-            self.problem = "a request must be a JSON object with \"method\" and, to get a reply, \"id\""
-            return
+        var params: JSONValue?
+        switch members["params"] {
+        case nil, .null?: break
+        case .object(let object)?: params = .object(object)
+        default: return .failure(Failure(id: id, error: RPCError(.invalidRequest, "\"params\" must be a JSON object")))
         }
-        if container.contains(.id) {
-            if (try? container.decodeNil(forKey: .id)) == true {
-                self.problem = "\"id\" must be a string or an integer; leave it out for a one-way request"
-            } else if let id = try? container.decode(RequestID.self, forKey: .id) {
-                self.id = id
-            } else {
-                self.problem = "\"id\" must be a string or an integer"
-            }
+        var auth: Auth?
+        switch members["auth"] {
+        case nil, .null?: break
+        case .object(let object)? where object["token"]?.stringValue != nil:
+            auth = Auth(token: object["token"]!.stringValue!)
+        default: return .failure(Failure(id: id, error: RPCError(.invalidRequest, "\"auth\" must be an object with a string \"token\"")))
         }
-        guard self.problem == nil else { return }
-        if !container.contains(.method) {
-            self.problem = "\"method\" is required"
-            return
-        }
-        guard let method = try? container.decode(String.self, forKey: .method) else {
-            self.problem = "\"method\" must be a string"
-            return
-        }
-        guard !method.isEmpty else {
-            self.problem = "\"method\" must not be empty"
-            return
-        }
-        self.method = method
-        if container.contains(.params), (try? container.decodeNil(forKey: .params)) != true,
-            (try? container.nestedContainer(keyedBy: Key.self, forKey: .params)) == nil
-        {
-            self.problem = "\"params\" must be a JSON object"
-            return
-        }
-        if container.contains(.auth), (try? container.decodeNil(forKey: .auth)) != true {
-            guard let auth = try? container.decode(Auth.self, forKey: .auth) else {
-                self.problem = "\"auth\" must be an object with a string \"token\""
-                return
-            }
-            self.auth = auth
-        }
+        return .success((RequestHead(id: id, method: method, auth: auth), params))
     }
 }
 
 // Shared coders: Sendable, and never reconfigured after this point.
-private let sharedDecoder = RPCJSON.makeDecoder()
 private let sharedEncoder = RPCJSON.makeEncoder()
 
 /// Decoding a method's typed parameters from a request frame.
@@ -125,11 +97,21 @@ public enum ParamsDecoding {
     /// Decodes `params` as `P`, mapping any failure to `invalid_params` that names the
     /// parameter (`params.zone.name`) and says why.
     public static func decode<P: Decodable>(_ type: P.Type, from payload: Data) throws(RPCError) -> P {
+        let request: JSONValue
         do {
-            if let params = try sharedDecoder.decode(ParamsBox<P>.self, from: payload).params {
-                return params
-            }
-            return try sharedDecoder.decode(P.self, from: Data("{}".utf8))
+            request = try JSONParser.parse(bytes: [UInt8](payload))
+        } catch {
+            throw RPCError(.invalidJSON, "the frame is not valid JSON (\(error))")
+        }
+        let params = request["params"]
+        return try self.decode(P.self, params: params == .null ? nil : params)
+    }
+
+    /// Decodes `params` parsed already by ``RequestHead/parseRequest(_:)`` (nil: absent or
+    /// null, read as `{}`).
+    public static func decode<P: Decodable>(_ type: P.Type, params: JSONValue?) throws(RPCError) -> P {
+        do {
+            return try JSONValueDecoding.decode(P.self, from: params ?? .object([:]), codingPath: [EnvelopeKey("params")])
         } catch let error as RPCError {
             throw error
         } catch let error as DecodingError {
@@ -186,8 +168,13 @@ public enum ParamsDecoding {
     }
 }
 
-private struct ParamsBox<P: Decodable>: Decodable {
-    var params: P?
+/// A member of the envelope (`params`, `result`) as the root of a coding path.
+private struct EnvelopeKey: CodingKey {
+    let stringValue: String
+    var intValue: Int? { nil }
+    init(_ name: String) { self.stringValue = name }
+    init?(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
 }
 
 /// Building reply frames' payloads.
@@ -199,7 +186,24 @@ private struct ParamsBox<P: Decodable>: Decodable {
 /// ```
 public enum ReplyEncoding {
     public static func result<R: Encodable>(id: RequestID, _ result: R, continues: Bool = false) throws -> Data {
-        try sharedEncoder.encode(ResultReply(id: id, result: result, continues: continues ? true : nil))
+        guard let writable = result as? any JSONWritable else {
+            return try sharedEncoder.encode(ResultReply(id: id, result: result, continues: continues ? true : nil))
+        }
+        var writer = JSONWriter(capacity: 512)
+        writer.beginObject()
+        writer.member("id")
+        switch id {
+        case .int(let value): writer.int(value)
+        case .string(let value): writer.string(value)
+        }
+        writer.member("result")
+        try writable.write(to: &writer)
+        if continues {
+            writer.member("continues")
+            writer.bool(true)
+        }
+        writer.endObject()
+        return Data(writer.bytes)
     }
 
     /// The same reply around a result encoded already.
@@ -224,7 +228,27 @@ public enum ReplyEncoding {
     }
 
     public static func request<P: Encodable>(id: RequestID?, method: String, params: P, auth: Auth?) throws -> Data {
-        try sharedEncoder.encode(RequestEnvelope(id: id, method: method, params: params, auth: auth))
+        guard let writable = params as? any JSONWritable else {
+            return try sharedEncoder.encode(RequestEnvelope(id: id, method: method, params: params, auth: auth))
+        }
+        var writer = JSONWriter(capacity: 512)
+        writer.beginObject()
+        switch id {
+        case .int(let value)?: writer.member("id", value)
+        case .string(let value)?: writer.member("id", value)
+        case nil: break
+        }
+        writer.member("method", method)
+        writer.member("params")
+        try writable.write(to: &writer)
+        if let auth {
+            writer.member("auth")
+            writer.beginObject()
+            writer.member("token", auth.token)
+            writer.endObject()
+        }
+        writer.endObject()
+        return Data(writer.bytes)
     }
 }
 
@@ -254,24 +278,35 @@ private struct RequestEnvelope<P: Encodable>: Encodable {
     var auth: Auth?
 }
 
-/// The parts of a reply a client needs to route it.
-public struct ReplyHead: Decodable, Sendable {
+/// The parts of a reply a client needs to route it, and the reply itself, parsed once.
+public struct ReplyHead: Sendable {
     public var id: RequestID?
     public var error: RPCError?
     public var continues: Bool?
+    /// The whole reply, for ``ResultDecoding``.
+    public var reply: JSONValue
 
     public static func parse(_ payload: Data) throws -> ReplyHead {
-        try sharedDecoder.decode(ReplyHead.self, from: payload)
+        let reply = try JSONParser.parse(bytes: [UInt8](payload))
+        guard case .object(let members) = reply else {
+            throw DecodingError.typeMismatch([String: Any].self, .init(codingPath: [], debugDescription: "a reply must be a JSON object"))
+        }
+        let id = try members["id"].flatMap { $0 == .null ? nil : try JSONValueDecoding.decode(RequestID.self, from: $0) }
+        let error = try members["error"].flatMap { $0 == .null ? nil : try JSONValueDecoding.decode(RPCError.self, from: $0) }
+        return ReplyHead(id: id, error: error, continues: members["continues"]?.boolValue, reply: reply)
     }
 }
 
 /// Decoding the typed `result` of a reply.
 public enum ResultDecoding {
     public static func decode<R: Decodable>(_ type: R.Type, from payload: Data) throws -> R {
-        try sharedDecoder.decode(ResultBox<R>.self, from: payload).result
+        try self.decode(R.self, from: try ReplyHead.parse(payload))
     }
-}
 
-private struct ResultBox<R: Decodable>: Decodable {
-    var result: R
+    public static func decode<R: Decodable>(_ type: R.Type, from head: ReplyHead) throws -> R {
+        guard let result = head.reply["result"] else {
+            throw DecodingError.keyNotFound(EnvelopeKey("result"), .init(codingPath: [], debugDescription: "the reply has no result"))
+        }
+        return try JSONValueDecoding.decode(R.self, from: result, codingPath: [EnvelopeKey("result")])
+    }
 }

@@ -10,7 +10,7 @@ public enum RPCJSON {
         encoder.outputFormatting = pretty ? [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes] : [.withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .custom { date, encoder in
             var container = encoder.singleValueContainer()
-            try container.encode(date.formatted(withFractions))
+            try container.encode(RFC3339.format(date))
         }
         return encoder
     }
@@ -20,7 +20,7 @@ public enum RPCJSON {
         decoder.dateDecodingStrategy = .custom { decoder in
             let container = try decoder.singleValueContainer()
             let text = try container.decode(String.self)
-            if let date = (try? withFractions.parse(text)) ?? (try? withoutFractions.parse(text)) {
+            if let date = RFC3339.parse(text) {
                 return date
             }
             throw DecodingError.dataCorruptedError(
@@ -30,7 +30,4 @@ public enum RPCJSON {
         }
         return decoder
     }
-
-    private static let withFractions = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
-    private static let withoutFractions = Date.ISO8601FormatStyle()
 }

@@ -13,7 +13,13 @@ public struct JSONParser {
 
     /// Parses one JSON value (with nothing but whitespace after it).
     public static func parse(_ text: String) throws(Failure) -> JSONValue {
-        var parser = JSONParser(bytes: Array(text.utf8))
+        try self.parse(bytes: Array(text.utf8))
+    }
+
+    /// Parses one JSON value from UTF-8 bytes. The bytes must be valid UTF-8 (strings are
+    /// read without checking); check untrusted input first.
+    public static func parse(bytes: [UInt8]) throws(Failure) -> JSONValue {
+        var parser = JSONParser(bytes: bytes)
         let value = try parser.value(depth: 0)
         parser.skipWhitespace()
         guard parser.index == parser.bytes.count else { throw Failure(offset: parser.index) }
@@ -25,7 +31,12 @@ public struct JSONParser {
     private var failure: Failure { Failure(offset: self.index) }
 
     private mutating func skipWhitespace() {
-        while self.index < self.bytes.count, [0x20, 0x0A, 0x0D, 0x09].contains(self.bytes[self.index]) { self.index += 1 }
+        while self.index < self.bytes.count {
+            switch self.bytes[self.index] {
+            case 0x20, 0x0A, 0x0D, 0x09: self.index += 1
+            default: return
+            }
+        }
     }
 
     private mutating func expect(_ literal: StaticString) throws(Failure) {
@@ -94,24 +105,40 @@ public struct JSONParser {
         }
     }
 
+    /// A number as JSON's grammar has it: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
     private mutating func number() throws(Failure) -> JSONValue {
         let start = self.index
         var isInteger = true
-        while self.index < self.bytes.count {
-            let byte = self.bytes[self.index]
-            if (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "+") {
-                self.index += 1
-            } else if byte == UInt8(ascii: ".") || byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E") {
-                isInteger = false
-                self.index += 1
-            } else {
-                break
-            }
+        if self.at(UInt8(ascii: "-")) { self.index += 1 }
+        guard self.atDigit else { throw Failure(offset: start) }
+        if self.at(UInt8(ascii: "0")) { self.index += 1 } else { self.skipDigits() }
+        if self.at(UInt8(ascii: ".")) {
+            isInteger = false
+            self.index += 1
+            guard self.atDigit else { throw self.failure }
+            self.skipDigits()
+        }
+        if self.at(UInt8(ascii: "e")) || self.at(UInt8(ascii: "E")) {
+            isInteger = false
+            self.index += 1
+            if self.at(UInt8(ascii: "+")) || self.at(UInt8(ascii: "-")) { self.index += 1 }
+            guard self.atDigit else { throw self.failure }
+            self.skipDigits()
         }
         let text = String(decoding: self.bytes[start..<self.index], as: UTF8.self)
         if isInteger, let integer = Int64(text) { return .int(integer) }
-        guard !text.isEmpty, let double = Double(text) else { throw Failure(offset: start) }
+        guard let double = Double(text), double.isFinite else { throw Failure(offset: start) }
         return .double(double)
+    }
+
+    private func at(_ byte: UInt8) -> Bool { self.index < self.bytes.count && self.bytes[self.index] == byte }
+
+    private var atDigit: Bool {
+        self.index < self.bytes.count && self.bytes[self.index] >= UInt8(ascii: "0") && self.bytes[self.index] <= UInt8(ascii: "9")
+    }
+
+    private mutating func skipDigits() {
+        while self.atDigit { self.index += 1 }
     }
 
     private mutating func string() throws(Failure) -> String {

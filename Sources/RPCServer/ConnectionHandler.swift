@@ -68,15 +68,15 @@ struct ConnectionHandler: Sendable {
     }
 
     private func handle(_ frame: ByteBuffer, outbound: Outbound, peer: PeerCredentials?, logger: Logger) async {
-        let payload = Data(frame.readableBytesView)
         let head: RequestHead
-        switch RequestHead.parse(payload) {
+        let params: JSONValue?
+        switch RequestHead.parseRequest(bytes: Array(frame.readableBytesView)) {
         case .failure(let failure):
             logger.debug("unreadable request", metadata: ["error_code": "\(failure.error.code)", "error": "\(failure.error.message)"])
             await outbound.sendOrDrop(ReplyEncoding.error(id: failure.id, failure.error))
             return
         case .success(let parsed):
-            head = parsed
+            (head, params) = parsed
         }
 
         var logger = logger
@@ -84,7 +84,7 @@ struct ConnectionHandler: Sendable {
         if let id = head.id { logger[metadataKey: "request_id"] = "\(id)" }
 
         if head.method == Builtin.cancel.name {
-            await self.cancel(payload, head: head, outbound: outbound)
+            await self.cancel(params, head: head, outbound: outbound)
             return
         }
         guard let entry = self.table.entries[head.method] else {
@@ -107,7 +107,7 @@ struct ConnectionHandler: Sendable {
             logger: logger
         )
         let outcome = self.connection.start(id: head.id, isStream: entry.isStream) { token in
-            await self.run(entry, payload: payload, context: context, outbound: outbound, token: token)
+            await self.run(entry, params: params, context: context, outbound: outbound, token: token)
         }
         switch outcome {
         case .started:
@@ -128,11 +128,11 @@ struct ConnectionHandler: Sendable {
         }
     }
 
-    private func run(_ entry: MethodTable.Entry, payload: Data, context: RequestContext, outbound: Outbound, token: UInt64) async {
+    private func run(_ entry: MethodTable.Entry, params: JSONValue?, context: RequestContext, outbound: Outbound, token: UInt64) async {
         let started = ContinuousClock.now
         var failure: RPCError?
         do {
-            try await entry.run(payload, context, outbound)
+            try await entry.run(params, context, outbound)
         } catch {
             failure = self.reply(to: error, reason: self.connection.reason(token), context: context)
             if let failure, let id = context.requestID {
@@ -174,10 +174,10 @@ struct ConnectionHandler: Sendable {
         }
     }
 
-    private func cancel(_ payload: Data, head: RequestHead, outbound: Outbound) async {
+    private func cancel(_ rawParams: JSONValue?, head: RequestHead, outbound: Outbound) async {
         let reply: Data
         do {
-            let params = try ParamsDecoding.decode(CancelParams.self, from: payload)
+            let params = try ParamsDecoding.decode(CancelParams.self, params: rawParams)
             let cancelled = self.connection.cancel(params.id, reason: .requested)
             guard let id = head.id else { return }
             reply = try ReplyEncoding.result(id: id, CancelResult(cancelled: cancelled))

@@ -11,8 +11,8 @@ public struct MethodTable: Sendable {
 
     /// Adds a unary method.
     public mutating func on<P, R>(_ spec: MethodSpec<P, R>, _ handler: @escaping @Sendable (P, RequestContext) async throws -> R) {
-        self.add(spec.describedAs) { payload, context, outbound in
-            let params = try ParamsDecoding.decode(P.self, from: payload)
+        self.add(spec.describedAs) { rawParams, context, outbound in
+            let params = try ParamsDecoding.decode(P.self, params: rawParams)
             let result = try await handler(params, context)
             guard let id = context.requestID else { return }
             await outbound.sendOrDrop(try ReplyEncoding.result(id: id, result))
@@ -22,8 +22,8 @@ public struct MethodTable: Sendable {
     /// Adds a streaming method: the handler yields items through the writer and returns the
     /// final result.
     public mutating func on<P, I, E>(_ spec: StreamSpec<P, I, E>, _ handler: @escaping @Sendable (P, StreamWriter<I>, RequestContext) async throws -> E) {
-        self.add(spec.describedAs) { payload, context, outbound in
-            let params = try ParamsDecoding.decode(P.self, from: payload)
+        self.add(spec.describedAs) { rawParams, context, outbound in
+            let params = try ParamsDecoding.decode(P.self, params: rawParams)
             let end = try await handler(params, StreamWriter(id: context.requestID, outbound: outbound), context)
             guard let id = context.requestID else { return }
             await outbound.sendOrDrop(try ReplyEncoding.result(id: id, end))
@@ -39,7 +39,8 @@ public struct MethodTable: Sendable {
     var descriptions: [MethodDescription] { self.order.compactMap { self.entries[$0]?.description } }
 
     struct Entry: Sendable {
-        typealias Run = @Sendable (_ payload: Data, _ context: RequestContext, _ outbound: Outbound) async throws -> Void
+        /// `params` as parsed with the request's head (nil: absent).
+        typealias Run = @Sendable (_ params: JSONValue?, _ context: RequestContext, _ outbound: Outbound) async throws -> Void
         var description: MethodDescription
         var run: Run
         var isStream: Bool { self.description.kind == .stream }

@@ -103,14 +103,7 @@ extension JSONValue {
 
 /// The one date format of field values: RFC 3339, UTC, milliseconds.
 public enum StoreDates {
-    public static func format(_ date: Date) -> String {
-        date.formatted(withFractions)
-    }
+    public static func format(_ date: Date) -> String { RFC3339.format(date) }
 
-    public static func parse(_ text: String) -> Date? {
-        (try? withFractions.parse(text)) ?? (try? withoutFractions.parse(text))
-    }
-
-    private static let withFractions = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
-    private static let withoutFractions = Date.ISO8601FormatStyle()
+    public static func parse(_ text: String) -> Date? { RFC3339.parse(text) }
 }

@@ -17,7 +17,8 @@ struct JSONParserTests {
         #expect(try JSONParser.parse("\"\\ud83d\\ude00\"") == "😀")
     }
 
-    @Test("it refuses what is not JSON", arguments: ["", "{", "{\"a\":}", "[1,]", "tru", "\"open", "1 2", "{\"a\" 1}", "\"\u{1}\"", "--1", "\"\\x\""])
+    @Test("it refuses what is not JSON", arguments: ["", "{", "{\"a\":}", "[1,]", "tru", "\"open", "1 2", "{\"a\" 1}", "\"\u{1}\"", "--1", "\"\\x\"",
+        "+1", "01", "1.", ".5", "1e", "-", "1e+", "NaN", "Infinity"])
     func refuses(_ text: String) {
         #expect(throws: JSONParser.Failure.self) { try JSONParser.parse(text) }
     }

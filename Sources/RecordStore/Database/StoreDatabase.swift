@@ -101,10 +101,15 @@ enum FieldsCoding {
         return encoder
     }()
 
+    /// A record's fields as stored: canonical JSON, keys sorted.
     static func encode(_ fields: [String: JSONValue]) throws -> String {
-        String(decoding: try encoder.encode(fields), as: UTF8.self)
+        var writer = JSONWriter()
+        try writer.value(.object(fields), sortedKeys: true)
+        return String(decoding: writer.bytes, as: UTF8.self)
     }
 
+    /// A uniqueness key. Still through `JSONEncoder`: keys stored by earlier versions
+    /// must compare equal byte for byte.
     static func encodeValue(_ value: JSONValue) throws -> String {
         String(decoding: try encoder.encode(value), as: UTF8.self)
     }

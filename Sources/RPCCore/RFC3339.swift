@@ -1,0 +1,140 @@
+import Foundation
+import Glibc
+
+/// The wire's one date format, RFC 3339 in UTC with milliseconds (`2026-11-22T08:30:00.000Z`),
+/// written and read by hand: every record carries dates, and Foundation's format styles
+/// cost more than the rest of a small reply.
+public enum RFC3339 {
+    /// `2026-11-22T08:30:00.000Z`, to the nearest millisecond.
+    public static func format(_ date: Date) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(24)
+        self.append(date, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends the formatted date to `bytes`.
+    public static func append(_ date: Date, to bytes: inout [UInt8]) {
+        let millis = Int64((date.timeIntervalSince1970 * 1000).rounded())
+        var seconds = time_t(millis.floorDivided(by: 1000))
+        let fraction = Int(millis - Int64(seconds) * 1000)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        let year = Int(parts.tm_year) + 1900
+        if year < 0 || year > 9999 {
+            // Outside what four digits hold: Foundation's own text, rare enough not to matter.
+            bytes.append(contentsOf: date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)).utf8)
+            return
+        }
+        self.digits(year, 4, &bytes)
+        bytes.append(UInt8(ascii: "-"))
+        self.digits(Int(parts.tm_mon) + 1, 2, &bytes)
+        bytes.append(UInt8(ascii: "-"))
+        self.digits(Int(parts.tm_mday), 2, &bytes)
+        bytes.append(UInt8(ascii: "T"))
+        self.digits(Int(parts.tm_hour), 2, &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        self.digits(Int(parts.tm_min), 2, &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        self.digits(Int(parts.tm_sec), 2, &bytes)
+        bytes.append(UInt8(ascii: "."))
+        self.digits(fraction, 3, &bytes)
+        bytes.append(UInt8(ascii: "Z"))
+    }
+
+    /// Reads `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; nil for anything else.
+    public static func parse(_ text: String) -> Date? {
+        var text = text
+        return text.withUTF8 { self.parse(bytes: $0) }
+    }
+
+    static func parse(bytes: UnsafeBufferPointer<UInt8>) -> Date? {
+        var index = 0
+        func number(_ count: Int) -> Int? {
+            guard index + count <= bytes.count else { return nil }
+            var value = 0
+            for offset in 0..<count {
+                let byte = bytes[index + offset]
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+            }
+            index += count
+            return value
+        }
+        func literal(_ options: UInt8...) -> Bool {
+            guard index < bytes.count, options.contains(bytes[index]) else { return false }
+            index += 1
+            return true
+        }
+        guard let year = number(4), literal(UInt8(ascii: "-")), let month = number(2), literal(UInt8(ascii: "-")),
+            let day = number(2), literal(UInt8(ascii: "T"), UInt8(ascii: "t")), let hour = number(2), literal(UInt8(ascii: ":")),
+            let minute = number(2), literal(UInt8(ascii: ":")), let second = number(2),
+            (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
+        else { return nil }
+        var fraction = 0.0
+        if literal(UInt8(ascii: ".")) {
+            var scale = 0.1
+            let start = index
+            while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
+                fraction += Double(bytes[index] - UInt8(ascii: "0")) * scale
+                scale /= 10
+                index += 1
+            }
+            guard index > start else { return nil }
+        }
+        var offsetSeconds = 0
+        if literal(UInt8(ascii: "Z"), UInt8(ascii: "z")) {
+            offsetSeconds = 0
+        } else if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
+            let sign = bytes[index] == UInt8(ascii: "-") ? -1 : 1
+            index += 1
+            guard let hours = number(2), literal(UInt8(ascii: ":")), let minutes = number(2), hours < 24, minutes < 60 else { return nil }
+            offsetSeconds = sign * (hours * 3600 + minutes * 60)
+        } else {
+            return nil
+        }
+        guard index == bytes.count else { return nil }
+        guard day <= self.daysIn(month: month, year: year) else { return nil }
+        let days = self.daysFromCivil(year: year, month: month, day: day)
+        let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds
+        // Milliseconds are what the wire carries: round the fraction to them, as the writer does.
+        let millis = Double(seconds) * 1000 + (fraction * 1000).rounded()
+        return Date(timeIntervalSince1970: millis / 1000)
+    }
+
+    private static func digits(_ value: Int, _ count: Int, _ bytes: inout [UInt8]) {
+        var divisor = 1
+        for _ in 1..<count { divisor *= 10 }
+        var rest = value
+        while divisor > 0 {
+            bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+            rest %= divisor
+            divisor /= 10
+        }
+    }
+
+    private static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: return 30
+        default: return 31
+        }
+    }
+
+    /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+    private static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+}
+
+extension Int64 {
+    fileprivate func floorDivided(by divisor: Int64) -> Int64 {
+        let quotient = self / divisor
+        return (self % divisor != 0 && (self < 0) != (divisor < 0)) ? quotient - 1 : quotient
+    }
+}

@@ -1,0 +1,181 @@
+import Foundation
+import RPCCore
+
+// The store's hot replies written by hand (see `JSONWritable`): a record read goes from
+// the database row to the wire without `JSONEncoder`. Member names and omissions are those
+// of the synthesized `Encodable` forms; StoreAPITests checks each against `JSONEncoder`.
+
+extension Record: JSONWritable {
+    public func write(to writer: inout JSONWriter) throws {
+        writer.beginObject()
+        writer.member("recordType", self.recordType)
+        writer.member("recordName", self.recordName)
+        writer.member("zone", self.zone)
+        writer.member("fields")
+        try writer.value(.object(self.fields))
+        writer.member("changeTag", self.changeTag)
+        writer.member("createdAt", self.createdAt)
+        writer.member("modifiedAt", self.modifiedAt)
+        writer.member("createdBy", self.createdBy)
+        writer.member("modifiedBy", self.modifiedBy)
+        writer.endObject()
+    }
+}
+
+extension RecordID: JSONWritable {
+    public func write(to writer: inout JSONWriter) throws {
+        writer.beginObject()
+        writer.member("zone", self.zone)
+        writer.member("recordName", self.recordName)
+        writer.member("recordType", self.recordType)
+        writer.endObject()
+    }
+}
+
+extension FetchResult: JSONWritable {
+    public func write(to writer: inout JSONWriter) throws {
+        writer.beginObject()
+        writer.member("records")
+        try writer.array(self.records)
+        writer.member("missing", self.missing)
+        writer.endObject()
+    }
+}
+
+extension QueryResult: JSONWritable {
+    public func write(to writer: inout JSONWriter) throws {
+        writer.beginObject()
+        writer.member("records")
+        try writer.array(self.records)
+        writer.member("cursor", self.cursor)
+        writer.endObject()
+    }
+}
+
+extension ZoneChangesResult: JSONWritable {
+    public func write(to writer: inout JSONWriter) throws {
+        writer.beginObject()
+        writer.member("records")
+        try writer.array(self.records)
+        writer.member("deletions")
+        try writer.array(self.deletions)
+        writer.member("token", self.token)
+        writer.member("moreComing", self.moreComing)
+        writer.endObject()
+    }
+}
+
+extension ChangeEvent: JSONWritable {
+    public func write(to writer: inout JSONWriter) throws {
+        writer.beginObject()
+        writer.member("seq", self.seq)
+        writer.member("family", self.family)
+        writer.member("zone", self.zone)
+        writer.member("kind", self.kind.rawValue)
+        writer.member("recordType", self.recordType)
+        writer.member("recordName", self.recordName)
+        writer.member("changeTag", self.changeTag)
+        if let record = self.record {
+            writer.member("record")
+            try record.write(to: &writer)
+        }
+        writer.member("at", self.at)
+        writer.member("created", self.created)
+        if let deletedFields = self.deletedFields {
+            writer.member("deletedFields")
+            try writer.value(.object(deletedFields))
+        }
+        writer.endObject()
+    }
+}
+
+extension SaveOutcome: JSONWritable {
+    public func write(to writer: inout JSONWriter) throws {
+        writer.beginObject()
+        writer.member("recordName", self.recordName)
+        if let record = self.record {
+            writer.member("record")
+            try record.write(to: &writer)
+        }
+        try writer.member("error", encodable: self.error)  // rare: through JSONEncoder
+        writer.endObject()
+    }
+}
+
+extension DeleteOutcome: JSONWritable {
+    public func write(to writer: inout JSONWriter) throws {
+        writer.beginObject()
+        writer.member("recordName", self.recordName)
+        writer.member("deleted", self.deleted)
+        try writer.member("error", encodable: self.error)
+        writer.endObject()
+    }
+}
+
+extension ModifyResult: JSONWritable {
+    public func write(to writer: inout JSONWriter) throws {
+        writer.beginObject()
+        writer.member("saved")
+        try writer.array(self.saved)
+        writer.member("deleted")
+        try writer.array(self.deleted)
+        writer.member("cascaded")
+        try writer.array(self.cascaded)
+        writer.member("replayed", self.replayed)
+        writer.endObject()
+    }
+}
+
+// Requests too: a client writing batches of records (the aggregator, devices) skips the
+// encoder as well.
+
+extension RecordSave: JSONWritable {
+    public func write(to writer: inout JSONWriter) throws {
+        writer.beginObject()
+        writer.member("recordType", self.recordType)
+        writer.member("recordName", self.recordName)
+        writer.member("fields")
+        try writer.value(.object(self.fields))
+        writer.member("changeTag", self.changeTag)
+        writer.endObject()
+    }
+}
+
+extension RecordDelete: JSONWritable {
+    public func write(to writer: inout JSONWriter) throws {
+        writer.beginObject()
+        writer.member("recordName", self.recordName)
+        writer.member("changeTag", self.changeTag)
+        writer.endObject()
+    }
+}
+
+extension ModifyParams: JSONWritable {
+    public func write(to writer: inout JSONWriter) throws {
+        writer.beginObject()
+        writer.member("family", self.family)
+        writer.member("zone", self.zone)
+        if let saves = self.saves {
+            writer.member("saves")
+            try writer.array(saves)
+        }
+        if let deletes = self.deletes {
+            writer.member("deletes")
+            try writer.array(deletes)
+        }
+        writer.member("savePolicy", self.savePolicy?.rawValue)
+        writer.member("atomic", self.atomic)
+        writer.member("requestId", self.requestId)
+        writer.endObject()
+    }
+}
+
+extension FetchParams: JSONWritable {
+    public func write(to writer: inout JSONWriter) throws {
+        writer.beginObject()
+        writer.member("family", self.family)
+        writer.member("zone", self.zone)
+        writer.member("recordNames", self.recordNames)
+        writer.endObject()
+    }
+}
