@@ -319,14 +319,13 @@ enum Millis {
 
 /// JSON for the rows' bodies, in the wire's encoding (dates and all).
 enum Coding {
-    private static let encoder = RPCJSON.makeEncoder()
-    private static let decoder = RPCJSON.makeDecoder()
-
     static func encode<T: Encodable>(_ value: T) throws -> String {
-        String(decoding: try Self.encoder.encode(value), as: UTF8.self)
+        var writer = JSONWriter()
+        try writer.encodable(value)
+        return String(decoding: writer.bytes, as: UTF8.self)
     }
 
     static func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
-        try Self.decoder.decode(type, from: Data(text.utf8))
+        try JSONValueDecoding.decode(type, from: try JSONParser.parse(text))
     }
 }
