@@ -1,4 +1,5 @@
 import Foundation
+import DurableSQLite
 import GRDB
 import RPCCore
 
@@ -17,9 +18,9 @@ enum Alerts {
     /// Checks the reward time of the child-days just computed again.
     static func checkRewardDays(_ days: [EarnedTime.Child: Set<String>], _ db: Database) throws {
         for (child, childDays) in days {
-            guard let minutes = try Int64.fetchOne(db, sql: "SELECT alert_reward_minutes FROM families WHERE family = ?", arguments: [child.family]) else { continue }
+            guard let minutes = try Int64.fetchOne(cached: db, sql: "SELECT alert_reward_minutes FROM families WHERE family = ?", arguments: [child.family]) else { continue }
             for day in childDays {
-                let reward = try Int64.fetchOne(db, sql: """
+                let reward = try Int64.fetchOne(cached: db, sql: """
                     SELECT coalesce(sum(d.reward_seconds), 0) FROM days d JOIN devices v ON v.family = d.family AND v.device_id = d.device_id
                     WHERE d.family = ? AND v.child_ref = ? AND d.day = ?
                     """, arguments: [child.family, child.child, day]) ?? 0
@@ -34,7 +35,7 @@ enum Alerts {
 
     /// Called when a child's balance crosses zero, either way.
     static func balanceCrossed(_ child: EarnedTime.Child, exhausted: Bool, balanceSeconds: Int64, _ db: Database) throws {
-        let enabled = try Bool.fetchOne(db, sql: "SELECT alert_exhausted FROM families WHERE family = ?", arguments: [child.family]) ?? true
+        let enabled = try Bool.fetchOne(cached: db, sql: "SELECT alert_exhausted FROM families WHERE family = ?", arguments: [child.family]) ?? true
         guard enabled else { return }
         let name = Self.name(child.child)
         try Self.crossing(.balanceExhausted, family: child.family, subject: child.child, day: "", over: exhausted, db) {
@@ -47,7 +48,7 @@ enum Alerts {
     @discardableResult
     static func checkSilentDevices(now: Date, _ db: Database) throws -> Int {
         var queued = 0
-        let rows = try Row.fetchAll(db, sql: """
+        let rows = try Row.fetchAll(cached: db, sql: """
             SELECT f.family, f.alert_no_data_hours AS hours, s.device_id, max(s.end_ms) AS last
             FROM families f JOIN sessions s ON s.family = f.family
             WHERE f.alert_no_data_hours IS NOT NULL GROUP BY f.family, s.device_id
@@ -70,19 +71,19 @@ enum Alerts {
                                  message: () -> (title: String, body: String, data: [String: JSONValue])) throws {
         let fired = try Self.hasFired(kind, family: family, subject: subject, day: day, db)
         if over && !fired {
-            try db.execute(sql: "INSERT INTO alerts_fired(family, kind, subject, day) VALUES (?, ?, ?, ?)", arguments: [family, kind.rawValue, subject, day])
+            try db.execute(cached: "INSERT INTO alerts_fired(family, kind, subject, day) VALUES (?, ?, ?, ?)", arguments: [family, kind.rawValue, subject, day])
             let (title, body, data) = message()
             var payload = data
             payload["alert"] = .string(kind.rawValue)
-            try db.execute(sql: "INSERT INTO alert_outbox(family, kind, title, body, data) VALUES (?, ?, ?, ?, ?)",
+            try db.execute(cached: "INSERT INTO alert_outbox(family, kind, title, body, data) VALUES (?, ?, ?, ?, ?)",
                            arguments: [family, kind.rawValue, title, body, String(decoding: try JSONEncoder().encode(JSONValue.object(payload)), as: UTF8.self)])
         } else if !over && fired {
-            try db.execute(sql: "DELETE FROM alerts_fired WHERE family = ? AND kind = ? AND subject = ? AND day = ?", arguments: [family, kind.rawValue, subject, day])
+            try db.execute(cached: "DELETE FROM alerts_fired WHERE family = ? AND kind = ? AND subject = ? AND day = ?", arguments: [family, kind.rawValue, subject, day])
         }
     }
 
     private static func hasFired(_ kind: Kind, family: String, subject: String, day: String, _ db: Database) throws -> Bool {
-        try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM alerts_fired WHERE family = ? AND kind = ? AND subject = ? AND day = ?)",
+        try Bool.fetchOne(cached: db, sql: "SELECT EXISTS (SELECT 1 FROM alerts_fired WHERE family = ? AND kind = ? AND subject = ? AND day = ?)",
                           arguments: [family, kind.rawValue, subject, day]) ?? false
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import DurableSQLite
 import GRDB
 import RPCCore
 import StoreAPI
@@ -21,8 +22,8 @@ enum EarnedTime {
 
     /// Mirrors a parent's redemption or adjustment; returns the child whose balance moves.
     static func applyLedger(_ change: Ingest.Change, days: LocalDays, seal: Retention.Seal, _ db: Database) throws -> Child? {
-        let old = try String.fetchOne(db, sql: "SELECT child FROM ledger WHERE family = ? AND record_name = ?", arguments: [change.family, change.recordName])
-        try db.execute(sql: "DELETE FROM ledger WHERE family = ? AND record_name = ?", arguments: [change.family, change.recordName])
+        let old = try String.fetchOne(cached: db, sql: "SELECT child FROM ledger WHERE family = ? AND record_name = ?", arguments: [change.family, change.recordName])
+        try db.execute(cached: "DELETE FROM ledger WHERE family = ? AND record_name = ?", arguments: [change.family, change.recordName])
         let fields = change.fields
         guard !change.deleted, let type = fields["type"]?.stringValue, type != "accrual",
               let child = fields["childRef"]?.objectValue?["recordName"]?.stringValue, let amount = fields["amount"]?.intValue
@@ -31,24 +32,24 @@ enum EarnedTime {
         if seal.covers(millis: at) {
             try Retention.carryLate(family: change.family, recordName: change.recordName, child: child, type: type, amount: amount, atMillis: at, days: days, db)
         } else {
-            try db.execute(sql: "INSERT INTO ledger(family, record_name, child, type, amount, at_ms) VALUES (?, ?, ?, ?, ?, ?)",
+            try db.execute(cached: "INSERT INTO ledger(family, record_name, child, type, amount, at_ms) VALUES (?, ?, ?, ?, ?, ?)",
                            arguments: [change.family, change.recordName, child, type, amount, at])
         }
         return Child(family: change.family, child: child)
     }
 
     static func applyShieldPolicy(_ change: Ingest.Change, _ db: Database) throws {
-        try db.execute(sql: "DELETE FROM shield_policies WHERE family = ? AND record_name = ?", arguments: [change.family, change.recordName])
+        try db.execute(cached: "DELETE FROM shield_policies WHERE family = ? AND record_name = ?", arguments: [change.family, change.recordName])
         guard !change.deleted else { return }
         let child = change.fields["childRef"]?.objectValue?["recordName"]?.stringValue ?? ""
         let apps = change.fields["rewardApps"]?.arrayValue?.compactMap(\.stringValue) ?? []
         let categories = change.fields["rewardCategories"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        try db.execute(sql: "INSERT INTO shield_policies(family, record_name, child, apps, categories) VALUES (?, ?, ?, ?, ?)",
+        try db.execute(cached: "INSERT INTO shield_policies(family, record_name, child, apps, categories) VALUES (?, ?, ?, ?, ?)",
                        arguments: [change.family, change.recordName, child, try Self.json(apps), try Self.json(categories)])
     }
 
     static func children(of family: String, _ db: Database) throws -> Set<Child> {
-        Set(try String.fetchAll(db, sql: "SELECT child FROM children WHERE family = ?", arguments: [family]).map { Child(family: family, child: $0) })
+        Set(try String.fetchAll(cached: db, sql: "SELECT child FROM children WHERE family = ?", arguments: [family]).map { Child(family: family, child: $0) })
     }
 
     /// Queues the accrual of each child-day whose devices' days were computed again;
@@ -56,7 +57,7 @@ enum EarnedTime {
     static func queueAccruals(for days: Set<Ingest.DeviceDay>, _ db: Database) throws -> [Child: Set<String>] {
         var children: [Child: Set<String>] = [:]
         for item in days {
-            guard let child = try String.fetchOne(db, sql: "SELECT child_ref FROM devices WHERE family = ? AND device_id = ? AND child_ref IS NOT NULL",
+            guard let child = try String.fetchOne(cached: db, sql: "SELECT child_ref FROM devices WHERE family = ? AND device_id = ? AND child_ref IS NOT NULL",
                                                   arguments: [item.family, item.deviceId]) else { continue }
             children[Child(family: item.family, child: child), default: []].insert(item.day)
             try Self.queue(item.family, child, day: item.day, db)
@@ -66,15 +67,15 @@ enum EarnedTime {
 
     /// Computes a child's balance, notes a shield crossing, and queues the balance record.
     static func computeBalance(_ child: Child, _ db: Database) throws {
-        let usage = try Row.fetchOne(db, sql: """
+        let usage = try Row.fetchOne(cached: db, sql: """
             SELECT coalesce(sum(d.points), 0) AS points, coalesce(sum(d.reward_seconds), 0) AS reward
             FROM days d JOIN devices v ON v.family = d.family AND v.device_id = d.device_id
             WHERE d.family = ? AND v.child_ref = ?
             """, arguments: [child.family, child.child])
-        let ledger = try Row.fetchOne(db, sql: """
+        let ledger = try Row.fetchOne(cached: db, sql: """
             SELECT coalesce(sum(CASE type WHEN 'redemption' THEN -amount ELSE amount END), 0) AS net FROM ledger WHERE family = ? AND child = ?
             """, arguments: [child.family, child.child])
-        let rate = try Int64.fetchOne(db, sql: "SELECT seconds_per_point FROM families WHERE family = ?", arguments: [child.family]) ?? 60
+        let rate = try Int64.fetchOne(cached: db, sql: "SELECT seconds_per_point FROM families WHERE family = ?", arguments: [child.family]) ?? 60
         let accrued: Int64 = usage?["points"] ?? 0
         let net: Int64 = ledger?["net"] ?? 0
         let points = accrued + net + (try Retention.carriedPoints(family: child.family, child: child.child, db))
@@ -82,9 +83,9 @@ enum EarnedTime {
         let balance = points * rate - reward
         let shielded = balance <= 0
         // A child first seen with time to spare needs no command: reward apps start unshielded.
-        let before = try Row.fetchOne(db, sql: "SELECT shielded FROM children WHERE family = ? AND child = ?", arguments: [child.family, child.child])
+        let before = try Row.fetchOne(cached: db, sql: "SELECT shielded FROM children WHERE family = ? AND child = ?", arguments: [child.family, child.child])
         let crossed = (before.map { ($0["shielded"] as Bool) } ?? false) != shielded
-        try db.execute(sql: """
+        try db.execute(cached: """
             INSERT INTO children(family, child, points, reward_seconds, balance_seconds, shielded, shield_version) VALUES (?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(family, child) DO UPDATE SET points = excluded.points, reward_seconds = excluded.reward_seconds,
                 balance_seconds = excluded.balance_seconds, shielded = excluded.shielded,
@@ -95,7 +96,7 @@ enum EarnedTime {
     }
 
     private static func queue(_ family: String, _ child: String, day: String, _ db: Database) throws {
-        try db.execute(sql: """
+        try db.execute(cached: """
             INSERT INTO child_outbox(family, child, day, version) VALUES (?, ?, ?, 1)
             ON CONFLICT(family, child, day) DO UPDATE SET version = version + 1
             """, arguments: [family, child, day])

@@ -1,4 +1,5 @@
 import Foundation
+import DurableSQLite
 import GRDB
 import RPCCore
 import StoreAPI
@@ -97,17 +98,17 @@ struct Ingest {
     /// Stores the session as it is now (or forgets it); returns the days it touched then and now.
     private func applySession(_ change: Change, days: LocalDays, seal: Retention.Seal, _ db: Database) throws -> Set<DeviceDay> {
         var touched = Set<DeviceDay>()
-        if let old = try Row.fetchOne(db, sql: "SELECT device_id, start_ms, end_ms FROM sessions WHERE family = ? AND zone = ? AND record_name = ?",
+        if let old = try Row.fetchOne(cached: db, sql: "SELECT device_id, start_ms, end_ms FROM sessions WHERE family = ? AND zone = ? AND record_name = ?",
                                       arguments: [change.family, change.zone, change.recordName]) {
             touched.formUnion(Self.days(family: change.family, device: old["device_id"], Millis.date(old["start_ms"]), Millis.date(old["end_ms"]), days))
-            try db.execute(sql: "DELETE FROM sessions WHERE family = ? AND zone = ? AND record_name = ?", arguments: [change.family, change.zone, change.recordName])
+            try db.execute(cached: "DELETE FROM sessions WHERE family = ? AND zone = ? AND record_name = ?", arguments: [change.family, change.zone, change.recordName])
         }
         guard !change.deleted, let session = Session(change.fields) else { return touched }
         if let sealed = seal.startMillis, Millis.of(session.end) <= sealed {
             try Retention.pruneLate(family: change.family, zone: change.zone, recordName: change.recordName, db)
             return touched
         }
-        try db.execute(sql: """
+        try db.execute(cached: """
             INSERT INTO sessions(family, zone, record_name, device_id, app, bundle_id, category, start_ms, end_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             """, arguments: [change.family, change.zone, change.recordName, session.deviceId, session.app, session.bundleId, session.category,
                              Millis.of(session.start), Millis.of(session.end)])
@@ -123,8 +124,8 @@ struct Ingest {
         guard change.zone == StoreNames.defaultZone, change.recordName == change.family, !change.deleted else { return .nothing }
         let zone = change.fields["timeZone"]?.stringValue.flatMap { LocalDays(timeZone: $0) != nil ? $0 : nil } ?? "UTC"
         let rate = max(0, change.fields["rewardSecondsPerPoint"]?.intValue ?? 60)
-        let old = try Row.fetchOne(db, sql: "SELECT time_zone, seconds_per_point FROM families WHERE family = ?", arguments: [change.family])
-        try db.execute(sql: """
+        let old = try Row.fetchOne(cached: db, sql: "SELECT time_zone, seconds_per_point FROM families WHERE family = ?", arguments: [change.family])
+        try db.execute(cached: """
             INSERT INTO families(family, time_zone, seconds_per_point, alert_reward_minutes, alert_exhausted, alert_no_data_hours) VALUES (?, ?, ?, ?, ?, ?)
             ON CONFLICT(family) DO UPDATE SET time_zone = excluded.time_zone, seconds_per_point = excluded.seconds_per_point,
                 alert_reward_minutes = excluded.alert_reward_minutes, alert_exhausted = excluded.alert_exhausted, alert_no_data_hours = excluded.alert_no_data_hours
@@ -136,7 +137,7 @@ struct Ingest {
 
     private func applyRule(_ change: Change, _ db: Database) throws {
         let record = change.zone + "/" + change.recordName
-        try db.execute(sql: "DELETE FROM app_rules WHERE family = ? AND record = ?", arguments: [change.family, record])
+        try db.execute(cached: "DELETE FROM app_rules WHERE family = ? AND record = ?", arguments: [change.family, record])
         guard !change.deleted else { return }
         let fields = change.fields
         let isRule = change.recordType == "AppRule"
@@ -144,7 +145,7 @@ struct Ingest {
         let device = isRule ? "" : (fields["deviceID"]?.stringValue ?? "")
         var category = (isRule ? fields["classification"] : fields["category"])?.stringValue
         if fields["isEnabled"]?.boolValue == false { category = "disabled" }
-        try db.execute(sql: """
+        try db.execute(cached: """
             INSERT INTO app_rules(family, device_id, app, record, category, points_per_minute) VALUES (?, ?, ?, ?, ?, ?)
             ON CONFLICT(family, device_id, app) DO UPDATE SET record = excluded.record, category = excluded.category,
                 points_per_minute = excluded.points_per_minute
@@ -154,7 +155,7 @@ struct Ingest {
     private func applyDevice(_ change: Change, _ db: Database) throws {
         guard !change.deleted else { return }
         let child = change.fields["childRef"]?.objectValue?["recordName"]?.stringValue
-        try db.execute(sql: """
+        try db.execute(cached: """
             INSERT INTO devices(family, zone, device_id, child_ref) VALUES (?, ?, ?, ?)
             ON CONFLICT(family, zone) DO UPDATE SET device_id = coalesce(excluded.device_id, device_id), child_ref = coalesce(excluded.child_ref, child_ref)
             """, arguments: [change.family, change.zone, change.fields["deviceID"]?.stringValue, child])
@@ -163,7 +164,7 @@ struct Ingest {
     // MARK: Days
 
     static func localDays(of family: String, _ db: Database) throws -> LocalDays {
-        let zone = try String.fetchOne(db, sql: "SELECT time_zone FROM families WHERE family = ?", arguments: [family]) ?? "UTC"
+        let zone = try String.fetchOne(cached: db, sql: "SELECT time_zone FROM families WHERE family = ?", arguments: [family]) ?? "UTC"
         return LocalDays(timeZone: zone) ?? LocalDays(timeZone: "UTC")!
     }
 
@@ -174,10 +175,10 @@ struct Ingest {
     /// Every day the family has, or would have from its sessions now.
     private static func allDays(of family: String, _ db: Database) throws -> Set<DeviceDay> {
         let days = try Self.localDays(of: family, db)
-        var all = Set(try Row.fetchAll(db, sql: "SELECT device_id, day FROM days WHERE family = ?", arguments: [family]).map {
+        var all = Set(try Row.fetchAll(cached: db, sql: "SELECT device_id, day FROM days WHERE family = ?", arguments: [family]).map {
             DeviceDay(family: family, deviceId: $0["device_id"], day: $0["day"])
         })
-        for row in try Row.fetchAll(db, sql: "SELECT device_id, start_ms, end_ms FROM sessions WHERE family = ?", arguments: [family]) {
+        for row in try Row.fetchAll(cached: db, sql: "SELECT device_id, start_ms, end_ms FROM sessions WHERE family = ?", arguments: [family]) {
             all.formUnion(Self.days(family: family, device: row["device_id"], Millis.date(row["start_ms"]), Millis.date(row["end_ms"]), days))
         }
         return all
@@ -186,7 +187,7 @@ struct Ingest {
     /// Computes one device-day from its sessions and queues its summary for the store.
     static func compute(_ item: DeviceDay, days: LocalDays, rating: Ratings, _ db: Database) throws {
         guard let bounds = days.bounds(of: item.day) else { return }
-        let rows = try Row.fetchAll(db, sql: """
+        let rows = try Row.fetchAll(cached: db, sql: """
             SELECT zone, app, bundle_id, category, start_ms, end_ms FROM sessions
             WHERE family = ? AND device_id = ? AND start_ms >= ? AND start_ms < ? AND end_ms > ?
             """, arguments: [item.family, item.deviceId, Millis.of(bounds.start) - Session.longest, Millis.of(bounds.end), Millis.of(bounds.start)])
@@ -201,19 +202,19 @@ struct Ingest {
             rating.rate(device: item.deviceId, app: app, bundleId: facts[app]?.bundleId, recorded: facts[app]?.category)
         }
         let zone = try rows.first.map { $0["zone"] as String }
-            ?? String.fetchOne(db, sql: "SELECT zone FROM days WHERE family = ? AND device_id = ? AND day = ?", arguments: [item.family, item.deviceId, item.day])
+            ?? String.fetchOne(cached: db, sql: "SELECT zone FROM days WHERE family = ? AND device_id = ? AND day = ?", arguments: [item.family, item.deviceId, item.day])
         guard let zone else { return }  // nothing then, nothing now
         if totals.isEmpty {
-            try db.execute(sql: "DELETE FROM days WHERE family = ? AND device_id = ? AND day = ?", arguments: [item.family, item.deviceId, item.day])
+            try db.execute(cached: "DELETE FROM days WHERE family = ? AND device_id = ? AND day = ?", arguments: [item.family, item.deviceId, item.day])
         } else {
-            try db.execute(sql: """
+            try db.execute(cached: """
                 INSERT INTO days(family, device_id, day, zone, learning_seconds, reward_seconds, points, apps) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(family, device_id, day) DO UPDATE SET zone = excluded.zone, learning_seconds = excluded.learning_seconds,
                     reward_seconds = excluded.reward_seconds, points = excluded.points, apps = excluded.apps
                 """, arguments: [item.family, item.deviceId, item.day, zone, totals.learningSeconds, totals.rewardSeconds, totals.points,
                                  try AppsJSON.encode(totals.apps)])
         }
-        try db.execute(sql: """
+        try db.execute(cached: """
             INSERT INTO summary_outbox(family, device_id, day, zone, version) VALUES (?, ?, ?, ?, 1)
             ON CONFLICT(family, device_id, day) DO UPDATE SET zone = excluded.zone, version = version + 1
             """, arguments: [item.family, item.deviceId, item.day, zone])
@@ -255,7 +256,7 @@ struct Ratings {
 
     static func load(family: String, defaultPointsPerMinute: Int, _ db: Database) throws -> Ratings {
         var byDevice: [String: [String: (String?, Int?)]] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT device_id, app, category, points_per_minute FROM app_rules WHERE family = ?", arguments: [family]) {
+        for row in try Row.fetchAll(cached: db, sql: "SELECT device_id, app, category, points_per_minute FROM app_rules WHERE family = ?", arguments: [family]) {
             byDevice[row["device_id"], default: [:]][row["app"]] = (row["category"], row["points_per_minute"])
         }
         return Ratings(byDevice: byDevice, defaultPointsPerMinute: defaultPointsPerMinute)

@@ -1,4 +1,5 @@
 import Foundation
+import DurableSQLite
 import GRDB
 import RPCCore
 import StoreAPI

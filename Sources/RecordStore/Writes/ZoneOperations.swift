@@ -1,3 +1,4 @@
+import DurableSQLite
 import GRDB
 import RPCCore
 import StoreAPI
