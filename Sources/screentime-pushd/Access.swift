@@ -96,6 +96,32 @@ final class AccessCache: Sendable {
         }
     }
 
+    /// Whether `device` may read `zone` now, asked of the store (the zones, and the zone's
+    /// share for a child) without reloading the family's credentials: a subscription is
+    /// checked against the shares as they are, and ten thousand devices subscribing do not
+    /// each read ten thousand credentials.
+    func freshZoneAccess(_ device: CredentialInfo, zone: String) async throws -> (readable: Bool, exists: Bool) {
+        let zones = try await self.store.call(StoreMethods.listZones, FamilyParams(family: device.family)).zones
+        guard let info = zones.first(where: { $0.name == zone }) else {
+            return (device.role.isParent && !StoreNames.isInternalZone(zone), false)
+        }
+        if StoreNames.isInternalZone(zone) { return (false, true) }
+        if device.role.isParent { return (true, true) }
+        guard info.participants > 0 else { return (false, true) }
+        let share = try await self.store.call(StoreMethods.shareInfo, ZoneParams(family: device.family, zone: zone))
+        return (share.participants.contains { $0.deviceId == device.deviceId }, true)
+    }
+
+    /// Puts a device's current credential (from `whoami`) into its family's loaded entry,
+    /// if any: the fan-out then knows a new device without reloading the family.
+    func learn(_ credential: CredentialInfo) {
+        self.state.withLock { state in
+            guard case .loaded(var access, let at)? = state.entries[credential.family] else { return }
+            access.credentials[credential.deviceId] = credential
+            state.entries[credential.family] = .loaded(access, at: at)
+        }
+    }
+
     private func load(_ family: String) async throws -> FamilyAccess {
         let credentials = try await self.store.call(StoreMethods.listCredentials, ListCredentialsParams(family: family)).credentials
         let zones = try await self.store.call(StoreMethods.listZones, FamilyParams(family: family)).zones

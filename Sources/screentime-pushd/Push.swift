@@ -29,18 +29,18 @@ struct Push: Sendable {
         let device = try await self.device(auth)
         let subscription = try await self.validate(params, device: device)
         // A fresh look at the shares: a subscription is refused if it asks for more than
-        // the device may read now.
-        self.access.invalidate(device.family)
-        let access = try await self.access.access(device.family)
+        // the device may read now. The fan-out learns of the device at once.
+        self.access.learn(device.credential)
         switch subscription.kind {
         case .family where device.role == .child:
             throw RPCError(.forbidden, "a child device reads only the zones shared with it: subscribe to those zones instead of the whole family")
         case .zone, .query:
             guard let zone = subscription.zone else { break }
-            guard access.canRead(device.deviceId, zone: zone) else {
+            let (readable, exists) = try await self.access.freshZoneAccess(device.credential, zone: zone)
+            guard readable else {
                 throw RPCError(.forbidden, "this device may not read zone \(zone), so it cannot subscribe to it", data: ["zone": .string(zone)])
             }
-            guard access.zones.contains(zone) else {
+            guard exists else {
                 throw RPCError(.notFound, "family \(device.family) has no zone \(zone)", data: ["zone": .string(zone)])
             }
         default:
@@ -195,6 +195,12 @@ struct Push: Sendable {
         var family: String
         var deviceId: String
         var role: DeviceRole
+        var status: CredentialStatus
+
+        var credential: CredentialInfo {
+            let now = Date()
+            return CredentialInfo(family: self.family, deviceId: self.deviceId, role: self.role, status: self.status, createdAt: now, updatedAt: now)
+        }
     }
 
     /// The calling device, as the store knows it; `unauthorized` for a revoked or unknown one.
@@ -204,7 +210,7 @@ struct Push: Sendable {
         guard let family = who.family, let deviceId = who.deviceId, let role = who.role else {
             throw RPCError(.unauthorized, "this method acts for a device: send its credential as auth.token")
         }
-        return Device(family: family, deviceId: deviceId, role: role)
+        return Device(family: family, deviceId: deviceId, role: role, status: who.status ?? .active)
     }
 
     // MARK: Checks
