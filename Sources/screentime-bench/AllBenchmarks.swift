@@ -33,6 +33,9 @@ struct AllBenchmarks: AsyncParsableCommand {
     @Option(name: .customLong("bin-dir"), help: "Where the service binaries are (default: beside this executable).")
     var binDirectory: String?
 
+    @Option(help: ArgumentHelp("An earlier run's benchmarks.json: the benchmarks left out with --skip keep its results (to run one again and keep the rest).", valueName: "file"))
+    var reuse: String?
+
     func validate() throws {
         guard self.repetitions >= 1 else { throw ValidationError("--repeat must be at least 1") }
         for name in self.skip where !Self.names.contains(name) { throw ValidationError("unknown benchmark \(name); they are \(Self.names.joined(separator: ", "))") }
@@ -42,9 +45,15 @@ struct AllBenchmarks: AsyncParsableCommand {
         let scratch = try WorkDirectory(nil)
         defer { scratch.removeUnlessKept() }
         var results: [BenchmarkResult] = []
+        let earlier = try self.reuse.map { try Report.decoder.decode(BenchmarkReport.self, from: Data(contentsOf: URL(fileURLWithPath: $0))) }
         for name in Self.names {
             if self.skip.contains(name) {
-                results.append(BenchmarkResult(name: name, skipped: "left out (--skip)"))
+                if let earlier, var kept = earlier.benchmarks.first(where: { $0.name == name && $0.skipped == nil }) {
+                    kept.reusedFrom = kept.reusedFrom ?? earlier.machine.date
+                    results.append(kept)
+                } else {
+                    results.append(BenchmarkResult(name: name, skipped: "left out (--skip)"))
+                }
                 continue
             }
             if let reason = Self.unavailable(name) {
@@ -111,6 +120,8 @@ struct BenchmarkResult: Codable {
     var skipped: String?
     var runs: [[Figure]] = []
     var failures: [String] = []
+    /// When the runs come from an earlier report (`--reuse`): that run's date.
+    var reusedFrom: String?
 
     init(name: String, skipped: String? = nil) {
         self.name = name
@@ -202,6 +213,7 @@ struct BenchmarkReport: Codable {
                 lines += ["Skipped: \(skipped).", ""]
                 continue
             }
+            if let date = result.reusedFrom { lines += ["From the run of \(date), on the same machine (`--reuse`).", ""] }
             for failure in result.failures { lines.append("- failed: \(failure)") }
             lines += ["| Figure | Median | Spread | Comparison | Ratio | Target |", "| --- | ---: | --- | --- | ---: | --- |"]
             for summary in result.summary() {

@@ -26,5 +26,17 @@ struct BenchmarkTests {
             #expect((benchmark["runs"] as? [[Any]])?.first?.isEmpty == false, "\(benchmark["name"] ?? "?") has figures")
         }
         #expect(((try? String(contentsOfFile: out.file("benchmarks.svg"), encoding: .utf8)) ?? "").hasPrefix("<svg"))
+
+        // Every benchmark left out, the earlier results reused: the report is the same figures.
+        let again = TemporaryDirectory()
+        let skips = ["store", "pairing", "push", "aggregator", "redis", "coldstart"].flatMap { ["--skip", $0] }
+        let rerun = try await runCommand(Binaries.path("screentime-bench"),
+                                         ["all", "--quick", "--repeat", "1", "--out-dir", again.path, "--reuse", out.file("benchmarks.json")] + skips,
+                                         timeout: .seconds(60))
+        #expect(rerun.status == 0, "\(rerun.stdout.suffix(2000))\(rerun.stderr.suffix(2000))")
+        let reused = (try? String(contentsOfFile: again.file("BENCHMARKS.md"), encoding: .utf8)) ?? ""
+        #expect(reused.contains("From the run of"))
+        #expect(reused.contains("store.fetch of 1 record (C client), p50"))
+        #expect(reused.contains("Skipped: left out (--skip)") == markdown.contains("## coldstart\n\nSkipped"))
     }
 }
