@@ -162,6 +162,8 @@ struct Machine: Codable {
     var cores: Int
     var memoryGiB: Double
     var date: String
+    /// The commit measured (`abc1234`, `abc1234 with local changes`), when run from a git checkout.
+    var source: String?
 
     static func describe() -> Machine {
         let cpu = ((try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? "").split(separator: "\n")
@@ -171,7 +173,25 @@ struct Machine: Codable {
         func text<T>(_ field: T) -> String { withUnsafeBytes(of: field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) } }
         return Machine(host: ProcessInfo.processInfo.hostName, system: "\(text(name.sysname)) \(text(name.release)) \(text(name.machine))", cpu: cpu,
                        cores: ProcessInfo.processInfo.activeProcessorCount, memoryGiB: Double(ProcessInfo.processInfo.physicalMemory) / 1_073_741_824,
-                       date: Date().formatted(.iso8601))
+                       date: Date().formatted(.iso8601), source: Self.sourceRevision())
+    }
+
+    private static func sourceRevision() -> String? {
+        func git(_ arguments: [String]) -> String? {
+            let process = Process()
+            let output = Pipe()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["git", "-C", Locations.packageRoot] + arguments
+            process.standardOutput = output
+            process.standardError = FileHandle.nullDevice
+            guard (try? process.run()) != nil else { return nil }
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return process.terminationStatus == 0 ? text.trimmingCharacters(in: .whitespacesAndNewlines) : nil
+        }
+        guard let commit = git(["rev-parse", "--short", "HEAD"]), !commit.isEmpty else { return nil }
+        let changed = !(git(["status", "--porcelain", "--untracked-files=no"]) ?? "").isEmpty
+        return changed ? "\(commit) with local changes" : commit
     }
 }
 
@@ -190,7 +210,7 @@ struct BenchmarkReport: Codable {
         var lines = [
             "# Benchmarks",
             "",
-            "Measured with `Benchmarks/run\(self.quick ? " --quick" : "")` on \(self.machine.date): \(self.machine.cpu), \(self.machine.cores) cores, "
+            "Measured with `Benchmarks/run\(self.quick ? " --quick" : "")` on \(self.machine.date)\(self.machine.source.map { " (commit \($0))" } ?? ""): \(self.machine.cpu), \(self.machine.cores) cores, "
                 + String(format: "%.0f GiB", self.machine.memoryGiB) + ", \(self.machine.system). Each figure is the median of \(self.repetitions) run\(self.repetitions == 1 ? "" : "s")"
                 + (self.repetitions > 1 ? ", with the spread (lowest–highest)" : "") + "; every comparison was measured in the same run on the same machine.",
             self.quick ? "\n**Quick mode**: each benchmark ran briefly to prove it works; these figures are rough." : "",
