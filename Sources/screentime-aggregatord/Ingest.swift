@@ -270,12 +270,16 @@ struct Ratings {
     }
 }
 
+/// A day's apps as stored. Read for every day of a report: parsed by `JSONParser`, not
+/// by a `JSONDecoder` made for each row.
 enum AppsJSON {
+    private static let encoder = RPCJSON.makeEncoder()
+
     static func encode(_ apps: [AppUsage]) throws -> String {
-        String(decoding: try JSONEncoder().encode(apps), as: UTF8.self)
+        String(decoding: try Self.encoder.encode(apps), as: UTF8.self)
     }
 
     static func decode(_ text: String) throws -> [AppUsage] {
-        try JSONDecoder().decode([AppUsage].self, from: Data(text.utf8))
+        try JSONValueDecoding.decode([AppUsage].self, from: try JSONParser.parse(text))
     }
 }
