@@ -15,8 +15,25 @@ public enum JSONValueDecoding {
 
 struct ValueDecoder: Decoder {
     let value: JSONValue
-    let codingPath: [any CodingKey]
+    /// The path to the container this value is in, and its key there: the full path is
+    /// built only when asked for (an error, a nested container), not for every member.
+    let parentPath: [any CodingKey]
+    let key: (any CodingKey)?
     var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    init(value: JSONValue, codingPath: [any CodingKey]) {
+        self.value = value
+        self.parentPath = codingPath
+        self.key = nil
+    }
+
+    init(value: JSONValue, in parentPath: [any CodingKey], at key: any CodingKey) {
+        self.value = value
+        self.parentPath = parentPath
+        self.key = key
+    }
+
+    var codingPath: [any CodingKey] { self.key.map { self.parentPath + [$0] } ?? self.parentPath }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         guard case .object(let members) = self.value else {
@@ -126,7 +143,7 @@ private struct KeyedValueContainer<Key: CodingKey>: KeyedDecodingContainerProtoc
         guard let value = self.members[key.stringValue] else {
             throw DecodingError.keyNotFound(key, .init(codingPath: self.codingPath, debugDescription: "no value for \"\(key.stringValue)\""))
         }
-        return ValueDecoder(value: value, codingPath: self.codingPath + [key])
+        return ValueDecoder(value: value, in: self.codingPath, at: key)
     }
 
     func decodeNil(forKey key: Key) throws -> Bool { try self.member(key).decodeNil() }
@@ -149,7 +166,7 @@ private struct KeyedValueContainer<Key: CodingKey>: KeyedDecodingContainerProtoc
     // Absent and null are both nil, as with JSONDecoder.
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
         guard let value = self.members[key.stringValue], value != .null else { return nil }
-        return try ValueDecoder(value: value, codingPath: self.codingPath + [key]).decodeValue(T.self)
+        return try ValueDecoder(value: value, in: self.codingPath, at: key).decodeValue(T.self)
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
@@ -165,7 +182,7 @@ private struct KeyedValueContainer<Key: CodingKey>: KeyedDecodingContainerProtoc
     }
 
     func superDecoder(forKey key: Key) throws -> any Decoder {
-        ValueDecoder(value: self.members[key.stringValue] ?? .null, codingPath: self.codingPath + [key])
+        ValueDecoder(value: self.members[key.stringValue] ?? .null, in: self.codingPath, at: key)
     }
 }
 
@@ -187,7 +204,7 @@ private struct UnkeyedValueContainer: UnkeyedDecodingContainer {
             throw DecodingError.valueNotFound(type, .init(codingPath: self.codingPath + [IndexKey(self.currentIndex)], debugDescription: "the array has no more elements"))
         }
         defer { self.currentIndex += 1 }
-        return ValueDecoder(value: self.items[self.currentIndex], codingPath: self.codingPath + [IndexKey(self.currentIndex)])
+        return ValueDecoder(value: self.items[self.currentIndex], in: self.codingPath, at: IndexKey(self.currentIndex))
     }
 
     mutating func decodeNil() throws -> Bool {

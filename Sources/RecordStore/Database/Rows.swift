@@ -101,10 +101,11 @@ enum Millis {
 /// The rows derived from a record's fields: its index entries, uniqueness keys and
 /// `deleteSelf` references. Rebuilt on every save.
 enum DerivedRows {
+    /// `isNew`: the record row was just inserted, so it has no derived rows to remove.
     static func replace(
-        _ db: Database, recordID: Int64, type: RecordTypeDefinition, fields: [String: JSONValue], at location: RecordLocation
+        _ db: Database, recordID: Int64, type: RecordTypeDefinition, fields: [String: JSONValue], at location: RecordLocation, isNew: Bool = false
     ) throws {
-        try remove(db, recordID: recordID)
+        if !isNew { try remove(db, recordID: recordID) }
         for field in type.fields {
             guard let value = fields[field.name] else { continue }
             if field.indexed {

@@ -195,7 +195,7 @@ struct ModifyOperation: Sendable {
                 """, arguments: [zone.id, save.recordName, type.name, text, tag, seq, createdAt, createdBy, self.now, self.principal.name])
             recordID = db.lastInsertedRowID
         }
-        try DerivedRows.replace(db, recordID: recordID, type: type, fields: merged, at: zone.location)
+        try DerivedRows.replace(db, recordID: recordID, type: type, fields: merged, at: zone.location, isNew: existing == nil)
         return Record(
             recordType: type.name, recordName: save.recordName, zone: zone.name, fields: merged, changeTag: tag,
             createdAt: Millis.date(createdAt), modifiedAt: Millis.date(self.now), createdBy: createdBy, modifiedBy: self.principal.name)
