@@ -52,7 +52,7 @@ public struct RequestHead: Sendable, Hashable {
         do {
             request = try JSONParser.parse(bytes: bytes)
         } catch {
-            return .failure(Failure(id: nil, error: RPCError(.invalidJSON, "the frame is not valid JSON (\(error))")))
+            return .failure(Failure(id: nil, error: RPCError.unreadableJSON(error)))
         }
         guard case .object(let members) = request else {
             return .failure(Failure(id: nil, error: RPCError(.invalidRequest, "a request must be a JSON object with \"method\" and, to get a reply, \"id\"")))
@@ -101,7 +101,7 @@ public enum ParamsDecoding {
         do {
             request = try JSONParser.parse(bytes: [UInt8](payload))
         } catch {
-            throw RPCError(.invalidJSON, "the frame is not valid JSON (\(error))")
+            throw RPCError.unreadableJSON(error)
         }
         let params = request["params"]
         return try self.decode(P.self, params: params == .null ? nil : params)
@@ -165,6 +165,13 @@ public enum ParamsDecoding {
             if name.hasPrefix("Array<") || name.hasPrefix("[") && !name.contains(":") { return "an array" }
             return "an object"
         }
+    }
+}
+
+extension RPCError {
+    /// A frame that is UTF-8 but not JSON.
+    static func unreadableJSON(_ failure: JSONParser.Failure) -> RPCError {
+        RPCError(.invalidJSON, "the frame is not valid JSON (\(failure))")
     }
 }
 

@@ -105,7 +105,8 @@ extension JSONValue {
 extension JSONValue {
     /// Any Encodable value as JSON (for error data and generic calls), with the wire's date format.
     public init<T: Encodable>(encoding value: T) throws {
-        let data = try RPCJSON.makeEncoder().encode(value)
-        self = try RPCJSON.makeDecoder().decode(JSONValue.self, from: data)
+        var writer = JSONWriter()
+        try writer.encodable(value)
+        self = try JSONParser.parse(bytes: writer.bytes)
     }
 }

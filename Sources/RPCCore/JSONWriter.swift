@@ -88,6 +88,13 @@ public struct JSONWriter {
 
     public mutating func string(_ value: String) {
         self.bytes.append(UInt8(ascii: "\""))
+        // Most strings (names, ids) need no escape: copied whole.
+        if !value.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            self.bytes.append(contentsOf: value.utf8)
+            self.bytes.append(UInt8(ascii: "\""))
+            self.needsComma = true
+            return
+        }
         for byte in value.utf8 {
             switch byte {
             case UInt8(ascii: "\""): self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])

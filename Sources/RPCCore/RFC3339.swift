@@ -61,13 +61,13 @@ public enum RFC3339 {
             index += count
             return value
         }
-        func literal(_ options: UInt8...) -> Bool {
-            guard index < bytes.count, options.contains(bytes[index]) else { return false }
+        func literal(_ byte: UInt8, or other: UInt8? = nil) -> Bool {
+            guard index < bytes.count, bytes[index] == byte || bytes[index] == other else { return false }
             index += 1
             return true
         }
         guard let year = number(4), literal(UInt8(ascii: "-")), let month = number(2), literal(UInt8(ascii: "-")),
-            let day = number(2), literal(UInt8(ascii: "T"), UInt8(ascii: "t")), let hour = number(2), literal(UInt8(ascii: ":")),
+            let day = number(2), literal(UInt8(ascii: "T"), or: UInt8(ascii: "t")), let hour = number(2), literal(UInt8(ascii: ":")),
             let minute = number(2), literal(UInt8(ascii: ":")), let second = number(2),
             (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
         else { return nil }
@@ -83,7 +83,7 @@ public enum RFC3339 {
             guard index > start else { return nil }
         }
         var offsetSeconds = 0
-        if literal(UInt8(ascii: "Z"), UInt8(ascii: "z")) {
+        if literal(UInt8(ascii: "Z"), or: UInt8(ascii: "z")) {
             offsetSeconds = 0
         } else if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
             let sign = bytes[index] == UInt8(ascii: "-") ? -1 : 1

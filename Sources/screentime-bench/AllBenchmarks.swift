@@ -105,11 +105,8 @@ struct AllBenchmarks: AsyncParsableCommand {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Locations.binDirectory + "/screentime-bench")
         process.arguments = arguments
-        Interruption.installOnce()
-        try process.run()
-        Interruption.launched.withLock { $0.insert(process.processIdentifier) }
-        process.waitUntilExit()
-        _ = Interruption.launched.withLock { $0.remove(process.processIdentifier) }
+        try Interruption.run(process)
+        Interruption.wait(process)
         return process.terminationStatus
     }
 }

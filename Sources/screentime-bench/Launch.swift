@@ -15,17 +15,11 @@ final class LaunchedService {
         }
         self.process.executableURL = URL(fileURLWithPath: binary)
         self.process.arguments = ["--runtime-dir", work, "--state-dir", work + "/state", "--log-level", ProcessInfo.processInfo.environment["BENCH_LOG_LEVEL"] ?? "warning", "--log-target", "stderr"] + arguments
-        Interruption.installOnce()
-        try self.process.run()
-        Interruption.launched.withLock { $0.insert(self.process.processIdentifier) }
+        try Interruption.run(self.process)
         say("\(name) \(binary), pid \(self.process.processIdentifier)")
     }
 
-    func kill() {
-        Foundation.kill(self.process.processIdentifier, SIGKILL)
-        self.process.waitUntilExit()
-        _ = Interruption.launched.withLock { $0.remove(self.process.processIdentifier) }
-    }
+    func kill() { Interruption.kill(self.process) }
 }
 
 /// Ctrl-C or SIGTERM during a benchmark kills the services it started, which would
@@ -34,7 +28,26 @@ enum Interruption {
     static let launched = Mutex<Set<Int32>>([])
     private static let sources = Mutex<[any DispatchSourceSignal]>([])
 
-    static func installOnce() {
+    /// Starts `process`; an interruption kills it.
+    static func run(_ process: Process) throws {
+        self.installOnce()
+        try process.run()
+        _ = self.launched.withLock { $0.insert(process.processIdentifier) }
+    }
+
+    /// Waits for a process started with ``run(_:)`` to end by itself.
+    static func wait(_ process: Process) {
+        process.waitUntilExit()
+        _ = self.launched.withLock { $0.remove(process.processIdentifier) }
+    }
+
+    /// Kills a process started with ``run(_:)`` and reaps it.
+    static func kill(_ process: Process) {
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        self.wait(process)
+    }
+
+    private static func installOnce() {
         sources.withLock { sources in
             guard sources.isEmpty else { return }
             for number in [SIGINT, SIGTERM] {

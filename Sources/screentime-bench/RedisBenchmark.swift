@@ -32,9 +32,7 @@ struct RedisBenchmark: AsyncParsableCommand {
         let store = try LaunchedService("screentime-stored", binDirectory: self.common.binDirectory, work: work)
         defer { store.kill() }
         let socket = work + "/store.sock"
-        let admin = RPCClient(configuration: ClientConfiguration(socketPath: socket, callTimeout: .seconds(60), connectTimeout: .seconds(10)))
-        _ = try await admin.call(StoreMethods.createFamily, CreateFamilyParams(family: "bench"))
-        for zone in ["writes", "data"] { _ = try await admin.call(StoreMethods.createZone, ZoneParams(family: "bench", zone: zone)) }
+        let admin = try await StoreBenchmark.benchFamily(socket: socket, callTimeout: .seconds(60))
         let record = StoreBenchmark.usage(0)
         _ = try await admin.call(StoreMethods.modify, ModifyParams(family: "bench", zone: "data", saves: [record]))
         // Redis values as large as the store's record on the wire.
@@ -93,9 +91,7 @@ final class Redis {
         self.process.executableURL = URL(fileURLWithPath: Redis.path("redis-server")!)
         self.process.arguments = ["--port", "0", "--unixsocket", self.socket, "--unixsocketperm", "700", "--dir", directory, "--daemonize", "no",
                                   "--logfile", directory + "/redis.log"] + arguments
-        Interruption.installOnce()
-        try self.process.run()
-        Interruption.launched.withLock { $0.insert(self.process.processIdentifier) }
+        try Interruption.run(self.process)
         let deadline = Date().addingTimeInterval(10)
         while !FileManager.default.fileExists(atPath: self.socket) {
             guard Date() < deadline, self.process.isRunning else { throw BenchError("redis-server did not start; see \(directory)/redis.log") }
@@ -129,11 +125,7 @@ final class Redis {
         return rps
     }
 
-    func stop() {
-        kill(self.process.processIdentifier, SIGKILL)
-        self.process.waitUntilExit()
-        _ = Interruption.launched.withLock { $0.remove(self.process.processIdentifier) }
-    }
+    func stop() { Interruption.kill(self.process) }
 
     static func path(_ tool: String) -> String? {
         ["/usr/bin/", "/usr/local/bin/", "/usr/sbin/"].map { $0 + tool }.first { FileManager.default.isExecutableFile(atPath: $0) }

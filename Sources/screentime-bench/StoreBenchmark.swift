@@ -34,10 +34,7 @@ struct StoreBenchmark: AsyncParsableCommand {
         let store = try LaunchedService("screentime-stored", binDirectory: self.common.binDirectory, work: work)
         defer { store.kill() }
         let socket = work + "/store.sock"
-        let admin = RPCClient(configuration: ClientConfiguration(socketPath: socket, callTimeout: .seconds(120), connectTimeout: .seconds(10)))
-        _ = try await admin.call(StoreMethods.createFamily, CreateFamilyParams(family: "bench"))
-        _ = try await admin.call(StoreMethods.createZone, ZoneParams(family: "bench", zone: "writes"))
-        _ = try await admin.call(StoreMethods.createZone, ZoneParams(family: "bench", zone: "data"))
+        let admin = try await Self.benchFamily(socket: socket, callTimeout: .seconds(120))
         say("work directory \(work)")
 
         var figures: [Figure] = []
@@ -154,6 +151,15 @@ struct StoreBenchmark: AsyncParsableCommand {
     }
 
     static let apps = 10_000
+
+    /// A client of the store at `socket`, and the family `bench` with its zones `writes`
+    /// (saves) and `data` (reads).
+    static func benchFamily(socket: String, callTimeout: Duration) async throws -> RPCClient {
+        let admin = RPCClient(configuration: ClientConfiguration(socketPath: socket, callTimeout: callTimeout, connectTimeout: .seconds(10)))
+        _ = try await admin.call(StoreMethods.createFamily, CreateFamilyParams(family: "bench"))
+        for zone in ["writes", "data"] { _ = try await admin.call(StoreMethods.createZone, ZoneParams(family: "bench", zone: zone)) }
+        return admin
+    }
 
     static func usage(_ i: Int) -> RecordSave {
         let start = Date(timeIntervalSince1970: 1_790_000_000 + Double(i))

@@ -102,14 +102,14 @@ final class AccessCache: Sendable {
     /// each read ten thousand credentials.
     func freshZoneAccess(_ device: CredentialInfo, zone: String) async throws -> (readable: Bool, exists: Bool) {
         let zones = try await self.store.call(StoreMethods.listZones, FamilyParams(family: device.family)).zones
-        guard let info = zones.first(where: { $0.name == zone }) else {
-            return (device.role.isParent && !StoreNames.isInternalZone(zone), false)
+        var shares: [String: Set<String>] = [:]
+        if device.role == .child, let info = zones.first(where: { $0.name == zone }), info.participants > 0 {
+            let share = try await self.store.call(StoreMethods.shareInfo, ZoneParams(family: device.family, zone: zone))
+            shares[zone] = Set(share.participants.map(\.deviceId))
         }
-        if StoreNames.isInternalZone(zone) { return (false, true) }
-        if device.role.isParent { return (true, true) }
-        guard info.participants > 0 else { return (false, true) }
-        let share = try await self.store.call(StoreMethods.shareInfo, ZoneParams(family: device.family, zone: zone))
-        return (share.participants.contains { $0.deviceId == device.deviceId }, true)
+        // The same rule as the fan-out's, over just this device and this zone.
+        let access = FamilyAccess(credentials: [device.deviceId: device], zones: Set(zones.map(\.name)), shares: shares)
+        return (access.canRead(device.deviceId, zone: zone), access.zones.contains(zone))
     }
 
     /// Puts a device's current credential (from `whoami`) into its family's loaded entry,

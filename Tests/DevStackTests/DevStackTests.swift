@@ -60,7 +60,7 @@ struct DevStackTests {
         try await Task.sleep(for: .milliseconds(100))
         kill(first, SIGKILL)
         try await stack.waitUntil("the store restarts") { try stack.services()["store"].map { $0.pid != nil && $0.pid != first } == true }
-        let (acknowledged, lost) = try await writer.value
+        let (acknowledged, lost) = await writer.value
         #expect(lost.count <= 1 && !lost.contains { $0.contains("refused") || $0.contains("cannot connect") },
                 "only the call in flight fails, and no connection is refused: \(lost)")
         let zones = Set(try await store.call(StoreMethods.listZones, FamilyParams(family: "smith")).zones.map(\.name))
@@ -86,7 +86,7 @@ struct DevStackTests {
         let binaries = TemporaryDirectory()
         for name in ["screentime-stored", "screentime-pairingd", "screentime-pushd", "screentime-aggregatord"] {
             let script = name == "screentime-stored" ? "#!/bin/sh\necho \"cannot open the database\" >&2\nexit 3\n" : "#!/bin/sh\nexec \(Binaries.path(name)) \"$@\"\n"
-            FileManager.default.createFile(atPath: binaries.file(name), contents: Data(script.utf8), attributes: [.posixPermissions: 0o755])
+            #expect(FileManager.default.createFile(atPath: binaries.file(name), contents: Data(script.utf8), attributes: [.posixPermissions: 0o755]))
         }
         let stack = try await DevStack.start(arguments: ["--bin-dir", binaries.path])
         defer { stack.stopNow() }

@@ -18,7 +18,7 @@ struct JSONParserTests {
     }
 
     @Test("it refuses what is not JSON", arguments: ["", "{", "{\"a\":}", "[1,]", "tru", "\"open", "1 2", "{\"a\" 1}", "\"\u{1}\"", "--1", "\"\\x\"",
-        "+1", "01", "1.", ".5", "1e", "-", "1e+", "NaN", "Infinity"])
+        "+1", "01", "1.", ".5", "1e", "-", "1e+", "NaN", "Infinity", "1e400", "-1e400"])
     func refuses(_ text: String) {
         #expect(throws: JSONParser.Failure.self) { try JSONParser.parse(text) }
     }
