@@ -57,7 +57,9 @@ public final class Container: Sendable {
             if ChildExit.poll(nspawn) != nil {
                 throw ContainerError("systemd-nspawn exited: \((try? String(contentsOfFile: "\(base)/boot.log", encoding: .utf8)) ?? "")")
             }
-            if systemd == nil { systemd = Self.child(of: nspawn) }
+            // Looked up each time: nspawn's first child is an intermediate process that
+            // exits once it has started the container's init.
+            systemd = Self.child(of: nspawn).flatMap { Self.command(of: $0) == "systemd" ? $0 : nil } ?? systemd
             if let pid = systemd {
                 let state = try await runCommand("/usr/bin/nsenter", ["-t", "\(pid)", "-a", "systemctl", "is-system-running"])
                 let text = state.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -80,6 +82,10 @@ public final class Container: Sendable {
         self.base = base
         self.nspawn = nspawn
         self.systemd = systemd
+    }
+
+    private static func command(of pid: pid_t) -> String? {
+        (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     private static func child(of parent: pid_t) -> pid_t? {

@@ -133,6 +133,52 @@ struct DurabilityTests {
         await client.close()
     }
 
+    @Test("a write that fails inside a shared commit leaves nothing behind and does not fail the writes beside it")
+    func failedWriteInSharedCommit() async throws {
+        let store = try await StoreHarness.start()
+        defer { store.stopNow() }
+        let family = try await FamilyFixture.setUp(store)
+        let before = try await family.admin.call(StoreMethods.stats, Empty())
+        let writers = 16, rounds = 10
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for writer in 0..<writers {
+                group.addTask {
+                    let client = store.client()
+                    for n in 0..<rounds {
+                        if writer % 2 == 0 {
+                            let result = try await client.save([Make.usage("ok-\(writer)-\(n)", start: Self.start, seconds: 60)], zone: FamilyFixture.zone1)
+                            #expect(result.allSucceeded)
+                        } else {
+                            // The first item is written before the second is refused; the
+                            // atomic batch must take it back.
+                            var bad = Make.usage("bad-\(writer)-\(n)-b", start: Self.start, seconds: 60)
+                            bad.fields["totalSeconds"] = -1
+                            let error = await expectError(.invalidParams) {
+                                try await client.save([Make.usage("bad-\(writer)-\(n)-a", start: Self.start, seconds: 60), bad],
+                                                      zone: FamilyFixture.zone1, atomic: true)
+                            }
+                            #expect(error?.message.contains("atomic batch was not applied") == true)
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let after = try await family.admin.call(StoreMethods.stats, Empty())
+        #expect(after.commits - before.commits < after.writes - before.writes, "no commit was shared, so nothing was tested")
+
+        let changes = try await family.admin.call(StoreMethods.zoneChanges, ZoneChangesParams(family: FamilyFixture.family, zone: FamilyFixture.zone1, limit: 400))
+        let names = Set(changes.records.map(\.recordName))
+        let expected = Set((0..<writers).filter { $0 % 2 == 0 }.flatMap { writer in (0..<rounds).map { "ok-\(writer)-\($0)" } })
+        #expect(names.subtracting(expected).sorted() == [], "left behind by batches that were taken back")
+        #expect(expected.subtracting(names).sorted() == [], "acknowledged but missing")
+        #expect(changes.deletions.isEmpty && !changes.moreComing)
+        let query = try await family.admin.call(StoreMethods.query, QueryParams(
+            family: FamilyFixture.family, zone: FamilyFixture.zone1, recordType: "UsageRecord",
+            filters: [QueryFilter("deviceID", .equal, "c1")], limit: 400))
+        #expect(Set(query.records.map(\.recordName)).symmetricDifference(expected).sorted() == [], "the index disagrees with what was acknowledged")
+    }
+
     @Test("concurrent writers share commits: store.stats counts fewer fsynced transactions than writes")
     func groupCommitSharesFsyncs() async throws {
         let store = try await StoreHarness.start()

@@ -81,6 +81,16 @@ struct SchemaTests {
             "childRef": .reference("child-a", zone: "default"), "balanceSeconds": 0])], zone: FamilyFixture.zone1).saved[0]
         #expect(elsewhere.error?.code == .conflict && elsewhere.error?.field == "childRef")
 
+        // A record keeps its own key when saved again; two records claiming one key in the
+        // same batch: the first has it, the second gets conflict and leaves nothing.
+        let childA = try #require(try await family.parent.fetch(["child-a"]).records.first)
+        var again = Make.child("child-a", opaque: "same-opaque")
+        again.changeTag = childA.changeTag
+        #expect(try await family.parent.save([again]).allSucceeded)
+        let pair = try await family.parent.save([Make.child("child-c", opaque: "opaque-c"), Make.child("child-d", opaque: "opaque-c")])
+        #expect(pair.saved[0].error == nil && pair.saved[1].error?.code == .conflict && pair.saved[1].error?.message.contains("child-c") == true)
+        #expect(try await family.parent.fetch(["child-d"]).missing == ["child-d"])
+
         // Deleting the holder frees the key.
         _ = try await family.parent.call(StoreMethods.modify, ModifyParams(family: FamilyFixture.family, zone: "default", deletes: [RecordDelete(recordName: "child-a")]))
         #expect(try await family.parent.save([Make.child("child-b", opaque: "same-opaque")]).allSucceeded)

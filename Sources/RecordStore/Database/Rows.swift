@@ -101,18 +101,52 @@ enum Millis {
 /// The rows derived from a record's fields: its index entries, uniqueness keys and
 /// `deleteSelf` references. Rebuilt on every save.
 enum DerivedRows {
-    /// `isNew`: the record row was just inserted, so it has no derived rows to remove.
-    static func replace(
-        _ db: Database, recordID: Int64, type: RecordTypeDefinition, fields: [String: JSONValue], at location: RecordLocation, isNew: Bool = false
+    /// One uniqueness key of a record.
+    struct UniqueKey: Sendable {
+        var constraint: String
+        var key: String
+    }
+
+    /// The record's uniqueness keys; `conflict` when another record of the family holds
+    /// one. `recordID`: the record itself, whose own keys are no conflict.
+    static func uniqueKeys(
+        _ db: Database, type: RecordTypeDefinition, fields: [String: JSONValue], family: String, recordID: Int64?
+    ) throws -> [UniqueKey] {
+        var keys: [UniqueKey] = []
+        for constraint in type.unique {
+            let values = constraint.compactMap { fields[$0] }
+            guard values.count == constraint.count else { continue }  // a record without the fields is not constrained
+            let key = UniqueKey(constraint: RecordTypeDefinition.constraintName(constraint), key: try FieldsCoding.encodeValue(.array(values)))
+            if let holder = try Row.fetchOne(cached: db, sql: """
+                SELECT r.id, r.name, z.name FROM unique_keys u JOIN records r ON r.id = u.record_id JOIN zones z ON z.id = r.zone_id
+                WHERE u.family = ? AND u.type = ? AND u.constraint_name = ? AND u.key = ?
+                """, arguments: [family, type.name, key.constraint, key.key]), holder[0] as Int64 != recordID
+            {
+                let holderName: String = holder[1]
+                let holderZone: String = holder[2]
+                throw ItemError(
+                    code: .conflict,
+                    message: "another \(type.name) (\(holderName) in zone \(holderZone)) already has the same \(constraint.joined(separator: " and ")); they must be unique in the family",
+                    field: constraint.last)
+            }
+            keys.append(key)
+        }
+        return keys
+    }
+
+    /// Writes the derived rows of a record whose uniqueness keys were checked
+    /// (``uniqueKeys(_:type:fields:family:recordID:)``). `isNew`: the record row was just
+    /// inserted, so it has no derived rows to remove.
+    static func write(
+        _ db: Database, recordID: Int64, type: RecordTypeDefinition, fields: [String: JSONValue], at location: RecordLocation,
+        uniqueKeys: [UniqueKey], isNew: Bool
     ) throws {
         if !isNew { try remove(db, recordID: recordID) }
+        var entries: [(field: String, value: DatabaseValue)] = []
         for field in type.fields {
             guard let value = fields[field.name] else { continue }
             if field.indexed {
-                for indexValue in FieldValues.indexValues(value, type: field.type) {
-                    try db.execute(cached: "INSERT OR IGNORE INTO field_index(type, field, value, zone_id, record_id) VALUES (?, ?, ?, ?, ?)",
-                        arguments: [type.name, field.name, indexValue, location.zoneID, recordID])
-                }
+                for indexValue in FieldValues.indexValues(value, type: field.type) { entries.append((field.name, indexValue)) }
             }
             if field.type == .reference, field.referenceAction == .deleteSelf,
                 case .string(let targetName)? = value["recordName"], case .string(let targetZone)? = value["zone"]
@@ -121,26 +155,43 @@ enum DerivedRows {
                     arguments: [recordID, location.family, targetZone, targetName])
             }
         }
-        for constraint in type.unique {
-            let values = constraint.compactMap { fields[$0] }
-            guard values.count == constraint.count else { continue }  // a record without the fields is not constrained
-            let key = try FieldsCoding.encodeValue(.array(values))
-            let name = RecordTypeDefinition.constraintName(constraint)
-            if let holder = try Row.fetchOne(cached: db, sql: """
-                SELECT r.name, z.name FROM unique_keys u JOIN records r ON r.id = u.record_id JOIN zones z ON z.id = r.zone_id
-                WHERE u.family = ? AND u.type = ? AND u.constraint_name = ? AND u.key = ?
-                """, arguments: [location.family, type.name, name, key])
-            {
-                let holderName: String = holder[0]
-                let holderZone: String = holder[1]
-                throw ItemError(
-                    code: .conflict,
-                    message: "another \(type.name) (\(holderName) in zone \(holderZone)) already has the same \(constraint.joined(separator: " and ")); they must be unique in the family",
-                    field: constraint.last)
-            }
+        try insertIndexEntries(db, entries[...], type: type.name, zoneID: location.zoneID, recordID: recordID)
+        for key in uniqueKeys {
             try db.execute(cached: "INSERT INTO unique_keys(family, type, constraint_name, key, record_id) VALUES (?, ?, ?, ?, ?)",
-                arguments: [location.family, type.name, name, key, recordID])
+                arguments: [location.family, type.name, key.constraint, key.key, recordID])
         }
+    }
+
+    /// Index entries go in a few rows per statement: one statement per entry cost more in
+    /// binding and stepping than SQLite spent inserting.
+    private static let entriesPerStatement = 8
+    /// By count: `?1` the type, `?2` the zone, `?3` the record, then field and value per row.
+    private static let insertIndexSQL = (0...entriesPerStatement).map { count in
+        "INSERT OR IGNORE INTO field_index(type, field, value, zone_id, record_id) VALUES "
+            + (0..<count).map { "(?1, ?\(4 + 2 * $0), ?\(5 + 2 * $0), ?2, ?3)" }.joined(separator: ", ")
+    }
+
+    private static func insertIndexEntries(
+        _ db: Database, _ entries: ArraySlice<(field: String, value: DatabaseValue)>, type: String, zoneID: Int64, recordID: Int64
+    ) throws {
+        var rest = entries
+        while !rest.isEmpty {
+            let chunk = rest.prefix(entriesPerStatement)
+            rest = rest.dropFirst(chunk.count)
+            var values: [DatabaseValue] = [type.databaseValue, zoneID.databaseValue, recordID.databaseValue]
+            values.reserveCapacity(3 + 2 * chunk.count)
+            for entry in chunk {
+                values.append(entry.field.databaseValue)
+                values.append(entry.value)
+            }
+            try db.execute(cached: insertIndexSQL[chunk.count], arguments: StatementArguments(values))
+        }
+    }
+
+    /// Checks and writes (a migration rebuilding the rows of existing records).
+    static func replace(_ db: Database, recordID: Int64, type: RecordTypeDefinition, fields: [String: JSONValue], at location: RecordLocation) throws {
+        let keys = try uniqueKeys(db, type: type, fields: fields, family: location.family, recordID: recordID)
+        try write(db, recordID: recordID, type: type, fields: fields, at: location, uniqueKeys: keys, isNew: false)
     }
 
     static func remove(_ db: Database, recordID: Int64) throws {
@@ -153,16 +204,23 @@ enum DerivedRows {
 /// The change log: every change gets the next sequence number; a record change's tag is
 /// that number in base 36.
 enum ChangeLog {
+    /// Logs a change and makes it the zone's latest. `movesZoneHead: false` leaves the zone's
+    /// latest change to ``moveZoneHead(_:zone:to:)``: a batch of saves moves it once.
     @discardableResult
     static func append(
         _ db: Database, zone: ZoneRow, kind: ChangeKind, recordType: String? = nil, recordName: String? = nil,
-        created: Bool? = nil, oldFields: String? = nil, at now: Int64
+        created: Bool? = nil, oldFields: String? = nil, at now: Int64, movesZoneHead: Bool = true
     ) throws -> Int64 {
         try db.execute(cached: "INSERT INTO changes(family, zone, kind, record_type, record_name, created, old_fields, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             arguments: [zone.family, zone.name, kind.rawValue, recordType, recordName, created, oldFields, now])
         let seq = db.lastInsertedRowID
-        try db.execute(cached: "UPDATE zones SET change_seq = ? WHERE id = ?", arguments: [seq, zone.id])
+        if movesZoneHead { try moveZoneHead(db, zone: zone, to: seq) }
         return seq
+    }
+
+    /// Records the zone's latest change (what `store.databaseChanges` reports).
+    static func moveZoneHead(_ db: Database, zone: ZoneRow, to seq: Int64) throws {
+        try db.execute(cached: "UPDATE zones SET change_seq = ? WHERE id = ?", arguments: [seq, zone.id])
     }
 
     static func changeTag(_ seq: Int64) -> String { String(seq, radix: 36) }

@@ -5,10 +5,16 @@ import Synchronization
 
 /// Batches concurrent writes into shared transactions (group commit).
 ///
-/// Each write runs in its own savepoint, so one that fails rolls back alone; the batch
-/// commits once, with one fsync (`synchronous=FULL`), and only then does any caller get its
-/// result. While a batch commits, new writes queue up for the next one, so the number of
-/// fsyncs per second stays flat as writers are added and saves per second grow with them.
+/// The batch commits once, with one fsync (`synchronous=FULL`), and only then does any
+/// caller get its result. While a batch commits, new writes queue up for the next one, so
+/// the number of fsyncs per second stays flat as writers are added and saves per second
+/// grow with them.
+///
+/// A write that throws must leave nothing behind, and must not take the others down with
+/// it. A savepoint per write would do that, but costs a copy of every page the write
+/// touches; so a batch first runs without savepoints, and only when one of its writes
+/// throws is that attempt rolled back and the batch run again with a savepoint per write.
+/// Writes are functions of the database alone, so running one twice is safe.
 final class GroupCommit: Sendable {
     private let pool: DatabasePool
     private let notifier: ChangeNotifier
@@ -23,10 +29,11 @@ final class GroupCommit: Sendable {
         var draining = false
     }
 
-    /// A write: applies itself inside the batch transaction and returns what to do once the
-    /// transaction committed (resume its caller with the result) or failed.
+    /// A write: applies itself inside the batch transaction (in a savepoint of its own, or
+    /// not) and returns what to do once the transaction committed (resume its caller with the
+    /// result), or nil when it threw outside a savepoint. `fail`: the commit failed.
     struct Job: Sendable {
-        var apply: @Sendable (Database) -> Outcome
+        var apply: @Sendable (Database, _ isolated: Bool) -> Outcome?
         var fail: @Sendable (any Error) -> Void
     }
 
@@ -44,16 +51,22 @@ final class GroupCommit: Sendable {
     func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             let job = Job(
-                apply: { db in
+                apply: { db, isolated in
                     do {
-                        var value: T?
-                        try db.inSavepoint {
-                            value = try body(db)
-                            return .commit
+                        let result: T
+                        if isolated {
+                            var value: T?
+                            try db.inSavepoint {
+                                value = try body(db)
+                                return .commit
+                            }
+                            result = value!
+                        } else {
+                            result = try body(db)
                         }
-                        let result = value!
                         return Outcome(committed: { continuation.resume(returning: result) })
                     } catch {
+                        if !isolated { return nil }
                         return Outcome(committed: { continuation.resume(throwing: error) })
                     }
                 },
@@ -93,11 +106,19 @@ final class GroupCommit: Sendable {
                 var outcomes: [Outcome] = []
                 var head: Int64 = 0
                 var applied = started
-                try db.inTransaction(.immediate) {
-                    outcomes = batch.map { $0.apply(db) }
-                    head = try StoreDatabase.head(db)
-                    applied = .now
-                    return .commit
+                for isolated in [false, true] {
+                    try db.inTransaction(.immediate) {
+                        outcomes = []
+                        outcomes.reserveCapacity(batch.count)
+                        for job in batch {
+                            guard let outcome = job.apply(db, isolated) else { return .rollback }
+                            outcomes.append(outcome)
+                        }
+                        head = try StoreDatabase.head(db)
+                        applied = .now
+                        return .commit
+                    }
+                    if outcomes.count == batch.count { break }
                 }
                 return (outcomes, head, applied, started)
             }

@@ -5,7 +5,13 @@ import RPCCore
 import StoreAPI
 
 /// `store.modify` inside a write transaction: the idempotency check, then each save and
-/// delete in its own savepoint, then (atomic) all-or-nothing.
+/// delete, then (atomic) all-or-nothing.
+///
+/// Each item is first checked against the database (`check…`: every refusal of the item
+/// happens here, before it writes anything), then written (`write…`: only storage errors,
+/// which fail the whole call). So an item refused leaves nothing behind without a savepoint
+/// of its own: a savepoint per item copied every page it touched into SQLite's statement
+/// journal and was most of the cost of a bulk save.
 struct ModifyOperation: Sendable {
     let schema: SchemaRegistry
     let principal: Principal
@@ -56,27 +62,39 @@ struct ModifyOperation: Sendable {
 
         var failures: [ItemFailure] = []
         var cascaded: [RecordID] = []
-        let saved = try (self.params.saves ?? []).enumerated().map { index, save in
-            switch try Self.item(db, { try self.save(save, in: zone, db) }) {
-            case .success(let record):
-                return SaveOutcome(recordName: save.recordName, record: record)
-            case .failure(let error):
+        var saved: [SaveOutcome] = []
+        saved.reserveCapacity(self.params.saves?.count ?? 0)
+        var lastSaved: Int64?
+        for (index, save) in (self.params.saves ?? []).enumerated() {
+            do {
+                let checked = try self.checkSave(save, in: zone, db)
+                let (record, seq) = try self.write(checked, in: zone, db)
+                saved.append(SaveOutcome(recordName: save.recordName, record: record))
+                lastSaved = seq
+            } catch let error as ItemError {
                 failures.append(ItemFailure(kind: "save", index: index, recordName: save.recordName, error: error))
-                return SaveOutcome(recordName: save.recordName, error: error)
+                saved.append(SaveOutcome(recordName: save.recordName, error: error))
             }
         }
-        let deleted = try (self.params.deletes ?? []).enumerated().map { index, delete in
-            switch try Self.item(db, { try self.delete(delete, in: zone, cascaded: &cascaded, db) }) {
-            case .success(let outcome):
-                return outcome
-            case .failure(let error):
+        if let lastSaved { try ChangeLog.moveZoneHead(db, zone: zone, to: lastSaved) }
+        var deleted: [DeleteOutcome] = []
+        for (index, delete) in (self.params.deletes ?? []).enumerated() {
+            do {
+                guard let existing = try self.checkDelete(delete, in: zone, db) else {
+                    deleted.append(DeleteOutcome(recordName: delete.recordName, deleted: false))
+                    continue
+                }
+                try Tombstones.delete(existing, in: zone, by: self.principal, at: self.now, db)
+                cascaded += try Tombstones.cascade(from: RecordID(zone: zone.name, recordName: existing.name), family: zone.family, by: self.principal, at: self.now, db)
+                deleted.append(DeleteOutcome(recordName: delete.recordName, deleted: true))
+            } catch let error as ItemError {
                 failures.append(ItemFailure(kind: "delete", index: index, recordName: delete.recordName, error: error))
-                return DeleteOutcome(recordName: delete.recordName, error: error)
+                deleted.append(DeleteOutcome(recordName: delete.recordName, error: error))
             }
         }
 
         if self.params.atomic == true, let first = failures.first {
-            // Thrown out of the write's savepoint: everything above is rolled back.
+            // Thrown out of the write: the group commit rolls back everything above.
             throw RPCError(
                 first.error.code,
                 "the atomic batch was not applied: \(failures.count) of \(saved.count + deleted.count) items failed; first, \(first.kind) of \(first.recordName): \(first.error.message)",
@@ -92,23 +110,22 @@ struct ModifyOperation: Sendable {
         return result
     }
 
-    /// One item in its own savepoint: an item error rolls back that item alone.
-    private static func item<T>(_ db: Database, _ body: () throws -> T) throws -> Result<T, ItemError> {
-        do {
-            var value: T?
-            try db.inSavepoint {
-                value = try body()
-                return .commit
-            }
-            return .success(value!)
-        } catch let error as ItemError {
-            return .failure(error)
-        }
-    }
-
     // MARK: Saves
 
-    private func save(_ save: RecordSave, in zone: ZoneRow, _ db: Database) throws -> Record {
+    /// A save that passed every check and is ready to write.
+    private struct CheckedSave {
+        var save: RecordSave
+        var type: RecordTypeDefinition
+        /// The record's row, live or a tombstone.
+        var existing: StoredRecord?
+        var live: StoredRecord?
+        var fields: [String: JSONValue]
+        var fieldsText: String
+        var uniqueKeys: [DerivedRows.UniqueKey]
+    }
+
+    /// Everything that can refuse a save (`ItemError`), without writing.
+    private func checkSave(_ save: RecordSave, in zone: ZoneRow, _ db: Database) throws -> CheckedSave {
         guard let type = self.schema[save.recordType] else {
             throw ItemError(code: .invalidParams, message: "\"\(save.recordType)\" is not a known record type; known: \(self.schema.order.joined(separator: ", "))", field: "recordType")
         }
@@ -175,39 +192,51 @@ struct ModifyOperation: Sendable {
             try AccessControl.checkChildSave(device, type: type, existing: before, merged: merged)
         }
 
+        let uniqueKeys = try DerivedRows.uniqueKeys(db, type: type, fields: merged, family: zone.family, recordID: existing?.id)
+        return CheckedSave(save: save, type: type, existing: existing, live: live, fields: merged,
+                           fieldsText: try FieldsCoding.encode(merged), uniqueKeys: uniqueKeys)
+    }
+
+    /// Writes a checked save, all but moving the zone's latest change; throws only storage
+    /// errors.
+    private func write(_ checked: CheckedSave, in zone: ZoneRow, _ db: Database) throws -> (Record, seq: Int64) {
+        let (save, type, live) = (checked.save, checked.type, checked.live)
         let seq = try ChangeLog.append(db, zone: zone, kind: .recordSaved, recordType: type.name, recordName: save.recordName,
-                                       created: live == nil, at: self.now)
+                                       created: live == nil, at: self.now, movesZoneHead: false)
         let tag = ChangeLog.changeTag(seq)
-        let text = try FieldsCoding.encode(merged)
         let recordID: Int64
         let createdAt = live?.createdAt ?? self.now
         let createdBy = live?.createdBy ?? self.principal.name
-        if let existing {
+        if let existing = checked.existing {
             recordID = existing.id
             try db.execute(cached: """
                 UPDATE records SET type = ?, fields = ?, change_tag = ?, seq = ?, created_at = ?, created_by = ?,
                     modified_at = ?, modified_by = ?, deleted = 0 WHERE id = ?
-                """, arguments: [type.name, text, tag, seq, createdAt, createdBy, self.now, self.principal.name, recordID])
+                """, arguments: [type.name, checked.fieldsText, tag, seq, createdAt, createdBy, self.now, self.principal.name, recordID])
         } else {
             try db.execute(cached: """
                 INSERT INTO records(zone_id, name, type, fields, change_tag, seq, created_at, created_by, modified_at, modified_by)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [zone.id, save.recordName, type.name, text, tag, seq, createdAt, createdBy, self.now, self.principal.name])
+                """, arguments: [zone.id, save.recordName, type.name, checked.fieldsText, tag, seq, createdAt, createdBy, self.now, self.principal.name])
             recordID = db.lastInsertedRowID
         }
-        try DerivedRows.replace(db, recordID: recordID, type: type, fields: merged, at: zone.location, isNew: existing == nil)
-        return Record(
-            recordType: type.name, recordName: save.recordName, zone: zone.name, fields: merged, changeTag: tag,
+        try DerivedRows.write(db, recordID: recordID, type: type, fields: checked.fields, at: zone.location,
+                              uniqueKeys: checked.uniqueKeys, isNew: checked.existing == nil)
+        let record = Record(
+            recordType: type.name, recordName: save.recordName, zone: zone.name, fields: checked.fields, changeTag: tag,
             createdAt: Millis.date(createdAt), modifiedAt: Millis.date(self.now), createdBy: createdBy, modifiedBy: self.principal.name)
+        return (record, seq)
     }
 
     // MARK: Deletes
 
-    private func delete(_ delete: RecordDelete, in zone: ZoneRow, cascaded: inout [RecordID], _ db: Database) throws -> DeleteOutcome {
+    /// Everything that can refuse a delete (`ItemError`), without writing; nil when the
+    /// record is already deleted.
+    private func checkDelete(_ delete: RecordDelete, in zone: ZoneRow, _ db: Database) throws -> StoredRecord? {
         guard let existing = try StoredRecord.find(db, zoneID: zone.id, name: delete.recordName) else {
             throw ItemError(code: .notFound, message: "no record \(delete.recordName) in zone \(zone.name)")
         }
-        if existing.deleted { return DeleteOutcome(recordName: delete.recordName, deleted: false) }
+        if existing.deleted { return nil }
         if let tag = delete.changeTag, tag != existing.changeTag {
             throw ItemError(code: .conflict, message: "record \(delete.recordName) changed on the server since change tag \(tag); not deleted",
                 serverRecord: try existing.record(zone: zone.name))
@@ -215,9 +244,7 @@ struct ModifyOperation: Sendable {
         if case .device(let device) = self.principal, device.role == .child {
             try AccessControl.checkChildDelete(device, type: self.schema[existing.type], existing: try existing.fields())
         }
-        try Tombstones.delete(existing, in: zone, by: self.principal, at: self.now, db)
-        cascaded += try Tombstones.cascade(from: RecordID(zone: zone.name, recordName: existing.name), family: zone.family, by: self.principal, at: self.now, db)
-        return DeleteOutcome(recordName: delete.recordName, deleted: true)
+        return existing
     }
 
     static func hash(_ params: ModifyParams) throws -> String {
