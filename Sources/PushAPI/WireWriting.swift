@@ -39,3 +39,24 @@ extension PushNotification: JSONWritable {
         writer.endObject()
     }
 }
+
+// And read back by hand (see `JSONReadable`): a device's listener reads every notification.
+
+extension Alert: JSONReadable {
+    public init(reading object: JSONObjectReader) throws {
+        self.init(title: try object.string("title"), body: try object.stringIfPresent("body"))
+    }
+}
+
+extension PushNotification: JSONReadable {
+    public init(reading object: JSONObjectReader) throws {
+        self.init(
+            seq: try object.int64("seq"), family: try object.string("family"), reason: try object.enumeration("reason", as: NotificationReason.self),
+            subscriptionId: try object.stringIfPresent("subscriptionId"), zone: try object.stringIfPresent("zone"),
+            recordType: try object.stringIfPresent("recordType"), recordName: try object.stringIfPresent("recordName"),
+            changeSeq: try object.int64IfPresent("changeSeq"), alert: try object.readIfPresent("alert", as: Alert.self),
+            fields: try object.objectIfPresent("fields"), collapseKey: try object.stringIfPresent("collapseKey"),
+            priority: try object.enumeration("priority", as: PushPriority.self),
+            createdAt: try object.date("createdAt"), expiresAt: try object.date("expiresAt"))
+    }
+}

@@ -314,6 +314,7 @@ public enum ResultDecoding {
         guard let result = head.reply["result"] else {
             throw DecodingError.keyNotFound(EnvelopeKey("result"), .init(codingPath: [], debugDescription: "the reply has no result"))
         }
+        if let readable = R.self as? any JSONReadable.Type, let value = readable.read(result) as? R { return value }
         return try JSONValueDecoding.decode(R.self, from: result, codingPath: [EnvelopeKey("result")])
     }
 }

@@ -179,3 +179,26 @@ extension FetchParams: JSONWritable {
         writer.endObject()
     }
 }
+
+// And read back by hand (see `JSONReadable`), for the clients that follow store.watch.
+
+extension Record: JSONReadable {
+    public init(reading object: JSONObjectReader) throws {
+        self.init(
+            recordType: try object.string("recordType"), recordName: try object.string("recordName"), zone: try object.string("zone"),
+            fields: try object.object("fields"), changeTag: try object.string("changeTag"),
+            createdAt: try object.date("createdAt"), modifiedAt: try object.date("modifiedAt"),
+            createdBy: try object.string("createdBy"), modifiedBy: try object.string("modifiedBy"))
+    }
+}
+
+extension ChangeEvent: JSONReadable {
+    public init(reading object: JSONObjectReader) throws {
+        self.init(
+            seq: try object.int64("seq"), family: try object.string("family"), zone: try object.string("zone"),
+            kind: try object.enumeration("kind", as: ChangeKind.self), recordType: try object.stringIfPresent("recordType"),
+            recordName: try object.stringIfPresent("recordName"), changeTag: try object.stringIfPresent("changeTag"),
+            record: try object.readIfPresent("record", as: Record.self), at: try object.date("at"),
+            created: try object.boolIfPresent("created"), deletedFields: try object.objectIfPresent("deletedFields"))
+    }
+}

@@ -22,6 +22,7 @@ struct Fanout: Sendable {
     func process(_ events: [ChangeEvent], now: Date = Date()) async throws -> Outcome {
         var outcome = Outcome()
         var firedOnce = Set<PushDatabase.SubscriptionKey>()
+        var groups = 0
         for event in events {
             if [.shareChanged, .zoneCreated, .zoneDeleted].contains(event.kind) {
                 self.access.invalidate(event.family)
@@ -36,11 +37,18 @@ struct Fanout: Sendable {
                 // Superseded before we saw it: match the record as it is now.
                 fields = try await self.store.current(family: event.family, zone: event.zone, name: name)?.fields
             }
+            // Devices whose subscriptions share an id and a spec get the same notification.
+            var shared: [SharedNotification: (notification: PushNotification, group: Int)] = [:]
             for subscription in subscriptions where access.canRead(subscription.deviceId, zone: event.zone) {
                 guard let reason = Self.reason(subscription, event, fields: fields) else { continue }
+                let key = SharedNotification(subscriptionId: subscription.subscriptionId, kind: subscription.kind, spec: subscription.notification, reason: reason)
+                let made = shared[key] ?? {
+                    groups += 1
+                    return (self.notification(for: subscription, event: event, reason: reason, fields: fields, now: now), groups)
+                }()
+                shared[key] = made
                 outcome.drafts.append(PushDatabase.Draft(
-                    family: event.family, deviceId: subscription.deviceId,
-                    notification: self.notification(for: subscription, event: event, reason: reason, fields: fields, now: now)))
+                    family: event.family, deviceId: subscription.deviceId, notification: made.notification, group: made.group))
                 if subscription.firesOnce {
                     firedOnce.insert(subscription.key)
                     outcome.fired.append(subscription.key)
@@ -48,6 +56,14 @@ struct Fanout: Sendable {
             }
         }
         return outcome
+    }
+
+    /// What a notification for one change depends on besides the change.
+    private struct SharedNotification: Hashable {
+        var subscriptionId: String
+        var kind: SubscriptionKind
+        var spec: NotificationSpec
+        var reason: NotificationReason
     }
 
     /// The cheap test, before any lookup: could this subscription fire on this change?

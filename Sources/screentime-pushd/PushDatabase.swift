@@ -140,12 +140,12 @@ final class PushDatabase: Sendable {
             let seqs = try Self.number(drafts, db)
             // One change fires the same notification for many devices: encoded once, without
             // a seq (the row's seq is the device's number).
-            var bodies: [PushNotification: String] = [:]
+            var bodies: [Int: String] = [:]
             var queued: [Queued] = []
             queued.reserveCapacity(drafts.count)
             for (draft, seq) in zip(drafts, seqs) {
-                let body = try bodies[draft.notification] ?? Coding.encode(draft.notification)
-                bodies[draft.notification] = body
+                let body = try draft.group.flatMap { bodies[$0] } ?? Coding.encode(draft.notification)
+                if let group = draft.group { bodies[group] = body }
                 var notification = draft.notification
                 notification.seq = seq
                 let outgoing = Outgoing(seq: seq, expiresAt: notification.expiresAt, json: PushNotification.numbered(seq, unnumbered: EncodedJSON(body)))
@@ -209,10 +209,16 @@ final class PushDatabase: Sendable {
     /// The notifications to store: of several with the same device and collapse key in one
     /// batch, only the last (all were delivered live).
     private static func survivors(_ queued: [Queued]) -> [Queued] {
-        var seen = Set<[String]>()
+        struct Pending: Hashable {
+            var family: String
+            var deviceId: String
+            var collapseKey: String
+        }
+        var seen = Set<Pending>()
         var kept: [Queued] = []
         for item in queued.reversed() {
-            if let key = item.notification.collapseKey, !seen.insert([item.notification.family, item.deviceId, key]).inserted { continue }
+            if let key = item.notification.collapseKey,
+                !seen.insert(Pending(family: item.notification.family, deviceId: item.deviceId, collapseKey: key)).inserted { continue }
             kept.append(item)
         }
         return kept.reversed()
@@ -282,11 +288,14 @@ final class PushDatabase: Sendable {
         }
     }
 
-    /// A notification to queue for a device; its `seq` is set when queued.
+    /// A notification to queue for a device; its `seq` is set when queued. Drafts with the
+    /// same `group` carry the same notification (one change, one subscription spec, many
+    /// devices), which is then encoded once.
     struct Draft: Sendable {
         var family: String
         var deviceId: String
         var notification: PushNotification
+        var group: Int?
     }
 
     struct Queued: Sendable {

@@ -26,8 +26,21 @@ struct NotificationWritingTests {
             #expect(written == encoded)
             if notification.seq != 0 {  // an unnumbered one is only ever sent numbered
                 #expect(try JSONValueDecoding.decode(PushNotification.self, from: written) == notification)
+                #expect(PushNotification.read(written) == notification, "read by hand")
             }
         }
         #expect(try self.texts(bare).written["seq"] == nil)
+    }
+
+    @Test("what the hand reader cannot read goes through Decodable: a number where a string belongs is its error, an integral double its value")
+    func readerFallsBack() throws {
+        let at = Date(timeIntervalSince1970: 1_795_000_000)
+        var members = try #require(try self.texts(PushNotification(seq: 4, family: "f", reason: .recordCreated, createdAt: at, expiresAt: at)).written.objectValue)
+        members["seq"] = .double(4)
+        let reply = { (result: JSONValue) in try ReplyHead.parse(RPCJSON.makeEncoder().encode(JSONValue.object(["id": 1, "result": result]))) }
+        #expect(PushNotification.read(.object(members)) == nil)
+        #expect(try ResultDecoding.decode(PushNotification.self, from: reply(.object(members))).seq == 4)
+        members["family"] = 5
+        #expect(throws: DecodingError.self) { try ResultDecoding.decode(PushNotification.self, from: reply(.object(members))) }
     }
 }

@@ -13,13 +13,17 @@ struct WireWritingTests {
         changeTag: "2s", createdAt: Date(timeIntervalSince1970: 1_795_003_200.123), modifiedAt: Date(timeIntervalSince1970: 1_795_003_260),
         createdBy: "device:p1", modifiedBy: "local")
 
-    /// Both texts as parsed values, and the written text decoded back to the type.
+    /// Both texts as parsed values, and the written text decoded back to the type (and
+    /// read back by hand, for the types that read themselves).
     func check<T: Codable & Equatable & JSONWritable>(_ value: T) throws {
         var writer = JSONWriter()
         try value.write(to: &writer)
         let encoded = try RPCJSON.makeEncoder().encode(value)
         #expect(try JSONParser.parse(bytes: writer.bytes) == JSONParser.parse(bytes: Array(encoded)))
         #expect(try RPCJSON.makeDecoder().decode(T.self, from: Data(writer.bytes)) == value)
+        if let readable = T.self as? any JSONReadable.Type {
+            #expect(readable.read(try JSONParser.parse(bytes: writer.bytes)) as? T == value, "read by hand")
+        }
     }
 
     @Test("a record, a fetch, a query, a page of zone changes")

@@ -167,9 +167,15 @@ struct SystemdTests {
                 outcomes += written
             }
 
-            // The stop was a graceful one, with requests in flight that it waited for.
-            let journal = try await container.run("journalctl", "_PID=\(pid)", "-o", "json", "--no-pager").stdout.split(separator: "\n")
-                .compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            // The stop was a graceful one, with requests in flight that it waited for. (The
+            // journal may take a moment to show the last lines on a busy machine.)
+            var journal: [[String: Any]] = []
+            for _ in 0..<25 {
+                journal = try await container.run("journalctl", "_PID=\(pid)", "-o", "json", "--no-pager").stdout.split(separator: "\n")
+                    .compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+                if journal.contains(where: { $0["MESSAGE"] as? String == "stopped" }) { break }
+                try await Task.sleep(for: .milliseconds(200))
+            }
             let stopping = journal.first { $0["MESSAGE"] as? String == "stopping" }
             #expect((stopping?["IN_FLIGHT"] as? String).flatMap(Int.init).map { $0 > 0 } == true, "\(String(describing: stopping))")
             #expect(journal.contains { $0["MESSAGE"] as? String == "stopped" }, "the store logged its clean stop")
