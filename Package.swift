@@ -243,6 +243,10 @@ let package = Package(
                 "SystemdContainer",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                // The bare SwiftNIO request/reply server, a floor beside the C one.
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
             ],
             swiftSettings: strict
         ),

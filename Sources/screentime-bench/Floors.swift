@@ -29,11 +29,26 @@ struct CFloor {
         try self.client(["replay", socket, "\(count)", requestFile, "\(depth)"])["rps"] ?? .nan
     }
 
+    /// Round-trip p50/p99 in µs against the SwiftNIO floor server (``NIOFloorServer``,
+    /// this executable): what SwiftNIO alone costs, measured by the same C client.
+    func nioRoundTrip(socket: String, requestBytes: Int, replyBytes: Int, count: Int) throws -> (p50: Double, p99: Double) {
+        let this = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+        let figures = try self.against(server: [this, "nio-floor-server", socket, "\(replyBytes)"],
+                                       client: ["client", socket, "\(count)", "\(requestBytes)"])
+        return (figures["p50"] ?? .nan, figures["p99"] ?? .nan)
+    }
+
     /// Starts the C floor server, runs the C client against it, stops the server.
     private func againstFloorServer(socket: String, replyBytes: Int, client arguments: [String]) throws -> [String: Double] {
+        try self.against(server: [self.binary, "server", socket, "\(replyBytes)"], client: arguments)
+    }
+
+    /// Starts a floor server (it prints a line once listening), runs the C client against
+    /// it, stops the server.
+    private func against(server command: [String], client arguments: [String]) throws -> [String: Double] {
         let server = Process()
-        server.executableURL = URL(fileURLWithPath: self.binary)
-        server.arguments = ["server", socket, "\(replyBytes)"]
+        server.executableURL = URL(fileURLWithPath: command[0])
+        server.arguments = Array(command.dropFirst())
         let ready = Pipe()
         server.standardOutput = ready
         try server.run()

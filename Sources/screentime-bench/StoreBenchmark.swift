@@ -104,6 +104,11 @@ struct StoreBenchmark: AsyncParsableCommand {
         _ = try c.replay(socket: socket, requestFile: work + "/fetch.requests", count: iterations)  // warm-up
         let rawFetch = try c.replay(socket: socket, requestFile: work + "/fetch.requests", count: iterations)
         let rawPing = try c.replay(socket: socket, requestFile: work + "/ping.requests", count: iterations)
+        // What SwiftNIO alone costs for the same round trip: the ping's share that is the
+        // framework's, not ours.
+        let nio = try c.nioRoundTrip(socket: work + "/nio-floor.sock", requestBytes: requestBytes, replyBytes: replyBytes, count: iterations)
+        figures.append(Figure(name: "bare SwiftNIO request/reply (C client), p50", value: nio.p50, unit: "µs", comparison: "C floor p50",
+                              comparisonValue: floor.p50, ratio: nio.p50 / floor.p50))
         figures.append(Figure(name: "rpc.ping round trip (C client), p50", value: rawPing.p50, unit: "µs", comparison: "C floor p50", comparisonValue: floor.p50,
                               ratio: rawPing.p50 / floor.p50, target: "≤ 1.5x", met: rawPing.p50 / floor.p50 <= 1.5))
         figures.append(Figure(name: "rpc.ping round trip (C client), p99", value: rawPing.p99, unit: "µs", comparison: "C floor p99", comparisonValue: floor.p99,

@@ -1,0 +1,55 @@
+import ArgumentParser
+import Foundation
+import NIOCore
+import NIOExtras
+import NIOPosix
+
+/// The SwiftNIO floor: the same length-prefixed request/reply as the C floor server, on
+/// SwiftNIO's channel pipeline (NIOExtras' length-field decoder, one event loop) with
+/// nothing else: no JSON, no tasks. What the services' framework costs before any of
+/// their own work; the C client measures it as it measures the services.
+struct NIOFloorServer: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "nio-floor-server",
+        abstract: "Serve the SwiftNIO request/reply floor (used by the store benchmark).",
+        shouldDisplay: false
+    )
+
+    @Argument(help: "Socket path to listen on.")
+    var socket: String
+
+    @Argument(help: "Bytes in every reply frame.")
+    var replyBytes: Int
+
+    func run() async throws {
+        var reply = ByteBuffer()
+        reply.writeInteger(UInt32(self.replyBytes))
+        reply.writeRepeatingByte(UInt8(ascii: "x"), count: self.replyBytes)
+        let frame = reply
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let channel = try await ServerBootstrap(group: group)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .thirtyTwoBits)))
+                    try channel.pipeline.syncOperations.addHandler(Replier(reply: frame))
+                }
+            }
+            .bind(unixDomainSocketPath: self.socket, cleanupExistingSocketFile: true)
+            .get()
+        say("ready")
+        try await channel.closeFuture.get()
+    }
+
+    /// Answers every frame with the same reply frame.
+    private final class Replier: ChannelInboundHandler {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+        let reply: ByteBuffer
+
+        init(reply: ByteBuffer) { self.reply = reply }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            context.writeAndFlush(self.wrapOutboundOut(self.reply), promise: nil)
+        }
+    }
+}
