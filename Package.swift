@@ -331,8 +331,10 @@ let package = Package(
                 "RPCCore",
                 "RPCClient",
                 "StoreAPI",
+                "ChangeFeed",
                 "screentime-stored",
                 "screentimectl",
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),

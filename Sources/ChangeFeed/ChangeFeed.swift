@@ -6,25 +6,41 @@ import ServiceLifecycle
 import StoreAPI
 
 /// Follows the store's `store.watch` for a service that derives state from it (push, the
-/// aggregator): from the position the service saved, in batches (changes arriving while a
-/// batch is applied make up the next one), retrying with backoff while the store is away.
-/// The service applies each batch and saves the new position in one transaction of its
-/// own, so a crash replays from the old position and nothing is applied twice.
+/// aggregator): from the position the service saved, in batches, retrying with backoff
+/// while the store is away. The service applies each batch and saves the new position in
+/// one transaction of its own, so a crash replays from the old position and nothing is
+/// applied twice.
+///
+/// Memory stays bounded however far behind the service is: it catches up a page at a time
+/// (`store.watch` with a `limit`, ending at each page), and only then follows live, where
+/// changes arriving while a batch is applied make up the next one. A live backlog that
+/// grows past ``maximumBacklog`` (the store commits faster than the service applies) ends
+/// the live stream, and the service catches up in pages again from its saved position.
 public struct ChangeFeed: Sendable {
     public let store: RPCClient
     /// The watcher's name: the store does not wake a service while it follows.
     public let watcher: String
     public let recordTypes: [String]?
     public let batchSize: Int
+    /// Changes in a catch-up page.
+    public let pageSize: Int
+    /// Changes held while following live, at most.
+    public let maximumBacklog: Int
     public let logger: Logger
 
-    public init(store: RPCClient, watcher: String, recordTypes: [String]? = nil, batchSize: Int, logger: Logger) {
+    public init(store: RPCClient, watcher: String, recordTypes: [String]? = nil, batchSize: Int, pageSize: Int? = nil,
+                maximumBacklog: Int? = nil, logger: Logger) {
         self.store = store
         self.watcher = watcher
         self.recordTypes = recordTypes
         self.batchSize = batchSize
+        self.pageSize = pageSize ?? 4 * batchSize
+        self.maximumBacklog = maximumBacklog ?? 8 * batchSize
         self.logger = logger
     }
+
+    /// The live backlog passed ``maximumBacklog``.
+    struct FellBehind: Error {}
 
     /// Runs until cancelled or shut down gracefully. `position` reads the saved position;
     /// `apply` applies a batch (and saves its last `seq`); `skip` is called with the store's
@@ -37,8 +53,14 @@ public struct ChangeFeed: Sendable {
         var backoff = Duration.milliseconds(250)
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
-                try await cancelWhenGracefulShutdown { try await self.follow(from: try position(), apply: apply) }
+                try await cancelWhenGracefulShutdown {
+                    let caughtUp = try await self.catchUp(from: try position(), apply: apply)
+                    try await self.follow(from: caughtUp, apply: apply)
+                }
                 backoff = .milliseconds(250)
+            } catch is FellBehind {
+                self.logger.info("the live change feed ran ahead of this service; catching up in pages",
+                                 metadata: ["backlog_limit": "\(self.maximumBacklog)"])
             } catch let error as RPCError where error.code == .changeTokenExpired {
                 guard case .int(let horizon)? = error.data?["horizon"] else {
                     self.logger.error("the store refused the change feed", metadata: ["error": "\(error)"])
@@ -55,6 +77,33 @@ public struct ChangeFeed: Sendable {
         }
     }
 
+    /// Pages of changes after `position` until a page ends short; returns where the last
+    /// one ended.
+    private func catchUp(from position: Int64, apply: @escaping @Sendable ([ChangeEvent]) async throws -> Void) async throws -> Int64 {
+        var position = position
+        while true {
+            var page: [ChangeEvent] = []
+            page.reserveCapacity(self.pageSize)
+            var end = position
+            let params = WatchParams(after: position, recordTypes: self.recordTypes, follow: false, limit: self.pageSize)
+            for try await event in self.store.stream(StoreMethods.watch, params) {
+                switch event {
+                case .item(let change): page.append(change)
+                case .end(let last): end = last.lastSeq
+                }
+            }
+            var rest = page[...]
+            while !rest.isEmpty {
+                try await apply(Array(rest.prefix(self.batchSize)))
+                rest = rest.dropFirst(self.batchSize)
+            }
+            // Past the last change applied when the page scanned changes it filters out.
+            position = max(position, end)
+            if page.count < self.pageSize { return position }
+            self.logger.debug("caught up a page", metadata: ["changes": "\(page.count)", "through_seq": "\(position)"])
+        }
+    }
+
     private func follow(from position: Int64, apply: @escaping @Sendable ([ChangeEvent]) async throws -> Void) async throws {
         self.logger.info("following the store", metadata: ["after": "\(position)"])
         let pending = Backlog<ChangeEvent>()
@@ -65,7 +114,7 @@ public struct ChangeFeed: Sendable {
                 defer { wake.finish() }
                 for try await event in self.store.stream(StoreMethods.watch, params) {
                     guard case .item(let change) = event else { continue }
-                    pending.append(change)
+                    if pending.append(change) > self.maximumBacklog { throw FellBehind() }
                     wake.yield()
                 }
             }

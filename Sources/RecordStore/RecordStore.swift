@@ -192,6 +192,8 @@ public final class RecordStore: Sendable {
         }
         try self.read(auth) { principal, _ in try AccessControl.requireLocal(principal, StoreMethods.watch.name) }
         if let watcher = params.watcher { try Validation.identifier(watcher, "params.watcher") }
+        let limit = try Validation.limit(params.limit, default: .max, maximum: WatchParams.maximumLimit)
+        var sent = 0
         let (wakeups, stop) = self.notifier.subscribe()
         defer { stop() }
         // Only a watch that follows counts: one that ends when caught up wakes nobody later.
@@ -210,6 +212,8 @@ public final class RecordStore: Sendable {
             for event in page.events {
                 try await send(event)
                 cursor = event.seq
+                sent += 1
+                if sent == limit { return WatchEnd(lastSeq: cursor) }
             }
             cursor = max(cursor, page.scannedThrough)
             if page.events.count == pageSize { continue }

@@ -61,7 +61,14 @@ public final class Backlog<Element: Sendable>: Sendable {
 
     public init() {}
 
-    public func append(_ item: Element) { self.items.withLock { $0.append(item) } }
+    /// Adds an item; returns how many are pending now.
+    @discardableResult
+    public func append(_ item: Element) -> Int {
+        self.items.withLock {
+            $0.append(item)
+            return $0.count
+        }
+    }
 
     public func take(_ limit: Int) -> [Element] {
         self.items.withLock { items in

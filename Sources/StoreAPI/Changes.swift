@@ -83,10 +83,13 @@ public struct WatchParams: Codable, Sendable, Hashable {
     /// Who is watching (e.g. `push`): while a watcher of that name follows, the store does
     /// not wake its service on commits (see the store's `--wake`).
     public var watcher: String?
+    /// End after this many changes (a page), caught up or not; the end's `lastSeq` is where
+    /// the next page starts. 1 to 100,000; default no limit.
+    public var limit: Int?
 
     public init(
         after: Int64? = nil, recordTypes: [String]? = nil, families: [String]? = nil, follow: Bool? = nil,
-        includeRecords: Bool? = nil, watcher: String? = nil
+        includeRecords: Bool? = nil, watcher: String? = nil, limit: Int? = nil
     ) {
         self.after = after
         self.recordTypes = recordTypes
@@ -94,7 +97,10 @@ public struct WatchParams: Codable, Sendable, Hashable {
         self.follow = follow
         self.includeRecords = includeRecords
         self.watcher = watcher
+        self.limit = limit
     }
+
+    public static let maximumLimit = 100_000
 }
 
 public enum ChangeKind: String, StringEnum {
