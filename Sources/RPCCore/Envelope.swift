@@ -215,17 +215,27 @@ public enum ReplyEncoding {
 
     /// The same reply around a result encoded already.
     public static func result(id: RequestID, encoded result: EncodedJSON, continues: Bool = false) throws -> Data {
-        var reply = Data()
-        reply.reserveCapacity(result.bytes.count + 48)
-        reply.append(contentsOf: #"{"id":"#.utf8)
+        Data(self.resultBytes(id: id, encoded: result, continues: continues))
+    }
+
+    /// As bytes: a stream item sent to many peers goes from here into the socket's buffer
+    /// with one copy.
+    public static func resultBytes(id: RequestID, encoded result: EncodedJSON, continues: Bool = false) -> [UInt8] {
+        var writer = JSONWriter(capacity: result.bytes.count + 48)
+        writer.beginObject()
+        writer.member("id")
         switch id {
-        case .int(let value): reply.append(contentsOf: String(value).utf8)
-        case .string: reply.append(try sharedEncoder.encode(id))
+        case .int(let value): writer.int(value)
+        case .string(let value): writer.string(value)
         }
-        reply.append(contentsOf: #","result":"#.utf8)
-        reply.append(contentsOf: result.bytes)
-        reply.append(contentsOf: (continues ? #","continues":true}"# : "}").utf8)
-        return reply
+        writer.member("result")
+        writer.raw(result)
+        if continues {
+            writer.member("continues")
+            writer.bool(true)
+        }
+        writer.endObject()
+        return writer.bytes
     }
 
     public static func error(id: RequestID?, _ error: RPCError) -> Data {

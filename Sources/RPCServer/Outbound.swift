@@ -11,6 +11,10 @@ struct Outbound: Sendable {
         try await self.writer.write(ByteBuffer(bytes: payload))
     }
 
+    func send(bytes payload: [UInt8]) async throws {
+        try await self.writer.write(ByteBuffer(bytes: payload))
+    }
+
     /// Sends, ignoring a peer that has gone: there is nobody left to tell.
     func sendOrDrop(_ payload: Data) async {
         try? await self.send(payload)

@@ -49,6 +49,6 @@ public struct StreamWriter<Item: Encodable & Sendable>: Sendable {
     public func yield(encoded item: EncodedJSON) async throws {
         try Task.checkCancellation()
         guard let id = self.id else { return }
-        try await self.outbound.send(ReplyEncoding.result(id: id, encoded: item, continues: true))
+        try await self.outbound.send(bytes: ReplyEncoding.resultBytes(id: id, encoded: item, continues: true))
     }
 }
