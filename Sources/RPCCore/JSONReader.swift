@@ -32,55 +32,30 @@ public struct JSONObjectReader {
         self.members = members
     }
 
-    public func string(_ key: String) throws -> String {
-        guard case .string(let text)? = self.members[key] else { throw Mismatch() }
-        return text
-    }
-
-    public func stringIfPresent(_ key: String) throws -> String? {
-        switch self.members[key] {
-        case nil, .null?: return nil
-        case .string(let text)?: return text
-        default: throw Mismatch()
-        }
-    }
-
-    public func int64(_ key: String) throws -> Int64 {
-        guard case .int(let number)? = self.members[key] else { throw Mismatch() }
-        return number
-    }
-
-    public func int64IfPresent(_ key: String) throws -> Int64? {
-        switch self.members[key] {
-        case nil, .null?: return nil
-        case .int(let number)?: return number
-        default: throw Mismatch()
-        }
-    }
-
-    public func boolIfPresent(_ key: String) throws -> Bool? {
-        switch self.members[key] {
-        case nil, .null?: return nil
-        case .bool(let flag)?: return flag
-        default: throw Mismatch()
-        }
-    }
+    public func string(_ key: String) throws -> String { try self.required(key) { $0.stringValue } }
+    public func stringIfPresent(_ key: String) throws -> String? { try self.optional(key) { $0.stringValue } }
+    public func int64(_ key: String) throws -> Int64 { try self.required(key) { $0.intValue } }
+    public func int64IfPresent(_ key: String) throws -> Int64? { try self.optional(key) { $0.intValue } }
+    public func boolIfPresent(_ key: String) throws -> Bool? { try self.optional(key) { $0.boolValue } }
+    public func object(_ key: String) throws -> [String: JSONValue] { try self.required(key) { $0.objectValue } }
+    public func objectIfPresent(_ key: String) throws -> [String: JSONValue]? { try self.optional(key) { $0.objectValue } }
 
     public func date(_ key: String) throws -> Date {
         guard let date = RFC3339.parse(try self.string(key)) else { throw Mismatch() }
         return date
     }
 
-    public func object(_ key: String) throws -> [String: JSONValue] {
-        guard case .object(let members)? = self.members[key] else { throw Mismatch() }
-        return members
+    private func required<T>(_ key: String, _ extract: (JSONValue) -> T?) throws -> T {
+        guard let value = self.members[key].flatMap(extract) else { throw Mismatch() }
+        return value
     }
 
-    public func objectIfPresent(_ key: String) throws -> [String: JSONValue]? {
+    private func optional<T>(_ key: String, _ extract: (JSONValue) -> T?) throws -> T? {
         switch self.members[key] {
         case nil, .null?: return nil
-        case .object(let members)?: return members
-        default: throw Mismatch()
+        case let value?:
+            guard let extracted = extract(value) else { throw Mismatch() }
+            return extracted
         }
     }
 
