@@ -155,8 +155,9 @@ public final class RecordStore: Sendable {
     public func modify(_ params: ModifyParams, auth: Auth?) async throws -> ModifyResult {
         try ModifyOperation.validate(params)
         let schema = self.schema
+        let prepared = try ModifyOperation.prepare(params, schema: schema)
         return try await self.write(auth) { principal, now, db in
-            try ModifyOperation(schema: schema, principal: principal, params: params, now: now).run(db)
+            try ModifyOperation(schema: schema, principal: principal, params: params, prepared: prepared, now: now).run(db)
         }
     }
 

@@ -72,7 +72,7 @@ public final class Container: Sendable {
         var jobs: String?
         if let systemd { jobs = try? await runCommand("/usr/bin/nsenter", ["-t", "\(systemd)", "-a", "systemctl", "list-jobs", "--no-pager"]).stdout }
         let log = (try? String(contentsOfFile: "\(base)/boot.log", encoding: .utf8)) ?? ""
-        kill(nspawn, SIGKILL)
+        Self.killContainer(nspawn: nspawn)
         _ = try? await ChildExit.wait(nspawn, timeout: .seconds(10))
         _ = try? await runCommand("/usr/bin/umount", ["\(base)/root"])
         throw ContainerError("the container's systemd did not come up within 60 s; systemd \(systemd.map(String.init) ?? "not found"), jobs: \(jobs ?? "?")\nboot log:\n\(log.suffix(3000))")
@@ -82,6 +82,20 @@ public final class Container: Sendable {
         self.base = base
         self.nspawn = nspawn
         self.systemd = systemd
+    }
+
+    /// Kills nspawn and what runs under it. Killing nspawn alone leaves the container's
+    /// init running, orphaned, with every service it started; killing the init of a PID
+    /// namespace kills everything in it.
+    private static func killContainer(nspawn: pid_t) {
+        var pending = [nspawn]
+        var tree: [pid_t] = []
+        while let pid = pending.popLast() {
+            tree.append(pid)
+            let children = (try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? ""
+            pending += children.split(separator: " ").compactMap { pid_t($0) }
+        }
+        for pid in tree.reversed() { kill(pid, SIGKILL) }
     }
 
     private static func command(of pid: pid_t) -> String? {
@@ -135,7 +149,7 @@ public final class Container: Sendable {
         let deadline = ContinuousClock.now + .seconds(30)
         while ChildExit.poll(self.nspawn) == nil {
             if ContinuousClock.now > deadline {
-                kill(self.nspawn, SIGKILL)
+                Self.killContainer(nspawn: self.nspawn)
                 _ = try? await ChildExit.wait(self.nspawn, timeout: .seconds(5))
                 break
             }

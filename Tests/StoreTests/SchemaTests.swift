@@ -138,6 +138,10 @@ struct SchemaTests {
         let rewards = try await parent.call(StoreMethods.query, byClass)
         #expect(rewards.records.map(\.recordName) == ["rule-com.game"])
         #expect(store.process.log.contains("database migrated"))
+        // A record created now gets the default too, in the reply and as stored.
+        let created = try await parent.save([RecordSave(recordType: "Family", recordName: "another", fields: ["displayName": "Joneses"])])
+        #expect(created.saved.first?.record?.fields["timeZone"] == "UTC")
+        #expect(try await parent.fetch(["another"]).records.first?.fields["timeZone"] == "UTC")
 
         // A newer database refuses an older binary rather than misreading it.
         await store.process.stop()

@@ -16,7 +16,47 @@ struct ModifyOperation: Sendable {
     let schema: SchemaRegistry
     let principal: Principal
     let params: ModifyParams
+    /// One per save, from ``prepare(_:schema:)``.
+    let prepared: [PreparedSave]
     let now: Int64
+
+    /// What a save's fields become, worked out before the write is queued: none of it needs
+    /// the database, and the writer (one thread for the whole store) is what bounds bulk
+    /// saves. Refusals are kept, not thrown, so that each item still reports its first
+    /// problem in the order the checks run.
+    struct PreparedSave: Sendable {
+        var type: RecordTypeDefinition?
+        /// The fields sent, in canonical form (nil: the field is removed).
+        var incoming: Result<[String: JSONValue?], ItemError>
+        /// The record's fields and their stored text when they are just the ones sent (any
+        /// policy but changedKeys, and no migration default to add).
+        var plain: (fields: [String: JSONValue], text: String)?
+    }
+
+    static func prepare(_ params: ModifyParams, schema: SchemaRegistry) throws -> [PreparedSave] {
+        try (params.saves ?? []).map { save in
+            guard let type = schema[save.recordType] else { return PreparedSave(type: nil, incoming: .success([:])) }
+            var incoming: [String: JSONValue?] = [:]
+            do {
+                for name in save.fields.keys.sorted() {
+                    guard let field = type.field(name) else {
+                        throw ItemError(code: .invalidParams,
+                            message: "\(type.name) has no field \(name); its fields are \(type.fields.map(\.name).joined(separator: ", "))", field: name)
+                    }
+                    let value = save.fields[name]!
+                    incoming[name] = value == .null ? .some(nil) : try FieldValues.normalize(value, as: field, zone: params.zone)
+                }
+            } catch let error as ItemError {
+                return PreparedSave(type: type, incoming: .failure(error))
+            }
+            var plain: (fields: [String: JSONValue], text: String)?
+            if params.savePolicy != .changedKeys {
+                let fields = incoming.compactMapValues { $0 }
+                plain = (fields, try FieldsCoding.encode(fields))
+            }
+            return PreparedSave(type: type, incoming: .success(incoming), plain: plain)
+        }
+    }
 
     /// Checks that need no database; run before queueing the write.
     static func validate(_ params: ModifyParams) throws {
@@ -67,7 +107,7 @@ struct ModifyOperation: Sendable {
         var lastSaved: Int64?
         for (index, save) in (self.params.saves ?? []).enumerated() {
             do {
-                let checked = try self.checkSave(save, in: zone, db)
+                let checked = try self.checkSave(save, self.prepared[index], in: zone, db)
                 let (record, seq) = try self.write(checked, in: zone, db)
                 saved.append(SaveOutcome(recordName: save.recordName, record: record))
                 lastSaved = seq
@@ -125,8 +165,8 @@ struct ModifyOperation: Sendable {
     }
 
     /// Everything that can refuse a save (`ItemError`), without writing.
-    private func checkSave(_ save: RecordSave, in zone: ZoneRow, _ db: Database) throws -> CheckedSave {
-        guard let type = self.schema[save.recordType] else {
+    private func checkSave(_ save: RecordSave, _ prepared: PreparedSave, in zone: ZoneRow, _ db: Database) throws -> CheckedSave {
+        guard let type = prepared.type else {
             throw ItemError(code: .invalidParams, message: "\"\(save.recordType)\" is not a known record type; known: \(self.schema.order.joined(separator: ", "))", field: "recordType")
         }
         let existing = try StoredRecord.find(db, zoneID: zone.id, name: save.recordName)
@@ -152,18 +192,14 @@ struct ModifyOperation: Sendable {
             }
         }
 
-        var incoming: [String: JSONValue?] = [:]
-        for name in save.fields.keys.sorted() {
-            guard let field = type.field(name) else {
-                throw ItemError(code: .invalidParams,
-                    message: "\(type.name) has no field \(name); its fields are \(type.fields.map(\.name).joined(separator: ", "))", field: name)
-            }
-            let value = save.fields[name]!
-            incoming[name] = value == .null ? .some(nil) : try FieldValues.normalize(value, as: field, zone: zone.name)
-        }
+        let incoming = try prepared.incoming.get()
         let before = try live?.fields()
         var merged: [String: JSONValue]
-        if policy == .changedKeys {
+        var text: String?
+        if let plain = prepared.plain {
+            merged = plain.fields
+            text = plain.text
+        } else if policy == .changedKeys {
             merged = before ?? [:]
             for (name, value) in incoming {
                 guard let value else {
@@ -183,6 +219,7 @@ struct ModifyOperation: Sendable {
             // Fields added by a migration with a default get it in new records too.
             for field in type.fields where merged[field.name] == nil && field.defaultValue != nil && incoming[field.name] == nil {
                 merged[field.name] = field.defaultValue
+                text = nil
             }
         }
         for field in type.fields where field.required && merged[field.name] == nil {
@@ -194,7 +231,7 @@ struct ModifyOperation: Sendable {
 
         let uniqueKeys = try DerivedRows.uniqueKeys(db, type: type, fields: merged, family: zone.family, recordID: existing?.id)
         return CheckedSave(save: save, type: type, existing: existing, live: live, fields: merged,
-                           fieldsText: try FieldsCoding.encode(merged), uniqueKeys: uniqueKeys)
+                           fieldsText: try text ?? FieldsCoding.encode(merged), uniqueKeys: uniqueKeys)
     }
 
     /// Writes a checked save, all but moving the zone's latest change; throws only storage
