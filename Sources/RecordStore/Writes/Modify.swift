@@ -29,7 +29,8 @@ struct ModifyOperation: Sendable {
         /// The fields sent, in canonical form (nil: the field is removed).
         var incoming: Result<[String: JSONValue?], ItemError>
         /// The record's fields and their stored text when they are just the ones sent (any
-        /// policy but changedKeys, and no migration default to add).
+        /// policy but changedKeys; a new record that gets a migration's default is encoded
+        /// again).
         var plain: (fields: [String: JSONValue], text: String)?
     }
 
