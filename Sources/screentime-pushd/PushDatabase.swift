@@ -179,8 +179,10 @@ final class PushDatabase: Sendable {
                 + " ON CONFLICT(family, device_id) DO UPDATE SET last_seq = last_seq + excluded.last_seq RETURNING family, device_id, last_seq"
             let arguments = StatementArguments(chunk.flatMap { [$0.key.family, $0.key.deviceId, $0.value] as [(any DatabaseValueConvertible)?] })
             for row in try Row.fetchAll(try Self.statement(sql, full: chunk.count == 250, db), arguments: arguments) {
-                let key = DeviceKey(family: row["family"], deviceId: row["device_id"])
-                next[key] = (row["last_seq"] as Int64) - counts[key, default: 1] + 1
+                // By position (family, device_id, last_seq, as RETURNING lists them): a thousand
+                // devices a change, and a lookup by name costs more than the value.
+                let key = DeviceKey(family: row[0], deviceId: row[1])
+                next[key] = (row[2] as Int64) - counts[key, default: 1] + 1
             }
         }
         return drafts.map { draft in
