@@ -196,32 +196,18 @@ public enum ReplyEncoding {
         guard let writable = result as? any JSONWritable else {
             return try sharedEncoder.encode(ResultReply(id: id, result: result, continues: continues ? true : nil))
         }
-        var writer = JSONWriter(capacity: 512)
-        writer.beginObject()
-        writer.member("id")
-        switch id {
-        case .int(let value): writer.int(value)
-        case .string(let value): writer.string(value)
-        }
-        writer.member("result")
-        try writable.write(to: &writer)
-        if continues {
-            writer.member("continues")
-            writer.bool(true)
-        }
-        writer.endObject()
-        return Data(writer.bytes)
+        return Data(try self.reply(id: id, continues: continues, capacity: 512) { try writable.write(to: &$0) })
     }
 
-    /// The same reply around a result encoded already.
-    public static func result(id: RequestID, encoded result: EncodedJSON, continues: Bool = false) throws -> Data {
-        Data(self.resultBytes(id: id, encoded: result, continues: continues))
-    }
-
-    /// As bytes: a stream item sent to many peers goes from here into the socket's buffer
-    /// with one copy.
+    /// The same reply around a result encoded already, as bytes: a stream item sent to many
+    /// peers goes from here into the socket's buffer with one copy.
     public static func resultBytes(id: RequestID, encoded result: EncodedJSON, continues: Bool = false) -> [UInt8] {
-        var writer = JSONWriter(capacity: result.bytes.count + 48)
+        self.reply(id: id, continues: continues, capacity: result.bytes.count + 48) { $0.raw(result) }
+    }
+
+    /// `{"id":…,"result":…[,"continues":true]}`, the result written by `writeResult`.
+    private static func reply(id: RequestID, continues: Bool, capacity: Int, _ writeResult: (inout JSONWriter) throws -> Void) rethrows -> [UInt8] {
+        var writer = JSONWriter(capacity: capacity)
         writer.beginObject()
         writer.member("id")
         switch id {
@@ -229,7 +215,7 @@ public enum ReplyEncoding {
         case .string(let value): writer.string(value)
         }
         writer.member("result")
-        writer.raw(result)
+        try writeResult(&writer)
         if continues {
             writer.member("continues")
             writer.bool(true)

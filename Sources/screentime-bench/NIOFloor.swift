@@ -21,6 +21,10 @@ struct NIOFloorServer: AsyncParsableCommand {
     @Argument(help: "Bytes in every reply frame.")
     var replyBytes: Int
 
+    func validate() throws {
+        guard (0...Int(UInt32.max)).contains(self.replyBytes) else { throw ValidationError("reply-bytes must be between 0 and \(UInt32.max)") }
+    }
+
     func run() async throws {
         var reply = ByteBuffer()
         reply.writeInteger(UInt32(self.replyBytes))

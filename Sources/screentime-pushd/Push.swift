@@ -139,11 +139,11 @@ struct Push: Sendable {
         }
         let now = Date()
         let ttl = params.ttlSeconds.map { Duration.milliseconds(Int64($0 * 1000)) } ?? self.settings.defaultTTL
-        let drafts = targets.map { deviceId in
-            PushDatabase.Draft(family: params.family, deviceId: deviceId, notification: PushNotification(
-                seq: 0, family: params.family, reason: .message, alert: params.alert, fields: params.data, collapseKey: params.collapseKey,
-                priority: params.priority ?? .normal, createdAt: now, expiresAt: now.addingTimeInterval(ttl.seconds)))
-        }
+        let notification = PushNotification(
+            seq: 0, family: params.family, reason: .message, alert: params.alert, fields: params.data, collapseKey: params.collapseKey,
+            priority: params.priority ?? .normal, createdAt: now, expiresAt: now.addingTimeInterval(ttl.seconds))
+        // The same notification for every target: one group, encoded once.
+        let drafts = targets.map { PushDatabase.Draft(family: params.family, deviceId: $0, notification: notification, group: 1) }
         let queued = try await self.dispatch.queue(drafts)
         self.logger.info("notification sent", metadata: ["family": "\(params.family)", "devices": "\(queued.map(\.deviceId))"])
         return NotifyResult(queued: queued.map { QueuedNotification(deviceId: $0.deviceId, seq: $0.notification.seq) })

@@ -178,7 +178,8 @@ struct SystemdTests {
             }
             let stopping = journal.first { $0["MESSAGE"] as? String == "stopping" }
             #expect((stopping?["IN_FLIGHT"] as? String).flatMap(Int.init).map { $0 > 0 } == true, "\(String(describing: stopping))")
-            #expect(journal.contains { $0["MESSAGE"] as? String == "stopped" }, "the store logged its clean stop")
+            #expect(journal.contains { $0["MESSAGE"] as? String == "stopped" },
+                    "the store logged its clean stop; its last lines: \(journal.suffix(8).map { $0["MESSAGE"] as? String ?? "?" })")
             #expect(!journal.contains { ($0["MESSAGE"] as? String)?.contains("cancelling") == true })
 
             // Every answered batch is stored; a batch that got no answer (sent on a connection
