@@ -60,9 +60,11 @@ extension PushDatabase {
     func dueDeliveries(now: Date, limit: Int) async throws -> [Delivery] {
         try await self.pool.write { db in
             let rows = try Row.fetchAll(db, sql: """
-                SELECT o.family, o.device_id, o.seq, o.attempts, q.body, q.expires_at, w.url, w.format, w.authorization, w.status
+                SELECT o.family, o.device_id, o.seq, o.attempts, n.body, n.expires_at, w.url, w.format, w.authorization, w.status
                 FROM outbox o
-                LEFT JOIN queue q ON q.family = o.family AND q.device_id = o.device_id AND q.seq = o.seq
+                LEFT JOIN notifications n ON n.id = coalesce(
+                    (SELECT notification_id FROM queue q WHERE q.family = o.family AND q.device_id = o.device_id AND q.seq = o.seq),
+                    (SELECT notification_id FROM queue_latest l WHERE l.family = o.family AND l.device_id = o.device_id AND l.seq = o.seq))
                 LEFT JOIN webhooks w ON w.family = o.family AND w.device_id = o.device_id
                 WHERE o.due_at <= ? ORDER BY o.due_at LIMIT ?
                 """, arguments: [Millis.of(now), limit])

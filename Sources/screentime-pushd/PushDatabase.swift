@@ -4,6 +4,7 @@ import GRDB
 import Logging
 import PushAPI
 import RPCCore
+import Synchronization
 
 /// The push service's own SQLite database (`<state-dir>/push.sqlite`): subscriptions, the
 /// per-device queues and where it is in the store's change log. The queues and the
@@ -11,6 +12,8 @@ import RPCCore
 final class PushDatabase: Sendable {
     let pool: DatabasePool
     let path: String
+    /// Each device's last sequence number, as committed (see ``number(_:_:)``).
+    private let lastNumbers = Mutex<[DeviceKey: Int64]>([:])
 
     static let fileName = "push.sqlite"
 
@@ -78,6 +81,56 @@ final class PushDatabase: Sendable {
                 CREATE INDEX outbox_by_due ON outbox(due_at);
                 """)
         }
+        migrator.registerMigration("push-v3-shared-notifications") { db in
+            // A notification that goes to a thousand devices is stored once, and a device's
+            // queue rows only point at it; a notification with a collapse key has one row
+            // per device and key, replaced in place by the next one.
+            try db.execute(sql: """
+                CREATE TABLE notifications (
+                    id INTEGER PRIMARY KEY,
+                    expires_at INTEGER NOT NULL,
+                    -- the PushNotification as JSON without its seq (each device has its own)
+                    body TEXT NOT NULL
+                );
+                CREATE INDEX notifications_by_expiry ON notifications(expires_at);
+                ALTER TABLE queue RENAME TO queue_v2;
+                DROP INDEX queue_by_collapse_key;
+                DROP INDEX queue_by_expiry;
+                -- pending notifications without a collapse key
+                CREATE TABLE queue (
+                    family TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    seq INTEGER NOT NULL,
+                    notification_id INTEGER NOT NULL,
+                    PRIMARY KEY (family, device_id, seq)
+                ) WITHOUT ROWID;
+                -- the pending notification of each collapse key: a newer one replaces it
+                CREATE TABLE queue_latest (
+                    family TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    collapse_key TEXT NOT NULL,
+                    seq INTEGER NOT NULL,
+                    notification_id INTEGER NOT NULL,
+                    PRIMARY KEY (family, device_id, collapse_key)
+                ) WITHOUT ROWID;
+                CREATE TEMP TABLE numbered AS
+                    SELECT row_number() OVER (ORDER BY family, device_id, seq) AS id, * FROM queue_v2;
+                INSERT INTO notifications(id, expires_at, body) SELECT id, expires_at, body FROM numbered;
+                INSERT INTO queue(family, device_id, seq, notification_id)
+                    SELECT family, device_id, seq, id FROM numbered WHERE collapse_key IS NULL;
+                INSERT OR REPLACE INTO queue_latest(family, device_id, collapse_key, seq, notification_id)
+                    SELECT family, device_id, collapse_key, seq, id FROM numbered WHERE collapse_key IS NOT NULL ORDER BY seq;
+                DROP TABLE numbered;
+                DROP TABLE queue_v2;
+                -- a device's queue, as one: what push.listen sends and the outbox posts
+                CREATE VIEW pending AS
+                    SELECT q.family, q.device_id, q.seq, n.expires_at, n.body
+                        FROM queue q JOIN notifications n ON n.id = q.notification_id
+                    UNION ALL
+                    SELECT l.family, l.device_id, l.seq, n.expires_at, n.body
+                        FROM queue_latest l JOIN notifications n ON n.id = l.notification_id;
+                """)
+        }
         self.pool = try DurableSQLite.open(path: path, label: "push", program: "screentime-pushd", migrator: migrator, logger: logger)
     }
 
@@ -130,31 +183,38 @@ final class PushDatabase: Sendable {
     /// removes fired-once subscriptions and moves the change-log position. Returns the
     /// notifications as queued, in the order of `drafts`.
     ///
-    /// One change may go to thousands of devices: the rows are written with a few
-    /// statements of many rows each, not a few statements per device.
+    /// One change may go to thousands of devices: its notification is stored once, each
+    /// device's queue gets a small row pointing at it, written a few hundred per statement,
+    /// and the devices' numbers come from memory.
     /// `post` says which devices also get the notification posted to their webhook (an
     /// outbox row, in the same transaction).
     func enqueue(_ drafts: [Draft], removing fired: [SubscriptionKey] = [], position: Int64? = nil,
                  post: @escaping @Sendable (_ family: String, _ deviceId: String) -> Bool = { _, _ in false }) async throws -> [Queued] {
         try await self.pool.write { db in
-            let seqs = try Self.number(drafts, db)
-            // One change fires the same notification for many devices: encoded once, without
-            // a seq (the row's seq is the device's number).
-            var bodies: [Int: String] = [:]
+            let seqs = try self.number(drafts, db)
+            // Drafts of one group carry the same notification: encoded once, without a seq
+            // (each device's number goes in front when it is sent).
+            var bodies: [String] = []
+            var bodyOfGroup: [Int: Int] = [:]
             var queued: [Queued] = []
             queued.reserveCapacity(drafts.count)
             for (draft, seq) in zip(drafts, seqs) {
-                let body = try draft.group.flatMap { bodies[$0] } ?? Coding.encode(draft.notification)
-                if let group = draft.group { bodies[group] = body }
+                let body: Int
+                if let group = draft.group, let known = bodyOfGroup[group] {
+                    body = known
+                } else {
+                    bodies.append(try Coding.encode(draft.notification))
+                    body = bodies.count - 1
+                    if let group = draft.group { bodyOfGroup[group] = body }
+                }
                 var notification = draft.notification
                 notification.seq = seq
-                let outgoing = Outgoing(seq: seq, expiresAt: notification.expiresAt, json: PushNotification.numbered(seq, unnumbered: EncodedJSON(body)))
+                let outgoing = Outgoing(seq: seq, expiresAt: notification.expiresAt, json: PushNotification.numbered(seq, unnumbered: EncodedJSON(bodies[body])))
                 queued.append(Queued(deviceId: draft.deviceId, notification: notification, outgoing: outgoing, body: body,
                                      posted: post(draft.family, draft.deviceId)))
             }
-            try Self.collapse(queued, db)
             let stored = Self.survivors(queued)
-            try Self.insert(stored, db)
+            try Self.insert(stored, bodies: bodies, db)
             try Self.addToOutbox(stored.filter(\.posted), db)
             for key in fired {
                 try db.execute(sql: "DELETE FROM subscriptions WHERE family = ? AND device_id = ? AND id = ?", arguments: [key.family, key.deviceId, key.id])
@@ -169,43 +229,48 @@ final class PushDatabase: Sendable {
         var deviceId: String
     }
 
-    /// Each draft's sequence number: every device's counter moves by its number of drafts.
-    private static func number(_ drafts: [Draft], _ db: Database) throws -> [Int64] {
-        var counts: [DeviceKey: Int64] = [:]
-        for draft in drafts { counts[DeviceKey(family: draft.family, deviceId: draft.deviceId), default: 0] += 1 }
+    /// Each draft's sequence number: every device's number moves by its number of drafts.
+    /// The new numbers are kept when the transaction commits; the rows it writes make them
+    /// durable (a device's last number is the highest of its rows, its acknowledgement and
+    /// `devices.last_seq`, which keeps it when rows expire).
+    private func number(_ drafts: [Draft], _ db: Database) throws -> [Int64] {
         var next: [DeviceKey: Int64] = [:]
-        for chunk in Array(counts).chunked(250) {
-            let sql = "INSERT INTO devices(family, device_id, last_seq) VALUES " + Self.placeholders(3, rows: chunk.count)
-                + " ON CONFLICT(family, device_id) DO UPDATE SET last_seq = last_seq + excluded.last_seq RETURNING family, device_id, last_seq"
-            let arguments = StatementArguments(chunk.flatMap { [$0.key.family, $0.key.deviceId, $0.value] as [(any DatabaseValueConvertible)?] })
-            for row in try Row.fetchAll(try Self.statement(sql, full: chunk.count == 250, db), arguments: arguments) {
-                // By position (family, device_id, last_seq, as RETURNING lists them): a thousand
-                // devices a change, and a lookup by name costs more than the value.
-                let key = DeviceKey(family: row[0], deviceId: row[1])
-                next[key] = (row[2] as Int64) - counts[key, default: 1] + 1
+        var unknown: [DeviceKey] = []
+        self.lastNumbers.withLock { known in
+            for draft in drafts {
+                let key = DeviceKey(family: draft.family, deviceId: draft.deviceId)
+                guard next[key] == nil else { continue }
+                if let last = known[key] { next[key] = last } else { next[key] = -1; unknown.append(key) }
             }
         }
-        return drafts.map { draft in
+        for key in unknown { next[key] = try Self.storedLastSeq(key, db) }
+        let seqs = drafts.map { draft in
             let key = DeviceKey(family: draft.family, deviceId: draft.deviceId)
-            defer { next[key, default: 0] += 1 }
-            return next[key, default: 1]
+            next[key, default: 0] += 1
+            return next[key, default: 0]
         }
+        let moved = next
+        db.afterNextTransaction(onCommit: { _ in
+            self.lastNumbers.withLock { known in known.merge(moved) { _, new in new } }
+        })
+        return seqs
     }
 
-    /// Removes what the new notifications replace: pending ones with the same collapse key.
-    private static func collapse(_ queued: [Queued], _ db: Database) throws {
-        var byKey: [String: (family: String, key: String, devices: Set<String>)] = [:]
-        for item in queued {
-            guard let key = item.notification.collapseKey else { continue }
-            byKey[item.notification.family + "\u{0}" + key, default: (item.notification.family, key, [])].devices.insert(item.deviceId)
-        }
-        for (family, key, devices) in byKey.values {
-            for chunk in Array(devices).chunked(500) {
-                let sql = "DELETE FROM queue WHERE family = ? AND collapse_key = ? AND device_id IN (" + Array(repeating: "?", count: chunk.count).joined(separator: ", ") + ")"
-                let values: [(any DatabaseValueConvertible)?] = [family, key] + chunk.map { $0 }
-                try Self.statement(sql, full: chunk.count == 500, db).execute(arguments: StatementArguments(values))
-            }
-        }
+    /// A device's last number: from memory, or read once from the database.
+    private func lastSeq(_ key: DeviceKey, _ db: Database) throws -> Int64 {
+        if let last = self.lastNumbers.withLock({ $0[key] }) { return last }
+        let last = try Self.storedLastSeq(key, db)
+        self.lastNumbers.withLock { $0[key] = last }
+        return last
+    }
+
+    private static func storedLastSeq(_ key: DeviceKey, _ db: Database) throws -> Int64 {
+        try Int64.fetchOne(db.cachedStatement(sql: """
+            SELECT max(
+                coalesce((SELECT max(last_seq, acked) FROM devices WHERE family = ?1 AND device_id = ?2), 0),
+                coalesce((SELECT max(seq) FROM queue WHERE family = ?1 AND device_id = ?2), 0),
+                coalesce((SELECT max(seq) FROM queue_latest WHERE family = ?1 AND device_id = ?2), 0))
+            """), arguments: [key.family, key.deviceId]) ?? 0
     }
 
     /// The notifications to store: of several with the same device and collapse key in one
@@ -226,13 +291,29 @@ final class PushDatabase: Sendable {
         return kept.reversed()
     }
 
-    private static func insert(_ queued: [Queued], _ db: Database) throws {
-        for chunk in queued.chunked(150) {
-            let sql = "INSERT INTO queue(family, device_id, seq, collapse_key, expires_at, body) VALUES " + Self.placeholders(6, rows: chunk.count)
+    /// Stores each notification once and puts it in its devices' queues: a notification
+    /// with a collapse key replaces the device's pending one with that key.
+    private static func insert(_ queued: [Queued], bodies: [String], _ db: Database) throws {
+        var ids: [Int: Int64] = [:]
+        for item in queued where ids[item.body] == nil {
+            try db.cachedStatement(sql: "INSERT INTO notifications(expires_at, body) VALUES (?, ?)")
+                .execute(arguments: [Millis.of(item.notification.expiresAt), bodies[item.body]])
+            ids[item.body] = db.lastInsertedRowID
+        }
+        for chunk in queued.filter({ $0.notification.collapseKey == nil }).chunked(200) {
+            let sql = "INSERT INTO queue(family, device_id, seq, notification_id) VALUES " + Self.placeholders(4, rows: chunk.count)
             let arguments = StatementArguments(chunk.flatMap { item -> [(any DatabaseValueConvertible)?] in
-                [item.notification.family, item.deviceId, item.notification.seq, item.notification.collapseKey, Millis.of(item.notification.expiresAt), item.body]
+                [item.notification.family, item.deviceId, item.notification.seq, ids[item.body]]
             })
-            try Self.statement(sql, full: chunk.count == 150, db).execute(arguments: arguments)
+            try Self.statement(sql, full: chunk.count == 200, db).execute(arguments: arguments)
+        }
+        for chunk in queued.filter({ $0.notification.collapseKey != nil }).chunked(160) {
+            let sql = "INSERT INTO queue_latest(family, device_id, collapse_key, seq, notification_id) VALUES " + Self.placeholders(5, rows: chunk.count)
+                + " ON CONFLICT(family, device_id, collapse_key) DO UPDATE SET seq = excluded.seq, notification_id = excluded.notification_id"
+            let arguments = StatementArguments(chunk.flatMap { item -> [(any DatabaseValueConvertible)?] in
+                [item.notification.family, item.deviceId, item.notification.collapseKey, item.notification.seq, ids[item.body]]
+            })
+            try Self.statement(sql, full: chunk.count == 160, db).execute(arguments: arguments)
         }
     }
 
@@ -251,7 +332,7 @@ final class PushDatabase: Sendable {
     func pending(family: String, deviceId: String, after: Int64, limit: Int, now: Date) throws -> [Outgoing] {
         try self.pool.read { db in
             try Row.fetchAll(db, sql: """
-                SELECT seq, expires_at, body FROM queue WHERE family = ? AND device_id = ? AND seq > ? AND expires_at > ? ORDER BY seq LIMIT ?
+                SELECT seq, expires_at, body FROM pending WHERE family = ? AND device_id = ? AND seq > ? AND expires_at > ? ORDER BY seq LIMIT ?
                 """, arguments: [family, deviceId, after, Millis.of(now), limit]).map { row in
                 let seq: Int64 = row["seq"]
                 let expires: Int64 = row["expires_at"]
@@ -271,22 +352,45 @@ final class PushDatabase: Sendable {
     /// back) and drops what it covers.
     func ack(family: String, deviceId: String, upTo: Int64) async throws -> AckResult {
         try await self.pool.write { db in
-            try db.execute(sql: "INSERT INTO devices(family, device_id) VALUES (?, ?) ON CONFLICT DO NOTHING", arguments: [family, deviceId])
-            try db.execute(sql: "UPDATE devices SET acked = max(acked, min(?, last_seq)) WHERE family = ? AND device_id = ?",
-                           arguments: [upTo, family, deviceId])
+            let last = try self.lastSeq(DeviceKey(family: family, deviceId: deviceId), db)
+            try db.execute(sql: """
+                INSERT INTO devices(family, device_id, acked) VALUES (?, ?, ?)
+                ON CONFLICT(family, device_id) DO UPDATE SET acked = max(acked, excluded.acked)
+                """, arguments: [family, deviceId, min(upTo, last)])
             let acked = try Int64.fetchOne(db, sql: "SELECT acked FROM devices WHERE family = ? AND device_id = ?", arguments: [family, deviceId]) ?? 0
-            try db.execute(sql: "DELETE FROM queue WHERE family = ? AND device_id = ? AND seq <= ?", arguments: [family, deviceId, acked])
-            try db.execute(sql: "DELETE FROM outbox WHERE family = ? AND device_id = ? AND seq <= ?", arguments: [family, deviceId, acked])
-            let pending = try Int.fetchOne(db, sql: "SELECT count(*) FROM queue WHERE family = ? AND device_id = ?", arguments: [family, deviceId]) ?? 0
+            for table in ["queue", "queue_latest", "outbox"] {
+                try db.execute(sql: "DELETE FROM \(table) WHERE family = ? AND device_id = ? AND seq <= ?", arguments: [family, deviceId, acked])
+            }
+            let pending = try Int.fetchOne(db, sql: """
+                SELECT (SELECT count(*) FROM queue WHERE family = ?1 AND device_id = ?2) + (SELECT count(*) FROM queue_latest WHERE family = ?1 AND device_id = ?2)
+                """, arguments: [family, deviceId]) ?? 0
             return AckResult(acked: acked, pending: pending)
         }
     }
 
-    /// Drops expired notifications; returns how many.
+    /// Drops expired notifications, and stored notifications no queue points at any more
+    /// (acknowledged or replaced everywhere); returns how many queued ones expired.
     func purgeExpired(now: Date) async throws -> Int {
         try await self.pool.write { db in
-            try db.execute(sql: "DELETE FROM queue WHERE expires_at <= ?", arguments: [Millis.of(now)])
-            return db.changesCount
+            let cut = Millis.of(now)
+            var dropped = 0
+            if try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM notifications WHERE expires_at <= ?)", arguments: [cut]) == true {
+                // A device's numbers never go back: its last one is kept before its rows go.
+                try db.execute(sql: """
+                    INSERT INTO devices(family, device_id, last_seq)
+                        SELECT family, device_id, max(seq) FROM pending WHERE expires_at <= ?1 GROUP BY family, device_id
+                    ON CONFLICT(family, device_id) DO UPDATE SET last_seq = max(last_seq, excluded.last_seq)
+                    """, arguments: [cut])
+                for table in ["queue", "queue_latest"] {
+                    try db.execute(sql: "DELETE FROM \(table) WHERE notification_id IN (SELECT id FROM notifications WHERE expires_at <= ?)", arguments: [cut])
+                    dropped += db.changesCount
+                }
+                try db.execute(sql: "DELETE FROM notifications WHERE expires_at <= ?", arguments: [cut])
+            }
+            try db.execute(sql: """
+                DELETE FROM notifications WHERE id NOT IN (SELECT notification_id FROM queue UNION ALL SELECT notification_id FROM queue_latest)
+                """)
+            return dropped
         }
     }
 
@@ -304,8 +408,8 @@ final class PushDatabase: Sendable {
         var deviceId: String
         var notification: PushNotification
         var outgoing: Outgoing
-        /// The notification's JSON without its seq, as stored.
-        var body: String
+        /// Which of the batch's stored notifications this is (drafts of one group share one).
+        var body: Int
         /// Also to be posted to the device's webhook.
         var posted: Bool
     }

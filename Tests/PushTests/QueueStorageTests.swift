@@ -1,0 +1,108 @@
+import Foundation
+import GRDB
+import PushAPI
+import RPCClient
+import RPCCore
+import StackSupport
+import Testing
+import TestSupport
+
+@Suite("Push: the durable queues keep their numbers", .serialized)
+struct QueueStorageTests {
+    @Test("a device's numbers never go back: after all its notifications expired and were dropped, and push restarted, the next one follows the last")
+    func numbersSurviveExpiry() async throws {
+        let stack = try await PushStack.start(pushArguments: ["--maintenance-interval", "0.2"])
+        defer { stack.stopNow() }
+        for title in ["one", "two", "three"] {
+            _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: title), ttlSeconds: 1))
+        }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !stack.push.log.contains("expired notifications dropped") {
+            guard ContinuousClock.now < deadline else { throw TestFailure("push never dropped the expired notifications:\n\(stack.push.log)") }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        await stack.kill()
+        try await stack.startPush()
+
+        let next = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "four")))
+        #expect(next.queued == [QueuedNotification(deviceId: "mum-phone", seq: 4)])
+        let listening = Listening(stack.parent)
+        let received = try await listening.wait(for: 1)
+        try await listening.expectQuiet(beyond: 1)
+        #expect(received.map(\.seq) == [4] && received.first?.alert?.title == "four")
+        #expect(try await stack.parent.call(PushMethods.ack, AckParams(upTo: 99)).acked == 4)
+    }
+
+    @Test("a queue written by the previous version (a row per device with its own copy) is carried over: same numbers, same order, collapse keys kept")
+    func earlierQueueCarriedOver() async throws {
+        let stack = try await PushStack.start()
+        defer { stack.stopNow() }
+        await stack.kill()
+        let path = stack.harness.state + "/push.sqlite"
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        try VersionTwoQueue.write(to: path, family: "smith", deviceId: "mum-phone", lastSeq: 7, acked: 2, rows: [
+            (3, nil, "three"), (5, "balance", "five"), (7, nil, "seven"),
+        ])
+        try await stack.startPush()
+
+        let listening = Listening(stack.parent)
+        let received = try await listening.wait(for: 3)
+        try await listening.expectQuiet(beyond: 3)
+        #expect(received.map(\.seq) == [3, 5, 7])
+        #expect(received.map(\.alert?.title) == ["three", "five", "seven"])
+        listening.cancel()
+
+        // New notifications follow the last number, and the collapse key still replaces.
+        let next = try await stack.local.call(PushMethods.notify, NotifyParams(
+            family: "smith", parents: true, alert: Alert(title: "eight"), collapseKey: "balance"))
+        #expect(next.queued == [QueuedNotification(deviceId: "mum-phone", seq: 8)])
+        let again = Listening(stack.parent)
+        let backlog = try await again.wait(for: 3)
+        try await again.expectQuiet(beyond: 3)
+        #expect(backlog.map(\.seq) == [3, 7, 8])
+        #expect(try await stack.parent.call(PushMethods.ack, AckParams(upTo: 7)) == AckResult(acked: 7, pending: 1))
+    }
+}
+
+/// `push.sqlite` as version 2 of the push service left it (migrations push-v1 and
+/// push-v2-webhooks): one queue row per device, each with its own copy of the JSON.
+enum VersionTwoQueue {
+    static func write(to path: String, family: String, deviceId: String, lastSeq: Int64, acked: Int64,
+                      rows: [(seq: Int64, collapseKey: String?, title: String)]) throws {
+        let database = try DatabaseQueue(path: path)
+        try database.write { db in
+            try db.execute(sql: """
+                CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
+                INSERT INTO grdb_migrations VALUES ('push-v1'), ('push-v2-webhooks');
+                CREATE TABLE subscriptions (family TEXT NOT NULL, device_id TEXT NOT NULL, id TEXT NOT NULL, body TEXT NOT NULL,
+                    PRIMARY KEY (family, device_id, id)) WITHOUT ROWID;
+                CREATE TABLE devices (family TEXT NOT NULL, device_id TEXT NOT NULL, last_seq INTEGER NOT NULL DEFAULT 0,
+                    acked INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (family, device_id)) WITHOUT ROWID;
+                CREATE TABLE queue (family TEXT NOT NULL, device_id TEXT NOT NULL, seq INTEGER NOT NULL, collapse_key TEXT,
+                    expires_at INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (family, device_id, seq)) WITHOUT ROWID;
+                CREATE INDEX queue_by_collapse_key ON queue(family, device_id, collapse_key) WHERE collapse_key IS NOT NULL;
+                CREATE INDEX queue_by_expiry ON queue(expires_at);
+                CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID;
+                CREATE TABLE webhooks (family TEXT NOT NULL, device_id TEXT NOT NULL, url TEXT NOT NULL, format TEXT NOT NULL,
+                    authorization TEXT, status TEXT NOT NULL DEFAULT 'active', created_at INTEGER NOT NULL, delivered_at INTEGER,
+                    last_error TEXT, PRIMARY KEY (family, device_id)) WITHOUT ROWID;
+                CREATE TABLE outbox (family TEXT NOT NULL, device_id TEXT NOT NULL, seq INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+                    due_at INTEGER NOT NULL, PRIMARY KEY (family, device_id, seq)) WITHOUT ROWID;
+                CREATE INDEX outbox_by_due ON outbox(due_at);
+                """)
+            try db.execute(sql: "INSERT INTO devices VALUES (?, ?, ?, ?)", arguments: [family, deviceId, lastSeq, acked])
+            let now = Date()
+            for row in rows {
+                let notification = PushNotification(
+                    seq: 0, family: family, reason: .message, alert: Alert(title: row.title), collapseKey: row.collapseKey,
+                    priority: .normal, createdAt: now, expiresAt: now.addingTimeInterval(3600))
+                var writer = JSONWriter()
+                try writer.encodable(notification)
+                try db.execute(sql: "INSERT INTO queue VALUES (?, ?, ?, ?, ?, ?)", arguments: [
+                    family, deviceId, row.seq, row.collapseKey, Int64((notification.expiresAt.timeIntervalSince1970 * 1000).rounded()),
+                    String(decoding: writer.bytes, as: UTF8.self),
+                ])
+            }
+        }
+    }
+}
