@@ -104,6 +104,10 @@ struct Listener: Sendable {
                 }
             }
             .childChannelOption(.allowRemoteHalfClosure, value: true)
+            // Each connection keeps its receive buffer between reads: most requests are a
+            // few hundred bytes, and ten thousand idle listeners would each hold NIO's
+            // default 2 KiB. The buffer still grows for larger frames.
+            .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65_536))
         let initializer: @Sendable (any Channel) -> EventLoopFuture<ConnectionChannel> = { channel in
             channel.eventLoop.makeCompletedFuture {
                 try channel.pipeline.syncOperations.addFrameCodec(maximumFrameSize: maximumFrameSize)

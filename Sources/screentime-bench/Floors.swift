@@ -7,10 +7,16 @@ struct CFloor {
     let binary: String
 
     init(workDirectory: String) throws {
-        let source = Locations.packageRoot + "/Benchmarks/floor/floor.c"
-        self.binary = workDirectory + "/floor"
-        let cc = try Self.run("/usr/bin/env", ["cc", "-O2", "-o", self.binary, source])
+        self.binary = try Self.compile("floor", into: workDirectory)
+    }
+
+    /// Compiles Benchmarks/floor/NAME.c into the work directory; the binary's path.
+    static func compile(_ name: String, into workDirectory: String) throws -> String {
+        let source = Locations.packageRoot + "/Benchmarks/floor/\(name).c"
+        let binary = workDirectory + "/" + name
+        let cc = try Self.run("/usr/bin/env", ["cc", "-O2", "-o", binary, source])
         guard cc == 0 else { throw BenchError("cannot compile \(source) with cc (exit \(cc)); install gcc") }
+        return binary
     }
 
     /// Round-trip p50/p99 in µs for frames of the given sizes.

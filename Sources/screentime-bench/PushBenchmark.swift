@@ -12,6 +12,11 @@ import Synchronization
 /// to each listener holding the notification (store commit, change feed, fan-out, durable
 /// queue, delivery, all included), with 1, 1,000 and 10,000 listeners; notifications per
 /// second sustained; the push service's memory per idle listener.
+///
+/// The listeners are the C harness (Benchmarks/floor/listeners.c: every stream in one
+/// thread, the notification's number found in the frame), because in real life they are
+/// phones elsewhere: a Swift client per listener in this process costs about as much CPU
+/// as the service, on the same cores. `--swift-listeners` listens with the real client.
 struct PushBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "push",
@@ -26,6 +31,9 @@ struct PushBenchmark: AsyncParsableCommand {
 
     @Option(help: "Changes sent back to back for the throughput figure.")
     var burst: Int = 200
+
+    @Flag(help: "Listen with a Swift RPCClient per device in this process instead of the C listener harness (their CPU then competes with the service's).")
+    var swiftListeners = false
 
     @OptionGroup var common: CommonOptions
 
@@ -66,6 +74,9 @@ struct PushBenchmark: AsyncParsableCommand {
 
         let writer = ChangeWriter(store: storeClient)
         let arrivals = Arrivals()
+        let harness = self.swiftListeners ? nil : try ListenerHarness(workDirectory: work, socket: pushSocket, arrivals: arrivals)
+        defer { harness?.stop() }
+        say(harness == nil ? "listening with a Swift client per device" : "listening with the C harness (one thread)")
         var figures: [Figure] = []
         var connected = 0
         for level in levels {
@@ -75,10 +86,15 @@ struct PushBenchmark: AsyncParsableCommand {
                 _ = try await device.client.call(PushMethods.subscribe, SubscribeParams(
                     subscriptionId: "bench", kind: .query, zone: Self.zone, recordType: "UsageRecord", firesOn: [.create, .update],
                     notification: NotificationSpec(includeKeys: ["totalSeconds"], collapseKey: "bench")))
+                // The harness listens on connections of its own: this one would only count
+                // against the service's connection limit.
+                if harness != nil { await device.client.close() }
             }
             try await Self.settle(connected, writer: writer, arrivals: arrivals)
             let before = try ProcessMemory.residentBytes(pid: push.process.processIdentifier)
-            for device in joining { device.listen(into: arrivals) }
+            for device in joining {
+                if let harness { harness.listen(token: device.token) } else { device.listen(into: arrivals) }
+            }
             connected = level
             try await Self.settle(level, writer: writer, arrivals: arrivals)
             if level == most {
@@ -131,12 +147,12 @@ struct PushBenchmark: AsyncParsableCommand {
             let round = writer.next
             arrivals.expect(round: round)
             _ = try await writer.change()
-            let returned = ContinuousClock.now
+            let returned = Monotonic.nanoseconds()
             guard await arrivals.wait(for: listening, timeout: .seconds(30)) else {
                 throw BenchError("only \(arrivals.count) of \(listening) listeners received change \(round) within 30 s")
             }
             // A notification may beat the modify reply to the client: that counts as zero.
-            for arrived in arrivals.times { samples.add(max(.zero, arrived - returned)) }
+            for arrived in arrivals.times { samples.add(.nanoseconds(Int64(arrived) - Int64(min(arrived, returned)))) }
         }
         return samples
     }
@@ -144,20 +160,20 @@ struct PushBenchmark: AsyncParsableCommand {
     /// `burst` changes back to back; notifications counted as they arrive, whatever round.
     private static func throughput(connected: Int, burst: Int, writer: ChangeWriter, arrivals: Arrivals) async throws -> Double {
         arrivals.expectAny()
-        let started = ContinuousClock.now
+        let started = Monotonic.nanoseconds()
         for _ in 0..<burst { _ = try await writer.change() }
         let total = burst * connected
         guard await arrivals.wait(for: total, timeout: .seconds(120)) else {
             throw BenchError("only \(arrivals.count) of \(total) notifications arrived within 2 minutes")
         }
-        return Double(total) / (arrivals.last - started).seconds
+        return Double(total) / (Double(arrivals.last - started) / 1e9)
     }
 
     /// Runs `body` on every item, `width` at a time.
 }
 
 /// One parent device: its credential, its client, its listening task.
-private final class BenchDevice: Sendable {
+final class BenchDevice: Sendable {
     let deviceId: String
     let token: String
     let client: RPCClient
@@ -169,6 +185,7 @@ private final class BenchDevice: Sendable {
         self.client = RPCClient(configuration: ClientConfiguration(socketPath: socket, callTimeout: .seconds(120), connectTimeout: .seconds(30), auth: Auth(token: self.token)))
     }
 
+    /// Listens with the real client, in this process.
     func listen(into arrivals: Arrivals) {
         let client = self.client
         self.task.withLock {
@@ -176,7 +193,7 @@ private final class BenchDevice: Sendable {
                 do {
                     for try await event in client.stream(PushMethods.listen, ListenParams()) {
                         guard case .item(let notification) = event, case .int(let round)? = notification.fields?["totalSeconds"] else { continue }
-                        arrivals.arrived(round: round)
+                        arrivals.arrived(round: round, at: Monotonic.nanoseconds())
                     }
                 } catch {
                     say("  a listener ended: \(error)")
@@ -216,11 +233,12 @@ private final class ChangeWriter: Sendable {
     }
 }
 
-/// When notifications arrived: those of one round, or (`expectAny`) all of them.
-private final class Arrivals: Sendable {
+/// When notifications arrived (CLOCK_MONOTONIC nanoseconds, the clock the C harness
+/// reads too): those of one round, or (`expectAny`) all of them.
+final class Arrivals: Sendable {
     private struct State {
         var round: Int64?
-        var times: [ContinuousClock.Instant] = []
+        var times: [UInt64] = []
     }
 
     private let state = Mutex(State())
@@ -228,16 +246,15 @@ private final class Arrivals: Sendable {
     func expect(round: Int64) { self.state.withLock { $0 = State(round: round) } }
     func expectAny() { self.state.withLock { $0 = State(round: nil) } }
 
-    func arrived(round: Int64) {
-        let now = ContinuousClock.now
+    func arrived(round: Int64, at time: UInt64) {
         self.state.withLock { state in
-            if state.round == nil || state.round == round { state.times.append(now) }
+            if state.round == nil || state.round == round { state.times.append(time) }
         }
     }
 
     var count: Int { self.state.withLock { $0.times.count } }
-    var times: [ContinuousClock.Instant] { self.state.withLock { $0.times } }
-    var last: ContinuousClock.Instant { self.state.withLock { $0.times.max() ?? .now } }
+    var times: [UInt64] { self.state.withLock { $0.times } }
+    var last: UInt64 { self.state.withLock { $0.times.max() ?? Monotonic.nanoseconds() } }
 
     /// Whether `count` arrivals were reached within `timeout`.
     func wait(for count: Int, timeout: Duration) async -> Bool {
