@@ -14,10 +14,14 @@ struct Dispatch: Sendable {
         let wakeup: Wakeup
     }
 
+    /// Live listeners get the notifications as soon as they are numbered; the call returns
+    /// once they are committed to the devices' queues.
     func queue(_ drafts: [PushDatabase.Draft], removing fired: [PushDatabase.SubscriptionKey] = [], position: Int64? = nil) async throws -> [PushDatabase.Queued] {
-        let queued = try await self.database.enqueue(drafts, removing: fired, position: position, post: self.post)
-        for item in queued {
-            self.hub.deliver(item.outgoing, to: Hub.DeviceKey(family: item.notification.family, deviceId: item.deviceId))
+        let hub = self.hub
+        let batch = hub.newBatch()
+        defer { hub.settle(batch) }
+        let queued = try await self.database.enqueue(drafts, removing: fired, position: position, post: self.post) { queued in
+            hub.deliver(queued.map { (Hub.DeviceKey(family: $0.notification.family, deviceId: $0.deviceId), $0.outgoing) }, batch: batch)
         }
         if queued.contains(where: \.posted) { self.webhooks?.wakeup.signal() }
         return queued

@@ -20,6 +20,16 @@ final class Hub: Sendable {
         let ending = Mutex<Ending?>(nil)
         init(_ continuation: AsyncStream<Outgoing>.Continuation) { self.continuation = continuation }
 
+        /// Hands one notification to the listener; false when its buffer was full and it
+        /// was cut off.
+        func offer(_ notification: Outgoing) -> Bool {
+            if case .dropped = self.continuation.yield(notification) {
+                self.end(.fellBehind)
+                return false
+            }
+            return true
+        }
+
         func end(_ why: Ending) {
             self.ending.withLock { if $0 == nil { $0 = why } }
             self.continuation.finish()
@@ -27,42 +37,73 @@ final class Hub: Sendable {
     }
 
     let capacity: Int
-    private let listeners = Mutex<(byDevice: [DeviceKey: [Int: Listener]], next: Int, closed: Bool)>(([:], 0, false))
+    private let state = Mutex(State())
+
+    private struct State {
+        var byDevice: [DeviceKey: [Int: Listener]] = [:]
+        var next = 0
+        var closed = false
+        /// Delivered batches not yet committed, by batch: a listener that starts meanwhile
+        /// finds them in neither the queue nor its live stream.
+        var inFlight: [Int: [DeviceKey: [Outgoing]]] = [:]
+        var nextBatch = 0
+    }
 
     init(capacity: Int) { self.capacity = capacity }
 
-    /// Registers a listener before its backlog is read, so nothing queued meanwhile is missed.
-    func register(_ key: DeviceKey) -> (stream: AsyncStream<Outgoing>, listener: Listener, unregister: @Sendable () -> Void) {
+    /// Registers a listener before its backlog is read, so nothing queued meanwhile is
+    /// missed; `inFlight` is what was delivered and is not committed yet, in order (send
+    /// it after the backlog, skipping what the backlog had).
+    func register(_ key: DeviceKey) -> (stream: AsyncStream<Outgoing>, listener: Listener, inFlight: [Outgoing], unregister: @Sendable () -> Void) {
         let (stream, continuation) = AsyncStream<Outgoing>.makeStream(bufferingPolicy: .bufferingOldest(self.capacity))
         let listener = Listener(continuation)
-        let id: Int? = self.listeners.withLock { state in
-            guard !state.closed else { return nil }
+        let (id, inFlight): (Int?, [Outgoing]) = self.state.withLock { state in
+            guard !state.closed else { return (nil, []) }
             state.next += 1
             state.byDevice[key, default: [:]][state.next] = listener
-            return state.next
+            return (state.next, state.inFlight.sorted { $0.key < $1.key }.flatMap { $0.value[key] ?? [] })
         }
         if id == nil { listener.end(.shutdown) }
         let unregister: @Sendable () -> Void = { [weak self] in
             guard let id else { return }
-            self?.listeners.withLock { state in
+            self?.state.withLock { state in
                 state.byDevice[key]?.removeValue(forKey: id)
                 if state.byDevice[key]?.isEmpty == true { state.byDevice.removeValue(forKey: key) }
             }
         }
-        return (stream, listener, unregister)
+        return (stream, listener, inFlight.sorted { $0.seq < $1.seq }, unregister)
     }
 
-    /// Hands a queued notification to the device's listeners, without waiting.
-    func deliver(_ notification: Outgoing, to key: DeviceKey) {
-        guard let targets = self.listeners.withLock({ $0.byDevice[key].map { Array($0.values) } }) else { return }
-        for listener in targets {
-            if case .dropped = listener.continuation.yield(notification) { listener.end(.fellBehind) }
+    /// A number for a batch of notifications, to deliver and later settle.
+    func newBatch() -> Int {
+        self.state.withLock { state in
+            state.nextBatch += 1
+            return state.nextBatch
         }
+    }
+
+    /// Hands a batch of numbered notifications to their devices' listeners, without
+    /// waiting, and keeps it as in flight until ``settle(_:)``.
+    func deliver(_ notifications: [(key: DeviceKey, outgoing: Outgoing)], batch: Int) {
+        var byDevice: [DeviceKey: [Outgoing]] = [:]
+        for (key, outgoing) in notifications { byDevice[key, default: []].append(outgoing) }
+        let targets: [(Listener, [Outgoing])] = self.state.withLock { state in
+            state.inFlight[batch] = byDevice
+            return byDevice.flatMap { key, items in (state.byDevice[key]?.values).map { $0.map { ($0, items) } } ?? [] }
+        }
+        for (listener, items) in targets {
+            for item in items where !listener.offer(item) { break }
+        }
+    }
+
+    /// The batch is committed (or failed): listeners starting now read it from the queue.
+    func settle(_ batch: Int) {
+        _ = self.state.withLock { $0.inFlight.removeValue(forKey: batch) }
     }
 
     /// Ends the listeners of devices `revoked` says are revoked.
     func cut(family: String, where revoked: (String) -> Bool) {
-        let targets = self.listeners.withLock { state in
+        let targets = self.state.withLock { state in
             state.byDevice.filter { $0.key.family == family && revoked($0.key.deviceId) }.flatMap { $0.value.values }
         }
         for listener in targets { listener.end(.revoked) }
@@ -70,15 +111,15 @@ final class Hub: Sendable {
 
     /// Ends every listener (shutdown); later ones end at once.
     func closeAll() {
-        let all = self.listeners.withLock { state in
+        let all = self.state.withLock { state in
             state.closed = true
             return state.byDevice.values.flatMap { $0.values }
         }
         for listener in all { listener.end(.shutdown) }
     }
 
-    func isListening(_ key: DeviceKey) -> Bool { self.listeners.withLock { $0.byDevice[key] != nil } }
+    func isListening(_ key: DeviceKey) -> Bool { self.state.withLock { $0.byDevice[key] != nil } }
 
     /// The families with someone listening now.
-    var listeningFamilies: Set<String> { self.listeners.withLock { Set($0.byDevice.keys.map(\.family)) } }
+    var listeningFamilies: Set<String> { self.state.withLock { Set($0.byDevice.keys.map(\.family)) } }
 }

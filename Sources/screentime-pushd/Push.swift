@@ -82,7 +82,7 @@ struct Push: Sendable {
         if let after = params.after, after < 0 { throw RPCError.invalidParams("params.after", "must not be negative") }
         let key = Hub.DeviceKey(family: device.family, deviceId: device.deviceId)
         // Listen first, then read the backlog: nothing queued in between is missed.
-        let (live, listener, unregister) = self.hub.register(key)
+        let (live, listener, inFlight, unregister) = self.hub.register(key)
         defer { unregister() }
         self.logger.debug("listening", metadata: ["family": "\(device.family)", "device_id": "\(device.deviceId)"])
         var last = max(params.after ?? 0, try self.database.acked(family: device.family, deviceId: device.deviceId))
@@ -93,6 +93,12 @@ struct Push: Sendable {
                 last = notification.seq
             }
             if page.count < 500 { break }
+        }
+        // Delivered before this listener registered and not committed when the queue was
+        // read: numbers are committed in order, so these follow the backlog.
+        for notification in inFlight where notification.seq > last && notification.expiresAt > Date() {
+            try await send(notification.json)
+            last = notification.seq
         }
         for await notification in live where notification.seq > last {
             guard notification.expiresAt > Date() else { continue }

@@ -12,8 +12,13 @@ import Synchronization
 final class PushDatabase: Sendable {
     let pool: DatabasePool
     let path: String
-    /// Each device's last sequence number, as committed (see ``number(_:_:)``).
-    private let lastNumbers = Mutex<[DeviceKey: Int64]>([:])
+    /// The numbers handed out and reserved (see ``enqueue(_:removing:position:post:deliver:)``).
+    private let numbering = Mutex(Numbering())
+    /// Each device's last number in a committed queue row: an acknowledgement stops there.
+    private let committed = Mutex<[DeviceKey: Int64]>([:])
+    /// Numbers reserved on disk at a time for a device: after a crash its numbers jump
+    /// ahead by at most this many.
+    static let reservationBlock: Int64 = 1024
 
     static let fileName = "push.sqlite"
 
@@ -179,49 +184,79 @@ final class PushDatabase: Sendable {
 
     // MARK: Queues
 
-    /// Queues notifications (their `seq` is assigned here) and, in the same transaction,
-    /// removes fired-once subscriptions and moves the change-log position. Returns the
-    /// notifications as queued, in the order of `drafts`.
+    /// Numbers notifications and hands them to `deliver` (live listeners) at once, then
+    /// queues them and, in the same transaction, removes fired-once subscriptions and
+    /// moves the change-log position. Returns the notifications as queued, in the order of
+    /// `drafts`, once committed.
+    ///
+    /// Live delivery does not wait for the commit (for a thousand devices the write takes
+    /// as long as the delivery): a device may see a notification that a crash then loses
+    /// from its queue, and gets it again, with a new number, when the change is replayed.
+    /// So that a number is never given twice, numbers come from blocks reserved on disk
+    /// (`devices.last_seq`) before they are handed out. Batches are numbered, delivered
+    /// and their writes queued in one critical section, so each device's notifications
+    /// are delivered and committed in the order of their numbers (``Hub`` relies on it).
     ///
     /// One change may go to thousands of devices: its notification is stored once, each
-    /// device's queue gets a small row pointing at it, written a few hundred per statement,
-    /// and the devices' numbers come from memory.
+    /// device's queue gets a small row pointing at it, written a few hundred per statement.
     /// `post` says which devices also get the notification posted to their webhook (an
     /// outbox row, in the same transaction).
     func enqueue(_ drafts: [Draft], removing fired: [SubscriptionKey] = [], position: Int64? = nil,
-                 post: @escaping @Sendable (_ family: String, _ deviceId: String) -> Bool = { _, _ in false }) async throws -> [Queued] {
-        try await self.pool.write { db in
-            let seqs = try self.number(drafts, db)
-            // Drafts of one group carry the same notification: encoded once, without a seq
-            // (each device's number goes in front when it is sent).
-            var bodies: [String] = []
-            var bodyOfGroup: [Int: Int] = [:]
-            var queued: [Queued] = []
-            queued.reserveCapacity(drafts.count)
-            for (draft, seq) in zip(drafts, seqs) {
-                let body: Int
-                if let group = draft.group, let known = bodyOfGroup[group] {
-                    body = known
-                } else {
-                    bodies.append(try Coding.encode(draft.notification))
-                    body = bodies.count - 1
-                    if let group = draft.group { bodyOfGroup[group] = body }
+                 post: @escaping @Sendable (_ family: String, _ deviceId: String) -> Bool = { _, _ in false },
+                 deliver: ([Queued]) -> Void = { _ in }) async throws -> [Queued] {
+        try await withCheckedThrowingContinuation { continuation in
+            self.numbering.withLock { numbering in
+                do {
+                    let seqs = try self.number(drafts, &numbering)
+                    let (queued, bodies) = try Self.prepare(drafts, seqs: seqs, post: post)
+                    deliver(queued)
+                    let stored = Self.survivors(queued)
+                    var last: [DeviceKey: Int64] = [:]
+                    for item in queued { last[DeviceKey(family: item.notification.family, deviceId: item.deviceId)] = item.notification.seq }
+                    let moved = last
+                    self.pool.asyncWrite({ db in
+                        try Self.insert(stored, bodies: bodies, db)
+                        try Self.addToOutbox(stored.filter(\.posted), db)
+                        for key in fired {
+                            try db.execute(sql: "DELETE FROM subscriptions WHERE family = ? AND device_id = ? AND id = ?", arguments: [key.family, key.deviceId, key.id])
+                        }
+                        if let position { try Self.setPosition(db, position) }
+                        db.afterNextTransaction(onCommit: { _ in
+                            self.committed.withLock { committed in committed.merge(moved) { max($0, $1) } }
+                        })
+                        return queued
+                    }, completion: { _, result in continuation.resume(with: result) })
+                } catch {
+                    continuation.resume(throwing: error)
                 }
-                var notification = draft.notification
-                notification.seq = seq
-                let outgoing = Outgoing(seq: seq, expiresAt: notification.expiresAt, json: PushNotification.numbered(seq, unnumbered: EncodedJSON(bodies[body])))
-                queued.append(Queued(deviceId: draft.deviceId, notification: notification, outgoing: outgoing, body: body,
-                                     posted: post(draft.family, draft.deviceId)))
             }
-            let stored = Self.survivors(queued)
-            try Self.insert(stored, bodies: bodies, db)
-            try Self.addToOutbox(stored.filter(\.posted), db)
-            for key in fired {
-                try db.execute(sql: "DELETE FROM subscriptions WHERE family = ? AND device_id = ? AND id = ?", arguments: [key.family, key.deviceId, key.id])
-            }
-            if let position { try Self.setPosition(db, position) }
-            return queued
         }
+    }
+
+    /// The drafts as numbered notifications, ready to send; drafts of one group carry the
+    /// same notification, encoded once without a seq (each device's number goes in front
+    /// when it is sent). `bodies` holds each distinct notification's JSON once.
+    private static func prepare(_ drafts: [Draft], seqs: [Int64], post: (_ family: String, _ deviceId: String) -> Bool) throws -> (queued: [Queued], bodies: [String]) {
+        var bodies: [String] = []
+        var bodyOfGroup: [Int: Int] = [:]
+        var queued: [Queued] = []
+        queued.reserveCapacity(drafts.count)
+        for (draft, seq) in zip(drafts, seqs) {
+            let body: Int
+            if let group = draft.group, let known = bodyOfGroup[group] {
+                body = known
+            } else {
+                bodies.append(try Coding.encode(draft.notification))
+                body = bodies.count - 1
+                if let group = draft.group { bodyOfGroup[group] = body }
+            }
+            var notification = draft.notification
+            notification.seq = seq
+            let outgoing = Outgoing(seq: seq, expiresAt: notification.expiresAt, json: PushNotification.numbered(seq, unnumbered: EncodedJSON(bodies[body])))
+            queued.append(Queued(deviceId: draft.deviceId, notification: notification, outgoing: outgoing, body: body,
+                                 posted: post(draft.family, draft.deviceId)))
+        }
+        return (queued, bodies)
     }
 
     private struct DeviceKey: Hashable {
@@ -229,48 +264,82 @@ final class PushDatabase: Sendable {
         var deviceId: String
     }
 
-    /// Each draft's sequence number: every device's number moves by its number of drafts.
-    /// The new numbers are kept when the transaction commits; the rows it writes make them
-    /// durable (a device's last number is the highest of its rows, its acknowledgement and
-    /// `devices.last_seq`, which keeps it when rows expire).
-    private func number(_ drafts: [Draft], _ db: Database) throws -> [Int64] {
-        var next: [DeviceKey: Int64] = [:]
-        var unknown: [DeviceKey] = []
-        self.lastNumbers.withLock { known in
-            for draft in drafts {
-                let key = DeviceKey(family: draft.family, deviceId: draft.deviceId)
-                guard next[key] == nil else { continue }
-                if let last = known[key] { next[key] = last } else { next[key] = -1; unknown.append(key) }
-            }
-        }
-        for key in unknown { next[key] = try Self.storedLastSeq(key, db) }
-        let seqs = drafts.map { draft in
-            let key = DeviceKey(family: draft.family, deviceId: draft.deviceId)
-            next[key, default: 0] += 1
-            return next[key, default: 0]
-        }
-        let moved = next
-        db.afterNextTransaction(onCommit: { _ in
-            self.lastNumbers.withLock { known in known.merge(moved) { _, new in new } }
-        })
-        return seqs
+    /// Numbers handed out, and how far each device's numbers are reserved on disk.
+    private struct Numbering {
+        var last: [DeviceKey: Int64] = [:]
+        var reserved: [DeviceKey: Int64] = [:]
     }
 
-    /// A device's last number: from memory, or read once from the database.
-    private func lastSeq(_ key: DeviceKey, _ db: Database) throws -> Int64 {
-        if let last = self.lastNumbers.withLock({ $0[key] }) { return last }
-        let last = try Self.storedLastSeq(key, db)
-        self.lastNumbers.withLock { $0[key] = last }
+    /// Each draft's sequence number: every device's number moves by its number of drafts.
+    /// A device first seen by this process continues after the highest of its reservation,
+    /// its rows and its acknowledgement; a device whose reservation would run out gets a
+    /// new block first, written and synced before any of its numbers is handed out.
+    private func number(_ drafts: [Draft], _ numbering: inout Numbering) throws -> [Int64] {
+        var counts: [DeviceKey: Int64] = [:]
+        for draft in drafts { counts[DeviceKey(family: draft.family, deviceId: draft.deviceId), default: 0] += 1 }
+        let unknown = counts.keys.filter { numbering.last[$0] == nil }
+        if !unknown.isEmpty {
+            let stored = try self.pool.read { db in try unknown.map { try Self.storedLastSeq($0, includingReserved: true, db) } }
+            for (key, last) in zip(unknown, stored) {
+                numbering.last[key] = last
+                numbering.reserved[key] = last
+            }
+        }
+        var reserve: [(DeviceKey, Int64)] = []
+        for (key, count) in counts {
+            let last = numbering.last[key, default: 0]
+            if last + count > numbering.reserved[key, default: 0] { reserve.append((key, last + count + Self.reservationBlock)) }
+        }
+        if !reserve.isEmpty {
+            try self.pool.write { db in
+                for chunk in reserve.chunked(250) {
+                    let sql = "INSERT INTO devices(family, device_id, last_seq) VALUES " + Self.placeholders(3, rows: chunk.count)
+                        + " ON CONFLICT(family, device_id) DO UPDATE SET last_seq = max(last_seq, excluded.last_seq)"
+                    let arguments = StatementArguments(chunk.flatMap { [$0.0.family, $0.0.deviceId, $0.1] as [(any DatabaseValueConvertible)?] })
+                    try Self.statement(sql, full: chunk.count == 250, db).execute(arguments: arguments)
+                }
+            }
+            for (key, upTo) in reserve { numbering.reserved[key] = upTo }
+        }
+        return drafts.map { draft in
+            let key = DeviceKey(family: draft.family, deviceId: draft.deviceId)
+            numbering.last[key, default: 0] += 1
+            return numbering.last[key, default: 0]
+        }
+    }
+
+    /// Gives back the numbers reserved and not handed out (on a clean shutdown), so that
+    /// after a restart each device's numbers go on by one.
+    func releaseReservations() throws {
+        try self.numbering.withLock { numbering in
+            let unused = numbering.reserved.filter { $0.value > numbering.last[$0.key, default: 0] }
+            guard !unused.isEmpty else { return }
+            try self.pool.write { db in
+                for key in unused.keys {
+                    try db.execute(sql: "UPDATE devices SET last_seq = ? WHERE family = ? AND device_id = ?",
+                                   arguments: [numbering.last[key, default: 0], key.family, key.deviceId])
+                }
+            }
+            for key in unused.keys { numbering.reserved[key] = numbering.last[key] }
+        }
+    }
+
+    /// A device's last number in a committed row (or its acknowledgement): from memory,
+    /// or read once from the database.
+    private func committedLastSeq(_ key: DeviceKey, _ db: Database) throws -> Int64 {
+        if let last = self.committed.withLock({ $0[key] }) { return last }
+        let last = try Self.storedLastSeq(key, includingReserved: false, db)
+        self.committed.withLock { $0[key] = max($0[key] ?? 0, last) }
         return last
     }
 
-    private static func storedLastSeq(_ key: DeviceKey, _ db: Database) throws -> Int64 {
+    private static func storedLastSeq(_ key: DeviceKey, includingReserved: Bool, _ db: Database) throws -> Int64 {
         try Int64.fetchOne(db.cachedStatement(sql: """
             SELECT max(
-                coalesce((SELECT max(last_seq, acked) FROM devices WHERE family = ?1 AND device_id = ?2), 0),
+                coalesce((SELECT max(CASE WHEN ?3 THEN last_seq ELSE 0 END, acked) FROM devices WHERE family = ?1 AND device_id = ?2), 0),
                 coalesce((SELECT max(seq) FROM queue WHERE family = ?1 AND device_id = ?2), 0),
                 coalesce((SELECT max(seq) FROM queue_latest WHERE family = ?1 AND device_id = ?2), 0))
-            """), arguments: [key.family, key.deviceId]) ?? 0
+            """), arguments: [key.family, key.deviceId, includingReserved]) ?? 0
     }
 
     /// The notifications to store: of several with the same device and collapse key in one
@@ -352,7 +421,7 @@ final class PushDatabase: Sendable {
     /// back) and drops what it covers.
     func ack(family: String, deviceId: String, upTo: Int64) async throws -> AckResult {
         try await self.pool.write { db in
-            let last = try self.lastSeq(DeviceKey(family: family, deviceId: deviceId), db)
+            let last = try self.committedLastSeq(DeviceKey(family: family, deviceId: deviceId), db)
             try db.execute(sql: """
                 INSERT INTO devices(family, device_id, acked) VALUES (?, ?, ?)
                 ON CONFLICT(family, device_id) DO UPDATE SET acked = max(acked, excluded.acked)
@@ -374,13 +443,9 @@ final class PushDatabase: Sendable {
         try await self.pool.write { db in
             let cut = Millis.of(now)
             var dropped = 0
+            // A device's numbers need nothing kept when its rows go: `devices.last_seq`
+            // is at or past every number handed out (reserved before they were).
             if try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM notifications WHERE expires_at <= ?)", arguments: [cut]) == true {
-                // A device's numbers never go back: its last one is kept before its rows go.
-                try db.execute(sql: """
-                    INSERT INTO devices(family, device_id, last_seq)
-                        SELECT family, device_id, max(seq) FROM pending WHERE expires_at <= ?1 GROUP BY family, device_id
-                    ON CONFLICT(family, device_id) DO UPDATE SET last_seq = max(last_seq, excluded.last_seq)
-                    """, arguments: [cut])
                 for table in ["queue", "queue_latest"] {
                     try db.execute(sql: "DELETE FROM \(table) WHERE notification_id IN (SELECT id FROM notifications WHERE expires_at <= ?)", arguments: [cut])
                     dropped += db.changesCount

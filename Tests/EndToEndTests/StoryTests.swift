@@ -159,7 +159,8 @@ struct StoryTests {
         let lastSeen = StoryTests.read(parentWatch).split(separator: "\n").last { $0.hasPrefix("#") }.flatMap { Int($0.dropFirst().prefix { $0.isNumber }) } ?? 0
         let firstAgain = rewatch.stdout.split(separator: "\n").first { $0.hasPrefix("#") }.flatMap { Int($0.dropFirst().prefix { $0.isNumber }) }
         if let firstAgain {
-            #expect(firstAgain == lastSeen || firstAgain == lastSeen + 1, "the queue resumes after the last acknowledgement (#\(lastSeen)):\n\(rewatch.stdout)")
+            // (Numbers go on from there; those the killed service had reserved are skipped.)
+            #expect(firstAgain >= lastSeen, "the queue resumes after the last acknowledgement (#\(lastSeen)):\n\(rewatch.stdout)")
         }
         // The balance's final value (2,400 points, 40 h) reached the parent, live or on the rewatch.
         #expect((StoryTests.read(parentWatch) + rewatch.stdout).contains("balanceSeconds=144000"), "\(StoryTests.read(parentWatch))\n---\n\(rewatch.stdout)")

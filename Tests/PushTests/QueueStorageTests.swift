@@ -9,8 +9,8 @@ import TestSupport
 
 @Suite("Push: the durable queues keep their numbers", .serialized)
 struct QueueStorageTests {
-    @Test("a device's numbers never go back: after all its notifications expired and were dropped, and push restarted, the next one follows the last")
-    func numbersSurviveExpiry() async throws {
+    @Test("a device's numbers never go back: not after its notifications expired and push was killed (they jump ahead), nor after a clean restart (they go on by one)")
+    func numbersNeverGoBack() async throws {
         let stack = try await PushStack.start(pushArguments: ["--maintenance-interval", "0.2"])
         defer { stack.stopNow() }
         for title in ["one", "two", "three"] {
@@ -24,13 +24,55 @@ struct QueueStorageTests {
         await stack.kill()
         try await stack.startPush()
 
-        let next = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "four")))
-        #expect(next.queued == [QueuedNotification(deviceId: "mum-phone", seq: 4)])
+        // Killed: the numbers it had reserved are skipped, so none it may have sent is reused.
+        let afterKill = try #require(try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "four"))).queued.first)
+        #expect(afterKill.deviceId == "mum-phone" && afterKill.seq > 3)
         let listening = Listening(stack.parent)
         let received = try await listening.wait(for: 1)
         try await listening.expectQuiet(beyond: 1)
-        #expect(received.map(\.seq) == [4] && received.first?.alert?.title == "four")
-        #expect(try await stack.parent.call(PushMethods.ack, AckParams(upTo: 99)).acked == 4)
+        #expect(received.map(\.seq) == [afterKill.seq] && received.first?.alert?.title == "four")
+        listening.cancel()
+
+        // Stopped cleanly: it gives back what it reserved, and the next number follows.
+        await stack.push.stop()
+        try await stack.startPush()
+        let afterStop = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "five")))
+        #expect(afterStop.queued == [QueuedNotification(deviceId: "mum-phone", seq: afterKill.seq + 1)])
+        // Acknowledging past the end stops at the last notification.
+        #expect(try await stack.parent.call(PushMethods.ack, AckParams(upTo: afterKill.seq + 1000)).acked == afterKill.seq + 1)
+    }
+
+    @Test("a device that listens again and again while notifications pour in misses none (live delivery does not wait for the queue's commit)")
+    func relisteningMissesNothing() async throws {
+        let stack = try await PushStack.start()
+        defer { stack.stopNow() }
+        let total: Int64 = 300
+        let (local, parent) = (stack.local, stack.parent)
+        let sender = Task {
+            for index in 1...total {
+                _ = try await local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "n\(index)")))
+                // Paced so that the listener keeps up and often starts while one is on its way.
+                try await Task.sleep(for: .microseconds(Int64.random(in: 0...3000)))
+            }
+        }
+        var seen = Set<Int64>()
+        var last: Int64 = 0
+        var sessions = 0
+        while last < total {
+            // A short session each time: listen after what was seen, take one, go.
+            sessions += 1
+            var taken = 0
+            for try await event in parent.stream(PushMethods.listen, ListenParams(after: last)) {
+                guard case .item(let notification) = event else { continue }
+                #expect(notification.seq == last + 1, "after \(last) came \(notification.seq)")
+                seen.insert(notification.seq)
+                last = notification.seq
+                taken += 1
+                if taken == 1 { break }
+            }
+        }
+        try await sender.value
+        #expect(seen == Set(1...total))
     }
 
     @Test("a queue written by the previous version (a row per device with its own copy) is carried over: same numbers, same order, collapse keys kept")
