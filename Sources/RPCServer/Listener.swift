@@ -73,6 +73,27 @@ final class AcceptCounter: ChannelInboundHandler, Sendable {
 }
 
 typealias ConnectionChannel = NIOAsyncChannel<ByteBuffer, ByteBuffer>
+
+/// A connection accepted while the listener closes (a stop under load) can be wrapped and
+/// then dropped before the accept loop takes it. NIO's `wrappingChannelSynchronously`
+/// wrapper treats a dropped writer as a programming error and crashes the process (seen:
+/// `systemctl stop` while clients connect killed the store with SIGILL about one time in
+/// three); the wrapper that finishes and closes on deinit is the right one here. NIO
+/// deprecated it to push `executeThenClose`, which every connection the loop takes still
+/// goes through; it is reached through this protocol so that the one use stays explicit.
+protocol ClosingWhenDropped {
+    init(synchronouslyWrapping channel: any Channel, configuration: ConnectionChannel.Configuration) throws
+}
+
+extension ConnectionChannel: ClosingWhenDropped {
+    static func closingWhenDropped(_ channel: any Channel) throws -> ConnectionChannel {
+        try Self.make(channel)
+    }
+
+    private static func make<Wrapper: ClosingWhenDropped>(_ channel: any Channel, as: Wrapper.Type = ConnectionChannel.self) throws -> Wrapper {
+        try Wrapper(synchronouslyWrapping: channel, configuration: .init())
+    }
+}
 typealias ListenerChannel = NIOAsyncChannel<ConnectionChannel, Never>
 
 /// One bound or inherited listening socket.
@@ -111,7 +132,7 @@ struct Listener: Sendable {
         let initializer: @Sendable (any Channel) -> EventLoopFuture<ConnectionChannel> = { channel in
             channel.eventLoop.makeCompletedFuture {
                 try channel.pipeline.syncOperations.addFrameCodec(maximumFrameSize: maximumFrameSize)
-                return try ConnectionChannel(wrappingChannelSynchronously: channel)
+                return try ConnectionChannel.closingWhenDropped(channel)
             }
         }
         switch endpoint {

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import RPCClient
 import RPCCore
+import Synchronization
 import Testing
 
 @Suite("Starting and stopping a service")
@@ -175,6 +176,35 @@ struct StartupAndShutdownTests {
         #expect(reply.errorCode == "unavailable")
         #expect(try await service.waitForExit() == 0)
         #expect(ContinuousClock.now - started < .seconds(10))
+    }
+
+    @Test("stopped while clients keep connecting, it exits 0 every time (a connection accepted as the listener closes is closed, not a crash)")
+    func stopWhileClientsConnect() async throws {
+        for round in 1...6 {
+            let dir = TemporaryDirectory()
+            let service = try await ServiceProcess.startByHand(in: dir)
+            defer { service.stopNow() }
+            // (Threads of their own: blocking sockets would hold the test's task threads.)
+            let hammering = Mutex(true)
+            let running = Mutex(6)
+            let socket = service.socketPath
+            for _ in 0..<6 {
+                Thread.detachNewThread {
+                    while hammering.withLock({ $0 }) {
+                        guard let connection = try? RawConnection(path: socket) else { continue }
+                        connection.sendFrame(#"{"id": 1, "method": "rpc.ping"}"#)
+                        _ = try? connection.readReply()
+                    }
+                    running.withLock { $0 -= 1 }
+                }
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            service.signal(SIGTERM)
+            let status = try await service.waitForExit()
+            hammering.withLock { $0 = false }
+            while running.withLock({ $0 }) > 0 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(status == 0, "round \(round): exit \(status)\n\(service.log.suffix(600))")
+        }
     }
 
     @Test("with --idle-exit it exits when idle, and the next connection, queued meanwhile, is served by the next activation")
