@@ -247,8 +247,13 @@ final class Arrivals: Sendable {
     func expectAny() { self.state.withLock { $0 = State(round: nil) } }
 
     func arrived(round: Int64, at time: UInt64) {
+        self.arrived([(round, time)])
+    }
+
+    func arrived(_ batch: [(round: Int64, time: UInt64)]) {
+        guard !batch.isEmpty else { return }
         self.state.withLock { state in
-            if state.round == nil || state.round == round { state.times.append(time) }
+            for (round, time) in batch where state.round == nil || state.round == round { state.times.append(time) }
         }
     }
 

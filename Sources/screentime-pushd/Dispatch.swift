@@ -21,7 +21,7 @@ struct Dispatch: Sendable {
         let batch = hub.newBatch()
         defer { hub.settle(batch) }
         let queued = try await self.database.enqueue(drafts, removing: fired, position: position, post: self.post) { queued in
-            hub.deliver(queued.map { (Hub.DeviceKey(family: $0.notification.family, deviceId: $0.deviceId), $0.outgoing) }, batch: batch)
+            hub.deliver(queued.map { (Hub.DeviceKey(family: $0.family, deviceId: $0.deviceId), $0.outgoing) }, batch: batch)
         }
         if queued.contains(where: \.posted) { self.webhooks?.wakeup.signal() }
         return queued

@@ -44,8 +44,9 @@ final class Hub: Sendable {
         var next = 0
         var closed = false
         /// Delivered batches not yet committed, by batch: a listener that starts meanwhile
-        /// finds them in neither the queue nor its live stream.
-        var inFlight: [Int: [DeviceKey: [Outgoing]]] = [:]
+        /// finds them in neither the queue nor its live stream. Kept as delivered (one
+        /// batch may hold ten thousand devices); a registration looks through them.
+        var inFlight: [Int: [(key: DeviceKey, outgoing: Outgoing)]] = [:]
         var nextBatch = 0
     }
 
@@ -61,7 +62,7 @@ final class Hub: Sendable {
             guard !state.closed else { return (nil, []) }
             state.next += 1
             state.byDevice[key, default: [:]][state.next] = listener
-            return (state.next, state.inFlight.sorted { $0.key < $1.key }.flatMap { $0.value[key] ?? [] })
+            return (state.next, state.inFlight.values.flatMap { batch in batch.lazy.filter { $0.key == key }.map(\.outgoing) })
         }
         if id == nil { listener.end(.shutdown) }
         let unregister: @Sendable () -> Void = { [weak self] in
@@ -85,15 +86,18 @@ final class Hub: Sendable {
     /// Hands a batch of numbered notifications to their devices' listeners, without
     /// waiting, and keeps it as in flight until ``settle(_:)``.
     func deliver(_ notifications: [(key: DeviceKey, outgoing: Outgoing)], batch: Int) {
-        var byDevice: [DeviceKey: [Outgoing]] = [:]
-        for (key, outgoing) in notifications { byDevice[key, default: []].append(outgoing) }
-        let targets: [(Listener, [Outgoing])] = self.state.withLock { state in
-            state.inFlight[batch] = byDevice
-            return byDevice.flatMap { key, items in (state.byDevice[key]?.values).map { $0.map { ($0, items) } } ?? [] }
+        let targets: [(Listener, Outgoing)] = self.state.withLock { state in
+            state.inFlight[batch] = notifications
+            var targets: [(Listener, Outgoing)] = []
+            for (key, outgoing) in notifications {
+                guard let listeners = state.byDevice[key] else { continue }
+                for listener in listeners.values { targets.append((listener, outgoing)) }
+            }
+            return targets
         }
-        for (listener, items) in targets {
-            for item in items where !listener.offer(item) { break }
-        }
+        // In order: a listener cut off for falling behind gets nothing more (its stream
+        // has ended), and resumes from its queue.
+        for (listener, outgoing) in targets { _ = listener.offer(outgoing) }
     }
 
     /// The batch is committed (or failed): listeners starting now read it from the queue.

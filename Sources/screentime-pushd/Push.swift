@@ -152,7 +152,7 @@ struct Push: Sendable {
         let drafts = targets.map { PushDatabase.Draft(family: params.family, deviceId: $0, notification: notification, group: 1) }
         let queued = try await self.dispatch.queue(drafts)
         self.logger.info("notification sent", metadata: ["family": "\(params.family)", "devices": "\(queued.map(\.deviceId))"])
-        return NotifyResult(queued: queued.map { QueuedNotification(deviceId: $0.deviceId, seq: $0.notification.seq) })
+        return NotifyResult(queued: queued.map { QueuedNotification(deviceId: $0.deviceId, seq: $0.seq) })
     }
 
     // MARK: Webhooks

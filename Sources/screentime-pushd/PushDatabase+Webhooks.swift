@@ -136,7 +136,7 @@ extension PushDatabase {
         for chunk in queued.chunked(300) {
             let sql = "INSERT OR IGNORE INTO outbox(family, device_id, seq, due_at) VALUES " + Self.placeholders(4, rows: chunk.count)
             let arguments = StatementArguments(chunk.flatMap { item -> [(any DatabaseValueConvertible)?] in
-                [item.notification.family, item.deviceId, item.notification.seq, now]
+                [item.family, item.deviceId, item.seq, now]
             })
             try db.execute(sql: sql, arguments: arguments)
         }

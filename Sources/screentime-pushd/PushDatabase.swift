@@ -212,7 +212,7 @@ final class PushDatabase: Sendable {
                     deliver(queued)
                     let stored = Self.survivors(queued)
                     var last: [DeviceKey: Int64] = [:]
-                    for item in queued { last[DeviceKey(family: item.notification.family, deviceId: item.deviceId)] = item.notification.seq }
+                    for item in queued { last[DeviceKey(family: item.family, deviceId: item.deviceId)] = item.seq }
                     let moved = last
                     self.pool.asyncWrite({ db in
                         try Self.insert(stored, bodies: bodies, db)
@@ -250,11 +250,10 @@ final class PushDatabase: Sendable {
                 body = bodies.count - 1
                 if let group = draft.group { bodyOfGroup[group] = body }
             }
-            var notification = draft.notification
-            notification.seq = seq
-            let outgoing = Outgoing(seq: seq, expiresAt: notification.expiresAt, json: PushNotification.numbered(seq, unnumbered: EncodedJSON(bodies[body])))
-            queued.append(Queued(deviceId: draft.deviceId, notification: notification, outgoing: outgoing, body: body,
-                                 posted: post(draft.family, draft.deviceId)))
+            let expiresAt = draft.notification.expiresAt
+            let outgoing = Outgoing(seq: seq, expiresAt: expiresAt, json: PushNotification.numbered(seq, unnumbered: EncodedJSON(bodies[body])))
+            queued.append(Queued(family: draft.family, deviceId: draft.deviceId, seq: seq, collapseKey: draft.notification.collapseKey,
+                                 expiresAt: expiresAt, outgoing: outgoing, body: body, posted: post(draft.family, draft.deviceId)))
         }
         return (queued, bodies)
     }
@@ -353,8 +352,8 @@ final class PushDatabase: Sendable {
         var seen = Set<Pending>()
         var kept: [Queued] = []
         for item in queued.reversed() {
-            if let key = item.notification.collapseKey,
-                !seen.insert(Pending(family: item.notification.family, deviceId: item.deviceId, collapseKey: key)).inserted { continue }
+            if let key = item.collapseKey,
+                !seen.insert(Pending(family: item.family, deviceId: item.deviceId, collapseKey: key)).inserted { continue }
             kept.append(item)
         }
         return kept.reversed()
@@ -366,21 +365,21 @@ final class PushDatabase: Sendable {
         var ids: [Int: Int64] = [:]
         for item in queued where ids[item.body] == nil {
             try db.cachedStatement(sql: "INSERT INTO notifications(expires_at, body) VALUES (?, ?)")
-                .execute(arguments: [Millis.of(item.notification.expiresAt), bodies[item.body]])
+                .execute(arguments: [Millis.of(item.expiresAt), bodies[item.body]])
             ids[item.body] = db.lastInsertedRowID
         }
-        for chunk in queued.filter({ $0.notification.collapseKey == nil }).chunked(200) {
+        for chunk in queued.filter({ $0.collapseKey == nil }).chunked(200) {
             let sql = "INSERT INTO queue(family, device_id, seq, notification_id) VALUES " + Self.placeholders(4, rows: chunk.count)
             let arguments = StatementArguments(chunk.flatMap { item -> [(any DatabaseValueConvertible)?] in
-                [item.notification.family, item.deviceId, item.notification.seq, ids[item.body]]
+                [item.family, item.deviceId, item.seq, ids[item.body]]
             })
             try Self.statement(sql, full: chunk.count == 200, db).execute(arguments: arguments)
         }
-        for chunk in queued.filter({ $0.notification.collapseKey != nil }).chunked(160) {
+        for chunk in queued.filter({ $0.collapseKey != nil }).chunked(160) {
             let sql = "INSERT INTO queue_latest(family, device_id, collapse_key, seq, notification_id) VALUES " + Self.placeholders(5, rows: chunk.count)
                 + " ON CONFLICT(family, device_id, collapse_key) DO UPDATE SET seq = excluded.seq, notification_id = excluded.notification_id"
             let arguments = StatementArguments(chunk.flatMap { item -> [(any DatabaseValueConvertible)?] in
-                [item.notification.family, item.deviceId, item.notification.collapseKey, item.notification.seq, ids[item.body]]
+                [item.family, item.deviceId, item.collapseKey, item.seq, ids[item.body]]
             })
             try Self.statement(sql, full: chunk.count == 160, db).execute(arguments: arguments)
         }
@@ -469,9 +468,14 @@ final class PushDatabase: Sendable {
         var group: Int?
     }
 
+    /// A notification as queued for one device: what the queue row and the live stream
+    /// need (not a copy of the whole notification per device).
     struct Queued: Sendable {
+        var family: String
         var deviceId: String
-        var notification: PushNotification
+        var seq: Int64
+        var collapseKey: String?
+        var expiresAt: Date
         var outgoing: Outgoing
         /// Which of the batch's stored notifications this is (drafts of one group share one).
         var body: Int
