@@ -20,6 +20,9 @@ struct DeliveryTests {
             notification: NotificationSpec(alert: Alert(title: "New session"), includeKeys: ["totalSeconds"])))
         let listening = Listening(parent)
         try await stack.saveUsage("u1", seconds: 60)                       // create, matches: fires
+        // Seen before the record changes again: a save that later changes supersede before
+        // push reads it is matched against the record as it is then (here, deleted).
+        try await listening.wait(for: 1)
         try await stack.saveUsage("u1", seconds: 90)                       // update: not asked for
         try await stack.saveUsage("u2", seconds: 60, category: "reward")   // create, does not match
         try await stack.deleteUsage("u1")                                  // delete of a match: fires
