@@ -173,7 +173,7 @@ struct PushBenchmark: AsyncParsableCommand {
 }
 
 /// One parent device: its credential, its client, its listening task.
-final class BenchDevice: Sendable {
+private final class BenchDevice: Sendable {
     let deviceId: String
     let token: String
     let client: RPCClient
