@@ -67,4 +67,4 @@ struct PairingService: AsyncParsableCommand {
     }
 }
 
-let pairingVersion = "0.4.0"
+let pairingVersion = "0.4.1"

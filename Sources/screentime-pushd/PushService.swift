@@ -113,4 +113,4 @@ struct PushService: AsyncParsableCommand {
     }
 }
 
-let pushVersion = "0.5.0"
+let pushVersion = "0.6.0"
