@@ -187,35 +187,58 @@ struct ColdStartBenchmark: AsyncParsableCommand {
 enum FirstReply {
     static func time(socket path: String) throws -> Duration {
         let started = ContinuousClock.now
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw BenchError("socket(): \(String(cString: strerror(errno)))") }
+        let fd = try BlockingFrames.connect(path)
         defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { throw BenchError("socket path too long: \(path)") }
-        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
-            buffer.copyBytes(from: bytes)
-            buffer[bytes.count] = 0
-        }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard connected == 0 else { throw BenchError("cannot connect to \(path): \(String(cString: strerror(errno)))") }
-        let body = Array(#"{"id":1,"method":"rpc.ping"}"#.utf8)
-        let frame = withUnsafeBytes(of: UInt32(body.count).bigEndian, Array.init) + body
-        guard frame.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == frame.count else {
-            throw BenchError("cannot send to \(path): \(String(cString: strerror(errno)))")
-        }
-        var header = [UInt8](repeating: 0, count: 4)
-        try Self.readFully(fd, &header)
-        var reply = [UInt8](repeating: 0, count: Int(UInt32(bigEndian: header.withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) })))
-        try Self.readFully(fd, &reply)
+        try BlockingFrames.send(fd, Array(#"{"id":1,"method":"rpc.ping"}"#.utf8))
+        let reply = try BlockingFrames.receive(fd)
         let elapsed = ContinuousClock.now - started
         guard String(decoding: reply, as: UTF8.self).contains("\"result\"") else {
             throw BenchError("\(path) answered with an error: \(String(decoding: reply, as: UTF8.self))")
         }
         return elapsed
+    }
+}
+
+/// Length-prefixed frames over a Unix socket with blocking calls.
+enum BlockingFrames {
+    static func connect(_ path: String) throws -> Int32 {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw BenchError("socket(): \(String(cString: strerror(errno)))") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+            close(fd)
+            throw BenchError("socket path too long: \(path)")
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
+            buffer.copyBytes(from: bytes)
+            buffer[bytes.count] = 0
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard connected == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw BenchError("cannot connect to \(path): \(reason)")
+        }
+        return fd
+    }
+
+    static func send(_ fd: Int32, _ body: [UInt8]) throws {
+        let frame = withUnsafeBytes(of: UInt32(body.count).bigEndian, Array.init) + body
+        guard frame.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == frame.count else {
+            throw BenchError("cannot send a frame: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    static func receive(_ fd: Int32) throws -> [UInt8] {
+        var header = [UInt8](repeating: 0, count: 4)
+        try Self.readFully(fd, &header)
+        var reply = [UInt8](repeating: 0, count: Int(UInt32(bigEndian: header.withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) })))
+        try Self.readFully(fd, &reply)
+        return reply
     }
 
     private static func readFully(_ fd: Int32, _ buffer: inout [UInt8]) throws {

@@ -101,7 +101,9 @@ struct PushBenchmark: AsyncParsableCommand {
                 // What the listeners added, once connected and caught up.
                 let rss = try ProcessMemory.residentBytes(pid: push.process.processIdentifier)
                 let perListener = Double(rss - before) / Double(joining.count) / 1024
+                let floor = try NIOFloorMemory.perConnectionKiB(workDirectory: work, connections: min(joining.count, 4000))
                 figures.append(Figure(name: "memory per idle listener (\(joining.count) joining)", value: perListener, unit: "KiB",
+                                      comparison: "bare SwiftNIO connection", comparisonValue: floor, ratio: perListener / floor,
                                       target: "< 16 KiB", met: perListener < 16))
             }
             let rounds = max(20, level >= 10_000 ? self.rounds / 4 : level >= 1000 ? self.rounds / 2 : self.rounds) / (self.common.quick ? 5 : 1)
