@@ -80,7 +80,8 @@ typealias ConnectionChannel = NIOAsyncChannel<ByteBuffer, ByteBuffer>
 /// `systemctl stop` while clients connect killed the store with SIGILL about one time in
 /// three); the wrapper that finishes and closes on deinit is the right one here. NIO
 /// deprecated it to push `executeThenClose`, which every connection the loop takes still
-/// goes through; it is reached through this protocol so that the one use stays explicit.
+/// goes through. It is called through this protocol's generic, which names the one use
+/// and keeps the deprecation warning out of every build.
 protocol ClosingWhenDropped {
     init(synchronouslyWrapping channel: any Channel, configuration: ConnectionChannel.Configuration) throws
 }

@@ -109,7 +109,8 @@ struct PushService: AsyncParsableCommand {
             }
         )
         // A clean stop gives back the numbers reserved and not used: no gap after a restart.
-        try opened.withLock { $0?.0 }?.releaseReservations()
+        // Not fatal if it cannot: the next start then skips them, as after a crash.
+        try? opened.withLock { $0?.0 }?.releaseReservations()
     }
 }
 
