@@ -90,8 +90,8 @@ private final class LogLines: LogHandler, Sendable {
     private let lines = Mutex<[String]>([])
     var messages: [String] { self.lines.withLock { $0 } }
 
-    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
-        self.lines.withLock { $0.append(message.description) }
+    func log(event: LogEvent) {
+        self.lines.withLock { $0.append(event.message.description) }
     }
 
     subscript(metadataKey key: String) -> Logger.Metadata.Value? {
