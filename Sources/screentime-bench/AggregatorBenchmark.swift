@@ -110,10 +110,16 @@ struct AggregatorBenchmark: AsyncParsableCommand {
         let storeRate = Double(total) / written.seconds
         say("  aggregator: counted and summaries written after \(Report.format(ingested.seconds)) s")
 
+        // What SQLite alone does with the store's schema for as many records.
+        let floorRate = try StoreSchemaFloor.recordsPerSecond(
+            schemaFrom: work + "/state/store.sqlite", path: work + "/schema-floor.sqlite", count: total, batch: Self.batch)
+        say("  plain SQLite with the store's schema: \(Int(floorRate)) records/s")
+
         var figures = [
             Figure(name: "usage records ingested end to end", value: ingestRate, unit: "records/s",
                    comparison: "store.modify alone", comparisonValue: storeRate, ratio: ingestRate / storeRate,
                    target: "≥ 20000/s", met: ingestRate >= 20_000),
+            Figure(name: "plain SQLite, store schema, same records", value: floorRate, unit: "records/s"),
         ]
 
         // A parent's 90-day report of one child, by day.

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import RPCCore
+import StoreAPI
 
 /// The C request/reply floor (Benchmarks/floor/floor.c), compiled with `cc` for this run.
 struct CFloor {
@@ -127,6 +128,64 @@ enum SQLiteFloor {
             count += 1
         }
         return Double(count) / Date().timeIntervalSince(started)
+    }
+}
+
+/// Plain SQLite doing what the store writes for a usage record — the lookup of an existing
+/// record, its change-log row, its row, its five field-index rows — with the store's own
+/// schema (copied from its database) and durability (WAL, synchronous=FULL), `batch`
+/// records a transaction: the floor of the store's storage on this machine, without
+/// requests, JSON, checks or a second process.
+enum StoreSchemaFloor {
+    static func recordsPerSecond(schemaFrom store: String, path: String, count: Int, batch: Int) throws -> Double {
+        let schema = try DatabaseQueue(path: store, configuration: {
+            var configuration = Configuration()
+            configuration.readonly = true
+            return configuration
+        }()).read { db in
+            try String.fetchAll(db, sql: """
+                SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' AND type IN ('table', 'index')
+                ORDER BY type = 'index', rowid
+                """)
+        }
+        var configuration = Configuration()
+        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+        let pool = try DatabasePool(path: path, configuration: configuration)
+        try pool.write { db in
+            for statement in schema { try db.execute(sql: statement) }
+            try db.execute(sql: "INSERT INTO families(id, created_at) VALUES ('f', 0)")
+            try db.execute(sql: "INSERT INTO zones(id, family, name, created_at, change_seq) VALUES (1, 'f', 'ChildMonitoring-1', 0, 0)")
+        }
+        let started = ContinuousClock.now
+        for first in stride(from: 0, to: count, by: batch) {
+            try pool.write { db in
+                var seq: Int64 = 0
+                for index in first..<min(count, first + batch) {
+                    let name = "u-\(index)"
+                    let at = Int64(1_790_000_000_000 + index * 60_000)
+                    let start = StoreDates.format(Date(timeIntervalSince1970: Double(at) / 1000))
+                    let end = StoreDates.format(Date(timeIntervalSince1970: Double(at) / 1000 + 600))
+                    _ = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, seq FROM records WHERE zone_id = 1 AND name = ?"), arguments: [name])
+                    try db.cachedStatement(sql: """
+                        INSERT INTO changes(family, zone, kind, record_type, record_name, at, created) VALUES ('f', 'ChildMonitoring-1', 'recordSaved', 'UsageRecord', ?, ?, 1)
+                        """).execute(arguments: [name, at])
+                    seq = db.lastInsertedRowID
+                    let fields = #"{"category":"learning","deviceID":"dev-1","logicalID":"org.khan","sessionEnd":"\#(end)","sessionStart":"\#(start)","totalSeconds":600}"#
+                    try db.cachedStatement(sql: """
+                        INSERT INTO records(zone_id, name, type, fields, change_tag, seq, created_at, created_by, modified_at, modified_by)
+                        VALUES (1, ?, 'UsageRecord', ?, ?, ?, ?, 'dev-1', ?, 'dev-1')
+                        """).execute(arguments: [name, fields, "t\(seq)", seq, at, at])
+                    let record = db.lastInsertedRowID
+                    try db.cachedStatement(sql: """
+                        INSERT OR IGNORE INTO field_index(type, field, value, zone_id, record_id) VALUES
+                        ('UsageRecord', 'logicalID', 'org.khan', 1, ?1), ('UsageRecord', 'sessionStart', ?2, 1, ?1), ('UsageRecord', 'sessionEnd', ?3, 1, ?1),
+                        ('UsageRecord', 'category', 'learning', 1, ?1), ('UsageRecord', 'deviceID', 'dev-1', 1, ?1)
+                        """).execute(arguments: [record, start, end])
+                }
+                try db.execute(sql: "UPDATE zones SET change_seq = ? WHERE id = 1", arguments: [seq])
+            }
+        }
+        return Double(count) / (ContinuousClock.now - started).seconds
     }
 }
 
