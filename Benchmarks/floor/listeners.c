@@ -67,6 +67,11 @@ static struct listener *listen_as(const char *token) {
     }
     char body[1024];
     int n = snprintf(body, sizeof body, "{\"id\":1,\"method\":\"push.listen\",\"params\":{},\"auth\":{\"token\":\"%s\"}}", token);
+    if (n < 0 || (size_t)n >= sizeof body) {
+        printf("E %d token too long\n", listeners_made);
+        close(fd);
+        return NULL;
+    }
     char request[1028];
     uint32_t be = htonl((uint32_t)n);
     memcpy(request, &be, 4);

@@ -88,12 +88,12 @@ protocol ClosingWhenDropped {
 
 extension ConnectionChannel: ClosingWhenDropped {
     static func closingWhenDropped(_ channel: any Channel) throws -> ConnectionChannel {
-        try Self.make(channel)
+        try wrapClosingWhenDropped(channel)
     }
+}
 
-    private static func make<Wrapper: ClosingWhenDropped>(_ channel: any Channel, as: Wrapper.Type = ConnectionChannel.self) throws -> Wrapper {
-        try Wrapper(synchronouslyWrapping: channel, configuration: .init())
-    }
+private func wrapClosingWhenDropped<Wrapper: ClosingWhenDropped>(_ channel: any Channel) throws -> Wrapper {
+    try Wrapper(synchronouslyWrapping: channel, configuration: .init())
 }
 typealias ListenerChannel = NIOAsyncChannel<ConnectionChannel, Never>
 

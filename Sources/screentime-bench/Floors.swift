@@ -39,8 +39,7 @@ struct CFloor {
     /// Round-trip p50/p99 in µs against the SwiftNIO floor server (``NIOFloorServer``,
     /// this executable): what SwiftNIO alone costs, measured by the same C client.
     func nioRoundTrip(socket: String, requestBytes: Int, replyBytes: Int, count: Int) throws -> (p50: Double, p99: Double) {
-        let this = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
-        let figures = try self.against(server: [this, "nio-floor-server", socket, "\(replyBytes)"],
+        let figures = try self.against(server: [Locations.thisExecutable, "nio-floor-server", socket, "\(replyBytes)"],
                                        client: ["client", socket, "\(count)", "\(requestBytes)"])
         return (figures["p50"] ?? .nan, figures["p99"] ?? .nan)
     }
@@ -50,21 +49,9 @@ struct CFloor {
         try self.against(server: [self.binary, "server", socket, "\(replyBytes)"], client: arguments)
     }
 
-    /// Starts a floor server (it prints a line once listening), runs the C client against
-    /// it, stops the server.
+    /// Runs the C client against a floor server started for it.
     private func against(server command: [String], client arguments: [String]) throws -> [String: Double] {
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: command[0])
-        server.arguments = Array(command.dropFirst())
-        let ready = Pipe()
-        server.standardOutput = ready
-        try server.run()
-        defer {
-            kill(server.processIdentifier, SIGKILL)
-            server.waitUntilExit()
-        }
-        _ = ready.fileHandleForReading.availableData  // "ready"
-        return try self.client(arguments)
+        try FloorServer.with(command) { _ in try self.client(arguments) }
     }
 
     /// Round-trip p50/p99 in µs of real requests (one JSON object per line of
@@ -107,6 +94,25 @@ struct CFloor {
         try process.run()
         process.waitUntilExit()
         return process.terminationStatus
+    }
+}
+
+/// A floor server (the C one, or ``NIOFloorServer``), which prints a line once listening.
+enum FloorServer {
+    /// Starts `command`, waits for its line, runs `body` with its process, stops it.
+    static func with<T>(_ command: [String], _ body: (Process) throws -> T) throws -> T {
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: command[0])
+        server.arguments = Array(command.dropFirst())
+        let ready = Pipe()
+        server.standardOutput = ready
+        try server.run()
+        defer {
+            kill(server.processIdentifier, SIGKILL)
+            server.waitUntilExit()
+        }
+        _ = ready.fileHandleForReading.availableData  // "ready"
+        return try body(server)
     }
 }
 

@@ -63,22 +63,20 @@ final class ListenerHarness: Sendable {
 
     /// "N ROUND NANOS": the round and the time.
     private static func arrival(_ line: ArraySlice<UInt8>) -> (round: Int64, time: UInt64)? {
-        var numbers: [UInt64] = [0, 0, 0]
-        var count = 0
-        var inNumber = false
-        for byte in line {
-            if byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") {
-                if !inNumber {
-                    guard count < 3 else { return nil }
-                    (inNumber, count) = (true, count + 1)
-                }
-                numbers[count - 1] = numbers[count - 1] &* 10 &+ UInt64(byte - UInt8(ascii: "0"))
-            } else {
-                inNumber = false
-            }
+        let fields = line.split(separator: UInt8(ascii: " "))
+        guard fields.count == 3, let round = Self.number(fields[1]), let time = Self.number(fields[2]) else { return nil }
+        return (Int64(round), time)
+    }
+
+    /// Decimal digits, without a String in between.
+    private static func number(_ digits: ArraySlice<UInt8>) -> UInt64? {
+        guard !digits.isEmpty else { return nil }
+        var value: UInt64 = 0
+        for byte in digits {
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+            value = value &* 10 &+ UInt64(byte - UInt8(ascii: "0"))
         }
-        guard count == 3 else { return nil }
-        return (Int64(numbers[1]), numbers[2])
+        return value
     }
 }
 

@@ -78,6 +78,11 @@ enum Locations {
         URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
     }
 
+    /// This executable (the floor servers it can also be).
+    static var thisExecutable: String {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+    }
+
     static var packageRoot: String {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
     }

@@ -64,34 +64,25 @@ struct NIOFloorServer: AsyncParsableCommand {
 enum NIOFloorMemory {
     static func perConnectionKiB(workDirectory: String, connections: Int) throws -> Double {
         let socket = workDirectory + "/nio-floor.sock"
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        server.arguments = ["nio-floor-server", socket, "16"]
-        let ready = Pipe()
-        server.standardOutput = ready
-        try server.run()
-        defer {
-            kill(server.processIdentifier, SIGKILL)
-            server.waitUntilExit()
-        }
-        _ = ready.fileHandleForReading.availableData  // "ready"
-        var open: [Int32] = []
-        defer { for fd in open { close(fd) } }
-        func connect(_ count: Int) throws {
-            for _ in 0..<count {
-                let fd = try BlockingFrames.connect(socket)
-                open.append(fd)
-                try BlockingFrames.send(fd, Array("ping".utf8))
-                _ = try BlockingFrames.receive(fd)
+        return try FloorServer.with([Locations.thisExecutable, "nio-floor-server", socket, "16"]) { server in
+            var open: [Int32] = []
+            defer { for fd in open { close(fd) } }
+            func connect(_ count: Int) throws {
+                for _ in 0..<count {
+                    let fd = try BlockingFrames.connect(socket)
+                    open.append(fd)
+                    try BlockingFrames.send(fd, Array("ping".utf8))
+                    _ = try BlockingFrames.receive(fd)
+                }
             }
+            // The first connections also grow the allocator's arenas: not theirs to pay.
+            try connect(200)
+            Thread.sleep(forTimeInterval: 0.5)
+            let before = try ProcessMemory.residentBytes(pid: server.processIdentifier)
+            try connect(connections)
+            Thread.sleep(forTimeInterval: 1)
+            let after = try ProcessMemory.residentBytes(pid: server.processIdentifier)
+            return Double(after - before) / Double(connections) / 1024
         }
-        // The first connections also grow the allocator's arenas: not theirs to pay.
-        try connect(200)
-        Thread.sleep(forTimeInterval: 0.5)
-        let before = try ProcessMemory.residentBytes(pid: server.processIdentifier)
-        try connect(connections)
-        Thread.sleep(forTimeInterval: 1)
-        let after = try ProcessMemory.residentBytes(pid: server.processIdentifier)
-        return Double(after - before) / Double(connections) / 1024
     }
 }

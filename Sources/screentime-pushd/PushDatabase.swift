@@ -327,9 +327,12 @@ final class PushDatabase: Sendable {
     /// or read once from the database.
     private func committedLastSeq(_ key: DeviceKey, _ db: Database) throws -> Int64 {
         if let last = self.committed.withLock({ $0[key] }) { return last }
-        let last = try Self.storedLastSeq(key, includingReserved: false, db)
-        self.committed.withLock { $0[key] = max($0[key] ?? 0, last) }
-        return last
+        let stored = try Self.storedLastSeq(key, includingReserved: false, db)
+        return self.committed.withLock { committed in
+            let last = max(committed[key] ?? 0, stored)
+            committed[key] = last
+            return last
+        }
     }
 
     private static func storedLastSeq(_ key: DeviceKey, includingReserved: Bool, _ db: Database) throws -> Int64 {

@@ -3,6 +3,7 @@ import GRDB
 import PushAPI
 import RPCClient
 import RPCCore
+import StoreAPI
 import StackSupport
 import Testing
 import TestSupport
@@ -16,10 +17,8 @@ struct QueueStorageTests {
         for title in ["one", "two", "three"] {
             _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: title), ttlSeconds: 1))
         }
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !stack.push.log.contains("expired notifications dropped") {
-            guard ContinuousClock.now < deadline else { throw TestFailure("push never dropped the expired notifications:\n\(stack.push.log)") }
-            try await Task.sleep(for: .milliseconds(50))
+        try await waitUntil("push dropping the expired notifications", detail: stack.push.log) {
+            stack.push.log.contains("expired notifications dropped")
         }
         await stack.kill()
         try await stack.startPush()
@@ -42,37 +41,48 @@ struct QueueStorageTests {
         #expect(try await stack.parent.call(PushMethods.ack, AckParams(upTo: afterKill.seq + 1000)).acked == afterKill.seq + 1)
     }
 
-    @Test("a device that listens again and again while notifications pour in misses none (live delivery does not wait for the queue's commit)")
+    @Test("a device that listens again and again while notifications pour in misses none, though live delivery does not wait for the queue's commit")
     func relisteningMissesNothing() async throws {
         let stack = try await PushStack.start()
         defer { stack.stopNow() }
-        let total: Int64 = 300
+        // Each notification goes to 1,000 parents: its queue write takes long enough that a
+        // listen often starts between the notification's delivery and its commit.
+        let store = stack.harness.storeClient()
+        for index in 0..<999 {
+            _ = try await store.call(StoreMethods.putCredential, PutCredentialParams(
+                family: "smith", deviceId: "parent-\(index)", role: .coParent, tokenSHA256: SHA256Hex.of("token-\(index)")))
+        }
+        let total: Int64 = 200
         let (local, parent) = (stack.local, stack.parent)
         let sender = Task {
             for index in 1...total {
                 _ = try await local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "n\(index)")))
-                // Paced so that the listener keeps up and often starts while one is on its way.
-                try await Task.sleep(for: .microseconds(Int64.random(in: 0...3000)))
             }
         }
-        var seen = Set<Int64>()
-        var last: Int64 = 0
-        var sessions = 0
-        while last < total {
-            // A short session each time: listen after what was seen, take one, go.
-            sessions += 1
-            var taken = 0
-            for try await event in parent.stream(PushMethods.listen, ListenParams(after: last)) {
-                guard case .item(let notification) = event else { continue }
-                #expect(notification.seq == last + 1, "after \(last) came \(notification.seq)")
-                seen.insert(notification.seq)
-                last = notification.seq
-                taken += 1
-                if taken == 1 { break }
+        let listener = Task {
+            var seen: [Int64] = []
+            while (seen.last ?? 0) < total, !Task.isCancelled {
+                // A short session each time: listen after what was seen, take one, go away for
+                // a moment, so the next listen often starts while a notification it missed
+                // live is still being written.
+                for try await event in parent.stream(PushMethods.listen, ListenParams(after: seen.last ?? 0)) {
+                    guard case .item(let notification) = event else { continue }
+                    seen.append(notification.seq)
+                    break
+                }
+                try await Task.sleep(for: .milliseconds(Int64.random(in: 0...40)))
             }
+            return seen
         }
+        // A notification missed for good would leave the listener waiting: stop it.
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(120))
+            listener.cancel()
+        }
+        defer { watchdog.cancel() }
         try await sender.value
-        #expect(seen == Set(1...total))
+        let seen = try await listener.value
+        #expect(seen == Array(1...total), "each notification once, in order")
     }
 
     @Test("a queue written by the previous version (a row per device with its own copy) is carried over: same numbers, same order, collapse keys kept")

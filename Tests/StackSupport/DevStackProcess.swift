@@ -42,12 +42,7 @@ public final class DevStack: @unchecked Sendable {
     }
 
     public func waitUntil(_ what: String, timeout: Duration = .seconds(20), _ condition: () throws -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if (try? condition()) == true { return }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        throw TestFailure("\(what) did not happen within \(timeout); the log:\n\(self.log)")
+        try await TestSupport.waitUntil(what, timeout: timeout, detail: "the log:\n\(self.log)", condition)
     }
 
     private let exited = Mutex(false)

@@ -62,26 +62,18 @@ struct FollowerTests {
                 skip: { _ in Issue.record("nothing was purged") })
         }
         defer { following.cancel() }
-        try await waitFor("the backlog applied") { applied.withLock { $0.count } >= 400 }
+        try await waitUntil("the backlog applied", timeout: .seconds(60)) { applied.withLock { $0.count } >= 400 }
         // Bursts of 100 changes while it follows live: more than its backlog may hold.
         for burst in 0..<6 {
             try await family.admin.save((0..<100).map { Make.usage("new\(burst)-\($0)", start: Self.base, seconds: 5) }, zone: FamilyFixture.zone1)
         }
-        try await waitFor("every change applied") { applied.withLock { $0.count } >= 1000 }
+        try await waitUntil("every change applied", timeout: .seconds(60)) { applied.withLock { $0.count } >= 1000 }
         following.cancel()
         _ = await following.value
 
         let expected = try await ChangeFeedTests.watchAll(family.admin, WatchParams(recordTypes: ["UsageRecord"], follow: false)).events.map(\.seq)
         #expect(applied.withLock { $0 } == expected)
         #expect(logs.messages.contains { $0.contains("ran ahead of this service") }, "the live feed never outran the follower: nothing was tested")
-    }
-
-    private func waitFor(_ what: String, timeout: Duration = .seconds(60), _ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while !condition() {
-            guard ContinuousClock.now < deadline else { throw TestFailure("timed out waiting for \(what)") }
-            try await Task.sleep(for: .milliseconds(20))
-        }
     }
 }
 
