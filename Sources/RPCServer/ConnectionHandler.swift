@@ -5,198 +5,179 @@ import Logging
 import NIOCore
 import NIOExtras
 import RPCCore
-import ServiceLifecycle
 
-/// Serves one connection: reads frames, starts each request as its own task (so replies
-/// may go out in any order), and on the way out lets unary requests finish, ends streams
-/// with a final reply, then closes.
-struct ConnectionHandler: Sendable {
-    let table: MethodTable
-    let state: ServerState
-    let connection: ConnectionState
-    let logger: Logger
+/// One connection, as the last handler of its pipeline (after the frame codec).
+///
+/// There is no task per connection: frames are handled as they are read, on the event
+/// loop, and only requests get tasks (``RequestRunner``). An idle connection costs its
+/// channel and a few small objects, which is what lets a service keep ten thousand
+/// listeners. When reading ends (end of input, bad framing, shutdown), streams end with
+/// a final reply, unary requests finish and get theirs, then the connection closes.
+final class ConnectionHandler: ChannelDuplexHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
-    func serve(_ channel: ConnectionChannel, peer: PeerCredentials?) async {
-        var logger = self.logger
-        logger[metadataKey: "connection_id"] = "\(self.connection.id)"
-        if let peer {
-            logger[metadataKey: "peer_pid"] = "\(peer.pid)"
-            logger[metadataKey: "peer_uid"] = "\(peer.uid)"
-        }
-        logger.debug("connection opened")
-        do {
-            try await channel.executeThenClose { inbound, writer in
-                let outbound = Outbound(writer: writer)
-                do {
-                    // On shutdown, stop reading: the frames already read are still served.
-                    // (Not cancelOnGracefulShutdown: its merge adds a thread hop per frame.)
-                    try await withGracefulShutdownHandler {
-                        for try await frame in inbound {
-                            await self.handle(frame, outbound: outbound, peer: peer, logger: logger)
-                        }
-                    } onGracefulShutdown: {
-                        channel.channel.close(mode: .input, promise: nil)
-                    }
-                } catch let error as FrameTooLargeError {
-                    logger.notice("frame too large; closing connection", metadata: ["declared_length": "\(error.declaredLength)"])
-                    await outbound.sendOrDrop(ReplyEncoding.error(id: nil, error.rpcError))
-                } catch let error as NIOExtrasErrors.LeftOverBytesError {
-                    await self.refuseTruncatedFrame(pendingBytes: error.leftOverBytes.readableBytes, outbound: outbound, logger: logger)
-                } catch ByteToMessageDecoderError.leftoverDataWhenDone(let rest) {
-                    await self.refuseTruncatedFrame(pendingBytes: rest.readableBytes, outbound: outbound, logger: logger)
-                } catch {
-                    logger.debug("connection read failed", metadata: ["error": "\(error)"])
-                }
-                // Reading is over (end of input, bad framing, or shutdown). Streams end now;
-                // unary requests finish and get their replies.
-                self.connection.cancelAll(streamsOnly: true, reason: self.state.isShuttingDown ? .shutdown : .peerGone)
-                await self.connection.drain()
+    private let table: MethodTable
+    private let state: ServerState
+    private let connection: ConnectionState
+    private let writer: ConnectionWriter
+    private let logger: Logger
+    private var runner: RequestRunner?
+    private var readingEnded = false
+    /// A read was asked for while the peer was not reading our replies.
+    private var readHeld = false
+
+    init(table: MethodTable, state: ServerState, connection: ConnectionState, channel: any Channel, logger: Logger) {
+        self.table = table
+        self.state = state
+        self.connection = connection
+        self.writer = ConnectionWriter(channel: channel)
+        self.logger = logger
+    }
+
+    /// The channel's end, however it comes (even before it was ever active): writes fail
+    /// from then on, streams end, and once every request has finished the connection is
+    /// forgotten.
+    func handlerAdded(context: ChannelHandlerContext) {
+        let (writer, connection, state) = (self.writer, self.connection, self.state)
+        let logger = self.logger
+        context.channel.closeFuture.whenComplete { _ in
+            writer.channelClosed()
+            connection.cancelAll(streamsOnly: true, reason: state.isShuttingDown ? .shutdown : .peerGone)
+            Task(executorPreference: connection.executor) {
+                await connection.drain()
+                state.close(connection)
+                logger.debug("connection closed", metadata: ["connection_id": "\(connection.id)"])
             }
-        } catch {
-            logger.debug("connection closed with an error", metadata: ["error": "\(error)"])
         }
-        logger.debug("connection closed")
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        let channel = context.channel
+        let started = { (peer: PeerCredentials?) in
+            var logger = self.logger
+            logger[metadataKey: "connection_id"] = "\(self.connection.id)"
+            if let peer {
+                logger[metadataKey: "peer_pid"] = "\(peer.pid)"
+                logger[metadataKey: "peer_uid"] = "\(peer.uid)"
+            }
+            logger.debug("connection opened")
+            self.runner = RequestRunner(
+                table: self.table, state: self.state, connection: self.connection,
+                outbound: Outbound(writer: self.writer), peer: peer, logger: logger
+            )
+        }
+        // On the event loop the option is read at once, before any frame.
+        if let provider = channel as? any SocketOptionProvider {
+            let credentials: EventLoopFuture<screentime_ucred> = provider.unsafeGetSocketOption(
+                level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
+            credentials.whenComplete { result in
+                started(try? result.map { PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid) }.get())
+            }
+        } else {
+            started(nil)
+        }
+        // Accepted as the service began to stop: serve nothing more than was sent already.
+        if self.state.isShuttingDown { channel.close(mode: .input, promise: nil) }
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !self.readingEnded, let runner = self.runner else { return }
+        runner.handle(self.unwrapInboundIn(data))
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .inputClosed = event as? ChannelEvent {
+            self.endReading(context: context)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard !self.readingEnded else { return }
+        let log = self.runner?.logger ?? self.logger
+        switch error {
+        case let error as FrameTooLargeError:
+            log.notice("frame too large; closing connection", metadata: ["declared_length": "\(error.declaredLength)"])
+            self.runner?.outbound.sendNow(ReplyEncoding.error(id: nil, error.rpcError))
+        case let error as NIOExtrasErrors.LeftOverBytesError:
+            self.refuseTruncatedFrame(pendingBytes: error.leftOverBytes.readableBytes, logger: log)
+        case ByteToMessageDecoderError.leftoverDataWhenDone(let rest):
+            self.refuseTruncatedFrame(pendingBytes: rest.readableBytes, logger: log)
+        default:
+            log.debug("connection read failed", metadata: ["error": "\(error)"])
+        }
+        self.endReading(context: context)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        self.writer.writabilityChanged()
+        if context.channel.isWritable && self.readHeld {
+            self.readHeld = false
+            context.read()
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    /// A peer that sends requests without reading the replies is not read from until it
+    /// catches up: its replies would otherwise pile up in memory.
+    func read(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            context.read()
+        } else {
+            self.readHeld = true
+        }
     }
 
     /// The peer half-closed in the middle of a frame: tell it (it may still read), then close.
-    private func refuseTruncatedFrame(pendingBytes: Int, outbound: Outbound, logger: Logger) async {
+    private func refuseTruncatedFrame(pendingBytes: Int, logger: Logger) {
         logger.notice("connection closed in the middle of a frame", metadata: ["pending_bytes": "\(pendingBytes)"])
-        await outbound.sendOrDrop(ReplyEncoding.error(id: nil, RPCError(
+        self.runner?.outbound.sendNow(ReplyEncoding.error(id: nil, RPCError(
             .invalidFrame,
             "the connection ended in the middle of a frame (\(pendingBytes) bytes of it arrived)"
         )))
     }
 
-    private func handle(_ frame: ByteBuffer, outbound: Outbound, peer: PeerCredentials?, logger: Logger) async {
-        let head: RequestHead
-        let params: JSONValue?
-        switch RequestHead.parseRequest(bytes: Array(frame.readableBytesView)) {
-        case .failure(let failure):
-            logger.debug("unreadable request", metadata: ["error_code": "\(failure.error.code)", "error": "\(failure.error.message)"])
-            await outbound.sendOrDrop(ReplyEncoding.error(id: failure.id, failure.error))
-            return
-        case .success(let parsed):
-            (head, params) = parsed
-        }
-
-        var logger = logger
-        logger[metadataKey: "method"] = "\(head.method)"
-        if let id = head.id { logger[metadataKey: "request_id"] = "\(id)" }
-
-        if head.method == Builtin.cancel.name {
-            await self.cancel(params, head: head, outbound: outbound)
-            return
-        }
-        guard let entry = self.table.entries[head.method] else {
-            logger.debug("unknown method")
-            if let id = head.id {
-                await outbound.sendOrDrop(ReplyEncoding.error(id: id, RPCError(
-                    .methodNotFound,
-                    "this service has no method \"\(head.method)\"; rpc.describe lists its methods",
-                    data: ["method": .string(head.method)]
-                )))
-            }
-            return
-        }
-        let context = RequestContext(
-            requestID: head.id,
-            method: head.method,
-            auth: head.auth,
-            peer: peer,
-            connectionID: self.connection.id,
-            logger: logger
-        )
-        let outcome = self.connection.start(id: head.id, isStream: entry.isStream) { token in
-            await self.run(entry, params: params, context: context, outbound: outbound, token: token)
-        }
-        switch outcome {
-        case .started:
-            break
-        case .tooMany:
-            logger.notice("too many requests in flight on one connection", metadata: ServiceEvent.connectionRejected.metadata)
-            if let id = head.id {
-                await outbound.sendOrDrop(ReplyEncoding.error(id: id, RPCError(
-                    .limitExceeded,
-                    "too many requests in flight on this connection; wait for replies before sending more"
-                )))
-            }
-        case .duplicateID:
-            await outbound.sendOrDrop(ReplyEncoding.error(id: head.id, RPCError(
-                .invalidRequest,
-                "a request with id \(head.id.map { "\($0)" } ?? "") is still in flight on this connection; ids must be unique among requests in flight"
-            )))
-        }
-    }
-
-    private func run(_ entry: MethodTable.Entry, params: JSONValue?, context: RequestContext, outbound: Outbound, token: UInt64) async {
-        let started = ContinuousClock.now
-        var failure: RPCError?
-        do {
-            try await entry.run(params, context, outbound)
-        } catch {
-            failure = self.reply(to: error, reason: self.connection.reason(token), context: context)
-            if let failure, let id = context.requestID {
-                await outbound.sendFinal(ReplyEncoding.error(id: id, failure))
-            }
-        }
-        self.connection.finish(token)
-        self.state.noteServed()
-        let micros = (ContinuousClock.now - started).microseconds
-        if let failure {
-            // A refused request is worth a line at the default level: a client is getting
-            // something wrong, and the journal shows what (ERROR_CODE=).
-            let level: Logger.Level = failure.code == .internal ? .error : .info
-            context.logger.log(level: level, "request failed", metadata: ServiceEvent.requestFailed.metadata.merging([
-                "error_code": "\(failure.code)", "error": "\(failure.message)", "duration_us": "\(micros)",
-            ]) { _, new in new })
+    /// Reading is over: streams end now; unary requests finish and get their replies; then
+    /// the connection closes.
+    private func endReading(context: ChannelHandlerContext) {
+        guard !self.readingEnded else { return }
+        self.readingEnded = true
+        self.connection.cancelAll(streamsOnly: true, reason: self.state.isShuttingDown ? .shutdown : .peerGone)
+        let channel = context.channel
+        if self.connection.inFlight == 0 {
+            channel.close(promise: nil)
         } else {
-            context.logger.debug("request served", metadata: ["duration_us": "\(micros)"])
-        }
-    }
-
-    /// The error reply for a handler's error, or nil when there is nobody to reply to.
-    private func reply(to error: any Error, reason: CancelReason?, context: RequestContext) -> RPCError? {
-        if let reason {
-            switch reason {
-            case .requested: return RPCError(.cancelled, "cancelled by rpc.cancel")
-            case .shutdown: return RPCError(.unavailable, "the service is shutting down; reconnect and try again")
-            case .peerGone: return nil
+            let connection = self.connection
+            Task(executorPreference: connection.executor) {
+                await connection.drain()
+                channel.close(promise: nil)
             }
         }
-        switch error {
-        case let error as RPCError:
-            return error
-        case is CancellationError:
-            return RPCError(.unavailable, "the request was cancelled because the service is stopping; try again")
-        default:
-            context.logger.error("handler threw an unexpected error", metadata: ["error": "\(error)"])
-            return RPCError(.internal, "internal error in \(context.method); the service's journal has the details")
-        }
-    }
-
-    private func cancel(_ rawParams: JSONValue?, head: RequestHead, outbound: Outbound) async {
-        let reply: Data
-        do {
-            let params = try ParamsDecoding.decode(CancelParams.self, params: rawParams)
-            let cancelled = self.connection.cancel(params.id, reason: .requested)
-            guard let id = head.id else { return }
-            reply = try ReplyEncoding.result(id: id, CancelResult(cancelled: cancelled))
-        } catch let error as RPCError {
-            reply = ReplyEncoding.error(id: head.id, error)
-        } catch {
-            reply = ReplyEncoding.error(id: head.id, RPCError(.internal, "could not encode the reply"))
-        }
-        if head.id != nil { await outbound.sendOrDrop(reply) }
     }
 }
 
+/// Answers a connection over the limit with one error, then closes it.
+final class RefusingHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    let maximumConnections: Int
 
-/// The peer's credentials from `SO_PEERCRED`.
-func peerCredentials(of channel: any Channel) async -> PeerCredentials? {
-    guard let provider = channel as? any SocketOptionProvider else { return nil }
-    let credentials: screentime_ucred? = try? await provider.unsafeGetSocketOption(
-        level: SocketOptionLevel(SOL_SOCKET),
-        name: SocketOptionName(SO_PEERCRED)
-    ).get()
-    return credentials.map { PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid) }
+    init(maximumConnections: Int) { self.maximumConnections = maximumConnections }
+
+    func channelActive(context: ChannelHandlerContext) {
+        let reply = ReplyEncoding.error(id: nil, RPCError(
+            .limitExceeded,
+            "the service has reached its limit of \(self.maximumConnections) connections; try again later"
+        ))
+        let channel = context.channel
+        context.writeAndFlush(self.wrapOutboundOut(ByteBuffer(bytes: reply))).whenComplete { _ in
+            channel.close(promise: nil)
+        }
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
 }

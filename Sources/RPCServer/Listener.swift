@@ -72,34 +72,9 @@ final class AcceptCounter: ChannelInboundHandler, Sendable {
     }
 }
 
-typealias ConnectionChannel = NIOAsyncChannel<ByteBuffer, ByteBuffer>
-
-/// A connection accepted while the listener closes (a stop under load) can be wrapped and
-/// then dropped before the accept loop takes it. NIO's `wrappingChannelSynchronously`
-/// wrapper treats a dropped writer as a programming error and crashes the process (seen:
-/// `systemctl stop` while clients connect killed the store with SIGILL about one time in
-/// three); the wrapper that finishes and closes on deinit is the right one here. NIO
-/// deprecated it to push `executeThenClose`, which every connection the loop takes still
-/// goes through. It is called through this protocol's generic, which names the one use
-/// and keeps the deprecation warning out of every build.
-protocol ClosingWhenDropped {
-    init(synchronouslyWrapping channel: any Channel, configuration: ConnectionChannel.Configuration) throws
-}
-
-extension ConnectionChannel: ClosingWhenDropped {
-    static func closingWhenDropped(_ channel: any Channel) throws -> ConnectionChannel {
-        try wrapClosingWhenDropped(channel)
-    }
-}
-
-private func wrapClosingWhenDropped<Wrapper: ClosingWhenDropped>(_ channel: any Channel) throws -> Wrapper {
-    try Wrapper(synchronouslyWrapping: channel, configuration: .init())
-}
-typealias ListenerChannel = NIOAsyncChannel<ConnectionChannel, Never>
-
 /// One bound or inherited listening socket.
 struct Listener: Sendable {
-    var channel: ListenerChannel
+    var channel: any Channel
     /// Shown in logs and `STATUS=`: the path, or `fd 3 (store)`.
     var label: String
     /// The path to unlink at exit when this process bound it itself.
@@ -116,7 +91,7 @@ struct Listener: Sendable {
         _ endpoint: Endpoint,
         group: any EventLoopGroup,
         state: ServerState,
-        maximumFrameSize: Int
+        childChannelInitializer: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
     ) async throws -> [Listener] {
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
@@ -130,12 +105,7 @@ struct Listener: Sendable {
             // few hundred bytes, and ten thousand idle listeners would each hold NIO's
             // default 2 KiB. The buffer still grows for larger frames.
             .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65_536))
-        let initializer: @Sendable (any Channel) -> EventLoopFuture<ConnectionChannel> = { channel in
-            channel.eventLoop.makeCompletedFuture {
-                try channel.pipeline.syncOperations.addFrameCodec(maximumFrameSize: maximumFrameSize)
-                return try ConnectionChannel.closingWhenDropped(channel)
-            }
-        }
+            .childChannelInitializer(childChannelInitializer)
         switch endpoint {
         case .inherited(let fds):
             guard !fds.isEmpty else { throw ListenError(description: "socket activation passed no sockets") }
@@ -144,7 +114,7 @@ struct Listener: Sendable {
                 guard SocketActivation.isListeningUnixStream(fd.fd) else {
                     throw ListenError(description: "fd \(fd.fd) (\(fd.name)) is not a listening AF_UNIX stream socket; check the .socket unit's ListenStream=")
                 }
-                let channel = try await bootstrap.bind(fd.fd, childChannelInitializer: initializer)
+                let channel = try await bootstrap.withBoundSocket(fd.fd).get()
                 listeners.append(Listener(channel: channel, label: "fd \(fd.fd) (\(fd.name))", ownedPath: nil, inheritedFD: fd.fd))
             }
             return listeners
@@ -155,10 +125,10 @@ struct Listener: Sendable {
             // rename it into place (atomic), rather than trusting the umask.
             let staging = SocketPath.staging(for: path)
             unlink(staging)
-            let channel = try await bootstrap.bind(unixDomainSocketPath: staging, childChannelInitializer: initializer)
+            let channel = try await bootstrap.bind(unixDomainSocketPath: staging).get()
             if chmod(staging, mode_t(mode)) != 0 || rename(staging, path) != 0 {
                 let reason = String(cString: strerror(errno))
-                try? await channel.channel.close()
+                try? await channel.close()
                 unlink(staging)
                 throw ListenError(description: "cannot put a socket with mode \(String(mode, radix: 8)) at \(path): \(reason)")
             }

@@ -20,6 +20,8 @@ public final class RPCServer: Service, Sendable {
     private let group: any EventLoopGroup
     private let state = ServerState()
     private let startedAt = ContinuousClock.now
+    /// One executor per event loop, shared by the connections on that loop.
+    private let executors: [ObjectIdentifier: EventLoopExecutor]
 
     public init(
         configuration: ServerConfiguration,
@@ -30,6 +32,7 @@ public final class RPCServer: Service, Sendable {
         self.configuration = configuration
         self.logger = logger
         self.group = eventLoopGroup
+        self.executors = Dictionary(uniqueKeysWithValues: eventLoopGroup.makeIterator().map { (ObjectIdentifier($0), EventLoopExecutor($0)) })
         var table = MethodTable()
         Self.addBuiltins(to: &table, configuration: configuration, startedAt: self.startedAt, serviceMethods: methods)
         for name in methods.order { table.entries[name] = methods.entries[name]; table.order.append(name) }
@@ -41,7 +44,7 @@ public final class RPCServer: Service, Sendable {
             self.configuration.endpoint,
             group: self.group,
             state: self.state,
-            maximumFrameSize: self.configuration.maximumFrameSize
+            childChannelInitializer: self.setUpConnection
         )
         let where_ = listeners.map(\.label).joined(separator: ", ")
         ServiceNotifier.ready(status: "Serving on \(where_)")
@@ -71,7 +74,8 @@ public final class RPCServer: Service, Sendable {
                 "connections": "\(summary.connections)", "in_flight": "\(summary.inFlight)",
             ]) { _, new in new })
             self.state.beginShutdown()
-            for listener in listeners { listener.channel.channel.close(promise: nil) }
+            for listener in listeners { listener.channel.close(promise: nil) }
+            self.state.stopReadingAll()
             let timeout = self.configuration.shutdownTimeout
             drainTimer.withLock {
                 $0 = Task {
@@ -89,54 +93,36 @@ public final class RPCServer: Service, Sendable {
         ]) { _, new in new })
     }
 
-    /// Accepts on every listener until each is closed, then waits for its connections.
+    /// Serves until every listener is closed and the connections they accepted are done.
     private func serve(_ listeners: [Listener]) async {
-        await withDiscardingTaskGroup { group in
-            for listener in listeners {
-                group.addTask { await self.acceptLoop(listener) }
-            }
-        }
-    }
-
-    private func acceptLoop(_ listener: Listener) async {
-        do {
-            try await listener.channel.executeThenClose { inbound in
-                try await withThrowingDiscardingTaskGroup { connections in
-                    for try await channel in inbound {
-                        let executor = EventLoopExecutor(channel.channel.eventLoop)
-                        guard let connection = self.state.open(
-                            limit: self.configuration.maximumConnections,
-                            inFlightLimit: self.configuration.maximumInFlightPerConnection,
-                            executor: executor
-                        ) else {
-                            connections.addTask { await self.reject(channel) }
-                            continue
-                        }
-                        connections.addTask(executorPreference: executor) {
-                            let peer = await peerCredentials(of: channel.channel)
-                            let handler = ConnectionHandler(table: self.table, state: self.state, connection: connection, logger: self.logger)
-                            await handler.serve(channel, peer: peer)
-                            self.state.close(connection)
-                        }
-                    }
-                }
-            }
-        } catch {
+        for listener in listeners {
+            try? await listener.channel.closeFuture.get()
             if !self.state.isShuttingDown {
-                self.logger.error("listener failed", metadata: ["socket": "\(listener.label)", "error": "\(error)"])
+                self.logger.error("listener closed unexpectedly", metadata: ["socket": "\(listener.label)"])
             }
         }
+        await self.state.waitUntilQuiet()
     }
 
-    private func reject(_ channel: ConnectionChannel) async {
-        self.logger.warning("connection limit reached; refusing a connection", metadata: ServiceEvent.connectionRejected.metadata.merging([
-            "max_connections": "\(self.configuration.maximumConnections)",
-        ]) { _, new in new })
-        try? await channel.executeThenClose { _, outbound in
-            try await outbound.write(ByteBuffer(bytes: ReplyEncoding.error(id: nil, RPCError(
-                .limitExceeded,
-                "the service has reached its limit of \(self.configuration.maximumConnections) connections; try again later"
-            ))))
+    /// Sets up a connection the kernel handed over: the frame codec, then either the
+    /// connection's handler or, over the connection limit, a refusal.
+    private func setUpConnection(_ channel: any Channel) -> EventLoopFuture<Void> {
+        channel.eventLoop.makeCompletedFuture {
+            let pipeline = channel.pipeline.syncOperations
+            try pipeline.addFrameCodec(maximumFrameSize: self.configuration.maximumFrameSize)
+            guard let connection = self.state.open(
+                limit: self.configuration.maximumConnections,
+                inFlightLimit: self.configuration.maximumInFlightPerConnection,
+                executor: self.executors[ObjectIdentifier(channel.eventLoop)] ?? EventLoopExecutor(channel.eventLoop),
+                channel: channel
+            ) else {
+                self.logger.warning("connection limit reached; refusing a connection", metadata: ServiceEvent.connectionRejected.metadata.merging([
+                    "max_connections": "\(self.configuration.maximumConnections)",
+                ]) { _, new in new })
+                try pipeline.addHandler(RefusingHandler(maximumConnections: self.configuration.maximumConnections))
+                return
+            }
+            try pipeline.addHandler(ConnectionHandler(table: self.table, state: self.state, connection: connection, channel: channel, logger: self.logger))
         }
     }
 
@@ -174,7 +160,7 @@ public final class RPCServer: Service, Sendable {
             try? await Task.sleep(for: max(wait, .milliseconds(50)))
             if Task.isCancelled || self.state.isShuttingDown { return }
             guard let since = self.state.idleSince, ContinuousClock.now - since >= after else { continue }
-            for listener in listeners { try? await listener.channel.channel.setOption(.autoRead, value: false).get() }
+            for listener in listeners { try? await listener.channel.setOption(.autoRead, value: false).get() }
             // Reading is paused: nothing new is accepted. Exit only if no connection is open
             // or queued; one that races in after this stays queued for systemd, which then
             // starts the service again.
@@ -184,10 +170,10 @@ public final class RPCServer: Service, Sendable {
                 ]) { _, new in new })
                 ServiceNotifier.stopping(status: "Idle; exiting until the next connection")
                 self.state.beginShutdown()
-                for listener in listeners { try? await listener.channel.channel.close() }
+                for listener in listeners { try? await listener.channel.close() }
                 return
             }
-            for listener in listeners { try? await listener.channel.channel.setOption(.autoRead, value: true).get() }
+            for listener in listeners { try? await listener.channel.setOption(.autoRead, value: true).get() }
         }
     }
 

@@ -1,3 +1,4 @@
+import NIOCore
 import RPCCore
 import Synchronization
 
@@ -38,11 +39,23 @@ final class ConnectionState: Sendable {
 
     /// Where the connection's requests run (its event loop); nil: Swift's global pool.
     let executor: (any TaskExecutor)?
+    private let channel: (any Channel)?
 
-    init(id: UInt64, limit: Int, executor: (any TaskExecutor)? = nil) {
+    init(id: UInt64, limit: Int, executor: (any TaskExecutor)? = nil, channel: (any Channel)? = nil) {
         self.id = id
         self.limit = limit
         self.executor = executor
+        self.channel = channel
+    }
+
+    /// Stops reading requests (shutdown); those read already are still served.
+    func stopReading() {
+        guard let channel = self.channel else { return }
+        // A connection not active yet checks for shutdown itself when it becomes active
+        // (NIO does not allow closing the input of a channel before that).
+        channel.eventLoop.execute {
+            if channel.isActive { channel.close(mode: .input, promise: nil) }
+        }
     }
 
     /// Starts `body` as the request `id`, unless the connection is at its limit or that id
@@ -66,6 +79,8 @@ final class ConnectionState: Sendable {
         self.state.withLock { requests in
             guard let running = requests.tasks.removeValue(forKey: token) else { return nil }
             if let id = running.id { requests.tokensByID[id] = nil }
+            // An idle connection keeps no tables: ten thousand of them add up.
+            if requests.tasks.isEmpty { requests.tasks = [:]; requests.tokensByID = [:] }
             return running.reason
         }
     }
@@ -126,11 +141,11 @@ final class ServerState: Sendable {
     func noteAccepted() { self.state.withLock { $0.accepted += 1 } }
 
     /// A connection arrived in the accept loop. Returns nil if the connection limit is reached.
-    func open(limit: Int, inFlightLimit: Int, executor: (any TaskExecutor)? = nil) -> ConnectionState? {
+    func open(limit: Int, inFlightLimit: Int, executor: (any TaskExecutor)? = nil, channel: (any Channel)? = nil) -> ConnectionState? {
         self.state.withLock { counters in
             counters.received += 1
             guard counters.connections.count < limit else { return nil }
-            let connection = ConnectionState(id: counters.nextConnectionID, limit: inFlightLimit, executor: executor)
+            let connection = ConnectionState(id: counters.nextConnectionID, limit: inFlightLimit, executor: executor, channel: channel)
             counters.nextConnectionID += 1
             counters.connections[connection.id] = connection
             counters.idleSince = nil
@@ -157,6 +172,19 @@ final class ServerState: Sendable {
 
     func beginShutdown() { self.state.withLock { $0.shuttingDown = true } }
     var isShuttingDown: Bool { self.state.withLock { $0.shuttingDown } }
+
+    /// Waits until no connection is open or on its way (after the listeners closed).
+    func waitUntilQuiet() async {
+        while !self.isQuiet {
+            do { try await Task.sleep(for: .milliseconds(10)) } catch { return }  // cancelled: give up waiting
+        }
+    }
+
+    /// Every connection stops reading requests (shutdown).
+    func stopReadingAll() {
+        let connections = self.state.withLock { Array($0.connections.values) }
+        for connection in connections { connection.stopReading() }
+    }
 
     func cancelEverything(reason: CancelReason) {
         let connections = self.state.withLock { Array($0.connections.values) }

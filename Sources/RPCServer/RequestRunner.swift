@@ -1,0 +1,141 @@
+import Foundation
+import Logging
+import NIOCore
+import RPCCore
+
+/// Serves the requests of one connection: parses each frame, answers what the connection
+/// answers itself (`rpc.cancel`, unknown methods, unreadable requests) on the spot, and
+/// starts every other request as its own task on the connection's event loop, so replies
+/// may go out in any order.
+struct RequestRunner: Sendable {
+    let table: MethodTable
+    let state: ServerState
+    let connection: ConnectionState
+    let outbound: Outbound
+    let peer: PeerCredentials?
+    /// Has `connection_id` and the peer's pid and uid.
+    let logger: Logger
+
+    /// Called on the event loop for each frame read.
+    func handle(_ frame: ByteBuffer) {
+        let head: RequestHead
+        let params: JSONValue?
+        switch RequestHead.parseRequest(bytes: Array(frame.readableBytesView)) {
+        case .failure(let failure):
+            self.logger.debug("unreadable request", metadata: ["error_code": "\(failure.error.code)", "error": "\(failure.error.message)"])
+            self.outbound.sendNow(ReplyEncoding.error(id: failure.id, failure.error))
+            return
+        case .success(let parsed):
+            (head, params) = parsed
+        }
+
+        var logger = self.logger
+        logger[metadataKey: "method"] = "\(head.method)"
+        if let id = head.id { logger[metadataKey: "request_id"] = "\(id)" }
+
+        if head.method == Builtin.cancel.name {
+            self.cancel(params, head: head)
+            return
+        }
+        guard let entry = self.table.entries[head.method] else {
+            logger.debug("unknown method")
+            if let id = head.id {
+                self.outbound.sendNow(ReplyEncoding.error(id: id, RPCError(
+                    .methodNotFound,
+                    "this service has no method \"\(head.method)\"; rpc.describe lists its methods",
+                    data: ["method": .string(head.method)]
+                )))
+            }
+            return
+        }
+        let context = RequestContext(
+            requestID: head.id,
+            method: head.method,
+            auth: head.auth,
+            peer: self.peer,
+            connectionID: self.connection.id,
+            logger: logger
+        )
+        let outcome = self.connection.start(id: head.id, isStream: entry.isStream) { token in
+            await self.run(entry, params: params, context: context, token: token)
+        }
+        switch outcome {
+        case .started:
+            break
+        case .tooMany:
+            logger.notice("too many requests in flight on one connection", metadata: ServiceEvent.connectionRejected.metadata)
+            if let id = head.id {
+                self.outbound.sendNow(ReplyEncoding.error(id: id, RPCError(
+                    .limitExceeded,
+                    "too many requests in flight on this connection; wait for replies before sending more"
+                )))
+            }
+        case .duplicateID:
+            self.outbound.sendNow(ReplyEncoding.error(id: head.id, RPCError(
+                .invalidRequest,
+                "a request with id \(head.id.map { "\($0)" } ?? "") is still in flight on this connection; ids must be unique among requests in flight"
+            )))
+        }
+    }
+
+    private func run(_ entry: MethodTable.Entry, params: JSONValue?, context: RequestContext, token: UInt64) async {
+        let started = ContinuousClock.now
+        var failure: RPCError?
+        do {
+            try await entry.run(params, context, self.outbound)
+        } catch {
+            failure = self.reply(to: error, reason: self.connection.reason(token), context: context)
+            if let failure, let id = context.requestID {
+                await self.outbound.sendFinal(ReplyEncoding.error(id: id, failure))
+            }
+        }
+        self.connection.finish(token)
+        self.state.noteServed()
+        let micros = (ContinuousClock.now - started).microseconds
+        if let failure {
+            // A refused request is worth a line at the default level: a client is getting
+            // something wrong, and the journal shows what (ERROR_CODE=).
+            let level: Logger.Level = failure.code == .internal ? .error : .info
+            context.logger.log(level: level, "request failed", metadata: ServiceEvent.requestFailed.metadata.merging([
+                "error_code": "\(failure.code)", "error": "\(failure.message)", "duration_us": "\(micros)",
+            ]) { _, new in new })
+        } else {
+            context.logger.debug("request served", metadata: ["duration_us": "\(micros)"])
+        }
+    }
+
+    /// The error reply for a handler's error, or nil when there is nobody to reply to.
+    private func reply(to error: any Error, reason: CancelReason?, context: RequestContext) -> RPCError? {
+        if let reason {
+            switch reason {
+            case .requested: return RPCError(.cancelled, "cancelled by rpc.cancel")
+            case .shutdown: return RPCError(.unavailable, "the service is shutting down; reconnect and try again")
+            case .peerGone: return nil
+            }
+        }
+        switch error {
+        case let error as RPCError:
+            return error
+        case is CancellationError:
+            return RPCError(.unavailable, "the request was cancelled because the service is stopping; try again")
+        default:
+            context.logger.error("handler threw an unexpected error", metadata: ["error": "\(error)"])
+            return RPCError(.internal, "internal error in \(context.method); the service's journal has the details")
+        }
+    }
+
+    private func cancel(_ rawParams: JSONValue?, head: RequestHead) {
+        let reply: Data
+        do {
+            let params = try ParamsDecoding.decode(CancelParams.self, params: rawParams)
+            let cancelled = self.connection.cancel(params.id, reason: .requested)
+            guard let id = head.id else { return }
+            reply = try ReplyEncoding.result(id: id, CancelResult(cancelled: cancelled))
+        } catch let error as RPCError {
+            reply = ReplyEncoding.error(id: head.id, error)
+        } catch {
+            reply = ReplyEncoding.error(id: head.id, RPCError(.internal, "could not encode the reply"))
+        }
+        if head.id != nil { self.outbound.sendNow(reply) }
+    }
+}
