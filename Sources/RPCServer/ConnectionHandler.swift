@@ -25,8 +25,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private let logger: Logger
     private var runner: RequestRunner?
     private var readingEnded = false
-    /// A read was asked for while the peer was not reading our replies.
-    private var readHeld = false
+    /// Requests read ahead of their replies: past this many unanswered, the connection
+    /// waits before reading more (their replies are written later, by their tasks, so
+    /// the channel's writability alone would let a pipelining peer pile them up).
+    static let readAhead = 32
 
     init(table: MethodTable, state: ServerState, connection: ConnectionState, channel: any Channel, logger: Logger) {
         self.table = table
@@ -114,20 +116,21 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         self.writer.writabilityChanged()
-        if context.channel.isWritable && self.readHeld {
-            self.readHeld = false
-            context.read()
+        if context.channel.isWritable && self.writer.readHeld.load(ordering: .relaxed) {
+            self.read(context: context)
         }
         context.fireChannelWritabilityChanged()
     }
 
     /// A peer that sends requests without reading the replies is not read from until it
-    /// catches up: its replies would otherwise pile up in memory.
+    /// catches up: its replies would otherwise pile up in memory. Reading resumes when
+    /// the channel is writable again or a request finishes.
     func read(context: ChannelHandlerContext) {
-        if context.channel.isWritable {
+        if context.channel.isWritable && self.connection.unaryInFlight < Self.readAhead {
+            self.writer.readHeld.store(false, ordering: .relaxed)
             context.read()
         } else {
-            self.readHeld = true
+            self.writer.readHeld.store(true, ordering: .relaxed)
         }
     }
 

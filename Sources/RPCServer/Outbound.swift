@@ -16,6 +16,8 @@ final class ConnectionWriter: @unchecked Sendable {
     /// Waits cancelled before they were registered (the cancellation handler can run first).
     private var cancelledEarly: Set<UInt64> = []
     private let nextWaiter = Atomic<UInt64>(0)
+    /// The connection stopped reading requests until earlier replies are out.
+    let readHeld = Atomic<Bool>(false)
 
     init(channel: any Channel) {
         self.channel = channel
@@ -68,6 +70,12 @@ final class ConnectionWriter: @unchecked Sendable {
                 }
             }
         }
+    }
+
+    /// A request finished: if reading was held back for it, ask again (the connection's
+    /// handler decides).
+    func requestFinished() {
+        if self.readHeld.load(ordering: .relaxed) { self.channel.read() }
     }
 
     /// The channel became writable (or not): wake the writers waiting for room.

@@ -22,6 +22,7 @@ final class ConnectionState: Sendable {
         var nextToken: UInt64 = 0
         var tasks: [UInt64: Running] = [:]
         var tokensByID: [RequestID: UInt64] = [:]
+        var unary = 0
     }
 
     private struct Running {
@@ -68,6 +69,7 @@ final class ConnectionState: Sendable {
             requests.nextToken += 1
             let task = Task(executorPreference: self.executor) { await body(token) }
             requests.tasks[token] = Running(task: task, id: id, isStream: isStream)
+            if !isStream { requests.unary += 1 }
             if let id { requests.tokensByID[id] = token }
             return .started
         }
@@ -79,6 +81,7 @@ final class ConnectionState: Sendable {
         self.state.withLock { requests in
             guard let running = requests.tasks.removeValue(forKey: token) else { return nil }
             if let id = running.id { requests.tokensByID[id] = nil }
+            if !running.isStream { requests.unary -= 1 }
             // An idle connection keeps no tables: ten thousand of them add up.
             if requests.tasks.isEmpty { requests.tasks = [:]; requests.tokensByID = [:] }
             return running.reason
@@ -122,6 +125,8 @@ final class ConnectionState: Sendable {
     }
 
     var inFlight: Int { self.state.withLock { $0.tasks.count } }
+    /// Requests in flight that are not streams: those whose replies are still to come.
+    var unaryInFlight: Int { self.state.withLock { $0.unary } }
 }
 
 /// Process-wide bookkeeping: connections, accept counters for idle exit, shutdown phase.

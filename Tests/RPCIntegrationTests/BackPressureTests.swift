@@ -1,0 +1,85 @@
+import TestSupport
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+
+/// A peer that does not read holds back its own replies, not the service.
+@Suite("Back-pressure, against the real process")
+struct BackPressureTests {
+    @Test("a stream to a peer that stops reading waits for it, can still be cancelled, and goes on in order when the peer reads")
+    func streamWaitsForASlowReader() async throws {
+        let dir = TemporaryDirectory()
+        let service = try await ServiceProcess.startByHand(in: dir)
+        defer { service.stopNow() }
+        let slow = try RawConnection(path: service.socketPath)
+        slow.sendFrame(#"{"id": "feed", "method": "test.count", "params": {"count": 2000000}}"#)
+        // Unread, the stream fills the socket and the channel's buffer, then waits.
+        try await Task.sleep(for: .milliseconds(500))
+
+        // Another connection is served meanwhile.
+        let other = try RawConnection(path: service.socketPath)
+        other.sendFrame(#"{"id": 1, "method": "rpc.ping"}"#)
+        #expect(try other.readReply()?.result?["service"] as? String == "test")
+
+        slow.sendFrame(#"{"id": "c", "method": "rpc.cancel", "params": {"id": "feed"}}"#)
+        var next = 0
+        var end: [String: Any]?
+        while end == nil {
+            let reply = try #require(try slow.readReply())
+            if reply["id"] as? String == "feed", reply["continues"] as? Bool == true {
+                #expect(reply.result?["index"] as? Int == next)
+                next += 1
+            } else if reply["id"] as? String == "feed" {
+                end = reply
+            }
+        }
+        // The items written before the cancellation arrive in order, then the end; a service
+        // that did not wait would have produced all two million before reading the cancel.
+        #expect(end?.errorCode == "cancelled")
+        #expect(next > 0 && next < 2_000_000)
+    }
+
+    @Test("a peer that sends requests without reading the replies is not read from until it reads; then every reply arrives")
+    func requestsWaitForTheirReplies() async throws {
+        let dir = TemporaryDirectory()
+        let service = try await ServiceProcess.startByHand(in: dir, arguments: ["--max-in-flight", "4096"])
+        defer { service.stopNow() }
+        let before = try residentKiB(service.pid)
+        let greedy = try RawConnection(path: service.socketPath)
+        let requests = 3000
+        // (A thread of its own: once the service stops reading, these sends block.)
+        let sent = Mutex(0)
+        Thread.detachNewThread {
+            for id in 0..<requests {
+                greedy.sendFrame(#"{"id": \#(id), "method": "test.echo", "params": {"message": "0123456789", "times": 1000}}"#)
+                sent.withLock { $0 += 1 }
+            }
+        }
+        // 3,000 replies of 10 KB would be 30 MB held in the service if it kept reading.
+        try await Task.sleep(for: .seconds(1))
+        let grown = try residentKiB(service.pid) - before
+        #expect(grown < 12 * 1024, "the service grew by \(grown) KiB while its replies were not read")
+
+        let other = try RawConnection(path: service.socketPath)
+        other.sendFrame(#"{"id": 1, "method": "rpc.ping"}"#)
+        #expect(try other.readReply()?.result?["service"] as? String == "test")
+
+        var ids = Set<Int>()
+        for _ in 0..<requests {
+            let reply = try #require(try greedy.readReply())
+            #expect((reply.result?["message"] as? String)?.count == 10_000)
+            if let id = reply["id"] as? Int { ids.insert(id) }
+        }
+        #expect(ids.count == requests)
+        #expect(sent.withLock { $0 } == requests)
+    }
+
+    private func residentKiB(_ pid: pid_t) throws -> Int {
+        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let kib = line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap({ Int($0) })
+        else { throw TestFailure("no VmRSS for \(pid)") }
+        return kib
+    }
+}
