@@ -74,7 +74,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         if let provider = channel as? any SocketOptionProvider {
             let credentials: EventLoopFuture<screentime_ucred> = provider.unsafeGetSocketOption(
                 level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
-            credentials.whenComplete { result in
+            credentials.assumeIsolated().whenComplete { result in
                 started(try? result.map { PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid) }.get())
             }
         } else {
