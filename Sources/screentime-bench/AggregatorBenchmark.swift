@@ -97,15 +97,7 @@ struct AggregatorBenchmark: AsyncParsableCommand {
         }
         let written = ContinuousClock.now - started
         say("  store: \(total) written in \(Report.format(written.seconds)) s")
-        var status = try await local.call(AggregatorMethods.status, Empty())
-        while status.sessions < total || status.pendingSummaries > 0 || status.pendingChildWrites > 0 {
-            guard ContinuousClock.now - started < .seconds(900) else { throw BenchError("the aggregator did not catch up in 15 minutes: \(status)") }
-            // Not more often: aggregator.status counts the sessions table, which costs the
-            // aggregator CPU it would otherwise spend ingesting.
-            try await Task.sleep(for: .milliseconds(50))
-            status = try await local.call(AggregatorMethods.status, Empty())
-        }
-        let ingested = ContinuousClock.now - started
+        let ingested = try await Self.waitForIngest(of: total, through: local, since: started)
         let ingestRate = Double(total) / ingested.seconds
         let storeRate = Double(total) / written.seconds
         say("  aggregator: counted and summaries written after \(Report.format(ingested.seconds)) s")
@@ -146,10 +138,40 @@ struct AggregatorBenchmark: AsyncParsableCommand {
         }
         figures.append(Figure(name: "recompute a child, \(days) days (\(days * perDay) records)", value: recomputes.p50 / 1000, unit: "ms"))
 
+        // The aggregator's own pace: a second one, with no data of its own, catching up on
+        // records already in the store (the store then only reads and takes summaries).
+        aggregator.kill()
+        let catchUp = work + "/catch-up"
+        try FileManager.default.createDirectory(atPath: catchUp, withIntermediateDirectories: true)
+        let second = try LaunchedService("screentime-aggregatord", binDirectory: self.common.binDirectory, work: catchUp, arguments: [
+            "--retention-days", "3660", "--store-socket", work + "/store.sock", "--push-socket", work + "/no-push.sock",
+        ])
+        defer { second.kill() }
+        let secondClient = RPCClient(configuration: ClientConfiguration(socketPath: catchUp + "/aggregator.sock", callTimeout: .seconds(300), connectTimeout: .seconds(10)))
+        let caughtUp = try await Self.waitForIngest(of: total, through: secondClient, since: ContinuousClock.now)
+        let catchUpRate = Double(total) / caughtUp.seconds
+        say("  a second aggregator caught up on \(total) records in \(Report.format(caughtUp.seconds)) s")
+        figures.insert(Figure(name: "aggregator alone: catch-up on records in the store", value: catchUpRate, unit: "records/s"), at: 1)
+        await secondClient.close()
+
         Report.print("screentime-aggregatord (\(children) children × \(days) days × \(perDay) sessions\(self.common.quick ? ", quick mode" : ""))", figures)
         if let json = self.common.json { try Report.writeJSON(figures, to: json) }
         await storeClient.close()
         await local.close()
+    }
+
+    /// Waits until the aggregator has counted `total` sessions and written every summary;
+    /// returns the time since `since`.
+    private static func waitForIngest(of total: Int, through client: RPCClient, since: ContinuousClock.Instant) async throws -> Duration {
+        var status = try await client.call(AggregatorMethods.status, Empty())
+        while status.sessions < total || status.pendingSummaries > 0 || status.pendingChildWrites > 0 {
+            guard ContinuousClock.now - since < .seconds(900) else { throw BenchError("the aggregator did not catch up in 15 minutes: \(status)") }
+            // Not more often: aggregator.status counts the sessions table, which costs the
+            // aggregator CPU it would otherwise spend ingesting.
+            try await Task.sleep(for: .milliseconds(50))
+            status = try await client.call(AggregatorMethods.status, Empty())
+        }
+        return ContinuousClock.now - since
     }
 
     static func zone(_ child: Int) -> String { "ChildMonitoring-\(device(child))" }
