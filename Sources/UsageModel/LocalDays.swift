@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Local calendar days in a family's IANA time zone: a day is `YYYY-MM-DD` and runs from
 /// one local midnight to the next, so across a daylight-saving change it lasts 23 or 25
@@ -6,6 +7,14 @@ import Foundation
 public struct LocalDays: Sendable {
     public let timeZone: TimeZone
     private let calendar: Calendar
+    /// Foundation's calendar arithmetic is slow next to everything else the aggregator
+    /// does per session (it was a fifth of its ingest); a day's bounds never change.
+    private let memo = Memo()
+
+    private final class Memo: Sendable {
+        struct Day { var name: String; var start: Date; var end: Date }
+        let state = Mutex<(bounds: [String: Day], last: Day?)>(([:], nil))
+    }
 
     /// Nil for an identifier that is not an IANA time zone.
     public init?(timeZone identifier: String) {
@@ -24,6 +33,27 @@ public struct LocalDays: Sendable {
 
     /// When `day` starts and ends (the next day's start); nil for a malformed day.
     public func bounds(of day: String) -> (start: Date, end: Date)? {
+        if let known = self.memo.state.withLock({ $0.bounds[day] }) { return (known.start, known.end) }
+        guard let bounds = self.computeBounds(of: day) else { return nil }
+        self.memo.state.withLock { memo in
+            if memo.bounds.count >= 4096 { memo.bounds.removeAll(keepingCapacity: true) }
+            memo.bounds[day] = Memo.Day(name: day, start: bounds.start, end: bounds.end)
+        }
+        return bounds
+    }
+
+    /// The day an instant falls on, with its bounds; the last answer is kept, since
+    /// consecutive sessions mostly fall on the same day.
+    private func dayAndBounds(containing instant: Date) -> Memo.Day? {
+        if let last = self.memo.state.withLock({ $0.last }), last.start <= instant, instant < last.end { return last }
+        let day = self.day(containing: instant)
+        guard let bounds = self.bounds(of: day) else { return nil }
+        let found = Memo.Day(name: day, start: bounds.start, end: bounds.end)
+        self.memo.state.withLock { $0.last = found }
+        return found
+    }
+
+    private func computeBounds(of day: String) -> (start: Date, end: Date)? {
         guard let (year, month, dayOfMonth) = Self.parse(day),
               let noon = self.calendar.date(from: DateComponents(year: year, month: month, day: dayOfMonth, hour: 12))
         else { return nil }
@@ -38,10 +68,9 @@ public struct LocalDays: Sendable {
         var parts: [(String, Date, Date)] = []
         var cursor = start
         while cursor < end {
-            let day = self.day(containing: cursor)
-            guard let bounds = self.bounds(of: day), bounds.end > cursor else { break }
-            let partEnd = min(end, bounds.end)
-            parts.append((day, cursor, partEnd))
+            guard let day = self.dayAndBounds(containing: cursor), day.end > cursor else { break }
+            let partEnd = min(end, day.end)
+            parts.append((day.name, cursor, partEnd))
             cursor = partEnd
         }
         return parts
