@@ -37,11 +37,14 @@ final class ConnectionWriter: @unchecked Sendable {
         }
     }
 
-    /// Writes on the event loop, without waiting.
-    func writeNow(_ buffer: ByteBuffer) throws {
+    var eventLoop: any EventLoop { self.channel.eventLoop }
+
+    /// Writes on the event loop, without waiting; `promise` completes once the bytes have
+    /// gone to the socket (or failed).
+    func writeNow(_ buffer: ByteBuffer, promise: EventLoopPromise<Void>? = nil) throws {
         self.channel.eventLoop.assertInEventLoop()
         guard !self.closed else { throw ChannelError.ioOnClosedChannel }
-        self.channel.writeAndFlush(buffer, promise: nil)
+        self.channel.writeAndFlush(buffer, promise: promise)
     }
 
     private func waitUntilWritable() async throws {

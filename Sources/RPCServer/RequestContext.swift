@@ -1,4 +1,5 @@
 import Logging
+import NIOCore
 import RPCCore
 
 /// Who is on the other end of a connection, from `SO_PEERCRED` (as of `connect`).
@@ -50,5 +51,40 @@ public struct StreamWriter<Item: Encodable & Sendable>: Sendable {
         try Task.checkCancellation()
         guard let id = self.id else { return }
         try await self.outbound.send(bytes: ReplyEncoding.resultBytes(id: id, encoded: item, continues: true))
+    }
+}
+
+extension StreamWriter {
+    /// The stream's connection, for items that come from elsewhere (a fan-out) and are
+    /// written straight from the connection's event loop, without this task awaiting each
+    /// one. Nil for a one-way request: nobody listens.
+    public var sink: StreamSink? {
+        self.id.map { StreamSink(id: $0, writer: self.outbound.writer) }
+    }
+}
+
+/// Writes a stream's items straight to its connection (see ``StreamWriter/sink``). The
+/// handler keeps running until the stream ends and returns its final result as usual;
+/// items it has not written by then are not sent.
+public struct StreamSink: Sendable {
+    let id: RequestID
+    let writer: ConnectionWriter
+
+    /// The loop that serves the connection: call ``write(encoded:written:)`` on it.
+    public var eventLoop: any EventLoop { self.writer.eventLoop }
+
+    /// Writes one item (the JSON of the stream's item type) and flushes it; `written`
+    /// runs on the loop once the bytes have gone to the socket, or the connection has
+    /// closed. False, without calling `written`, when the connection has closed already.
+    public func write(encoded item: EncodedJSON, written: @escaping @Sendable () -> Void) -> Bool {
+        let promise = self.writer.eventLoop.makePromise(of: Void.self)
+        do {
+            try self.writer.writeNow(ByteBuffer(bytes: ReplyEncoding.resultBytes(id: self.id, encoded: item, continues: true)), promise: promise)
+        } catch {
+            promise.succeed(())
+            return false
+        }
+        promise.futureResult.whenComplete { _ in written() }
+        return true
     }
 }

@@ -3,6 +3,7 @@ import Logging
 import PushAPI
 import RPCClient
 import RPCCore
+import RPCServer
 import StoreAPI
 import Synchronization
 
@@ -77,12 +78,14 @@ struct Push: Sendable {
 
     // MARK: Delivery
 
-    func listen(_ params: ListenParams, auth: Auth?, send: @Sendable (EncodedJSON) async throws -> Void) async throws -> ListenEnd {
+    /// `send` writes one item and waits while the peer is slow; `sink` writes live items
+    /// straight from the connection's event loop (nil for a one-way request).
+    func listen(_ params: ListenParams, auth: Auth?, sink: StreamSink?, send: @Sendable (EncodedJSON) async throws -> Void) async throws -> ListenEnd {
         let device = try await self.device(auth)
         if let after = params.after, after < 0 { throw RPCError.invalidParams("params.after", "must not be negative") }
         let key = Hub.DeviceKey(family: device.family, deviceId: device.deviceId)
         // Listen first, then read the backlog: nothing queued in between is missed.
-        let (live, listener, inFlight, unregister) = self.hub.register(key)
+        let (listener, inFlight, unregister) = self.hub.register(key)
         defer { unregister() }
         self.logger.debug("listening", metadata: ["family": "\(device.family)", "device_id": "\(device.deviceId)"])
         var last = max(params.after ?? 0, try self.database.acked(family: device.family, deviceId: device.deviceId))
@@ -100,19 +103,23 @@ struct Push: Sendable {
             try await send(notification.json)
             last = notification.seq
         }
-        for await notification in live where notification.seq > last {
-            guard notification.expiresAt > Date() else { continue }
-            try await send(notification.json)
-            last = notification.seq
-        }
-        switch listener.ending.withLock({ $0 }) {
+        guard let sink else { return ListenEnd(lastSeq: last) }  // one-way: nobody listens
+        // Live: what arrived meanwhile, then each new notification, written by the hub.
+        await listener.goDirect(sink, after: last)
+        let (ending, lastWritten) = await listener.waitForEnd()
+        last = max(last, lastWritten)
+        switch ending {
         case .fellBehind:
             throw RPCError(.limitExceeded, "this listener fell \(self.hub.capacity) notifications behind and was cut off; listen again to resume after your last acknowledgement",
                            data: ["lastSeq": .int(last)])
         case .revoked:
             throw RPCError(.unauthorized, "this device's credential was revoked")
-        case .shutdown, nil:
+        case .shutdown:
             return ListenEnd(lastSeq: last)
+        case nil:
+            // Cancelled (rpc.cancel, the peer gone, a stop): the runtime replies as it does
+            // for any cancelled request.
+            throw CancellationError()
         }
     }
 

@@ -38,6 +38,37 @@ struct ServiceTests {
         #expect((error?["message"] as? String)?.contains("listen again to resume") == true)
     }
 
+    @Test("notifications queued while a listener is still being sent its backlog follow the backlog, in order, none missing")
+    func liveAfterASlowBacklog() async throws {
+        let stack = try await PushStack.start()
+        defer { stack.stopNow() }
+        let payload = String(repeating: "x", count: 4000)
+        // A backlog larger than the socket and the connection's buffer can hold...
+        for index in 0..<200 {
+            _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, data: ["n": .int(Int64(index)), "pad": .string(payload)]))
+        }
+        let listener = try RawConnection(path: stack.push.socketPath)
+        listener.sendJSON(["id": 1, "method": "push.listen", "params": [:], "auth": ["token": stack.family.parentCredential.token]])
+        // ...so sending it stalls while the listener does not read, and these arrive meanwhile.
+        try await Task.sleep(for: .milliseconds(300))
+        for index in 200..<230 {
+            _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, data: ["n": .int(Int64(index))]))
+        }
+        var seqs: [Int] = []
+        while seqs.count < 230 {
+            let reply = try #require(try listener.readReply(), "the stream ended after \(seqs.count) notifications")
+            guard reply["continues"] as? Bool == true, let seq = reply.result?["seq"] as? Int else {
+                Issue.record("unexpected reply \(reply)")
+                break
+            }
+            seqs.append(seq)
+        }
+        #expect(seqs == Array(1...230))
+        // And the stream goes on live.
+        _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, data: ["n": 230]))
+        #expect(try listener.readReply()?.result?["seq"] as? Int == 231)
+    }
+
     @Test("asleep (idle-exited) under socket activation, push is woken by the store and catches up")
     func wokenByTheStore() async throws {
         let harness = try await PairingHarness.start()
