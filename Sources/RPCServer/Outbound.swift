@@ -9,19 +9,18 @@ import Synchronization
 /// anyway); a writer that asks to wait for room then waits while the channel is not
 /// writable, which is how a slow reader holds back a stream and nobody else.
 final class ConnectionWriter: @unchecked Sendable {
-    // `closed` and the waiters are touched only on the channel's event loop.
+    // `closed` and `waiting` are touched only on the channel's event loop.
     private let channel: any Channel
     private var closed = false
-    private var waiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
-    /// Waits cancelled before they were registered (the cancellation handler can run first).
-    private var cancelledEarly: Set<UInt64> = []
-    private let nextWaiter = Atomic<UInt64>(0)
+    private var waiting: [RoomWait] = []
     /// The connection stopped reading requests until earlier replies are out.
     let readHeld = Atomic<Bool>(false)
 
     init(channel: any Channel) {
         self.channel = channel
     }
+
+    var eventLoop: any EventLoop { self.channel.eventLoop }
 
     /// Writes one frame payload; with `waitForRoom`, then waits until the channel is
     /// writable again (throws if the request is cancelled meanwhile or the peer goes).
@@ -37,8 +36,6 @@ final class ConnectionWriter: @unchecked Sendable {
         }
     }
 
-    var eventLoop: any EventLoop { self.channel.eventLoop }
-
     /// Writes on the event loop, without waiting; `promise` completes once the bytes have
     /// gone to the socket (or failed).
     func writeNow(_ buffer: ByteBuffer, promise: EventLoopPromise<Void>? = nil) throws {
@@ -48,31 +45,41 @@ final class ConnectionWriter: @unchecked Sendable {
     }
 
     private func waitUntilWritable() async throws {
-        let loop = self.channel.eventLoop
-        let id = self.nextWaiter.add(1, ordering: .relaxed).newValue
+        let wait = RoomWait()
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                loop.execute {
-                    if self.cancelledEarly.remove(id) != nil {
-                        continuation.resume(throwing: CancellationError())
-                    } else if self.closed {
-                        continuation.resume(throwing: ChannelError.ioOnClosedChannel)
+                guard wait.start(continuation) else { return }
+                self.channel.eventLoop.execute {
+                    if self.closed {
+                        wait.finish(throwing: ChannelError.ioOnClosedChannel)
                     } else if self.channel.isWritable {
-                        continuation.resume()
+                        wait.finish()
                     } else {
-                        self.waiters[id] = continuation
+                        self.waiting.append(wait)
                     }
                 }
             }
         } onCancel: {
-            loop.execute {
-                if let waiter = self.waiters.removeValue(forKey: id) {
-                    waiter.resume(throwing: CancellationError())
-                } else {
-                    self.cancelledEarly.insert(id)
-                }
-            }
+            wait.finish(throwing: CancellationError())
         }
+    }
+
+    /// The channel became writable (or not): wake the writers waiting for room.
+    func writabilityChanged() {
+        self.channel.eventLoop.assertInEventLoop()
+        guard self.channel.isWritable, !self.waiting.isEmpty else { return }
+        let waiting = self.waiting
+        self.waiting = []
+        for wait in waiting { wait.finish() }
+    }
+
+    /// The channel closed: writes fail from now on, and waiting writers learn it.
+    func channelClosed() {
+        self.channel.eventLoop.assertInEventLoop()
+        self.closed = true
+        let waiting = self.waiting
+        self.waiting = []
+        for wait in waiting { wait.finish(throwing: ChannelError.ioOnClosedChannel) }
     }
 
     /// A request finished: if reading was held back for it, ask again (the connection's
@@ -80,24 +87,33 @@ final class ConnectionWriter: @unchecked Sendable {
     func requestFinished() {
         if self.readHeld.load(ordering: .relaxed) { self.channel.read() }
     }
+}
 
-    /// The channel became writable (or not): wake the writers waiting for room.
-    func writabilityChanged() {
-        self.channel.eventLoop.assertInEventLoop()
-        guard self.channel.isWritable, !self.waiters.isEmpty else { return }
-        let waiting = self.waiters
-        self.waiters = [:]
-        for waiter in waiting.values { waiter.resume() }
+/// One writer waiting for room: resumed once, by whichever comes first (room, the
+/// channel closing, the task being cancelled, even before it started waiting).
+private final class RoomWait: Sendable {
+    private let state = Mutex<(continuation: CheckedContinuation<Void, any Error>?, outcome: Result<Void, any Error>?)>((nil, nil))
+
+    /// False when the wait was settled already (cancelled first); it has been resumed.
+    func start(_ continuation: CheckedContinuation<Void, any Error>) -> Bool {
+        let settled: Result<Void, any Error>? = self.state.withLock { state in
+            if let outcome = state.outcome { return outcome }
+            state.continuation = continuation
+            return nil
+        }
+        guard let settled else { return true }
+        continuation.resume(with: settled)
+        return false
     }
 
-    /// The channel closed: writes fail from now on, and waiting writers learn it.
-    func channelClosed() {
-        self.channel.eventLoop.assertInEventLoop()
-        self.closed = true
-        let waiting = self.waiters
-        self.waiters = [:]
-        self.cancelledEarly = []
-        for waiter in waiting.values { waiter.resume(throwing: ChannelError.ioOnClosedChannel) }
+    func finish(throwing error: (any Error)? = nil) {
+        let continuation = self.state.withLock { state -> CheckedContinuation<Void, any Error>? in
+            guard state.outcome == nil else { return nil }
+            state.outcome = error.map { .failure($0) } ?? .success(())
+            defer { state.continuation = nil }
+            return state.continuation
+        }
+        if let error { continuation?.resume(throwing: error) } else { continuation?.resume() }
     }
 }
 

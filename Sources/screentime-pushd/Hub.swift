@@ -146,8 +146,6 @@ final class Hub: Sendable {
             }
             waiter?.resume()
         }
-
-        var ending: Ending? { self.state.withLock { $0.ending } }
     }
 
     let capacity: Int
