@@ -134,6 +134,21 @@ public final class Container: Sendable {
         "/proc/\(self.systemd)/root" + inside
     }
 
+    /// A host directory's `entries` as the container reaches them: the directory itself
+    /// when the container sees it (the overlay shows the host's `/`), else copies staged
+    /// under `/var/lib/screentime-staged` (a checkout or a build under /tmp is hidden by
+    /// the container's own tmpfs /tmp). Returns the directory to use inside.
+    public func reach(_ directory: String, entries: [String]) async throws -> String {
+        if let first = entries.first, try await self.run("test", "-e", directory + "/" + first).status == 0 { return directory }
+        let staged = "/var/lib/screentime-staged" + directory
+        let files = FileManager.default
+        try files.createDirectory(atPath: self.root + staged, withIntermediateDirectories: true)
+        for entry in entries where !files.fileExists(atPath: self.root + staged + "/" + entry) {
+            try files.copyItem(atPath: directory + "/" + entry, toPath: self.root + staged + "/" + entry)
+        }
+        return staged
+    }
+
     /// Waits until `condition` holds (checked every 100 ms).
     public func waitUntil(_ what: String, timeout: Duration = .seconds(30), _ condition: () async throws -> Bool) async throws {
         let deadline = ContinuousClock.now + timeout

@@ -112,7 +112,8 @@ struct ColdStartBenchmark: AsyncParsableCommand {
             try? files.removeItem(atPath: container.root + staged + "/" + binary)
             try files.copyItem(atPath: source, toPath: container.root + staged + "/" + binary)
         }
-        let installed = try await container.run([Locations.packageRoot + "/deploy/install.sh", "--bin-dir", staged])
+        let checkout = try await container.reach(Locations.packageRoot, entries: ["deploy", "docs", "systemd"])
+        let installed = try await container.run([checkout + "/deploy/install.sh", "--bin-dir", staged])
         guard installed.status == 0 else { throw BenchError("deploy/install.sh failed in the container: \(installed.stdout)\(installed.stderr)") }
         try? files.removeItem(atPath: container.root + Self.floorBinary)
         try files.copyItem(atPath: floor, toPath: container.root + Self.floorBinary)

@@ -12,8 +12,14 @@ extension Container {
 
     /// Installs with the project's own install script, from this checkout's debug build.
     func install(_ extra: String...) async throws {
-        let installed = try await self.run(["\(Self.checkout)/deploy/install.sh", "--bin-dir", Self.binaries] + extra)
+        let binaries = try await self.reach(Self.binaries, entries: ["screentime-stored", "screentime-pairingd", "screentime-pushd", "screentime-aggregatord", "screentimectl"])
+        let installed = try await self.run(["\(try await self.checkout())/deploy/install.sh", "--bin-dir", binaries] + extra)
         guard installed.status == 0 else { throw TestFailure("install.sh failed (\(installed.status)): \(installed.stdout)\(installed.stderr)") }
+    }
+
+    /// This checkout's deploy scripts (and the files they install) as the container reaches them.
+    func checkout() async throws -> String {
+        try await self.reach(Self.checkout, entries: ["deploy", "docs", "systemd"])
     }
 
     static let checkout = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path

@@ -224,12 +224,12 @@ struct SystemdTests {
         try await Container.with { container in
             try await container.install()
             _ = try await container.client("store").call(StoreMethods.createFamily, CreateFamilyParams(family: "smith"))
-            #expect(try await container.run("\(Container.checkout)/deploy/uninstall.sh").status == 0)
+            #expect(try await container.run("\(try await container.checkout())/deploy/uninstall.sh").status == 0)
             #expect(try await container.property("LoadState", of: "screentime-store.socket") == "not-found")
             try await container.install()
             let families = try await container.client("store").call(StoreMethods.listFamilies, Empty()).families.map(\.family)
             #expect(families == ["smith"])
-            #expect(try await container.run("\(Container.checkout)/deploy/uninstall.sh", "--purge").status == 0)
+            #expect(try await container.run("\(try await container.checkout())/deploy/uninstall.sh", "--purge").status == 0)
             #expect(try await container.run("test", "-e", "/var/lib/screentime").status != 0)
         }
     }
