@@ -165,6 +165,30 @@ struct WireTests {
         #expect(try over.readReply()?.errorCode == "frame_too_large")
     }
 
+    @Test("half-closing ends streams but lets unary requests finish and reply; then the service closes")
+    func halfClose() async throws {
+        let dir = TemporaryDirectory()
+        let service = try await ServiceProcess.startByHand(in: dir)
+        defer { service.stopNow() }
+        let connection = try RawConnection(path: service.socketPath)
+        connection.sendFrame(#"{"id": "feed", "method": "test.count", "params": {"count": 1000000, "intervalMilliseconds": 50}}"#)
+        #expect(try connection.readReply()?.result?["index"] as? Int == 0)
+        connection.sendFrame(#"{"id": "slow", "method": "test.sleep", "params": {"milliseconds": 300}}"#)
+        connection.sendFrame(#"{"id": "echo", "method": "test.echo", "params": {"message": "hi"}}"#)
+        try await Task.sleep(for: .milliseconds(50))
+        connection.shutdownWrite()
+        var unary: [String: [String: Any]] = [:]
+        var feedItems = 0
+        while let reply = try connection.readReply() {
+            let id = reply["id"] as? String
+            if id == "feed" { feedItems += 1 } else if let id { unary[id] = reply }
+        }
+        #expect(unary["echo"]?.result?["message"] as? String == "hi")
+        #expect(unary["slow"]?.result?["milliseconds"] as? Int == 300)
+        #expect(feedItems < 10, "the stream went on after the half-close")
+        _ = try await RPCClient(socketPath: service.socketPath).call(Builtin.ping, Empty())
+    }
+
     @Test("a frame cut short by the peer closing is dropped; the service stays up")
     func truncatedFrame() async throws {
         let dir = TemporaryDirectory()
