@@ -136,6 +136,13 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     /// The peer half-closed in the middle of a frame: tell it (it may still read), then close.
     private func refuseTruncatedFrame(pendingBytes: Int, logger: Logger) {
+        // Stopping, the service closed the input itself: the request cut short is not the
+        // client's fault. It gets no reply, the connection closes, and the client (told the
+        // service is unavailable) may retry: nothing of that request was done.
+        guard !self.state.isShuttingDown else {
+            logger.debug("a request cut short by the stop was not read", metadata: ["pending_bytes": "\(pendingBytes)"])
+            return
+        }
         logger.notice("connection closed in the middle of a frame", metadata: ["pending_bytes": "\(pendingBytes)"])
         self.runner?.outbound.sendNow(ReplyEncoding.error(id: nil, RPCError(
             .invalidFrame,

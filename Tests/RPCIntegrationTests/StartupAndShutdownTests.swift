@@ -178,6 +178,21 @@ struct StartupAndShutdownTests {
         #expect(ContinuousClock.now - started < .seconds(10))
     }
 
+    @Test("a request half-received when the stop comes is not run and gets no reply (it is not the client's fault); the connection closes, exit 0")
+    func stopMidFrame() async throws {
+        let dir = TemporaryDirectory()
+        let service = try await ServiceProcess.startByHand(in: dir)
+        defer { service.stopNow() }
+        let connection = try RawConnection(path: service.socketPath)
+        connection.sendFrame(#"{"id": 1, "method": "rpc.ping"}"#)
+        #expect(try connection.readReply()?.result != nil)
+        connection.sendRaw([0, 0, 0, 200] + Array(#"{"id": 2, "method": "test.echo", "params": {"#.utf8))
+        try await Task.sleep(for: .milliseconds(200))
+        service.signal(SIGTERM)
+        #expect(try connection.readReply() == nil, "no invalid_frame: the service stopped reading, the client did not cut the frame")
+        #expect(try await service.waitForExit() == 0)
+    }
+
     @Test("stopped while clients keep connecting, it exits 0 every time (a connection accepted as the listener closes is closed, not a crash)")
     func stopWhileClientsConnect() async throws {
         for round in 1...6 {
