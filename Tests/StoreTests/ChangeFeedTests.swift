@@ -179,13 +179,20 @@ struct ChangeFeedTests {
         let admin = RPCClient(configuration: ClientConfiguration(socketPath: store.socketPath))
         _ = try await admin.call(StoreMethods.createFamily, CreateFamilyParams(family: "fam"))
         #expect(push.hasPendingConnection(timeout: .seconds(5)), "a commit with nobody following wakes push.sock")
+        // Kept open: closed at once, under load, the waker's client saw it as a failed
+        // connect and connected again a second later, which looked like a second wake-up.
         let woken = accept(push.listenFD, nil, nil)
-        close(woken)
+        defer { close(woken) }
 
+        // The store counts the watcher before it sends the first event: once one arrives,
+        // push follows (waiting a fixed time instead failed on a loaded machine).
+        let (firstEvent, arrived) = AsyncStream<Void>.makeStream()
         let following = Task {
-            for try await _ in admin.stream(StoreMethods.watch, WatchParams(watcher: "push")) {}
+            for try await _ in admin.stream(StoreMethods.watch, WatchParams(watcher: "push")) { arrived.yield() }
         }
         defer { following.cancel() }
+        var events = firstEvent.makeAsyncIterator()
+        _ = await events.next()
         try await Task.sleep(for: .milliseconds(1200))  // past the one-second spacing of wake-ups
         _ = try await admin.call(StoreMethods.createZone, ZoneParams(family: "fam", zone: "z1"))
         #expect(!push.hasPendingConnection(timeout: .milliseconds(800)), "push follows: no wake-up")
