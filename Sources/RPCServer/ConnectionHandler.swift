@@ -46,9 +46,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
         let logger = self.logger
         context.channel.closeFuture.whenComplete { _ in
             writer.channelClosed()
-            connection.cancelAll(streamsOnly: true, reason: state.isShuttingDown ? .shutdown : .peerGone)
-            Task(executorPreference: connection.executor) {
-                await connection.drain()
+            connection.endStreams(stopping: state.isShuttingDown)
+            connection.whenDrained {
                 state.close(connection)
                 logger.debug("connection closed", metadata: ["connection_id": "\(connection.id)"])
             }
@@ -116,7 +115,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         self.writer.writabilityChanged()
-        if context.channel.isWritable && self.writer.readHeld.load(ordering: .relaxed) {
+        if context.channel.isWritable && self.connection.readHeld.load(ordering: .relaxed) {
             self.read(context: context)
         }
         context.fireChannelWritabilityChanged()
@@ -127,10 +126,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// the channel is writable again or a request finishes.
     func read(context: ChannelHandlerContext) {
         if context.channel.isWritable && self.connection.unaryInFlight < Self.readAhead {
-            self.writer.readHeld.store(false, ordering: .relaxed)
+            self.connection.readHeld.store(false, ordering: .relaxed)
             context.read()
         } else {
-            self.writer.readHeld.store(true, ordering: .relaxed)
+            self.connection.readHeld.store(true, ordering: .relaxed)
         }
     }
 
@@ -155,17 +154,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private func endReading(context: ChannelHandlerContext) {
         guard !self.readingEnded else { return }
         self.readingEnded = true
-        self.connection.cancelAll(streamsOnly: true, reason: self.state.isShuttingDown ? .shutdown : .peerGone)
+        self.connection.endStreams(stopping: self.state.isShuttingDown)
         let channel = context.channel
-        if self.connection.inFlight == 0 {
-            channel.close(promise: nil)
-        } else {
-            let connection = self.connection
-            Task(executorPreference: connection.executor) {
-                await connection.drain()
-                channel.close(promise: nil)
-            }
-        }
+        self.connection.whenDrained { channel.close(promise: nil) }
     }
 }
 

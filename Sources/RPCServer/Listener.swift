@@ -58,8 +58,8 @@ enum SocketPath {
     }
 }
 
-/// Counts connections as the kernel hands them over, before they reach the async
-/// sequence, so idle exit can tell whether one is still on its way.
+/// Counts connections as the kernel hands them over, before their pipeline is set up on
+/// their own event loop, so idle exit and shutdown can tell whether one is on its way.
 final class AcceptCounter: ChannelInboundHandler, Sendable {
     typealias InboundIn = any Channel
     let state: ServerState

@@ -13,8 +13,6 @@ final class ConnectionWriter: @unchecked Sendable {
     private let channel: any Channel
     private var closed = false
     private var waiting: [RoomWait] = []
-    /// The connection stopped reading requests until earlier replies are out.
-    let readHeld = Atomic<Bool>(false)
 
     init(channel: any Channel) {
         self.channel = channel
@@ -80,12 +78,6 @@ final class ConnectionWriter: @unchecked Sendable {
         let waiting = self.waiting
         self.waiting = []
         for wait in waiting { wait.finish(throwing: ChannelError.ioOnClosedChannel) }
-    }
-
-    /// A request finished: if reading was held back for it, ask again (the connection's
-    /// handler decides).
-    func requestFinished() {
-        if self.readHeld.load(ordering: .relaxed) { self.channel.read() }
     }
 }
 

@@ -90,7 +90,6 @@ struct RequestRunner: Sendable {
             }
         }
         self.connection.finish(token)
-        if !entry.isStream { self.outbound.writer.requestFinished() }
         self.state.noteServed()
         let micros = (ContinuousClock.now - started).microseconds
         if let failure {

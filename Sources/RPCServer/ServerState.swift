@@ -41,6 +41,9 @@ final class ConnectionState: Sendable {
     /// Where the connection's requests run (its event loop); nil: Swift's global pool.
     let executor: (any TaskExecutor)?
     private let channel: (any Channel)?
+    /// The connection stopped reading requests until earlier replies are out; a unary
+    /// request finishing asks for a read again (the connection's handler decides).
+    let readHeld = Atomic<Bool>(false)
 
     init(id: UInt64, limit: Int, executor: (any TaskExecutor)? = nil, channel: (any Channel)? = nil) {
         self.id = id
@@ -78,14 +81,16 @@ final class ConnectionState: Sendable {
     /// Forgets a finished request; returns why it was cancelled, if it was.
     @discardableResult
     func finish(_ token: UInt64) -> CancelReason? {
-        self.state.withLock { requests in
-            guard let running = requests.tasks.removeValue(forKey: token) else { return nil }
+        let (reason, wasUnary): (CancelReason?, Bool) = self.state.withLock { requests in
+            guard let running = requests.tasks.removeValue(forKey: token) else { return (nil, false) }
             if let id = running.id { requests.tokensByID[id] = nil }
             if !running.isStream { requests.unary -= 1 }
             // An idle connection keeps no tables: ten thousand of them add up.
             if requests.tasks.isEmpty { requests.tasks = [:]; requests.tokensByID = [:] }
-            return running.reason
+            return (running.reason, !running.isStream)
         }
+        if wasUnary && self.readHeld.load(ordering: .relaxed) { self.channel?.read() }
+        return reason
     }
 
     /// Why the request was cancelled, while it still runs.
@@ -112,6 +117,22 @@ final class ConnectionState: Sendable {
                 requests.tasks[token] = running
                 running.task.cancel()
             }
+        }
+    }
+
+    /// The connection's end (of reading, or of the channel): its streams end now, with
+    /// `unavailable` if the service is stopping, silently if the peer has gone.
+    func endStreams(stopping: Bool) {
+        self.cancelAll(streamsOnly: true, reason: stopping ? .shutdown : .peerGone)
+    }
+
+    /// Runs `body` once every request started so far has finished: at once when none
+    /// runs (no task for the usual idle connection), else from a task that waits.
+    func whenDrained(_ body: @escaping @Sendable () -> Void) {
+        guard self.inFlight > 0 else { return body() }
+        Task(executorPreference: self.executor) {
+            await self.drain()
+            body()
         }
     }
 
@@ -145,7 +166,7 @@ final class ServerState: Sendable {
 
     func noteAccepted() { self.state.withLock { $0.accepted += 1 } }
 
-    /// A connection arrived in the accept loop. Returns nil if the connection limit is reached.
+    /// A connection is being set up. Returns nil if the connection limit is reached.
     func open(limit: Int, inFlightLimit: Int, executor: (any TaskExecutor)? = nil, channel: (any Channel)? = nil) -> ConnectionState? {
         self.state.withLock { counters in
             counters.received += 1

@@ -101,20 +101,16 @@ struct ColdStartBenchmark: AsyncParsableCommand {
 
     /// Installs the services with deploy/install.sh, and the C service under two units.
     static func install(into container: Container, binDirectory: String, floor: String) async throws {
-        // Staged inside the container's own file system: the bin directory may be on a
-        // mount the container does not see (a tmpfs /tmp).
         let files = FileManager.default
-        let staged = "/usr/local/libexec/screentime-bench/bin"
-        try files.createDirectory(atPath: container.root + staged, withIntermediateDirectories: true)
-        for binary in Self.services.map({ Self.executable(of: $0) }) + ["screentimectl"] {
-            let source = binDirectory + "/" + binary
-            guard files.isExecutableFile(atPath: source) else { throw BenchError("\(source) is missing: build first (swift build -c release), or pass --bin-dir") }
-            try? files.removeItem(atPath: container.root + staged + "/" + binary)
-            try files.copyItem(atPath: source, toPath: container.root + staged + "/" + binary)
+        let binaries = Self.services.map { Self.executable(of: $0) } + ["screentimectl"]
+        for binary in binaries where !files.isExecutableFile(atPath: binDirectory + "/" + binary) {
+            throw BenchError("\(binDirectory)/\(binary) is missing: build first (swift build -c release), or pass --bin-dir")
         }
+        let staged = try await container.reach(binDirectory, entries: binaries)
         let checkout = try await container.reach(Locations.packageRoot, entries: ["deploy", "docs", "systemd"])
         let installed = try await container.run([checkout + "/deploy/install.sh", "--bin-dir", staged])
         guard installed.status == 0 else { throw BenchError("deploy/install.sh failed in the container: \(installed.stdout)\(installed.stderr)") }
+        try files.createDirectory(atPath: container.root + (Self.floorBinary as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         try? files.removeItem(atPath: container.root + Self.floorBinary)
         try files.copyItem(atPath: floor, toPath: container.root + Self.floorBinary)
 

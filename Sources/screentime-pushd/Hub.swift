@@ -106,13 +106,13 @@ final class Hub: Sendable {
         }
 
         private func goDirectOnLoop(_ sink: StreamSink, after last: Int64) {
+            // `write` skips what the backlog had (up to `last`) and what expired meanwhile.
             let buffered: [Outgoing] = self.state.withLock { state in
                 guard case .buffering(let items) = state.mode else { return [] }
                 state.mode = .direct(sink)
                 state.last = last
-                let due = items.filter { $0.seq > last }
-                state.pending += due.count
-                return due
+                state.pending += items.count
+                return items
             }
             for notification in buffered { self.write(notification, to: sink) }
         }

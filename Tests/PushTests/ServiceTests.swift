@@ -69,6 +69,26 @@ struct ServiceTests {
         #expect(try listener.readReply()?.result?["seq"] as? Int == 231)
     }
 
+    @Test("rpc.cancel ends a live listen with cancelled; the device listens again and gets what it had not acknowledged")
+    func cancelAListen() async throws {
+        let stack = try await PushStack.start()
+        defer { stack.stopNow() }
+        let connection = try RawConnection(path: stack.push.socketPath)
+        let auth = ["token": stack.family.parentCredential.token]
+        connection.sendJSON(["id": 1, "method": "push.listen", "params": [:], "auth": auth])
+        _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, data: ["n": 1]))
+        #expect(try connection.readReply()?.result?["seq"] as? Int == 1)
+        connection.sendJSON(["id": 2, "method": "rpc.cancel", "params": ["id": 1]])
+        var replies: [Int: [String: Any]] = [:]
+        while replies.count < 2, let reply = try connection.readReply() {
+            if let id = reply["id"] as? Int { replies[id] = reply }
+        }
+        #expect(replies[2]?.result?["cancelled"] as? Bool == true)
+        #expect(replies[1]?.errorCode == "cancelled")
+        connection.sendJSON(["id": 3, "method": "push.listen", "params": [:], "auth": auth])
+        #expect(try connection.readReply()?.result?["seq"] as? Int == 1, "not acknowledged: sent again")
+    }
+
     @Test("asleep (idle-exited) under socket activation, push is woken by the store and catches up")
     func wokenByTheStore() async throws {
         let harness = try await PairingHarness.start()
