@@ -7,18 +7,23 @@ import RPCCore
 public enum AggregatorMethods {
     public static let status = MethodSpec<Empty, AggregatorStatus>(
         "aggregator.status", summary: "Where the aggregator is in the store's change log, and what it holds.",
+        callers: [.local, .parent],
         errors: [])
     public static let report = MethodSpec<ReportParams, Report>(
         "aggregator.report", summary: "A child's or a device's learning and reward time, points and top apps over a range of local days, by day or by week.",
+        callers: [.local, .parent],
         errors: [.unauthorized, .forbidden, .invalidParams, .notFound])
     public static let recompute = MethodSpec<RecomputeParams, RecomputeResult>(
         "aggregator.recompute", summary: "Rebuilds one child's days, accruals and balance from the store's records; says which days differed. Local administration only.",
+        callers: .local,
         errors: [.forbidden, .invalidParams, .notFound])
     public static let rollUp = MethodSpec<RollUpParams, RollUpResult>(
         "aggregator.rollUp", summary: "Retention now: rolls weeks older than the retention period into WeeklySummary records and prunes their usage records and ledger entries from the store. Local administration only.",
+        callers: .local,
         errors: [.forbidden, .invalidParams, .notFound])
     public static let exportCSV = MethodSpec<ReportParams, CSVExport>(
         "aggregator.exportCSV", summary: "The same range as CSV: one line per device, day and app.",
+        callers: [.local, .parent],
         errors: [.unauthorized, .forbidden, .invalidParams, .notFound])
 }
 
@@ -87,4 +92,16 @@ public struct FamilyRollUp: Codable, Sendable, Hashable {
         self.ledgerEntriesPruned = ledgerEntriesPruned
         self.accrualsPruned = accrualsPruned
     }
+}
+
+extension AggregatorMethods {
+    /// Every method of the aggregator service, in the order `rpc.describe` lists them. The service's
+    /// method table is built against this list, and the gateway allows devices what it says.
+    public static let list = MethodList(service: "aggregator", [
+        status,
+        report,
+        recompute,
+        rollUp,
+        exportCSV,
+    ])
 }

@@ -7,29 +7,54 @@ import RPCCore
 public enum PushMethods {
     public static let subscribe = MethodSpec<SubscribeParams, Subscription>(
         "push.subscribe", summary: "Subscribes the calling device to record changes: a query (record type and filters), a zone, or the whole family.",
+        callers: .devices,
         errors: [.unauthorized, .forbidden, .invalidParams, .notFound, .conflict, .limitExceeded])
     public static let unsubscribe = MethodSpec<SubscriptionParams, UnsubscribeResult>(
         "push.unsubscribe", summary: "Removes one of the calling device's subscriptions.",
+        callers: .devices,
         errors: [.unauthorized, .notFound])
     public static let listSubscriptions = MethodSpec<ListSubscriptionsParams, ListSubscriptionsResult>(
         "push.listSubscriptions", summary: "The calling device's subscriptions (local services: a family's).",
+        callers: [.local, .parent, .child],
         errors: [.unauthorized, .invalidParams])
     public static let listen = StreamSpec<ListenParams, PushNotification, ListenEnd>(
         "push.listen", summary: "The calling device's notifications: first those queued and not acknowledged, then live ones, each with the device's next sequence number.",
+        callers: .devices,
         errors: [.unauthorized, .limitExceeded])
     public static let ack = MethodSpec<AckParams, AckResult>(
         "push.ack", summary: "Acknowledges the calling device's notifications up to a sequence number: they leave its queue.",
+        callers: .devices,
         errors: [.unauthorized, .invalidParams])
     public static let notify = MethodSpec<NotifyParams, NotifyResult>(
         "push.notify", summary: "Queues a notification for a device, or for every active parent of a family, and delivers it live. Local services only.",
+        callers: .local,
         errors: [.forbidden, .invalidParams, .notFound])
     public static let setWebhook = MethodSpec<SetWebhookParams, WebhookInfo>(
         "push.setWebhook", summary: "Sets the calling device's HTTP endpoint (UnifiedPush or ntfy): notifications it is not listening for are posted there, with retries. Only when the service runs with --webhooks.",
+        callers: .devices,
         errors: [.unauthorized, .invalidParams, .unavailable])
     public static let getWebhook = MethodSpec<Empty, WebhookInfo>(
         "push.getWebhook", summary: "The calling device's webhook: where, in what format, and how deliveries are going.",
+        callers: .devices,
         errors: [.unauthorized, .notFound])
     public static let removeWebhook = MethodSpec<Empty, RemoveWebhookResult>(
         "push.removeWebhook", summary: "Removes the calling device's webhook; what was waiting to be posted is dropped (it stays in the device's queue).",
+        callers: .devices,
         errors: [.unauthorized])
+}
+
+extension PushMethods {
+    /// Every method of the push service, in the order `rpc.describe` lists them. The service's
+    /// method table is built against this list, and the gateway allows devices what it says.
+    public static let list = MethodList(service: "push", [
+        subscribe,
+        unsubscribe,
+        listSubscriptions,
+        listen,
+        ack,
+        notify,
+        setWebhook,
+        getWebhook,
+        removeWebhook,
+    ])
 }

@@ -2,16 +2,16 @@
 public enum Builtin {
     public static let ping = MethodSpec<Empty, PingResult>(
         "rpc.ping",
-        summary: "Checks that the service answers; says which service, which version, and for how long it has run."
+        summary: "Checks that the service answers; says which service, which version, and for how long it has run.", callers: .anyone
     )
     public static let describe = MethodSpec<DescribeParams, DescribeResult>(
         "rpc.describe",
-        summary: "Lists the service's methods with their parameters, results and errors, and the protocol's error codes.",
+        summary: "Lists the service's methods with their parameters, results and errors, and the protocol's error codes.", callers: .anyone,
         errors: [.notFound]
     )
     public static let cancel = MethodSpec<CancelParams, CancelResult>(
         "rpc.cancel",
-        summary: "Cancels a request of this connection still in flight (typically a stream); it ends with a `cancelled` error reply."
+        summary: "Cancels a request of this connection still in flight (typically a stream); it ends with a `cancelled` error reply.", callers: .anyone
     )
 }
 
@@ -42,7 +42,8 @@ public struct DescribeResult: Codable, Sendable, Hashable {
     public var protocolVersion: Int
     public var maximumFrameSize: Int
     public var methods: [MethodDescription]
-    /// Every error code of the base protocol.
+    /// Every error code of the base protocol, then the service's own (those its methods name
+    /// beyond the protocol's).
     public var errorCodes: [ErrorCode]
 
     public init(service: String, version: String, protocolVersion: Int, maximumFrameSize: Int, methods: [MethodDescription], errorCodes: [ErrorCode]) {

@@ -3,15 +3,18 @@
 ///
 /// Any unary method may also be called one-way (a request without `id`): it runs, and no
 /// reply is sent.
-public struct MethodSpec<Params: Codable & Sendable, Result: Codable & Sendable>: Sendable {
+public struct MethodSpec<Params: Codable & Sendable, Result: Codable & Sendable>: DeclaredMethod {
     public let name: String
     public let summary: String
+    /// Who may call it.
+    public let callers: Callers
     /// The errors this method itself may return, beyond the protocol's own.
     public let errors: [ErrorCode]
 
-    public init(_ name: String, summary: String, errors: [ErrorCode] = []) {
+    public init(_ name: String, summary: String, callers: Callers, errors: [ErrorCode] = []) {
         self.name = name
         self.summary = summary
+        self.callers = callers
         self.errors = errors
     }
 
@@ -20,24 +23,27 @@ public struct MethodSpec<Params: Codable & Sendable, Result: Codable & Sendable>
             name: self.name,
             summary: self.summary,
             kind: .unary,
+            callers: self.callers.list,
             params: SchemaRecorder.schema(for: Params.self),
             result: SchemaRecorder.schema(for: Result.self),
             item: nil,
-            errors: MethodDescription.commonErrors + self.errors
+            errors: MethodDescription.errors(MethodDescription.commonErrors + self.errors)
         )
     }
 }
 
 /// A streaming method: one request, many replies with `"continues": true`, then a final
 /// reply carrying `End` (or an error). The client may cancel it with `rpc.cancel`.
-public struct StreamSpec<Params: Codable & Sendable, Item: Codable & Sendable, End: Codable & Sendable>: Sendable {
+public struct StreamSpec<Params: Codable & Sendable, Item: Codable & Sendable, End: Codable & Sendable>: DeclaredMethod {
     public let name: String
     public let summary: String
+    public let callers: Callers
     public let errors: [ErrorCode]
 
-    public init(_ name: String, summary: String, errors: [ErrorCode] = []) {
+    public init(_ name: String, summary: String, callers: Callers, errors: [ErrorCode] = []) {
         self.name = name
         self.summary = summary
+        self.callers = callers
         self.errors = errors
     }
 
@@ -46,10 +52,11 @@ public struct StreamSpec<Params: Codable & Sendable, Item: Codable & Sendable, E
             name: self.name,
             summary: self.summary,
             kind: .stream,
+            callers: self.callers.list,
             params: SchemaRecorder.schema(for: Params.self),
             result: SchemaRecorder.schema(for: End.self),
             item: SchemaRecorder.schema(for: Item.self),
-            errors: MethodDescription.commonErrors + [.cancelled] + self.errors
+            errors: MethodDescription.errors(MethodDescription.commonErrors + [.cancelled] + self.errors)
         )
     }
 }
@@ -64,6 +71,8 @@ public struct MethodDescription: Codable, Sendable, Hashable {
     public var name: String
     public var summary: String
     public var kind: Kind
+    /// Who may call it: `local`, `parent`, `child`, `unauthenticated`.
+    public var callers: [Caller]
     /// The shape of `params`.
     public var params: Schema
     /// The shape of the final reply's `result`.
@@ -75,6 +84,12 @@ public struct MethodDescription: Codable, Sendable, Hashable {
 
     /// Errors any method can return, whatever it does.
     public static let commonErrors: [ErrorCode] = [.invalidParams, .limitExceeded, .unavailable, .internal]
+
+    /// The codes in the order first named, each once.
+    public static func errors(_ codes: [ErrorCode]) -> [ErrorCode] {
+        var seen = Set<ErrorCode>()
+        return codes.filter { seen.insert($0).inserted }
+    }
 }
 
 /// An empty parameter list or result: `{}`.

@@ -16,6 +16,8 @@ import SystemdKit
 public final class RPCServer: Service, Sendable {
     public let configuration: ServerConfiguration
     private let table: MethodTable
+    /// The service's own methods, checked against their declared list before serving.
+    private let serviceMethods: MethodTable
     private let logger: Logger
     private let group: any EventLoopGroup
     private let state = ServerState()
@@ -35,11 +37,13 @@ public final class RPCServer: Service, Sendable {
         self.executors = Dictionary(uniqueKeysWithValues: eventLoopGroup.makeIterator().map { (ObjectIdentifier($0), EventLoopExecutor($0)) })
         var table = MethodTable()
         Self.addBuiltins(to: &table, configuration: configuration, startedAt: self.startedAt, serviceMethods: methods)
-        for name in methods.order { table.entries[name] = methods.entries[name]; table.order.append(name) }
+        table.merge(methods)
         self.table = table
+        self.serviceMethods = methods
     }
 
     public func run() async throws {
+        try self.serviceMethods.validate()
         let listeners = try await Listener.open(
             self.configuration.endpoint,
             group: self.group,
@@ -189,6 +193,8 @@ public final class RPCServer: Service, Sendable {
         }
         let builtins = [Builtin.ping.describedAs, Builtin.describe.describedAs, Builtin.cancel.describedAs]
         let all = builtins + serviceMethods.descriptions
+        // The protocol's codes, then the service's own, in the order its methods name them.
+        let errorCodes = ErrorCode.protocolCodes + MethodDescription.errors(all.flatMap(\.errors)).filter { !ErrorCode.protocolCodes.contains($0) }
         table.on(Builtin.describe) { params, _ in
             var methods = all
             if let name = params.method {
@@ -203,7 +209,7 @@ public final class RPCServer: Service, Sendable {
                 protocolVersion: rpcProtocolVersion,
                 maximumFrameSize: configuration.maximumFrameSize,
                 methods: methods,
-                errorCodes: ErrorCode.protocolCodes
+                errorCodes: errorCodes
             )
         }
         // Answered by the connection itself (it needs the connection's requests); declared

@@ -85,7 +85,7 @@ struct AggregatorService: AsyncParsableCommand {
                 environment.logger.info("database open", metadata: [
                     "path": "\(database.path)", "position": "\(position)", "store_socket": "\(store.configuration.socketPath)",
                 ])
-                var methods = MethodTable()
+                var methods = MethodTable(implementing: AggregatorMethods.list)
                 methods.on(AggregatorMethods.status) { _, _ in
                     let counts = try database.counts()
                     return AggregatorStatus(position: try database.position(), sessions: counts.sessions, days: counts.days,

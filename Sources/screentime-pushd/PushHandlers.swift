@@ -5,7 +5,7 @@ import RPCServer
 /// Binds each `push.*` method to its implementation.
 enum PushHandlers {
     static func table(_ push: Push) -> MethodTable {
-        var methods = MethodTable()
+        var methods = MethodTable(implementing: PushMethods.list)
         methods.on(PushMethods.subscribe) { params, context in try await push.subscribe(params, auth: context.auth) }
         methods.on(PushMethods.unsubscribe) { params, context in try await push.unsubscribe(params, auth: context.auth) }
         methods.on(PushMethods.listSubscriptions) { params, context in try await push.listSubscriptions(params, auth: context.auth) }

@@ -6,7 +6,7 @@ import StoreAPI
 /// Binds each `store.*` method to the store.
 enum StoreHandlers {
     static func table(_ store: RecordStore) -> MethodTable {
-        var methods = MethodTable()
+        var methods = MethodTable(implementing: StoreMethods.list)
         methods.on(StoreMethods.createFamily) { params, context in try await store.createFamily(params, auth: context.auth) }
         methods.on(StoreMethods.listFamilies) { _, context in try await store.listFamilies(auth: context.auth) }
         methods.on(StoreMethods.createZone) { params, context in try await store.createZone(params, auth: context.auth) }

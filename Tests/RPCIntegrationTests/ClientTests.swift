@@ -13,9 +13,9 @@ struct Sent: Codable, Sendable { var sent: Int }
 struct Sleep: Codable, Sendable { var milliseconds: Int; var tag: String? }
 
 enum Test_ {
-    static let echo = MethodSpec<Echo, Echoed>("test.echo", summary: "")
-    static let sleep = MethodSpec<Sleep, Sleep>("test.sleep", summary: "")
-    static let count = StreamSpec<Count, Index, Sent>("test.count", summary: "")
+    static let echo = MethodSpec<Echo, Echoed>("test.echo", summary: "", callers: .anyone)
+    static let sleep = MethodSpec<Sleep, Sleep>("test.sleep", summary: "", callers: .anyone)
+    static let count = StreamSpec<Count, Index, Sent>("test.count", summary: "", callers: .anyone)
 }
 
 @Suite("The async client")

@@ -53,14 +53,14 @@ struct LogParams: Codable, Sendable {
 }
 
 enum TestAPI {
-    static let echo = MethodSpec<EchoParams, EchoResult>("test.echo", summary: "Returns the message, repeated `times` times.")
-    static let sleep = MethodSpec<SleepParams, SleepResult>("test.sleep", summary: "Answers after the given delay.")
-    static let count = StreamSpec<CountParams, CountItem, CountEnd>("test.count", summary: "Streams 0..<count, then the total.")
-    static let fail = MethodSpec<FailParams, Empty>("test.fail", summary: "Fails with the given code and message.")
-    static let crash = MethodSpec<Empty, Empty>("test.crash", summary: "Throws an unexpected error (becomes `internal`).", errors: [.internal])
-    static let taste = MethodSpec<TasteParams, TasteParams>("test.taste", summary: "Returns its params; `flavour` is an enum.")
-    static let whoami = MethodSpec<Empty, WhoAmI>("test.whoami", summary: "The caller's SO_PEERCRED credentials.")
-    static let log = MethodSpec<LogParams, Empty>("test.log", summary: "Logs the message at notice with the fields as metadata.")
+    static let echo = MethodSpec<EchoParams, EchoResult>("test.echo", summary: "Returns the message, repeated `times` times.", callers: .anyone)
+    static let sleep = MethodSpec<SleepParams, SleepResult>("test.sleep", summary: "Answers after the given delay.", callers: .anyone)
+    static let count = StreamSpec<CountParams, CountItem, CountEnd>("test.count", summary: "Streams 0..<count, then the total.", callers: .anyone)
+    static let fail = MethodSpec<FailParams, Empty>("test.fail", summary: "Fails with the given code and message.", callers: .anyone)
+    static let crash = MethodSpec<Empty, Empty>("test.crash", summary: "Throws an unexpected error (becomes `internal`).", callers: .anyone, errors: [.internal])
+    static let taste = MethodSpec<TasteParams, TasteParams>("test.taste", summary: "Returns its params; `flavour` is an enum.", callers: .anyone)
+    static let whoami = MethodSpec<Empty, WhoAmI>("test.whoami", summary: "The caller's SO_PEERCRED credentials.", callers: .anyone)
+    static let log = MethodSpec<LogParams, Empty>("test.log", summary: "Logs the message at notice with the fields as metadata.", callers: .anyone)
 }
 
 struct UnexpectedFailure: Error {}
