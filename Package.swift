@@ -108,15 +108,19 @@ let package = Package(
             swiftSettings: strict
         ),
         // The record store's engine: schema, SQLite through GRDB, group commit, queries,
-        // change feeds, access control, maintenance. No sockets here.
+        // change feeds, access control, maintenance; Serving/ binds it to its methods.
         .target(
             name: "RecordStore",
             dependencies: [
                 "RPCCore",
+                "RPCServer",
+                "RPCClient",
+                "ServiceKit",
                 "StoreAPI",
                 "DurableSQLite",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),
@@ -124,14 +128,8 @@ let package = Package(
             name: "screentime-stored",
             dependencies: [
                 "RecordStore",
-                "StoreAPI",
                 "ServiceKit",
-                "RPCCore",
-                "RPCServer",
-                "RPCClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),
@@ -142,8 +140,10 @@ let package = Package(
             dependencies: ["RPCCore", "StoreAPI", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strict
         ),
-        .executableTarget(
-            name: "screentime-pairingd",
+        // The pairing service's engine: invitations, enrollment, short codes, credentials,
+        // lockouts, all kept in the store. No sockets of its own.
+        .target(
+            name: "PairingEngine",
             dependencies: [
                 "PairingAPI",
                 "StoreAPI",
@@ -152,9 +152,17 @@ let package = Package(
                 "RPCServer",
                 "RPCClient",
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "screentime-pairingd",
+            dependencies: [
+                "PairingEngine",
+                "ServiceKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
         ),
@@ -164,8 +172,10 @@ let package = Package(
             dependencies: ["RPCCore", "StoreAPI"],
             swiftSettings: strict
         ),
-        .executableTarget(
-            name: "screentime-pushd",
+        // The push service's engine: subscriptions, fan-out of the store's changes, durable
+        // per-device queues, live listeners, webhooks. No sockets of its own.
+        .target(
+            name: "PushEngine",
             dependencies: [
                 "PushAPI",
                 "StoreAPI",
@@ -176,10 +186,18 @@ let package = Package(
                 "RPCServer",
                 "RPCClient",
                 .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "screentime-pushd",
+            dependencies: [
+                "PushEngine",
+                "ServiceKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
         ),
@@ -203,8 +221,10 @@ let package = Package(
         .target(name: "AggregatorAPI", dependencies: ["RPCCore"], swiftSettings: strict),
         // Local days, overlap, points: the counting rules, free of I/O.
         .target(name: "UsageModel", swiftSettings: strict),
-        .executableTarget(
-            name: "screentime-aggregatord",
+        // The aggregator's engine: ingest of usage from the store's changes, daily summaries,
+        // points, earned time, alerts, reports, retention. No sockets of its own.
+        .target(
+            name: "AggregatorEngine",
             dependencies: [
                 "AggregatorAPI",
                 "UsageModel",
@@ -217,9 +237,17 @@ let package = Package(
                 "RPCServer",
                 "RPCClient",
                 .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "screentime-aggregatord",
+            dependencies: [
+                "AggregatorEngine",
+                "ServiceKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
         ),
@@ -309,6 +337,28 @@ let package = Package(
             name: "TestSupport",
             dependencies: ["RPCCore", "ProcessSpawn"],
             path: "Tests/TestSupport",
+            swiftSettings: strict
+        ),
+        // Runs a service in the test's process: its engine, its real server on a temporary
+        // socket, its background services, in a ServiceGroup.
+        .target(
+            name: "ServiceHarness",
+            dependencies: [
+                "TestSupport", "RPCCore", "RPCServer", "RPCClient", "ServiceKit",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Tests/ServiceHarness",
+            swiftSettings: strict
+        ),
+        // What every service declares, serves, describes and documents, checked together.
+        .testTarget(
+            name: "ContractTests",
+            dependencies: [
+                "ServiceHarness", "TestSupport", "RPCCore", "RPCServer", "RPCClient", "ServiceKit",
+                "StoreAPI", "PairingAPI", "PushAPI", "AggregatorAPI",
+                "RecordStore", "PairingEngine", "PushEngine", "AggregatorEngine",
+            ],
             swiftSettings: strict
         ),
         .testTarget(

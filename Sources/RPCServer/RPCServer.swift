@@ -22,6 +22,7 @@ public final class RPCServer: Service, Sendable {
     private let group: any EventLoopGroup
     private let state = ServerState()
     private let startedAt = ContinuousClock.now
+    private let readiness = Readiness()
     /// One executor per event loop, shared by the connections on that loop.
     private let executors: [ObjectIdentifier: EventLoopExecutor]
 
@@ -43,6 +44,7 @@ public final class RPCServer: Service, Sendable {
     }
 
     public func run() async throws {
+        defer { self.readiness.ended() }
         try self.serviceMethods.validate()
         let listeners = try await Listener.open(
             self.configuration.endpoint,
@@ -52,6 +54,7 @@ public final class RPCServer: Service, Sendable {
         )
         let where_ = listeners.map(\.label).joined(separator: ", ")
         ServiceNotifier.ready(status: "Serving on \(where_)")
+        self.readiness.serving()
         self.logger.notice("ready", metadata: ServiceEvent.ready.metadata.merging([
             "socket": "\(where_)", "version": "\(self.configuration.version)",
             "max_frame_size": "\(self.configuration.maximumFrameSize)",
@@ -179,6 +182,12 @@ public final class RPCServer: Service, Sendable {
             }
             for listener in listeners { try? await listener.channel.setOption(.autoRead, value: true).get() }
         }
+    }
+
+    /// Waits until the server serves (its listeners are open): true, or false if it stopped
+    /// or failed before that.
+    public func waitUntilServing() async -> Bool {
+        await self.readiness.wait()
     }
 
     private static func addBuiltins(to table: inout MethodTable, configuration: ServerConfiguration, startedAt: ContinuousClock.Instant, serviceMethods: MethodTable) {

@@ -10,16 +10,35 @@ public struct ServiceEnvironment: Sendable {
     public var service: String
     public var paths: ServicePaths
     public var logger: Logger
+
+    public init(service: String, paths: ServicePaths, logger: Logger) {
+        self.service = service
+        self.paths = paths
+        self.logger = logger
+    }
+}
+
+/// What a service's engine hands its main once it has opened its state: the method table
+/// the server serves, the services that run beside it, and what to do after a clean stop.
+public struct ServiceSetup: Sendable {
+    public var methods: MethodTable
+    public var background: [any Service]
+    /// Runs once the server and the background services have stopped cleanly.
+    public var afterStop: @Sendable () async -> Void
+
+    public init(methods: MethodTable, background: [any Service] = [], afterStop: @escaping @Sendable () async -> Void = {}) {
+        self.methods = methods
+        self.background = background
+        self.afterStop = afterStop
+    }
 }
 
 /// The whole life of a service executable: logging, paths, sockets (inherited or bound),
 /// the RPC server and any background services, signals, exit.
 ///
 /// ```swift
-/// try await ServiceMain.run(service: "store", identifier: "screentime-stored", version: "1.0.0", options: options) { env in
-///     var methods = MethodTable()
-///     methods.on(StoreAPI.createZone) { params, context in … }
-///     return methods
+/// try await ServiceMain.run(service: "push", identifier: "screentime-pushd", version: "1.0.0", options: options) { environment in
+///     try await .push(configuration, environment: environment)
 /// }
 /// ```
 public enum ServiceMain {
@@ -28,8 +47,7 @@ public enum ServiceMain {
         identifier: String,
         version: String,
         options: ServiceOptions,
-        background: @Sendable (ServiceEnvironment) async throws -> [any Service] = { _ in [] },
-        methods: @Sendable (ServiceEnvironment) async throws -> MethodTable
+        setup: @Sendable (ServiceEnvironment) async throws -> ServiceSetup
     ) async throws {
         ServiceLogging.bootstrap(identifier: identifier, level: options.resolvedLogLevel, target: options.logTarget)
         var logger = Logger(label: "screentime.\(service)")
@@ -49,6 +67,7 @@ public enum ServiceMain {
 
         do {
             let endpoint = try Self.endpoint(service: service, paths: paths, options: options, logger: logger)
+            let setup = try await setup(environment)
             let server = RPCServer(
                 configuration: ServerConfiguration(
                     service: service,
@@ -60,17 +79,18 @@ public enum ServiceMain {
                     idleExitAfter: options.idleExitSeconds.map { .milliseconds(Int64($0 * 1000)) },
                     shutdownTimeout: .milliseconds(Int64(options.shutdownTimeoutSeconds * 1000))
                 ),
-                methods: try await methods(environment),
+                methods: setup.methods,
                 logger: logger
             )
             let services: [ServiceGroupConfiguration.ServiceConfiguration] =
                 [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)]
-                + (try await background(environment)).map { .init(service: $0) }
+                + setup.background.map { .init(service: $0) }
             var configuration = ServiceGroupConfiguration(services: services, logger: logger)
             configuration.gracefulShutdownSignals = [.sigterm, .sigint]
             // A backstop past the server's own drain bound, below systemd's TimeoutStopSec.
             configuration.maximumGracefulShutdownDuration = .milliseconds(Int64(options.shutdownTimeoutSeconds * 1000)) + .seconds(5)
             try await ServiceGroup(configuration: configuration).run()
+            await setup.afterStop()
         } catch {
             logger.critical("cannot run", metadata: ["error": "\(error)"])
             StandardError.write("\(identifier): \(error)\n")

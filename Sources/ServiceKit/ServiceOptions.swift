@@ -91,6 +91,12 @@ public struct ServicePaths: Sendable, Hashable {
         self.configurationDirectory = pick(options.configurationDirectory, "CONFIGURATION_DIRECTORY", "/etc/screentime")
     }
 
+    public init(runtimeDirectory: String, stateDirectory: String, configurationDirectory: String) {
+        self.runtimeDirectory = runtimeDirectory
+        self.stateDirectory = stateDirectory
+        self.configurationDirectory = configurationDirectory
+    }
+
     /// `<runtime-dir>/<service>.sock`: where every service's socket lives.
     public func socketPath(for service: String) -> String {
         (self.runtimeDirectory as NSString).appendingPathComponent("\(service).sock")

@@ -1,12 +1,6 @@
-import AggregatorAPI
+import AggregatorEngine
 import ArgumentParser
-import Foundation
-import Logging
-import RPCClient
-import RPCServer
 import ServiceKit
-import ServiceLifecycle
-import Synchronization
 
 @main
 struct AggregatorService: AsyncParsableCommand {
@@ -49,59 +43,17 @@ struct AggregatorService: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let store = RPCClient(configuration: ClientConfiguration(
-            socketPath: self.storeSocket ?? ServicePaths(options: self.options).runtimeDirectory + "/store.sock",
-            callTimeout: .seconds(30), connectTimeout: .seconds(10)))
-        let push = RPCClient(configuration: ClientConfiguration(
-            socketPath: self.pushSocket ?? ServicePaths(options: self.options).runtimeDirectory + "/push.sock",
-            callTimeout: .seconds(30), connectTimeout: .seconds(10)))
-        let alertCheck = Duration.milliseconds(Int64(self.alertCheckSeconds * 1000))
-        let retentionInterval = Duration.milliseconds(Int64(self.retentionSeconds * 1000))
-        let retentionDays = self.retentionDays
-        let ingest = Ingest(defaultPointsPerMinute: self.defaultPointsPerMinute)
-        let summaries = Wakeup()
-        let opened = Mutex<AggregatorDatabase?>(nil)
-        try await ServiceMain.run(
-            service: "aggregator", identifier: "screentime-aggregatord", version: aggregatorVersion, options: self.options,
-            background: { environment in
-                guard let database = opened.withLock({ $0 }) else { return [] }
-                return [
-                    Follower(store: store, database: database, ingest: ingest, summaries: summaries, logger: environment.logger),
-                    Writeback(
-                        summaries: SummaryWriter(store: store, database: database, logger: environment.logger),
-                        earnedTime: EarnedTimeWriter(store: store, database: database, logger: environment.logger),
-                        retention: RetentionWriter(store: store, database: database, logger: environment.logger),
-                        alerts: AlertWriter(push: push, database: database, logger: environment.logger),
-                        wakeup: summaries, logger: environment.logger),
-                    Periodic(every: alertCheck, QuietDevices(database: database, writeback: summaries, logger: environment.logger).check),
-                    Periodic(every: retentionInterval, RollUps(database: database, retentionDays: retentionDays, writeback: summaries, logger: environment.logger).check),
-                ]
-            },
-            methods: { environment in
-                try FileManager.default.createDirectory(atPath: environment.paths.stateDirectory, withIntermediateDirectories: true)
-                let database = try AggregatorDatabase(path: environment.paths.stateDirectory + "/" + AggregatorDatabase.fileName, logger: environment.logger)
-                opened.withLock { $0 = database }
-                let position = try database.position()
-                environment.logger.info("database open", metadata: [
-                    "path": "\(database.path)", "position": "\(position)", "store_socket": "\(store.configuration.socketPath)",
-                ])
-                var methods = MethodTable(implementing: AggregatorMethods.list)
-                methods.on(AggregatorMethods.status) { _, _ in
-                    let counts = try database.counts()
-                    return AggregatorStatus(position: try database.position(), sessions: counts.sessions, days: counts.days,
-                                            pendingSummaries: counts.pendingSummaries, pendingChildWrites: counts.pendingChildWrites,
-                                            pendingRetentionWrites: counts.pendingRetentionWrites)
-                }
-                let reports = Reports(database: database, store: store)
-                methods.on(AggregatorMethods.report) { params, context in try await reports.report(params, auth: context.auth) }
-                methods.on(AggregatorMethods.exportCSV) { params, context in try await reports.exportCSV(params, auth: context.auth) }
-                let recompute = Recompute(store: store, database: database, ingest: ingest, writeback: summaries)
-                methods.on(AggregatorMethods.recompute) { params, context in try await recompute.run(params, auth: context.auth) }
-                let rollUps = RollUps(database: database, retentionDays: retentionDays, writeback: summaries, logger: environment.logger)
-                methods.on(AggregatorMethods.rollUp) { params, context in try await rollUps.run(params, auth: context.auth) }
-                return methods
-            }
-        )
+        let runtimeDirectory = ServicePaths(options: self.options).runtimeDirectory
+        let configuration = AggregatorConfiguration(
+            storeSocket: self.storeSocket ?? runtimeDirectory + "/store.sock",
+            pushSocket: self.pushSocket ?? runtimeDirectory + "/push.sock",
+            alertCheckInterval: .milliseconds(Int64(self.alertCheckSeconds * 1000)),
+            defaultPointsPerMinute: self.defaultPointsPerMinute,
+            retentionDays: self.retentionDays,
+            retentionInterval: .milliseconds(Int64(self.retentionSeconds * 1000)))
+        try await ServiceMain.run(service: "aggregator", identifier: "screentime-aggregatord", version: aggregatorVersion, options: self.options) { environment in
+            try await .aggregator(configuration, environment: environment)
+        }
     }
 }
 

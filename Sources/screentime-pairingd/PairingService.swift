@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
-import Logging
-import RPCClient
+import PairingEngine
 import ServiceKit
 
 @main
@@ -48,22 +47,17 @@ struct PairingService: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let settings = Pairing.Settings(
+        let configuration = PairingConfiguration(
+            storeSocket: self.storeSocket ?? ServicePaths(options: self.options).runtimeDirectory + "/store.sock",
             serverAddress: self.serverAddress ?? ProcessInfo.processInfo.hostName,
             invitationLifetime: .milliseconds(Int64(self.invitationSeconds * 1000)),
-            enrollmentLifetime: .milliseconds(Int64(self.enrollmentSeconds * 1000)))
-        let limits = AttemptLimiter.Limits(perFamily: self.failuresPerFamily, total: self.failuresTotal, window: .milliseconds(Int64(self.failureWindowSeconds * 1000)))
-        // One connection to the store, shared by the handlers and the purge.
-        let store = PairingStore(client: RPCClient(configuration: ClientConfiguration(
-            socketPath: self.storeSocket ?? ServicePaths(options: self.options).runtimeDirectory + "/store.sock", connectTimeout: .seconds(10))))
-        try await ServiceMain.run(
-            service: "pairing", identifier: "screentime-pairingd", version: pairingVersion, options: self.options,
-            background: { environment in [InvitationPurge(store: store, logger: environment.logger)] },
-            methods: { environment in
-                environment.logger.info("using the store", metadata: ["socket": "\(store.client.configuration.socketPath)"])
-                return PairingHandlers.table(Pairing(store: store, settings: settings, limiter: AttemptLimiter(limits), logger: environment.logger))
-            }
-        )
+            enrollmentLifetime: .milliseconds(Int64(self.enrollmentSeconds * 1000)),
+            failuresPerFamily: self.failuresPerFamily,
+            failuresTotal: self.failuresTotal,
+            failureWindow: .milliseconds(Int64(self.failureWindowSeconds * 1000)))
+        try await ServiceMain.run(service: "pairing", identifier: "screentime-pairingd", version: pairingVersion, options: self.options) { environment in
+            try await .pairing(configuration, environment: environment)
+        }
     }
 }
 

@@ -1,10 +1,6 @@
 import ArgumentParser
-import Foundation
-import Logging
-import RPCClient
+import PushEngine
 import ServiceKit
-import ServiceLifecycle
-import Synchronization
 
 @main
 struct PushService: AsyncParsableCommand {
@@ -63,54 +59,20 @@ struct PushService: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let store = RPCClient(configuration: ClientConfiguration(
-            socketPath: self.storeSocket ?? ServicePaths(options: self.options).runtimeDirectory + "/store.sock",
-            callTimeout: .seconds(30), connectTimeout: .seconds(10)))
-        let settings = Push.Settings(maximumSubscriptions: self.maximumSubscriptions, defaultTTL: .milliseconds(Int64(self.defaultTTLSeconds * 1000)))
-        let access = AccessCache(store: store, lifetime: .milliseconds(Int64(self.accessRefreshSeconds * 1000)))
-        let hub = Hub(capacity: self.listenerBuffer)
-        let maintenance = Duration.milliseconds(Int64(self.maintenanceSeconds * 1000))
-        let webhookSettings = WebhookSender.Settings(
-            timeout: .milliseconds(Int64(self.webhookTimeoutSeconds * 1000)), attempts: self.webhookAttempts,
-            firstRetry: .milliseconds(Int64(self.webhookRetrySeconds * 1000)))
-        let webhooksOn = self.webhooks
-        let opened = Mutex<(PushDatabase, SubscriptionRegistry, Dispatch)?>(nil)
-        try await ServiceMain.run(
-            service: "push", identifier: "screentime-pushd", version: pushVersion, options: self.options,
-            background: { environment in
-                guard let (database, registry, dispatch) = opened.withLock({ $0 }) else { return [] }
-                let fanout = Fanout(registry: registry, access: access, store: StoreReader(client: store), defaultTTL: settings.defaultTTL)
-                let follower = Follower(store: store, database: database, fanout: fanout, dispatch: dispatch, registry: registry, hub: hub,
-                                        access: access, logger: environment.logger)
-                var services: [any Service] = [
-                    follower, Periodic(every: maintenance, Maintenance(database: database, follower: follower, access: access, logger: environment.logger).run),
-                ]
-                if let webhooks = dispatch.webhooks {
-                    services.append(WebhookSender(database: database, registry: webhooks.registry, wakeup: webhooks.wakeup,
-                                                  settings: webhookSettings, logger: environment.logger))
-                }
-                return services
-            },
-            methods: { environment in
-                try FileManager.default.createDirectory(atPath: environment.paths.stateDirectory, withIntermediateDirectories: true)
-                let database = try PushDatabase(path: environment.paths.stateDirectory + "/" + PushDatabase.fileName, logger: environment.logger)
-                let registry = SubscriptionRegistry(try database.allSubscriptions())
-                let webhooks = webhooksOn ? Dispatch.Webhooks(registry: WebhookRegistry(try database.activeWebhooks()), wakeup: Wakeup()) : nil
-                let dispatch = Dispatch(database: database, hub: hub, webhooks: webhooks)
-                opened.withLock { $0 = (database, registry, dispatch) }
-                let position = try database.position()
-                environment.logger.info("database open", metadata: [
-                    "path": "\(database.path)", "subscriptions": "\(registry.count)", "position": "\(position)",
-                    "store_socket": "\(store.configuration.socketPath)", "webhooks": "\(webhooksOn ? "on" : "off")",
-                ])
-                return PushHandlers.table(Push(
-                    store: store, database: database, registry: registry, access: access, hub: hub, dispatch: dispatch, settings: settings,
-                    schema: SchemaCache(), logger: environment.logger))
-            }
-        )
-        // A clean stop gives back the numbers reserved and not used: no gap after a restart.
-        // Not fatal if it cannot: the next start then skips them, as after a crash.
-        try? opened.withLock { $0?.0 }?.releaseReservations()
+        let configuration = PushConfiguration(
+            storeSocket: self.storeSocket ?? ServicePaths(options: self.options).runtimeDirectory + "/store.sock",
+            listenerBuffer: self.listenerBuffer,
+            maximumSubscriptions: self.maximumSubscriptions,
+            defaultTTL: .milliseconds(Int64(self.defaultTTLSeconds * 1000)),
+            accessRefresh: .milliseconds(Int64(self.accessRefreshSeconds * 1000)),
+            maintenanceInterval: .milliseconds(Int64(self.maintenanceSeconds * 1000)),
+            webhooks: self.webhooks ? PushConfiguration.WebhookDelivery(
+                timeout: .milliseconds(Int64(self.webhookTimeoutSeconds * 1000)), attempts: self.webhookAttempts,
+                firstRetry: .milliseconds(Int64(self.webhookRetrySeconds * 1000))) : nil,
+            version: pushVersion)
+        try await ServiceMain.run(service: "push", identifier: "screentime-pushd", version: pushVersion, options: self.options) { environment in
+            try await .push(configuration, environment: environment)
+        }
     }
 }
 

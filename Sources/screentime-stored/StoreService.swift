@@ -1,12 +1,6 @@
 import ArgumentParser
-import Foundation
-import Logging
-import RPCCore
-import RPCServer
 import RecordStore
 import ServiceKit
-import ServiceLifecycle
-import StoreAPI
 
 @main
 struct StoreService: AsyncParsableCommand {
@@ -46,39 +40,20 @@ struct StoreService: AsyncParsableCommand {
         guard self.purgeIntervalSeconds > 0, self.purgeIntervalSeconds <= RecordStore.maximumGraceSeconds else {
             throw ValidationError("--purge-interval must be a positive number of seconds, at most \(Int(RecordStore.maximumGraceSeconds))")
         }
-        for argument in self.wake where argument != "none" && Waker.Target(argument: argument) == nil {
+        for argument in self.wake where argument != "none" && WakeTarget(argument: argument) == nil {
             throw ValidationError("--wake takes NAME=/absolute/socket/path or none, not \(argument)")
         }
     }
 
     func run() async throws {
-        let grace = Duration.milliseconds(Int64(self.tombstoneGraceDays * 86_400_000))
-        let interval = Duration.milliseconds(Int64(self.purgeIntervalSeconds * 1000))
-        let schemaVersion = self.schemaVersion
-        let store = StoreBox()
-        let wake = self.wake
-        try await ServiceMain.run(
-            service: "store", identifier: "screentime-stored", version: storeVersion, options: self.options,
-            background: { environment in
-                let targets = wake.isEmpty
-                    ? ["push", "aggregator"].map { Waker.Target(name: $0, socketPath: environment.paths.socketPath(for: $0)) }
-                    : wake.compactMap(Waker.Target.init(argument:))
-                // With nobody to wake (`--wake none`) there is no waker: a service that returns
-                // at once would end the whole group.
-                let purge = Periodic(every: interval, PeriodicPurge(store: store).run)
-                return targets.isEmpty ? [purge] : [purge, Waker(store: store, targets: targets, logger: environment.logger)]
-            },
-            methods: { environment in
-                let opened = try RecordStore(
-                    configuration: .init(stateDirectory: environment.paths.stateDirectory, tombstoneGrace: grace, schemaVersion: schemaVersion),
-                    logger: environment.logger)
-                store.set(opened)
-                environment.logger.info("database open", metadata: [
-                    "path": "\(opened.databasePath)", "schema_version": "\(opened.schemaVersion)", "head": "\(opened.head)",
-                ])
-                return StoreHandlers.table(opened)
-            }
-        )
+        let configuration = StoreConfiguration(
+            tombstoneGrace: .milliseconds(Int64(self.tombstoneGraceDays * 86_400_000)),
+            purgeInterval: .milliseconds(Int64(self.purgeIntervalSeconds * 1000)),
+            wake: self.wake.isEmpty ? nil : self.wake.compactMap(WakeTarget.init(argument:)),
+            schemaVersion: self.schemaVersion)
+        try await ServiceMain.run(service: "store", identifier: "screentime-stored", version: storeVersion, options: self.options) { environment in
+            try await .store(configuration, environment: environment)
+        }
     }
 }
 

@@ -61,6 +61,7 @@ enum TestAPI {
     static let taste = MethodSpec<TasteParams, TasteParams>("test.taste", summary: "Returns its params; `flavour` is an enum.", callers: .anyone)
     static let whoami = MethodSpec<Empty, WhoAmI>("test.whoami", summary: "The caller's SO_PEERCRED credentials.", callers: .anyone)
     static let log = MethodSpec<LogParams, Empty>("test.log", summary: "Logs the message at notice with the fields as metadata.", callers: .anyone)
+    static let list = MethodList(service: "test", [echo, sleep, count, fail, crash, taste, whoami, log])
 }
 
 struct UnexpectedFailure: Error {}
@@ -76,7 +77,7 @@ struct TestService: AsyncParsableCommand {
 
     func run() async throws {
         try await ServiceMain.run(service: "test", identifier: "screentime-testd", version: "0.0.0-test", options: self.options) { _ in
-            var methods = MethodTable()
+            var methods = MethodTable(implementing: TestAPI.list)
             methods.on(TestAPI.echo) { params, _ in
                 EchoResult(message: String(repeating: params.message, count: max(1, params.times ?? 1)))
             }
@@ -107,7 +108,7 @@ struct TestService: AsyncParsableCommand {
                 context.logger.notice("\(params.message)", metadata: metadata)
                 return Empty()
             }
-            return methods
+            return ServiceSetup(methods: methods)
         }
     }
 }

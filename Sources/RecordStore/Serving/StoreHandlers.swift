@@ -1,6 +1,5 @@
 import RPCCore
 import RPCServer
-import RecordStore
 import StoreAPI
 
 /// Binds each `store.*` method to the store.

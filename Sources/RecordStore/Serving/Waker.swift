@@ -2,40 +2,41 @@ import Foundation
 import Logging
 import RPCClient
 import RPCCore
-import RecordStore
 import ServiceLifecycle
 import Synchronization
+
+/// A service to wake.
+public struct WakeTarget: Sendable, Hashable {
+    /// The `watcher` name the service gives in `store.watch`.
+    public var name: String
+    public var socketPath: String
+
+    /// `NAME=SOCKET`, as `--wake` takes it.
+    public init?(argument: String) {
+        let parts = argument.split(separator: "=", maxSplits: 1).map(String.init)
+        guard parts.count == 2, !parts[0].isEmpty, parts[1].hasPrefix("/") else { return nil }
+        self.init(name: parts[0], socketPath: parts[1])
+    }
+
+    public init(name: String, socketPath: String) {
+        self.name = name
+        self.socketPath = socketPath
+    }
+}
 
 /// Wakes the services that follow `store.watch` when there is news and they are not
 /// following: connecting to a socket-activated service's socket is what makes systemd
 /// start it, and a started service resumes watching from its saved position.
 struct Waker: Service {
-    struct Target: Sendable, Hashable {
-        /// The `watcher` name the service gives in `store.watch`.
-        var name: String
-        var socketPath: String
-
-        /// `NAME=SOCKET`, as `--wake` takes it.
-        init?(argument: String) {
-            let parts = argument.split(separator: "=", maxSplits: 1).map(String.init)
-            guard parts.count == 2, !parts[0].isEmpty, parts[1].hasPrefix("/") else { return nil }
-            self.init(name: parts[0], socketPath: parts[1])
-        }
-
-        init(name: String, socketPath: String) {
-            self.name = name
-            self.socketPath = socketPath
-        }
-    }
-
-    let store: StoreBox
-    let targets: [Target]
+    let store: RecordStore
+    let targets: [WakeTarget]
     let logger: Logger
     /// At most one wake-up per target in this time, however many commits come.
     var spacing: Duration = .seconds(1)
 
     func run() async throws {
-        guard !self.targets.isEmpty, let store = self.store.store else { return }
+        guard !self.targets.isEmpty else { return }
+        let store = self.store
         let (commits, cancel) = store.commits()
         defer { cancel() }
         let lastWake = Mutex<[String: ContinuousClock.Instant]>([:])
@@ -57,7 +58,7 @@ struct Waker: Service {
         }
     }
 
-    private func wake(_ target: Target) async {
+    private func wake(_ target: WakeTarget) async {
         // The connection is what starts the service; the ping only confirms it came up.
         let client = RPCClient(configuration: ClientConfiguration(
             socketPath: target.socketPath, callTimeout: .seconds(10), connectTimeout: .seconds(2)))

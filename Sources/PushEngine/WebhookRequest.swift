@@ -11,10 +11,10 @@ enum WebhookRequest {
     /// UnifiedPush distributors take at most 4096 bytes of message.
     static let unifiedPushLimit = 4096
 
-    static func make(_ delivery: PushDatabase.Delivery, now: Date) -> HTTPClientRequest? {
+    static func make(_ delivery: PushDatabase.Delivery, now: Date, userAgent: String) -> HTTPClientRequest? {
         var request = HTTPClientRequest(url: delivery.webhook.url)
         request.method = .POST
-        request.headers.add(name: "User-Agent", value: "screentime-pushd/\(pushVersion)")
+        request.headers.add(name: "User-Agent", value: userAgent)
         if let authorization = delivery.webhook.authorization { request.headers.add(name: "Authorization", value: authorization) }
         let summary = try? Coding.decode(Summary.self, delivery.body)
         switch delivery.webhook.format {

@@ -15,6 +15,8 @@ struct WebhookSender: Service {
         var timeout: Duration
         var attempts: Int
         var firstRetry: Duration
+        /// `screentime-pushd/<version>`.
+        var userAgent: String
         var longestRetry: Duration = .seconds(15 * 60)
         var concurrency: Int = 8
     }
@@ -63,7 +65,7 @@ struct WebhookSender: Service {
             "format": "\(delivery.webhook.format.rawValue)", "attempt": "\(delivery.attempts + 1)",
         ]
         do {
-            guard let request = WebhookRequest.make(delivery, now: now) else {
+            guard let request = WebhookRequest.make(delivery, now: now, userAgent: self.settings.userAgent) else {
                 // Not for this format (a silent hint to an ntfy topic).
                 try await self.database.delivered(delivery, at: nil)
                 return

@@ -1,0 +1,79 @@
+import AggregatorAPI
+import Foundation
+import Logging
+import RPCClient
+import RPCServer
+import ServiceKit
+import ServiceLifecycle
+
+/// How the aggregator runs: what its options say.
+public struct AggregatorConfiguration: Sendable {
+    /// The record store's socket.
+    public var storeSocket: String
+    /// The push service's socket, for alerts to parents.
+    public var pushSocket: String
+    /// Between checks for devices that went quiet.
+    public var alertCheckInterval: Duration
+    /// Points per minute of a learning app that no rule rates.
+    public var defaultPointsPerMinute: Int
+    /// Days of detail kept before weeks are rolled up.
+    public var retentionDays: Int
+    public var retentionInterval: Duration
+
+    public init(storeSocket: String, pushSocket: String, alertCheckInterval: Duration = .seconds(60), defaultPointsPerMinute: Int = 1,
+                retentionDays: Int = 90, retentionInterval: Duration = .seconds(3600)) {
+        self.storeSocket = storeSocket
+        self.pushSocket = pushSocket
+        self.alertCheckInterval = alertCheckInterval
+        self.defaultPointsPerMinute = defaultPointsPerMinute
+        self.retentionDays = retentionDays
+        self.retentionInterval = retentionInterval
+    }
+}
+
+extension ServiceSetup {
+    /// The aggregator: opens its database, and returns its methods and what runs beside them
+    /// (the store follower, the write-back to the store, the quiet-device check, retention).
+    public static func aggregator(_ configuration: AggregatorConfiguration, environment: ServiceEnvironment) async throws -> ServiceSetup {
+        let logger = environment.logger
+        let store = RPCClient(configuration: ClientConfiguration(socketPath: configuration.storeSocket, callTimeout: .seconds(30), connectTimeout: .seconds(10)))
+        let push = RPCClient(configuration: ClientConfiguration(socketPath: configuration.pushSocket, callTimeout: .seconds(30), connectTimeout: .seconds(10)))
+        let ingest = Ingest(defaultPointsPerMinute: configuration.defaultPointsPerMinute)
+        let summaries = Wakeup()
+
+        try FileManager.default.createDirectory(atPath: environment.paths.stateDirectory, withIntermediateDirectories: true)
+        let database = try AggregatorDatabase(path: environment.paths.stateDirectory + "/" + AggregatorDatabase.fileName, logger: logger)
+        let position = try database.position()
+        logger.info("database open", metadata: [
+            "path": "\(database.path)", "position": "\(position)", "store_socket": "\(configuration.storeSocket)",
+        ])
+
+        var methods = MethodTable(implementing: AggregatorMethods.list)
+        methods.on(AggregatorMethods.status) { _, _ in
+            let counts = try database.counts()
+            return AggregatorStatus(position: try database.position(), sessions: counts.sessions, days: counts.days,
+                                    pendingSummaries: counts.pendingSummaries, pendingChildWrites: counts.pendingChildWrites,
+                                    pendingRetentionWrites: counts.pendingRetentionWrites)
+        }
+        let reports = Reports(database: database, store: store)
+        methods.on(AggregatorMethods.report) { params, context in try await reports.report(params, auth: context.auth) }
+        methods.on(AggregatorMethods.exportCSV) { params, context in try await reports.exportCSV(params, auth: context.auth) }
+        let recompute = Recompute(store: store, database: database, ingest: ingest, writeback: summaries)
+        methods.on(AggregatorMethods.recompute) { params, context in try await recompute.run(params, auth: context.auth) }
+        let rollUps = RollUps(database: database, retentionDays: configuration.retentionDays, writeback: summaries, logger: logger)
+        methods.on(AggregatorMethods.rollUp) { params, context in try await rollUps.run(params, auth: context.auth) }
+
+        let background: [any Service] = [
+            Follower(store: store, database: database, ingest: ingest, summaries: summaries, logger: logger),
+            Writeback(
+                summaries: SummaryWriter(store: store, database: database, logger: logger),
+                earnedTime: EarnedTimeWriter(store: store, database: database, logger: logger),
+                retention: RetentionWriter(store: store, database: database, logger: logger),
+                alerts: AlertWriter(push: push, database: database, logger: logger),
+                wakeup: summaries, logger: logger),
+            Periodic(every: configuration.alertCheckInterval, QuietDevices(database: database, writeback: summaries, logger: logger).check),
+            Periodic(every: configuration.retentionInterval, rollUps.check),
+        ]
+        return ServiceSetup(methods: methods, background: background)
+    }
+}

@@ -1,0 +1,46 @@
+import Logging
+import RPCClient
+import ServiceKit
+
+/// How the pairing service runs: what its options say.
+public struct PairingConfiguration: Sendable {
+    /// The record store's socket.
+    public var storeSocket: String
+    /// How devices reach this server, written into pairing URIs.
+    public var serverAddress: String
+    public var invitationLifetime: Duration
+    public var enrollmentLifetime: Duration
+    /// Wrong secrets accepted per family, and in total, within `failureWindow`.
+    public var failuresPerFamily: Int
+    public var failuresTotal: Int
+    public var failureWindow: Duration
+
+    public init(storeSocket: String, serverAddress: String, invitationLifetime: Duration = .seconds(600), enrollmentLifetime: Duration = .seconds(86_400),
+                failuresPerFamily: Int = 10, failuresTotal: Int = 100, failureWindow: Duration = .seconds(600)) {
+        self.storeSocket = storeSocket
+        self.serverAddress = serverAddress
+        self.invitationLifetime = invitationLifetime
+        self.enrollmentLifetime = enrollmentLifetime
+        self.failuresPerFamily = failuresPerFamily
+        self.failuresTotal = failuresTotal
+        self.failureWindow = failureWindow
+    }
+}
+
+extension ServiceSetup {
+    /// The pairing service: its methods over one shared connection to the store, and the
+    /// hourly purge of unusable invitations beside them.
+    public static func pairing(_ configuration: PairingConfiguration, environment: ServiceEnvironment) async throws -> ServiceSetup {
+        let store = PairingStore(client: RPCClient(configuration: ClientConfiguration(socketPath: configuration.storeSocket, connectTimeout: .seconds(10))))
+        let settings = Pairing.Settings(
+            serverAddress: configuration.serverAddress,
+            invitationLifetime: configuration.invitationLifetime,
+            enrollmentLifetime: configuration.enrollmentLifetime)
+        let limiter = AttemptLimiter(AttemptLimiter.Limits(
+            perFamily: configuration.failuresPerFamily, total: configuration.failuresTotal, window: configuration.failureWindow))
+        environment.logger.info("using the store", metadata: ["socket": "\(configuration.storeSocket)"])
+        return ServiceSetup(
+            methods: PairingHandlers.table(Pairing(store: store, settings: settings, limiter: limiter, logger: environment.logger)),
+            background: [InvitationPurge(store: store, logger: environment.logger)])
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import Logging
+import RPCClient
+import ServiceKit
+import ServiceLifecycle
+
+/// How the push service runs: what its options say.
+public struct PushConfiguration: Sendable {
+    /// The record store's socket.
+    public var storeSocket: String
+    /// Notifications a listener may fall behind before it is cut off.
+    public var listenerBuffer: Int
+    public var maximumSubscriptions: Int
+    public var defaultTTL: Duration
+    /// How long a family's credentials and shares are trusted before they are read again.
+    public var accessRefresh: Duration
+    /// Between drops of expired notifications and checks of listeners' credentials.
+    public var maintenanceInterval: Duration
+    /// Webhook delivery; nil: off.
+    public var webhooks: WebhookDelivery?
+    /// The service's version, as its User-Agent says.
+    public var version: String
+
+    public struct WebhookDelivery: Sendable {
+        public var timeout: Duration
+        public var attempts: Int
+        public var firstRetry: Duration
+
+        public init(timeout: Duration, attempts: Int, firstRetry: Duration) {
+            self.timeout = timeout
+            self.attempts = attempts
+            self.firstRetry = firstRetry
+        }
+    }
+
+    public init(storeSocket: String, listenerBuffer: Int = 1024, maximumSubscriptions: Int = 100, defaultTTL: Duration = .seconds(7 * 86_400),
+                accessRefresh: Duration = .seconds(30), maintenanceInterval: Duration = .seconds(60), webhooks: WebhookDelivery? = nil,
+                version: String) {
+        self.storeSocket = storeSocket
+        self.listenerBuffer = listenerBuffer
+        self.maximumSubscriptions = maximumSubscriptions
+        self.defaultTTL = defaultTTL
+        self.accessRefresh = accessRefresh
+        self.maintenanceInterval = maintenanceInterval
+        self.webhooks = webhooks
+        self.version = version
+    }
+}
+
+extension ServiceSetup {
+    /// The push service: opens its database, and returns its methods and the store follower,
+    /// maintenance and webhook sender that run beside them.
+    public static func push(_ configuration: PushConfiguration, environment: ServiceEnvironment) async throws -> ServiceSetup {
+        let logger = environment.logger
+        let store = RPCClient(configuration: ClientConfiguration(socketPath: configuration.storeSocket, callTimeout: .seconds(30), connectTimeout: .seconds(10)))
+        let settings = Push.Settings(maximumSubscriptions: configuration.maximumSubscriptions, defaultTTL: configuration.defaultTTL)
+        let access = AccessCache(store: store, lifetime: configuration.accessRefresh)
+        let hub = Hub(capacity: configuration.listenerBuffer)
+
+        try FileManager.default.createDirectory(atPath: environment.paths.stateDirectory, withIntermediateDirectories: true)
+        let database = try PushDatabase(path: environment.paths.stateDirectory + "/" + PushDatabase.fileName, logger: logger)
+        let registry = SubscriptionRegistry(try database.allSubscriptions())
+        let webhooks = configuration.webhooks == nil ? nil : Dispatch.Webhooks(registry: WebhookRegistry(try database.activeWebhooks()), wakeup: Wakeup())
+        let dispatch = Dispatch(database: database, hub: hub, webhooks: webhooks)
+        let position = try database.position()
+        logger.info("database open", metadata: [
+            "path": "\(database.path)", "subscriptions": "\(registry.count)", "position": "\(position)",
+            "store_socket": "\(configuration.storeSocket)", "webhooks": "\(webhooks == nil ? "off" : "on")",
+        ])
+
+        let fanout = Fanout(registry: registry, access: access, store: StoreReader(client: store), defaultTTL: settings.defaultTTL)
+        let follower = Follower(store: store, database: database, fanout: fanout, dispatch: dispatch, registry: registry, hub: hub,
+                                access: access, logger: logger)
+        var background: [any Service] = [
+            follower,
+            Periodic(every: configuration.maintenanceInterval, Maintenance(database: database, follower: follower, access: access, logger: logger).run),
+        ]
+        if let webhooks, let delivery = configuration.webhooks {
+            background.append(WebhookSender(
+                database: database, registry: webhooks.registry, wakeup: webhooks.wakeup,
+                settings: WebhookSender.Settings(timeout: delivery.timeout, attempts: delivery.attempts, firstRetry: delivery.firstRetry,
+                                                 userAgent: "screentime-pushd/\(configuration.version)"),
+                logger: logger))
+        }
+        let methods = PushHandlers.table(Push(
+            store: store, database: database, registry: registry, access: access, hub: hub, dispatch: dispatch, settings: settings,
+            schema: SchemaCache(), logger: logger))
+        return ServiceSetup(methods: methods, background: background) {
+            // A clean stop gives back the numbers reserved and not used: no gap after a restart.
+            // Not fatal if it cannot: the next start then skips them, as after a crash.
+            try? database.releaseReservations()
+        }
+    }
+}
