@@ -51,10 +51,14 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The wire's JSON: values, the parser of untrusted input (depth-limited), the
+        // writer, the decoder into Codable types, RFC 3339 dates. No dependencies.
+        .target(name: "WireJSON", swiftSettings: strict),
         // The wire: frames, envelopes, error codes, method declarations, schemas.
         .target(
             name: "RPCCore",
             dependencies: [
+                "WireJSON",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOExtras", package: "swift-nio-extras"),
             ],
