@@ -215,7 +215,7 @@ let package = Package(
         .target(
             name: "ChangeFeed",
             dependencies: [
-                "StoreAPI", "RPCClient", "RPCCore", "ServiceKit",
+                "StoreAPI", "RPCClient", "RPCCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

@@ -222,11 +222,6 @@ final class AggregatorDatabase: Sendable {
     }
 }
 
-enum Millis {
-    static func of(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
-    static func date(_ millis: Int64) -> Date { Date(timeIntervalSince1970: Double(millis) / 1000) }
-}
-
 // MARK: Summaries to write back
 
 extension AggregatorDatabase {

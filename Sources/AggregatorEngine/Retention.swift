@@ -1,4 +1,5 @@
 import AggregatorAPI
+import DurableSQLite
 import Foundation
 import GRDB
 import StoreAPI

@@ -1,7 +1,6 @@
 import Logging
 import RPCClient
 import RPCCore
-import ServiceKit
 import ServiceLifecycle
 import StoreAPI
 

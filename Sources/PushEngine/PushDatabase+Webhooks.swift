@@ -1,3 +1,4 @@
+import DurableSQLite
 import Foundation
 import GRDB
 import PushAPI

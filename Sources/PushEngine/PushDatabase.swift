@@ -502,10 +502,6 @@ extension Array {
     }
 }
 
-enum Millis {
-    static func of(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
-}
-
 /// JSON for the rows' bodies, in the wire's encoding (dates and all).
 enum Coding {
     static func encode<T: Encodable>(_ value: T) throws -> String {

@@ -92,12 +92,6 @@ struct StoredRecord: Sendable {
     }
 }
 
-/// Times are stored as milliseconds since 1970.
-enum Millis {
-    static func now() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
-    static func date(_ millis: Int64) -> Date { Date(timeIntervalSince1970: Double(millis) / 1000) }
-}
-
 /// The rows derived from a record's fields: its index entries, uniqueness keys and
 /// `deleteSelf` references. Rebuilt on every save.
 enum DerivedRows {
