@@ -108,30 +108,22 @@ final class AggregatorStack: @unchecked Sendable {
 
     /// Waits until the day's summary satisfies `condition` (nil: there is none).
     @discardableResult
-    func waitForSummary(_ day: String, timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation,
-                        until condition: (Summary?) -> Bool) async throws -> Summary? {
-        let deadline = ContinuousClock.now + timeout
-        var last: Summary?
-        while ContinuousClock.now < deadline {
-            last = try await self.summary(day)
-            if condition(last) { return last }
-            try await Task.sleep(for: .milliseconds(20))
+    func waitForSummary(_ day: String, timeout: Duration = .seconds(10), until condition: (Summary?) -> Bool) async throws -> Summary? {
+        try await eventually("the summary of \(day) coming to what was expected", timeout: timeout) { seen in
+            let summary = try await self.summary(day)
+            seen = String(describing: summary)
+            return condition(summary) ? .some(summary) : nil
         }
-        Issue.record("the summary of \(day) never came to what was expected; last: \(String(describing: last))", sourceLocation: sourceLocation)
-        return last
     }
 
     /// Waits until the aggregator holds `sessions` sessions and has written every summary.
     func settle(sessions: Int, timeout: Duration = .seconds(20)) async throws {
-        let deadline = ContinuousClock.now + timeout
-        var status: AggregatorStatus?
-        while ContinuousClock.now < deadline {
-            status = try? await self.local.call(AggregatorMethods.status, Empty())
-            if let status, status.sessions == sessions, status.pendingSummaries == 0, status.pendingChildWrites == 0,
-               status.pendingRetentionWrites == 0 { return }
-            try await Task.sleep(for: .milliseconds(20))
+        try await eventually("the aggregator settling at \(sessions) sessions", timeout: timeout) { seen in
+            let status = try await self.local.call(AggregatorMethods.status, Empty())
+            seen = String(describing: status)
+            return status.sessions == sessions && status.pendingSummaries == 0 && status.pendingChildWrites == 0
+                && status.pendingRetentionWrites == 0 ? () : nil
         }
-        throw TestFailure("the aggregator did not settle at \(sessions) sessions within \(timeout): \(String(describing: status))")
     }
 }
 
@@ -144,16 +136,12 @@ extension AggregatorStack {
     }
 
     @discardableResult
-    func waitForBalance(timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation, until condition: (Record?) -> Bool) async throws -> Record? {
-        let deadline = ContinuousClock.now + timeout
-        var last: Record?
-        while ContinuousClock.now < deadline {
-            last = try await self.balance()
-            if condition(last) { return last }
-            try await Task.sleep(for: .milliseconds(20))
+    func waitForBalance(timeout: Duration = .seconds(10), until condition: (Record?) -> Bool) async throws -> Record? {
+        try await eventually("the balance coming to what was expected", timeout: timeout) { seen in
+            let balance = try await self.balance()
+            seen = String(describing: balance?.fields)
+            return condition(balance) ? .some(balance) : nil
         }
-        Issue.record("the balance never came to what was expected; last: \(String(describing: last?.fields))", sourceLocation: sourceLocation)
-        return last
     }
 
     /// The child device's shield commands, oldest first, as the child reads them.

@@ -46,11 +46,9 @@ struct AggregatorServiceTests {
         pid = try activator.spawn(Binaries.path("screentime-aggregatord"), arguments, log: harness.directory.file("aggregator-2.log"))
         defer { kill(pid, SIGTERM) }
         let parentStore = harness.storeClient(token: family.parentCredential.token)
-        let deadline = ContinuousClock.now + .seconds(10)
-        var summaries: [Record] = []
-        while summaries.isEmpty, ContinuousClock.now < deadline {
-            summaries = try await parentStore.call(StoreMethods.query, QueryParams(family: family.family, zone: child.zone, recordType: "DailySummary")).records
-            try await Task.sleep(for: .milliseconds(20))
+        let summaries = try await eventually("the woken aggregator writing the day's summary") { _ in
+            let records = try await parentStore.call(StoreMethods.query, QueryParams(family: family.family, zone: child.zone, recordType: "DailySummary")).records
+            return records.isEmpty ? nil : records
         }
         #expect(summaries.first?.fields["totalLearningSeconds"] == 600)
     }

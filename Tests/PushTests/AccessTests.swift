@@ -54,8 +54,7 @@ struct AccessTests {
         try await stack.saveUsage("u1")
         try await listening.wait(for: 1)
         _ = try await stack.family.parent.call(PairingMethods.revokeDevice, DeviceParams(deviceId: stack.child.deviceId))
-        let deadline = ContinuousClock.now + .seconds(10)
-        while listening.error == nil && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        try await waitUntil("the revoked device's stream ending") { listening.error != nil }
         #expect((listening.error as? RPCError)?.code == .unauthorized)
         await expectError(.unauthorized) { _ = try await child.call(PushMethods.ack, AckParams(upTo: 1)) }
     }

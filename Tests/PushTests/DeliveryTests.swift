@@ -77,7 +77,7 @@ struct DeliveryTests {
         _ = try await stack.parent.call(PushMethods.subscribe, SubscribeParams(kind: .query, recordType: "UsageRecord"))
         try await stack.saveUsage("a1")
         try await stack.saveUsage("a2")
-        try await Task.sleep(for: .milliseconds(300))
+        try await stack.waitUntilCaughtUp()
         await stack.kill()
         // Committed while the push service is down.
         try await stack.saveUsage("b1")
@@ -97,14 +97,15 @@ struct DeliveryTests {
         let stack = try await PushStack.start(storeArguments: ["--tombstone-grace", "0"])
         defer { stack.stopNow() }
         _ = try await stack.parent.call(PushMethods.subscribe, SubscribeParams(kind: .query, recordType: "UsageRecord"))
-        try await Task.sleep(for: .milliseconds(300))
+        try await stack.waitUntilCaughtUp()
         await stack.kill()
         try await stack.saveUsage("lost")
+        // With a grace of 0, a purge takes changes older than now: let the clock move on.
         try await Task.sleep(for: .milliseconds(50))
         let purged = try await stack.harness.storeClient().call(StoreMethods.purge, PurgeParams())
         #expect(purged.watchHorizon > 0)
         try await stack.startPush()
-        try await Task.sleep(for: .milliseconds(500))
+        try await stack.waitUntilCaughtUp()
         try await stack.saveUsage("after")
         let listening = Listening(stack.parent)
         let received = try await listening.wait(for: 1)
@@ -143,6 +144,7 @@ struct DeliveryTests {
         _ = try await local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "balance 10 min"), collapseKey: "balance"))
         let latest = try await local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "balance 5 min"), collapseKey: "balance"))
         #expect(latest.queued == [QueuedNotification(deviceId: "mum-phone", seq: 3)])
+        // The first one's time to live is a second: it expires on the clock.
         try await Task.sleep(for: .milliseconds(1200))
         let listening = Listening(stack.parent)
         let received = try await listening.wait(for: 1)
@@ -158,7 +160,7 @@ struct DeliveryTests {
         let child = stack.client(token: stack.child.token)
         _ = try await child.call(PushMethods.subscribe, SubscribeParams(subscriptionId: "mine", kind: .zone, zone: stack.child.zone))
         for name in ["u1", "u2", "u3"] { try await stack.saveUsage(name) }
-        try await Task.sleep(for: .milliseconds(500))
+        try await stack.waitUntilCaughtUp()
         let listening = Listening(child)
         let received = try await listening.wait(for: 1)
         try await listening.expectQuiet(beyond: 1)

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import PushAPI
 import RPCClient
 import RPCCore
@@ -69,5 +70,32 @@ final class PushStack: @unchecked Sendable {
 
     func deleteUsage(_ name: String) async throws {
         _ = try await self.child.store.call(StoreMethods.modify, ModifyParams(family: self.family.family, zone: self.child.zone, deletes: [RecordDelete(recordName: name)]))
+    }
+}
+
+extension PushStack {
+    /// Waits until `count` listens have registered with push's hub (each logs `listening`
+    /// once registered, before it reads its backlog).
+    func waitForListeners(_ count: Int) async throws {
+        try await waitUntil("\(count) listener(s) registered", detail: self.push.log) {
+            self.push.log.split(separator: "\n").count { $0.contains("listening") && $0.contains("device_id") } >= count
+        }
+    }
+
+    /// Waits until push has queued every change the store has committed: its saved
+    /// position (in push.sqlite, moved in the same transaction as the queue) reaches the
+    /// store's head.
+    func waitUntilCaughtUp() async throws {
+        let head = try await self.harness.storeClient().call(StoreMethods.stats, Empty()).head
+        let database = try DatabaseQueue(path: self.harness.state + "/push.sqlite", configuration: {
+            var configuration = Configuration()
+            configuration.readonly = true
+            return configuration
+        }())
+        try await eventually("push queuing up to the store's head \(head)", detail: self.push.log) { seen in
+            let position = try await database.read { db in try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'watch_position'") } ?? 0
+            seen = "position \(position)"
+            return position >= head ? () : nil
+        }
     }
 }

@@ -16,7 +16,7 @@ struct ServiceTests {
         // The slow one: asks to listen, then reads nothing.
         let slow = try RawConnection(path: stack.push.socketPath)
         slow.sendJSON(["id": 1, "method": "push.listen", "params": [:], "auth": ["token": stack.family.parentCredential.token]])
-        try await Task.sleep(for: .milliseconds(300))
+        try await stack.waitForListeners(1)
         let fast = Listening(stack.parent)
         let payload = String(repeating: "x", count: 8000)
         for index in 0..<200 {
@@ -50,7 +50,7 @@ struct ServiceTests {
         let listener = try RawConnection(path: stack.push.socketPath)
         listener.sendJSON(["id": 1, "method": "push.listen", "params": [:], "auth": ["token": stack.family.parentCredential.token]])
         // ...so sending it stalls while the listener does not read, and these arrive meanwhile.
-        try await Task.sleep(for: .milliseconds(300))
+        try await stack.waitForListeners(1)
         for index in 200..<230 {
             _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, data: ["n": .int(Int64(index))]))
         }

@@ -17,7 +17,7 @@ final class WebhookEndpoint: Sendable {
         var body: String
     }
 
-    private let requests = Mutex<[Request]>([])
+    private let requests = Arrivals<Request>()
     private let statuses: Mutex<[Int]>
     private let channel: any Channel
 
@@ -43,25 +43,19 @@ final class WebhookEndpoint: Sendable {
     }
 
     var base: String { "http://127.0.0.1:\(self.channel.localAddress?.port ?? 0)" }
-    var received: [Request] { self.requests.withLock { $0 } }
+    var received: [Request] { self.requests.all }
 
     /// What to answer next (the following requests).
     func answer(_ statuses: [Int]) { self.statuses.withLock { $0 = statuses } }
 
     func wait(for count: Int, timeout: Duration = .seconds(10)) async throws -> [Request] {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let now = self.received
-            if now.count >= count { return now }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        throw TestFailure("expected \(count) webhook requests within \(timeout), got \(self.received.count)")
+        try await self.requests.wait(for: count, timeout: timeout, "webhook requests") { "\($0.map(\.body))" }
     }
 
     func stop() { _ = self.channel.close() }
 
     fileprivate func record(_ request: Request) -> Int {
-        self.requests.withLock { $0.append(request) }
+        self.requests.append(request)
         return self.statuses.withLock { $0.isEmpty ? 200 : $0.removeFirst() }
     }
 

@@ -47,6 +47,7 @@ struct WebhookTests {
         _ = try await listening.wait(for: 1)  // the backlog: seq 1, not acknowledged
         _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: stack.family.family, deviceId: parent, alert: Alert(title: "Second")))
         _ = try await listening.wait(for: 2)
+        // A post that should not happen can only be looked for over a while.
         try await Task.sleep(for: .milliseconds(300))
         #expect(endpoint.received.count == 1)
         let after = try await stack.parent.call(PushMethods.getWebhook, Empty())
@@ -83,6 +84,7 @@ struct WebhookTests {
         _ = try await stack.local.call(PushMethods.notify, NotifyParams(
             family: stack.family.family, parents: true, alert: Alert(title: "Léa's balance is empty", body: "Reward apps are shielded."), priority: .low))
         let posted = try await endpoint.wait(for: 1)
+        // A post that should not happen (the silent hint) can only be looked for over a while.
         try await Task.sleep(for: .milliseconds(300))
         #expect(endpoint.received.count == 1)
         #expect(posted[0].path == "/family-alerts")
@@ -104,11 +106,10 @@ struct WebhookTests {
         _ = try await endpoint.wait(for: 1)
         // Push records the answer a moment after the endpoint has sent it (503, or already
         // the retry's 500 on a slow machine).
-        var failing = try await stack.parent.call(PushMethods.getWebhook, Empty())
-        let deadline = ContinuousClock.now + .seconds(10)
-        while failing.lastError == nil && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-            failing = try await stack.parent.call(PushMethods.getWebhook, Empty())
+        let failing = try await eventually("push recording the endpoint's failing answer") { seen in
+            let webhook = try await stack.parent.call(PushMethods.getWebhook, Empty())
+            seen = "\(webhook)"
+            return webhook.lastError == nil ? nil : webhook
         }
         #expect(failing.lastError?.contains("HTTP 50") == true && failing.pending == 1, "\(failing)")
 
@@ -117,10 +118,14 @@ struct WebhookTests {
         try await stack.startPush()
         let posted = try await endpoint.wait(for: 3)
         #expect(Set(posted.map(\.body)).count == 1, "the same notification each time")
-        try await Task.sleep(for: .milliseconds(800))
+        // Accepted: push records the delivery and its outbox is empty, so nothing more comes.
+        let delivered = try await eventually("push recording the delivery") { seen in
+            let webhook = try await stack.parent.call(PushMethods.getWebhook, Empty())
+            seen = "\(webhook)"
+            return webhook.deliveredAt != nil && webhook.pending == 0 ? webhook : nil
+        }
+        #expect(delivered.lastError == nil)
         #expect(endpoint.received.count == 3, "nothing more once accepted")
-        let delivered = try await stack.parent.call(PushMethods.getWebhook, Empty())
-        #expect(delivered.deliveredAt != nil && delivered.lastError == nil && delivered.pending == 0)
     }
 
     @Test("an endpoint that answers 410 is marked gone and gets nothing more; setting it again revives it")
@@ -134,10 +139,14 @@ struct WebhookTests {
         _ = try await stack.parent.call(PushMethods.setWebhook, params)
         _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: stack.family.family, deviceId: parent, data: ["n": 1]))
         _ = try await endpoint.wait(for: 1)
-        try await Task.sleep(for: .milliseconds(200))
-        let gone = try await stack.parent.call(PushMethods.getWebhook, Empty())
-        #expect(gone.status == .gone && gone.lastError?.contains("HTTP 410") == true)
+        let gone = try await eventually("push marking the endpoint gone") { seen in
+            let webhook = try await stack.parent.call(PushMethods.getWebhook, Empty())
+            seen = "\(webhook)"
+            return webhook.status == .gone ? webhook : nil
+        }
+        #expect(gone.lastError?.contains("HTTP 410") == true)
         _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: stack.family.family, deviceId: parent, data: ["n": 2]))
+        // A post that should not happen can only be looked for over a while.
         try await Task.sleep(for: .milliseconds(300))
         #expect(endpoint.received.count == 1)
 
@@ -159,17 +168,25 @@ struct WebhookTests {
         _ = try await stack.parent.call(PushMethods.setWebhook, SetWebhookParams(url: endpoint.base + "/up", format: .unifiedpush))
         _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: stack.family.family, deviceId: parent, data: ["n": 1]))
         _ = try await endpoint.wait(for: 1)
-        try await Task.sleep(for: .milliseconds(300))
+        // Refused: push records why and drops it from the outbox, so no retry can come.
+        let refused = try await eventually("push recording the refusal") { seen in
+            let webhook = try await stack.parent.call(PushMethods.getWebhook, Empty())
+            seen = "\(webhook)"
+            return webhook.lastError?.contains("HTTP 400") == true && webhook.pending == 0 ? webhook : nil
+        }
+        #expect(refused.status == .active)
         #expect(endpoint.received.count == 1, "not retried")
-        let refused = try await stack.parent.call(PushMethods.getWebhook, Empty())
-        #expect(refused.status == .active && refused.lastError?.contains("HTTP 400") == true && refused.pending == 0)
 
         _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: stack.family.family, deviceId: parent, data: ["n": 2]))
         _ = try await endpoint.wait(for: 4)
-        try await Task.sleep(for: .milliseconds(800))
+        // Given up: the outbox is empty after the last attempt, so no more can come.
+        let abandoned = try await eventually("push giving up after the last attempt") { seen in
+            let webhook = try await stack.parent.call(PushMethods.getWebhook, Empty())
+            seen = "\(webhook)"
+            return webhook.lastError?.contains("timed out") == true && webhook.pending == 0 ? webhook : nil
+        }
+        #expect(abandoned.status == .active)
         #expect(endpoint.received.count == 4, "three attempts, then no more")
-        let abandoned = try await stack.parent.call(PushMethods.getWebhook, Empty())
-        #expect(abandoned.status == .active && abandoned.lastError?.contains("timed out") == true && abandoned.pending == 0)
         let queued = try await Listening(stack.parent).wait(for: 2)
         #expect(queued.map(\.fields) == [["n": 1], ["n": 2]], "both stay queued for the device")
     }

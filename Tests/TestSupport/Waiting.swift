@@ -12,3 +12,23 @@ public func waitUntil(_ what: String, timeout: Duration = .seconds(10), detail: 
     let more = detail()
     throw TestFailure("\(what) did not happen within \(timeout)" + (more.isEmpty ? "" : ":\n\(more)"))
 }
+
+/// Asks `probe` every 20 ms until it returns a value, and returns it; after `timeout`,
+/// fails naming `what`, the last thing `probe` said it saw (`lastSeen`), then `detail`.
+public func eventually<T>(_ what: String, timeout: Duration = .seconds(10), detail: @autoclosure () -> String = "",
+                          _ probe: (_ lastSeen: inout String) async throws -> T?) async throws -> T {
+    let deadline = ContinuousClock.now + timeout
+    var lastSeen = ""
+    while true {
+        do {
+            if let value = try await probe(&lastSeen) { return value }
+        } catch {
+            lastSeen = "\(error)"
+        }
+        guard ContinuousClock.now < deadline else { break }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    let more = detail()
+    throw TestFailure("\(what) did not happen within \(timeout)" + (lastSeen.isEmpty ? "" : "; last seen: \(lastSeen)")
+                      + (more.isEmpty ? "" : ":\n\(more)"))
+}
