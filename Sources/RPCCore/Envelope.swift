@@ -160,6 +160,7 @@ public enum ParamsDecoding {
             is UInt.Type, is UInt64.Type, is UInt32.Type, is UInt16.Type, is UInt8.Type:
             return "an integer"
         case is Double.Type, is Float.Type: return "a number"
+        case is RequestID.Type: return "an integer or a string"
         default:
             let name = String(describing: type)
             if name.hasPrefix("Array<") || name.hasPrefix("[") && !name.contains(":") { return "an array" }

@@ -8,14 +8,23 @@ import Synchronization
 /// A write goes straight to the channel (on its event loop, where requests usually run
 /// anyway); a writer that asks to wait for room then waits while the channel is not
 /// writable, which is how a slow reader holds back a stream and nobody else.
-final class ConnectionWriter: @unchecked Sendable {
-    // `closed` and `waiting` are touched only on the channel's event loop.
+final class ConnectionWriter: Sendable {
     private let channel: any Channel
-    private var closed = false
-    private var waiting: [RoomWait] = []
+    /// Touched only on the channel's event loop.
+    private let loopState: NIOLoopBoundBox<LoopState>
 
+    private final class LoopState {
+        var closed = false
+        var waiting: [RoomWait] = []
+        /// The last write handed to the channel: writes complete in order, so once it has,
+        /// every earlier one has gone to the socket (or failed) too.
+        var lastWrite: EventLoopFuture<Void>?
+    }
+
+    /// Made on the channel's event loop.
     init(channel: any Channel) {
         self.channel = channel
+        self.loopState = NIOLoopBoundBox(LoopState(), eventLoop: channel.eventLoop)
     }
 
     var eventLoop: any EventLoop { self.channel.eventLoop }
@@ -37,9 +46,19 @@ final class ConnectionWriter: @unchecked Sendable {
     /// Writes on the event loop, without waiting; `promise` completes once the bytes have
     /// gone to the socket (or failed).
     func writeNow(_ buffer: ByteBuffer, promise: EventLoopPromise<Void>? = nil) throws {
-        self.channel.eventLoop.assertInEventLoop()
-        guard !self.closed else { throw ChannelError.ioOnClosedChannel }
+        let state = self.loopState.value
+        guard !state.closed else { throw ChannelError.ioOnClosedChannel }
+        let promise = promise ?? self.channel.eventLoop.makePromise()
+        state.lastWrite = promise.futureResult
         self.channel.writeAndFlush(buffer, promise: promise)
+    }
+
+    /// Runs `body` on the event loop once everything written so far has gone to the socket
+    /// (or failed: the peer has gone): at once when nothing is waiting to go.
+    func whenFlushed(_ body: @escaping () -> Void) {
+        let state = self.loopState.value
+        guard let last = state.lastWrite else { return body() }
+        last.assumeIsolated().whenComplete { _ in body() }
     }
 
     private func waitUntilWritable() async throws {
@@ -48,12 +67,13 @@ final class ConnectionWriter: @unchecked Sendable {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 guard wait.start(continuation) else { return }
                 self.channel.eventLoop.execute {
-                    if self.closed {
+                    let state = self.loopState.value
+                    if state.closed {
                         wait.finish(throwing: ChannelError.ioOnClosedChannel)
                     } else if self.channel.isWritable {
                         wait.finish()
                     } else {
-                        self.waiting.append(wait)
+                        state.waiting.append(wait)
                     }
                 }
             }
@@ -64,19 +84,20 @@ final class ConnectionWriter: @unchecked Sendable {
 
     /// The channel became writable (or not): wake the writers waiting for room.
     func writabilityChanged() {
-        self.channel.eventLoop.assertInEventLoop()
-        guard self.channel.isWritable, !self.waiting.isEmpty else { return }
-        let waiting = self.waiting
-        self.waiting = []
+        let state = self.loopState.value
+        guard self.channel.isWritable, !state.waiting.isEmpty else { return }
+        let waiting = state.waiting
+        state.waiting = []
         for wait in waiting { wait.finish() }
     }
 
     /// The channel closed: writes fail from now on, and waiting writers learn it.
     func channelClosed() {
-        self.channel.eventLoop.assertInEventLoop()
-        self.closed = true
-        let waiting = self.waiting
-        self.waiting = []
+        let state = self.loopState.value
+        state.closed = true
+        state.lastWrite = nil
+        let waiting = state.waiting
+        state.waiting = []
         for wait in waiting { wait.finish(throwing: ChannelError.ioOnClosedChannel) }
     }
 }

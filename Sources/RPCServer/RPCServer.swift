@@ -80,7 +80,7 @@ public final class RPCServer: Service, Sendable {
             self.logger.notice("stopping", metadata: ServiceEvent.stopping.metadata.merging([
                 "connections": "\(summary.connections)", "in_flight": "\(summary.inFlight)",
             ]) { _, new in new })
-            self.state.beginShutdown()
+            guard self.state.beginShutdown() else { return }
             for listener in listeners { listener.channel.close(promise: nil) }
             self.state.stopReadingAll()
             let timeout = self.configuration.shutdownTimeout
@@ -94,6 +94,7 @@ public final class RPCServer: Service, Sendable {
             }
         }
         drainTimer.withLock { $0?.cancel() }
+        self.state.stopped()
         for path in listeners.compactMap(\.ownedPath) { unlink(path) }
         self.logger.notice("stopped", metadata: ServiceEvent.stopped.metadata.merging([
             "requests_served": "\(self.state.summary.served)",
@@ -116,7 +117,6 @@ public final class RPCServer: Service, Sendable {
     private func setUpConnection(_ channel: any Channel) -> EventLoopFuture<Void> {
         channel.eventLoop.makeCompletedFuture {
             let pipeline = channel.pipeline.syncOperations
-            try pipeline.addFrameCodec(maximumFrameSize: self.configuration.maximumFrameSize)
             guard let connection = self.state.open(
                 limit: self.configuration.maximumConnections,
                 inFlightLimit: self.configuration.maximumInFlightPerConnection,
@@ -126,11 +126,25 @@ public final class RPCServer: Service, Sendable {
                 self.logger.warning("connection limit reached; refusing a connection", metadata: ServiceEvent.connectionRejected.metadata.merging([
                     "max_connections": "\(self.configuration.maximumConnections)",
                 ]) { _, new in new })
+                try pipeline.addFrameCodec(maximumFrameSize: self.configuration.maximumFrameSize)
                 try pipeline.addHandler(RefusingHandler(maximumConnections: self.configuration.maximumConnections))
                 return
             }
-            try pipeline.addHandler(ConnectionHandler(table: self.table, state: self.state, connection: connection, channel: channel, logger: self.logger))
+            let handler = ConnectionHandler(
+                table: self.table, state: self.state, connection: connection, limits: self.connectionLimits,
+                channel: channel, logger: self.logger)
+            try pipeline.addHandler(ReadMeter(connection: handler))
+            try pipeline.addFrameCodec(maximumFrameSize: self.configuration.maximumFrameSize)
+            try pipeline.addHandler(handler)
         }
+    }
+
+    private var connectionLimits: ConnectionLimits {
+        ConnectionLimits(
+            readAhead: self.configuration.readAhead,
+            idleTimeout: self.configuration.idleTimeout.map(TimeAmount.init),
+            frameTimeout: TimeAmount(self.configuration.frameTimeout)
+        )
     }
 
     /// `WATCHDOG=1` at half the interval, but only after every event loop has run a task:

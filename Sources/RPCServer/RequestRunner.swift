@@ -15,6 +15,8 @@ struct RequestRunner: Sendable {
     let peer: PeerCredentials?
     /// Has `connection_id` and the peer's pid and uid.
     let logger: Logger
+    /// Told when a request finishes, so the connection may start or read more.
+    let handler: NIOLoopBound<ConnectionHandler>
 
     /// Called on the event loop for each frame read.
     func handle(_ frame: ByteBuffer) {
@@ -67,14 +69,25 @@ struct RequestRunner: Sendable {
             if let id = head.id {
                 self.outbound.sendNow(ReplyEncoding.error(id: id, RPCError(
                     .limitExceeded,
-                    "too many requests in flight on this connection; wait for replies before sending more"
+                    "too many requests in flight on this connection (streams included); end some before sending more"
                 )))
             }
         case .duplicateID:
-            self.outbound.sendNow(ReplyEncoding.error(id: head.id, RPCError(
+            // Not sent to that id: the reply to the request in flight with it is still to
+            // come, and a client must not take this refusal for it.
+            let id = head.id.map(Self.json) ?? .null
+            self.outbound.sendNow(ReplyEncoding.error(id: nil, RPCError(
                 .invalidRequest,
-                "a request with id \(head.id.map { "\($0)" } ?? "") is still in flight on this connection; ids must be unique among requests in flight"
+                "a request with id \(head.id.map { "\($0)" } ?? "") is still in flight on this connection; ids must be unique among requests in flight",
+                data: ["id": id]
             )))
+        }
+    }
+
+    private static func json(_ id: RequestID) -> JSONValue {
+        switch id {
+        case .int(let value): .int(value)
+        case .string(let value): .string(value)
         }
     }
 
@@ -91,6 +104,12 @@ struct RequestRunner: Sendable {
         }
         self.connection.finish(token)
         self.state.noteServed()
+        let handler = self.handler
+        if handler.eventLoop.inEventLoop {
+            handler.value.requestFinished()
+        } else {
+            handler.eventLoop.execute { handler.value.requestFinished() }
+        }
         let micros = (ContinuousClock.now - started).microseconds
         if let failure {
             // A refused request is worth a line at the default level: a client is getting
@@ -109,6 +128,7 @@ struct RequestRunner: Sendable {
         if let reason {
             switch reason {
             case .requested: return RPCError(.cancelled, "cancelled by rpc.cancel")
+            case .inputEnded: return RPCError(.cancelled, "the stream ended because the connection stopped carrying requests (the client closed its sending side)")
             case .shutdown: return RPCError(.unavailable, "the service is shutting down; reconnect and try again")
             case .peerGone: return nil
             }

@@ -20,8 +20,15 @@ public struct ServerConfiguration: Sendable {
     public var maximumFrameSize: Int
     /// Connections past this get `limit_exceeded` and are closed.
     public var maximumConnections: Int
-    /// Requests in flight on one connection past this get `limit_exceeded`.
+    /// Requests running at once on one connection, streams included; one read past this
+    /// gets `limit_exceeded`. (Unary requests never reach it: see ``readAhead``.)
     public var maximumInFlightPerConnection: Int
+    /// Close a connection after this long with nothing arriving on it and none of its
+    /// requests running (a live stream is running); nil: never.
+    public var idleTimeout: Duration?
+    /// How long a frame may take to arrive once its first byte has; then the connection
+    /// gets `invalid_frame` and is closed.
+    public var frameTimeout: Duration
     /// Exit after this long with no connection (socket activation only), so systemd starts
     /// the service again on the next connection.
     public var idleExitAfter: Duration?
@@ -35,6 +42,8 @@ public struct ServerConfiguration: Sendable {
         maximumFrameSize: Int = defaultMaximumFrameSize,
         maximumConnections: Int = 1024,
         maximumInFlightPerConnection: Int = 128,
+        idleTimeout: Duration? = defaultIdleTimeout,
+        frameTimeout: Duration = defaultFrameTimeout,
         idleExitAfter: Duration? = nil,
         shutdownTimeout: Duration = .seconds(10)
     ) {
@@ -44,7 +53,21 @@ public struct ServerConfiguration: Sendable {
         self.maximumFrameSize = maximumFrameSize
         self.maximumConnections = maximumConnections
         self.maximumInFlightPerConnection = maximumInFlightPerConnection
+        self.idleTimeout = idleTimeout
+        self.frameTimeout = frameTimeout
         self.idleExitAfter = idleExitAfter
         self.shutdownTimeout = shutdownTimeout
     }
+
+    /// Unary requests a connection reads ahead of their replies: 32, or the in-flight
+    /// limit if lower. Further requests wait in the socket until replies go out, so they
+    /// are never refused for being too many.
+    public var readAhead: Int { min(maximumReadAhead, self.maximumInFlightPerConnection) }
 }
+
+/// The most unary requests a connection reads ahead of their replies.
+public let maximumReadAhead = 32
+/// Default ``ServerConfiguration/idleTimeout``.
+public let defaultIdleTimeout: Duration = .seconds(300)
+/// Default ``ServerConfiguration/frameTimeout``.
+public let defaultFrameTimeout: Duration = .seconds(10)

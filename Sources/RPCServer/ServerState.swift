@@ -1,189 +1,66 @@
 import NIOCore
-import RPCCore
 import Synchronization
 
-/// Why a request was cancelled, which decides its final reply.
-enum CancelReason: Sendable {
-    /// `rpc.cancel` from the client: reply `cancelled`.
-    case requested
-    /// The service is stopping: reply `unavailable`, so the client reconnects and retries.
-    case shutdown
-    /// The peer closed its side: nobody to reply to.
-    case peerGone
-}
-
-/// The requests in flight on one connection.
-final class ConnectionState: Sendable {
-    let id: UInt64
-    private let limit: Int
-    private let state = Mutex(Requests())
-
-    private struct Requests {
-        var nextToken: UInt64 = 0
-        var tasks: [UInt64: Running] = [:]
-        var tokensByID: [RequestID: UInt64] = [:]
-        var unary = 0
-    }
-
-    private struct Running {
-        var task: Task<Void, Never>
-        var id: RequestID?
-        var isStream: Bool
-        var reason: CancelReason?
-    }
-
-    enum StartOutcome {
-        case started
-        case tooMany
-        case duplicateID
-    }
-
-    /// Where the connection's requests run (its event loop); nil: Swift's global pool.
-    let executor: (any TaskExecutor)?
-    private let channel: (any Channel)?
-    /// The connection stopped reading requests until earlier replies are out; a unary
-    /// request finishing asks for a read again (the connection's handler decides).
-    let readHeld = Atomic<Bool>(false)
-
-    init(id: UInt64, limit: Int, executor: (any TaskExecutor)? = nil, channel: (any Channel)? = nil) {
-        self.id = id
-        self.limit = limit
-        self.executor = executor
-        self.channel = channel
-    }
-
-    /// Stops reading requests (shutdown); those read already are still served.
-    func stopReading() {
-        guard let channel = self.channel else { return }
-        // A connection not active yet checks for shutdown itself when it becomes active
-        // (NIO does not allow closing the input of a channel before that).
-        channel.eventLoop.execute {
-            if channel.isActive { channel.close(mode: .input, promise: nil) }
-        }
-    }
-
-    /// Starts `body` as the request `id`, unless the connection is at its limit or that id
-    /// is still in flight. `body` gets the token to pass to ``finish(_:)``.
-    func start(id: RequestID?, isStream: Bool, _ body: @escaping @Sendable (UInt64) async -> Void) -> StartOutcome {
-        self.state.withLock { requests in
-            guard requests.tasks.count < self.limit else { return .tooMany }
-            if let id, requests.tokensByID[id] != nil { return .duplicateID }
-            let token = requests.nextToken
-            requests.nextToken += 1
-            let task = Task(executorPreference: self.executor) { await body(token) }
-            requests.tasks[token] = Running(task: task, id: id, isStream: isStream)
-            if !isStream { requests.unary += 1 }
-            if let id { requests.tokensByID[id] = token }
-            return .started
-        }
-    }
-
-    /// Forgets a finished request; returns why it was cancelled, if it was.
-    @discardableResult
-    func finish(_ token: UInt64) -> CancelReason? {
-        let (reason, wasUnary): (CancelReason?, Bool) = self.state.withLock { requests in
-            guard let running = requests.tasks.removeValue(forKey: token) else { return (nil, false) }
-            if let id = running.id { requests.tokensByID[id] = nil }
-            if !running.isStream { requests.unary -= 1 }
-            // An idle connection keeps no tables: ten thousand of them add up.
-            if requests.tasks.isEmpty { requests.tasks = [:]; requests.tokensByID = [:] }
-            return (running.reason, !running.isStream)
-        }
-        if wasUnary && self.readHeld.load(ordering: .relaxed) { self.channel?.read() }
-        return reason
-    }
-
-    /// Why the request was cancelled, while it still runs.
-    func reason(_ token: UInt64) -> CancelReason? {
-        self.state.withLock { $0.tasks[token]?.reason }
-    }
-
-    /// Cancels the request `id`; false when none is in flight.
-    func cancel(_ id: RequestID, reason: CancelReason) -> Bool {
-        self.state.withLock { requests in
-            guard let token = requests.tokensByID[id], var running = requests.tasks[token] else { return false }
-            running.reason = running.reason ?? reason
-            requests.tasks[token] = running
-            running.task.cancel()
-            return true
-        }
-    }
-
-    /// Cancels every stream (or every request) still running.
-    func cancelAll(streamsOnly: Bool, reason: CancelReason) {
-        self.state.withLock { requests in
-            for (token, var running) in requests.tasks where running.isStream || !streamsOnly {
-                running.reason = running.reason ?? reason
-                requests.tasks[token] = running
-                running.task.cancel()
-            }
-        }
-    }
-
-    /// The connection's end (of reading, or of the channel): its streams end now, with
-    /// `unavailable` if the service is stopping, silently if the peer has gone.
-    func endStreams(stopping: Bool) {
-        self.cancelAll(streamsOnly: true, reason: stopping ? .shutdown : .peerGone)
-    }
-
-    /// Runs `body` once every request started so far has finished: at once when none
-    /// runs (no task for the usual idle connection), else from a task that waits.
-    func whenDrained(_ body: @escaping @Sendable () -> Void) {
-        guard self.inFlight > 0 else { return body() }
-        Task(executorPreference: self.executor) {
-            await self.drain()
-            body()
-        }
-    }
-
-    /// Waits until every request started so far has finished.
-    func drain() async {
-        while let next = self.state.withLock({ $0.tasks.values.first?.task }) {
-            await next.value
-            // A finished task removes itself; yield so it can.
-            await Task.yield()
-        }
-    }
-
-    var inFlight: Int { self.state.withLock { $0.tasks.count } }
-    /// Requests in flight that are not streams: those whose replies are still to come.
-    var unaryInFlight: Int { self.state.withLock { $0.unary } }
-}
-
-/// Process-wide bookkeeping: connections, accept counters for idle exit, shutdown phase.
+/// Process-wide bookkeeping: the server's phase, its connections (for limits, idle exit
+/// and draining) and what it has served.
 final class ServerState: Sendable {
-    private let state = Mutex(Counters())
+    /// running → draining (SIGTERM, idle exit: nothing new is read) → stopped.
+    enum Phase: Sendable, Equatable {
+        case running
+        case draining
+        case stopped
+    }
 
-    private struct Counters {
-        var accepted = 0
-        var received = 0
+    private let state = Mutex(State())
+
+    private struct State {
+        var phase = Phase.running
+        /// Connections a listener has accepted whose pipeline is not set up yet (on their
+        /// own event loop): on their way, so not quiet.
+        var arriving = 0
         var nextConnectionID: UInt64 = 1
         var connections: [UInt64: ConnectionState] = [:]
         var idleSince: ContinuousClock.Instant? = .now
-        var shuttingDown = false
         var requestsServed: UInt64 = 0
+        var nextWaiter = 0
+        var quietWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
+
+        var isQuiet: Bool { self.connections.isEmpty && self.arriving == 0 }
+
+        /// The waiters to resume, if the server has just become quiet.
+        mutating func takeWaitersIfQuiet() -> [CheckedContinuation<Void, Never>] {
+            guard self.isQuiet, !self.quietWaiters.isEmpty else { return [] }
+            defer { self.quietWaiters = [:] }
+            return Array(self.quietWaiters.values)
+        }
     }
 
-    func noteAccepted() { self.state.withLock { $0.accepted += 1 } }
+    /// A listener accepted a connection.
+    func noteAccepted() { self.state.withLock { $0.arriving += 1 } }
 
     /// A connection is being set up. Returns nil if the connection limit is reached.
     func open(limit: Int, inFlightLimit: Int, executor: (any TaskExecutor)? = nil, channel: (any Channel)? = nil) -> ConnectionState? {
-        self.state.withLock { counters in
-            counters.received += 1
-            guard counters.connections.count < limit else { return nil }
-            let connection = ConnectionState(id: counters.nextConnectionID, limit: inFlightLimit, executor: executor, channel: channel)
-            counters.nextConnectionID += 1
-            counters.connections[connection.id] = connection
-            counters.idleSince = nil
-            return connection
+        let (connection, waiters): (ConnectionState?, [CheckedContinuation<Void, Never>]) = self.state.withLock { state in
+            state.arriving = max(0, state.arriving - 1)
+            guard state.connections.count < limit else { return (nil, state.takeWaitersIfQuiet()) }
+            let connection = ConnectionState(id: state.nextConnectionID, limit: inFlightLimit, executor: executor, channel: channel)
+            state.nextConnectionID += 1
+            state.connections[connection.id] = connection
+            state.idleSince = nil
+            return (connection, [])
         }
+        for waiter in waiters { waiter.resume() }
+        return connection
     }
 
+    /// The connection has closed and its requests have finished.
     func close(_ connection: ConnectionState) {
-        self.state.withLock { counters in
-            counters.connections[connection.id] = nil
-            if counters.connections.isEmpty { counters.idleSince = .now }
+        let waiters = self.state.withLock { state in
+            state.connections[connection.id] = nil
+            if state.connections.isEmpty { state.idleSince = .now }
+            return state.takeWaitersIfQuiet()
         }
+        for waiter in waiters { waiter.resume() }
     }
 
     func noteServed() { self.state.withLock { $0.requestsServed += 1 } }
@@ -192,17 +69,42 @@ final class ServerState: Sendable {
     var idleSince: ContinuousClock.Instant? { self.state.withLock { $0.idleSince } }
 
     /// True when no connection is open and none is on its way from the kernel.
-    var isQuiet: Bool {
-        self.state.withLock { $0.connections.isEmpty && $0.accepted == $0.received }
+    var isQuiet: Bool { self.state.withLock { $0.isQuiet } }
+
+    var phase: Phase { self.state.withLock { $0.phase } }
+    /// Draining or stopped.
+    var isShuttingDown: Bool { self.phase != .running }
+
+    /// running → draining; false if the server was not running.
+    @discardableResult
+    func beginShutdown() -> Bool {
+        self.state.withLock { state in
+            guard state.phase == .running else { return false }
+            state.phase = .draining
+            return true
+        }
     }
 
-    func beginShutdown() { self.state.withLock { $0.shuttingDown = true } }
-    var isShuttingDown: Bool { self.state.withLock { $0.shuttingDown } }
+    func stopped() { self.state.withLock { $0.phase = .stopped } }
 
-    /// Waits until no connection is open or on its way (after the listeners closed).
+    /// Waits until no connection is open or on its way (after the listeners closed);
+    /// returns early if the task is cancelled.
     func waitUntilQuiet() async {
-        while !self.isQuiet {
-            do { try await Task.sleep(for: .milliseconds(10)) } catch { return }  // cancelled: give up waiting
+        let id = self.state.withLock { state in
+            defer { state.nextWaiter += 1 }
+            return state.nextWaiter
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now: Bool = self.state.withLock { state in
+                    guard !state.isQuiet, !Task.isCancelled else { return true }
+                    state.quietWaiters[id] = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            self.state.withLock { $0.quietWaiters.removeValue(forKey: id) }?.resume()
         }
     }
 
@@ -214,7 +116,7 @@ final class ServerState: Sendable {
 
     func cancelEverything(reason: CancelReason) {
         let connections = self.state.withLock { Array($0.connections.values) }
-        for connection in connections { connection.cancelAll(streamsOnly: false, reason: reason) }
+        for connection in connections { connection.cancelAll(reason: reason) }
     }
 
     var summary: (connections: Int, inFlight: Int, served: UInt64) {

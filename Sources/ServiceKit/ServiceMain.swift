@@ -76,6 +76,8 @@ public enum ServiceMain {
                     maximumFrameSize: options.maximumFrameSize,
                     maximumConnections: options.maximumConnections,
                     maximumInFlightPerConnection: options.maximumInFlight,
+                    idleTimeout: options.idleTimeout,
+                    frameTimeout: options.frameTimeout,
                     idleExitAfter: options.idleExitSeconds.map { .milliseconds(Int64($0 * 1000)) },
                     shutdownTimeout: .milliseconds(Int64(options.shutdownTimeoutSeconds * 1000))
                 ),

@@ -28,8 +28,14 @@ public struct ServiceOptions: ParsableArguments, Sendable {
     @Option(name: .customLong("max-connections"), help: "Connections served at once; more are refused with limit_exceeded.")
     public var maximumConnections: Int = 1024
 
-    @Option(name: .customLong("max-in-flight"), help: "Requests in flight per connection; more are refused with limit_exceeded.")
+    @Option(name: .customLong("max-in-flight"), help: ArgumentHelp("Requests running at once per connection, streams included; more are refused with limit_exceeded.", discussion: "Unary requests never reach it: a connection reads at most 32 of them (or this many, if fewer) ahead of their replies, and the rest wait in the socket."))
     public var maximumInFlight: Int = 128
+
+    @Option(name: .customLong("idle-timeout"), help: ArgumentHelp("Close a connection after this many seconds with nothing arriving on it and none of its requests running (a live stream is running); 0: never.", valueName: "seconds"))
+    public var idleTimeoutSeconds: Double = 300
+
+    @Option(name: .customLong("frame-timeout"), help: ArgumentHelp("Seconds a frame may take to arrive once its first byte has; then the connection gets invalid_frame and is closed.", valueName: "seconds"))
+    public var frameTimeoutSeconds: Double = 10
 
     @Option(name: .customLong("idle-exit"), help: ArgumentHelp("Exit after this many seconds without a connection (socket activation only; systemd starts the service again on the next connection).", valueName: "seconds"))
     public var idleExitSeconds: Double?
@@ -54,12 +60,22 @@ public struct ServiceOptions: ParsableArguments, Sendable {
         }
         guard self.maximumConnections > 0 else { throw ValidationError("--max-connections must be at least 1") }
         guard self.maximumInFlight > 0 else { throw ValidationError("--max-in-flight must be at least 1") }
+        guard self.idleTimeoutSeconds >= 0 else { throw ValidationError("--idle-timeout must not be negative (0 turns it off)") }
+        guard self.frameTimeoutSeconds > 0 else { throw ValidationError("--frame-timeout must be a positive number of seconds") }
         if let idle = self.idleExitSeconds, idle <= 0 { throw ValidationError("--idle-exit must be a positive number of seconds") }
         guard self.shutdownTimeoutSeconds >= 0 else { throw ValidationError("--shutdown-timeout must not be negative") }
         if let level = self.logLevel ?? ProcessInfo.processInfo.environment["SCREENTIME_LOG_LEVEL"], Logger.Level(rawValue: level) == nil {
             throw ValidationError("unknown log level \"\(level)\"; use trace, debug, info, notice, warning, error or critical")
         }
     }
+
+    /// `--idle-timeout` as a duration; nil when off.
+    public var idleTimeout: Duration? {
+        self.idleTimeoutSeconds > 0 ? .milliseconds(Int64(self.idleTimeoutSeconds * 1000)) : nil
+    }
+
+    /// `--frame-timeout` as a duration.
+    public var frameTimeout: Duration { .milliseconds(Int64(self.frameTimeoutSeconds * 1000)) }
 
     /// The log level from the flag, else `$SCREENTIME_LOG_LEVEL`, else info.
     public var resolvedLogLevel: Logger.Level {

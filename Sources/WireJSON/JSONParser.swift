@@ -4,9 +4,19 @@
 public struct JSONParser {
     public struct Failure: Error, CustomStringConvertible {
         public var offset: Int
+        /// The JSON nests arrays and objects deeper than ``JSONParser/maximumDepth``.
+        public var tooDeep = false
         public init(offset: Int) { self.offset = offset }
-        public var description: String { "invalid JSON at byte \(self.offset)" }
+        public var description: String {
+            self.tooDeep
+                ? "arrays and objects nested deeper than \(JSONParser.maximumDepth) levels at byte \(self.offset)"
+                : "invalid JSON at byte \(self.offset)"
+        }
     }
+
+    /// The deepest nesting of arrays and objects accepted (the outermost one is level 1):
+    /// deeper input is refused rather than parsed on a recursion that could exhaust the stack.
+    public static let maximumDepth = 512
 
     private let bytes: [UInt8]
     private var index = 0
@@ -46,11 +56,15 @@ public struct JSONParser {
         self.index += count
     }
 
+    /// `depth`: the arrays and objects around the value.
     private mutating func value(depth: Int) throws(Failure) -> JSONValue {
-        guard depth < 512 else { throw self.failure }
         self.skipWhitespace()
         guard self.index < self.bytes.count else { throw self.failure }
         switch self.bytes[self.index] {
+        case UInt8(ascii: "{") where depth >= Self.maximumDepth, UInt8(ascii: "[") where depth >= Self.maximumDepth:
+            var failure = self.failure
+            failure.tooDeep = true
+            throw failure
         case UInt8(ascii: "{"):
             self.index += 1
             var members: [String: JSONValue] = [:]

@@ -40,6 +40,30 @@ struct BackPressureTests {
         #expect(next > 0 && next < 2_000_000)
     }
 
+    @Test("requests written in one go past the read-ahead wait in the socket and are all answered, none refused", arguments: [33, 129, 200, 1000])
+    func pipelinedBurstIsNotRefused(_ count: Int) async throws {
+        let dir = TemporaryDirectory()
+        let service = try await ServiceProcess.startByHand(in: dir)
+        defer { service.stopNow() }
+        let connection = try RawConnection(path: service.socketPath)
+        var burst: [UInt8] = []
+        for id in 0..<count {
+            let payload = Array(#"{"id": \#(id), "method": "rpc.ping"}"#.utf8)
+            let n = UInt32(payload.count)
+            burst += [UInt8(n >> 24), UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff)] + payload
+        }
+        connection.sendRaw(burst)
+        var answered = Set<Int>()
+        var refused: [Int] = []
+        for _ in 0..<count {
+            let reply = try #require(try connection.readReply())
+            let id = try #require(reply["id"] as? Int)
+            if reply.result?["service"] as? String == "test" { answered.insert(id) } else { refused.append(id) }
+        }
+        #expect(refused.isEmpty, "refused: \(refused.count), from id \(refused.min() ?? -1)")
+        #expect(answered == Set(0..<count))
+    }
+
     @Test("a peer that sends requests without reading the replies is not read from until it reads; then every reply arrives")
     func requestsWaitForTheirReplies() async throws {
         let dir = TemporaryDirectory()

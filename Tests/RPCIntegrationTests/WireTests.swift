@@ -64,7 +64,7 @@ struct WireTests {
         #expect(try connection.readReply()?.result?["service"] as? String == "test")
     }
 
-    @Test("a one-way request (no id) runs and gets no reply")
+    @Test("a one-way request (no id) runs and gets no reply, not even an error")
     func oneWay() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
@@ -72,6 +72,8 @@ struct WireTests {
         let connection = try RawConnection(path: service.socketPath)
         connection.sendFrame(#"{"method": "test.log", "params": {"message": "one-way arrived"}}"#)
         connection.sendFrame(#"{"method": "no.such.method"}"#)
+        connection.sendFrame(#"{"method": "test.echo", "params": {"message": 5}}"#)
+        connection.sendFrame(#"{"method": "test.crash"}"#)
         connection.sendFrame(#"{"id": 1, "method": "test.sleep", "params": {"milliseconds": 100}}"#)
         let reply = try #require(try connection.readReply())
         #expect(reply.idValue == AnyHashable(1))
@@ -107,17 +109,24 @@ struct WireTests {
         .init(description: "a value outside an enum", payload: Array(#"{"id": 1, "method": "test.taste", "params": {"flavour": "bitter"}}"#.utf8), code: "invalid_params", nullID: false, message: "params.flavour must be one of \"sweet\", \"sour\", not \"bitter\""),
         .init(description: "null for a required parameter", payload: Array(#"{"id": 1, "method": "test.echo", "params": {"message": null}}"#.utf8), code: "invalid_params", nullID: false),
         .init(description: "an id past 64 bits", payload: Array(#"{"id": 1e30, "method": "rpc.ping"}"#.utf8), code: "invalid_request"),
-        .init(description: "arrays nested past 512 levels", payload: Array((#"{"id": 1, "method": "test.echo", "params": {"message": "# + String(repeating: "[", count: 600) + String(repeating: "]", count: 600) + "}}").utf8), code: "invalid_json"),
+        .init(description: "arrays nested past 512 levels", payload: Array((#"{"id": 1, "method": "test.echo", "params": {"message": "# + String(repeating: "[", count: 600) + String(repeating: "]", count: 600) + "}}").utf8), code: "invalid_json", message: "nested deeper than 512 levels"),
+        // The request object is level 1 and params level 2: 510 arrays inside reach 512.
+        .init(description: "arrays and objects nested exactly 512 levels", payload: Array((#"{"id": 1, "method": "test.echo", "params": {"message": "# + String(repeating: "[", count: 510) + String(repeating: "]", count: 510) + "}}").utf8), code: "invalid_params", nullID: false, message: "params.message must be a string"),
+        .init(description: "arrays and objects nested 513 levels", payload: Array((#"{"id": 1, "method": "test.echo", "params": {"message": "# + String(repeating: "[", count: 511) + String(repeating: "]", count: 511) + "}}").utf8), code: "invalid_json", message: "nested deeper than 512 levels"),
+        .init(description: "not a request, without an id", payload: Array(#"{"method": 5}"#.utf8), code: "invalid_request", message: "\"method\" must be a string"),
+        .init(description: "params that are not an object, without an id", payload: Array(#"{"method": "rpc.ping", "params": 3}"#.utf8), code: "invalid_request"),
         .init(description: "a number past a double's range", payload: Array(#"{"id": 1, "method": "rpc.ping", "params": {"x": 1e400}}"#.utf8), code: "invalid_json"),
         .init(description: "a number with a plus sign", payload: Array(#"{"id": +1, "method": "rpc.ping"}"#.utf8), code: "invalid_json"),
         .init(description: "a string with a raw control character", payload: Array("{\"id\": 1, \"method\": \"rpc.\u{1}ping\"}".utf8), code: "invalid_json"),
         .init(description: "rpc.cancel without an id", payload: Array(#"{"id": 1, "method": "rpc.cancel", "params": {}}"#.utf8), code: "invalid_params", nullID: false, message: "params.id is required"),
-        .init(description: "rpc.cancel with a boolean id", payload: Array(#"{"id": 1, "method": "rpc.cancel", "params": {"id": true}}"#.utf8), code: "invalid_params", nullID: false),
+        .init(description: "rpc.cancel with a boolean id", payload: Array(#"{"id": 1, "method": "rpc.cancel", "params": {"id": true}}"#.utf8), code: "invalid_params", nullID: false, message: "params.id must be an integer or a string"),
+        .init(description: "rpc.cancel with an object id", payload: Array(#"{"id": 1, "method": "rpc.cancel", "params": {"id": {}}}"#.utf8), code: "invalid_params", nullID: false, message: "params.id must be an integer or a string"),
+        .init(description: "unknown keys inside params", payload: Array(#"{"id": 1, "method": "test.echo", "params": {"message": "hi", "colour": "red"}}"#.utf8), code: "", nullID: false),
         .init(description: "rpc.describe of an unknown method", payload: Array(#"{"id": 1, "method": "rpc.describe", "params": {"method": "test.nope"}}"#.utf8), code: "not_found", nullID: false),
         .init(description: "a handler's unexpected error", payload: Array(#"{"id": 1, "method": "test.crash"}"#.utf8), code: "internal", nullID: false),
     ]
 
-    @Test("each kind of bad request gets its error code and the connection keeps serving", arguments: badRequests)
+    @Test("each kind of bad request gets its error code (or, with an empty code, is served) and the connection keeps serving", arguments: badRequests)
     func badRequest(_ bad: BadRequest) async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
@@ -125,7 +134,7 @@ struct WireTests {
         let connection = try RawConnection(path: service.socketPath)
         connection.sendFrame(bad.payload)
         let reply = try #require(try connection.readReply())
-        #expect(reply.errorCode == bad.code)
+        #expect(reply.errorCode == (bad.code.isEmpty ? nil : bad.code), "\(reply)")
         #expect(reply.isNullID == bad.nullID)
         if let message = bad.message { #expect(reply.errorMessage?.contains(message) == true, "\(reply)") }
         if bad.code == "invalid_params" { #expect(reply.errorData?["parameter"] is String) }
@@ -165,7 +174,7 @@ struct WireTests {
         #expect(try over.readReply()?.errorCode == "frame_too_large")
     }
 
-    @Test("half-closing ends streams but lets unary requests finish and reply; then the service closes")
+    @Test("half-closing ends streams with one final cancelled reply, lets unary requests finish and reply; then the service closes")
     func halfClose() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
@@ -175,21 +184,56 @@ struct WireTests {
         #expect(try connection.readReply()?.result?["index"] as? Int == 0)
         connection.sendFrame(#"{"id": "slow", "method": "test.sleep", "params": {"milliseconds": 300}}"#)
         connection.sendFrame(#"{"id": "echo", "method": "test.echo", "params": {"message": "hi"}}"#)
-        try await Task.sleep(for: .milliseconds(50))
+        // Read before the half-close: started only after it, it ends at once, the same way.
+        connection.sendFrame(#"{"id": "late", "method": "test.count", "params": {"count": 1000000, "intervalMilliseconds": 50}}"#)
         connection.shutdownWrite()
         // A stream that went on would keep the connection open (an item every 50 ms, for
         // a million items): the service closing it is the proof the stream ended.
         var unary: [String: [String: Any]] = [:]
+        var finals: [String: [[String: Any]]] = [:]
+        var afterFinal: [String] = []
         let deadline = ContinuousClock.now + .seconds(30)
         var closed = false
         while ContinuousClock.now < deadline {
             guard let reply = try connection.readReply() else { closed = true; break }
-            if let id = reply["id"] as? String, id != "feed" { unary[id] = reply }
+            guard let id = reply["id"] as? String else { continue }
+            if id == "feed" || id == "late" {
+                if finals[id] != nil { afterFinal.append(id) }
+                if reply["continues"] as? Bool != true { finals[id, default: []].append(reply) }
+            } else {
+                unary[id] = reply
+            }
         }
         #expect(closed, "the stream went on after the half-close")
         #expect(unary["echo"]?.result?["message"] as? String == "hi")
         #expect(unary["slow"]?.result?["milliseconds"] as? Int == 300)
+        for id in ["feed", "late"] {
+            #expect(finals[id]?.count == 1, "\(id): \(finals[id] ?? [])")
+            #expect(finals[id]?.first?.errorCode == "cancelled")
+        }
+        #expect(afterFinal.isEmpty, "replies after a stream's final one: \(afterFinal)")
         _ = try await RPCClient(socketPath: service.socketPath).call(Builtin.ping, Empty())
+    }
+
+    @Test("a reply larger than the socket holds, to a request sent just before a half-close, arrives whole before the service closes")
+    func halfCloseFlushesReplies() async throws {
+        let dir = TemporaryDirectory()
+        let service = try await ServiceProcess.startByHand(in: dir)
+        defer { service.stopNow() }
+        let connection = try RawConnection(path: service.socketPath)
+        // An error reply of 600 kB: more than the socket holds, so most of it waits in the
+        // service; and a request's final error is written without waiting for room, so the
+        // request is over while its reply is still being written.
+        let message = String(repeating: "0123456789", count: 60_000)
+        connection.sendFrame(#"{"id": "big", "method": "test.fail", "params": {"code": "conflict", "message": "\#(message)"}}"#)
+        connection.shutdownWrite()
+        // The request has ended (a service closing without flushing would close now); only
+        // then does the client read.
+        try await waitUntil("the request ends", detail: service.log) { service.log.contains("request failed") }
+        let reply = try #require(try connection.readReply(), "the connection closed before the reply")
+        #expect(reply.errorCode == "conflict")
+        #expect(reply.errorMessage?.count == 600_000)
+        #expect(try connection.isClosedByPeer())
     }
 
     @Test("a frame cut short by the peer closing is dropped; the service stays up")
@@ -272,26 +316,55 @@ struct WireTests {
         #expect(try fourth.readReply()?.result != nil)
     }
 
-    @Test("past --max-in-flight a request gets limit_exceeded; the others complete")
+    @Test("past --max-in-flight running requests (streams included) a request gets limit_exceeded; the connection goes on")
     func inFlightLimit() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir, arguments: ["--max-in-flight", "2"])
         defer { service.stopNow() }
         let connection = try RawConnection(path: service.socketPath)
-        connection.sendFrame(#"{"id": 1, "method": "test.sleep", "params": {"milliseconds": 300}}"#)
-        connection.sendFrame(#"{"id": 2, "method": "test.sleep", "params": {"milliseconds": 300}}"#)
-        connection.sendFrame(#"{"id": 3, "method": "test.sleep", "params": {"milliseconds": 300}}"#)
+        for id in ["a", "b"] {
+            connection.sendFrame(#"{"id": "\#(id)", "method": "test.count", "params": {"count": 1000000, "intervalMilliseconds": 100}}"#)
+        }
+        connection.sendFrame(#"{"id": 3, "method": "rpc.ping"}"#)
+        var refusal: [String: Any]?
+        while refusal == nil {
+            let reply = try #require(try connection.readReply())
+            if reply.idValue == AnyHashable(3) { refusal = reply }
+        }
+        #expect(refusal?.errorCode == "limit_exceeded")
+        // Once a stream has ended, there is room again.
+        connection.sendFrame(#"{"id": "c", "method": "rpc.cancel", "params": {"id": "a"}}"#)
+        while true {
+            let reply = try #require(try connection.readReply())
+            if reply["id"] as? String == "a", reply["continues"] == nil { break }
+        }
+        connection.sendFrame(#"{"id": 4, "method": "rpc.ping"}"#)
+        var ping: [String: Any]?
+        while ping == nil {
+            let reply = try #require(try connection.readReply())
+            if reply.idValue == AnyHashable(4) { ping = reply }
+        }
+        #expect(ping?.result?["service"] as? String == "test")
+    }
+
+    @Test("with --max-in-flight below the read-ahead, further unary requests wait for a slot instead of being refused")
+    func inFlightLimitBelowReadAhead() async throws {
+        let dir = TemporaryDirectory()
+        let service = try await ServiceProcess.startByHand(in: dir, arguments: ["--max-in-flight", "2"])
+        defer { service.stopNow() }
+        let connection = try RawConnection(path: service.socketPath)
+        for id in 1...5 {
+            connection.sendFrame(#"{"id": \#(id), "method": "test.sleep", "params": {"milliseconds": 100}}"#)
+        }
         var byID: [AnyHashable: [String: Any]] = [:]
-        for _ in 0..<3 {
+        for _ in 1...5 {
             let reply = try #require(try connection.readReply())
             byID[reply.idValue!] = reply
         }
-        #expect(byID[3]?.errorCode == "limit_exceeded")
-        #expect(byID[1]?.result != nil)
-        #expect(byID[2]?.result != nil)
+        for id in 1...5 { #expect(byID[id]?.result?["milliseconds"] as? Int == 100, "\(id): \(byID[id] ?? [:])") }
     }
 
-    @Test("a request id already in flight on the connection is refused")
+    @Test("a request id already in flight is refused with a null id and the id in data, so the original's reply stays its own")
     func duplicateID() async throws {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir)
@@ -299,9 +372,13 @@ struct WireTests {
         let connection = try RawConnection(path: service.socketPath)
         connection.sendFrame(#"{"id": 1, "method": "test.sleep", "params": {"milliseconds": 300}}"#)
         connection.sendFrame(#"{"id": 1, "method": "rpc.ping"}"#)
-        let first = try #require(try connection.readReply())
-        #expect(first.errorCode == "invalid_request")
-        #expect(try connection.readReply()?.result?["milliseconds"] as? Int == 300)
+        let refusal = try #require(try connection.readReply())
+        #expect(refusal.errorCode == "invalid_request")
+        #expect(refusal.isNullID)
+        #expect((refusal.errorData?["id"] as? NSNumber)?.intValue == 1)
+        let original = try #require(try connection.readReply())
+        #expect(original.idValue == AnyHashable(1))
+        #expect(original.result?["milliseconds"] as? Int == 300)
     }
 
     @Test("handlers see the peer's SO_PEERCRED credentials")

@@ -21,6 +21,26 @@ struct ServiceTests {
         #expect(FileManager.default.fileExists(atPath: store.state + "/store.sqlite"))
     }
 
+    @Test("half-closing ends a following store.watch with one final cancelled reply; the unary call before it is answered; then the store closes")
+    func halfCloseEndsWatch() async throws {
+        let store = try await StoreHarness.start()
+        defer { store.stopNow() }
+        let connection = try RawConnection(path: store.socketPath)
+        connection.sendJSON(["id": "watch", "method": "store.watch", "params": ["after": 0, "follow": true]])
+        connection.sendJSON(["id": "family", "method": "store.createFamily", "params": ["family": "fam-a"]])
+        // The family's creation is a change: the watch follows it live.
+        var replies: [[String: Any]] = []
+        while !replies.contains(where: { $0["id"] as? String == "watch" && $0["continues"] as? Bool == true }) {
+            replies.append(try #require(try connection.readReply()))
+        }
+        connection.shutdownWrite()
+        while let reply = try connection.readReply() { replies.append(reply) }
+        #expect(replies.contains { $0["id"] as? String == "family" && $0.result != nil })
+        let finals = replies.filter { $0["id"] as? String == "watch" && $0["continues"] == nil }
+        #expect(finals.count == 1, "\(finals)")
+        #expect(finals.first?.errorCode == "cancelled")
+    }
+
     @Test("rpc.describe lists every store method with its parameters, result and errors")
     func describe() async throws {
         let store = try await StoreHarness.start()
