@@ -1,0 +1,179 @@
+import DurableSQLite
+import Foundation
+import GRDB
+
+extension AggregatorDatabase {
+    /// The database's history, oldest first: each migration is named and never edited once
+    /// shipped; a change is a new migration.
+    static var migrations: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("aggregator-v1") { db in
+            try db.execute(sql: """
+                -- the UsageRecords as last seen (one row per record)
+                CREATE TABLE sessions (
+                    family TEXT NOT NULL,
+                    zone TEXT NOT NULL,
+                    record_name TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    app TEXT NOT NULL,
+                    bundle_id TEXT,
+                    category TEXT,
+                    start_ms INTEGER NOT NULL,
+                    end_ms INTEGER NOT NULL,
+                    PRIMARY KEY (family, zone, record_name)
+                ) WITHOUT ROWID;
+                CREATE INDEX sessions_by_device ON sessions(family, device_id, start_ms);
+                -- a device's local day, as computed
+                CREATE TABLE days (
+                    family TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    day TEXT NOT NULL,
+                    zone TEXT NOT NULL,
+                    learning_seconds INTEGER NOT NULL,
+                    reward_seconds INTEGER NOT NULL,
+                    points INTEGER NOT NULL,
+                    apps TEXT NOT NULL,
+                    PRIMARY KEY (family, device_id, day)
+                ) WITHOUT ROWID;
+                -- days whose DailySummary record must be written (or deleted) in the store
+                CREATE TABLE summary_outbox (
+                    family TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    day TEXT NOT NULL,
+                    zone TEXT NOT NULL,
+                    version INTEGER NOT NULL,
+                    PRIMARY KEY (family, device_id, day)
+                ) WITHOUT ROWID;
+                CREATE TABLE families (
+                    family TEXT PRIMARY KEY NOT NULL,
+                    time_zone TEXT NOT NULL
+                ) WITHOUT ROWID;
+                -- AppRule (family-wide, by bundle id) and AppConfiguration (per device, by logical id)
+                CREATE TABLE app_rules (
+                    family TEXT NOT NULL,
+                    device_id TEXT NOT NULL,  -- '' for a family-wide AppRule
+                    app TEXT NOT NULL,        -- bundle id (AppRule) or logical id (AppConfiguration)
+                    record TEXT NOT NULL,     -- zone/recordName of the rule, to forget it on delete
+                    category TEXT,
+                    points_per_minute INTEGER,
+                    PRIMARY KEY (family, device_id, app)
+                ) WITHOUT ROWID;
+                CREATE INDEX app_rules_by_record ON app_rules(family, record);
+                -- a child device's zone: its device and child (from the MonitoringSession)
+                CREATE TABLE devices (
+                    family TEXT NOT NULL,
+                    zone TEXT NOT NULL,
+                    device_id TEXT,
+                    child_ref TEXT,
+                    PRIMARY KEY (family, zone)
+                ) WITHOUT ROWID;
+                """)
+            try db.execute(sql: MetaTable.createSQL)
+        }
+        migrator.registerMigration("aggregator-v2-earned-time") { db in
+            try db.execute(sql: """
+                ALTER TABLE families ADD COLUMN seconds_per_point INTEGER NOT NULL DEFAULT 60;
+                -- redemptions and adjustments parents wrote (accruals are the aggregator's own)
+                CREATE TABLE ledger (
+                    family TEXT NOT NULL,
+                    record_name TEXT NOT NULL,
+                    child TEXT NOT NULL,
+                    type TEXT NOT NULL,
+                    amount INTEGER NOT NULL,
+                    PRIMARY KEY (family, record_name)
+                ) WITHOUT ROWID;
+                CREATE INDEX ledger_by_child ON ledger(family, child);
+                -- a child's earned time as last computed; shield_version counts shield changes,
+                -- commands_version the last one written to the child's devices
+                CREATE TABLE children (
+                    family TEXT NOT NULL,
+                    child TEXT NOT NULL,
+                    points INTEGER NOT NULL,
+                    reward_seconds INTEGER NOT NULL,
+                    balance_seconds INTEGER NOT NULL,
+                    shielded INTEGER NOT NULL,
+                    shield_version INTEGER NOT NULL DEFAULT 0,
+                    commands_version INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (family, child)
+                ) WITHOUT ROWID;
+                -- a child's accrual for a day (day) or its balance (day = '') to write to the store
+                CREATE TABLE child_outbox (
+                    family TEXT NOT NULL,
+                    child TEXT NOT NULL,
+                    day TEXT NOT NULL,
+                    version INTEGER NOT NULL,
+                    PRIMARY KEY (family, child, day)
+                ) WITHOUT ROWID;
+                CREATE TABLE shield_policies (
+                    family TEXT NOT NULL,
+                    record_name TEXT NOT NULL,
+                    child TEXT NOT NULL,  -- '' for the family's default policy
+                    apps TEXT NOT NULL,
+                    categories TEXT NOT NULL,
+                    PRIMARY KEY (family, record_name)
+                ) WITHOUT ROWID;
+                CREATE INDEX devices_by_device ON devices(family, device_id);
+                """)
+        }
+        migrator.registerMigration("aggregator-v3-alerts") { db in
+            try db.execute(sql: """
+                ALTER TABLE families ADD COLUMN alert_reward_minutes INTEGER;
+                ALTER TABLE families ADD COLUMN alert_exhausted INTEGER NOT NULL DEFAULT 1;
+                ALTER TABLE families ADD COLUMN alert_no_data_hours INTEGER;
+                -- alerts that fired and are not re-armed yet: (kind, subject, day)
+                CREATE TABLE alerts_fired (
+                    family TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    subject TEXT NOT NULL,
+                    day TEXT NOT NULL,
+                    PRIMARY KEY (family, kind, subject, day)
+                ) WITHOUT ROWID;
+                -- alerts to send to the family's parents through push.notify
+                CREATE TABLE alert_outbox (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    family TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    title TEXT NOT NULL,
+                    body TEXT NOT NULL,
+                    data TEXT NOT NULL
+                );
+                """)
+        }
+        migrator.registerMigration("aggregator-v4-retention") { db in
+            // Entries known before now get today as their date: kept another retention period.
+            try db.execute(sql: """
+                ALTER TABLE ledger ADD COLUMN at_ms INTEGER NOT NULL DEFAULT 0;
+                UPDATE ledger SET at_ms = ?;
+                -- days before this one are rolled up: never computed again
+                ALTER TABLE families ADD COLUMN sealed_before TEXT NOT NULL DEFAULT '';
+                -- what was pruned from the store, per child and week (its Monday)
+                CREATE TABLE carried (
+                    family TEXT NOT NULL,
+                    child TEXT NOT NULL,
+                    week TEXT NOT NULL,
+                    redeemed INTEGER NOT NULL DEFAULT 0,
+                    adjusted INTEGER NOT NULL DEFAULT 0,
+                    ledger_entries INTEGER NOT NULL DEFAULT 0,
+                    usage_records INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (family, child, week)
+                ) WITHOUT ROWID;
+                -- WeeklySummary records to write
+                CREATE TABLE week_outbox (
+                    family TEXT NOT NULL,
+                    child TEXT NOT NULL,
+                    week TEXT NOT NULL,
+                    version INTEGER NOT NULL,
+                    PRIMARY KEY (family, child, week)
+                ) WITHOUT ROWID;
+                -- records to delete from the store
+                CREATE TABLE prune_outbox (
+                    family TEXT NOT NULL,
+                    zone TEXT NOT NULL,
+                    record_name TEXT NOT NULL,
+                    PRIMARY KEY (family, zone, record_name)
+                ) WITHOUT ROWID;
+                """, arguments: [Millis.of(Date())])
+        }
+        return migrator
+    }
+}

@@ -1,0 +1,123 @@
+import DurableSQLite
+import Foundation
+import GRDB
+
+extension PushDatabase {
+    /// The database's history, oldest first: each migration is named and never edited once
+    /// shipped; a change is a new migration.
+    static var migrations: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("push-v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE subscriptions (
+                    family TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    id TEXT NOT NULL,
+                    -- the Subscription as JSON
+                    body TEXT NOT NULL,
+                    PRIMARY KEY (family, device_id, id)
+                ) WITHOUT ROWID;
+                CREATE TABLE devices (
+                    family TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    -- the last sequence number given to a notification for this device
+                    last_seq INTEGER NOT NULL DEFAULT 0,
+                    -- everything up to here is acknowledged (and deleted from the queue)
+                    acked INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (family, device_id)
+                ) WITHOUT ROWID;
+                CREATE TABLE queue (
+                    family TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    seq INTEGER NOT NULL,
+                    collapse_key TEXT,
+                    expires_at INTEGER NOT NULL,
+                    -- the PushNotification as JSON without its seq, which is this row's
+                    body TEXT NOT NULL,
+                    PRIMARY KEY (family, device_id, seq)
+                ) WITHOUT ROWID;
+                CREATE INDEX queue_by_collapse_key ON queue(family, device_id, collapse_key) WHERE collapse_key IS NOT NULL;
+                CREATE INDEX queue_by_expiry ON queue(expires_at);
+                """)
+            try db.execute(sql: MetaTable.createSQL)
+        }
+        migrator.registerMigration("push-v2-webhooks") { db in
+            try db.execute(sql: """
+                CREATE TABLE webhooks (
+                    family TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    url TEXT NOT NULL,
+                    format TEXT NOT NULL,
+                    -- sent as the Authorization header; never shown
+                    authorization TEXT,
+                    status TEXT NOT NULL DEFAULT 'active',
+                    created_at INTEGER NOT NULL,
+                    delivered_at INTEGER,
+                    last_error TEXT,
+                    PRIMARY KEY (family, device_id)
+                ) WITHOUT ROWID;
+                -- queued notifications still to be posted to their device's webhook
+                CREATE TABLE outbox (
+                    family TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    seq INTEGER NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    due_at INTEGER NOT NULL,
+                    PRIMARY KEY (family, device_id, seq)
+                ) WITHOUT ROWID;
+                CREATE INDEX outbox_by_due ON outbox(due_at);
+                """)
+        }
+        migrator.registerMigration("push-v3-shared-notifications") { db in
+            // A notification that goes to a thousand devices is stored once, and a device's
+            // queue rows only point at it; a notification with a collapse key has one row
+            // per device and key, replaced in place by the next one.
+            try db.execute(sql: """
+                CREATE TABLE notifications (
+                    id INTEGER PRIMARY KEY,
+                    expires_at INTEGER NOT NULL,
+                    -- the PushNotification as JSON without its seq (each device has its own)
+                    body TEXT NOT NULL
+                );
+                CREATE INDEX notifications_by_expiry ON notifications(expires_at);
+                ALTER TABLE queue RENAME TO queue_v2;
+                DROP INDEX queue_by_collapse_key;
+                DROP INDEX queue_by_expiry;
+                -- pending notifications without a collapse key
+                CREATE TABLE queue (
+                    family TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    seq INTEGER NOT NULL,
+                    notification_id INTEGER NOT NULL,
+                    PRIMARY KEY (family, device_id, seq)
+                ) WITHOUT ROWID;
+                -- the pending notification of each collapse key: a newer one replaces it
+                CREATE TABLE queue_latest (
+                    family TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    collapse_key TEXT NOT NULL,
+                    seq INTEGER NOT NULL,
+                    notification_id INTEGER NOT NULL,
+                    PRIMARY KEY (family, device_id, collapse_key)
+                ) WITHOUT ROWID;
+                CREATE TEMP TABLE numbered AS
+                    SELECT row_number() OVER (ORDER BY family, device_id, seq) AS id, * FROM queue_v2;
+                INSERT INTO notifications(id, expires_at, body) SELECT id, expires_at, body FROM numbered;
+                INSERT INTO queue(family, device_id, seq, notification_id)
+                    SELECT family, device_id, seq, id FROM numbered WHERE collapse_key IS NULL;
+                INSERT OR REPLACE INTO queue_latest(family, device_id, collapse_key, seq, notification_id)
+                    SELECT family, device_id, collapse_key, seq, id FROM numbered WHERE collapse_key IS NOT NULL ORDER BY seq;
+                DROP TABLE numbered;
+                DROP TABLE queue_v2;
+                -- a device's queue, as one: what push.listen sends and the outbox posts
+                CREATE VIEW pending AS
+                    SELECT q.family, q.device_id, q.seq, n.expires_at, n.body
+                        FROM queue q JOIN notifications n ON n.id = q.notification_id
+                    UNION ALL
+                    SELECT l.family, l.device_id, l.seq, n.expires_at, n.body
+                        FROM queue_latest l JOIN notifications n ON n.id = l.notification_id;
+                """)
+        }
+        return migrator
+    }
+}
