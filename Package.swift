@@ -350,6 +350,7 @@ let package = Package(
             dependencies: [
                 "TestSupport", "RPCCore", "RPCServer", "RPCClient", "ServiceKit",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Tests/ServiceHarness",

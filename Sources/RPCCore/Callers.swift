@@ -36,6 +36,10 @@ public struct Callers: OptionSet, Sendable, Hashable {
         self.init(rawValue: 1 << UInt8(Caller.allCases.firstIndex(of: caller)!))
     }
 
+    public init(_ callers: [Caller]) {
+        self = callers.reduce(into: Callers()) { $0.insert(Callers($1)) }
+    }
+
     /// The callers, in the order of ``Caller``'s cases.
     public var list: [Caller] { Caller.allCases.filter { self.contains(Callers($0)) } }
 

@@ -97,6 +97,9 @@ public enum ParamsDecoding {
     /// Decodes `params` as `P`, mapping any failure to `invalid_params` that names the
     /// parameter (`params.zone.name`) and says why.
     public static func decode<P: Decodable>(_ type: P.Type, from payload: Data) throws(RPCError) -> P {
+        guard String(validating: payload, as: UTF8.self) != nil else {
+            throw RPCError(.invalidJSON, "the frame is not valid UTF-8")
+        }
         let request: JSONValue
         do {
             request = try JSONParser.parse(bytes: [UInt8](payload))

@@ -7,17 +7,19 @@ import RPCCore
 public struct MethodTable: Sendable {
     var entries: [String: Entry] = [:]
     var order: [String] = []
-    /// The list this table implements: a handler for a method not on it is a programming
-    /// error, and a method on it without a handler stops the server at start-up.
+    /// The list this table implements: a method on it without a handler, a handler for a
+    /// method not on it, or one added twice, stops the service before it starts.
     let declared: MethodList?
+    /// What ``validate()`` reports: handlers added for undeclared methods, or twice.
+    private var problems: [String] = []
 
     /// A table that implements exactly `list`.
     public init(implementing list: MethodList) {
         self.declared = list
     }
 
-    /// A table with no declared list (the built-ins, test fixtures).
-    public init() {
+    /// The built-ins' table, which has no list of its own.
+    init() {
         self.declared = nil
     }
 
@@ -26,19 +28,28 @@ public struct MethodTable: Sendable {
         self.declared?.names.filter { self.entries[$0] == nil } ?? []
     }
 
-    /// Fails unless every declared method has its handler.
+    /// Fails unless the table is exactly its declared list: ServiceMain and the test harness
+    /// call it before anything of the service starts.
     public func validate() throws(MethodTableError) {
+        var problems = self.problems
         let missing = self.missingHandlers
-        guard missing.isEmpty else {
-            throw MethodTableError(
-                "the \(self.declared?.service ?? "") service declares \(missing.joined(separator: ", ")) but has no handler for \(missing.count == 1 ? "it" : "them")")
+        if !missing.isEmpty {
+            problems.append("declares \(missing.joined(separator: ", ")) but has no handler for \(missing.count == 1 ? "it" : "them")")
+        }
+        guard problems.isEmpty else {
+            throw MethodTableError("the \(self.declared?.service ?? "") service " + problems.joined(separator: "; "))
         }
     }
 
-    /// Adds every method of `other`, which must not name one this table has.
+    /// Adds every method of `other`; a name this table has already is a problem for
+    /// ``validate()`` (a service method named like a built-in).
     mutating func merge(_ other: MethodTable) {
+        self.problems += other.problems
         for name in other.order {
-            precondition(self.entries[name] == nil, "method \(name) declared twice")
+            guard self.entries[name] == nil else {
+                self.problems.append("has a method \(name) that is already declared")
+                continue
+            }
             self.entries[name] = other.entries[name]
             self.order.append(name)
         }
@@ -66,12 +77,20 @@ public struct MethodTable: Sendable {
     }
 
     private mutating func add(_ description: MethodDescription, _ run: @escaping Entry.Run) {
-        if let declared = self.declared {
-            precondition(declared.method(named: description.name) != nil,
-                         "method \(description.name) has a handler but is not in the \(declared.service) service's MethodList")
+        if let declared = self.declared, declared.method(named: description.name) == nil {
+            self.problems.append("has a handler for \(description.name), which its MethodList does not declare")
+            return
         }
-        precondition(self.entries[description.name] == nil, "method \(description.name) declared twice")
-        self.entries[description.name] = Entry(description: description, run: run)
+        guard self.entries[description.name] == nil else {
+            self.problems.append("has two handlers for \(description.name)")
+            return
+        }
+        let callers = Callers(description.callers)
+        let guarded: Entry.Run = { rawParams, context, outbound in
+            try CallerCheck.admit(context.auth, to: description.name, callers: callers)
+            try await run(rawParams, context, outbound)
+        }
+        self.entries[description.name] = Entry(description: description, run: guarded)
         self.order.append(description.name)
     }
 
@@ -93,4 +112,21 @@ public struct MethodTable: Sendable {
 public struct MethodTableError: Error, CustomStringConvertible {
     public let description: String
     init(_ description: String) { self.description = description }
+}
+
+/// The coarse check of a request's caller against the method's declared callers, before
+/// its params are even decoded: a device's credential on a local-only method, or none on
+/// a method that acts for a device. The service then checks the caller's rights itself
+/// (a parent of another family, a child where only parents may).
+enum CallerCheck {
+    static func admit(_ auth: Auth?, to method: String, callers: Callers) throws(RPCError) {
+        if auth != nil, callers.isDisjoint(with: .devices) {
+            throw RPCError(.forbidden, "\(method) is for local callers on the server only: call it without auth",
+                           data: ["method": .string(method)])
+        }
+        if auth == nil, callers.isDisjoint(with: [.local, .unauthenticated]) {
+            throw RPCError(.unauthorized, "\(method) acts for a device: send its credential as auth.token",
+                           data: ["method": .string(method)])
+        }
+    }
 }

@@ -68,6 +68,9 @@ public enum ServiceMain {
         do {
             let endpoint = try Self.endpoint(service: service, paths: paths, options: options, logger: logger)
             let setup = try await setup(environment)
+            // Before anything of the service runs: a method table that is not its declared
+            // list is a bug that must stop the service, not half-start it.
+            try setup.methods.validate()
             let server = RPCServer(
                 configuration: ServerConfiguration(
                     service: service,

@@ -1,6 +1,9 @@
-/// A small, strict JSON parser straight to ``JSONValue``: for text the services wrote
-/// themselves (stored record fields), where going through `JSONDecoder` and `Codable`
-/// costs several times more (each value is probed type by type).
+/// A small, strict JSON parser straight to ``JSONValue``. It parses untrusted input: every
+/// request frame a service reads (the envelope and its params, in one pass) and every reply
+/// a client reads, as well as text the services wrote themselves (stored record fields).
+/// So it is strict (RFC 8259, UTF-8 checked by the caller), bounded in depth
+/// (``maximumDepth``) and never recurses past it; going through `JSONDecoder` and
+/// `Codable` instead would cost several times more (each value is probed type by type).
 public struct JSONParser {
     public struct Failure: Error, CustomStringConvertible {
         public var offset: Int

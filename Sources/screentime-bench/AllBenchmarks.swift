@@ -242,6 +242,12 @@ struct BenchmarkReport: Codable {
             lines.append("")
         }
         lines += ["How each benchmark works and what its comparison is: docs/operations.md, \"Benchmarks\".", ""]
+        // Figures measured by other means (the fuzzer's runs) and the history of changes, kept
+        // as written in Benchmarks/notes/, in name order: a new run keeps them.
+        let notes = URL(fileURLWithPath: "Benchmarks/notes")
+        for name in ((try? FileManager.default.contentsOfDirectory(atPath: notes.path)) ?? []).filter({ $0.hasSuffix(".md") }).sorted() {
+            if let text = try? String(contentsOf: notes.appendingPathComponent(name), encoding: .utf8) { lines += [text] }
+        }
         return lines.joined(separator: "\n")
     }
 }

@@ -72,13 +72,46 @@ struct DeclaredMethodsTests {
         }
     }
 
-    @Test("a declared method without a handler stops the service before it serves")
+    @Test("a declared method without a handler, a handler for an undeclared one, or two for one: the table does not validate")
+    func tableMustBeItsList() throws {
+        let list = MethodList(service: "partial", [PushMethods.ack])
+        #expect(throws: MethodTableError.self) { try MethodTable(implementing: list).validate() }
+        var undeclared = MethodTable(implementing: list)
+        undeclared.on(PushMethods.ack) { _, _ in AckResult(acked: 0, pending: 0) }
+        undeclared.on(PushMethods.notify) { _, _ in NotifyResult(queued: []) }
+        let error = #expect(throws: MethodTableError.self) { try undeclared.validate() }
+        #expect(error?.description.contains("push.notify") == true)
+        var twice = MethodTable(implementing: list)
+        twice.on(PushMethods.ack) { _, _ in AckResult(acked: 0, pending: 0) }
+        twice.on(PushMethods.ack) { _, _ in AckResult(acked: 1, pending: 0) }
+        #expect(throws: MethodTableError.self) { try twice.validate() }
+    }
+
+    @Test("a service whose table is not its list stops before it serves")
     func missingHandlerFailsAtStartUp() async throws {
         let list = MethodList(service: "partial", [PushMethods.ack])
         let error = await #expect(throws: (any Error).self) {
             try await withService("partial", in: TemporaryDirectory(), setup: { _ in ServiceSetup(methods: MethodTable(implementing: list)) }) { _ in }
         }
         #expect("\(error.map { "\($0)" } ?? "")".contains("push.ack"))
+    }
+
+    @Test("the declared callers are enforced before the service runs anything: a credential on a local-only method is forbidden, none on a device's method unauthorized",
+          arguments: Self.services)
+    func callersAreEnforced(_ declared: Declared) async throws {
+        try await withService(declared.list.service, in: TemporaryDirectory(), setup: declared.setup) { service in
+            let device = service.client(auth: Auth(token: "not-a-real-token"))
+            for method in declared.list.methods {
+                // Params that could never decode: the caller check comes first.
+                let probe = MethodSpec<Empty, Empty>(method.name, summary: "", callers: .anyone)
+                if method.callers.isDisjoint(with: .devices) {
+                    await expectError(.forbidden, containing: method.name) { _ = try await device.call(probe, Empty()) }
+                }
+                if method.callers.isDisjoint(with: [.local, .unauthenticated]) {
+                    await expectError(.unauthorized, containing: method.name) { _ = try await service.client.call(probe, Empty()) }
+                }
+            }
+        }
     }
 }
 
@@ -100,7 +133,10 @@ struct ProtocolDoc {
             let name = String(cells[0].dropFirst().prefix { $0 != "`" })
             // "parent (admins only)": the note is for people; the callers are the words before it.
             let words = cells[1].prefix { $0 != "(" }.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-            doc.callers[name] = words.compactMap(Caller.init(rawValue:))
+            doc.callers[name] = try words.map { word in
+                guard let caller = Caller(rawValue: word) else { throw TestFailure("protocol.md names an unknown caller \"\(word)\" for \(name)") }
+                return caller
+            }
         }
         return doc
     }

@@ -106,6 +106,13 @@ struct HandWrittenJSONTests {
         try example.check()
     }
 
+    @Test("a notification not numbered yet is written without seq (each device's number goes in front on the way out)")
+    func unnumberedNotification() throws {
+        var writer = JSONWriter()
+        try PushNotification(seq: 0, family: "f", reason: .zoneChanged, createdAt: Self.at, expiresAt: Self.at).write(to: &writer)
+        #expect(try JSONParser.parse(bytes: writer.bytes)["seq"] == nil)
+    }
+
     @Test("every type with a hand-written form in Sources/ has an example here")
     func noTypeIsMissed() throws {
         let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

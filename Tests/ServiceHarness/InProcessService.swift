@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOPosix
 import RPCClient
 import RPCCore
 import RPCServer
@@ -44,10 +45,15 @@ public func withService<T: Sendable>(
     try FileManager.default.createDirectory(atPath: paths.runtimeDirectory, withIntermediateDirectories: true)
     let environment = ServiceEnvironment(service: service, paths: paths, logger: logger)
     let prepared = try await setup(environment)
+    try prepared.methods.validate()
+    // The service's own event loop, as in its process: a handler that holds its loop must
+    // not hold up the test's clients and the other tests running meanwhile.
+    let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    defer { loops.shutdownGracefully { _ in } }
     let server = RPCServer(
         configuration: ServerConfiguration(service: service, version: "0.0.0-test", endpoint: .path(paths.socketPath(for: service), mode: 0o600),
                                            maximumFrameSize: maximumFrameSize, shutdownTimeout: .seconds(5)),
-        methods: prepared.methods, logger: logger)
+        methods: prepared.methods, logger: logger, eventLoopGroup: loops)
     let group = ServiceGroup(configuration: ServiceGroupConfiguration(
         services: [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)] + prepared.background.map { .init(service: $0) },
         gracefulShutdownSignals: [], logger: logger))
@@ -68,10 +74,12 @@ public func withService<T: Sendable>(
         do {
             result = try await body(InProcessService(client: client, environment: environment))
         } catch {
+            await client.close()
             await group.triggerGracefulShutdown()
             while let _ = try? await tasks.next() {}
             throw error
         }
+        await client.close()
         await group.triggerGracefulShutdown()
         while let _ = try await tasks.next() {}
         return result

@@ -5,12 +5,19 @@ import Foundation
 public func waitUntil(_ what: String, timeout: Duration = .seconds(10), detail: @autoclosure () -> String = "",
                       _ condition: () throws -> Bool) async throws {
     let deadline = ContinuousClock.now + timeout
+    var lastError: (any Error)?
     while ContinuousClock.now < deadline {
-        if (try? condition()) == true { return }
+        do {
+            if try condition() { return }
+            lastError = nil
+        } catch {
+            lastError = error
+        }
         try await Task.sleep(for: .milliseconds(20))
     }
     let more = detail()
-    throw TestFailure("\(what) did not happen within \(timeout)" + (more.isEmpty ? "" : ":\n\(more)"))
+    throw TestFailure("\(what) did not happen within \(timeout)" + (lastError.map { "; the last check failed: \($0)" } ?? "")
+                      + (more.isEmpty ? "" : ":\n\(more)"))
 }
 
 /// Asks `probe` every 20 ms until it returns a value, and returns it; after `timeout`,
