@@ -154,9 +154,10 @@ struct Pairing: Sendable {
             RecordSave(recordType: "RegisteredDevice", recordName: Names.device(params.deviceId), fields: device),
             RecordSave(recordType: "MonitoringSession", recordName: Names.session, fields: ["deviceID": .string(params.deviceId)]),
         ], policy: .changedKeys)
+        // The credential first: the store shares a zone only with a device of the family.
+        let credential = try await self.store.issueCredential(params.family, deviceId: params.deviceId, role: .child, status: .pending)
         _ = try await self.store.client.call(StoreMethods.share, ShareParams(
             family: params.family, zone: zone, participants: [ShareParticipant(deviceId: params.deviceId, permission: .readWrite)]))
-        let credential = try await self.store.issueCredential(params.family, deviceId: params.deviceId, role: .child, status: .pending)
         try await self.store.audit(params.family, actor: "device:\(params.deviceId)", parentDeviceId: nil, action: "invitation.accept", target: zone,
                                    metadata: ["invitationId": .string(params.invitationId)])
         self.logger.notice("invitation accepted", metadata: [

@@ -58,9 +58,9 @@ public enum StoreMethods {
 
     // Shares
     public static let share = MethodSpec<ShareParams, ShareInfo>(
-        "store.share", summary: "Shares a zone with devices, each read-only or read-write (parents and local services).",
+        "store.share", summary: "Shares a zone with devices of its family, each read-only or read-write (parents and local services).",
         callers: [.local, .parent],
-        errors: [.unauthorized, .forbidden, .notFound])
+        errors: [.unauthorized, .forbidden, .notFound, .invalidParams])
     public static let unshare = MethodSpec<UnshareParams, ShareInfo>(
         "store.unshare", summary: "Removes devices from a zone's share; takes effect on their next request.",
         callers: [.local, .parent],
