@@ -91,9 +91,9 @@ public enum StoreMethods {
         "store.schema", summary: "The record types, fields, indexes and constraints in force.",
         callers: [.local, .parent, .child])
     public static let backup = MethodSpec<BackupParams, BackupResult>(
-        "store.backup", summary: "Writes a consistent online copy of the database while writes go on. Local services only.",
+        "store.backup", summary: "Writes a consistent online copy of the database, while writes go on, into the store's backups directory under a plain file name. Local services only.",
         callers: .local,
-        errors: [.forbidden, .conflict])
+        errors: [.forbidden, .invalidParams, .conflict, .unavailable])
     public static let purge = MethodSpec<PurgeParams, PurgeResult>(
         "store.purge", summary: "Purges tombstones and change-log entries older than the grace period now. Local services only.",
         callers: .local,
