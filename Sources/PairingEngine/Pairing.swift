@@ -24,6 +24,9 @@ struct Pairing: Sendable {
     let store: PairingStore
     let settings: Settings
     let limiter: AttemptLimiter
+    /// One secret check (and what follows it) at a time per invitation; one parent's
+    /// revocation at a time per family.
+    let serializer: KeyedSerializer
     let logger: Logger
 
     // MARK: Bootstrap
@@ -69,12 +72,13 @@ struct Pairing: Sendable {
         try Identifiers.check("params.deviceId", params.deviceId)
         try Identifiers.checkName("params.deviceName", params.deviceName)
         let parts = params.code.split(separator: ".", maxSplits: 1).map(String.init)
-        let invitation = try await self.verify(family: params.family, id: parts.first ?? "", secret: parts.count == 2 ? parts[1] : "", kind: "parent")
-        guard let role = invitation.fields["role"]?.stringValue.flatMap(DeviceRole.init(rawValue:)), role.isParent else {
-            throw Self.invalid
+        let invitation = try await self.take(
+            family: params.family, id: parts.first ?? "", secret: parts.count == 2 ? parts[1] : "", kind: "parent",
+            status: "used", device: params.deviceId, deviceName: params.deviceName
+        ) { invitation in
+            guard invitation.fields["role"]?.stringValue.flatMap(DeviceRole.init(rawValue:))?.isParent == true else { throw Self.invalid }
         }
-        try await self.requireUnpaired(params.family, params.deviceId)
-        try await self.claim(params.family, invitation, status: "used", device: params.deviceId, deviceName: params.deviceName)
+        guard let role = invitation.fields["role"]?.stringValue.flatMap(DeviceRole.init(rawValue:)) else { throw Self.invalid }
 
         let credential = try await self.store.issueCredential(params.family, deviceId: params.deviceId, role: role, status: .active)
         var profile: [String: JSONValue] = [
@@ -132,11 +136,15 @@ struct Pairing: Sendable {
     func acceptInvitation(_ params: AcceptInvitationParams, auth: Auth?) async throws -> AcceptedInvitation {
         try Identifiers.check("params.deviceId", params.deviceId)
         try Identifiers.checkName("params.deviceName", params.deviceName)
-        let invitation = try await self.verify(family: params.family, id: params.invitationId, secret: params.secret, kind: "child")
+        let invitation = try await self.take(
+            family: params.family, id: params.invitationId, secret: params.secret, kind: "child",
+            status: "accepted", device: params.deviceId, deviceName: params.deviceName
+        ) { invitation in
+            guard invitation.fields["zone"]?.stringValue != nil, invitation.fields["childOpaqueId"]?.stringValue != nil,
+                  invitation.fields["createdBy"]?.stringValue != nil else { throw Self.invalid }
+        }
         guard let zone = invitation.fields["zone"]?.stringValue, let childId = invitation.fields["childOpaqueId"]?.stringValue,
               let parentDeviceId = invitation.fields["createdBy"]?.stringValue else { throw Self.invalid }
-        try await self.requireUnpaired(params.family, params.deviceId)
-        try await self.claim(params.family, invitation, status: "accepted", device: params.deviceId, deviceName: params.deviceName)
 
         var child: [String: JSONValue] = [
             "familyRef": .reference(params.family, zone: "default"), "childOpaqueId": .string(childId), "pairedDeviceIds": [.string(params.deviceId)],
@@ -297,11 +305,40 @@ struct Pairing: Sendable {
 
     static let invalid = RPCError(.invitationInvalid, "this invitation or code cannot be used: it does not exist, has expired or been used, or the secret is wrong")
 
-    /// The invitation, if `secret` is its secret and it is still open. Every failure looks
-    /// the same to the caller; wrong secrets count towards the rate limits and the lock.
-    private func verify(family: String, id: String, secret: String, kind: String) async throws -> Record {
+    /// A wrong guess: an unknown invitation, or a wrong secret. Counted by the limits.
+    private struct WrongGuess: Error {}
+
+    /// Checks the secret and takes the invitation for `device` (`status`: `accepted`,
+    /// `used`) as one step per invitation: a concurrent attempt waits for this one's outcome,
+    /// so each wrong secret is counted before the next is checked. `check` refuses an
+    /// invitation that is not of the kind asked for. Every refusal looks the same to the
+    /// caller; wrong guesses count towards the limits and the invitation's lock.
+    private func take(family: String, id: String, secret: String, kind: String, status: String, device: String, deviceName: String,
+                      check: @escaping @Sendable (Record) throws -> Void) async throws -> Record {
         guard Identifiers.isValid(family) else { throw Self.invalid }
-        try self.limiter.check(family: family)
+        let attempt = try self.limiter.begin(family: family)
+        do {
+            let invitation = try await self.serializer.run("invitation/\(family)/\(id)") {
+                let invitation = try await self.verify(family: family, id: id, secret: secret, kind: kind)
+                try check(invitation)
+                try await self.requireUnpaired(family, device)
+                try await self.claim(family, invitation, status: status, device: device, deviceName: deviceName)
+                return invitation
+            }
+            self.limiter.withdraw(attempt)
+            return invitation
+        } catch is WrongGuess {
+            self.limiter.failed(attempt)
+            throw Self.invalid
+        } catch {
+            self.limiter.withdraw(attempt)
+            throw error
+        }
+    }
+
+    /// The invitation, if `secret` is its secret and it is still open; `WrongGuess` for an
+    /// unknown invitation or a wrong secret (counted on the invitation first).
+    private func verify(family: String, id: String, secret: String, kind: String) async throws -> Record {
         var found: Record?
         if Identifiers.isValid(id) {
             do {
@@ -313,14 +350,19 @@ struct Pairing: Sendable {
         guard let invitation = found, invitation.fields["kind"]?.stringValue == kind,
               let hash = invitation.fields["secretSHA256"]?.stringValue
         else {
-            self.limiter.fail(family: family)
             self.logger.notice("pairing attempt with an unknown invitation", metadata: ["family": "\(family)", "invitation_id": "\(id)"])
-            throw Self.invalid
+            throw WrongGuess()
         }
         guard Secrets.matches(secret, sha256Hex: hash) else {
-            self.limiter.fail(family: family)
-            await self.countWrongSecret(family, invitation)
-            throw Self.invalid
+            do {
+                try await self.countWrongSecret(family, invitation)
+            } catch {
+                // Refused either way, and counted by the limits; only the invitation's own count is missed.
+                self.logger.error("cannot count a wrong pairing secret on its invitation", metadata: [
+                    "family": "\(family)", "invitation_id": "\(invitation.recordName)", "error": "\(error)",
+                ])
+            }
+            throw WrongGuess()
         }
         let expires = invitation.fields["expiresAt"]?.stringValue.flatMap(StoreDates.parse) ?? .distantPast
         guard invitation.fields["status"]?.stringValue == "open", Date() < expires else {
@@ -332,16 +374,28 @@ struct Pairing: Sendable {
         return invitation
     }
 
-    /// One more wrong secret; the fifth locks the invitation.
-    private func countWrongSecret(_ family: String, _ invitation: Record) async {
-        let failures = (invitation.fields["failedAttempts"]?.intValue ?? 0) + 1
-        var fields: [String: JSONValue] = ["failedAttempts": .int(failures)]
-        if failures >= Int64(Self.maximumWrongSecrets) { fields["status"] = "locked" }
-        // Conditional on the change tag: if a concurrent attempt counted first, this one is
-        // lost, which is harmless (the attempt was refused either way).
-        _ = try? await self.store.save(family, zone: PairingStore.zone, [Self.update(invitation, fields)])
-        self.logger.warning("wrong pairing secret", metadata: [
-            "family": "\(family)", "invitation_id": "\(invitation.recordName)", "failed_attempts": "\(failures)",
+    /// One more wrong secret on an open invitation; the fifth locks it. The write is
+    /// conditional on the change tag: if the invitation changed meanwhile (a parent rejected
+    /// it, say), it is read again and counted on what it is now.
+    private func countWrongSecret(_ family: String, _ invitation: Record) async throws {
+        var current = invitation
+        while current.fields["status"]?.stringValue == "open" {
+            let failures = (current.fields["failedAttempts"]?.intValue ?? 0) + 1
+            var fields: [String: JSONValue] = ["failedAttempts": .int(failures)]
+            if failures >= Int64(Self.maximumWrongSecrets) { fields["status"] = "locked" }
+            do {
+                try await self.store.save(family, zone: PairingStore.zone, [Self.update(current, fields)])
+                self.logger.warning("wrong pairing secret", metadata: [
+                    "family": "\(family)", "invitation_id": "\(current.recordName)", "failed_attempts": "\(failures)",
+                ])
+                return
+            } catch let error as RPCError where error.code == .conflict {
+                guard let fresh = try await self.store.fetch(family, zone: PairingStore.zone, current.recordName) else { return }
+                current = fresh
+            }
+        }
+        self.logger.notice("wrong pairing secret for a closed invitation", metadata: [
+            "family": "\(family)", "invitation_id": "\(current.recordName)", "status": "\(current.fields["status"]?.stringValue ?? "")",
         ])
     }
 
