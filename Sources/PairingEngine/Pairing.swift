@@ -217,7 +217,7 @@ struct Pairing: Sendable {
             throw RPCError(.conflict, "invitation \(params.invitationId) is \(info.status.rawValue) already")
         }
         try await self.decide(parent.family, invitation, "rejected")
-        if let deviceId = info.deviceId {
+        if let deviceId = info.deviceId, try await self.store.credential(parent.family, deviceId: deviceId)?.role == .child {
             try await self.cutOff(parent.family, deviceId: deviceId, zone: info.zone)
         } else {
             try await self.store.save(parent.family, zone: info.zone, [
@@ -240,20 +240,39 @@ struct Pairing: Sendable {
         guard params.deviceId != parent.deviceId else {
             throw RPCError.invalidParams("params.deviceId", "is this device; a device cannot revoke itself (use pairing.rotateCredential to replace its token)")
         }
-        guard try await self.store.credential(parent.family, deviceId: params.deviceId) != nil else {
+        guard let target = try await self.store.credential(parent.family, deviceId: params.deviceId) else {
             throw RPCError(.notFound, "device \(params.deviceId) is not in this family", data: ["deviceId": .string(params.deviceId)])
         }
-        let registrations = try await self.store.all(parent.family, type: "RegisteredDevice", filters: [QueryFilter("deviceID", .equal, .string(params.deviceId))])
+        guard target.role.isParent else { return try await self.revoke(params.deviceId, by: parent) }
+        // A parent: decided one at a time per family, with the caller's rights read again
+        // inside, so that two admins revoking each other cannot both win.
+        return try await self.serializer.run("parents/\(parent.family)") {
+            let caller = try await self.store.parent(auth)
+            guard caller.role == .admin else {
+                throw RPCError(.forbidden, "only an admin parent may revoke a parent's device; \(params.deviceId) is a \(target.role.rawValue)",
+                               data: ["deviceId": .string(params.deviceId)])
+            }
+            let credentials = try await self.store.client.call(StoreMethods.listCredentials, ListCredentialsParams(family: caller.family)).credentials
+            guard credentials.contains(where: { $0.role == .admin && $0.status == .active && $0.deviceId != params.deviceId }) else {
+                throw RPCError(.forbidden, "\(params.deviceId) is the family's last admin and cannot be revoked", data: ["deviceId": .string(params.deviceId)])
+            }
+            return try await self.revoke(params.deviceId, by: caller)
+        }
+    }
+
+    /// Revokes a device the caller may revoke: its credential, its shares, its registrations.
+    private func revoke(_ deviceId: String, by parent: PairingStore.Device) async throws -> DeviceInfo {
+        let registrations = try await self.store.all(parent.family, type: "RegisteredDevice", filters: [QueryFilter("deviceID", .equal, .string(deviceId))])
         if registrations.isEmpty {
-            try await self.store.setCredential(parent.family, deviceId: params.deviceId, .revoked)
+            try await self.store.setCredential(parent.family, deviceId: deviceId, .revoked)
         }
         for registration in registrations {
-            try await self.cutOff(parent.family, deviceId: params.deviceId, zone: registration.zone)
+            try await self.cutOff(parent.family, deviceId: deviceId, zone: registration.zone)
         }
-        try await self.store.audit(parent.family, actor: "device:\(parent.deviceId)", parentDeviceId: parent.deviceId, action: "device.revoke", target: params.deviceId)
-        self.logger.notice("device revoked", metadata: ["family": "\(parent.family)", "device_id": "\(params.deviceId)"])
-        guard let device = try await self.devices(parent.family).first(where: { $0.deviceId == params.deviceId }) else {
-            throw RPCError(.notFound, "device \(params.deviceId) is not in this family")
+        try await self.store.audit(parent.family, actor: "device:\(parent.deviceId)", parentDeviceId: parent.deviceId, action: "device.revoke", target: deviceId)
+        self.logger.notice("device revoked", metadata: ["family": "\(parent.family)", "device_id": "\(deviceId)"])
+        guard let device = try await self.devices(parent.family).first(where: { $0.deviceId == deviceId }) else {
+            throw RPCError(.notFound, "device \(deviceId) is not in this family")
         }
         return device
     }
@@ -264,9 +283,13 @@ struct Pairing: Sendable {
         guard let child = try await self.store.fetch(admin.family, zone: "default", Names.child(params.childId)) else {
             throw RPCError(.notFound, "child \(params.childId) is not in this family", data: ["childId": .string(params.childId)])
         }
-        let devices = child.fields["pairedDeviceIds"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        for deviceId in devices where try await self.store.credential(admin.family, deviceId: deviceId) != nil {
+        // Only the child's own devices: a parent's device named in the record (parents may
+        // write it) keeps its credential.
+        var devices: [String] = []
+        for deviceId in child.fields["pairedDeviceIds"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        where try await self.store.credential(admin.family, deviceId: deviceId)?.role == .child {
             try await self.store.setCredential(admin.family, deviceId: deviceId, .revoked)
+            devices.append(deviceId)
         }
         // The child's zones: every monitoring zone whose session points at this child.
         var zones: [String] = []
