@@ -28,8 +28,16 @@ public enum AggregatorMethods {
 }
 
 public struct AggregatorStatus: Codable, Sendable, Hashable {
-    /// The last change of the store's log applied.
+    /// The last change of the store's log applied. It follows only the record types it
+    /// counts, so it stays behind the store's head when other changes come after: see
+    /// `caughtUp`.
     public var position: Int64
+    /// The store's newest change when asked; absent when the store could not be reached.
+    public var storeHead: Int64?
+    /// Every change up to `storeHead` that the aggregator follows is applied (what it
+    /// writes back may still be pending: the `pending…` counts); absent when the store
+    /// could not be reached.
+    public var caughtUp: Bool?
     /// Usage records held in detail.
     public var sessions: Int
     /// Device-days computed.
@@ -41,8 +49,11 @@ public struct AggregatorStatus: Codable, Sendable, Hashable {
     /// WeeklySummary records to write and records to prune, from retention.
     public var pendingRetentionWrites: Int
 
-    public init(position: Int64, sessions: Int, days: Int, pendingSummaries: Int, pendingChildWrites: Int, pendingRetentionWrites: Int = 0) {
+    public init(position: Int64, storeHead: Int64? = nil, caughtUp: Bool? = nil, sessions: Int, days: Int, pendingSummaries: Int,
+                pendingChildWrites: Int, pendingRetentionWrites: Int = 0) {
         self.position = position
+        self.storeHead = storeHead
+        self.caughtUp = caughtUp
         self.sessions = sessions
         self.days = days
         self.pendingSummaries = pendingSummaries

@@ -51,7 +51,10 @@ extension ServiceSetup {
         var methods = MethodTable(implementing: AggregatorMethods.list)
         methods.on(AggregatorMethods.status) { _, _ in
             let counts = try database.counts()
-            return AggregatorStatus(position: try database.position(), sessions: counts.sessions, days: counts.days,
+            let position = try database.position()
+            let progress = await Follower.progress(store: store, after: position)
+            return AggregatorStatus(position: position, storeHead: progress?.storeHead, caughtUp: progress?.caughtUp,
+                                    sessions: counts.sessions, days: counts.days,
                                     pendingSummaries: counts.pendingSummaries, pendingChildWrites: counts.pendingChildWrites,
                                     pendingRetentionWrites: counts.pendingRetentionWrites)
         }

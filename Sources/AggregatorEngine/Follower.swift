@@ -30,6 +30,27 @@ struct Follower: Service {
             })
     }
 
+    /// Whether the store holds a change the aggregator follows after `position` (one it
+    /// has not applied), and the store's head: what `aggregator.status` reports as
+    /// `caughtUp` and `storeHead`. Nil when the store cannot be asked.
+    static func progress(store: RPCClient, after position: Int64) async -> (storeHead: Int64, caughtUp: Bool)? {
+        do {
+            var pending = false
+            var head = position
+            let params = WatchParams(after: position, recordTypes: Ingest.recordTypes, follow: false, includeRecords: false, limit: 1)
+            for try await event in store.stream(StoreMethods.watch, params) {
+                switch event {
+                case .item: pending = true
+                case .end(let end): head = end.lastSeq  // caught up: the store's head when it looked
+                }
+            }
+            if pending { head = try await store.call(StoreMethods.stats, Empty()).head }
+            return (max(head, position), !pending)
+        } catch {
+            return nil
+        }
+    }
+
     private func apply(_ batch: [ChangeEvent]) async throws {
         let started = ContinuousClock.now
         var changes: [Ingest.Change] = []

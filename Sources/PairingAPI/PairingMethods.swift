@@ -45,7 +45,7 @@ public enum PairingMethods {
 
     // Devices
     public static let revokeDevice = MethodSpec<DeviceParams, DeviceInfo>(
-        "pairing.revokeDevice", summary: "Cuts a device off at once: credential revoked, removed from shares, marked inactive; data stays.",
+        "pairing.revokeDevice", summary: "Cuts a device off at once: credential revoked, removed from shares, marked inactive; data stays. A parent's device only by an admin, never the family's last admin.",
         callers: .parent,
         errors: [.unauthorized, .forbidden, .notFound])
     public static let removeChild = MethodSpec<RemoveChildParams, RemoveChildResult>(

@@ -24,6 +24,9 @@ struct Pairing: Sendable {
     let store: PairingStore
     let settings: Settings
     let limiter: AttemptLimiter
+    /// One secret check (and what follows it) at a time per invitation; one parent's
+    /// revocation at a time per family.
+    let serializer: KeyedSerializer
     let logger: Logger
 
     // MARK: Bootstrap
@@ -69,12 +72,13 @@ struct Pairing: Sendable {
         try Identifiers.check("params.deviceId", params.deviceId)
         try Identifiers.checkName("params.deviceName", params.deviceName)
         let parts = params.code.split(separator: ".", maxSplits: 1).map(String.init)
-        let invitation = try await self.verify(family: params.family, id: parts.first ?? "", secret: parts.count == 2 ? parts[1] : "", kind: "parent")
-        guard let role = invitation.fields["role"]?.stringValue.flatMap(DeviceRole.init(rawValue:)), role.isParent else {
-            throw Self.invalid
+        let invitation = try await self.take(
+            family: params.family, id: parts.first ?? "", secret: parts.count == 2 ? parts[1] : "", kind: "parent",
+            status: "used", device: params.deviceId, deviceName: params.deviceName
+        ) { invitation in
+            guard invitation.fields["role"]?.stringValue.flatMap(DeviceRole.init(rawValue:))?.isParent == true else { throw Self.invalid }
         }
-        try await self.requireUnpaired(params.family, params.deviceId)
-        try await self.claim(params.family, invitation, status: "used", device: params.deviceId, deviceName: params.deviceName)
+        guard let role = invitation.fields["role"]?.stringValue.flatMap(DeviceRole.init(rawValue:)) else { throw Self.invalid }
 
         let credential = try await self.store.issueCredential(params.family, deviceId: params.deviceId, role: role, status: .active)
         var profile: [String: JSONValue] = [
@@ -132,11 +136,15 @@ struct Pairing: Sendable {
     func acceptInvitation(_ params: AcceptInvitationParams, auth: Auth?) async throws -> AcceptedInvitation {
         try Identifiers.check("params.deviceId", params.deviceId)
         try Identifiers.checkName("params.deviceName", params.deviceName)
-        let invitation = try await self.verify(family: params.family, id: params.invitationId, secret: params.secret, kind: "child")
+        let invitation = try await self.take(
+            family: params.family, id: params.invitationId, secret: params.secret, kind: "child",
+            status: "accepted", device: params.deviceId, deviceName: params.deviceName
+        ) { invitation in
+            guard invitation.fields["zone"]?.stringValue != nil, invitation.fields["childOpaqueId"]?.stringValue != nil,
+                  invitation.fields["createdBy"]?.stringValue != nil else { throw Self.invalid }
+        }
         guard let zone = invitation.fields["zone"]?.stringValue, let childId = invitation.fields["childOpaqueId"]?.stringValue,
               let parentDeviceId = invitation.fields["createdBy"]?.stringValue else { throw Self.invalid }
-        try await self.requireUnpaired(params.family, params.deviceId)
-        try await self.claim(params.family, invitation, status: "accepted", device: params.deviceId, deviceName: params.deviceName)
 
         var child: [String: JSONValue] = [
             "familyRef": .reference(params.family, zone: "default"), "childOpaqueId": .string(childId), "pairedDeviceIds": [.string(params.deviceId)],
@@ -154,9 +162,10 @@ struct Pairing: Sendable {
             RecordSave(recordType: "RegisteredDevice", recordName: Names.device(params.deviceId), fields: device),
             RecordSave(recordType: "MonitoringSession", recordName: Names.session, fields: ["deviceID": .string(params.deviceId)]),
         ], policy: .changedKeys)
+        // The credential first: the store shares a zone only with a device of the family.
+        let credential = try await self.store.issueCredential(params.family, deviceId: params.deviceId, role: .child, status: .pending)
         _ = try await self.store.client.call(StoreMethods.share, ShareParams(
             family: params.family, zone: zone, participants: [ShareParticipant(deviceId: params.deviceId, permission: .readWrite)]))
-        let credential = try await self.store.issueCredential(params.family, deviceId: params.deviceId, role: .child, status: .pending)
         try await self.store.audit(params.family, actor: "device:\(params.deviceId)", parentDeviceId: nil, action: "invitation.accept", target: zone,
                                    metadata: ["invitationId": .string(params.invitationId)])
         self.logger.notice("invitation accepted", metadata: [
@@ -208,7 +217,7 @@ struct Pairing: Sendable {
             throw RPCError(.conflict, "invitation \(params.invitationId) is \(info.status.rawValue) already")
         }
         try await self.decide(parent.family, invitation, "rejected")
-        if let deviceId = info.deviceId {
+        if let deviceId = info.deviceId, try await self.store.credential(parent.family, deviceId: deviceId)?.role == .child {
             try await self.cutOff(parent.family, deviceId: deviceId, zone: info.zone)
         } else {
             try await self.store.save(parent.family, zone: info.zone, [
@@ -231,20 +240,39 @@ struct Pairing: Sendable {
         guard params.deviceId != parent.deviceId else {
             throw RPCError.invalidParams("params.deviceId", "is this device; a device cannot revoke itself (use pairing.rotateCredential to replace its token)")
         }
-        guard try await self.store.credential(parent.family, deviceId: params.deviceId) != nil else {
+        guard let target = try await self.store.credential(parent.family, deviceId: params.deviceId) else {
             throw RPCError(.notFound, "device \(params.deviceId) is not in this family", data: ["deviceId": .string(params.deviceId)])
         }
-        let registrations = try await self.store.all(parent.family, type: "RegisteredDevice", filters: [QueryFilter("deviceID", .equal, .string(params.deviceId))])
+        guard target.role.isParent else { return try await self.revoke(params.deviceId, by: parent) }
+        // A parent: decided one at a time per family, with the caller's rights read again
+        // inside, so that two admins revoking each other cannot both win.
+        return try await self.serializer.run("parents/\(parent.family)") {
+            let caller = try await self.store.parent(auth)
+            guard caller.role == .admin else {
+                throw RPCError(.forbidden, "only an admin parent may revoke a parent's device; \(params.deviceId) is a \(target.role.rawValue)",
+                               data: ["deviceId": .string(params.deviceId)])
+            }
+            let credentials = try await self.store.client.call(StoreMethods.listCredentials, ListCredentialsParams(family: caller.family)).credentials
+            guard credentials.contains(where: { $0.role == .admin && $0.status == .active && $0.deviceId != params.deviceId }) else {
+                throw RPCError(.forbidden, "\(params.deviceId) is the family's last admin and cannot be revoked", data: ["deviceId": .string(params.deviceId)])
+            }
+            return try await self.revoke(params.deviceId, by: caller)
+        }
+    }
+
+    /// Revokes a device the caller may revoke: its credential, its shares, its registrations.
+    private func revoke(_ deviceId: String, by parent: PairingStore.Device) async throws -> DeviceInfo {
+        let registrations = try await self.store.all(parent.family, type: "RegisteredDevice", filters: [QueryFilter("deviceID", .equal, .string(deviceId))])
         if registrations.isEmpty {
-            try await self.store.setCredential(parent.family, deviceId: params.deviceId, .revoked)
+            try await self.store.setCredential(parent.family, deviceId: deviceId, .revoked)
         }
         for registration in registrations {
-            try await self.cutOff(parent.family, deviceId: params.deviceId, zone: registration.zone)
+            try await self.cutOff(parent.family, deviceId: deviceId, zone: registration.zone)
         }
-        try await self.store.audit(parent.family, actor: "device:\(parent.deviceId)", parentDeviceId: parent.deviceId, action: "device.revoke", target: params.deviceId)
-        self.logger.notice("device revoked", metadata: ["family": "\(parent.family)", "device_id": "\(params.deviceId)"])
-        guard let device = try await self.devices(parent.family).first(where: { $0.deviceId == params.deviceId }) else {
-            throw RPCError(.notFound, "device \(params.deviceId) is not in this family")
+        try await self.store.audit(parent.family, actor: "device:\(parent.deviceId)", parentDeviceId: parent.deviceId, action: "device.revoke", target: deviceId)
+        self.logger.notice("device revoked", metadata: ["family": "\(parent.family)", "device_id": "\(deviceId)"])
+        guard let device = try await self.devices(parent.family).first(where: { $0.deviceId == deviceId }) else {
+            throw RPCError(.notFound, "device \(deviceId) is not in this family")
         }
         return device
     }
@@ -255,9 +283,13 @@ struct Pairing: Sendable {
         guard let child = try await self.store.fetch(admin.family, zone: "default", Names.child(params.childId)) else {
             throw RPCError(.notFound, "child \(params.childId) is not in this family", data: ["childId": .string(params.childId)])
         }
-        let devices = child.fields["pairedDeviceIds"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        for deviceId in devices where try await self.store.credential(admin.family, deviceId: deviceId) != nil {
+        // Only the child's own devices: a parent's device named in the record (parents may
+        // write it) keeps its credential.
+        var devices: [String] = []
+        for deviceId in child.fields["pairedDeviceIds"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        where try await self.store.credential(admin.family, deviceId: deviceId)?.role == .child {
             try await self.store.setCredential(admin.family, deviceId: deviceId, .revoked)
+            devices.append(deviceId)
         }
         // The child's zones: every monitoring zone whose session points at this child.
         var zones: [String] = []
@@ -296,11 +328,40 @@ struct Pairing: Sendable {
 
     static let invalid = RPCError(.invitationInvalid, "this invitation or code cannot be used: it does not exist, has expired or been used, or the secret is wrong")
 
-    /// The invitation, if `secret` is its secret and it is still open. Every failure looks
-    /// the same to the caller; wrong secrets count towards the rate limits and the lock.
-    private func verify(family: String, id: String, secret: String, kind: String) async throws -> Record {
+    /// A wrong guess: an unknown invitation, or a wrong secret. Counted by the limits.
+    private struct WrongGuess: Error {}
+
+    /// Checks the secret and takes the invitation for `device` (`status`: `accepted`,
+    /// `used`) as one step per invitation: a concurrent attempt waits for this one's outcome,
+    /// so each wrong secret is counted before the next is checked. `check` refuses an
+    /// invitation that is not of the kind asked for. Every refusal looks the same to the
+    /// caller; wrong guesses count towards the limits and the invitation's lock.
+    private func take(family: String, id: String, secret: String, kind: String, status: String, device: String, deviceName: String,
+                      check: @escaping @Sendable (Record) throws -> Void) async throws -> Record {
         guard Identifiers.isValid(family) else { throw Self.invalid }
-        try self.limiter.check(family: family)
+        let attempt = try self.limiter.begin(family: family)
+        do {
+            let invitation = try await self.serializer.run("invitation/\(family)/\(id)") {
+                let invitation = try await self.verify(family: family, id: id, secret: secret, kind: kind)
+                try check(invitation)
+                try await self.requireUnpaired(family, device)
+                try await self.claim(family, invitation, status: status, device: device, deviceName: deviceName)
+                return invitation
+            }
+            self.limiter.withdraw(attempt)
+            return invitation
+        } catch is WrongGuess {
+            self.limiter.failed(attempt)
+            throw Self.invalid
+        } catch {
+            self.limiter.withdraw(attempt)
+            throw error
+        }
+    }
+
+    /// The invitation, if `secret` is its secret and it is still open; `WrongGuess` for an
+    /// unknown invitation or a wrong secret (counted on the invitation first).
+    private func verify(family: String, id: String, secret: String, kind: String) async throws -> Record {
         var found: Record?
         if Identifiers.isValid(id) {
             do {
@@ -312,14 +373,19 @@ struct Pairing: Sendable {
         guard let invitation = found, invitation.fields["kind"]?.stringValue == kind,
               let hash = invitation.fields["secretSHA256"]?.stringValue
         else {
-            self.limiter.fail(family: family)
             self.logger.notice("pairing attempt with an unknown invitation", metadata: ["family": "\(family)", "invitation_id": "\(id)"])
-            throw Self.invalid
+            throw WrongGuess()
         }
         guard Secrets.matches(secret, sha256Hex: hash) else {
-            self.limiter.fail(family: family)
-            await self.countWrongSecret(family, invitation)
-            throw Self.invalid
+            do {
+                try await self.countWrongSecret(family, invitation)
+            } catch {
+                // Refused either way, and counted by the limits; only the invitation's own count is missed.
+                self.logger.error("cannot count a wrong pairing secret on its invitation", metadata: [
+                    "family": "\(family)", "invitation_id": "\(invitation.recordName)", "error": "\(error)",
+                ])
+            }
+            throw WrongGuess()
         }
         let expires = invitation.fields["expiresAt"]?.stringValue.flatMap(StoreDates.parse) ?? .distantPast
         guard invitation.fields["status"]?.stringValue == "open", Date() < expires else {
@@ -331,16 +397,28 @@ struct Pairing: Sendable {
         return invitation
     }
 
-    /// One more wrong secret; the fifth locks the invitation.
-    private func countWrongSecret(_ family: String, _ invitation: Record) async {
-        let failures = (invitation.fields["failedAttempts"]?.intValue ?? 0) + 1
-        var fields: [String: JSONValue] = ["failedAttempts": .int(failures)]
-        if failures >= Int64(Self.maximumWrongSecrets) { fields["status"] = "locked" }
-        // Conditional on the change tag: if a concurrent attempt counted first, this one is
-        // lost, which is harmless (the attempt was refused either way).
-        _ = try? await self.store.save(family, zone: PairingStore.zone, [Self.update(invitation, fields)])
-        self.logger.warning("wrong pairing secret", metadata: [
-            "family": "\(family)", "invitation_id": "\(invitation.recordName)", "failed_attempts": "\(failures)",
+    /// One more wrong secret on an open invitation; the fifth locks it. The write is
+    /// conditional on the change tag: if the invitation changed meanwhile (a parent rejected
+    /// it, say), it is read again and counted on what it is now.
+    private func countWrongSecret(_ family: String, _ invitation: Record) async throws {
+        var current = invitation
+        while current.fields["status"]?.stringValue == "open" {
+            let failures = (current.fields["failedAttempts"]?.intValue ?? 0) + 1
+            var fields: [String: JSONValue] = ["failedAttempts": .int(failures)]
+            if failures >= Int64(Self.maximumWrongSecrets) { fields["status"] = "locked" }
+            do {
+                try await self.store.save(family, zone: PairingStore.zone, [Self.update(current, fields)])
+                self.logger.warning("wrong pairing secret", metadata: [
+                    "family": "\(family)", "invitation_id": "\(current.recordName)", "failed_attempts": "\(failures)",
+                ])
+                return
+            } catch let error as RPCError where error.code == .conflict {
+                guard let fresh = try await self.store.fetch(family, zone: PairingStore.zone, current.recordName) else { return }
+                current = fresh
+            }
+        }
+        self.logger.notice("wrong pairing secret for a closed invitation", metadata: [
+            "family": "\(family)", "invitation_id": "\(current.recordName)", "status": "\(current.fields["status"]?.stringValue ?? "")",
         ])
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import RPCClient
 import ServiceKit
@@ -36,11 +37,15 @@ extension ServiceSetup {
             serverAddress: configuration.serverAddress,
             invitationLifetime: configuration.invitationLifetime,
             enrollmentLifetime: configuration.enrollmentLifetime)
+        try FileManager.default.createDirectory(atPath: environment.paths.stateDirectory, withIntermediateDirectories: true)
+        let attempts = environment.paths.stateDirectory + "/" + AttemptLimiter.fileName
         let limiter = AttemptLimiter(AttemptLimiter.Limits(
-            perFamily: configuration.failuresPerFamily, total: configuration.failuresTotal, window: configuration.failureWindow))
-        environment.logger.info("using the store", metadata: ["socket": "\(configuration.storeSocket)"])
+            perFamily: configuration.failuresPerFamily, total: configuration.failuresTotal, window: configuration.failureWindow),
+            file: attempts, logger: environment.logger)
+        environment.logger.info("using the store", metadata: ["socket": "\(configuration.storeSocket)", "attempts_file": "\(attempts)"])
+        let pairing = Pairing(store: store, settings: settings, limiter: limiter, serializer: KeyedSerializer(), logger: environment.logger)
         return ServiceSetup(
-            methods: PairingHandlers.table(Pairing(store: store, settings: settings, limiter: limiter, logger: environment.logger)),
+            methods: PairingHandlers.table(pairing),
             background: [InvitationPurge(store: store, logger: environment.logger)])
     }
 }

@@ -84,6 +84,10 @@ public struct SubscribeParams: Codable, Sendable, Hashable {
 }
 
 public struct Subscription: Codable, Sendable, Hashable {
+    /// What zone and family subscriptions fire on (every change), and a query
+    /// subscription's default: `create`, `delete`, `update`.
+    public static let firesOnEverything: [FireOn] = FireOn.allCases.sorted { $0.rawValue < $1.rawValue }
+
     public var subscriptionId: String
     public var family: String
     public var deviceId: String

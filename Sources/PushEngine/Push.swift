@@ -248,9 +248,11 @@ struct Push: Sendable {
         case .zone:
             guard params.zone != nil else { throw RPCError.invalidParams("params.zone", "is required for a zone subscription") }
             try Check.onlyForQuery(params)
+            firesOn = Subscription.firesOnEverything
         case .family:
             guard params.zone == nil else { throw RPCError.invalidParams("params.zone", "a family subscription covers every zone; leave zone out") }
             try Check.onlyForQuery(params)
+            firesOn = Subscription.firesOnEverything
         }
         if let zone = params.zone { try Check.zone("params.zone", zone) }
         let spec = params.notification ?? NotificationSpec()

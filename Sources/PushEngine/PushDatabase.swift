@@ -43,7 +43,12 @@ final class PushDatabase: Sendable {
 
     func allSubscriptions() throws -> [Subscription] {
         try self.pool.read { db in
-            try String.fetchAll(db, sql: "SELECT body FROM subscriptions").map { try Coding.decode(Subscription.self, $0) }
+            try String.fetchAll(db, sql: "SELECT body FROM subscriptions").map { body in
+                var subscription = try Coding.decode(Subscription.self, body)
+                // Saved before zone and family subscriptions said what they fire on.
+                if subscription.kind != .query { subscription.firesOn = Subscription.firesOnEverything }
+                return subscription
+            }
         }
     }
 

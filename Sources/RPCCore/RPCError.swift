@@ -1,7 +1,8 @@
 /// A stable, snake_case error code: the part of an error a program matches on.
 ///
 /// The list below is the contract documented in `docs/protocol.md`; services may add
-/// their own codes (the pairing service adds `pairing_unconfirmed`), always snake_case.
+/// their own codes (the record store adds `pairing_unconfirmed`, the pairing service
+/// `invitation_invalid`), always snake_case.
 public struct ErrorCode: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
     public let rawValue: String
     public init(rawValue: String) { self.rawValue = rawValue }

@@ -3,8 +3,8 @@ import RPCCore
 
 /// `store.backup`: a consistent online copy of the database, taken while writes go on.
 public struct BackupParams: Codable, Sendable, Hashable {
-    /// Where to write the copy. A relative path is under `<state-dir>/backups/`; default
-    /// `<state-dir>/backups/store-<UTC time>.sqlite`. The file must not exist yet.
+    /// The copy's file name in `<state-dir>/backups/` (a plain name: no `/`, not `.` or
+    /// `..`); default `store-<UTC time>.sqlite`. The file must not exist yet.
     public var path: String?
 
     public init(path: String? = nil) { self.path = path }

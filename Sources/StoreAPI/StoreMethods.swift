@@ -58,9 +58,9 @@ public enum StoreMethods {
 
     // Shares
     public static let share = MethodSpec<ShareParams, ShareInfo>(
-        "store.share", summary: "Shares a zone with devices, each read-only or read-write (parents and local services).",
+        "store.share", summary: "Shares a zone with devices of its family, each read-only or read-write (parents and local services).",
         callers: [.local, .parent],
-        errors: [.unauthorized, .forbidden, .notFound])
+        errors: [.unauthorized, .forbidden, .notFound, .invalidParams])
     public static let unshare = MethodSpec<UnshareParams, ShareInfo>(
         "store.unshare", summary: "Removes devices from a zone's share; takes effect on their next request.",
         callers: [.local, .parent],
@@ -91,9 +91,9 @@ public enum StoreMethods {
         "store.schema", summary: "The record types, fields, indexes and constraints in force.",
         callers: [.local, .parent, .child])
     public static let backup = MethodSpec<BackupParams, BackupResult>(
-        "store.backup", summary: "Writes a consistent online copy of the database while writes go on. Local services only.",
+        "store.backup", summary: "Writes a consistent online copy of the database, while writes go on, into the store's backups directory under a plain file name. Local services only.",
         callers: .local,
-        errors: [.forbidden, .conflict])
+        errors: [.forbidden, .invalidParams, .conflict, .unavailable])
     public static let purge = MethodSpec<PurgeParams, PurgeResult>(
         "store.purge", summary: "Purges tombstones and change-log entries older than the grace period now. Local services only.",
         callers: .local,

@@ -68,4 +68,46 @@ struct AggregatorServiceTests {
         _ = try await stack.local.call(Builtin.ping, Empty())
         await expectError(.methodNotFound) { _ = try await stack.local.call("aggregator.nope") }
     }
+
+    @Test("aggregator.status tells when the aggregator has caught up with the store, though its position stops at the last change it follows")
+    func caughtUp() async throws {
+        let stack = try await AggregatorStack.start()
+        defer { stack.stopNow() }
+        try await stack.session("fine", from: stack.at("2026-11-20 11:00"), to: stack.at("2026-11-20 11:05"))
+        try await stack.waitForSummary("2026-11-20") { $0?.learning == 300 }
+        // Changes the aggregator does not follow (audit entries) move the store's head on.
+        let family = stack.family.family
+        for index in 0..<3 {
+            _ = try await stack.parentStore.call(StoreMethods.modify, ModifyParams(family: family, zone: "default", saves: [
+                RecordSave(recordType: "AuditEntry", recordName: "audit-test-\(index)", fields: [
+                    "familyRef": .reference(family, zone: "default"), "actorParentRef": .reference(family, zone: "default"),
+                    "action": "test", "timestamp": .date(Date()),
+                ]),
+            ], atomic: true))
+        }
+        let head = try await stack.harness.storeClient().call(StoreMethods.stats, Empty()).head
+        var status = try await Self.statusOnceCaughtUp(stack)
+        #expect((status["storeHead"]?.intValue ?? 0) >= head, "\(status)")
+        #expect((status["position"]?.intValue ?? .max) < head, "the position is the last change it applied: \(status)")
+
+        // After a restart with a change it has not applied yet, it catches up again.
+        await stack.kill()
+        try await stack.session("later", from: stack.at("2026-11-20 12:00"), to: stack.at("2026-11-20 12:05"))
+        try await stack.restart()
+        status = try await Self.statusOnceCaughtUp(stack)
+        #expect(status["sessions"] == 2, "caught up means the change is applied: \(status)")
+        try await stack.waitForSummary("2026-11-20") { $0?.learning == 600 }
+    }
+
+    /// `aggregator.status` (as JSON, so that a missing field fails the test) once it says
+    /// `caughtUp`.
+    static func statusOnceCaughtUp(_ stack: AggregatorStack) async throws -> JSONValue {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while true {
+            let status = try await stack.local.call("aggregator.status")
+            if status["caughtUp"] == true { return status }
+            guard ContinuousClock.now < deadline else { throw TestFailure("the aggregator never said it had caught up: \(status)") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
 }

@@ -120,12 +120,13 @@ struct DeclaredMethodsTests {
 struct ProtocolDoc {
     var callers: [String: [Caller]] = [:]
 
+    static let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("docs/protocol.md").path
+
     static func load() throws -> ProtocolDoc {
-        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("docs/protocol.md").path
         var doc = ProtocolDoc()
         var inMethodTable = false
-        for line in try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false) {
+        for line in try String(contentsOfFile: Self.path, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false) {
             guard line.hasPrefix("|") else { inMethodTable = false; continue }
             let cells = line.split(separator: "|", omittingEmptySubsequences: false).dropFirst().map { $0.trimmingCharacters(in: .whitespaces) }
             if cells.count >= 2, cells[0] == "Method", cells[1] == "Callers" { inMethodTable = true; continue }

@@ -82,9 +82,9 @@ struct StoryTests {
         #expect(Self.read(svg).hasPrefix("<svg"))
 
         // A backup of the store while it runs.
-        let backup = try await stack.ctl("backup", stack.directory.file("backup.sqlite"))
+        let backup = try await stack.ctl("backup", "story.sqlite")
         #expect(backup.status == 0 && backup.stdout.contains("Backed up"), "\(backup)")
-        #expect(FileManager.default.fileExists(atPath: stack.directory.file("backup.sqlite")))
+        #expect(FileManager.default.fileExists(atPath: stack.stack + "/state/backups/story.sqlite"))
 
         // 6. Revocation cuts the child off at once.
         let revoked = try await stack.ctl("device", "revoke", "--profile", "mum", childDevice)

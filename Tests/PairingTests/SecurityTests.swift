@@ -175,6 +175,74 @@ struct SecurityTests {
         }
     }
 
+    @Test("40 wrong secrets at once to one invitation: each is counted, the fifth locks it, and the right secret is refused after")
+    func concurrentGuessesLockTheInvitation() async throws {
+        // Limits high enough that only the invitation's own lock is in play.
+        let harness = try await PairingHarness.start(pairingArguments: ["--max-failures-per-family", "1000", "--max-failures", "1000"])
+        defer { harness.stopNow() }
+        let family = try await Bootstrapped.make(harness)
+        let invitation = try await family.parent.call(PairingMethods.createInvitation, CreateInvitationParams(childId: "emma"))
+        let anyone = harness.pairingClient()
+        let codes = await Self.atOnce(40, anyone) { attempt in
+            AcceptInvitationParams(family: "smith", invitationId: invitation.invitationId, secret: "guess-\(attempt)", deviceId: "x\(attempt)", deviceName: "X")
+        }
+        #expect(codes.allSatisfy { $0 == .invitationInvalid }, "\(codes)")
+        let stored = try await harness.storeClient().call(StoreMethods.fetch, FetchParams(family: "smith", zone: "_pairing", recordNames: [invitation.invitationId]))
+        #expect(stored.records.first?.fields["failedAttempts"] == 5, "\(String(describing: stored.records.first?.fields))")
+        #expect(try await family.parent.call(PairingMethods.invitationStatus, InvitationParams(invitationId: invitation.invitationId)).status == .locked)
+        await expectError(.invitationInvalid) {
+            _ = try await anyone.call(PairingMethods.acceptInvitation, AcceptInvitationParams(
+                family: "smith", invitationId: invitation.invitationId, secret: invitation.secret, deviceId: "emma-ipad", deviceName: "iPad"))
+        }
+    }
+
+    @Test("40 guesses at once against the family limit of 10: ten are checked, the other thirty refused unchecked")
+    func concurrentGuessesRespectTheFamilyLimit() async throws {
+        let harness = try await PairingHarness.start(pairingArguments: ["--max-failures-per-family", "10"])
+        defer { harness.stopNow() }
+        _ = try await Bootstrapped.make(harness)
+        let codes = await Self.atOnce(40, harness.pairingClient()) { attempt in
+            AcceptInvitationParams(family: "smith", invitationId: String(format: "%016x", attempt), secret: "guess", deviceId: "x", deviceName: "X")
+        }
+        #expect(codes.filter { $0 == .invitationInvalid }.count == 10, "\(codes)")
+        #expect(codes.filter { $0 == .limitExceeded }.count == 30, "\(codes)")
+    }
+
+    @Test("the wrong attempts counted survive a restart of the pairing service: the limit still holds after it")
+    func rateLimitSurvivesARestart() async throws {
+        let harness = try await PairingHarness.start(pairingArguments: ["--max-failures-per-family", "3"])
+        defer { harness.stopNow() }
+        _ = try await Bootstrapped.make(harness)
+        for _ in 1...3 {
+            await expectError(.invitationInvalid) {
+                _ = try await harness.pairingClient().call(PairingMethods.acceptInvitation, AcceptInvitationParams(
+                    family: "smith", invitationId: "0123456789abcdef", secret: "guess", deviceId: "x", deviceName: "X"))
+            }
+        }
+        try await harness.restartPairing()
+        let limited = await expectError(.limitExceeded) {
+            _ = try await harness.pairingClient().call(PairingMethods.acceptInvitation, AcceptInvitationParams(
+                family: "smith", invitationId: "0123456789abcdef", secret: "guess", deviceId: "x", deviceName: "X"))
+        }
+        #expect(limited?.message.contains("try again in") == true)
+    }
+
+    /// `count` acceptInvitation calls sent at once on one connection; each one's error code
+    /// (nil: accepted).
+    static func atOnce(_ count: Int, _ client: RPCClient, _ params: @escaping @Sendable (Int) -> AcceptInvitationParams) async -> [ErrorCode?] {
+        await withTaskGroup(of: ErrorCode?.self) { group in
+            for attempt in 0..<count {
+                group.addTask {
+                    do {
+                        _ = try await client.call(PairingMethods.acceptInvitation, params(attempt))
+                        return nil
+                    } catch let error as RPCError { return error.code } catch { return nil }
+                }
+            }
+            return await group.reduce(into: [ErrorCode?]()) { $0.append($1) }
+        }
+    }
+
     @Test("the service keeps only hashes: no secret or token is in the store's records")
     func onlyHashes() async throws {
         let harness = try await PairingHarness.start()

@@ -1,3 +1,4 @@
+import Foundation
 import PairingAPI
 import Testing
 
@@ -43,5 +44,20 @@ struct ShortCodeTests {
         #expect(base != ShortCode(secret: "secret-1", invitationId: "inv", parentDeviceId: "mum", childDeviceId: "intruder"))
         #expect(base.emojiLine.split(separator: " ").count == 7)
         #expect(base.digitsLine.split(separator: " ").count == 3)
+    }
+
+    /// The test vector docs/protocol.md gives ("The short code"), so that a second
+    /// implementation can check itself: HKDF-SHA256 over the secret's text as UTF-8 (not its
+    /// base64url-decoded bytes, which give a1c95f94c286), with no salt.
+    @Test("the documented test vector: HKDF over the secret's text, no salt; the doc states the same values")
+    func documentedVector() throws {
+        let code = ShortCode(secret: "kQ3v9Yx0Rz7mA1bC2dE4fG", invitationId: "0123456789abcdef", parentDeviceId: "mum-phone", childDeviceId: "emma-ipad")
+        #expect(code.emoji.map(\.name) == ["Pin", "Train", "Dog", "Cat", "Pig", "Aeroplane", "Guitar"])
+        #expect(code.digits == [9166, 1004, 3991])
+        let doc = try String(contentsOfFile: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("docs/protocol.md").path, encoding: .utf8)
+        for text in ["kQ3v9Yx0Rz7mA1bC2dE4fG", "ff3001175e5b", "Pin, Train, Dog, Cat, Pig, Aeroplane, Guitar", "9166 1004 3991"] {
+            #expect(doc.contains(text), "docs/protocol.md lacks \(text)")
+        }
     }
 }

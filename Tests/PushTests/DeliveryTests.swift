@@ -166,4 +166,19 @@ struct DeliveryTests {
         try await listening.expectQuiet(beyond: 1)
         #expect(received.first?.reason == .zoneChanged && received.first?.zone == stack.child.zone && received.first?.recordName == "u3")
     }
+
+    @Test("zone and family subscriptions fire on every change, and say so: firesOn is all three, as the doc's default")
+    func zoneSubscriptionFiresOnAll() async throws {
+        let stack = try await PushStack.start()
+        defer { stack.stopNow() }
+        let child = stack.client(token: stack.child.token)
+        let zone = try await child.call("push.subscribe", params: ["kind": "zone", "zone": .string(stack.child.zone)])
+        let family = try await stack.parent.call("push.subscribe", params: ["kind": "family"])
+        let query = try await child.call("push.subscribe", params: ["kind": "query", "recordType": "UsageRecord"])
+        for subscription in [zone, family, query] {
+            #expect(subscription["firesOn"] == ["create", "delete", "update"], "\(subscription)")
+        }
+        let listed = try await child.call("push.listSubscriptions")["subscriptions"]?.arrayValue ?? []
+        #expect(listed.count == 2 && listed.allSatisfy { $0["firesOn"] == ["create", "delete", "update"] }, "\(listed)")
+    }
 }

@@ -67,6 +67,34 @@ struct AccessTests {
         #expect(created.error?.code == .forbidden)
     }
 
+    @Test("a zone is shared only with the family's own devices: a device of another family, or an unknown one, is refused and nothing changes")
+    func shareOnlyWithinTheFamily() async throws {
+        let store = try await StoreHarness.start()
+        defer { store.stopNow() }
+        let family = try await FamilyFixture.setUp(store)
+        _ = try await family.admin.call(StoreMethods.createFamily, CreateFamilyParams(family: "fam-jones"))
+        _ = try await family.admin.call(StoreMethods.putCredential, PutCredentialParams(
+            family: "fam-jones", deviceId: "j1", role: .child, tokenSHA256: FamilyFixture.sha256("jones-child-token-0123")))
+        let error = await expectError(.invalidParams) {
+            _ = try await family.parent.call(StoreMethods.share, ShareParams(family: FamilyFixture.family, zone: FamilyFixture.zone1, participants: [
+                ShareParticipant(deviceId: "c2", permission: .readOnly), ShareParticipant(deviceId: "j1", permission: .readWrite)]))
+        }
+        #expect(error?.data?["parameter"] == "params.participants[1].deviceId", "\(String(describing: error))")
+        #expect(error?.message.contains("j1") == true && error?.message.contains(FamilyFixture.family) == true, "\(String(describing: error))")
+        // Local callers too, and a device no family has.
+        await expectError(.invalidParams) {
+            _ = try await family.admin.call(StoreMethods.share, ShareParams(family: FamilyFixture.family, zone: FamilyFixture.zone1,
+                participants: [ShareParticipant(deviceId: "nobody", permission: .readOnly)]))
+        }
+        // Nothing was applied: the zone is still shared with c1 alone.
+        let info = try await family.parent.call(StoreMethods.shareInfo, ZoneParams(family: FamilyFixture.family, zone: FamilyFixture.zone1))
+        #expect(info.participants.map(\.deviceId) == ["c1"])
+        // The family's own devices still can be.
+        let shared = try await family.parent.call(StoreMethods.share, ShareParams(family: FamilyFixture.family, zone: FamilyFixture.zone1,
+            participants: [ShareParticipant(deviceId: "c2", permission: .readOnly)]))
+        #expect(Set(shared.participants.map(\.deviceId)) == ["c1", "c2"])
+    }
+
     @Test("a read-only share lets the child read but not write")
     func readOnlyShare() async throws {
         let store = try await StoreHarness.start()

@@ -98,6 +98,37 @@ struct DurabilityTests {
         #expect(acknowledged.count >= 300)
     }
 
+    @Test("store.backup writes only into its backups directory: absolute paths, '..', sub-directories and a symlinked directory are refused")
+    func backupConfined() async throws {
+        let store = try await StoreHarness.start()
+        defer { store.stopNow() }
+        let admin = store.client()
+        let outside = TemporaryDirectory()
+        for name in [outside.file("absolute.sqlite"), "../escape.sqlite", "..", ".", "sub/nested.sqlite", "a\u{0}b.sqlite"] {
+            let error = await expectError(.invalidParams) { _ = try await admin.call(StoreMethods.backup, BackupParams(path: name)) }
+            #expect(error?.data?["parameter"] == "params.path", "\(name): \(String(describing: error))")
+        }
+        #expect(!FileManager.default.fileExists(atPath: outside.file("absolute.sqlite")))
+        #expect(!FileManager.default.fileExists(atPath: store.state + "/escape.sqlite"))
+
+        // A backups directory that is a symbolic link is not followed.
+        let backups = store.state + "/backups"
+        try FileManager.default.createSymbolicLink(atPath: backups, withDestinationPath: outside.path)
+        let error = await expectError(.unavailable) { _ = try await admin.call(StoreMethods.backup, BackupParams(path: "linked.sqlite")) }
+        #expect(error?.message.contains("symbolic link") == true, "\(String(describing: error))")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: outside.path).isEmpty)
+
+        // A plain name goes into the real directory, and an existing file is never replaced,
+        // even a symbolic link standing where the backup would go.
+        try FileManager.default.removeItem(atPath: backups)
+        let made = try await admin.call(StoreMethods.backup, BackupParams(path: "nightly.sqlite"))
+        #expect(made.path == backups + "/nightly.sqlite" && made.bytes > 0)
+        try FileManager.default.createSymbolicLink(atPath: backups + "/trap.sqlite", withDestinationPath: outside.file("target.sqlite"))
+        await expectError(.conflict) { _ = try await admin.call(StoreMethods.backup, BackupParams(path: "trap.sqlite")) }
+        #expect(!FileManager.default.fileExists(atPath: outside.file("target.sqlite")))
+        #expect(try await admin.call("rpc.ping")["service"] == "store")
+    }
+
     @Test("a backup taken under load opens as a database holding everything acknowledged before it began")
     func backupUnderLoad() async throws {
         let store = try await StoreHarness.start()

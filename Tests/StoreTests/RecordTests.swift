@@ -125,6 +125,52 @@ struct RecordTests {
         #expect(fetched.records.map(\.recordName) == ["rule-good-1", "rule-good-2"] && fetched.missing == ["rule-bad"])
     }
 
+    @Test("a record name that is empty, too long or holds a control character fails its own item; the rest of the batch is saved")
+    func recordNameErrorsPerItem() async throws {
+        let store = try await StoreHarness.start()
+        defer { store.stopNow() }
+        let family = try await FamilyFixture.setUp(store)
+        let names = ["", String(repeating: "n", count: 256), "tab\there"]
+        let bad = names.map { name -> RecordSave in
+            var save = Make.appRule("x")
+            save.recordName = name
+            return save
+        }
+        let result = try await family.parent.call(StoreMethods.modify, ModifyParams(
+            family: FamilyFixture.family, zone: "default", saves: [Make.appRule("good")] + bad,
+            deletes: [RecordDelete(recordName: String(repeating: "d", count: 300))]))
+        #expect(result.saved.map { $0.error == nil } == [true, false, false, false])
+        for outcome in result.saved.dropFirst() {
+            #expect(outcome.error?.code == .invalidParams && outcome.error?.field == "recordName", "\(outcome)")
+            #expect(outcome.error?.message.contains("1 to 255 bytes") == true, "\(outcome)")
+        }
+        #expect(result.deleted.first?.error?.code == .invalidParams && result.deleted.first?.error?.field == "recordName")
+        #expect(try await family.parent.fetch(["rule-good"]).records.count == 1)
+
+        // Atomic: the call fails like for any other item error, naming the item.
+        let error = await expectError(.invalidParams) {
+            try await family.parent.save([Make.appRule("other"), bad[1]], atomic: true)
+        }
+        let failures = try #require(error?.data?["failures"]?.arrayValue)
+        #expect(failures.count == 1 && failures.first?["index"] == 1 && failures.first?["error"]?["field"] == "recordName")
+    }
+
+    @Test("a date field holding text that is not a date says what it got, not \"not a string\"")
+    func dateErrorMessage() async throws {
+        let store = try await StoreHarness.start()
+        defer { store.stopNow() }
+        let family = try await FamilyFixture.setUp(store)
+        var save = Make.usage("u", start: Date(timeIntervalSince1970: 1_790_000_000), seconds: 60)
+        save.fields["sessionStart"] = "yesterday"
+        var numeric = Make.usage("v", start: Date(timeIntervalSince1970: 1_790_000_000), seconds: 60)
+        numeric.fields["sessionStart"] = 17
+        let result = try await family.child1.save([save, numeric], zone: FamilyFixture.zone1)
+        let message = try #require(result.saved[0].error?.message)
+        #expect(result.saved[0].error?.field == "sessionStart")
+        #expect(message.contains("RFC 3339") && message.contains("\"yesterday\"") && !message.contains("not a string"), "\(message)")
+        #expect(result.saved[1].error?.message.contains("not an integer") == true, "\(String(describing: result.saved[1].error))")
+    }
+
     @Test("a retried batch with the same request id returns the first result and applies nothing twice")
     func idempotentRetry() async throws {
         let store = try await StoreHarness.start()

@@ -89,7 +89,7 @@ struct ServiceTests {
                 code: .invalidParams, mentions: "co_parent"),
         BadCall(method: "store.createFamily", params: ["family": "fam"], code: .conflict, mentions: "already exists"),
         BadCall(method: "store.deleteZone", params: ["family": "fam", "zone": "default"], code: .invalidParams, mentions: "default zone"),
-        BadCall(method: "store.backup", params: ["path": "/proc/nope/backup.sqlite"], code: .invalidParams, mentions: "cannot create"),
+        BadCall(method: "store.backup", params: ["path": "/proc/nope/backup.sqlite"], code: .invalidParams, mentions: "file name"),
         BadCall(method: "store.purge", params: ["olderThanSeconds": 1e300], code: .invalidParams, mentions: "olderThanSeconds"),
         BadCall(method: "store.query", params: ["family": "fam", "recordType": "AppRule",
                                                 "filters": .array(Array(repeating: ["field": "bundleId", "op": "==", "value": "x"], count: 17))],

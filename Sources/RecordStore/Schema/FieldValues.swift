@@ -36,8 +36,10 @@ enum FieldValues {
             guard case .bool = value else { throw wrong("true or false") }
             return value
         case .date:
-            guard case .string(let text) = value, let date = StoreDates.parse(text) else {
-                throw wrong("an RFC 3339 date such as \"2026-11-22T08:30:00Z\"")
+            let example = "an RFC 3339 date such as \"2026-11-22T08:30:00Z\""
+            guard case .string(let text) = value else { throw wrong(example) }
+            guard let date = StoreDates.parse(text) else {
+                throw ItemError(code: .invalidParams, message: "field \(field.name) must be \(example), not \(quote(text))", field: field.name)
             }
             return .string(StoreDates.format(date))
         case .reference:
@@ -46,7 +48,12 @@ enum FieldValues {
             else { throw wrong("a reference {\"recordName\": …, \"zone\": …}") }
             var target = zone
             if let given = members["zone"] {
-                guard case .string(let text) = given, Names.isValidZone(text) else { throw wrong("a reference whose zone is a zone name") }
+                guard case .string(let text) = given, Names.isValidZone(text) else {
+                    let got = if case .string(let text) = given { quote(text) } else { describe(given) }
+                    throw ItemError(code: .invalidParams,
+                        message: "field \(field.name) is a reference whose zone must be a zone name (1 to 255 letters, digits, '-', '_' or '.'), not \(got)",
+                        field: field.name)
+                }
                 target = text
             }
             return .reference(name, zone: target)
@@ -96,6 +103,11 @@ enum FieldValues {
         case (_, .bool(let flag)): return (flag ? 1 : 0).databaseValue
         default: return nil
         }
+    }
+
+    /// Text the caller sent, quoted for a message (the first 64 characters).
+    static func quote(_ text: String) -> String {
+        text.count <= 64 ? "\"\(text)\"" : "\"\(text.prefix(64))…\""
     }
 
     static func describe(_ value: JSONValue) -> String {

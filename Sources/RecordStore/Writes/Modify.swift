@@ -69,12 +69,12 @@ struct ModifyOperation: Sendable {
         }
         try Validation.family(params.family)
         try Validation.zone(params.zone)
-        // Each record at most once per batch, saves and deletes alike.
+        // Each record at most once per batch, saves and deletes alike. A name that is not a
+        // record name at all fails its own item (``checkName(_:)``), as other item errors do.
         let items = saves.enumerated().map { ("params.saves[\($0)]", $1.recordName) }
             + deletes.enumerated().map { ("params.deletes[\($0)]", $1.recordName) }
         var seen: [String: String] = [:]
-        for (path, name) in items {
-            try Validation.identifier(name, "\(path).recordName")
+        for (path, name) in items where Names.isValidIdentifier(name) {
             if let other = seen.updateValue(path, forKey: name) {
                 throw RPCError.invalidParams("\(path).recordName", "\"\(name)\" is also in \(other); a batch may touch a record once")
             }
@@ -167,6 +167,7 @@ struct ModifyOperation: Sendable {
 
     /// Everything that can refuse a save (`ItemError`), without writing.
     private func checkSave(_ save: RecordSave, _ prepared: PreparedSave, in zone: ZoneRow, _ db: Database) throws -> CheckedSave {
+        try Self.checkName(save.recordName)
         guard let type = prepared.type else {
             throw ItemError(code: .invalidParams, message: "\"\(save.recordType)\" is not a known record type; known: \(self.schema.order.joined(separator: ", "))", field: "recordType")
         }
@@ -271,6 +272,7 @@ struct ModifyOperation: Sendable {
     /// Everything that can refuse a delete (`ItemError`), without writing; nil when the
     /// record is already deleted.
     private func checkDelete(_ delete: RecordDelete, in zone: ZoneRow, _ db: Database) throws -> StoredRecord? {
+        try Self.checkName(delete.recordName)
         guard let existing = try StoredRecord.find(db, zoneID: zone.id, name: delete.recordName) else {
             throw ItemError(code: .notFound, message: "no record \(delete.recordName) in zone \(zone.name)")
         }
@@ -283,6 +285,15 @@ struct ModifyOperation: Sendable {
             try AccessControl.checkChildDelete(device, type: self.schema[existing.type], existing: try existing.fields())
         }
         return existing
+    }
+
+    /// A record name is 1 to 255 bytes without control characters; another fails its item.
+    private static func checkName(_ name: String) throws(ItemError) {
+        guard Names.isValidIdentifier(name) else {
+            throw ItemError(code: .invalidParams,
+                message: "recordName must be 1 to 255 bytes without control characters; this one has \(name.utf8.count) bytes\(name.unicodeScalars.contains { $0.properties.generalCategory == .control } ? " and a control character" : "")",
+                field: "recordName")
+        }
     }
 
     static func hash(_ params: ModifyParams) throws -> String {

@@ -75,7 +75,14 @@ enum ZoneOperations {
             throw RPCError.invalidParams("params.zone", "\(zone.name) is an internal zone of the services and cannot be shared")
         }
         for (index, participant) in participants.enumerated() {
-            try Validation.identifier(participant.deviceId, "params.participants[\(index)].deviceId")
+            let parameter = "params.participants[\(index)].deviceId"
+            try Validation.identifier(participant.deviceId, parameter)
+            // Only the family's own devices (those with a credential in it, whatever its
+            // status): a device of another family could never use the share anyway.
+            guard try Row.fetchOne(cached: db, sql: "SELECT 1 FROM credentials WHERE family = ? AND device_id = ?",
+                                   arguments: [zone.family, participant.deviceId]) != nil else {
+                throw RPCError.invalidParams(parameter, "names \(participant.deviceId), which is not a device of family \(zone.family); a zone is shared only with the family's own paired devices")
+            }
             try db.execute(cached: """
                 INSERT INTO shares(zone_id, device_id, permission, added_at) VALUES (?, ?, ?, ?)
                 ON CONFLICT(zone_id, device_id) DO UPDATE SET permission = excluded.permission

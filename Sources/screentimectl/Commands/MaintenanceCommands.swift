@@ -6,10 +6,10 @@ import StoreAPI
 struct BackupCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "backup", abstract: "Back up the record store while it runs (store.backup): a consistent SQLite copy.",
-        discussion: "The file is written by the store service, so its path is as the service sees it (under systemd, inside its state directory unless given).\nExample:\n  sudo screentimectl backup /var/lib/screentime/backup-$(date +%F).sqlite"
+        discussion: "The store service writes the file into its own backups directory (<state-dir>/backups; under systemd /var/lib/screentime/backups), never elsewhere: name it with a plain file name, then copy it where you keep backups.\nExample:\n  sudo screentimectl backup nightly-$(date +%F).sqlite"
     )
     @OptionGroup var connection: ConnectionOptions
-    @Argument(help: "Where the store writes the copy (default: its own backups/ directory).") var path: String?
+    @Argument(help: "The backup's file name in the store's backups directory (default: store-<UTC time>.sqlite).") var path: String?
 
     func run() async throws {
         let store = self.connection.client(for: "store")
