@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import PairingAPI
 import RPCClient
 import ServiceKit
 
@@ -25,6 +26,12 @@ struct PairingService: AsyncParsableCommand {
     @Option(name: .customLong("server-address"), help: ArgumentHelp("How devices reach this server, written into pairing URIs.", discussion: "Default: this machine's host name.", valueName: "address"))
     var serverAddress: String?
 
+    @Option(name: .customLong("gateway-endpoint"), help: ArgumentHelp("The gateway's endpoint file (its URLs and key pin), put in invitations and enrollment codes.", discussion: "Default: <state-dir>/gateway/endpoint.json, which screentime-gatewayd writes.", valueName: "path"))
+    var gatewayEndpoint: String?
+
+    @Option(name: .customLong("gateway-url"), help: ArgumentHelp("A URL devices reach the gateway at, instead of those in the endpoint file (repeat for several, most preferred first).", valueName: "url"))
+    var gatewayURLs: [String] = []
+
     @Option(name: .customLong("invitation-ttl"), help: ArgumentHelp("Seconds a child-device invitation stays valid.", valueName: "seconds"))
     var invitationSeconds: Double = 600
 
@@ -48,10 +55,18 @@ struct PairingService: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let settings = Pairing.Settings(
+        var gatewaySettings = Pairing.Settings(
             serverAddress: self.serverAddress ?? ProcessInfo.processInfo.hostName,
             invitationLifetime: .milliseconds(Int64(self.invitationSeconds * 1000)),
             enrollmentLifetime: .milliseconds(Int64(self.enrollmentSeconds * 1000)))
+        let endpointFile = self.gatewayEndpoint ?? GatewayEndpoint.path(stateDirectory: ServicePaths(options: self.options).stateDirectory)
+        let urls = self.gatewayURLs
+        gatewaySettings.gateway = {
+            guard var endpoint = try? GatewayEndpoint.read(from: endpointFile) else { return nil }
+            if !urls.isEmpty { endpoint.urls = urls }
+            return endpoint
+        }
+        let settings = gatewaySettings
         let limits = AttemptLimiter.Limits(perFamily: self.failuresPerFamily, total: self.failuresTotal, window: .milliseconds(Int64(self.failureWindowSeconds * 1000)))
         // One connection to the store, shared by the handlers and the purge.
         let store = PairingStore(client: RPCClient(configuration: ClientConfiguration(
