@@ -467,6 +467,7 @@ let package = Package(
                 "screentime-pairingd",
                 "screentime-pushd",
                 "screentime-aggregatord",
+                "screentime-gatewayd",
             ],
             swiftSettings: strict
         ),
@@ -494,6 +495,7 @@ let package = Package(
                 "screentime-pairingd",
                 "screentime-pushd",
                 "screentime-aggregatord",
+                "screentime-gatewayd",
             ],
             swiftSettings: strict
         ),

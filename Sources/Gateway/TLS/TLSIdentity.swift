@@ -29,6 +29,8 @@ public struct TLSIdentity: Sendable {
             .TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, .TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384, .TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
         ]
         configuration.renegotiationSupport = .none
+        // A peer that never answers close_notify is not waited for long (NIO's default is 5 s).
+        configuration.shutdownTimeout = .seconds(1)
         return configuration
     }
 }
