@@ -16,10 +16,12 @@ let package = Package(
         .executable(name: "screentime-aggregatord", targets: ["screentime-aggregatord"]),
         .executable(name: "screentime-bench", targets: ["screentime-bench"]),
         .executable(name: "screentime-dev", targets: ["screentime-dev"]),
+        .executable(name: "screentime-gatewayd", targets: ["screentime-gatewayd"]),
         .library(name: "StoreAPI", targets: ["StoreAPI"]),
         .library(name: "PairingAPI", targets: ["PairingAPI"]),
         .library(name: "PushAPI", targets: ["PushAPI"]),
         .library(name: "AggregatorAPI", targets: ["AggregatorAPI"]),
+        .library(name: "GatewayAPI", targets: ["GatewayAPI"]),
         .library(name: "RPCCore", targets: ["RPCCore"]),
         .library(name: "RPCServer", targets: ["RPCServer"]),
         .library(name: "RPCClient", targets: ["RPCClient"]),
@@ -34,6 +36,13 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
+        .package(url: "https://github.com/hummingbird-project/swift-websocket", from: "1.6.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         // libsystemd, found through pkg-config (Debian: libsystemd-dev).
@@ -296,6 +305,51 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The gateway's own wire types: what a device's client and the gateway share.
+        .target(name: "GatewayAPI", dependencies: ["RPCCore"], swiftSettings: strict),
+        // The device gateway's engine: TLS and its self-signed certificate, HTTP and
+        // WebSocket on Hummingbird, the relay to the services, limits. No main here.
+        .target(
+            name: "Gateway",
+            dependencies: [
+                "GatewayAPI",
+                "RPCCore",
+                "RPCClient",
+                "StoreAPI",
+                "PairingAPI",
+                "PushAPI",
+                "AggregatorAPI",
+                "SystemdKit",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "WSCore", package: "swift-websocket"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "screentime-gatewayd",
+            dependencies: [
+                "Gateway",
+                "ServiceKit",
+                "SystemdKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "screentimectl",
             dependencies: [
@@ -468,6 +522,7 @@ let package = Package(
                 "screentime-pairingd",
                 "screentime-pushd",
                 "screentime-aggregatord",
+                "screentime-gatewayd",
             ],
             swiftSettings: strict
         ),
@@ -495,6 +550,35 @@ let package = Package(
                 "screentime-pairingd",
                 "screentime-pushd",
                 "screentime-aggregatord",
+                "screentime-gatewayd",
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "GatewayTests",
+            dependencies: [
+                "TestSupport",
+                "StackSupport",
+                "Gateway",
+                "GatewayAPI",
+                "RPCCore",
+                "RPCClient",
+                "StoreAPI",
+                "PairingAPI",
+                "PushAPI",
+                "screentime-stored",
+                "screentime-pairingd",
+                "screentime-pushd",
+                "screentime-aggregatord",
+                "screentime-gatewayd",
+                "screentimectl",
+                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),

@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
 done
 root="$(cd "$(dirname "$0")/.." && pwd)"
 if [ -z "$bin_dir" ]; then
-    for product in screentime-stored screentime-pairingd screentime-pushd screentime-aggregatord screentimectl; do
+    for product in screentime-stored screentime-pairingd screentime-pushd screentime-aggregatord screentime-gatewayd screentimectl; do
         (cd "$root" && swift build -c release --static-swift-stdlib --product "$product")
     done
     bin_dir="$(cd "$root" && swift build -c release --static-swift-stdlib --show-bin-path)"
@@ -34,7 +34,7 @@ libexec=/usr/libexec/screentime
 docdir=/usr/share/doc/screentime-server
 
 install -d "$pkg/DEBIAN" "$pkg$libexec" "$pkg/usr/bin" "$pkg/lib/systemd/system" "$pkg/usr/lib/sysusers.d" "$pkg$docdir"
-for binary in screentime-stored screentime-pairingd screentime-pushd screentime-aggregatord; do
+for binary in screentime-stored screentime-pairingd screentime-pushd screentime-aggregatord screentime-gatewayd; do
     install -m 0755 "$bin_dir/$binary" "$pkg$libexec/$binary"
 done
 install -m 0755 "$bin_dir/screentimectl" "$pkg/usr/bin/screentimectl"
@@ -42,7 +42,7 @@ for unit in "$root"/systemd/screentime*.socket "$root"/systemd/screentime*.servi
     sed -e "s|@LIBEXECDIR@|$libexec|g" -e "s|@DOCDIR@|$docdir|g" "$unit" > "$pkg/lib/systemd/system/$(basename "$unit")"
 done
 install -m 0644 "$root/systemd/screentime.sysusers" "$pkg/usr/lib/sysusers.d/screentime.conf"
-install -m 0644 "$root/docs/operations.md" "$root/docs/protocol.md" "$root/docs/architecture.md" "$root/systemd/screentime-push-webhooks.conf" "$pkg$docdir/"
+install -m 0644 "$root/docs/operations.md" "$root/docs/protocol.md" "$root/docs/architecture.md" "$root/systemd/screentime-push-webhooks.conf" "$root/systemd/screentime-gateway-internet.conf" "$pkg$docdir/"
 
 cat > "$pkg/DEBIAN/control" <<CONTROL
 Package: screentime-server
@@ -54,8 +54,9 @@ Section: net
 Priority: optional
 Description: ScreenTime Rewards home server (replaces CloudKit for the app)
  A family's own server for the ScreenTime Rewards app: record store, pairing,
- push fan-out and usage aggregator as socket-activated systemd services, and
- the screentimectl admin CLI.
+ push fan-out and usage aggregator as socket-activated systemd services, the
+ device gateway (HTTPS and WebSocket on port 8443, TLS pinned through the
+ pairing QR code), and the screentimectl admin CLI.
 CONTROL
 
 cat > "$pkg/DEBIAN/postinst" <<'SCRIPT'
@@ -64,15 +65,15 @@ set -e
 if [ "$1" = configure ]; then
     systemd-sysusers /usr/lib/sysusers.d/screentime.conf
     install -d -m 0755 /etc/screentime
-    for service in store pairing push aggregator; do
+    for service in store pairing push aggregator gateway; do
         [ -f "/etc/screentime/$service.env" ] || printf '# Options for screentime-%s (see its --help)\nOPTIONS=\n' "$service" > "/etc/screentime/$service.env"
     done
     if [ -d /run/systemd/system ]; then
         systemctl daemon-reload
-        systemctl enable screentime.target screentime-store.socket screentime-pairing.socket screentime-push.socket screentime-aggregator.socket >/dev/null
+        systemctl enable screentime.target screentime-store.socket screentime-pairing.socket screentime-push.socket screentime-aggregator.socket screentime-gateway.socket >/dev/null
         systemctl start screentime.target
         # An upgrade: running services pick up the new binaries (data and schema stay; it migrates on start).
-        systemctl try-restart screentime-store.service screentime-pairing.service screentime-push.service screentime-aggregator.service
+        systemctl try-restart screentime-store.service screentime-pairing.service screentime-push.service screentime-aggregator.service screentime-gateway.service
     fi
 fi
 SCRIPT
@@ -80,8 +81,8 @@ cat > "$pkg/DEBIAN/prerm" <<'SCRIPT'
 #!/bin/sh
 set -e
 if [ "$1" = remove ] && [ -d /run/systemd/system ]; then
-    systemctl disable --now screentime.target screentime-store.socket screentime-pairing.socket screentime-push.socket screentime-aggregator.socket >/dev/null 2>&1 || true
-    systemctl stop screentime-store.service screentime-pairing.service screentime-push.service screentime-aggregator.service || true
+    systemctl disable --now screentime.target screentime-store.socket screentime-pairing.socket screentime-push.socket screentime-aggregator.socket screentime-gateway.socket >/dev/null 2>&1 || true
+    systemctl stop screentime-store.service screentime-pairing.service screentime-push.service screentime-aggregator.service screentime-gateway.service || true
 fi
 SCRIPT
 cat > "$pkg/DEBIAN/postrm" <<'SCRIPT'

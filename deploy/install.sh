@@ -7,7 +7,7 @@ set -euo pipefail
 
 usage() {
     cat <<'USAGE'
-Usage: deploy/install.sh [--prefix DIR] [--bin-dir DIR] [--webhooks] [--no-start]
+Usage: deploy/install.sh [--prefix DIR] [--bin-dir DIR] [--webhooks] [--internet] [--no-start]
 
   --prefix DIR    where the binaries and docs go (default /usr/local: DIR/libexec/screentime,
                   DIR/bin/screentimectl, DIR/share/doc/screentime-server)
@@ -15,6 +15,8 @@ Usage: deploy/install.sh [--prefix DIR] [--bin-dir DIR] [--webhooks] [--no-start
                   (swift build -c release --static-swift-stdlib)
   --webhooks      let the push service reach phones over HTTP (installs the network
                   drop-in; also add --webhooks to OPTIONS in /etc/screentime/push.env)
+  --internet      let devices reach the gateway from any address (a port forward from the
+                  internet), not only from the home network (installs the drop-in)
   --no-start      install and enable, but do not start the sockets now
 USAGE
 }
@@ -22,12 +24,14 @@ USAGE
 prefix=/usr/local
 bin_dir=""
 webhooks=no
+internet=no
 start=yes
 while [ $# -gt 0 ]; do
     case "$1" in
         --prefix) prefix="$2"; shift 2 ;;
         --bin-dir) bin_dir="$2"; shift 2 ;;
         --webhooks) webhooks=yes; shift ;;
+        --internet) internet=yes; shift ;;
         --no-start) start=no; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "install.sh: unknown option $1" >&2; usage >&2; exit 64 ;;
@@ -37,8 +41,8 @@ done
 [ "$(id -u)" = 0 ] || { echo "install.sh: run it as root (sudo deploy/install.sh)" >&2; exit 77; }
 command -v systemctl >/dev/null || { echo "install.sh: systemd is needed (systemctl not found)" >&2; exit 69; }
 root="$(cd "$(dirname "$0")/.." && pwd)"
-services=(store pairing push aggregator)
-binaries=(screentime-stored screentime-pairingd screentime-pushd screentime-aggregatord)
+services=(store pairing push aggregator gateway)
+binaries=(screentime-stored screentime-pairingd screentime-pushd screentime-aggregatord screentime-gatewayd)
 
 if [ -z "$bin_dir" ]; then
     echo "building release binaries (swift build -c release --static-swift-stdlib)"
@@ -76,10 +80,19 @@ done
 if [ "$webhooks" = yes ]; then
     install -D -m 0644 "$root/systemd/screentime-push-webhooks.conf" "$units/screentime-push.service.d/webhooks.conf"
 fi
+if [ "$internet" = yes ]; then
+    install -D -m 0644 "$root/systemd/screentime-gateway-internet.conf" "$units/screentime-gateway.service.d/internet.conf"
+fi
 install -d -m 0755 /etc/screentime
 for service in "${services[@]}"; do
     [ -f "/etc/screentime/$service.env" ] || printf '# Options for screentime-%s (see its --help), e.g. OPTIONS="--log-level debug"\nOPTIONS=\n' "$service" > "/etc/screentime/$service.env"
 done
+
+# The gateway's key, certificate and endpoint file (its URLs and pin, which pairing codes
+# carry) now, as the screentime user, rather than at its first connection.
+install -d -o screentime -g screentime -m 0750 /var/lib/screentime
+runuser -u screentime -- "$libexec/screentime-gatewayd" --state-dir /var/lib/screentime --runtime-dir /run/screentime \
+    --log-target stderr --log-level warning --listen 0.0.0.0:8443 --init-only >/dev/null
 
 systemctl daemon-reload
 systemctl enable screentime.target >/dev/null
@@ -89,5 +102,6 @@ if [ "$start" = yes ]; then
     # An upgrade: services that were running pick up the new binaries now.
     for service in "${services[@]}"; do systemctl try-restart "screentime-$service.service"; done
 fi
-echo "installed. Sockets: /run/screentime/{store,pairing,push,aggregator}.sock (group screentime)."
+echo "installed. Sockets: /run/screentime/{store,pairing,push,aggregator}.sock (group screentime), the gateway on TCP 8443."
 echo "Try: screentimectl call store rpc.ping    Logs: journalctl -u 'screentime-*'"
+echo "The gateway's pin (what devices check; pairing codes carry it): screentimectl gateway pin"

@@ -16,7 +16,7 @@ while [ $# -gt 0 ]; do
 done
 [ "$(id -u)" = 0 ] || { echo "uninstall.sh: run it as root" >&2; exit 77; }
 
-services=(store pairing push aggregator)
+services=(store pairing push aggregator gateway)
 units=/etc/systemd/system
 systemctl disable --now screentime.target "${services[@]/%/.socket}" >/dev/null 2>&1 || true
 for service in "${services[@]}"; do

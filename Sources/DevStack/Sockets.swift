@@ -7,6 +7,43 @@ final class ListeningSocket {
     let path: String
     let fd: Int32
 
+    /// Binds a TCP address (the gateway's socket): `port` 0 picks a free port, read back
+    /// in ``port``.
+    init(tcpHost host: String, port: Int) throws {
+        self.path = ""
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw DevError("socket: \(String(cString: strerror(errno)))") }
+        var yes: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
+            Glibc.close(fd)
+            throw DevError("\(host) is not an IPv4 address")
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 512) == 0 else {
+            let reason = String(cString: strerror(errno))
+            Glibc.close(fd)
+            throw DevError("cannot listen on \(host):\(port): \(reason) (choose another --gateway-port)")
+        }
+        self.fd = fd
+    }
+
+    /// The TCP port bound, for a TCP socket.
+    var port: Int? {
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let result = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(self.fd, $0, &length) }
+        }
+        guard result == 0, address.sin_family == sa_family_t(AF_INET) else { return nil }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
     /// Binds `path`. A socket file left by a stack that died is replaced; one that still
     /// answers belongs to a running stack, which is an error.
     init(path: String) throws {
@@ -33,7 +70,7 @@ final class ListeningSocket {
 
     func close() {
         Glibc.close(self.fd)
-        unlink(self.path)
+        if !self.path.isEmpty { unlink(self.path) }
     }
 
     /// Whether something accepts connections on `path`.

@@ -12,11 +12,14 @@ public final class Supervisor {
         public var name: String
         public var binary: String
         public var arguments: [String]
+        /// A TCP socket on this address instead of `<runtime-dir>/<name>.sock` (the gateway).
+        public var tcp: (host: String, port: Int)?
 
-        public init(name: String, binary: String, arguments: [String]) {
+        public init(name: String, binary: String, arguments: [String], tcp: (host: String, port: Int)? = nil) {
             self.name = name
             self.binary = binary
             self.arguments = arguments
+            self.tcp = tcp
         }
     }
 
@@ -34,11 +37,16 @@ public final class Supervisor {
         var services: [ManagedService] = []
         do {
             for definition in definitions {
-                let socketPath = "\(runtimeDirectory)/\(definition.name).sock"
-                guard socketPath.utf8.count <= UnixAddress.maximumPathLength else {
-                    throw DevError("\(socketPath) is longer than a Unix socket path may be (\(UnixAddress.maximumPathLength) bytes): use a shorter --dir")
+                let socket: ListeningSocket
+                if let tcp = definition.tcp {
+                    socket = try ListeningSocket(tcpHost: tcp.host, port: tcp.port)
+                } else {
+                    let socketPath = "\(runtimeDirectory)/\(definition.name).sock"
+                    guard socketPath.utf8.count <= UnixAddress.maximumPathLength else {
+                        throw DevError("\(socketPath) is longer than a Unix socket path may be (\(UnixAddress.maximumPathLength) bytes): use a shorter --dir")
+                    }
+                    socket = try ListeningSocket(path: socketPath)
                 }
-                let socket = try ListeningSocket(path: socketPath)
                 let notify: NotifySocket
                 do { notify = try NotifySocket(path: "\(runtimeDirectory)/notify/\(definition.name)") } catch {
                     socket.close()
@@ -55,6 +63,11 @@ public final class Supervisor {
         self.statusFile = runtimeDirectory + "/dev-status.json"
         self.runtimeDirectory = runtimeDirectory
         self.stopTimeout = stopTimeout
+    }
+
+    /// The TCP port a service listens on (the gateway), once bound.
+    public func tcpPort(of name: String) -> Int? {
+        self.services.first { $0.name == name }?.socket.port
     }
 
     /// Runs until SIGINT or SIGTERM; returns once every service has stopped.

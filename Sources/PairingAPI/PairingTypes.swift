@@ -24,12 +24,19 @@ public struct EnrollmentCode: Codable, Sendable, Hashable {
     public var code: String
     public var role: DeviceRole
     public var expiresAt: Date
+    /// The gateway's URLs, for a device that enrolls over the network; absent when the
+    /// server has no gateway yet.
+    public var urls: [String]?
+    /// The gateway's key pin (see ``PairingURI/pin``); absent with `urls`.
+    public var pin: String?
 
-    public init(family: String, code: String, role: DeviceRole, expiresAt: Date) {
+    public init(family: String, code: String, role: DeviceRole, expiresAt: Date, urls: [String]? = nil, pin: String? = nil) {
         self.family = family
         self.code = code
         self.role = role
         self.expiresAt = expiresAt
+        self.urls = urls
+        self.pin = pin
     }
 }
 

@@ -16,6 +16,9 @@ struct Pairing: Sendable {
         /// After expiry, how long an accepted invitation may still be confirmed or rejected
         /// before it is purged.
         var confirmationGrace: Duration = .seconds(3600)
+        /// Where the gateway is and its pin, for invitations and enrollment codes: read
+        /// each time (the gateway may start, or change its certificate, at any moment).
+        var gateway: @Sendable () -> GatewayEndpoint? = { nil }
     }
 
     /// Wrong secrets an invitation takes before it is locked for good.
@@ -65,7 +68,8 @@ struct Pairing: Sendable {
             "kind": "parent", "role": .string(role.rawValue), "secretSHA256": .string(SHA256Hex.of(secret)),
             "status": "open", "expiresAt": .date(expires), "failedAttempts": 0, "createdBy": .string(createdBy),
         ])])
-        return EnrollmentCode(family: family, code: "\(id).\(secret)", role: role, expiresAt: expires)
+        let gateway = self.settings.gateway()
+        return EnrollmentCode(family: family, code: "\(id).\(secret)", role: role, expiresAt: expires, urls: gateway?.urls, pin: gateway?.pin)
     }
 
     func enrollParent(_ params: EnrollParentParams, auth: Auth?) async throws -> DeviceCredential {
@@ -128,7 +132,9 @@ struct Pairing: Sendable {
         try await self.store.audit(parent.family, actor: "device:\(parent.deviceId)", parentDeviceId: parent.deviceId, action: "invitation.create",
                                    target: zone, metadata: ["invitationId": .string(id), "childId": .string(params.childId)])
         self.logger.notice("invitation created", metadata: ["family": "\(parent.family)", "invitation_id": "\(id)", "zone": "\(zone)"])
-        let uri = PairingURI(server: self.settings.serverAddress, family: parent.family, invitationId: id, secret: secret)
+        let gateway = self.settings.gateway()
+        let uri = PairingURI(server: self.settings.serverAddress, family: parent.family, invitationId: id, secret: secret,
+                             urls: gateway?.urls ?? [], pin: gateway?.pin)
         return Invitation(family: parent.family, invitationId: id, secret: secret, uri: uri.string, zone: zone, childId: params.childId,
                           parentDeviceId: parent.deviceId, expiresAt: expires)
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PairingAPI
 import RPCClient
 import ServiceKit
 
@@ -15,9 +16,12 @@ public struct PairingConfiguration: Sendable {
     public var failuresPerFamily: Int
     public var failuresTotal: Int
     public var failureWindow: Duration
+    /// Where the gateway is and its pin, for invitations and enrollment codes (nil: none yet).
+    public var gateway: @Sendable () -> GatewayEndpoint?
 
     public init(storeSocket: String, serverAddress: String, invitationLifetime: Duration = .seconds(600), enrollmentLifetime: Duration = .seconds(86_400),
-                failuresPerFamily: Int = 10, failuresTotal: Int = 100, failureWindow: Duration = .seconds(600)) {
+                failuresPerFamily: Int = 10, failuresTotal: Int = 100, failureWindow: Duration = .seconds(600),
+                gateway: @escaping @Sendable () -> GatewayEndpoint? = { nil }) {
         self.storeSocket = storeSocket
         self.serverAddress = serverAddress
         self.invitationLifetime = invitationLifetime
@@ -25,6 +29,7 @@ public struct PairingConfiguration: Sendable {
         self.failuresPerFamily = failuresPerFamily
         self.failuresTotal = failuresTotal
         self.failureWindow = failureWindow
+        self.gateway = gateway
     }
 }
 
@@ -33,10 +38,11 @@ extension ServiceSetup {
     /// hourly purge of unusable invitations beside them.
     public static func pairing(_ configuration: PairingConfiguration, environment: ServiceEnvironment) async throws -> ServiceSetup {
         let store = PairingStore(client: RPCClient(configuration: ClientConfiguration(socketPath: configuration.storeSocket, connectTimeout: .seconds(10))))
-        let settings = Pairing.Settings(
+        var settings = Pairing.Settings(
             serverAddress: configuration.serverAddress,
             invitationLifetime: configuration.invitationLifetime,
             enrollmentLifetime: configuration.enrollmentLifetime)
+        settings.gateway = configuration.gateway
         try FileManager.default.createDirectory(atPath: environment.paths.stateDirectory, withIntermediateDirectories: true)
         let attempts = environment.paths.stateDirectory + "/" + AttemptLimiter.fileName
         let limiter = AttemptLimiter(AttemptLimiter.Limits(

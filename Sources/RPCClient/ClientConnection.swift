@@ -70,6 +70,11 @@ final class ClientConnection: Sendable {
         _ = self.state.withLock { $0.waiters.removeValue(forKey: id) }
     }
 
+    /// Removes a waiter; whether it was still registered.
+    func unregister(_ id: RequestID) -> Bool {
+        self.state.withLock { $0.waiters.removeValue(forKey: id) } != nil
+    }
+
     /// Routes one reply frame.
     func deliver(_ payload: Data) {
         guard let head = try? ReplyHead.parse(payload) else {

@@ -123,7 +123,7 @@ public final class RPCClient: Sendable {
 
     // MARK: Internals
 
-    private func roundTrip<P: Encodable & Sendable>(_ method: String, _ params: P, timeout: Duration?, auth: Auth?) async throws(RPCError) -> ReplyHead {
+    func roundTrip<P: Encodable & Sendable>(_ method: String, _ params: P, timeout: Duration?, auth: Auth?) async throws(RPCError) -> ReplyHead {
         await self.gate.enter()
         defer { self.gate.leave() }
         let connection = try await self.connection()
@@ -201,7 +201,7 @@ public final class RPCClient: Sendable {
         return events
     }
 
-    private static func encodeRequest<P: Encodable>(id: RequestID?, method: String, params: P, auth: Auth?) throws(RPCError) -> Data {
+    static func encodeRequest<P: Encodable>(id: RequestID?, method: String, params: P, auth: Auth?) throws(RPCError) -> Data {
         do {
             return try ReplyEncoding.request(id: id, method: method, params: params, auth: auth)
         } catch {
@@ -210,7 +210,7 @@ public final class RPCClient: Sendable {
     }
 
     /// The current connection, or a new one.
-    private func connection() async throws(RPCError) -> ClientConnection {
+    func connection() async throws(RPCError) -> ClientConnection {
         let task: Task<ClientConnection, any Error> = self.link.withLock { link in
             switch link {
             case .connected(let connection) where connection.isUsable:

@@ -51,3 +51,10 @@ public struct SystemdError: Error, CustomStringConvertible, Sendable {
     }
     public var description: String { "\(self.call) failed: \(String(cString: strerror(self.errno)))" }
 }
+
+extension SocketActivation {
+    /// Whether `fd` is a listening stream socket of any family (the gateway's TCP socket).
+    public static func isListeningStream(_ fd: Int32) -> Bool {
+        sd_is_socket(fd, AF_UNSPEC, Int32(SOCK_STREAM.rawValue), 1) > 0
+    }
+}

@@ -27,7 +27,7 @@ struct StackDirectory: ParsableArguments {
 
 struct Up: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Starts the stack: binds the four sockets, starts each service on its first connection, restarts it if it crashes; Ctrl-C stops everything.",
+        abstract: "Starts the stack: binds the five sockets (the gateway's on TCP), starts each service on its first connection, restarts it if it crashes; Ctrl-C stops everything.",
         discussion: """
             Each service gets its socket as systemd would hand it over (LISTEN_FDS, LISTEN_FDNAMES, LISTEN_PID) and a \
             NOTIFY_SOCKET for its READY=1 and STATUS= lines; its log lines are printed under its name. The data stays in \
@@ -46,8 +46,15 @@ struct Up: ParsableCommand {
     @Option(name: .customLong("stop-timeout"), help: ArgumentHelp("Seconds a service may take to stop on Ctrl-C before it is killed.", valueName: "seconds"))
     var stopTimeout: Double = 15
 
+    @Option(name: .customLong("gateway-port"), help: ArgumentHelp("TCP port of the device gateway (HTTPS, WebSocket); 0 picks a free one.", valueName: "port"))
+    var gatewayPort = 8443
+
+    @Option(name: .customLong("gateway-address"), help: ArgumentHelp("IPv4 address the gateway listens on; 0.0.0.0 lets phones on the home network reach it.", valueName: "address"))
+    var gatewayAddress = "127.0.0.1"
+
     static let services = [
         ("store", "screentime-stored"), ("pairing", "screentime-pairingd"), ("push", "screentime-pushd"), ("aggregator", "screentime-aggregatord"),
+        ("gateway", "screentime-gatewayd"),
     ]
 
     func validate() throws {
@@ -55,6 +62,7 @@ struct Up: ParsableCommand {
             throw ValidationError("--log-level must be trace, debug, info, notice, warning, error or critical")
         }
         guard (0.1...600).contains(self.stopTimeout) else { throw ValidationError("--stop-timeout must be between 0.1 and 600 seconds") }
+        guard (0...65535).contains(self.gatewayPort) else { throw ValidationError("--gateway-port must be between 0 and 65535") }
     }
 
     func run() throws {
@@ -69,20 +77,40 @@ struct Up: ParsableCommand {
             }
             definitions.append(.init(name: name, binary: binary, arguments: [
                 "--runtime-dir", runtime, "--state-dir", state, "--log-target", "stderr", "--log-level", self.logLevel,
-            ]))
+            ], tcp: name == "gateway" ? (self.gatewayAddress, self.gatewayPort) : nil))
         }
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
         let console = Console(names: Self.services.map(\.0))
         // A socket in use or a path too long: said as it is (exit 1), without the usage text.
         let supervisor = try Supervisor(services: definitions, runtimeDirectory: runtime, console: console, stopTimeout: .milliseconds(Int64(self.stopTimeout * 1000)))
+        let port = supervisor.tcpPort(of: "gateway") ?? self.gatewayPort
+        // The gateway starts on its first connection, like the others; its key, certificate
+        // and endpoint file (what pairing puts in invitations) are made now.
+        try Self.prepareGateway(binary: binaries + "/screentime-gatewayd", runtime: runtime, state: state, address: self.gatewayAddress, port: port)
         console.message("""
             ScreenTime Rewards stack in \(self.directory.path): sockets in run/, data in state/.
             Each service starts on the first connection to its socket. Ctrl-C stops everything.
             Point screentimectl at it (from this directory it finds it by itself):
                 export SCREENTIME_RUNTIME_DIR=\(runtime)
                 screentimectl call store rpc.ping
+            The device gateway: https://\(self.gatewayAddress == "0.0.0.0" ? "localhost" : self.gatewayAddress):\(port) (its pin: screentimectl gateway pin)
+                curl -k https://\(self.gatewayAddress == "0.0.0.0" ? "localhost" : self.gatewayAddress):\(port)/v1/info
+            gateway port: \(port)
             """)
         try supervisor.run()
+    }
+}
+
+extension Up {
+    static func prepareGateway(binary: String, runtime: String, state: String, address: String, port: Int) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = ["--runtime-dir", runtime, "--state-dir", state, "--log-target", "stderr", "--log-level", "warning",
+                             "--listen", "\(address):\(port)", "--init-only"]
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw DevError("screentime-gatewayd --init-only failed (exit \(process.terminationStatus))") }
     }
 }
 

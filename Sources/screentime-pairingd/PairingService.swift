@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import PairingAPI
 import PairingEngine
 import ServiceKit
 
@@ -24,6 +25,12 @@ struct PairingService: AsyncParsableCommand {
     @Option(name: .customLong("server-address"), help: ArgumentHelp("How devices reach this server, written into pairing URIs.", discussion: "Default: this machine's host name.", valueName: "address"))
     var serverAddress: String?
 
+    @Option(name: .customLong("gateway-endpoint"), help: ArgumentHelp("The gateway's endpoint file (its URLs and key pin), put in invitations and enrollment codes.", discussion: "Default: <state-dir>/gateway/endpoint.json, which screentime-gatewayd writes.", valueName: "path"))
+    var gatewayEndpoint: String?
+
+    @Option(name: .customLong("gateway-url"), help: ArgumentHelp("A URL devices reach the gateway at, instead of those in the endpoint file (repeat for several, most preferred first).", valueName: "url"))
+    var gatewayURLs: [String] = []
+
     @Option(name: .customLong("invitation-ttl"), help: ArgumentHelp("Seconds a child-device invitation stays valid.", valueName: "seconds"))
     var invitationSeconds: Double = 600
 
@@ -47,6 +54,8 @@ struct PairingService: AsyncParsableCommand {
     }
 
     func run() async throws {
+        let endpointFile = self.gatewayEndpoint ?? GatewayEndpoint.path(stateDirectory: ServicePaths(options: self.options).stateDirectory)
+        let urls = self.gatewayURLs
         let configuration = PairingConfiguration(
             storeSocket: self.storeSocket ?? ServicePaths(options: self.options).runtimeDirectory + "/store.sock",
             serverAddress: self.serverAddress ?? ProcessInfo.processInfo.hostName,
@@ -54,7 +63,13 @@ struct PairingService: AsyncParsableCommand {
             enrollmentLifetime: .milliseconds(Int64(self.enrollmentSeconds * 1000)),
             failuresPerFamily: self.failuresPerFamily,
             failuresTotal: self.failuresTotal,
-            failureWindow: .milliseconds(Int64(self.failureWindowSeconds * 1000)))
+            failureWindow: .milliseconds(Int64(self.failureWindowSeconds * 1000)),
+            gateway: {
+                // Read each time: the gateway may start, or change its certificate, at any moment.
+                guard var endpoint = try? GatewayEndpoint.read(from: endpointFile) else { return nil }
+                if !urls.isEmpty { endpoint.urls = urls }
+                return endpoint
+            })
         try await ServiceMain.run(service: "pairing", identifier: "screentime-pairingd", version: pairingVersion, options: self.options) { environment in
             try await .pairing(configuration, environment: environment)
         }

@@ -35,7 +35,7 @@ struct ScreenTimeCtl: AsyncParsableCommand {
             FamilyCommand.self, ParentCommand.self, ChildCommand.self, DevicesCommand.self, DeviceCommand.self,
             AppsCommand.self, CommandsCommand.self, UsageCommand.self, WatchCommand.self,
             SummaryCommand.self, BalanceCommand.self, LedgerCommand.self, ReportCommand.self, DemoCommand.self,
-            BackupCommand.self, RecomputeCommand.self,
+            BackupCommand.self, RecomputeCommand.self, GatewayCommand.self,
         ]
     )
 }

@@ -26,9 +26,15 @@ struct DevStackTests {
         // A commit wakes push and the aggregator, as the store's waker does under systemd.
         _ = try await stack.client("store").call(StoreMethods.createFamily, CreateFamilyParams(family: "smith"))
         try await stack.waitUntil("every service runs") {
-            try stack.services().filter { $0.key != "pairing" }.values.allSatisfy { $0.state.contains("running") }
+            try stack.services().filter { $0.key != "pairing" && $0.key != "gateway" }.values.allSatisfy { $0.state.contains("running") }
         }
         #expect(stack.log.contains("Serving"), "the status lines come from sd_notify")
+
+        // The gateway, on the TCP port printed, starts on its first HTTPS connection.
+        let port = try #require(stack.log.split(separator: "\n").first { $0.hasPrefix("gateway port: ") }.map { String($0.dropFirst("gateway port: ".count)) })
+        let info = try await runCommand("/usr/bin/curl", ["-sk", "--max-time", "20", "https://127.0.0.1:\(port)/v1/info"])
+        #expect(info.status == 0 && info.stdout.contains("\"apiVersion\""), "\(info)")
+        try await stack.waitUntil("the gateway reports running") { try stack.services()["gateway"]?.state.contains("running") == true }
         #expect(try await stack.interrupt() == 0)
         #expect(stack.log.contains("store stopped") && stack.log.hasSuffix("stopped\n"))
         #expect(try FileManager.default.contentsOfDirectory(atPath: stack.runtime).isEmpty, "sockets are removed")
@@ -84,7 +90,7 @@ struct DevStackTests {
     @Test("a service that keeps crashing is restarted five times, then left alone; the others are unaffected")
     func crashLoop() async throws {
         let binaries = TemporaryDirectory()
-        for name in ["screentime-stored", "screentime-pairingd", "screentime-pushd", "screentime-aggregatord"] {
+        for name in ["screentime-stored", "screentime-pairingd", "screentime-pushd", "screentime-aggregatord", "screentime-gatewayd"] {
             let script = name == "screentime-stored" ? "#!/bin/sh\necho \"cannot open the database\" >&2\nexit 3\n" : "#!/bin/sh\nexec \(Binaries.path(name)) \"$@\"\n"
             #expect(FileManager.default.createFile(atPath: binaries.file(name), contents: Data(script.utf8), attributes: [.posixPermissions: 0o755]))
         }

@@ -14,7 +14,8 @@ public final class DevStack: @unchecked Sendable {
 
     public init(directory: TemporaryDirectory = TemporaryDirectory(), arguments: [String] = []) throws {
         self.directory = directory
-        self.pid = try Spawn(executable: Binaries.path("screentime-dev"), arguments: ["up", "--dir", self.directory.file("stack")] + arguments,
+        // The gateway on a free port: tests run side by side.
+        self.pid = try Spawn(executable: Binaries.path("screentime-dev"), arguments: ["up", "--dir", self.directory.file("stack"), "--gateway-port", "0"] + arguments,
                              stdout: self.directory.file("up.log"), stderr: self.directory.file("up.log")).start()
     }
 

@@ -1,0 +1,148 @@
+import Foundation
+import GatewayAPI
+import HTTPTypes
+import HummingbirdCore
+import Logging
+import NIOCore
+import RPCCore
+
+/// The HTTP side of the device API:
+///
+/// ```
+/// POST /v1/rpc     one request envelope in, its reply out (unary methods)
+/// GET  /v1/ws      the WebSocket (upgraded before it gets here; a plain GET is refused)
+/// GET  /v1/info    server name, versions, the methods a device may call   (no auth)
+/// GET  /healthz    whether each service answers                           (no auth)
+/// ```
+struct DeviceAPI: Sendable {
+    let gateway: GatewayContext
+
+    func respond(to request: Request, writer: consuming ResponseWriter, channel: any Channel) async throws {
+        let started = ContinuousClock.now
+        let address = channel.remoteAddress?.ipAddress ?? "unknown"
+        var request = request
+        var outcome = Outcome()
+        let response: Response
+        switch (request.method, request.uri.path) {
+        case (.post, "/v1/rpc"):
+            response = await self.rpc(&request, channel: channel, address: address, outcome: &outcome)
+        case (.get, "/v1/info"), (.head, "/v1/info"):
+            response = self.limited(address) ?? JSONResponse.encode(.ok, self.gateway.info)
+        case (.get, "/healthz"), (.head, "/healthz"):
+            if let refused = self.limited(address) {
+                response = refused
+            } else {
+                let health = await self.gateway.relay.health()
+                let healthy = health.values.allSatisfy { $0 }
+                response = JSONResponse.encode(healthy ? .ok : .serviceUnavailable, HealthReport(
+                    status: healthy ? "ok" : "degraded", services: health.mapValues { $0 ? "ok" : "unavailable" }))
+            }
+        case (_, "/v1/rpc"), (_, "/v1/info"), (_, "/healthz"):
+            response = JSONResponse.error(RPCError(.invalidRequest, "\(request.method.rawValue) is not allowed on \(request.uri.path)"),
+                                          extra: [.allow: request.uri.path == "/v1/rpc" ? "POST" : "GET, HEAD"])
+                .withStatus(.methodNotAllowed)
+        case (_, "/v1/ws"):
+            response = JSONResponse.error(RPCError(.invalidRequest, "/v1/ws is a WebSocket: send GET with Upgrade: websocket"))
+        default:
+            response = JSONResponse.error(RPCError(.notFound, "nothing here; the device API is at /v1/rpc, /v1/ws and /v1/info"))
+        }
+        try await writer.write(response: response.head, body: response.body)
+        // The response is out: the connection's next request must come in time too.
+        RequestDeadline.on(channel) { $0.arm() }
+        let level: Logger.Level = response.status.code >= 500 ? .warning : .info
+        self.gateway.logger.log(level: level, "http request", metadata: [
+            "remote_address": "\(address)", "http_method": "\(request.method.rawValue)", "path": "\(request.uri.path)",
+            "http_status": "\(response.status.code)", "duration_ms": "\(Self.milliseconds(since: started))",
+            "device_id": "\(outcome.deviceId ?? "")", "method": "\(outcome.method ?? "")",
+        ])
+    }
+
+    /// What the log line says about a relayed request.
+    struct Outcome {
+        var deviceId: String?
+        var method: String?
+    }
+
+    private func rpc(_ request: inout Request, channel: any Channel, address: String, outcome: inout Outcome) async -> Response {
+        let body: ByteBuffer
+        do {
+            body = try await request.collectBody(upTo: self.gateway.configuration.limits.maximumBodySize)
+        } catch {
+            return JSONResponse.error(RPCError(.frameTooLarge, "the request body is over the gateway's limit of \(self.gateway.configuration.limits.maximumBodySize) bytes"),
+                                      extra: [.connection: "close"])
+        }
+        RequestDeadline.on(channel) { $0.disarm() }
+        let bytes = Array(body.readableBytesView)
+        let parsed: (head: RequestHead, params: JSONValue?)
+        switch RequestHead.parseRequest(bytes: bytes) {
+        case .success(let request): parsed = request
+        case .failure(let failure): return JSONResponse.error(failure.error, id: failure.id)
+        }
+        outcome.method = parsed.head.method
+        let id = parsed.head.id
+        // The credential: the Authorization header, else the envelope's own `auth`.
+        let token = Self.bearerToken(request.headers) ?? parsed.head.auth?.token
+        var identity: DeviceIdentity?
+        if let token {
+            do {
+                identity = try await self.gateway.relay.authenticator.identify(token)
+                outcome.deviceId = identity?.deviceId
+            } catch {
+                if error.code == .unauthorized, !self.gateway.rateLimiter.allow(address) {
+                    return JSONResponse.error(Self.rateLimited, id: id)
+                }
+                return JSONResponse.error(Relay.presentable(error, service: "store"), id: id)
+            }
+        }
+        do {
+            let result = try await self.gateway.answer(parsed.head, params: parsed.params, identity: identity, address: address, transport: .http)
+            guard let id else { return JSONResponse.make(.noContent, bytes: []) }
+            return JSONResponse.make(.ok, bytes: Array(try ReplyEncoding.result(id: id, result)))
+        } catch let error as RPCError {
+            return JSONResponse.error(error, id: id)
+        } catch {
+            return JSONResponse.error(RPCError(.internal, "the reply could not be encoded"), id: id)
+        }
+    }
+
+    /// A 429 when `address` has used up its unauthenticated requests.
+    private func limited(_ address: String) -> Response? {
+        self.gateway.rateLimiter.allow(address) ? nil : JSONResponse.error(Self.rateLimited, extra: [.retryAfter: "60"])
+    }
+
+    static let rateLimited = RPCError(.rateLimited, "too many requests without a device credential from this address; wait a minute")
+
+    /// `Authorization: Bearer <token>`.
+    static func bearerToken(_ headers: HTTPFields) -> String? {
+        guard let value = headers[.authorization] else { return nil }
+        let parts = value.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        let token = parts[1].trimmingCharacters(in: .whitespaces)
+        return token.isEmpty ? nil : token
+    }
+
+    /// The dashboard's session cookie (issue 28): `screentime_session=<token>`.
+    static func sessionCookie(_ headers: HTTPFields) -> String? {
+        for value in headers[values: .cookie] {
+            for pair in value.split(separator: ";") {
+                let parts = pair.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                if parts.count == 2, parts[0] == "screentime_session", !parts[1].isEmpty { return parts[1] }
+            }
+        }
+        return nil
+    }
+
+    static func milliseconds(since start: ContinuousClock.Instant) -> String {
+        let elapsed = ContinuousClock.now - start
+        let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        return String(format: "%.2f", ms)
+    }
+}
+
+extension Response {
+    func withStatus(_ status: HTTPResponse.Status) -> Response {
+        var copy = self
+        copy.status = status
+        return copy
+    }
+}

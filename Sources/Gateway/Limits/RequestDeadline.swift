@@ -1,0 +1,60 @@
+import NIOCore
+
+/// Closes a connection that does not get a request going in time: armed at accept (the TLS
+/// handshake and the first request head must arrive within the deadline), disarmed when a
+/// request reaches the gateway's code, armed again when its response is written (for the
+/// next request of a keep-alive connection). A slowloris client, trickling bytes to keep a
+/// connection open, is cut off here; an idle timeout alone would not see it, since it is
+/// never idle. Sits first in the pipeline, under TLS.
+final class RequestDeadline: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    private let timeout: TimeAmount
+    private var scheduled: Scheduled<Void>?
+    private weak var context: ChannelHandlerContext?
+
+    init(timeout: TimeAmount) { self.timeout = timeout }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        if context.channel.isActive { self.arm() }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        self.arm()
+        context.fireChannelActive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.disarm()
+        self.context = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.disarm()
+        context.fireChannelInactive()
+    }
+
+    func arm() {
+        guard let context, self.scheduled == nil else { return }
+        let channel = context.channel
+        self.scheduled = context.eventLoop.scheduleTask(in: self.timeout) {
+            channel.close(promise: nil)
+        }
+    }
+
+    func disarm() {
+        self.scheduled?.cancel()
+        self.scheduled = nil
+    }
+}
+
+extension RequestDeadline {
+    /// Runs `body` on the handler of `channel`, if it has one (on its event loop).
+    static func on(_ channel: any Channel, _ body: @escaping @Sendable (RequestDeadline) -> Void) {
+        channel.eventLoop.execute {
+            if let handler = try? channel.pipeline.syncOperations.handler(type: RequestDeadline.self) {
+                body(handler)
+            }
+        }
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import GatewayAPI
+import Logging
+import RPCClient
+import RPCCore
+
+/// What every connection of the gateway shares: its configuration, the relay, the rate
+/// limiter, and the answers to the gateway's own methods.
+final class GatewayContext: Sendable {
+    let configuration: GatewayConfiguration
+    let relay: Relay
+    let rateLimiter: RateLimiter
+    let logger: Logger
+    let info: GatewayInfo
+    let started = ContinuousClock.now
+
+    enum Transport { case http, webSocket }
+
+    init(configuration: GatewayConfiguration, relay: Relay, logger: Logger) {
+        self.configuration = configuration
+        self.relay = relay
+        self.logger = logger
+        self.rateLimiter = RateLimiter(perMinute: configuration.limits.unauthenticatedPerMinute, burst: configuration.limits.unauthenticatedBurst)
+        let gatewayOwn = GatewayMethods.list.methods.map { InfoMethod(name: $0.name, kind: $0.describedAs.kind, callers: $0.callers.list) }
+        self.info = GatewayInfo(
+            server: configuration.serverName, version: configuration.version, apiVersion: rpcProtocolVersion,
+            methods: relay.allowlist.all.map { InfoMethod(name: $0.name, kind: $0.kind, callers: $0.callers.list.filter { $0 != .local }) } + gatewayOwn)
+    }
+
+    /// Answers one unary request of a device: the gateway's own methods here, the rest
+    /// relayed. Streams are the WebSocket's to open; on HTTP they are refused.
+    func answer(_ head: RequestHead, params: JSONValue?, identity: DeviceIdentity?, address: String, transport: Transport) async throws(RPCError) -> JSONValue {
+        switch head.method {
+        case Builtin.ping.name:
+            return Self.json(PingResult(service: "gateway", version: self.configuration.version,
+                                        uptimeSeconds: (ContinuousClock.now - self.started).seconds, pid: getpid()))
+        case Builtin.describe.name:
+            return Self.json(self.describe(try ParamsDecoding.decode(DescribeParams.self, params: params)))
+        case Builtin.cancel.name, GatewayMethods.authenticate.name:
+            throw RPCError(.invalidRequest, "\(head.method) is for a WebSocket at /v1/ws")
+        default:
+            break
+        }
+        let method = try self.relay.admit(head.method, as: identity?.caller)
+        if method.kind == .stream {
+            throw RPCError(.invalidRequest, "\(head.method) is a stream: call it on a WebSocket at /v1/ws, where its replies can follow one another")
+        }
+        if identity == nil, !self.rateLimiter.allow(address) { throw DeviceAPI.rateLimited }
+        return try await self.relay.call(method, params: params, identity: identity)
+    }
+
+    /// `rpc.describe` through the gateway: the methods a device may call, as declared.
+    func describe(_ params: DescribeParams) -> DescribeResult {
+        var methods = self.relay.allowlist.all.map(\.description) + GatewayMethods.list.methods.map(\.describedAs)
+            + [Builtin.ping.describedAs, Builtin.describe.describedAs, Builtin.cancel.describedAs]
+        for index in methods.indices { methods[index].callers.removeAll { $0 == .local } }
+        if let name = params.method { methods = methods.filter { $0.name == name } }
+        return DescribeResult(
+            service: "gateway", version: self.configuration.version, protocolVersion: rpcProtocolVersion,
+            maximumFrameSize: self.configuration.limits.maximumMessageSize, methods: methods.sorted { $0.name < $1.name },
+            errorCodes: ErrorCode.protocolCodes)
+    }
+
+    static func json<T: Encodable>(_ value: T) -> JSONValue {
+        guard let data = try? RPCJSON.makeEncoder().encode(value), let json = try? JSONParser.parse(bytes: Array(data)) else { return .null }
+        return json
+    }
+}
+

@@ -1,0 +1,111 @@
+import Foundation
+import Logging
+import RPCClient
+import RPCCore
+
+/// Passes a device's requests to the services, as that device: the allowlist first, then
+/// the device's own credential in `auth` so each service checks it again.
+///
+/// Unary calls of every device share one connection per service (the client numbers the
+/// requests itself, so ids of different devices never collide; the caller puts its
+/// device's id back on the reply). Streams run on a connection of their WebSocket's own
+/// (``streamClient(for:)``): a service bounds the requests in flight per connection, and
+/// a thousand listening devices must not share one such budget.
+public final class Relay: Sendable {
+    public let allowlist: Allowlist
+    public let authenticator: DeviceAuthenticator
+    let clients: [String: RPCClient]
+    let configuration: GatewayConfiguration
+
+    public init(configuration: GatewayConfiguration, allowlist: Allowlist = .standard) {
+        self.configuration = configuration
+        self.allowlist = allowlist
+        var clients: [String: RPCClient] = [:]
+        for service in allowlist.services {
+            clients[service] = RPCClient(configuration: Self.clientConfiguration(configuration, service: service))
+        }
+        self.clients = clients
+        self.authenticator = DeviceAuthenticator(store: clients["store"]!, ttl: configuration.credentialRecheck)
+    }
+
+    static func clientConfiguration(_ configuration: GatewayConfiguration, service: String) -> ClientConfiguration {
+        // A service that is socket-activated may take a moment to start.
+        ClientConfiguration(socketPath: configuration.socketPath(for: service), callTimeout: configuration.callTimeout, connectTimeout: .seconds(5))
+    }
+
+    /// A connection of its own to `service`, for one WebSocket's streams; closed with it.
+    func streamClient(for service: String) -> RPCClient {
+        RPCClient(configuration: Self.clientConfiguration(self.configuration, service: service))
+    }
+
+    /// The method a device may call, or why not: `method_not_found` for a name no service
+    /// declares, `forbidden` for a local-only method or another role's, `unauthorized`
+    /// when it needs a credential and there is none.
+    public func admit(_ name: String, as caller: Caller?) throws(RPCError) -> DeviceMethod {
+        guard let method = self.allowlist.method(named: name) else {
+            if self.allowlist.isDeclared(name) {
+                throw RPCError(.forbidden, "\(name) is for the server's administrator and cannot be called through the gateway")
+            }
+            throw RPCError(.methodNotFound, "no method \(name) is available through the gateway; GET /v1/info lists those that are")
+        }
+        guard self.allowlist.admits(method, as: caller) else {
+            if caller == nil {
+                throw RPCError(.unauthorized, "\(name) needs a device credential: send Authorization: Bearer <token>")
+            }
+            throw RPCError(.forbidden, "\(name) is not for a \(caller!.rawValue) device")
+        }
+        return method
+    }
+
+    /// Calls a unary method as the device (or with no credential, for the pairing steps).
+    func call(_ method: DeviceMethod, params: JSONValue?, identity: DeviceIdentity?) async throws(RPCError) -> JSONValue {
+        let auth = self.forwardedAuth(method, identity)
+        do {
+            return try await self.clients[method.service]!.relay(method.name, params: params, auth: auth)
+        } catch {
+            throw Self.presentable(error, service: method.service)
+        }
+    }
+
+    /// The credential passed on: the device's own when its role is what admits it.
+    func forwardedAuth(_ method: DeviceMethod, _ identity: DeviceIdentity?) -> Auth? {
+        guard let identity, method.callers.contains(Callers(identity.caller)) else { return nil }
+        return Auth(token: identity.token)
+    }
+
+    /// What a device is told of a failure: the services' own errors as they are, except
+    /// what would describe the server (socket paths, internal failures).
+    static func presentable(_ error: RPCError, service: String) -> RPCError {
+        switch error.code {
+        case .unavailable where error.message.contains("connect") || error.message.contains("connection"):
+            return RPCError(.unavailable, "the \(service) service is not available right now; try again shortly")
+        case .internal:
+            return RPCError(.internal, "the server could not handle this request; its administrator will find the details in its journal")
+        default:
+            return error
+        }
+    }
+
+    /// Whether each service answers `rpc.ping` (for `/healthz`).
+    func health() async -> [String: Bool] {
+        await withTaskGroup(of: (String, Bool).self) { group in
+            for (service, client) in self.clients {
+                group.addTask {
+                    do {
+                        _ = try await client.call(Builtin.ping, Empty(), timeout: .seconds(3))
+                        return (service, true)
+                    } catch {
+                        return (service, false)
+                    }
+                }
+            }
+            var result: [String: Bool] = [:]
+            for await (service, healthy) in group { result[service] = healthy }
+            return result
+        }
+    }
+
+    public func close() async {
+        for client in self.clients.values { await client.close() }
+    }
+}

@@ -1,0 +1,201 @@
+import Foundation
+import GatewayAPI
+import HTTPTypes
+import HummingbirdCore
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import NIOExtras
+import NIOPosix
+import PairingAPI
+import ServiceLifecycle
+import SystemdKit
+
+/// Where the gateway listens: a socket systemd passed, or an address it binds itself.
+public enum GatewayListen: Sendable {
+    case inherited(ListenFD)
+    case address(host: String, port: Int)
+}
+
+/// The gateway as a `Service`: listens, serves TLS connections with Hummingbird's HTTP/1
+/// and WebSocket channels, tells systemd it is ready and alive, renews its certificate,
+/// and drains on SIGTERM.
+///
+/// Hummingbird's own `Server` binds its own address and takes no inherited descriptor, so
+/// the listening channel is SwiftNIO's `ServerBootstrap` (as the RPC runtime's), with
+/// Hummingbird's child channel (`HTTP1WebSocketUpgradeChannel`) on each connection.
+public final class GatewayServer: Service, Sendable {
+    let configuration: GatewayConfiguration
+    let listen: GatewayListen
+    let keeper: CertificateKeeper
+    let contexts: TLSContextHolder
+    let context: GatewayContext
+    let logger: Logger
+
+    public init(configuration: GatewayConfiguration, listen: GatewayListen, keeper: CertificateKeeper, identity: TLSIdentity, logger: Logger) throws {
+        self.configuration = configuration
+        self.listen = listen
+        self.keeper = keeper
+        self.contexts = try TLSContextHolder(identity)
+        self.context = GatewayContext(configuration: configuration, relay: Relay(configuration: configuration), logger: logger)
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        let group = MultiThreadedEventLoopGroup.singleton
+        let limits = self.configuration.limits
+        let limiter = ConnectionLimiter(total: limits.maximumConnections, perAddress: limits.maximumConnectionsPerAddress, logger: self.logger)
+        let quiescing = ServerQuiescingHelper(group: group)
+        let child = RenewableTLSChannel(base: self.makeHTTPChannel(), contexts: self.contexts)
+        let logger = self.logger
+        let requestTimeout = TimeAmount.nanoseconds(Int64(limits.requestTimeout.components.seconds) * 1_000_000_000
+                                                    + limits.requestTimeout.components.attoseconds / 1_000_000_000)
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(limiter)
+                    try channel.pipeline.syncOperations.addHandler(quiescing.makeServerChannelHandler(channel: channel))
+                }
+            }
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+        let initializer: @Sendable (any Channel) -> EventLoopFuture<RenewableTLSChannel<HTTP1WebSocketUpgradeChannel>.Value> = { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(RequestDeadline(timeout: requestTimeout))
+            }.flatMap {
+                child.setup(channel: channel, logger: logger)
+            }
+        }
+        let server: NIOAsyncChannel<HTTP1WebSocketUpgradeChannel.Value, Never>
+        let label: String
+        switch self.listen {
+        case .inherited(let fd):
+            guard SocketActivation.isListeningStream(fd.fd) else {
+                throw GatewayError("fd \(fd.fd) (\(fd.name)) is not a listening TCP socket; check the .socket unit's ListenStream=")
+            }
+            server = try await bootstrap.bind(fd.fd, serverBackPressureStrategy: nil, childChannelInitializer: initializer)
+            label = "fd \(fd.fd) (\(fd.name)), \(server.channel.localAddress.map { "\($0)" } ?? "?")"
+        case .address(let host, let port):
+            do {
+                server = try await bootstrap.bind(host: host, port: port, serverBackPressureStrategy: nil, childChannelInitializer: initializer)
+            } catch {
+                throw GatewayError("cannot listen on \(host):\(port): \(error); choose another --listen address or stop what uses it")
+            }
+            label = "\(server.channel.localAddress.map { "\($0)" } ?? "\(host):\(port)")"
+        }
+        let port = server.channel.localAddress?.port ?? 8443
+        let endpoint = try self.publishEndpoint(port: port)
+        ServiceNotifier.ready(status: "Serving HTTPS on \(label)")
+        self.logger.notice("ready", metadata: [
+            "listen": "\(label)", "port": "\(port)", "pin": "\(endpoint.pin)", "urls": "\(endpoint.urls.joined(separator: " "))",
+            "certificate": "\(endpoint.certificate)", "not_valid_after": "\(endpoint.notValidAfter)",
+        ])
+
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { tasks in
+                tasks.addTask { await self.keepAlive(group: group) }
+                tasks.addTask { await self.keepRenewing(port: port) }
+                do {
+                    try await server.executeThenClose { connections in
+                        for try await connection in connections {
+                            tasks.addTask { await child.handle(value: connection, logger: logger) }
+                        }
+                    }
+                } catch {
+                    logger.error("accepting connections failed", metadata: ["error": "\(error)"])
+                }
+                // The listening socket is closed: the periodic tasks end with it.
+                tasks.cancelAll()
+            }
+        } onGracefulShutdown: {
+            ServiceNotifier.stopping(status: "Stopping: finishing \(limiter.openConnections) connections")
+            logger.notice("stopping", metadata: ["connections": "\(limiter.openConnections)"])
+            // Stop accepting; each connection finishes its request in progress and closes,
+            // WebSockets get a close frame (Hummingbird's handlers see the shutdown too).
+            quiescing.initiateShutdown(promise: nil)
+        }
+        await self.context.relay.close()
+        self.logger.notice("stopped")
+    }
+
+    /// The HTTP/1 channel with the WebSocket upgrade on `/v1/ws`.
+    func makeHTTPChannel() -> HTTP1WebSocketUpgradeChannel {
+        let limits = self.configuration.limits
+        let api = DeviceAPI(gateway: self.context)
+        let context = self.context
+        return HTTP1WebSocketUpgradeChannel(
+            responder: { request, writer, channel in try await api.respond(to: request, writer: writer, channel: channel) },
+            configuration: .init(
+                http1: HTTP1Channel.Configuration(
+                    idleTimeout: nil,
+                    httpDecoderConfiguration: .init(maxHeaderFieldSize: limits.maximumHeaderSize, maxHeaderListSize: limits.maximumHeaderSize, maxHeaderFieldCount: 100)),
+                ws: WebSocketServerConfiguration(
+                    maxFrameSize: limits.maximumMessageSize, autoPing: .enabled(timePeriod: limits.pingInterval),
+                    closeTimeout: .seconds(5), validateUTF8: true)),
+            shouldUpgrade: { head, channel, logger in
+                guard head.method == .get, (head.path ?? "").split(separator: "?").first == "/v1/ws" else { return .dontUpgrade }
+                let token = DeviceAPI.bearerToken(head.headerFields) ?? DeviceAPI.sessionCookie(head.headerFields)
+                let address = channel.remoteAddress?.ipAddress ?? "unknown"
+                return .upgrade([.strictTransportSecurity: JSONResponse.strictTransportSecurity]) { inbound, outbound, _ in
+                    let socket = DeviceSocket(gateway: context, address: address, channel: channel, outbound: outbound, logger: context.logger)
+                    try await socket.run(inbound: inbound, token: token)
+                }
+            }
+        )
+    }
+
+    /// Writes `<state-dir>/gateway/endpoint.json` (URLs and pin) for the pairing service
+    /// and `screentimectl gateway pin`.
+    public func publishEndpoint(port: Int) throws -> GatewayEndpoint {
+        let identity = self.contexts.identity
+        let advertised = self.configuration.certificate.advertisedPort ?? port
+        let hosts = identity.selfMade ? self.configuration.certificate.hostNames : (identity.hostNames.isEmpty ? self.configuration.certificate.hostNames : identity.hostNames)
+        let endpoint = GatewayEndpoint(
+            urls: hosts.filter { !$0.hasPrefix("*") }.map { "https://\($0.contains(":") ? "[\($0)]" : $0):\(advertised)" },
+            pin: identity.pin, certificate: identity.certificateFile, notValidAfter: identity.notValidAfter)
+        do {
+            try endpoint.write(to: GatewayEndpoint.path(stateDirectory: self.configuration.stateDirectory))
+        } catch {
+            throw GatewayError("cannot write the endpoint file in \(self.configuration.stateDirectory): \(error)")
+        }
+        return endpoint
+    }
+
+    /// `WATCHDOG=1` at half the unit's `WatchdogSec=`, while every event loop answers.
+    func keepAlive(group: MultiThreadedEventLoopGroup) async {
+        guard let interval = ServiceNotifier.watchdogInterval() else { return }
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: interval / 2) } catch { return }
+            var alive = true
+            for loop in group.makeIterator() {
+                if (try? await loop.submit({}).get()) == nil { alive = false }
+            }
+            if alive { ServiceNotifier.watchdog() }
+        }
+    }
+
+    /// Looks at the certificate twice a day; a renewed one (same key, same pin) is served
+    /// to connections from then on.
+    func keepRenewing(port: Int) async {
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: .seconds(12 * 3600)) } catch { return }
+            do {
+                let identity = try self.keeper.load()
+                if identity.notValidAfter != self.contexts.identity.notValidAfter {
+                    try self.contexts.replace(with: identity)
+                    _ = try self.publishEndpoint(port: port)
+                    self.logger.notice("serving the renewed certificate", metadata: ["pin": "\(identity.pin)", "not_valid_after": "\(identity.notValidAfter)"])
+                }
+            } catch {
+                self.logger.error("cannot renew the certificate", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+}
+
+/// The gateway cannot start; the message says what to do.
+public struct GatewayError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,405 @@
+import Foundation
+import GatewayAPI
+import Logging
+import NIOCore
+import NIOWebSocket
+import RPCClient
+import RPCCore
+import Synchronization
+import WSCore
+
+/// One device's WebSocket: each text message one request envelope, each reply one
+/// message, as on a service's Unix socket: requests pipelined and answered as they finish,
+/// streams replying with `"continues": true`, `rpc.cancel`, and back-pressure (a device that
+/// stops reading stops being read, and its streams wait, up to a bound).
+final class DeviceSocket: Sendable {
+    let gateway: GatewayContext
+    let address: String
+    let channel: any Channel
+    let outbound: WebSocketOutboundWriter
+    let logger: Logger
+    private let state = Mutex(State())
+
+    private struct State {
+        var identity: DeviceIdentity?
+        var requests: [RequestID: Task<Void, Never>] = [:]
+        var anonymous: [UUID: Task<Void, Never>] = [:]
+        var streamClients: [String: RPCClient] = [:]
+        var recheck: Task<Void, Never>?
+        var closing = false
+        var served = 0
+    }
+
+    init(gateway: GatewayContext, address: String, channel: any Channel, outbound: WebSocketOutboundWriter, logger: Logger) {
+        self.gateway = gateway
+        self.address = address
+        self.channel = channel
+        self.outbound = outbound
+        self.logger = logger
+    }
+
+    var identity: DeviceIdentity? { self.state.withLock { $0.identity } }
+
+    /// Serves the socket until the device closes it, is cut off, or the gateway stops.
+    /// Errors of the WebSocket itself (a message too large, invalid UTF-8) are rethrown:
+    /// WSCore closes the socket with their close code.
+    func run(inbound: WebSocketInboundStream, token: String?) async throws {
+        let started = ContinuousClock.now
+        RequestDeadline.on(self.channel) { $0.disarm() }
+        if let token {
+            guard await self.authenticate(token, requestID: nil) != nil else { return }
+        }
+        self.logger.info("websocket opened", metadata: ["remote_address": "\(self.address)", "device_id": "\(self.identity?.deviceId ?? "")"])
+        var closeReason = "closed by the device"
+        do {
+            for try await message in inbound.messages(maxSize: self.gateway.configuration.limits.maximumMessageSize) {
+                if self.state.withLock({ $0.closing }) { break }
+                switch message {
+                case .binary:
+                    closeReason = "binary message"
+                    await self.send(ReplyEncoding.error(id: nil, RPCError(.invalidFrame, "messages must be text frames, each one JSON request envelope")))
+                    try? await self.outbound.close(.unacceptableData, reason: "text messages only")
+                    return await self.finish(started: started, reason: closeReason)
+                case .text(let text):
+                    await self.receive(Array(text.utf8))
+                }
+            }
+        } catch {
+            await self.finish(started: started, reason: "\(error)")
+            throw error
+        }
+        await self.finish(started: started, reason: closeReason)
+    }
+
+    private func finish(started: ContinuousClock.Instant, reason: String) async {
+        let (tasks, clients, recheck, served, identity) = self.state.withLock { state in
+            state.closing = true
+            defer { state.requests = [:]; state.anonymous = [:]; state.streamClients = [:] }
+            return (Array(state.requests.values) + Array(state.anonymous.values), Array(state.streamClients.values), state.recheck, state.served, state.identity)
+        }
+        recheck?.cancel()
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
+        for client in clients { await client.close() }
+        self.logger.info("websocket closed", metadata: [
+            "remote_address": "\(self.address)", "device_id": "\(identity?.deviceId ?? "")", "requests": "\(served)",
+            "duration_ms": "\(DeviceAPI.milliseconds(since: started))", "reason": "\(reason)",
+        ])
+    }
+
+    // MARK: Requests
+
+    private func receive(_ bytes: [UInt8]) async {
+        let head: RequestHead
+        let params: JSONValue?
+        switch RequestHead.parseRequest(bytes: bytes) {
+        case .success(let parsed): (head, params) = parsed
+        case .failure(let failure):
+            await self.send(ReplyEncoding.error(id: failure.id, failure.error))
+            return
+        }
+        if head.auth != nil {
+            await self.reply(head.id, error: RPCError(.invalidRequest, "on a WebSocket the credential is given once, at the upgrade or with gateway.authenticate; leave \"auth\" out"))
+            return
+        }
+        switch head.method {
+        case Builtin.cancel.name:
+            await self.cancel(head.id, params: params)
+            return
+        case GatewayMethods.authenticate.name:
+            await self.authenticateMessage(head.id, params: params)
+            return
+        default:
+            break
+        }
+        // The credential is checked again (from a cache of a few seconds) for every request.
+        var identity = self.identity
+        if let known = identity {
+            guard let current = await self.authenticate(known.token, requestID: head.id) else { return }
+            identity = current
+        }
+        let method: DeviceMethod?
+        do {
+            method = self.gateway.relay.allowlist.method(named: head.method) != nil ? try self.gateway.relay.admit(head.method, as: identity?.caller) : nil
+        } catch {
+            await self.reply(head.id, error: error)
+            return
+        }
+        let admitted: Bool = self.state.withLock { state in
+            guard state.requests.count + state.anonymous.count < self.gateway.configuration.limits.maximumInFlight else { return false }
+            if let id = head.id, state.requests[id] != nil { return false }
+            return true
+        }
+        guard admitted else {
+            let duplicate = head.id.map { id in self.state.withLock { $0.requests[id] != nil } } ?? false
+            await self.reply(head.id, error: duplicate
+                ? RPCError(.invalidRequest, "a request with id \(head.id!) is still in flight on this connection")
+                : RPCError(.limitExceeded, "too many requests in flight on this connection (limit \(self.gateway.configuration.limits.maximumInFlight)); wait for replies"))
+            return
+        }
+        if let method, method.kind == .stream {
+            guard let id = head.id else {
+                await self.reply(nil, error: RPCError(.invalidRequest, "\(head.method) is a stream; give the request an id"))
+                return
+            }
+            let identity = identity
+            self.start(id: id) { await self.stream(method, id: id, params: params, identity: identity) }
+        } else {
+            let identity = identity
+            let work: @Sendable () async -> Void = {
+                let started = ContinuousClock.now
+                do {
+                    let result = try await self.gateway.answer(head, params: params, identity: identity, address: self.address, transport: .webSocket)
+                    if let id = head.id { await self.send((try? ReplyEncoding.result(id: id, result)) ?? ReplyEncoding.error(id: id, RPCError(.internal, "the reply could not be encoded"))) }
+                } catch let error as RPCError {
+                    await self.reply(head.id, error: error)
+                } catch {
+                    await self.reply(head.id, error: RPCError(.internal, "the request failed"))
+                }
+                self.logger.debug("request", metadata: [
+                    "remote_address": "\(self.address)", "device_id": "\(identity?.deviceId ?? "")", "method": "\(head.method)",
+                    "duration_ms": "\(DeviceAPI.milliseconds(since: started))",
+                ])
+            }
+            if let id = head.id { self.start(id: id, work) } else { self.startAnonymous(work) }
+        }
+    }
+
+    /// Runs a request as a task of this socket, known by its id until it ends.
+    private func start(id: RequestID, _ work: @escaping @Sendable () async -> Void) {
+        self.state.withLock { state in
+            state.served += 1
+            state.requests[id] = Task {
+                await work()
+                self.state.withLock { _ = $0.requests.removeValue(forKey: id) }
+            }
+        }
+    }
+
+    private func startAnonymous(_ work: @escaping @Sendable () async -> Void) {
+        let key = UUID()
+        self.state.withLock { state in
+            state.served += 1
+            state.anonymous[key] = Task {
+                await work()
+                self.state.withLock { _ = $0.anonymous.removeValue(forKey: key) }
+            }
+        }
+    }
+
+    /// `rpc.cancel`: ends a request of this socket still in flight with `cancelled`.
+    private func cancel(_ id: RequestID?, params: JSONValue?) async {
+        let target: CancelParams
+        do {
+            target = try ParamsDecoding.decode(CancelParams.self, params: params)
+        } catch {
+            await self.reply(id, error: error)
+            return
+        }
+        let task = self.state.withLock { $0.requests[target.id] }
+        task?.cancel()
+        if let id { await self.send((try? ReplyEncoding.result(id: id, CancelResult(cancelled: task != nil))) ?? Data()) }
+    }
+
+    // MARK: Streams
+
+    private func stream(_ method: DeviceMethod, id: RequestID, params: JSONValue?, identity: DeviceIdentity?) async {
+        let client = self.state.withLock { state in
+            if let client = state.streamClients[method.service] { return client }
+            let client = self.gateway.relay.streamClient(for: method.service)
+            state.streamClients[method.service] = client
+            return client
+        }
+        let queue = StreamQueue(limit: self.gateway.configuration.limits.maximumQueuedReplies)
+        let started = ContinuousClock.now
+        var metadata: Logger.Metadata = ["remote_address": "\(self.address)", "device_id": "\(identity?.deviceId ?? "")", "method": "\(method.name)"]
+        self.logger.debug("stream opened", metadata: metadata)
+        defer {
+            metadata["duration_ms"] = "\(DeviceAPI.milliseconds(since: started))"
+            self.logger.debug("stream ended", metadata: metadata)
+        }
+        let relayed: RelayedStream
+        do {
+            relayed = try await client.relayStream(method.name, params: params, auth: self.gateway.relay.forwardedAuth(method, identity)) { event in
+                queue.push(event)
+            }
+        } catch {
+            await self.reply(id, error: Relay.presentable(error, service: method.service))
+            return
+        }
+        await withTaskCancellationHandler {
+            for await event in queue.events {
+                self.logger.trace("stream event", metadata: ["event": "\(event)"])
+                switch event {
+                case .success(.item(let item)):
+                    await self.send((try? ReplyEncoding.result(id: id, item, continues: true)) ?? Data())
+                    queue.taken()
+                case .success(.end(let end)):
+                    await self.send((try? ReplyEncoding.result(id: id, end)) ?? Data())
+                    return
+                case .failure(let error):
+                    if error.code == .limitExceeded { relayed.cancel() }
+                    await self.reply(id, error: Relay.presentable(error, service: method.service))
+                    return
+                }
+            }
+            // Cancelled (rpc.cancel, or the socket is closing): the service is told to stop.
+            relayed.cancel()
+            await self.reply(id, error: RPCError(.cancelled, "the request was cancelled"))
+        } onCancel: {
+            queue.cancel()
+        }
+    }
+
+    // MARK: Credentials
+
+    /// The device of `token`, or nil after telling the device why not (and cutting the
+    /// socket off when an identity it had is no longer valid).
+    private func authenticate(_ token: String, requestID: RequestID?, fresh: Bool = false) async -> DeviceIdentity? {
+        do {
+            let identity = try await self.gateway.relay.authenticator.identify(token, fresh: fresh)
+            let first: Bool = self.state.withLock { state in
+                defer { state.identity = identity }
+                return state.identity == nil
+            }
+            if first { self.startRecheck(token) }
+            return identity
+        } catch {
+            if error.code == .unauthorized {
+                _ = self.gateway.rateLimiter.allow(self.address)
+                await self.cutOff(requestID, error)
+            } else {
+                await self.reply(requestID, error: Relay.presentable(error, service: "store"))
+            }
+            return nil
+        }
+    }
+
+    private func authenticateMessage(_ id: RequestID?, params: JSONValue?) async {
+        guard self.identity == nil else {
+            await self.reply(id, error: RPCError(.invalidRequest, "this connection is authenticated already"))
+            return
+        }
+        guard self.gateway.rateLimiter.allow(self.address) else {
+            await self.reply(id, error: DeviceAPI.rateLimited)
+            return
+        }
+        let given: AuthenticateParams
+        do {
+            given = try ParamsDecoding.decode(AuthenticateParams.self, params: params)
+        } catch {
+            await self.reply(id, error: error)
+            return
+        }
+        guard let identity = await self.authenticate(given.token, requestID: id) else { return }
+        if let id {
+            await self.send((try? ReplyEncoding.result(id: id, AuthenticateResult(deviceId: identity.deviceId, family: identity.family, role: identity.caller))) ?? Data())
+        }
+    }
+
+    /// Checks the credential again every few seconds: a revoked device is cut off even if
+    /// it only listens.
+    private func startRecheck(_ token: String) {
+        let period = self.gateway.configuration.credentialRecheck
+        let task = Task {
+            while !Task.isCancelled {
+                do { try await Task.sleep(for: period) } catch { return }
+                do {
+                    _ = try await self.gateway.relay.authenticator.identify(token, fresh: true)
+                } catch let error as RPCError where error.code == .unauthorized {
+                    await self.cutOff(nil, error)
+                    return
+                } catch {
+                    continue  // the store is unavailable: not the device's fault
+                }
+            }
+        }
+        self.state.withLock { $0.recheck = task }
+    }
+
+    /// Tells the device why, then closes the socket (policy violation).
+    private func cutOff(_ id: RequestID?, _ error: RPCError) async {
+        let requests = self.state.withLock { state -> [Task<Void, Never>] in
+            state.closing = true
+            return Array(state.requests.values) + Array(state.anonymous.values)
+        }
+        for task in requests { task.cancel() }
+        self.logger.notice("websocket cut off", metadata: [
+            "remote_address": "\(self.address)", "device_id": "\(self.identity?.deviceId ?? "")", "reason": "\(error.code)",
+        ])
+        await self.send(ReplyEncoding.error(id: id, error))
+        try? await self.outbound.close(.policyViolation, reason: "credential not valid")
+        // A device that does not answer the close is not waited for.
+        let channel = self.channel
+        channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
+    }
+
+    // MARK: Writing
+
+    private func reply(_ id: RequestID?, error: RPCError) async {
+        await self.send(ReplyEncoding.error(id: id, error))
+    }
+
+    /// Writes one message; waits while the device is not reading (back-pressure).
+    private func send(_ data: Data) async {
+        guard !data.isEmpty else { return }
+        // A cancelled request still owes its peer a last reply (`cancelled`), and NIO's
+        // writer refuses to write from a cancelled task: write from a task of its own.
+        if Task.isCancelled {
+            await Task { await self.write(data) }.value
+        } else {
+            await self.write(data)
+        }
+    }
+
+    private func write(_ data: Data) async {
+        do {
+            try await self.outbound.write(.text(String(decoding: data, as: UTF8.self)))
+        } catch {
+            self.logger.debug("reply not written", metadata: ["remote_address": "\(self.address)", "error": "\(error)"])
+        }
+    }
+}
+
+/// The replies of one relayed stream on their way to a WebSocket: handed over on the
+/// service connection's event loop, written by the stream's task as the device reads. A
+/// device that falls `limit` replies behind has its stream ended with `limit_exceeded`
+/// (the push service does the same to a listener that does not read).
+final class StreamQueue: Sendable {
+    typealias Event = Result<StreamEvent<JSONValue, JSONValue>, RPCError>
+    let events: AsyncStream<Event>
+    private let continuation: AsyncStream<Event>.Continuation
+    private let pending = Mutex<(count: Int, over: Bool)>((0, false))
+    private let limit: Int
+
+    init(limit: Int) {
+        self.limit = limit
+        (self.events, self.continuation) = AsyncStream.makeStream()
+    }
+
+    func push(_ event: Event) {
+        let overflow: Bool = self.pending.withLock { pending in
+            if pending.over { return false }
+            if case .success(.item) = event {
+                pending.count += 1
+                if pending.count > self.limit {
+                    pending.over = true
+                    return true
+                }
+            }
+            return false
+        }
+        if overflow {
+            self.continuation.yield(.failure(RPCError(.limitExceeded, "this stream's replies were not read fast enough (over \(self.limit) waiting); it was ended, call it again")))
+            self.continuation.finish()
+            return
+        }
+        if self.pending.withLock({ $0.over }) { return }
+        self.continuation.yield(event)
+        if case .success(.item) = event { return }
+        self.continuation.finish()
+    }
+
+    func taken() { self.pending.withLock { $0.count -= 1 } }
+    func cancel() { self.continuation.finish() }
+}

@@ -1,0 +1,184 @@
+import ArgumentParser
+import Foundation
+import Gateway
+import Glibc
+import Logging
+import ServiceKit
+import ServiceLifecycle
+import SystemdKit
+
+@main
+struct GatewayCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "screentime-gatewayd",
+        abstract: "The ScreenTime Rewards device gateway: HTTPS and WebSocket for the family's phones and browsers, relayed to the services.",
+        discussion: """
+            The only ScreenTime service on the network. Serves the device API (POST /v1/rpc, \
+            GET /v1/ws, GET /v1/info, GET /healthz; docs/protocol.md) over TLS on the TCP socket \
+            systemd passes (screentime-gateway.socket, port 8443), or on --listen when started \
+            by hand. Relays each device's requests to the services' sockets in <runtime-dir>, \
+            allowing only what their declared method lists let a device call.
+
+            TLS needs no certificate authority: on first start the gateway makes a P-256 key and \
+            a self-signed certificate in <state-dir>/gateway (mode 0600) and devices pin its key \
+            through the pairing QR code. It writes <state-dir>/gateway/endpoint.json (its URLs \
+            and pin) for the pairing service and `screentimectl gateway pin`.
+            """,
+        version: gatewayVersion
+    )
+
+    @OptionGroup var options: ServiceOptions
+
+    @Option(help: ArgumentHelp("Address to listen on when systemd passes no socket.", discussion: "Default: 0.0.0.0:8443. Port 0 picks a free one (see the ready log line or endpoint.json).", valueName: "host:port"))
+    var listen: String?
+
+    @Option(name: .customLong("host"), help: ArgumentHelp("A host name or IP address devices reach this server by: put in the certificate and in the URLs of pairing codes (repeat; the first is preferred).", discussion: "Default: this machine's host name, its non-loopback addresses, then localhost, 127.0.0.1 and ::1.", valueName: "name"))
+    var hosts: [String] = []
+
+    @Option(name: .customLong("certificate"), help: ArgumentHelp("Serve this certificate chain (PEM) instead of a self-made one; with --private-key.", valueName: "path"))
+    var certificateFile: String?
+
+    @Option(name: .customLong("private-key"), help: ArgumentHelp("The key (PEM) of --certificate; devices then pin this key.", valueName: "path"))
+    var privateKeyFile: String?
+
+    @Option(name: .customLong("certificate-days"), help: "Validity of a self-made certificate, in days (at most 825, Apple's limit).")
+    var certificateDays: Int = 825
+
+    @Option(name: .customLong("renew-days"), help: "Renew a self-made certificate (same key, same pin) when it has fewer days left than this.")
+    var renewDays: Int = 30
+
+    @Option(name: .customLong("advertised-port"), help: ArgumentHelp("The port put in the URLs devices are given, when a port forward differs from the port listened on.", valueName: "port"))
+    var advertisedPort: Int?
+
+    @Option(name: .customLong("server-name"), help: ArgumentHelp("The server's name in /v1/info.", discussion: "Default: this machine's host name."))
+    var serverName: String?
+
+    @Option(name: .customLong("max-connections-per-address"), help: "TLS connections at once from one IP address; more are closed at accept.")
+    var maximumConnectionsPerAddress: Int = 64
+
+    @Option(name: .customLong("max-header-size"), help: ArgumentHelp("Largest request head (request line and headers), in bytes.", valueName: "bytes"))
+    var maximumHeaderSize: Int = 16 << 10
+
+    @Option(name: .customLong("max-body-size"), help: ArgumentHelp("Largest POST /v1/rpc body, in bytes (larger: 413).", valueName: "bytes"))
+    var maximumBodySize: Int = 1 << 20
+
+    @Option(name: .customLong("max-message-size"), help: ArgumentHelp("Largest WebSocket message, in bytes (larger: the socket is closed with 1009).", valueName: "bytes"))
+    var maximumMessageSize: Int = 1 << 20
+
+    @Option(name: .customLong("max-queued-replies"), help: "Stream replies waiting for a WebSocket that does not read before that stream is ended with limit_exceeded.")
+    var maximumQueuedReplies: Int = 1_000
+
+    @Option(name: .customLong("request-timeout"), help: ArgumentHelp("Seconds a connection has to finish its TLS handshake and send a whole request (slowloris).", valueName: "seconds"))
+    var requestTimeoutSeconds: Double = 10
+
+    @Option(name: .customLong("ping-interval"), help: ArgumentHelp("Seconds between WebSocket pings; a device that misses one is disconnected.", valueName: "seconds"))
+    var pingSeconds: Double = 30
+
+    @Option(name: .customLong("unauthenticated-rate"), help: "Requests without a device credential allowed per minute and IP address (pairing steps, /v1/info, /healthz, failed authentications).")
+    var unauthenticatedPerMinute: Int = 60
+
+    @Option(name: .customLong("unauthenticated-burst"), help: "Of those, how many may come at once.")
+    var unauthenticatedBurst: Int = 30
+
+    @Option(name: .customLong("credential-recheck"), help: ArgumentHelp("Seconds a device's credential is trusted before the store is asked again (a revoked device is cut off within this).", valueName: "seconds"))
+    var credentialRecheckSeconds: Double = 5
+
+    @Option(name: .customLong("call-timeout"), help: ArgumentHelp("Seconds a relayed call may take.", valueName: "seconds"))
+    var callTimeoutSeconds: Double = 30
+
+    @Flag(name: .customLong("init-only"), help: "Make the key and certificate (if missing), write endpoint.json for --listen's port, print the pin, and exit.")
+    var initOnly = false
+
+    mutating func validate() throws {
+        guard (self.certificateFile == nil) == (self.privateKeyFile == nil) else { throw ValidationError("--certificate and --private-key go together") }
+        guard (1...825).contains(self.certificateDays) else { throw ValidationError("--certificate-days must be between 1 and 825") }
+        guard self.renewDays >= 1 else { throw ValidationError("--renew-days must be at least 1") }
+        if let listen { _ = try Self.parse(listen: listen) }
+        guard self.options.socket == nil, self.options.idleExitSeconds == nil else {
+            throw ValidationError("--socket and --idle-exit are not for the gateway: it listens on TCP (--listen, or the socket systemd passes)")
+        }
+        for (name, value) in [("--max-connections-per-address", self.maximumConnectionsPerAddress), ("--max-header-size", self.maximumHeaderSize),
+                              ("--max-body-size", self.maximumBodySize), ("--max-message-size", self.maximumMessageSize),
+                              ("--max-queued-replies", self.maximumQueuedReplies), ("--unauthenticated-rate", self.unauthenticatedPerMinute),
+                              ("--unauthenticated-burst", self.unauthenticatedBurst)] where value < 1 {
+            throw ValidationError("\(name) must be at least 1")
+        }
+        for (name, value) in [("--request-timeout", self.requestTimeoutSeconds), ("--ping-interval", self.pingSeconds),
+                              ("--credential-recheck", self.credentialRecheckSeconds), ("--call-timeout", self.callTimeoutSeconds)] where value <= 0 {
+            throw ValidationError("\(name) must be a positive number of seconds")
+        }
+    }
+
+    static func parse(listen: String) throws -> (host: String, port: Int) {
+        guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (0...65535).contains(port) else {
+            throw ValidationError("--listen must be HOST:PORT, such as 0.0.0.0:8443 or [::]:8443, not \(listen)")
+        }
+        var host = String(listen[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return (host.isEmpty ? "0.0.0.0" : host, port)
+    }
+
+    func run() async throws {
+        ServiceLogging.bootstrap(identifier: "screentime-gatewayd", level: self.options.resolvedLogLevel, target: self.options.logTarget)
+        var logger = Logger(label: "screentime.gateway")
+        logger.logLevel = self.options.resolvedLogLevel
+        let paths = ServicePaths(options: self.options)
+        let openFiles = OpenFileLimit.raiseToHard()
+        let configuration = self.configuration(paths: paths)
+        logger.info("starting", metadata: [
+            "version": "\(gatewayVersion)", "runtime_dir": "\(paths.runtimeDirectory)", "state_dir": "\(paths.stateDirectory)",
+            "pid": "\(getpid())", "open_files_limit": "\(openFiles)",
+        ])
+        do {
+            let keeper = CertificateKeeper(settings: configuration.certificate, directory: configuration.gatewayDirectory, logger: logger)
+            let identity = try keeper.load()
+            let inherited = try SocketActivation.takeListenFDs()
+            let listen: GatewayListen
+            if let first = inherited.first {
+                logger.info("using the socket passed by systemd", metadata: ["fds": "\(inherited.map { "\($0.fd):\($0.name)" })"])
+                listen = .inherited(first)
+            } else {
+                let (host, port) = try Self.parse(listen: self.listen ?? "0.0.0.0:8443")
+                listen = .address(host: host, port: port)
+            }
+            let server = try GatewayServer(configuration: configuration, listen: listen, keeper: keeper, identity: identity, logger: logger)
+            if self.initOnly {
+                let port: Int
+                if case .address(_, let given) = listen, given != 0 { port = given } else { port = 8443 }
+                let endpoint = try server.publishEndpoint(port: port)
+                print("pin: sha256//\(endpoint.pin)")
+                for url in endpoint.urls { print("url: \(url)") }
+                return
+            }
+            var group = ServiceGroupConfiguration(services: [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)], logger: logger)
+            group.gracefulShutdownSignals = [.sigterm, .sigint]
+            group.maximumGracefulShutdownDuration = configuration.shutdownTimeout
+            try await ServiceGroup(configuration: group).run()
+        } catch {
+            logger.critical("cannot run", metadata: ["error": "\(error)"])
+            FileHandle.standardError.write(Data("screentime-gatewayd: \(error)\n".utf8))
+            ServiceNotifier.status("Failed: \(error)")
+            Foundation.exit(1)
+        }
+    }
+
+    func configuration(paths: ServicePaths) -> GatewayConfiguration {
+        let limits = GatewayLimits(
+            maximumHeaderSize: self.maximumHeaderSize, maximumBodySize: self.maximumBodySize, maximumMessageSize: self.maximumMessageSize,
+            maximumConnections: self.options.maximumConnections, maximumConnectionsPerAddress: self.maximumConnectionsPerAddress,
+            maximumInFlight: self.options.maximumInFlight, maximumQueuedReplies: self.maximumQueuedReplies,
+            requestTimeout: .milliseconds(Int64(self.requestTimeoutSeconds * 1000)), pingInterval: .milliseconds(Int64(self.pingSeconds * 1000)),
+            unauthenticatedPerMinute: self.unauthenticatedPerMinute, unauthenticatedBurst: self.unauthenticatedBurst)
+        let certificate = CertificateSettings(
+            hostNames: self.hosts.isEmpty ? HostNames.defaults() : self.hosts,
+            certificateFile: self.certificateFile, privateKeyFile: self.privateKeyFile,
+            lifetime: .seconds(self.certificateDays * 86_400), renewBefore: .seconds(self.renewDays * 86_400), advertisedPort: self.advertisedPort)
+        return GatewayConfiguration(
+            listen: self.listen, runtimeDirectory: paths.runtimeDirectory, stateDirectory: paths.stateDirectory, certificate: certificate,
+            limits: limits, serverName: self.serverName ?? ProcessInfo.processInfo.hostName, version: gatewayVersion,
+            credentialRecheck: .milliseconds(Int64(self.credentialRecheckSeconds * 1000)), callTimeout: .milliseconds(Int64(self.callTimeoutSeconds * 1000)),
+            shutdownTimeout: .milliseconds(Int64(self.options.shutdownTimeoutSeconds * 1000)))
+    }
+}
+
+let gatewayVersion = "0.1.0"

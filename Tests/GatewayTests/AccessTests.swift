@@ -1,0 +1,112 @@
+import AggregatorAPI
+import Foundation
+import Gateway
+import PairingAPI
+import PushAPI
+import RPCCore
+import StackSupport
+import StoreAPI
+import Testing
+import TestSupport
+
+/// What a device may reach through the gateway: exactly what the services' declared lists
+/// say, and nothing else.
+@Suite("Gateway: access", .serialized, .timeLimit(.minutes(3)))
+struct AccessTests {
+    static let lists = [StoreMethods.list, PairingMethods.list, PushMethods.list, AggregatorMethods.list]
+
+    @Test("the allowlist is the declared lists: every device method in, every local-only one out")
+    func allowlistFollowsTheLists() {
+        let allowlist = Allowlist.standard
+        for list in Self.lists {
+            for method in list.methods {
+                #expect((allowlist.method(named: method.name) != nil) == method.callers.includesDevices, "\(method.name)")
+                #expect(allowlist.isDeclared(method.name))
+            }
+        }
+        #expect(allowlist.method(named: "store.backup") == nil)
+        #expect(allowlist.method(named: "pairing.enrollParent") != nil)
+    }
+
+    @Test("every local-only method is refused with a parent's token and with none; devices' methods need the right role")
+    func localOnlyRefused() async throws {
+        let stack = try await GatewayStack.start()
+        defer { stack.stopNow() }
+        let family = try await Bootstrapped.make(stack.harness)
+        let child = try await family.pairChild(stack.harness)
+        let localOnly = Self.lists.flatMap(\.methods).filter { !$0.callers.includesDevices }.map(\.name)
+        #expect(localOnly.contains("store.backup") && localOnly.contains("push.notify") && localOnly.contains("pairing.createFamily"))
+        for method in localOnly {
+            let withParent = try stack.rpc(method, [:], token: family.parentCredential.token)
+            #expect(withParent.status == 403 && withParent.errorCode == "forbidden", "\(method) with a parent's token: \(withParent.status) \(withParent.body)")
+            let withNone = try stack.rpc(method)
+            #expect(withNone.status == 403 && withNone.errorCode == "forbidden", "\(method) with no token: \(withNone.status) \(withNone.body)")
+        }
+        // A device method with no credential: 401; a parent's method with a child's: 403.
+        let anonymous = try stack.rpc("store.whoami")
+        #expect(anonymous.status == 401 && anonymous.errorCode == "unauthorized")
+        let asChild = try stack.rpc("pairing.createInvitation", ["childId": "max"], token: child.token)
+        #expect(asChild.status == 403 && asChild.errorCode == "forbidden")
+        // A token that is no credential: 401.
+        let forged = try stack.rpc("store.whoami", token: "not-a-token")
+        #expect(forged.status == 401 && forged.errorCode == "unauthorized")
+        // An unknown method: 404; a stream on HTTP: refused, pointing at the WebSocket.
+        let unknown = try stack.rpc("store.nothing", token: family.parentCredential.token)
+        #expect(unknown.status == 404 && unknown.errorCode == "method_not_found")
+        let stream = try stack.rpc("push.listen", token: family.parentCredential.token)
+        #expect(stream.status == 400 && stream.body.contains("/v1/ws"))
+        // The device's own rights still hold in the service: it is the device that calls.
+        let whoami = try stack.result("store.whoami", token: child.token)
+        #expect(whoami["deviceId"]?.stringValue == child.deviceId)
+
+        // /v1/info lists exactly the device methods; /healthz sees every service.
+        let info = try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
+        let names = Set(info.json?["methods"]?.arrayValue?.compactMap { $0["name"]?.stringValue } ?? [])
+        #expect(names == Set(Allowlist.standard.all.map(\.name) + ["gateway.authenticate"]))
+        let health = try curl(stack.url + "/healthz", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
+        #expect(health.status == 200 && health.json?["status"] == "ok", "\(health.body)")
+    }
+
+    @Test("a revoked device is cut off on its open WebSocket")
+    func revokedDeviceCutOff() async throws {
+        let stack = try await GatewayStack.start(gatewayArguments: ["--credential-recheck", "0.5"])
+        defer { stack.stopNow() }
+        let family = try await Bootstrapped.make(stack.harness)
+        let child = try await family.pairChild(stack.harness)
+        let socket = try DeviceWebSocket(stack: stack, token: child.token)
+        socket.request(1, "store.whoami")
+        #expect(try await socket.reply(to: 1)["result"]?["deviceId"]?.stringValue == child.deviceId)
+        socket.request(2, "push.listen")
+        _ = try await family.parent.call(PairingMethods.revokeDevice, DeviceParams(deviceId: child.deviceId))
+        // Told why, then closed with a policy violation, with no request of its own.
+        let told = try await socket.next()
+        #expect(told["error"]?["code"] == "unauthorized" || told["error"]?["code"] == "cancelled", "\(told)")
+        #expect(try await socket.waitForClose() == 1008)
+        // And the same token is refused from then on.
+        let again = try stack.rpc("store.whoami", token: child.token)
+        #expect(again.status == 401)
+    }
+
+    @Test("a browser authenticates with a first gateway.authenticate message, or the session cookie")
+    func browserAuthentication() async throws {
+        let stack = try await GatewayStack.start()
+        defer { stack.stopNow() }
+        let family = try await Bootstrapped.make(stack.harness)
+        let socket = try DeviceWebSocket(stack: stack)
+        socket.request(1, "store.whoami")
+        #expect(try await socket.reply(to: 1)["error"]?["code"] == "unauthorized")
+        socket.request(2, "gateway.authenticate", ["token": .string(family.parentCredential.token)])
+        #expect(try await socket.reply(to: 2)["result"]?["role"] == "parent")
+        socket.request(3, "store.whoami")
+        #expect(try await socket.reply(to: 3)["result"]?["deviceId"]?.stringValue == "mum-phone")
+        await socket.close()
+        let cookie = try DeviceWebSocket(stack: stack, headers: [("Cookie", "theme=dark; screentime_session=\(family.parentCredential.token)")])
+        cookie.request(1, "store.whoami")
+        #expect(try await cookie.reply(to: 1)["result"]?["deviceId"]?.stringValue == "mum-phone")
+        await cookie.close()
+    }
+}
+
+extension JSONValue {
+    var arrayValue: [JSONValue]? { if case .array(let values) = self { return values } else { return nil } }
+}

@@ -1,0 +1,54 @@
+import Foundation
+import Glibc
+import PairingAPI
+import StackSupport
+import Testing
+import TestSupport
+
+/// The gateway handed its TCP socket as systemd does (systemd-socket-activate): started by
+/// the first HTTPS connection, serving on the inherited descriptor.
+@Suite("Gateway: socket activation", .serialized, .timeLimit(.minutes(3)))
+struct ActivationTests {
+    @Test("the first HTTPS connection starts it on the inherited socket; it answers and stops on SIGTERM")
+    func activatedByFirstConnection() async throws {
+        let harness = try await PairingHarness.start()
+        defer { harness.stopNow() }
+        let port = try FreePort.pick()
+        let gateway = try ServiceProcess(
+            executable: "/usr/bin/systemd-socket-activate",
+            arguments: ["-l", "127.0.0.1:\(port)", "--fdname=gateway", Binaries.path("screentime-gatewayd"),
+                        "--runtime-dir", harness.directory.path, "--state-dir", harness.state, "--log-level", "debug", "--host", "127.0.0.1"],
+            socketPath: "", logPath: harness.directory.file("gateway-activated.log"), environment: [:])
+        defer { gateway.stopNow() }
+        try await waitUntil("systemd-socket-activate listens", detail: gateway.log) { gateway.log.contains("Listening on") }
+        #expect(!FileManager.default.fileExists(atPath: GatewayEndpoint.path(stateDirectory: harness.state)), "nothing ran before the first connection")
+        // curl -k: the first connection is what starts it; its pin is only known after.
+        let info = try curl("https://127.0.0.1:\(port)/v1/info", pin: nil, caFile: nil, arguments: ["-k"])
+        #expect(info.status == 200, "\(info.stderr)\n\(gateway.log)")
+        #expect(gateway.log.contains("using the socket passed by systemd"))
+        let endpoint = try #require(try GatewayEndpoint.read(from: GatewayEndpoint.path(stateDirectory: harness.state)))
+        #expect(endpoint.urls == ["https://127.0.0.1:\(port)"])
+        let pinned = try curl("https://127.0.0.1:\(port)/healthz", pin: endpoint.pin, caFile: endpoint.certificate)
+        #expect(pinned.json?["services"]?["store"] == "ok" && pinned.json?["services"]?["pairing"] == "ok", "\(pinned.body)")
+        gateway.signal(SIGTERM)
+        #expect(try await gateway.waitForExit() == 0)
+        #expect(gateway.log.contains("stopped"))
+    }
+}
+
+enum FreePort {
+    /// A TCP port free on 127.0.0.1 now (bound to port 0, read back, released).
+    static func pick() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard ok else { throw TestFailure("no free port: \(String(cString: strerror(errno)))") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}

@@ -1,0 +1,290 @@
+import Foundation
+import HTTPTypes
+import Logging
+import NIOCore
+import NIOSSL
+import PairingAPI
+import RPCClient
+import RPCCore
+import StackSupport
+import Synchronization
+import TestSupport
+import NIOWebSocket
+import WSClient
+
+/// The four services and the gateway as real processes in one directory, the gateway on
+/// a free loopback port with its self-made certificate: what a family's phone reaches.
+final class GatewayStack: @unchecked Sendable {
+    let harness: PairingHarness
+    let push: ServiceProcess
+    let aggregator: ServiceProcess
+    private(set) var gateway: ServiceProcess
+    private(set) var endpoint: GatewayEndpoint
+    let gatewayArguments: [String]
+
+    private init(harness: PairingHarness, push: ServiceProcess, aggregator: ServiceProcess, gateway: ServiceProcess, endpoint: GatewayEndpoint, gatewayArguments: [String]) {
+        self.harness = harness
+        self.push = push
+        self.aggregator = aggregator
+        self.gateway = gateway
+        self.endpoint = endpoint
+        self.gatewayArguments = gatewayArguments
+    }
+
+    static func start(gatewayArguments: [String] = []) async throws -> GatewayStack {
+        let harness = try await PairingHarness.start()
+        let push = try await ServiceProcess.start("screentime-pushd", service: "push", in: harness.directory, stateDirectory: harness.state)
+        let aggregator = try await ServiceProcess.start("screentime-aggregatord", service: "aggregator", in: harness.directory, stateDirectory: harness.state)
+        let (gateway, endpoint) = try await Self.startGateway(harness, arguments: gatewayArguments)
+        return GatewayStack(harness: harness, push: push, aggregator: aggregator, gateway: gateway, endpoint: endpoint, gatewayArguments: gatewayArguments)
+    }
+
+    static func startGateway(_ harness: PairingHarness, arguments: [String]) async throws -> (ServiceProcess, GatewayEndpoint) {
+        let endpointFile = GatewayEndpoint.path(stateDirectory: harness.state)
+        try? FileManager.default.removeItem(atPath: endpointFile)
+        let gateway = try ServiceProcess(
+            executable: Binaries.path("screentime-gatewayd"),
+            arguments: ["--runtime-dir", harness.directory.path, "--state-dir", harness.state, "--log-level", "trace",
+                        "--listen", "127.0.0.1:0", "--host", "127.0.0.1", "--host", "localhost"] + arguments,
+            socketPath: endpointFile, logPath: harness.directory.file("gateway-\(UUID().uuidString.prefix(4)).log"), environment: [:])
+        // Ready once it has published where it listens.
+        try await waitUntil("the gateway publishes its endpoint", detail: gateway.log) {
+            if let status = gateway.exitStatus { throw TestFailure("the gateway exited (\(status)):\n\(gateway.log)") }
+            return gateway.log.contains("ready") && FileManager.default.fileExists(atPath: endpointFile)
+        }
+        guard let endpoint = try GatewayEndpoint.read(from: endpointFile) else { throw TestFailure("no endpoint file") }
+        return (gateway, endpoint)
+    }
+
+    /// Stops the gateway (SIGTERM) and starts it again with `arguments` (the same state).
+    func restartGateway(arguments: [String]? = nil) async throws {
+        await self.gateway.stop()
+        (self.gateway, self.endpoint) = try await Self.startGateway(self.harness, arguments: arguments ?? self.gatewayArguments)
+    }
+
+    var url: String { self.endpoint.urls.first { $0.contains("127.0.0.1") }! }
+    var port: Int { Int(self.url.split(separator: ":").last!)! }
+
+    func stopNow() {
+        self.gateway.stopNow()
+        self.aggregator.stopNow()
+        self.push.stopNow()
+        self.harness.stopNow()
+    }
+}
+
+// MARK: curl
+
+/// What `curl` got: the HTTP status (0 when no HTTP response came), the body, its exit code.
+struct CurlResult {
+    var status: Int
+    var body: String
+    var exitCode: Int32
+    var stderr: String
+
+    var json: JSONValue? { try? JSONParser.parse(self.body) }
+    var errorCode: String? { self.json?["error"]?["code"]?.stringValue }
+}
+
+/// Debian's curl, pinning the gateway's key (and trusting its certificate as the CA).
+func curl(_ url: String, pin: String?, caFile: String?, arguments: [String] = []) throws -> CurlResult {
+    var args = ["-sS", "--max-time", "20", "-o", "-", "-w", "\n%{http_code}"]
+    if let pin { args += ["--pinnedpubkey", "sha256//\(pin)"] }
+    if let caFile { args += ["--cacert", caFile] }
+    args += arguments + [url]
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+    process.arguments = args
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    let output = out.fileHandleForReading.readDataToEndOfFile()
+    let errors = err.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    var text = String(decoding: output, as: UTF8.self)
+    var status = 0
+    if let newline = text.lastIndex(of: "\n") {
+        status = Int(text[text.index(after: newline)...]) ?? 0
+        text = String(text[..<newline])
+    }
+    return CurlResult(status: status, body: text, exitCode: process.terminationStatus, stderr: String(decoding: errors, as: UTF8.self))
+}
+
+extension GatewayStack {
+    /// `POST /v1/rpc` with one envelope, pinned as a phone would be.
+    func rpc(_ method: String, _ params: JSONValue = [:], token: String? = nil, id: Int = 1) throws -> CurlResult {
+        let body = envelope(id: id, method: method, params: params)
+        var arguments = ["-H", "Content-Type: application/json", "--data-binary", body]
+        if let token { arguments += ["-H", "Authorization: Bearer \(token)"] }
+        return try curl(self.url + "/v1/rpc", pin: self.endpoint.pin, caFile: self.endpoint.certificate, arguments: arguments)
+    }
+
+    /// The result of a call that must succeed.
+    func result(_ method: String, _ params: JSONValue = [:], token: String? = nil) throws -> JSONValue {
+        let reply = try self.rpc(method, params, token: token)
+        guard reply.status == 200, let result = reply.json?["result"] else {
+            throw TestFailure("\(method) through the gateway: HTTP \(reply.status) \(reply.body) \(reply.stderr)\n\(self.gateway.log.suffix(3000))")
+        }
+        return result
+    }
+}
+
+func envelope(id: Int?, method: String, params: JSONValue) -> String {
+    var members: [String: JSONValue] = ["method": .string(method), "params": params]
+    if let id { members["id"] = .int(Int64(id)) }
+    return String(decoding: try! RPCJSON.makeEncoder().encode(JSONValue.object(members)), as: UTF8.self)
+}
+
+/// Encodes any wire type as the JSON params of an envelope.
+func json<T: Encodable>(_ value: T) -> JSONValue {
+    try! JSONParser.parse(bytes: Array(try! RPCJSON.makeEncoder().encode(value)))
+}
+
+// MARK: WebSocket
+
+/// A device's WebSocket through the gateway over TLS (swift-websocket's client), trusting
+/// the gateway's certificate: messages in as an async sequence, out with `send`.
+final class DeviceWebSocket: Sendable {
+    enum Event: Sendable {
+        case message(String)
+        case closed(code: Int?, error: String? = nil)
+    }
+
+    private let inbox = Inbox()
+    private let gatewayLog: @Sendable () -> String
+    private let outgoing: AsyncStream<WebSocketOutboundWriter.OutboundFrame>.Continuation
+    private let task: Task<Void, Never>
+
+    init(stack: GatewayStack, token: String? = nil, headers: [(String, String)] = []) throws {
+        let (outgoingFrames, outgoing) = AsyncStream<WebSocketOutboundWriter.OutboundFrame>.makeStream()
+        self.outgoing = outgoing
+        let gateway = stack.gateway
+        self.gatewayLog = { String(gateway.log.suffix(4000)) }
+        let inbox = self.inbox
+        // BoringSSL takes no self-signed end-entity certificate (CA:FALSE) as a trust root,
+        // and swift-websocket's client has no verification callback to pin with; the key is
+        // pinned by curl in every HTTP step, and checked here once per connection through
+        // PinCheck before the WebSocket opens.
+        try PinCheck.verify(stack)
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.certificateVerification = .none
+        var configuration = WebSocketClientConfiguration(maxFrameSize: 4 << 20)
+        if let token { configuration.additionalHeaders[.authorization] = "Bearer \(token)" }
+        for (name, value) in headers { configuration.additionalHeaders[HTTPField.Name(name)!] = value }
+        configuration.autoPing = .disabled
+        configuration.sniHostname = "localhost"  // an IP address cannot be the SNI; the certificate names both
+        let url = stack.url.replacingOccurrences(of: "https://", with: "wss://") + "/v1/ws"
+        self.task = Task {
+            var code: Int?
+            var failure: String?
+            do {
+                let close = try await WebSocketClient.connect(url: url, configuration: configuration, tlsConfiguration: tls, logger: Logger(label: "test.ws")) { inbound, outbound, _ in
+                    // Until the gateway closes the socket or the test does (`close()`).
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        group.addTask {
+                            for await frame in outgoingFrames { try await outbound.write(frame) }
+                        }
+                        group.addTask {
+                            for try await message in inbound.messages(maxSize: 4 << 20) {
+                                if case .text(let text) = message { inbox.push(.message(text)) }
+                            }
+                        }
+                        _ = try await group.next()
+                        group.cancelAll()
+                    }
+                }
+                code = close.map { Int(UInt16(webSocketErrorCode: $0.closeCode)) }
+            } catch {
+                failure = "\(error)"
+            }
+            inbox.push(.closed(code: code, error: failure))
+        }
+    }
+
+    func send(_ text: String) { self.outgoing.yield(.text(text)) }
+    func send(frame: WebSocketOutboundWriter.OutboundFrame) { self.outgoing.yield(frame) }
+    func request(_ id: Int, _ method: String, _ params: JSONValue = [:]) { self.send(envelope(id: id, method: method, params: params)) }
+
+    /// The next message, parsed; fails if the socket closes first or nothing comes in time.
+    func next(timeout: Duration = .seconds(20)) async throws -> JSONValue {
+        switch try await self.nextEvent(timeout: timeout) {
+        case .message(let text): return try JSONParser.parse(text)
+        case .closed(let code, let error): throw TestFailure("the WebSocket closed (code \(code.map(String.init) ?? "none"), \(error ?? "")) while a message was awaited")
+        }
+    }
+
+    /// The next message with this id (others are dropped).
+    func reply(to id: Int, timeout: Duration = .seconds(20)) async throws -> JSONValue {
+        while true {
+            let message = try await self.next(timeout: timeout)
+            if message["id"] == .int(Int64(id)) { return message }
+        }
+    }
+
+    func nextEvent(timeout: Duration = .seconds(20)) async throws -> Event {
+        guard let event = await self.inbox.next(timeout: timeout) else { throw TestFailure("nothing came on the WebSocket within \(timeout); the gateway's log:\n\(self.gatewayLog())") }
+        return event
+    }
+
+    /// Waits for the gateway to close the socket; its close code.
+    func waitForClose(timeout: Duration = .seconds(20)) async throws -> Int? {
+        while true {
+            if case .closed(let code, _) = try await self.nextEvent(timeout: timeout) { return code }
+        }
+    }
+
+    func close() async {
+        self.outgoing.finish()
+        await self.task.value
+    }
+}
+
+/// Events as they arrive, taken one at a time, each wait bounded.
+final class Inbox: Sendable {
+    private let state = Mutex<(events: [DeviceWebSocket.Event], waiter: (id: UUID, continuation: CheckedContinuation<DeviceWebSocket.Event?, Never>)?)>(([], nil))
+
+    func push(_ event: DeviceWebSocket.Event) {
+        let waiter = self.state.withLock { state -> CheckedContinuation<DeviceWebSocket.Event?, Never>? in
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter.continuation
+            }
+            state.events.append(event)
+            return nil
+        }
+        waiter?.resume(returning: event)
+    }
+
+    func next(timeout: Duration) async -> DeviceWebSocket.Event? {
+        let id = UUID()
+        let timer = Task {
+            try? await Task.sleep(for: timeout)
+            let waiter = self.state.withLock { state -> CheckedContinuation<DeviceWebSocket.Event?, Never>? in
+                guard let waiter = state.waiter, waiter.id == id else { return nil }
+                state.waiter = nil
+                return waiter.continuation
+            }
+            waiter?.resume(returning: nil)
+        }
+        defer { timer.cancel() }
+        return await withCheckedContinuation { continuation in
+            let ready = self.state.withLock { state -> DeviceWebSocket.Event? in
+                if !state.events.isEmpty { return state.events.removeFirst() }
+                state.waiter = (id, continuation)
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+}
+
+/// The gateway's key checked against the published pin with curl (what a pinning client
+/// does before trusting the connection).
+enum PinCheck {
+    static func verify(_ stack: GatewayStack) throws {
+        let reply = try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
+        guard reply.exitCode == 0 else { throw TestFailure("the gateway's key does not match its pin: \(reply.stderr)") }
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import Glibc
+import NIOCore
+import NIOWebSocket
+import RPCCore
+import StackSupport
+import Testing
+import TestSupport
+import WSClient
+
+/// What a hostile network sends: each gets a clear error or a closed connection, and the
+/// gateway keeps serving.
+@Suite("Gateway: hostile input", .serialized, .timeLimit(.minutes(3)))
+struct HostileInputTests {
+    @Test("plain HTTP, garbage, oversized heads and bodies, unknown paths, slow clients, binary frames, invalid UTF-8")
+    func badInput() async throws {
+        let stack = try await GatewayStack.start(gatewayArguments: ["--request-timeout", "1", "--max-body-size", "4096", "--max-header-size", "4096"])
+        defer { stack.stopNow() }
+        let family = try await Bootstrapped.make(stack.harness)
+        let token = family.parentCredential.token
+
+        func stillServing() throws {
+            let info = try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
+            #expect(info.status == 200, "the gateway stopped serving: \(info.stderr)\n\(stack.gateway.log.suffix(2000))")
+            #expect(stack.gateway.isRunning)
+        }
+
+        // Plain HTTP on the TLS port: no HTTP answer, the connection closed.
+        let plain = try curl("http://127.0.0.1:\(stack.port)/v1/info", pin: nil, caFile: nil)
+        #expect(plain.status == 0 && plain.exitCode != 0)
+        try stillServing()
+
+        // Garbage bytes: closed.
+        #expect(try RawTCP.closesAfter(sending: Array(repeating: 0x16, count: 5) + Array("garbage\r\n\r\n".utf8), port: stack.port))
+        try stillServing()
+
+        // A slow client (connects, sends a byte, then nothing): closed at the request timeout.
+        #expect(try RawTCP.closesAfter(sending: [0x16], port: stack.port))
+        try stillServing()
+
+        // Oversized head: 400 and closed; oversized body: 413 with the wire's code.
+        let bigHeader = try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate,
+                                 arguments: ["-H", "X-Padding: \(String(repeating: "a", count: 8192))"])
+        #expect(bigHeader.status == 400 || bigHeader.status == 431 || bigHeader.status == 0)
+        try stillServing()
+        let bigBody = try curl(stack.url + "/v1/rpc", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: [
+            "-H", "Authorization: Bearer \(token)", "--data-binary", envelope(id: 1, method: "store.whoami", params: ["pad": .string(String(repeating: "b", count: 8192))]),
+        ])
+        #expect(bigBody.status == 413 && bigBody.errorCode == "frame_too_large", "\(bigBody.status) \(bigBody.body)")
+        try stillServing()
+
+        // Not JSON, not a request: 400 with the wire's codes.
+        let notJSON = try curl(stack.url + "/v1/rpc", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: ["--data-binary", "{nope"])
+        #expect(notJSON.status == 400 && notJSON.errorCode == "invalid_json")
+        let notRequest = try curl(stack.url + "/v1/rpc", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: ["--data-binary", "[1,2]"])
+        #expect(notRequest.status == 400 && notRequest.errorCode == "invalid_request")
+
+        // Unknown path: 404 JSON, HSTS on it, nothing naming the server.
+        let unknown = try curl(stack.url + "/admin", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: ["-D", "/dev/stderr"])
+        #expect(unknown.status == 404 && unknown.errorCode == "not_found")
+        #expect(unknown.stderr.lowercased().contains("strict-transport-security: max-age="))
+        #expect(!unknown.stderr.lowercased().contains("server:"))
+
+        // A WebSocket binary frame: an error message, then closed (1003).
+        let binary = try DeviceWebSocket(stack: stack, token: token)
+        binary.send(frame: .binary(ByteBuffer(bytes: [1, 2, 3])))
+        #expect(try await binary.next()["error"]?["code"] == "invalid_frame")
+        #expect(try await binary.waitForClose() == 1003)
+
+        // Invalid UTF-8 in a text frame: closed (1007).
+        let invalid = try DeviceWebSocket(stack: stack, token: token)
+        invalid.send(frame: .custom(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: [0x7B, 0xFF, 0xFE, 0x7D]))))
+        #expect(try await invalid.waitForClose() == 1007)
+
+        // Garbage text on a WebSocket: an error reply, and the socket still serves.
+        let garbage = try DeviceWebSocket(stack: stack, token: token)
+        garbage.send("not json")
+        #expect(try await garbage.next()["error"]?["code"] == "invalid_json")
+        garbage.request(7, "rpc.ping")
+        #expect(try await garbage.reply(to: 7)["result"]?["service"] == "gateway")
+        await garbage.close()
+        try stillServing()
+    }
+
+    @Test("requests without a credential are rate-limited per address")
+    func rateLimited() async throws {
+        let stack = try await GatewayStack.start(gatewayArguments: ["--unauthenticated-rate", "1", "--unauthenticated-burst", "3"])
+        defer { stack.stopNow() }
+        var statuses: [Int] = []
+        for _ in 0..<5 {
+            statuses.append(try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate).status)
+        }
+        #expect(statuses.prefix(3).allSatisfy { $0 == 200 })
+        #expect(statuses.last == 429)
+        let limited = try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
+        #expect(limited.errorCode == "rate_limited")
+    }
+}
+
+/// A bare TCP connection to the gateway's port.
+enum RawTCP {
+    /// Connects, sends `bytes`, and reads until the gateway closes; true when it does
+    /// (within 30 s, a socket timeout, so a hang fails rather than blocks).
+    static func closesAfter(sending bytes: [UInt8], port: Int) throws -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestFailure("socket failed") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw TestFailure("connect failed: \(String(cString: strerror(errno)))") }
+        var timeout = timeval(tv_sec: 30, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count == 0 { return true }
+            if count < 0 { return errno == ECONNRESET }
+        }
+    }
+}
