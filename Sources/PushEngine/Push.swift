@@ -115,7 +115,10 @@ struct Push: Sendable {
         case .revoked:
             throw RPCError(.unauthorized, "this device's credential was revoked")
         case .shutdown:
-            return ListenEnd(lastSeq: last)
+            // As every stream of a stopping service ends: the device tells a stop from a
+            // normal end, reconnects and listens again.
+            throw RPCError(.unavailable, "the push service is stopping; listen again to resume after your last acknowledgement",
+                           data: ["lastSeq": .int(last)])
         case nil:
             // Cancelled (rpc.cancel, the peer gone, a stop): the runtime replies as it does
             // for any cancelled request.

@@ -186,7 +186,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
             self.readHeld = false
             // The rest of a frame waited in the socket while the connection did not read:
             // its time runs from now.
-            if self.partialFrameSince != nil { self.partialFrameSince = .now() }
+            if self.partialFrameSince != nil {
+                let now = NIODeadline.now()
+                self.partialFrameSince = now
+                self.checkNoLaterThan(now + self.limits.frameTimeout)
+            }
         }
         context.read()
     }
@@ -207,9 +211,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         if self.partialFrameSince == nil || self.bytesFramed != framedBefore {
             let now = NIODeadline.now()
             self.partialFrameSince = now
-            if self.timerDeadline.map({ $0 > now + self.limits.frameTimeout }) ?? true {
-                self.scheduleCheck(at: now + self.limits.frameTimeout)
-            }
+            self.checkNoLaterThan(now + self.limits.frameTimeout)
         }
     }
 
@@ -293,6 +295,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.timerDeadline = deadline
         guard let deadline, let context = self.context else { return }
         self.timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { self.checkTimeouts() }
+    }
+
+    /// Brings the next check forward to `deadline` if it is due later.
+    private func checkNoLaterThan(_ deadline: NIODeadline) {
+        if self.timerDeadline.map({ $0 > deadline }) ?? true { self.scheduleCheck(at: deadline) }
     }
 
     /// When a timeout could next be due: the idle deadline (or, while requests run, one

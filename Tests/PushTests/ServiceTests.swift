@@ -89,6 +89,42 @@ struct ServiceTests {
         #expect(try connection.readReply()?.result?["seq"] as? Int == 1, "not acknowledged: sent again")
     }
 
+    @Test("SIGTERM ends a live push.listen with unavailable (and the last number sent), as every stream of a stopping service ends")
+    func stopEndsListenWithUnavailable() async throws {
+        let stack = try await PushStack.start()
+        defer { stack.stopNow() }
+        let listener = try RawConnection(path: stack.push.socketPath)
+        listener.sendJSON(["id": "l", "method": "push.listen", "params": [:], "auth": ["token": stack.family.parentCredential.token]])
+        _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "live")))
+        let item = try #require(try listener.readReply())
+        #expect(item["continues"] as? Bool == true && item.result?["seq"] as? Int == 1)
+        stack.push.signal(SIGTERM)
+        let end = try #require(try listener.readReply(), "no final reply")
+        #expect(end["continues"] == nil)
+        #expect(end.errorCode == "unavailable", "\(end)")
+        #expect((end.errorData?["lastSeq"] as? NSNumber)?.intValue == 1)
+        #expect(try listener.isClosedByPeer())
+        #expect(try await stack.push.waitForExit() == 0)
+    }
+
+    @Test("half-closing a connection ends its push.listen with one final cancelled reply, then the service closes it")
+    func halfCloseEndsListen() async throws {
+        let stack = try await PushStack.start()
+        defer { stack.stopNow() }
+        let listener = try RawConnection(path: stack.push.socketPath)
+        listener.sendJSON(["id": "l", "method": "push.listen", "params": [:], "auth": ["token": stack.family.parentCredential.token]])
+        _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "live")))
+        #expect(try listener.readReply()?["continues"] as? Bool == true)
+        listener.sendJSON(["id": 2, "method": "rpc.ping"])
+        listener.shutdownWrite()
+        var replies: [[String: Any]] = []
+        while let reply = try listener.readReply() { replies.append(reply) }
+        #expect(replies.contains { $0.idValue == AnyHashable(2) && $0.result != nil })
+        let finals = replies.filter { $0["id"] as? String == "l" && $0["continues"] == nil }
+        #expect(finals.count == 1)
+        #expect(finals.first?.errorCode == "cancelled", "\(finals)")
+    }
+
     @Test("asleep (idle-exited) under socket activation, push is woken by the store and catches up")
     func wokenByTheStore() async throws {
         let harness = try await PairingHarness.start()
