@@ -43,15 +43,15 @@ extension ServiceSetup {
 
         try FileManager.default.createDirectory(atPath: environment.paths.stateDirectory, withIntermediateDirectories: true)
         let database = try AggregatorDatabase(path: environment.paths.stateDirectory + "/" + AggregatorDatabase.fileName, logger: logger)
-        let position = try database.position()
+        let position = try await database.position()
         logger.info("database open", metadata: [
             "path": "\(database.path)", "position": "\(position)", "store_socket": "\(configuration.storeSocket)",
         ])
 
         var methods = MethodTable(implementing: AggregatorMethods.list)
         methods.on(AggregatorMethods.status) { _, _ in
-            let counts = try database.counts()
-            return AggregatorStatus(position: try database.position(), sessions: counts.sessions, days: counts.days,
+            let counts = try await database.counts()
+            return AggregatorStatus(position: try await database.position(), sessions: counts.sessions, days: counts.days,
                                     pendingSummaries: counts.pendingSummaries, pendingChildWrites: counts.pendingChildWrites,
                                     pendingRetentionWrites: counts.pendingRetentionWrites)
         }

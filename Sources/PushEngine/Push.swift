@@ -88,9 +88,9 @@ struct Push: Sendable {
         let (listener, inFlight, unregister) = self.hub.register(key)
         defer { unregister() }
         self.logger.debug("listening", metadata: ["family": "\(device.family)", "device_id": "\(device.deviceId)"])
-        var last = max(params.after ?? 0, try self.database.acked(family: device.family, deviceId: device.deviceId))
+        var last = max(params.after ?? 0, try await self.database.acked(family: device.family, deviceId: device.deviceId))
         while true {
-            let page = try self.database.pending(family: device.family, deviceId: device.deviceId, after: last, limit: 500, now: Date())
+            let page = try await self.database.pending(family: device.family, deviceId: device.deviceId, after: last, limit: 500, now: Date())
             for notification in page {
                 try await send(notification.json)
                 last = notification.seq
@@ -188,7 +188,7 @@ struct Push: Sendable {
 
     func getWebhook(auth: Auth?) async throws -> WebhookInfo {
         let device = try await self.device(auth)
-        guard let info = try self.database.webhook(family: device.family, deviceId: device.deviceId) else {
+        guard let info = try await self.database.webhook(family: device.family, deviceId: device.deviceId) else {
             throw RPCError(.notFound, "this device has no webhook; set one with push.setWebhook")
         }
         return info

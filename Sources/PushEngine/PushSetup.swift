@@ -59,10 +59,10 @@ extension ServiceSetup {
 
         try FileManager.default.createDirectory(atPath: environment.paths.stateDirectory, withIntermediateDirectories: true)
         let database = try PushDatabase(path: environment.paths.stateDirectory + "/" + PushDatabase.fileName, logger: logger)
-        let registry = SubscriptionRegistry(try database.allSubscriptions())
-        let webhooks = configuration.webhooks == nil ? nil : Dispatch.Webhooks(registry: WebhookRegistry(try database.activeWebhooks()), wakeup: Wakeup())
+        let registry = SubscriptionRegistry(try await database.allSubscriptions())
+        let webhooks = configuration.webhooks == nil ? nil : Dispatch.Webhooks(registry: WebhookRegistry(try await database.activeWebhooks()), wakeup: Wakeup())
         let dispatch = Dispatch(database: database, hub: hub, webhooks: webhooks)
-        let position = try database.position()
+        let position = try await database.position()
         logger.info("database open", metadata: [
             "path": "\(database.path)", "subscriptions": "\(registry.count)", "position": "\(position)",
             "store_socket": "\(configuration.storeSocket)", "webhooks": "\(webhooks == nil ? "off" : "on")",
