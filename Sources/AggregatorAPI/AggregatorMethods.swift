@@ -2,13 +2,13 @@ import RPCCore
 
 /// The usage aggregator's methods (`screentime-aggregatord`, socket `aggregator.sock`).
 ///
-/// Local services call without `auth`; a parent's device may ask for reports on its own
-/// family with its credential (`auth.token`).
+/// Local services call without `auth`; a parent's device may ask for reports and status on
+/// its own family with its credential (`auth.token`); a child's gets `forbidden`.
 public enum AggregatorMethods {
     public static let status = MethodSpec<Empty, AggregatorStatus>(
-        "aggregator.status", summary: "Where the aggregator is in the store's change log, and what it holds.",
+        "aggregator.status", summary: "Where the aggregator is in the store's change log, and what it holds: the whole server for a local caller, the parent's own family for a parent.",
         callers: [.local, .parent],
-        errors: [])
+        errors: [.unauthorized, .forbidden])
     public static let report = MethodSpec<ReportParams, Report>(
         "aggregator.report", summary: "A child's or a device's learning and reward time, points and top apps over a range of local days, by day or by week.",
         callers: [.local, .parent],
@@ -27,9 +27,11 @@ public enum AggregatorMethods {
         errors: [.unauthorized, .forbidden, .invalidParams, .notFound])
 }
 
+/// For a local caller, the whole server; for a parent, its own family only, without the
+/// position (the store's log counts every family's changes).
 public struct AggregatorStatus: Codable, Sendable, Hashable {
-    /// The last change of the store's log applied.
-    public var position: Int64
+    /// The last change of the store's log applied; nil for a parent.
+    public var position: Int64?
     /// Usage records held in detail.
     public var sessions: Int
     /// Device-days computed.
@@ -41,7 +43,7 @@ public struct AggregatorStatus: Codable, Sendable, Hashable {
     /// WeeklySummary records to write and records to prune, from retention.
     public var pendingRetentionWrites: Int
 
-    public init(position: Int64, sessions: Int, days: Int, pendingSummaries: Int, pendingChildWrites: Int, pendingRetentionWrites: Int = 0) {
+    public init(position: Int64?, sessions: Int, days: Int, pendingSummaries: Int, pendingChildWrites: Int, pendingRetentionWrites: Int = 0) {
         self.position = position
         self.sessions = sessions
         self.days = days

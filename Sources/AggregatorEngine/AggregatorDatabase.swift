@@ -210,14 +210,16 @@ final class AggregatorDatabase: Sendable {
         var pendingRetentionWrites: Int
     }
 
-    func counts() async throws -> Counts {
+    /// Every family's, or one family's.
+    func counts(family: String? = nil) async throws -> Counts {
         try await self.pool.read { db in
-            Counts(
-                sessions: try Int.fetchOne(db, sql: "SELECT count(*) FROM sessions") ?? 0,
-                days: try Int.fetchOne(db, sql: "SELECT count(*) FROM days") ?? 0,
-                pendingSummaries: try Int.fetchOne(db, sql: "SELECT count(*) FROM summary_outbox") ?? 0,
-                pendingChildWrites: try Int.fetchOne(db, sql: "SELECT count(*) FROM child_outbox") ?? 0,
-                pendingRetentionWrites: try Int.fetchOne(db, sql: "SELECT (SELECT count(*) FROM week_outbox) + (SELECT count(*) FROM prune_outbox)") ?? 0)
+            // Two forms of each statement, so that one family's count uses the family index.
+            let only = family == nil ? "" : " WHERE family = ?1"
+            let arguments: StatementArguments = family.map { [$0] } ?? []
+            func count(_ table: String) throws -> Int { try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)\(only)", arguments: arguments) ?? 0 }
+            return Counts(
+                sessions: try count("sessions"), days: try count("days"), pendingSummaries: try count("summary_outbox"),
+                pendingChildWrites: try count("child_outbox"), pendingRetentionWrites: try count("week_outbox") + count("prune_outbox"))
         }
     }
 }

@@ -49,9 +49,13 @@ extension ServiceSetup {
         ])
 
         var methods = MethodTable(implementing: AggregatorMethods.list)
-        methods.on(AggregatorMethods.status) { _, _ in
-            let counts = try await database.counts()
-            return AggregatorStatus(position: try await database.position(), sessions: counts.sessions, days: counts.days,
+        methods.on(AggregatorMethods.status) { _, context in
+            // A local caller sees the whole server; a parent its own family, without the
+            // change-log position (every family's writes move it); a child nothing.
+            var family: String?
+            if let auth = context.auth { family = try await Callers.parentFamily(auth, store: store, for: "aggregator.status") }
+            let counts = try await database.counts(family: family)
+            return AggregatorStatus(position: family == nil ? try await database.position() : nil, sessions: counts.sessions, days: counts.days,
                                     pendingSummaries: counts.pendingSummaries, pendingChildWrites: counts.pendingChildWrites,
                                     pendingRetentionWrites: counts.pendingRetentionWrites)
         }

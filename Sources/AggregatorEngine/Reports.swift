@@ -67,11 +67,7 @@ struct Reports: Sendable {
     private func scope(_ params: ReportParams, auth: Auth?) async throws -> Scope {
         let family: String
         if let auth {
-            let who = try await self.store.call(StoreMethods.whoami, Empty(), actingFor: auth)
-            guard let own = who.family, let role = who.role else {
-                throw RPCError(.unauthorized, "this credential is not a device's: send a parent's credential as auth.token")
-            }
-            guard role.isParent else { throw RPCError(.forbidden, "reports are for parents") }
+            let own = try await Callers.parentFamily(auth, store: self.store, for: "reports")
             guard params.family == nil || params.family == own else { throw RPCError(.forbidden, "a parent reports on their own family only") }
             family = own
         } else {
