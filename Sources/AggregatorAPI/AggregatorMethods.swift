@@ -2,13 +2,13 @@ import RPCCore
 
 /// The usage aggregator's methods (`screentime-aggregatord`, socket `aggregator.sock`).
 ///
-/// Local services call without `auth`; a parent's device may ask for reports on its own
-/// family with its credential (`auth.token`).
+/// Local services call without `auth`; a parent's device may ask for reports and status on
+/// its own family with its credential (`auth.token`); a child's gets `forbidden`.
 public enum AggregatorMethods {
     public static let status = MethodSpec<Empty, AggregatorStatus>(
-        "aggregator.status", summary: "Where the aggregator is in the store's change log, and what it holds.",
+        "aggregator.status", summary: "Where the aggregator is in the store's change log, and what it holds: the whole server for a local caller, the parent's own family for a parent.",
         callers: [.local, .parent],
-        errors: [])
+        errors: [.unauthorized, .forbidden])
     public static let report = MethodSpec<ReportParams, Report>(
         "aggregator.report", summary: "A child's or a device's learning and reward time, points and top apps over a range of local days, by day or by week.",
         callers: [.local, .parent],
@@ -27,16 +27,19 @@ public enum AggregatorMethods {
         errors: [.unauthorized, .forbidden, .invalidParams, .notFound])
 }
 
+/// For a local caller, the whole server; for a parent, its own family only, without the
+/// position (the store's log counts every family's changes).
 public struct AggregatorStatus: Codable, Sendable, Hashable {
-    /// The last change of the store's log applied. It follows only the record types it
-    /// counts, so it stays behind the store's head when other changes come after: see
-    /// `caughtUp`.
-    public var position: Int64
-    /// The store's newest change when asked; absent when the store could not be reached.
+    /// The last change of the store's log applied; nil for a parent (every family's writes
+    /// move it). It follows only the record types it counts, so it stays behind the store's
+    /// head when other changes come after: see `caughtUp`.
+    public var position: Int64?
+    /// The store's newest change when asked; absent for a parent, or when the store could
+    /// not be reached.
     public var storeHead: Int64?
     /// Every change up to `storeHead` that the aggregator follows is applied (what it
-    /// writes back may still be pending: the `pending…` counts); absent when the store
-    /// could not be reached.
+    /// writes back may still be pending: the `pending…` counts); absent for a parent, or
+    /// when the store could not be reached.
     public var caughtUp: Bool?
     /// Usage records held in detail.
     public var sessions: Int
@@ -49,7 +52,7 @@ public struct AggregatorStatus: Codable, Sendable, Hashable {
     /// WeeklySummary records to write and records to prune, from retention.
     public var pendingRetentionWrites: Int
 
-    public init(position: Int64, storeHead: Int64? = nil, caughtUp: Bool? = nil, sessions: Int, days: Int, pendingSummaries: Int,
+    public init(position: Int64?, storeHead: Int64? = nil, caughtUp: Bool? = nil, sessions: Int, days: Int, pendingSummaries: Int,
                 pendingChildWrites: Int, pendingRetentionWrites: Int = 0) {
         self.position = position
         self.storeHead = storeHead

@@ -24,8 +24,8 @@ final class AggregatorDatabase: Sendable {
 
     static let positionKey = "watch_position"
 
-    func position() throws -> Int64 {
-        try self.pool.read { db in try MetaTable.get(db, Self.positionKey) }
+    func position() async throws -> Int64 {
+        try await self.pool.read { db in try MetaTable.get(db, Self.positionKey) }
     }
 
     static func setPosition(_ db: Database, _ value: Int64) throws {
@@ -42,14 +42,16 @@ final class AggregatorDatabase: Sendable {
         var pendingRetentionWrites: Int
     }
 
-    func counts() throws -> Counts {
-        try self.pool.read { db in
-            Counts(
-                sessions: try Int.fetchOne(db, sql: "SELECT count(*) FROM sessions") ?? 0,
-                days: try Int.fetchOne(db, sql: "SELECT count(*) FROM days") ?? 0,
-                pendingSummaries: try Int.fetchOne(db, sql: "SELECT count(*) FROM summary_outbox") ?? 0,
-                pendingChildWrites: try Int.fetchOne(db, sql: "SELECT count(*) FROM child_outbox") ?? 0,
-                pendingRetentionWrites: try Int.fetchOne(db, sql: "SELECT (SELECT count(*) FROM week_outbox) + (SELECT count(*) FROM prune_outbox)") ?? 0)
+    /// Every family's, or one family's.
+    func counts(family: String? = nil) async throws -> Counts {
+        try await self.pool.read { db in
+            // Two forms of each statement, so that one family's count uses the family index.
+            let only = family == nil ? "" : " WHERE family = ?1"
+            let arguments: StatementArguments = family.map { [$0] } ?? []
+            func count(_ table: String) throws -> Int { try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)\(only)", arguments: arguments) ?? 0 }
+            return Counts(
+                sessions: try count("sessions"), days: try count("days"), pendingSummaries: try count("summary_outbox"),
+                pendingChildWrites: try count("child_outbox"), pendingRetentionWrites: try count("week_outbox") + count("prune_outbox"))
         }
     }
 }
@@ -77,8 +79,8 @@ extension AggregatorDatabase {
         }
     }
 
-    func pendingSummaries(limit: Int) throws -> [PendingSummary] {
-        try self.pool.read { db in
+    func pendingSummaries(limit: Int) async throws -> [PendingSummary] {
+        try await self.pool.read { db in
             try Row.fetchAll(db, sql: """
                 SELECT o.family, o.zone, o.device_id, o.day, o.version, coalesce(f.time_zone, 'UTC') AS time_zone, v.child_ref,
                     d.learning_seconds, d.reward_seconds, d.points, d.apps
@@ -132,8 +134,8 @@ extension AggregatorDatabase {
         }
     }
 
-    func pendingChildWrites(limit: Int) throws -> [PendingChildWrite] {
-        try self.pool.read { db in
+    func pendingChildWrites(limit: Int) async throws -> [PendingChildWrite] {
+        try await self.pool.read { db in
             try Row.fetchAll(db, sql: """
                 SELECT o.family, o.child, o.day, o.version, coalesce(f.time_zone, 'UTC') AS time_zone,
                     (SELECT coalesce(sum(d.points), 0) FROM days d JOIN devices v ON v.family = d.family AND v.device_id = d.device_id
@@ -168,8 +170,8 @@ extension AggregatorDatabase {
 
     /// The child's devices' zones and ids, and the shield policy that applies (the child's
     /// own, else the family's).
-    func shieldTargets(family: String, child: String) throws -> (devices: [(zone: String, deviceId: String)], apps: [String], categories: [String]) {
-        try self.pool.read { db in
+    func shieldTargets(family: String, child: String) async throws -> (devices: [(zone: String, deviceId: String)], apps: [String], categories: [String]) {
+        try await self.pool.read { db in
             let devices = try Row.fetchAll(db, sql: "SELECT zone, device_id FROM devices WHERE family = ? AND child_ref = ? AND device_id IS NOT NULL",
                                            arguments: [family, child]).map { (zone: $0["zone"] as String, deviceId: $0["device_id"] as String) }
             let policy = try Row.fetchOne(db, sql: """
@@ -200,20 +202,20 @@ extension AggregatorDatabase {
         var apps: [AppUsage]
     }
 
-    func timeZone(of family: String) throws -> String {
-        try self.pool.read { db in try String.fetchOne(db, sql: "SELECT time_zone FROM families WHERE family = ?", arguments: [family]) ?? "UTC" }
+    func timeZone(of family: String) async throws -> String {
+        try await self.pool.read { db in try String.fetchOne(db, sql: "SELECT time_zone FROM families WHERE family = ?", arguments: [family]) ?? "UTC" }
     }
 
     /// The paired devices of a child (by its ChildContext record name).
-    func devices(ofChild child: String, family: String) throws -> [String] {
-        try self.pool.read { db in
+    func devices(ofChild child: String, family: String) async throws -> [String] {
+        try await self.pool.read { db in
             try String.fetchAll(db, sql: "SELECT DISTINCT device_id FROM devices WHERE family = ? AND child_ref = ? AND device_id IS NOT NULL ORDER BY device_id",
                                 arguments: [family, child])
         }
     }
 
-    func knows(device: String, family: String) throws -> Bool {
-        try self.pool.read { db in
+    func knows(device: String, family: String) async throws -> Bool {
+        try await self.pool.read { db in
             try Bool.fetchOne(db, sql: """
                 SELECT EXISTS (SELECT 1 FROM devices WHERE family = ? AND device_id = ?) OR EXISTS (SELECT 1 FROM days WHERE family = ? AND device_id = ?)
                 """, arguments: [family, device, family, device]) ?? false
@@ -221,9 +223,9 @@ extension AggregatorDatabase {
     }
 
     /// The computed days of these devices from `from` to `to` (both included), by day then device.
-    func days(family: String, devices: [String], from: String, to: String) throws -> [DayRow] {
+    func days(family: String, devices: [String], from: String, to: String) async throws -> [DayRow] {
         guard !devices.isEmpty else { return [] }
-        return try self.pool.read { db in
+        return try await self.pool.read { db in
             let marks = Array(repeating: "?", count: devices.count).joined(separator: ", ")
             let arguments: [(any DatabaseValueConvertible)?] = [family] + devices.map { $0 } + [from, to]
             return try Row.fetchAll(db, sql: """
@@ -249,8 +251,8 @@ extension AggregatorDatabase {
         var data: String
     }
 
-    func pendingAlerts(limit: Int) throws -> [PendingAlert] {
-        try self.pool.read { db in
+    func pendingAlerts(limit: Int) async throws -> [PendingAlert] {
+        try await self.pool.read { db in
             try Row.fetchAll(db, sql: "SELECT id, family, kind, title, body, data FROM alert_outbox ORDER BY id LIMIT ?", arguments: [limit]).map {
                 PendingAlert(id: $0["id"], family: $0["family"], kind: $0["kind"], title: $0["title"], body: $0["body"], data: $0["data"])
             }

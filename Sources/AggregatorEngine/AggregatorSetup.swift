@@ -43,16 +43,25 @@ extension ServiceSetup {
 
         try FileManager.default.createDirectory(atPath: environment.paths.stateDirectory, withIntermediateDirectories: true)
         let database = try AggregatorDatabase(path: environment.paths.stateDirectory + "/" + AggregatorDatabase.fileName, logger: logger)
-        let position = try database.position()
+        let position = try await database.position()
         logger.info("database open", metadata: [
             "path": "\(database.path)", "position": "\(position)", "store_socket": "\(configuration.storeSocket)",
         ])
 
         var methods = MethodTable(implementing: AggregatorMethods.list)
-        methods.on(AggregatorMethods.status) { _, _ in
-            let counts = try database.counts()
-            let position = try database.position()
-            let progress = await Follower.progress(store: store, after: position)
+        methods.on(AggregatorMethods.status) { _, context in
+            // A local caller sees the whole server; a parent its own family, without the
+            // change-log position (every family's writes move it); a child nothing.
+            var family: String?
+            if let auth = context.auth { family = try await Callers.parentFamily(auth, store: store, for: "aggregator.status") }
+            let counts = try await database.counts(family: family)
+            var position: Int64?
+            var progress: (storeHead: Int64, caughtUp: Bool)?
+            if family == nil {
+                let applied = try await database.position()
+                position = applied
+                progress = await Follower.progress(store: store, after: applied)
+            }
             return AggregatorStatus(position: position, storeHead: progress?.storeHead, caughtUp: progress?.caughtUp,
                                     sessions: counts.sessions, days: counts.days,
                                     pendingSummaries: counts.pendingSummaries, pendingChildWrites: counts.pendingChildWrites,

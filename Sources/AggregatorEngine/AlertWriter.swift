@@ -13,7 +13,7 @@ struct AlertWriter: Sendable {
     let logger: Logger
 
     func flush() async throws -> Int {
-        let pending = try self.database.pendingAlerts(limit: 100)
+        let pending = try await self.database.pendingAlerts(limit: 100)
         for alert in pending {
             let data = (try? RPCJSON.makeDecoder().decode(JSONValue.self, from: Data(alert.data.utf8)))?.objectValue ?? [:]
             let subject = data["child"]?.stringValue ?? data["deviceId"]?.stringValue ?? ""

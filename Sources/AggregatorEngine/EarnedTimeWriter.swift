@@ -19,7 +19,7 @@ struct EarnedTimeWriter: Sendable {
     static let unshieldCommand = "unshieldRewardApps"
 
     func flush() async throws -> Int {
-        let pending = try self.database.pendingChildWrites(limit: 400)
+        let pending = try await self.database.pendingChildWrites(limit: 400)
         guard !pending.isEmpty else { return 0 }
         for group in Dictionary(grouping: pending, by: \.family).values {
             let family = group[0].family
@@ -64,7 +64,7 @@ struct EarnedTimeWriter: Sendable {
     /// One command per device of the child, named by the crossing's number, so writing it
     /// again after a crash replaces rather than repeats it.
     private func sendShieldCommands(family: String, child: String, balance: AggregatorDatabase.PendingChildWrite.Balance) async throws {
-        let targets = try self.database.shieldTargets(family: family, child: child)
+        let targets = try await self.database.shieldTargets(family: family, child: child)
         let payload: JSONValue = [
             "rewardApps": .array(targets.apps.map(JSONValue.string)), "rewardCategories": .array(targets.categories.map(JSONValue.string)),
             "balanceSeconds": .int(balance.balanceSeconds),

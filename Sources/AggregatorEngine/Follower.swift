@@ -21,7 +21,7 @@ struct Follower: Service {
         let database = self.database
         let feed = ChangeFeed(store: self.store, watcher: "aggregator", recordTypes: Ingest.recordTypes, batchSize: 2000, logger: self.logger)
         await feed.run(
-            position: { try database.position() },
+            position: { try await database.position() },
             apply: { batch in try await self.apply(batch) },
             skip: { horizon in
                 self.logger.error("changes were purged from the store before the aggregator saw them; skipping to what is left (aggregator.recompute rebuilds a child from its records)",

@@ -14,7 +14,7 @@ struct Reports: Sendable {
 
     func report(_ params: ReportParams, auth: Auth?) async throws -> Report {
         let scope = try await self.scope(params, auth: auth)
-        let rows = try self.database.days(family: scope.family, devices: scope.devices, from: params.from, to: params.to)
+        let rows = try await self.database.days(family: scope.family, devices: scope.devices, from: params.from, to: params.to)
         let by = params.by ?? .day
         var periods: [String: Tally] = [:]
         var order: [String] = []
@@ -44,7 +44,7 @@ struct Reports: Sendable {
     func exportCSV(_ params: ReportParams, auth: Auth?) async throws -> CSVExport {
         let scope = try await self.scope(params, auth: auth)
         var lines = ["date,device_id,app,category,seconds,points"]
-        for row in try self.database.days(family: scope.family, devices: scope.devices, from: params.from, to: params.to) {
+        for row in try await self.database.days(family: scope.family, devices: scope.devices, from: params.from, to: params.to) {
             for app in row.apps {
                 lines.append([row.day, row.deviceId, app.app, app.category?.rawValue ?? "", String(app.seconds), String(app.points)].map(CSV.field).joined(separator: ","))
             }
@@ -67,11 +67,7 @@ struct Reports: Sendable {
     private func scope(_ params: ReportParams, auth: Auth?) async throws -> Scope {
         let family: String
         if let auth {
-            let who = try await self.store.call(StoreMethods.whoami, Empty(), actingFor: auth)
-            guard let own = who.family, let role = who.role else {
-                throw RPCError(.unauthorized, "this credential is not a device's: send a parent's credential as auth.token")
-            }
-            guard role.isParent else { throw RPCError(.forbidden, "reports are for parents") }
+            let own = try await Callers.parentFamily(auth, store: self.store, for: "reports")
             guard params.family == nil || params.family == own else { throw RPCError(.forbidden, "a parent reports on their own family only") }
             family = own
         } else {
@@ -85,20 +81,20 @@ struct Reports: Sendable {
             throw RPCError.invalidParams(path, "must be a date written YYYY-MM-DD, such as 2026-11-22")
         }
         guard params.from <= params.to else { throw RPCError.invalidParams("params.to", "must not be before params.from") }
-        let timeZone = try self.database.timeZone(of: family)
+        let timeZone = try await self.database.timeZone(of: family)
         let days = LocalDays(timeZone: timeZone) ?? LocalDays(timeZone: "UTC")!
         guard days.day(params.from, plus: Self.longestRange).map({ params.to < $0 }) ?? false else {
             throw RPCError.invalidParams("params.to", "a report covers at most \(Self.longestRange) days")
         }
         if let child = params.child {
-            let devices = try self.database.devices(ofChild: "child-\(child)", family: family)
+            let devices = try await self.database.devices(ofChild: "child-\(child)", family: family)
             guard !devices.isEmpty else {
                 throw RPCError(.notFound, "family \(family) has no child \(child) with a paired device", data: ["child": .string(child)])
             }
             return Scope(family: family, devices: devices, days: days, timeZone: timeZone)
         }
         let device = params.deviceId!
-        guard try self.database.knows(device: device, family: family) else {
+        guard try await self.database.knows(device: device, family: family) else {
             throw RPCError(.notFound, "family \(family) has no device \(device) that reported usage", data: ["deviceId": .string(device)])
         }
         return Scope(family: family, devices: [device], days: days, timeZone: timeZone)

@@ -34,7 +34,7 @@ struct RetentionWriter: Sendable {
     }
 
     private func writeWeeks() async throws -> Int {
-        let pending = try self.pendingWeeks(limit: 200)
+        let pending = try await self.pendingWeeks(limit: 200)
         guard !pending.isEmpty else { return 0 }
         for group in Dictionary(grouping: pending, by: \.family).values {
             let family = group[0].family
@@ -65,8 +65,8 @@ struct RetentionWriter: Sendable {
     }
 
     /// The weeks to write, each with its days (as reports read them) and carried ledger.
-    private func pendingWeeks(limit: Int) throws -> [PendingWeek] {
-        var weeks = try self.database.pool.read { db in
+    private func pendingWeeks(limit: Int) async throws -> [PendingWeek] {
+        var weeks = try await self.database.pool.read { db in
             try Row.fetchAll(db, sql: """
                 SELECT o.family, o.child, o.week, o.version, coalesce(f.time_zone, 'UTC') AS time_zone,
                     coalesce(c.redeemed, 0) AS redeemed, coalesce(c.adjusted, 0) AS adjusted,
@@ -83,8 +83,8 @@ struct RetentionWriter: Sendable {
         for index in weeks.indices {
             let week = weeks[index]
             let last = LocalDays(timeZone: week.timeZone)?.day(week.week, plus: 6) ?? week.week
-            let devices = try self.database.devices(ofChild: week.child, family: week.family)
-            for day in try self.database.days(family: week.family, devices: devices, from: week.week, to: last) { weeks[index].days.add(day) }
+            let devices = try await self.database.devices(ofChild: week.child, family: week.family)
+            for day in try await self.database.days(family: week.family, devices: devices, from: week.week, to: last) { weeks[index].days.add(day) }
         }
         return weeks
     }

@@ -74,7 +74,7 @@ struct SummaryWriter: Sendable {
 
     /// Writes up to a page of pending summaries, one `store.modify` per zone; returns how many.
     func flush() async throws -> Int {
-        let pending = try self.database.pendingSummaries(limit: 400)
+        let pending = try await self.database.pendingSummaries(limit: 400)
         guard !pending.isEmpty else { return 0 }
         var written: [AggregatorDatabase.PendingSummary] = []
         for group in Dictionary(grouping: pending, by: { [$0.family, $0.zone] }).values {

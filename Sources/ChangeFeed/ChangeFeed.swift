@@ -45,7 +45,7 @@ public struct ChangeFeed: Sendable {
     /// `apply` applies a batch (and saves its last `seq`); `skip` is called with the store's
     /// horizon when changes after the position were purged before this service saw them.
     public func run(
-        position: @escaping @Sendable () throws -> Int64,
+        position: @escaping @Sendable () async throws -> Int64,
         apply: @escaping @Sendable ([ChangeEvent]) async throws -> Void,
         skip: @escaping @Sendable (Int64) async throws -> Void
     ) async {
@@ -53,7 +53,7 @@ public struct ChangeFeed: Sendable {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
                 try await cancelWhenGracefulShutdown {
-                    let caughtUp = try await self.catchUp(from: try position(), apply: apply)
+                    let caughtUp = try await self.catchUp(from: try await position(), apply: apply)
                     try await self.follow(from: caughtUp, apply: apply)
                 }
                 backoff = .milliseconds(250)

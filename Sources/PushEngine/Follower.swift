@@ -26,7 +26,7 @@ struct Follower: Service {
         let database = self.database
         let feed = ChangeFeed(store: self.store, watcher: "push", batchSize: 512, logger: self.logger)
         await feed.run(
-            position: { try database.position() },
+            position: { try await database.position() },
             apply: { batch in try await self.apply(batch) },
             skip: { horizon in
                 // The store purged changes this service never saw (it was away longer than

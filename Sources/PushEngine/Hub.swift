@@ -1,11 +1,13 @@
 import Foundation
 import NIOCore
+import RPCCore
 import RPCServer
 import Synchronization
 
 /// The devices listening right now, each with a bounded buffer: fan-out never waits for
-/// a listener; one that falls `capacity` notifications behind is cut off and resumes from
-/// its queue when it listens again.
+/// a listener; one that falls `limits.notifications` notifications or `limits.bytes` bytes
+/// behind is cut off and resumes from its queue when it listens again. A device holds at
+/// most `limits.perDevice` listeners, a connection at most `limits.perConnection`.
 ///
 /// A listener buffers while its backlog is sent; then it goes direct: each notification
 /// is written to its connection from the connection's event loop, grouped per loop, with
@@ -14,6 +16,16 @@ final class Hub: Sendable {
     struct DeviceKey: Hashable, Sendable {
         var family: String
         var deviceId: String
+    }
+
+    struct Limits: Sendable {
+        /// Notifications waiting for one listener's socket (buffered, or written and not
+        /// yet taken by the socket) before it is cut off.
+        var notifications: Int
+        /// The same in bytes of notifications: what a stalled listener may cost.
+        var bytes: Int
+        var perDevice: Int
+        var perConnection: Int
     }
 
     enum Ending: Sendable {
@@ -34,63 +46,96 @@ final class Hub: Sendable {
             case buffering([Outgoing])
             case direct(StreamSink)
             case ended
+
+            var sink: StreamSink? {
+                guard case .direct(let sink) = self else { return nil }
+                return sink
+            }
         }
 
         private struct State {
             var mode = Mode.buffering([])
             var ending: Ending?
-            /// Direct writes handed out and not yet on their way to the peer.
+            /// Notifications buffered, or direct writes handed out and not yet on their way
+            /// to the peer, and their bytes.
             var pending = 0
+            var pendingBytes = 0
+            /// The most bytes ever pending: a listener that held much has memory to give back.
+            var peakBytes = 0
+            var returnedMemory = false
             /// The last number written.
             var last: Int64 = 0
             var waiter: CheckedContinuation<Void, Never>?
+
+            /// Ended, and nothing of it left in the service's buffers: true once, for a
+            /// listener that held enough to be worth giving the memory back to the system.
+            mutating func drained() -> Bool {
+                guard case .ended = self.mode, self.pendingBytes == 0, !self.returnedMemory, self.peakBytes >= MemoryReturn.worthwhile else { return false }
+                self.returnedMemory = true
+                return true
+            }
         }
 
         private let state = Mutex(State())
-        let capacity: Int
+        let limits: Limits
 
-        init(capacity: Int) { self.capacity = capacity }
+        init(limits: Limits) { self.limits = limits }
+
+        /// What a notification costs while it waits: its JSON and the reply around it.
+        static func size(_ notification: Outgoing) -> Int { notification.json.bytes.count + 64 }
 
         /// Takes one notification: buffered until the listener goes direct, then reserved
-        /// for a direct write. A listener that would fall `capacity` behind is cut off.
+        /// for a direct write. A listener that would fall `limits.notifications` or
+        /// `limits.bytes` behind is cut off (a single notification larger than the byte
+        /// bound still goes when nothing else waits).
         func offer(_ notification: Outgoing) -> Offer {
+            let size = Self.size(notification)
             let (offer, cut): (Offer, Bool) = self.state.withLock { state in
-                switch state.mode {
-                case .ended:
-                    return (.refused, false)
-                case .buffering(var items):
-                    guard items.count < self.capacity else { return (.refused, true) }
-                    state.mode = .ended  // (so the append below does not copy the buffer)
-                    items.append(notification)
-                    state.mode = .buffering(items)
-                    return (.buffered, false)
-                case .direct(let sink):
-                    guard state.pending < self.capacity else { return (.refused, true) }
-                    state.pending += 1
-                    return (.direct(sink), false)
+                if case .ended = state.mode { return (.refused, false) }
+                guard state.pending < self.limits.notifications, state.pending == 0 || state.pendingBytes + size <= self.limits.bytes else {
+                    return (.refused, true)
                 }
+                state.pending += 1
+                state.pendingBytes += size
+                state.peakBytes = max(state.peakBytes, state.pendingBytes)
+                guard case .buffering(var items) = state.mode else { return (state.mode.sink.map(Offer.direct) ?? .refused, false) }
+                state.mode = .ended  // (so the append below does not copy the buffer)
+                items.append(notification)
+                state.mode = .buffering(items)
+                return (.buffered, false)
             }
             if cut { self.end(.fellBehind) }
             return offer
+        }
+
+        /// A pending notification is gone (written to the socket, skipped, or its
+        /// connection closed).
+        private func taken(_ size: Int) {
+            let drained = self.state.withLock { state in
+                state.pending -= 1
+                state.pendingBytes -= size
+                return state.drained()
+            }
+            if drained { MemoryReturn.request() }
         }
 
         /// Writes a notification ``offer(_:)`` reserved, on the sink's event loop; nothing
         /// once the listener has ended, and nothing expired.
         func write(_ notification: Outgoing, to sink: StreamSink) {
             let now = Date()
+            let size = Self.size(notification)
             let go = self.state.withLock { state in
-                guard case .direct = state.mode, notification.seq > state.last, notification.expiresAt > now else {
-                    state.pending -= 1
-                    return false
-                }
+                guard case .direct = state.mode, notification.seq > state.last, notification.expiresAt > now else { return false }
                 state.last = notification.seq
                 return true
             }
-            guard go else { return }
-            let written = sink.write(encoded: notification.json) { [weak self] in
-                self?.state.withLock { $0.pending -= 1 }
+            guard go else { return self.taken(size) }
+            // Held until the write completes (the connection may outlive the listener): a
+            // listener's accounting, and so its memory's return, ends with its last write.
+            let written = sink.write(encoded: notification.json) {
+                self.taken(size)
             }
-            if !written { self.state.withLock { $0.pending -= 1 } }
+            if !written { self.taken(size) }
         }
 
         /// After the backlog (up to `last`): sends what was buffered after it, in order, and
@@ -107,11 +152,11 @@ final class Hub: Sendable {
 
         private func goDirectOnLoop(_ sink: StreamSink, after last: Int64) {
             // `write` skips what the backlog had (up to `last`) and what expired meanwhile.
+            // Buffered items stay counted as pending until written.
             let buffered: [Outgoing] = self.state.withLock { state in
                 guard case .buffering(let items) = state.mode else { return [] }
                 state.mode = .direct(sink)
                 state.last = last
-                state.pending += items.count
                 return items
             }
             for notification in buffered { self.write(notification, to: sink) }
@@ -138,21 +183,29 @@ final class Hub: Sendable {
         /// Ends the listener (`why` nil: its request was cancelled); what it had not
         /// written stays in the device's queue.
         func end(_ why: Ending?) {
-            let waiter = self.state.withLock { state in
+            let (waiter, drained) = self.state.withLock { state in
                 if state.ending == nil { state.ending = why }
+                if case .buffering(let items) = state.mode {
+                    // Dropped with the buffer (direct writes are given back as they complete).
+                    state.pending -= items.count
+                    state.pendingBytes -= items.reduce(0) { $0 + Self.size($1) }
+                }
                 state.mode = .ended
                 defer { state.waiter = nil }
-                return state.waiter
+                return (state.waiter, state.drained())
             }
             waiter?.resume()
+            if drained { MemoryReturn.request() }
         }
     }
 
-    let capacity: Int
+    let limits: Limits
     private let state = Mutex(State())
 
     private struct State {
         var byDevice: [DeviceKey: [Int: Listener]] = [:]
+        /// Listeners per connection (by the runtime's connection id).
+        var byConnection: [UInt64: Int] = [:]
         var next = 0
         var closed = false
         /// Delivered batches not yet committed, by batch: a listener that starts meanwhile
@@ -162,26 +215,42 @@ final class Hub: Sendable {
         var nextBatch = 0
     }
 
-    init(capacity: Int) { self.capacity = capacity }
+    init(limits: Limits) { self.limits = limits }
 
     /// Registers a listener before its backlog is read, so nothing queued meanwhile is
     /// missed; `inFlight` is what was delivered and is not committed yet, in order (send
-    /// it after the backlog, skipping what the backlog had).
-    func register(_ key: DeviceKey) -> (listener: Listener, inFlight: [Outgoing], unregister: @Sendable () -> Void) {
-        let listener = Listener(capacity: self.capacity)
-        let (id, inFlight): (Int?, [Outgoing]) = self.state.withLock { state in
-            guard !state.closed else { return (nil, []) }
+    /// it after the backlog, skipping what the backlog had). Refused with `limit_exceeded`
+    /// when the device or the connection holds its most listeners already.
+    func register(_ key: DeviceKey, connection: UInt64) throws(RPCError) -> (listener: Listener, inFlight: [Outgoing], unregister: @Sendable () -> Void) {
+        let listener = Listener(limits: self.limits)
+        let limits = self.limits
+        let registered: Result<(id: Int?, inFlight: [Outgoing]), RPCError> = self.state.withLock { state in
+            guard !state.closed else { return .success((nil, [])) }
+            if state.byDevice[key, default: [:]].count >= limits.perDevice {
+                return .failure(RPCError(.limitExceeded, "this device has \(limits.perDevice) push.listen streams open already, the most allowed (--max-listeners-per-device); end one (rpc.cancel, or close its connection) first",
+                                         data: ["limit": .int(Int64(limits.perDevice))]))
+            }
+            if state.byConnection[connection, default: 0] >= limits.perConnection {
+                return .failure(RPCError(.limitExceeded, "this connection carries \(limits.perConnection) push.listen streams already, the most allowed (--max-listeners-per-connection); end one or use another connection",
+                                         data: ["limit": .int(Int64(limits.perConnection))]))
+            }
             state.next += 1
             state.byDevice[key, default: [:]][state.next] = listener
-            return (state.next, state.inFlight.values.flatMap { batch in batch.lazy.filter { $0.key == key }.map(\.outgoing) })
+            state.byConnection[connection, default: 0] += 1
+            return .success((state.next, state.inFlight.values.flatMap { batch in batch.lazy.filter { $0.key == key }.map(\.outgoing) }))
         }
+        let (id, inFlight) = try registered.get()
         if id == nil { listener.end(.shutdown) }
         let unregister: @Sendable () -> Void = { [weak self] in
             guard let id else { return }
             self?.state.withLock { state in
                 state.byDevice[key]?.removeValue(forKey: id)
                 if state.byDevice[key]?.isEmpty == true { state.byDevice.removeValue(forKey: key) }
+                state.byConnection[connection, default: 1] -= 1
+                if state.byConnection[connection] == 0 { state.byConnection.removeValue(forKey: connection) }
             }
+            // A listener that ends by its request's end (not cut off) ends here.
+            listener.end(nil)
         }
         return (listener, inFlight.sorted { $0.seq < $1.seq }, unregister)
     }

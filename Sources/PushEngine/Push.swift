@@ -80,17 +80,17 @@ struct Push: Sendable {
 
     /// `send` writes one item and waits while the peer is slow; `sink` writes live items
     /// straight from the connection's event loop (nil for a one-way request).
-    func listen(_ params: ListenParams, auth: Auth?, sink: StreamSink?, send: @Sendable (EncodedJSON) async throws -> Void) async throws -> ListenEnd {
+    func listen(_ params: ListenParams, auth: Auth?, connection: UInt64, sink: StreamSink?, send: @Sendable (EncodedJSON) async throws -> Void) async throws -> ListenEnd {
         let device = try await self.device(auth)
         if let after = params.after, after < 0 { throw RPCError.invalidParams("params.after", "must not be negative") }
         let key = Hub.DeviceKey(family: device.family, deviceId: device.deviceId)
         // Listen first, then read the backlog: nothing queued in between is missed.
-        let (listener, inFlight, unregister) = self.hub.register(key)
+        let (listener, inFlight, unregister) = try self.hub.register(key, connection: connection)
         defer { unregister() }
         self.logger.debug("listening", metadata: ["family": "\(device.family)", "device_id": "\(device.deviceId)"])
-        var last = max(params.after ?? 0, try self.database.acked(family: device.family, deviceId: device.deviceId))
+        var last = max(params.after ?? 0, try await self.database.acked(family: device.family, deviceId: device.deviceId))
         while true {
-            let page = try self.database.pending(family: device.family, deviceId: device.deviceId, after: last, limit: 500, now: Date())
+            let page = try await self.database.pending(family: device.family, deviceId: device.deviceId, after: last, limit: 500, now: Date())
             for notification in page {
                 try await send(notification.json)
                 last = notification.seq
@@ -110,7 +110,8 @@ struct Push: Sendable {
         last = max(last, lastWritten)
         switch ending {
         case .fellBehind:
-            throw RPCError(.limitExceeded, "this listener fell \(self.hub.capacity) notifications behind and was cut off; listen again to resume after your last acknowledgement",
+            let limits = self.hub.limits
+            throw RPCError(.limitExceeded, "this listener fell behind (over \(limits.notifications) notifications or \(limits.bytes) bytes waited for its socket: --listener-buffer, --listener-buffer-bytes) and was cut off; listen again to resume after your last acknowledgement",
                            data: ["lastSeq": .int(last)])
         case .revoked:
             throw RPCError(.unauthorized, "this device's credential was revoked")
@@ -191,7 +192,7 @@ struct Push: Sendable {
 
     func getWebhook(auth: Auth?) async throws -> WebhookInfo {
         let device = try await self.device(auth)
-        guard let info = try self.database.webhook(family: device.family, deviceId: device.deviceId) else {
+        guard let info = try await self.database.webhook(family: device.family, deviceId: device.deviceId) else {
             throw RPCError(.notFound, "this device has no webhook; set one with push.setWebhook")
         }
         return info

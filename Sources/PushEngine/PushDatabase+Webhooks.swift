@@ -35,8 +35,8 @@ extension PushDatabase {
         }
     }
 
-    func webhook(family: String, deviceId: String) throws -> WebhookInfo? {
-        try self.pool.read { db in try Self.webhookInfo(family: family, deviceId: deviceId, db) }
+    func webhook(family: String, deviceId: String) async throws -> WebhookInfo? {
+        try await self.pool.read { db in try Self.webhookInfo(family: family, deviceId: deviceId, db) }
     }
 
     /// Removes the webhook and what was waiting for it; false when there was none.
@@ -49,8 +49,8 @@ extension PushDatabase {
     }
 
     /// The devices whose webhook takes deliveries.
-    func activeWebhooks() throws -> [(family: String, deviceId: String)] {
-        try self.pool.read { db in
+    func activeWebhooks() async throws -> [(family: String, deviceId: String)] {
+        try await self.pool.read { db in
             try Row.fetchAll(db, sql: "SELECT family, device_id FROM webhooks WHERE status = 'active'").map { ($0["family"], $0["device_id"]) }
         }
     }
@@ -89,8 +89,8 @@ extension PushDatabase {
     }
 
     /// When the next delivery is due, if any.
-    func nextDue() throws -> Date? {
-        try self.pool.read { db in
+    func nextDue() async throws -> Date? {
+        try await self.pool.read { db in
             try Int64.fetchOne(db, sql: "SELECT min(due_at) FROM outbox").map { Date(timeIntervalSince1970: Double($0) / 1000) }
         }
     }

@@ -31,8 +31,8 @@ final class PushDatabase: Sendable {
 
     static let positionKey = "watch_position"
 
-    func position() throws -> Int64 {
-        try self.pool.read { db in try MetaTable.get(db, Self.positionKey) }
+    func position() async throws -> Int64 {
+        try await self.pool.read { db in try MetaTable.get(db, Self.positionKey) }
     }
 
     static func setPosition(_ db: Database, _ value: Int64) throws {
@@ -41,8 +41,8 @@ final class PushDatabase: Sendable {
 
     // MARK: Subscriptions
 
-    func allSubscriptions() throws -> [Subscription] {
-        try self.pool.read { db in
+    func allSubscriptions() async throws -> [Subscription] {
+        try await self.pool.read { db in
             try String.fetchAll(db, sql: "SELECT body FROM subscriptions").map { body in
                 var subscription = try Coding.decode(Subscription.self, body)
                 // Saved before zone and family subscriptions said what they fire on.
@@ -94,11 +94,14 @@ final class PushDatabase: Sendable {
     /// device's queue gets a small row pointing at it, written a few hundred per statement.
     /// `post` says which devices also get the notification posted to their webhook (an
     /// outbox row, in the same transaction).
+    ///
+    /// The critical section runs on ``DatabaseThreads``: numbering may read the database and
+    /// wait for the writer, which must not hold an event loop (push.notify runs on one).
     func enqueue(_ drafts: [Draft], removing fired: [SubscriptionKey] = [], position: Int64? = nil,
                  post: @escaping @Sendable (_ family: String, _ deviceId: String) -> Bool = { _, _ in false },
-                 deliver: ([Queued]) -> Void = { _ in }) async throws -> [Queued] {
+                 deliver: @escaping @Sendable ([Queued]) -> Void = { _ in }) async throws -> [Queued] {
         try await withCheckedThrowingContinuation { continuation in
-            self.numbering.withLock { numbering in
+            DatabaseThreads.execute { self.numbering.withLock { numbering in
                 do {
                     let seqs = try self.number(drafts, &numbering)
                     let (queued, bodies) = try Self.prepare(drafts, seqs: seqs, post: post)
@@ -122,7 +125,7 @@ final class PushDatabase: Sendable {
                 } catch {
                     continuation.resume(throwing: error)
                 }
-            }
+            } }
         }
     }
 
@@ -293,8 +296,8 @@ final class PushDatabase: Sendable {
     }
 
     /// A page of a device's queue after `after`, unexpired, in order, ready to send.
-    func pending(family: String, deviceId: String, after: Int64, limit: Int, now: Date) throws -> [Outgoing] {
-        try self.pool.read { db in
+    func pending(family: String, deviceId: String, after: Int64, limit: Int, now: Date) async throws -> [Outgoing] {
+        try await self.pool.read { db in
             // Cached: every listen reads its backlog, and preparing the statement (a view
             // of two joins) costs more than running it on an empty queue.
             try Row.fetchAll(db.cachedStatement(sql: """
@@ -308,8 +311,8 @@ final class PushDatabase: Sendable {
         }
     }
 
-    func acked(family: String, deviceId: String) throws -> Int64 {
-        try self.pool.read { db in
+    func acked(family: String, deviceId: String) async throws -> Int64 {
+        try await self.pool.read { db in
             try Int64.fetchOne(db.cachedStatement(sql: "SELECT acked FROM devices WHERE family = ? AND device_id = ?"), arguments: [family, deviceId]) ?? 0
         }
     }

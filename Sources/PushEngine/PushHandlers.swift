@@ -10,7 +10,7 @@ enum PushHandlers {
         methods.on(PushMethods.unsubscribe) { params, context in try await push.unsubscribe(params, auth: context.auth) }
         methods.on(PushMethods.listSubscriptions) { params, context in try await push.listSubscriptions(params, auth: context.auth) }
         methods.on(PushMethods.listen) { params, stream, context in
-            try await push.listen(params, auth: context.auth, sink: stream.sink) { notification in try await stream.yield(encoded: notification) }
+            try await push.listen(params, auth: context.auth, connection: context.connectionID, sink: stream.sink) { notification in try await stream.yield(encoded: notification) }
         }
         methods.on(PushMethods.ack) { params, context in try await push.ack(params, auth: context.auth) }
         methods.on(PushMethods.notify) { params, context in try await push.notify(params, auth: context.auth) }

@@ -10,6 +10,12 @@ public struct PushConfiguration: Sendable {
     public var storeSocket: String
     /// Notifications a listener may fall behind before it is cut off.
     public var listenerBuffer: Int
+    /// Bytes of notifications a listener may fall behind before it is cut off.
+    public var listenerBufferBytes: Int
+    /// `push.listen` streams one device may hold at once.
+    public var maximumListenersPerDevice: Int
+    /// `push.listen` streams one connection may carry at once.
+    public var maximumListenersPerConnection: Int
     public var maximumSubscriptions: Int
     public var defaultTTL: Duration
     /// How long a family's credentials and shares are trusted before they are read again.
@@ -33,11 +39,15 @@ public struct PushConfiguration: Sendable {
         }
     }
 
-    public init(storeSocket: String, listenerBuffer: Int = 1024, maximumSubscriptions: Int = 100, defaultTTL: Duration = .seconds(7 * 86_400),
+    public init(storeSocket: String, listenerBuffer: Int = 1024, listenerBufferBytes: Int = 512 * 1024, maximumListenersPerDevice: Int = 4,
+                maximumListenersPerConnection: Int = 8, maximumSubscriptions: Int = 100, defaultTTL: Duration = .seconds(7 * 86_400),
                 accessRefresh: Duration = .seconds(30), maintenanceInterval: Duration = .seconds(60), webhooks: WebhookDelivery? = nil,
                 version: String) {
         self.storeSocket = storeSocket
         self.listenerBuffer = listenerBuffer
+        self.listenerBufferBytes = listenerBufferBytes
+        self.maximumListenersPerDevice = maximumListenersPerDevice
+        self.maximumListenersPerConnection = maximumListenersPerConnection
         self.maximumSubscriptions = maximumSubscriptions
         self.defaultTTL = defaultTTL
         self.accessRefresh = accessRefresh
@@ -55,14 +65,16 @@ extension ServiceSetup {
         let store = RPCClient(configuration: ClientConfiguration(socketPath: configuration.storeSocket, callTimeout: .seconds(30), connectTimeout: .seconds(10)))
         let settings = Push.Settings(maximumSubscriptions: configuration.maximumSubscriptions, defaultTTL: configuration.defaultTTL)
         let access = AccessCache(store: store, lifetime: configuration.accessRefresh)
-        let hub = Hub(capacity: configuration.listenerBuffer)
+        let hub = Hub(limits: Hub.Limits(
+            notifications: configuration.listenerBuffer, bytes: configuration.listenerBufferBytes,
+            perDevice: configuration.maximumListenersPerDevice, perConnection: configuration.maximumListenersPerConnection))
 
         try FileManager.default.createDirectory(atPath: environment.paths.stateDirectory, withIntermediateDirectories: true)
         let database = try PushDatabase(path: environment.paths.stateDirectory + "/" + PushDatabase.fileName, logger: logger)
-        let registry = SubscriptionRegistry(try database.allSubscriptions())
-        let webhooks = configuration.webhooks == nil ? nil : Dispatch.Webhooks(registry: WebhookRegistry(try database.activeWebhooks()), wakeup: Wakeup())
+        let registry = SubscriptionRegistry(try await database.allSubscriptions())
+        let webhooks = configuration.webhooks == nil ? nil : Dispatch.Webhooks(registry: WebhookRegistry(try await database.activeWebhooks()), wakeup: Wakeup())
         let dispatch = Dispatch(database: database, hub: hub, webhooks: webhooks)
-        let position = try database.position()
+        let position = try await database.position()
         logger.info("database open", metadata: [
             "path": "\(database.path)", "subscriptions": "\(registry.count)", "position": "\(position)",
             "store_socket": "\(configuration.storeSocket)", "webhooks": "\(webhooks == nil ? "off" : "on")",

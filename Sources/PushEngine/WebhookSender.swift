@@ -39,7 +39,7 @@ struct WebhookSender: Service {
                 do {
                     let due = try await self.database.dueDeliveries(now: Date(), limit: self.settings.concurrency * 4)
                     if due.isEmpty {
-                        let next = try self.database.nextDue().map { max(0, $0.timeIntervalSinceNow) } ?? 60
+                        let next = try await self.database.nextDue().map { max(0, $0.timeIntervalSinceNow) } ?? 60
                         await self.wakeup.wait(upTo: .milliseconds(Int64(min(next, 60) * 1000) + 1))
                         continue
                     }

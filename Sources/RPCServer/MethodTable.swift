@@ -121,7 +121,7 @@ public struct MethodTableError: Error, CustomStringConvertible {
 enum CallerCheck {
     static func admit(_ auth: Auth?, to method: String, callers: Callers) throws(RPCError) {
         if auth != nil, callers.isDisjoint(with: .devices) {
-            throw RPCError(.forbidden, "\(method) is for the server's administrator and local services (a call on the server without auth), not for a device",
+            throw RPCError(.forbidden, "\(method) is local administration: for the server's administrator and local services (a call on the server without auth), not for a device",
                            data: ["method": .string(method)])
         }
         if auth == nil, callers.isDisjoint(with: [.local, .unauthenticated]) {

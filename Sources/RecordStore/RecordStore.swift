@@ -60,11 +60,13 @@ public final class RecordStore: Sendable {
 
     // MARK: Plumbing
 
-    /// Synchronous on purpose: a read takes microseconds, and hopping to GRDB's queue and
-    /// back costs more than that in thread wake-ups (see the store benchmark).
-    private func read<T>(_ auth: Auth?, _ body: (Principal, Database) throws -> T) throws -> T {
+    /// On ``DatabaseThreads``, never on the event loop the request runs on: a read may wait
+    /// for a free reader, and a loop that waits stalls every connection it serves. (A
+    /// synchronous read there and back costs two thread wake-ups; GRDB's asynchronous
+    /// read four.)
+    private func read<T: Sendable>(_ auth: Auth?, _ body: @escaping @Sendable (Principal, Database) throws -> T) async throws -> T {
         do {
-            return try self.pool.read { db in try body(try self.resolve(auth, db), db) }
+            return try await DatabaseThreads.run { try self.pool.read { db in try body(try self.resolve(auth, db), db) } }
         } catch {
             throw self.surface(error)
         }
@@ -113,7 +115,7 @@ public final class RecordStore: Sendable {
     }
 
     public func listFamilies(auth: Auth?) async throws -> ListFamiliesResult {
-        try self.read(auth) { principal, db in
+        try await self.read(auth) { principal, db in
             try AccessControl.requireLocal(principal, StoreMethods.listFamilies.name)
             return ListFamiliesResult(families: try ZoneOperations.listFamilies(db))
         }
@@ -146,7 +148,7 @@ public final class RecordStore: Sendable {
 
     public func listZones(_ params: FamilyParams, auth: Auth?) async throws -> ListZonesResult {
         try Validation.family(params.family)
-        return try self.read(auth) { principal, db in
+        return try await self.read(auth) { principal, db in
             ListZonesResult(zones: try ZoneOperations.listZones(family: params.family, principal: principal, db))
         }
     }
@@ -164,22 +166,22 @@ public final class RecordStore: Sendable {
 
     public func fetch(_ params: FetchParams, auth: Auth?) async throws -> FetchResult {
         try FetchOperation.validate(params)
-        return try self.read(auth) { principal, db in try FetchOperation.run(params, principal: principal, db) }
+        return try await self.read(auth) { principal, db in try FetchOperation.run(params, principal: principal, db) }
     }
 
     public func query(_ params: QueryParams, auth: Auth?) async throws -> QueryResult {
         let schema = self.schema
-        return try self.read(auth) { principal, db in try QueryOperation.run(params, schema: schema, principal: principal, db) }
+        return try await self.read(auth) { principal, db in try QueryOperation.run(params, schema: schema, principal: principal, db) }
     }
 
     // MARK: Change feeds
 
     public func zoneChanges(_ params: ZoneChangesParams, auth: Auth?) async throws -> ZoneChangesResult {
-        try self.read(auth) { principal, db in try ZoneChangesOperation.run(params, principal: principal, db) }
+        try await self.read(auth) { principal, db in try ZoneChangesOperation.run(params, principal: principal, db) }
     }
 
     public func databaseChanges(_ params: DatabaseChangesParams, auth: Auth?) async throws -> DatabaseChangesResult {
-        try self.read(auth) { principal, db in try DatabaseChangesOperation.run(params, principal: principal, db) }
+        try await self.read(auth) { principal, db in try DatabaseChangesOperation.run(params, principal: principal, db) }
     }
 
     /// Streams changes after `params.after` through `send`, then (with `follow`) waits for
@@ -192,7 +194,7 @@ public final class RecordStore: Sendable {
                 throw self.schema.unknownType(type, parameter: "params.recordTypes[\(index)]")
             }
         }
-        try self.read(auth) { principal, _ in try AccessControl.requireLocal(principal, StoreMethods.watch.name) }
+        try await self.read(auth) { principal, _ in try AccessControl.requireLocal(principal, StoreMethods.watch.name) }
         if let watcher = params.watcher { try Validation.identifier(watcher, "params.watcher") }
         let limit = try Validation.limit(params.limit, default: .max, maximum: WatchParams.maximumLimit)
         var sent = 0
@@ -206,7 +208,7 @@ public final class RecordStore: Sendable {
         let pageSize = 256
         while true {
             let after = cursor
-            let page = try self.read(nil) { _, db in
+            let page = try await self.read(nil) { _, db in
                 // Checked on every page: a purge may pass the cursor while it waits.
                 try WatchReader.checkHorizon(after: after, db)
                 return try WatchReader.page(after: after, params: params, limit: pageSize, db)
@@ -259,7 +261,7 @@ public final class RecordStore: Sendable {
     public func shareInfo(_ params: ZoneParams, auth: Auth?) async throws -> ShareInfo {
         try Validation.family(params.family)
         try Validation.zone(params.zone)
-        return try self.read(auth) { principal, db in
+        return try await self.read(auth) { principal, db in
             let zone = try ZoneRow.find(db, family: params.family, name: params.zone)
             try AccessControl.requireRead(principal, zone, in: db)
             return try ZoneOperations.shareInfo(zone, db)
@@ -291,7 +293,7 @@ public final class RecordStore: Sendable {
     public func listCredentials(_ params: ListCredentialsParams, auth: Auth?) async throws -> ListCredentialsResult {
         try Validation.family(params.family)
         if let deviceId = params.deviceId { try Validation.identifier(deviceId, "params.deviceId") }
-        return try self.read(auth) { principal, db in
+        return try await self.read(auth) { principal, db in
             try AccessControl.requireLocal(principal, StoreMethods.listCredentials.name)
             let seen = self.lastSeen.withLock { $0 }
             return ListCredentialsResult(credentials: try CredentialOperations.list(family: params.family, deviceId: params.deviceId, db).map { info in
@@ -303,7 +305,7 @@ public final class RecordStore: Sendable {
     }
 
     public func whoami(auth: Auth?) async throws -> WhoAmIResult {
-        try self.read(auth) { principal, _ in
+        try await self.read(auth) { principal, _ in
             switch principal {
             case .local: WhoAmIResult(principal: "local")
             case .device(let device):
@@ -320,7 +322,7 @@ public final class RecordStore: Sendable {
     public static let maximumGraceSeconds: Double = 100 * 365 * 86_400
 
     public func backup(_ params: BackupParams, auth: Auth?) async throws -> BackupResult {
-        try self.read(auth) { principal, _ in try AccessControl.requireLocal(principal, StoreMethods.backup.name) }
+        try await self.read(auth) { principal, _ in try AccessControl.requireLocal(principal, StoreMethods.backup.name) }
         let path = try Backup.resolve(params.path, stateDirectory: self.configuration.stateDirectory)
         let started = ContinuousClock.now
         let (bytes, lastSeq) = try await Backup.run(pool: self.pool, to: path)
@@ -330,8 +332,8 @@ public final class RecordStore: Sendable {
         return BackupResult(path: path, bytes: bytes, lastSeq: lastSeq, milliseconds: milliseconds)
     }
 
-    public func stats(auth: Auth?) throws -> StatsResult {
-        let head = try self.read(auth) { principal, db in
+    public func stats(auth: Auth?) async throws -> StatsResult {
+        let head = try await self.read(auth) { principal, db in
             try AccessControl.requireLocal(principal, StoreMethods.stats.name)
             return try StoreDatabase.head(db)
         }

@@ -90,6 +90,7 @@ public enum ServiceMain {
             let services: [ServiceGroupConfiguration.ServiceConfiguration] =
                 [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)]
                 + setup.background.map { .init(service: $0) }
+                + (options.debugWedgeOnSIGUSR2 ? [.init(service: DebugWedge(logger: logger))] : [])
             var configuration = ServiceGroupConfiguration(services: services, logger: logger)
             configuration.gracefulShutdownSignals = [.sigterm, .sigint]
             // A backstop past the server's own drain bound, below systemd's TimeoutStopSec.

@@ -49,6 +49,10 @@ public struct ServiceOptions: ParsableArguments, Sendable {
     @Option(name: .customLong("log-target"), help: "auto (the journal when stderr is connected to it, else stderr), journal or stderr.")
     public var logTarget: LogTarget = .auto
 
+    /// Testing the watchdog only (docs/operations.md): SIGUSR2 then blocks every event loop.
+    @Flag(name: .customLong("debug-wedge-on-sigusr2"), help: .hidden)
+    public var debugWedgeOnSIGUSR2 = false
+
     public init() {}
 
     public mutating func validate() throws {

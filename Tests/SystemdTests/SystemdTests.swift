@@ -118,6 +118,35 @@ struct SystemdTests {
         }
     }
 
+    @Test("a service whose event loops are wedged, its process running on, stops its watchdog keep-alives: systemd kills it and starts it again")
+    func wedgedEventLoops() async throws {
+        try await Container.with { container in
+            try await container.install()
+            // --debug-wedge-on-sigusr2 (hidden, for this test): SIGUSR2 blocks every event loop.
+            try await container.shell("""
+                echo 'OPTIONS=--debug-wedge-on-sigusr2' > /etc/screentime/aggregator.env
+                mkdir -p /etc/systemd/system/screentime-aggregator.service.d
+                printf '[Service]\\nWatchdogSec=3\\n' > /etc/systemd/system/screentime-aggregator.service.d/watchdog.conf
+                systemctl daemon-reload
+                """)
+            #expect(try await container.client("aggregator").call("rpc.ping")["service"] == "aggregator")
+            let wedged = try await container.property("MainPID", of: "screentime-aggregator.service")
+            try await container.run("kill", "-USR2", wedged)
+            // Wedged, not stopped: the process still runs (state S, not T as after SIGSTOP),
+            // and answers nothing.
+            await expectError(.timeout) { _ = try await container.client("aggregator", timeout: .seconds(1)).call("rpc.ping") }
+            let state = try await container.run("grep", "^State:", "/proc/\(wedged)/status").stdout
+            #expect(!state.contains("T (stopped)") && !state.isEmpty, "\(state)")
+            try await container.waitUntil("the watchdog restarts the aggregator", timeout: .seconds(30)) {
+                let pid = try await container.property("MainPID", of: "screentime-aggregator.service")
+                return pid != wedged && pid != "0"
+            }
+            let journal = try await container.run("journalctl", "-u", "screentime-aggregator", "--no-pager").stdout
+            #expect(journal.contains("Watchdog timeout") && journal.contains("blocking every event loop"), "\(journal.suffix(2000))")
+            #expect(try await container.client("aggregator").call("rpc.ping")["service"] == "aggregator")
+        }
+    }
+
     @Test("systemctl stop while clients keep writing: the requests in flight finish and are answered, the stop is clean, and the next request activates the store again")
     func stopWithRequestsInFlight() async throws {
         try await Container.with { container in

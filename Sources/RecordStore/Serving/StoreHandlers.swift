@@ -62,7 +62,7 @@ enum StoreHandlers {
         methods.on(StoreMethods.schema) { _, _ in store.schemaInfo }
         methods.on(StoreMethods.backup) { params, context in try await store.backup(params, auth: context.auth) }
         methods.on(StoreMethods.purge) { params, context in try await store.purge(params, auth: context.auth) }
-        methods.on(StoreMethods.stats) { _, context in try store.stats(auth: context.auth) }
+        methods.on(StoreMethods.stats) { _, context in try await store.stats(auth: context.auth) }
         return methods
     }
 }

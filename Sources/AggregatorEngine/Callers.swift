@@ -1,0 +1,17 @@
+import RPCClient
+import RPCCore
+import StoreAPI
+
+/// Who a device caller is, as the store says: what parents may ask of the aggregator.
+enum Callers {
+    /// The family of the parent whose credential `auth` is; `unauthorized` for a token that
+    /// is no device's, `forbidden` for a child's.
+    static func parentFamily(_ auth: Auth, store: RPCClient, for what: String) async throws -> String {
+        let who = try await store.call(StoreMethods.whoami, Empty(), actingFor: auth)
+        guard let family = who.family, let role = who.role else {
+            throw RPCError(.unauthorized, "this credential is not a device's: send a parent's credential as auth.token")
+        }
+        guard role.isParent else { throw RPCError(.forbidden, "\(what): for parents and local administration only; a child's device may not ask") }
+        return family
+    }
+}
