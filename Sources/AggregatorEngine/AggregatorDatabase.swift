@@ -9,7 +9,7 @@ import UsageModel
 /// it derived, the summaries still to be written back, and its position in the change
 /// log. All of it moves in one transaction per batch of changes: a change is counted once,
 /// even across crashes.
-final class AggregatorDatabase: Sendable {
+final class AggregatorDatabase: StoreLogFollowerDatabase {
     let pool: DatabasePool
     let path: String
 
@@ -20,17 +20,8 @@ final class AggregatorDatabase: Sendable {
         self.pool = try DurableSQLite.open(path: path, label: "aggregator", program: "screentime-aggregatord", migrator: Self.migrations, logger: logger)
     }
 
-    // MARK: Position
-
-    static let positionKey = "watch_position"
-
-    func position() async throws -> Int64 {
-        try await self.pool.read { db in try MetaTable.get(db, Self.positionKey) }
-    }
-
-    static func setPosition(_ db: Database, _ value: Int64) throws {
-        try MetaTable.set(db, Self.positionKey, value)
-    }
+    // Its position in the store's change log: StoreLogFollowerDatabase.position(), moved
+    // with StoreLogPosition.save in the transaction that applies a batch.
 
     // MARK: Reads
 

@@ -40,20 +40,3 @@ struct AlertWriter: Sendable {
         }
     }
 }
-
-/// Looks for devices gone quiet for longer than their family allows (run every
-/// `--alert-check-interval`).
-struct QuietDevices {
-    let database: AggregatorDatabase
-    let writeback: Wakeup
-    let logger: Logger
-
-    func check() async {
-        do {
-            let queued = try await self.database.pool.write { db in try Alerts.checkSilentDevices(now: Date(), db) }
-            if queued > 0 { self.writeback.signal() }
-        } catch {
-            self.logger.error("checking for quiet devices failed", metadata: ["error": "\(error)"])
-        }
-    }
-}

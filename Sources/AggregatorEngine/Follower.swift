@@ -3,6 +3,7 @@ import Logging
 import RPCClient
 import RPCCore
 import ChangeFeed
+import DurableSQLite
 import ServiceKit
 import ServiceLifecycle
 import StoreAPI
@@ -26,7 +27,7 @@ struct Follower: Service {
             skip: { horizon in
                 self.logger.error("changes were purged from the store before the aggregator saw them; skipping to what is left (aggregator.recompute rebuilds a child from its records)",
                                   metadata: ["horizon": "\(horizon)"])
-                try await database.pool.write { db in try AggregatorDatabase.setPosition(db, horizon) }
+                try await database.pool.write { db in try StoreLogPosition.save(db, horizon) }
             })
     }
 
@@ -77,7 +78,7 @@ struct Follower: Service {
         let applied = changes
         let recomputed = try await self.database.pool.write { db in
             let count = try ingest.apply(applied, db)
-            if let through { try AggregatorDatabase.setPosition(db, through) }
+            if let through { try StoreLogPosition.save(db, through) }
             return count
         }
         if recomputed > 0 { self.summaries.signal() }

@@ -49,3 +49,26 @@ public enum MetaTable {
         try db.execute(sql: "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", arguments: [key, value])
     }
 }
+
+/// Where a service that follows the store's change log (push, the aggregator) is in it:
+/// the last change applied, saved in its `meta` table in the same transaction as what the
+/// change did, so a crash replays from there and nothing is applied twice.
+public protocol StoreLogFollowerDatabase: Sendable {
+    var pool: DatabasePool { get }
+}
+
+extension StoreLogFollowerDatabase {
+    /// The last change of the store's log applied (0: none yet).
+    public func position() async throws -> Int64 {
+        try await self.pool.read { db in try MetaTable.get(db, StoreLogPosition.key) }
+    }
+}
+
+public enum StoreLogPosition {
+    static let key = "watch_position"
+
+    /// Moves the position, inside the transaction that applied the changes up to it.
+    public static func save(_ db: Database, _ value: Int64) throws {
+        try MetaTable.set(db, Self.key, value)
+    }
+}

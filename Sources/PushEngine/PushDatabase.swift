@@ -9,7 +9,7 @@ import Synchronization
 /// The push service's own SQLite database (`<state-dir>/push.sqlite`): subscriptions, the
 /// per-device queues and where it is in the store's change log. The queues and the
 /// position move in one transaction, so a change is queued once, even across crashes.
-final class PushDatabase: Sendable {
+final class PushDatabase: StoreLogFollowerDatabase {
     let pool: DatabasePool
     let path: String
     /// The numbers handed out and reserved (see ``enqueue(_:removing:position:post:deliver:)``).
@@ -27,17 +27,8 @@ final class PushDatabase: Sendable {
         self.pool = try DurableSQLite.open(path: path, label: "push", program: "screentime-pushd", migrator: Self.migrations, logger: logger)
     }
 
-    // MARK: Position in the store's change log
-
-    static let positionKey = "watch_position"
-
-    func position() async throws -> Int64 {
-        try await self.pool.read { db in try MetaTable.get(db, Self.positionKey) }
-    }
-
-    static func setPosition(_ db: Database, _ value: Int64) throws {
-        try MetaTable.set(db, Self.positionKey, value)
-    }
+    // Its position in the store's change log: StoreLogFollowerDatabase.position(), moved
+    // with StoreLogPosition.save in the transaction that applies a batch.
 
     // MARK: Subscriptions
 
@@ -116,7 +107,7 @@ final class PushDatabase: Sendable {
                         for key in fired {
                             try db.execute(sql: "DELETE FROM subscriptions WHERE family = ? AND device_id = ? AND id = ?", arguments: [key.family, key.deviceId, key.id])
                         }
-                        if let position { try Self.setPosition(db, position) }
+                        if let position { try StoreLogPosition.save(db, position) }
                         db.afterNextTransaction(onCommit: { _ in
                             self.committed.withLock { committed in committed.merge(moved) { max($0, $1) } }
                         })
@@ -388,25 +379,5 @@ final class PushDatabase: Sendable {
         var family: String
         var deviceId: String
         var id: String
-    }
-}
-
-extension Array {
-    /// The elements in consecutive slices of at most `size`.
-    func chunked(_ size: Int) -> [ArraySlice<Element>] {
-        stride(from: 0, to: self.count, by: size).map { self[$0..<Swift.min($0 + size, self.count)] }
-    }
-}
-
-/// JSON for the rows' bodies, in the wire's encoding (dates and all).
-enum Coding {
-    static func encode<T: Encodable>(_ value: T) throws -> String {
-        var writer = JSONWriter()
-        try writer.encodable(value)
-        return String(decoding: writer.bytes, as: UTF8.self)
-    }
-
-    static func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
-        try JSONValueDecoding.decode(type, from: try JSONParser.parse(text))
     }
 }
