@@ -54,7 +54,8 @@ extension ServiceSetup {
             // change-log position (every family's writes move it); a child nothing.
             var family: String?
             if let auth = context.auth { family = try await Callers.parentFamily(auth, store: store, for: "aggregator.status") }
-            let counts = try await database.counts(family: family)
+            // The position first, then the counts: counts read after it include at least
+            // what it says is applied, so `caughtUp` never comes with stale counts.
             var position: Int64?
             var progress: (storeHead: Int64, caughtUp: Bool)?
             if family == nil {
@@ -62,6 +63,7 @@ extension ServiceSetup {
                 position = applied
                 progress = await Follower.progress(store: store, after: applied)
             }
+            let counts = try await database.counts(family: family)
             return AggregatorStatus(position: position, storeHead: progress?.storeHead, caughtUp: progress?.caughtUp,
                                     sessions: counts.sessions, days: counts.days,
                                     pendingSummaries: counts.pendingSummaries, pendingChildWrites: counts.pendingChildWrites,

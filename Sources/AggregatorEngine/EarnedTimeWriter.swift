@@ -38,9 +38,9 @@ struct EarnedTimeWriter: Sendable {
                         "amount": .int(item.points), "reason": .string("learning on \(day)"), "idempotencyKey": .string(name),
                     ]
                     fields["timestamp"] = LocalDays(timeZone: item.timeZone)?.bounds(of: day).map { .date($0.start) } ?? .date(Date())
-                    saves.append(RecordSave(recordType: "PointsLedgerEntry", recordName: name, fields: fields))
+                    saves.append(RecordSave(recordType: RecordTypes.pointsLedgerEntry, recordName: name, fields: fields))
                 } else if let balance = item.balance {
-                    saves.append(RecordSave(recordType: "EarnedTimeBalance", recordName: "balance-\(item.child)", fields: [
+                    saves.append(RecordSave(recordType: RecordTypes.earnedTimeBalance, recordName: "balance-\(item.child)", fields: [
                         "childRef": childRef, "balanceSeconds": .int(balance.balanceSeconds), "pointsBalance": .int(balance.points),
                         "rewardSecondsUsed": .int(balance.rewardSeconds), "shielded": .bool(balance.shielded), "updatedAt": .date(Date()),
                     ]))
@@ -74,7 +74,7 @@ struct EarnedTimeWriter: Sendable {
         for device in targets.devices {
             let name = "shield-\(balance.shieldVersion)"
             let params = ModifyParams(family: family, zone: device.zone, saves: [
-                RecordSave(recordType: "ConfigurationCommand", recordName: name, fields: [
+                RecordSave(recordType: RecordTypes.configurationCommand, recordName: name, fields: [
                     "commandID": .string(name), "targetDeviceID": .string(device.deviceId), "commandType": .string(kind),
                     "payloadJSON": .string(payloadText), "createdAt": .date(Date()), "status": "pending",
                 ]),

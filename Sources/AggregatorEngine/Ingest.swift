@@ -13,7 +13,7 @@ struct Ingest {
     let defaultPointsPerMinute: Int
 
     /// The record types followed.
-    static let recordTypes = ["UsageRecord", "Family", "AppRule", "AppConfiguration", "MonitoringSession", "PointsLedgerEntry", "ShieldPolicy"]
+    static let recordTypes = [RecordTypes.usageRecord, RecordTypes.family, RecordTypes.appRule, RecordTypes.appConfiguration, RecordTypes.monitoringSession, RecordTypes.pointsLedgerEntry, RecordTypes.shieldPolicy]
 
     /// A change, with the record's fields (as saved, or as they were when deleted).
     struct Change: Sendable {
@@ -54,9 +54,9 @@ struct Ingest {
         }
         for change in changes {
             switch change.recordType {
-            case "UsageRecord":
+            case RecordTypes.usageRecord:
                 dirty.formUnion(try self.applySession(change, days: calendar(change.family), seal: seal(change.family), db))
-            case "Family":
+            case RecordTypes.family:
                 switch try self.applyFamily(change, db) {
                 case .timeZone:
                     wholeFamilies.insert(change.family)
@@ -65,14 +65,14 @@ struct Ingest {
                 case .rate: children.formUnion(try EarnedTime.children(of: change.family, db))
                 case .nothing: break
                 }
-            case "AppRule", "AppConfiguration":
+            case RecordTypes.appRule, RecordTypes.appConfiguration:
                 try self.applyRule(change, db)
                 wholeFamilies.insert(change.family)
-            case "MonitoringSession":
+            case RecordTypes.monitoringSession:
                 try self.applyDevice(change, db)
-            case "PointsLedgerEntry":
+            case RecordTypes.pointsLedgerEntry:
                 if let child = try EarnedTime.applyLedger(change, days: calendar(change.family), seal: seal(change.family), db) { children.insert(child) }
-            case "ShieldPolicy":
+            case RecordTypes.shieldPolicy:
                 try EarnedTime.applyShieldPolicy(change, db)
             default:
                 continue
@@ -140,7 +140,7 @@ struct Ingest {
         try db.execute(cached: "DELETE FROM app_rules WHERE family = ? AND record = ?", arguments: [change.family, record])
         guard !change.deleted else { return }
         let fields = change.fields
-        let isRule = change.recordType == "AppRule"
+        let isRule = change.recordType == RecordTypes.appRule
         guard let app = (isRule ? fields["bundleId"] : fields["logicalID"])?.stringValue else { return }
         let device = isRule ? "" : (fields["deviceID"]?.stringValue ?? "")
         var category = (isRule ? fields["classification"] : fields["category"])?.stringValue

@@ -29,13 +29,13 @@ struct Recompute: Sendable {
         // are the aggregator's own output, not an input).
         var usage: [Ingest.Change] = []
         for zone in zones {
-            for record in try await self.all(family: params.family, zone: zone.zone, type: "UsageRecord") {
-                usage.append(Ingest.Change(deleted: false, family: params.family, zone: zone.zone, recordType: "UsageRecord", recordName: record.recordName, fields: record.fields))
+            for record in try await self.all(family: params.family, zone: zone.zone, type: RecordTypes.usageRecord) {
+                usage.append(Ingest.Change(deleted: false, family: params.family, zone: zone.zone, recordType: RecordTypes.usageRecord, recordName: record.recordName, fields: record.fields))
             }
         }
-        let ledger = try await self.all(family: params.family, zone: StoreNames.defaultZone, type: "PointsLedgerEntry").filter {
+        let ledger = try await self.all(family: params.family, zone: StoreNames.defaultZone, type: RecordTypes.pointsLedgerEntry).filter {
             $0.fields["childRef"]?.objectValue?["recordName"]?.stringValue == child && $0.fields["type"]?.stringValue != "accrual"
-        }.map { Ingest.Change(deleted: false, family: params.family, zone: StoreNames.defaultZone, recordType: "PointsLedgerEntry", recordName: $0.recordName, fields: $0.fields) }
+        }.map { Ingest.Change(deleted: false, family: params.family, zone: StoreNames.defaultZone, recordType: RecordTypes.pointsLedgerEntry, recordName: $0.recordName, fields: $0.fields) }
 
         let ingest = self.ingest
         let family = params.family
@@ -49,11 +49,11 @@ struct Recompute: Sendable {
             var forget: [Ingest.Change] = []
             for zone in zones {
                 for name in try String.fetchAll(db, sql: "SELECT record_name FROM sessions WHERE family = ? AND zone = ?", arguments: [family, zone.zone]) {
-                    forget.append(Ingest.Change(deleted: true, family: family, zone: zone.zone, recordType: "UsageRecord", recordName: name, fields: [:]))
+                    forget.append(Ingest.Change(deleted: true, family: family, zone: zone.zone, recordType: RecordTypes.usageRecord, recordName: name, fields: [:]))
                 }
             }
             for name in try String.fetchAll(db, sql: "SELECT record_name FROM ledger WHERE family = ? AND child = ?", arguments: [family, child]) {
-                forget.append(Ingest.Change(deleted: true, family: family, zone: StoreNames.defaultZone, recordType: "PointsLedgerEntry", recordName: name, fields: [:]))
+                forget.append(Ingest.Change(deleted: true, family: family, zone: StoreNames.defaultZone, recordType: RecordTypes.pointsLedgerEntry, recordName: name, fields: [:]))
             }
             try ingest.apply(forget + records + ledger, db)
             let after = try Self.snapshot(family: family, devices: devices, child: child, db)

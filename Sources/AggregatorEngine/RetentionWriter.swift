@@ -47,7 +47,7 @@ struct RetentionWriter: Sendable {
                     "appsUsedJSON": .string(String(decoding: try JSONEncoder().encode(item.days.top()), as: UTF8.self)), "lastUpdated": .date(Date()),
                 ]
                 fields["weekStart"] = LocalDays(timeZone: item.timeZone)?.bounds(of: item.week).map { .date($0.start) } ?? .date(Date())
-                return RecordSave(recordType: "WeeklySummary", recordName: "week-\(item.child)-\(item.week)", fields: fields)
+                return RecordSave(recordType: RecordTypes.weeklySummary, recordName: "week-\(item.child)-\(item.week)", fields: fields)
             }
             if let error = await self.store.write(ModifyParams(family: family, zone: StoreNames.defaultZone, saves: saves, savePolicy: .allKeys), logger: self.logger) {
                 guard error.code == .notFound else { throw error }

@@ -48,7 +48,7 @@ struct SummaryWriter: Sendable {
         ]
         if let start = LocalDays(timeZone: item.timeZone)?.bounds(of: item.day)?.start { fields["date"] = .date(start) }
         if let child = item.childRef { fields["childRef"] = .reference(child, zone: StoreNames.defaultZone) }
-        return RecordSave(recordType: "DailySummary", recordName: name, fields: fields)
+        return RecordSave(recordType: RecordTypes.dailySummary, recordName: name, fields: fields)
     }
 }
 

@@ -34,7 +34,7 @@ struct InvitationPurge: Service {
         for family in families {
             let stale: [Record]
             do {
-                stale = try await self.store.all(family.family, zone: PairingStore.zone, type: "PairingInvitation",
+                stale = try await self.store.all(family.family, zone: PairingStore.zone, type: RecordTypes.pairingInvitation,
                                                  filters: [QueryFilter("expiresAt", .less, .date(cutoff))])
             } catch let error as RPCError where error.code == .notFound {
                 continue  // a family made through the store alone has no pairing zone

@@ -44,7 +44,7 @@ struct Pairing: Sendable {
         _ = try await self.store.client.call(StoreMethods.createZone, ZoneParams(family: params.family, zone: PairingStore.zone))
         var fields: [String: JSONValue] = ["timeZone": .string(params.timeZone ?? "UTC"), "settingsVersion": 1]
         if let name = params.displayName { fields["displayName"] = .string(name) }
-        try await self.store.save(params.family, zone: "default", [RecordSave(recordType: "Family", recordName: params.family, fields: fields)])
+        try await self.store.save(params.family, zone: "default", [RecordSave(recordType: RecordTypes.family, recordName: params.family, fields: fields)])
         let code = try await self.enrollmentCode(params.family, role: .admin, createdBy: "server")
         try await self.store.audit(params.family, actor: "server", parentDeviceId: nil, action: "family.create", target: params.family)
         self.logger.notice("family created", metadata: ["family": "\(params.family)"])
@@ -64,7 +64,7 @@ struct Pairing: Sendable {
         let id = Secrets.identifier()
         let secret = Secrets.random(bytes: 16)
         let expires = Date().addingTimeInterval(self.settings.enrollmentLifetime.seconds)
-        try await self.store.save(family, zone: PairingStore.zone, [RecordSave(recordType: "PairingInvitation", recordName: id, fields: [
+        try await self.store.save(family, zone: PairingStore.zone, [RecordSave(recordType: RecordTypes.pairingInvitation, recordName: id, fields: [
             "kind": "parent", "role": .string(role.rawValue), "secretSHA256": .string(SHA256Hex.of(secret)),
             "status": "open", "expiresAt": .date(expires), "failedAttempts": 0, "createdBy": .string(createdBy),
         ])])
@@ -90,8 +90,8 @@ struct Pairing: Sendable {
         ]
         if let name = params.displayName { profile["displayName"] = .string(name) }
         try await self.store.save(params.family, zone: "default", [
-            RecordSave(recordType: "ParentProfile", recordName: Names.parent(params.deviceId), fields: profile),
-            RecordSave(recordType: "RegisteredDevice", recordName: Names.device(params.deviceId), fields: [
+            RecordSave(recordType: RecordTypes.parentProfile, recordName: Names.parent(params.deviceId), fields: profile),
+            RecordSave(recordType: RecordTypes.registeredDevice, recordName: Names.device(params.deviceId), fields: [
                 "deviceID": .string(params.deviceId), "deviceName": .string(params.deviceName), "deviceType": "parent",
                 "registrationDate": .date(Date()), "isActive": true,
             ]),
@@ -122,13 +122,13 @@ struct Pairing: Sendable {
             "childRef": .reference(Names.child(params.childId), zone: "default"), "parentDeviceID": .string(parent.deviceId), "status": "pending",
         ]
         if let name = params.childName { session["title"] = .string(name) }
-        try await self.store.save(parent.family, zone: zone, [RecordSave(recordType: "MonitoringSession", recordName: Names.session, fields: session)])
+        try await self.store.save(parent.family, zone: zone, [RecordSave(recordType: RecordTypes.monitoringSession, recordName: Names.session, fields: session)])
         var fields: [String: JSONValue] = [
             "kind": "child", "secretSHA256": .string(SHA256Hex.of(secret)), "status": "open", "expiresAt": .date(expires),
             "failedAttempts": 0, "createdBy": .string(parent.deviceId), "zone": .string(zone), "childOpaqueId": .string(params.childId),
         ]
         if let name = params.childName { fields["childName"] = .string(name) }
-        try await self.store.save(parent.family, zone: PairingStore.zone, [RecordSave(recordType: "PairingInvitation", recordName: id, fields: fields)])
+        try await self.store.save(parent.family, zone: PairingStore.zone, [RecordSave(recordType: RecordTypes.pairingInvitation, recordName: id, fields: fields)])
         try await self.store.audit(parent.family, actor: "device:\(parent.deviceId)", parentDeviceId: parent.deviceId, action: "invitation.create",
                                    target: zone, metadata: ["invitationId": .string(id), "childId": .string(params.childId)])
         self.logger.notice("invitation created", metadata: ["family": "\(parent.family)", "invitation_id": "\(id)", "zone": "\(zone)"])
@@ -156,7 +156,7 @@ struct Pairing: Sendable {
             "familyRef": .reference(params.family, zone: "default"), "childOpaqueId": .string(childId), "pairedDeviceIds": [.string(params.deviceId)],
         ]
         if let name = invitation.fields["childName"] { child["displayName"] = name }
-        try await self.store.save(params.family, zone: "default", [RecordSave(recordType: "ChildContext", recordName: Names.child(childId), fields: child)],
+        try await self.store.save(params.family, zone: "default", [RecordSave(recordType: RecordTypes.childContext, recordName: Names.child(childId), fields: child)],
                                   policy: .changedKeys)
         var device: [String: JSONValue] = [
             "deviceID": .string(params.deviceId), "deviceName": .string(params.deviceName), "deviceType": "child",
@@ -165,8 +165,8 @@ struct Pairing: Sendable {
         ]
         if let name = invitation.fields["childName"] { device["childName"] = name }
         try await self.store.save(params.family, zone: zone, [
-            RecordSave(recordType: "RegisteredDevice", recordName: Names.device(params.deviceId), fields: device),
-            RecordSave(recordType: "MonitoringSession", recordName: Names.session, fields: ["deviceID": .string(params.deviceId)]),
+            RecordSave(recordType: RecordTypes.registeredDevice, recordName: Names.device(params.deviceId), fields: device),
+            RecordSave(recordType: RecordTypes.monitoringSession, recordName: Names.session, fields: ["deviceID": .string(params.deviceId)]),
         ], policy: .changedKeys)
         // The credential first: the store shares a zone only with a device of the family.
         let credential = try await self.store.issueCredential(params.family, deviceId: params.deviceId, role: .child, status: .pending)
@@ -205,8 +205,8 @@ struct Pairing: Sendable {
             throw RPCError(.conflict, "device \(deviceId) is no longer waiting for confirmation (it was revoked); invite it again")
         }
         try await self.store.save(parent.family, zone: info.zone, [
-            RecordSave(recordType: "MonitoringSession", recordName: Names.session, fields: ["status": "active"]),
-            RecordSave(recordType: "RegisteredDevice", recordName: Names.device(deviceId), fields: ["isActive": true]),
+            RecordSave(recordType: RecordTypes.monitoringSession, recordName: Names.session, fields: ["status": "active"]),
+            RecordSave(recordType: RecordTypes.registeredDevice, recordName: Names.device(deviceId), fields: ["isActive": true]),
         ], policy: .changedKeys)
         try await self.store.audit(parent.family, actor: "device:\(parent.deviceId)", parentDeviceId: parent.deviceId, action: "device.confirm", target: deviceId)
         self.logger.notice("pairing confirmed", metadata: ["family": "\(parent.family)", "invitation_id": "\(params.invitationId)", "device_id": "\(deviceId)"])
@@ -227,7 +227,7 @@ struct Pairing: Sendable {
             try await self.cutOff(parent.family, deviceId: deviceId, zone: info.zone)
         } else {
             try await self.store.save(parent.family, zone: info.zone, [
-                RecordSave(recordType: "MonitoringSession", recordName: Names.session, fields: ["status": "revoked"]),
+                RecordSave(recordType: RecordTypes.monitoringSession, recordName: Names.session, fields: ["status": "revoked"]),
             ], policy: .changedKeys)
         }
         try await self.store.audit(parent.family, actor: "device:\(parent.deviceId)", parentDeviceId: parent.deviceId, action: "invitation.reject",
@@ -268,7 +268,7 @@ struct Pairing: Sendable {
 
     /// Revokes a device the caller may revoke: its credential, its shares, its registrations.
     private func revoke(_ deviceId: String, by parent: PairingStore.Device) async throws -> DeviceInfo {
-        let registrations = try await self.store.all(parent.family, type: "RegisteredDevice", filters: [QueryFilter("deviceID", .equal, .string(deviceId))])
+        let registrations = try await self.store.all(parent.family, type: RecordTypes.registeredDevice, filters: [QueryFilter("deviceID", .equal, .string(deviceId))])
         if registrations.isEmpty {
             try await self.store.setCredential(parent.family, deviceId: deviceId, .revoked)
         }
@@ -479,9 +479,9 @@ struct Pairing: Sendable {
         if zone != "default" {
             _ = try await self.store.client.call(StoreMethods.unshare, UnshareParams(family: family, zone: zone, deviceIds: [deviceId]))
         }
-        var saves = [RecordSave(recordType: "RegisteredDevice", recordName: Names.device(deviceId), fields: ["isActive": false])]
+        var saves = [RecordSave(recordType: RecordTypes.registeredDevice, recordName: Names.device(deviceId), fields: ["isActive": false])]
         if zone.hasPrefix(Names.childZonePrefix) {
-            saves.append(RecordSave(recordType: "MonitoringSession", recordName: Names.session, fields: ["status": "revoked"]))
+            saves.append(RecordSave(recordType: RecordTypes.monitoringSession, recordName: Names.session, fields: ["status": "revoked"]))
         }
         try await self.store.save(family, zone: zone, saves, policy: .changedKeys)
     }
@@ -498,7 +498,7 @@ struct Pairing: Sendable {
 
     private func devices(_ family: String) async throws -> [DeviceInfo] {
         let credentials = try await self.store.client.call(StoreMethods.listCredentials, ListCredentialsParams(family: family)).credentials
-        let registrations = try await self.store.all(family, type: "RegisteredDevice")
+        let registrations = try await self.store.all(family, type: RecordTypes.registeredDevice)
         return credentials.map { credential in
             let registration = registrations.first { $0.fields["deviceID"]?.stringValue == credential.deviceId && $0.zone != "default" }
                 ?? registrations.first { $0.fields["deviceID"]?.stringValue == credential.deviceId }

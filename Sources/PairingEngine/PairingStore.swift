@@ -92,7 +92,7 @@ struct PairingStore: Sendable {
             "actor": .string(actor), "action": .string(action), "target": .string(target), "timestamp": .date(Date()),
         ]
         if let metadata { fields["metadata"] = .string(String(decoding: try RPCJSON.makeEncoder().encode(metadata), as: UTF8.self)) }
-        try await self.save(family, zone: "default", [RecordSave(recordType: "AuditEntry", recordName: "audit-\(Secrets.identifier())", fields: fields)])
+        try await self.save(family, zone: "default", [RecordSave(recordType: RecordTypes.auditEntry, recordName: "audit-\(Secrets.identifier())", fields: fields)])
     }
 }
 

@@ -5,7 +5,7 @@ import RPCCore
 /// system fields.
 ///
 /// ```json
-/// {"recordType": "AppRule", "recordName": "rule-org.khanacademy", "zone": "default",
+/// {"recordType": RecordTypes.appRule, "recordName": "rule-org.khanacademy", "zone": "default",
 ///  "fields": {"familyRef": {"recordName": "fam-1", "zone": "default"}, "bundleId": "org.khanacademy",
 ///             "classification": "learning"},
 ///  "changeTag": "2s", "createdAt": "…", "modifiedAt": "…", "createdBy": "device:p1", "modifiedBy": "device:p1"}

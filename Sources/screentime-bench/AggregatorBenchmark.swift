@@ -74,7 +74,7 @@ struct AggregatorBenchmark: AsyncParsableCommand {
                 for index in 0..<perDay {
                     let begin = start.addingTimeInterval(Double(index) * 3600 / Double(max(1, perDay / 12)))
                     let learning = index % 3 != 2
-                    saves.append(RecordSave(recordType: "UsageRecord", recordName: "u-\(day)-\(index)", fields: [
+                    saves.append(RecordSave(recordType: RecordTypes.usageRecord, recordName: "u-\(day)-\(index)", fields: [
                         "logicalID": .string(learning ? ["org.khan", "com.duolingo", "org.wikipedia"][index % 3] : "com.roblox"),
                         "category": .string(learning ? "learning" : "reward"), "deviceID": .string(Self.device(child)),
                         "sessionStart": .date(begin), "sessionEnd": .date(begin.addingTimeInterval(Double(300 + (index * 97) % 1200))),
@@ -183,9 +183,9 @@ struct AggregatorBenchmark: AsyncParsableCommand {
     private static func setUp(_ store: RPCClient, children: Int) async throws {
         _ = try await store.call(StoreMethods.createFamily, CreateFamilyParams(family: Self.family))
         let familyRef = JSONValue.reference(Self.family, zone: StoreNames.defaultZone)
-        var saves = [RecordSave(recordType: "Family", recordName: Self.family, fields: ["timeZone": .string(Self.timeZone)])]
+        var saves = [RecordSave(recordType: RecordTypes.family, recordName: Self.family, fields: ["timeZone": .string(Self.timeZone)])]
         for child in 0..<children {
-            saves.append(RecordSave(recordType: "ChildContext", recordName: "child-\(Self.child(child))", fields: [
+            saves.append(RecordSave(recordType: RecordTypes.childContext, recordName: "child-\(Self.child(child))", fields: [
                 "familyRef": familyRef, "childOpaqueId": .string(Self.child(child)),
             ]))
         }
@@ -194,7 +194,7 @@ struct AggregatorBenchmark: AsyncParsableCommand {
         for child in 0..<children {
             _ = try await store.call(StoreMethods.createZone, ZoneParams(family: Self.family, zone: Self.zone(child)))
             let session = try await store.call(StoreMethods.modify, ModifyParams(family: Self.family, zone: Self.zone(child), saves: [
-                RecordSave(recordType: "MonitoringSession", recordName: "session", fields: [
+                RecordSave(recordType: RecordTypes.monitoringSession, recordName: "session", fields: [
                     "childRef": .reference("child-\(Self.child(child))", zone: StoreNames.defaultZone), "deviceID": .string(Self.device(child)),
                     "status": "active",
                 ]),

@@ -84,7 +84,7 @@ struct PushBenchmark: AsyncParsableCommand {
             let joining = Array(devices[connected..<level])
             try await concurrently(joining, width: 32) { device in
                 _ = try await device.client.call(PushMethods.subscribe, SubscribeParams(
-                    subscriptionId: "bench", kind: .query, zone: Self.zone, recordType: "UsageRecord", firesOn: [.create, .update],
+                    subscriptionId: "bench", kind: .query, zone: Self.zone, recordType: RecordTypes.usageRecord, firesOn: [.create, .update],
                     notification: NotificationSpec(includeKeys: ["totalSeconds"], collapseKey: "bench")))
                 // The harness listens on connections of its own: this one would only count
                 // against the service's connection limit.
@@ -225,7 +225,7 @@ private final class ChangeWriter: Sendable {
         }
         let start = Date(timeIntervalSince1970: 1_790_000_000)
         let result = try await self.store.call(StoreMethods.modify, ModifyParams(family: PushBenchmark.family, zone: PushBenchmark.zone, saves: [
-            RecordSave(recordType: "UsageRecord", recordName: "session", fields: [
+            RecordSave(recordType: RecordTypes.usageRecord, recordName: "session", fields: [
                 "logicalID": "org.khan", "deviceID": "bench-child", "category": "learning",
                 "sessionStart": .date(start), "sessionEnd": .date(start.addingTimeInterval(60)), "totalSeconds": .int(round),
             ]),

@@ -87,7 +87,7 @@ struct StoreBenchmark: AsyncParsableCommand {
         }
         var queries = Samples()
         for i in 0..<iterations {
-            let params = QueryParams(family: "bench", zone: "data", recordType: "UsageRecord",
+            let params = QueryParams(family: "bench", zone: "data", recordType: RecordTypes.usageRecord,
                                      filters: [QueryFilter("logicalID", .equal, .string("app-\(Int.random(in: 0..<Self.apps))"))], limit: 10)
             let started = ContinuousClock.now
             _ = try await reader.call(StoreMethods.query, params)
@@ -168,7 +168,7 @@ struct StoreBenchmark: AsyncParsableCommand {
 
     static func usage(_ i: Int) -> RecordSave {
         let start = Date(timeIntervalSince1970: 1_790_000_000 + Double(i))
-        return RecordSave(recordType: "UsageRecord", recordName: "r\(i)", fields: [
+        return RecordSave(recordType: RecordTypes.usageRecord, recordName: "r\(i)", fields: [
             "logicalID": .string("app-\(i % apps)"), "deviceID": "bench-device", "category": "learning",
             "sessionStart": .date(start), "sessionEnd": .date(start.addingTimeInterval(60)), "totalSeconds": 60,
         ])

@@ -53,29 +53,29 @@ enum SchemaHistory {
     /// pairing). Where the seeds disagree both fields are kept; `docs/protocol.md` maps them.
     static let version1 = SchemaVersion(number: 1, name: "seed-record-types", steps: [
         .addRecordType(RecordTypeDefinition(
-            name: "Family", summary: "The family itself; one per family, in the default zone, named by the family id.",
+            name: RecordTypes.family, summary: "The family itself; one per family, in the default zone, named by the family id.",
             fields: [string("code"), int("settingsVersion", minimum: 0), string("displayName")])),
         .addRecordType(RecordTypeDefinition(
-            name: "ParentProfile", summary: "A parent: role and devices.",
+            name: RecordTypes.parentProfile, summary: "A parent: role and devices.",
             fields: [
                 reference("familyRef", required: true), string("role", required: true, indexed: true, allowed: ["admin", "co_parent"]),
                 strings("deviceIds", indexed: true, set: true), string("displayName"),
             ])),
         .addRecordType(RecordTypeDefinition(
-            name: "ChildContext", summary: "A child, by an opaque identifier; its devices.",
+            name: RecordTypes.childContext, summary: "A child, by an opaque identifier; its devices.",
             fields: [
                 reference("familyRef", required: true), string("childOpaqueId", required: true, indexed: true),
                 string("displayName"), strings("pairedDeviceIds", indexed: true, set: true),
             ],
             unique: [["familyRef", "childOpaqueId"]])),
         .addRecordType(RecordTypeDefinition(
-            name: "MonitoringSession", summary: "The root record of a child device's zone (seed 004).",
+            name: RecordTypes.monitoringSession, summary: "The root record of a child device's zone (seed 004).",
             fields: [
                 reference("childRef"), string("deviceID", indexed: true), string("parentDeviceID", indexed: true),
                 string("status", indexed: true, allowed: ["pending", "active", "revoked"]), string("title"),
             ])),
         .addRecordType(RecordTypeDefinition(
-            name: "RegisteredDevice", summary: "A device, parent or child (seed 000).",
+            name: RecordTypes.registeredDevice, summary: "A device, parent or child (seed 000).",
             fields: [
                 string("deviceID", required: true, indexed: true), string("deviceName", required: true),
                 string("deviceType", required: true, indexed: true, allowed: ["parent", "child"]), string("childName"),
@@ -84,7 +84,7 @@ enum SchemaHistory {
             ],
             childAccess: .write, ownerField: "deviceID")),
         .addRecordType(RecordTypeDefinition(
-            name: "AppRule", summary: "A family-wide rule for an app (seed 003).",
+            name: RecordTypes.appRule, summary: "A family-wide rule for an app (seed 003).",
             fields: [
                 reference("familyRef", required: true), string("bundleId", required: true, indexed: true),
                 string("classification", required: true, allowed: categories), string("source", allowed: ["default", "override"]),
@@ -92,7 +92,7 @@ enum SchemaHistory {
             ],
             unique: [["familyRef", "bundleId"]])),
         .addRecordType(RecordTypeDefinition(
-            name: "AppConfiguration", summary: "A per-device app configuration (seed 000).",
+            name: RecordTypes.appConfiguration, summary: "A per-device app configuration (seed 000).",
             fields: [
                 string("logicalID", required: true, indexed: true), string("tokenHash"), string("bundleIdentifier", indexed: true),
                 string("displayName"), string("sfSymbolName"), string("category", indexed: true, allowed: categories),
@@ -100,13 +100,13 @@ enum SchemaHistory {
                 date("lastModified", indexed: true), string("deviceID", indexed: true),
             ])),
         .addRecordType(RecordTypeDefinition(
-            name: "ShieldPolicy", summary: "Which reward apps and categories get shielded (seed 003).",
+            name: RecordTypes.shieldPolicy, summary: "Which reward apps and categories get shielded (seed 003).",
             fields: [
                 reference("familyRef", required: true), reference("childRef", action: .deleteSelf),
                 strings("rewardCategories"), strings("rewardApps"),
             ])),
         .addRecordType(RecordTypeDefinition(
-            name: "ConfigurationCommand", summary: "A change for a child device to apply; the child reports its status.",
+            name: RecordTypes.configurationCommand, summary: "A change for a child device to apply; the child reports its status.",
             fields: [
                 string("commandID"), string("targetDeviceID", required: true, indexed: true),
                 string("commandType", required: true, indexed: true), json("payloadJSON"), date("createdAt", indexed: true),
@@ -116,7 +116,7 @@ enum SchemaHistory {
             childAccess: .updateFields, childWritableFields: ["status", "executedAt", "errorMessage"],
             ownerField: "targetDeviceID")),
         .addRecordType(RecordTypeDefinition(
-            name: "UsageRecord", summary: "One session of one app on one child device (seed 000).",
+            name: RecordTypes.usageRecord, summary: "One session of one app on one child device (seed 000).",
             fields: [
                 string("recordID"), string("logicalID", required: true, indexed: true), string("bundleId", indexed: true),
                 string("displayName"), date("sessionStart", required: true, indexed: true), date("sessionEnd", required: true, indexed: true),
@@ -125,14 +125,14 @@ enum SchemaHistory {
             ],
             childAccess: .write, ownerField: "deviceID")),
         .addRecordType(RecordTypeDefinition(
-            name: "DailySummary", summary: "A device's day, written by the aggregator: `<deviceID>_<YYYY-MM-DD>`.",
+            name: RecordTypes.dailySummary, summary: "A device's day, written by the aggregator: `<deviceID>_<YYYY-MM-DD>`.",
             fields: [
                 string("summaryID", indexed: true), date("date", required: true, indexed: true), string("deviceID", required: true, indexed: true),
                 reference("childRef"), int("totalLearningSeconds", minimum: 0), int("totalRewardSeconds", minimum: 0),
                 int("totalPointsEarned", minimum: 0), json("appsUsedJSON"), date("lastUpdated"),
             ])),
         .addRecordType(RecordTypeDefinition(
-            name: "PointsLedgerEntry", summary: "Points earned, redeemed or adjusted (positive amounts; seed 003).",
+            name: RecordTypes.pointsLedgerEntry, summary: "Points earned, redeemed or adjusted (positive amounts; seed 003).",
             fields: [
                 reference("familyRef", required: true), reference("childRef", required: true, action: .deleteSelf),
                 string("type", required: true, indexed: true, allowed: ["accrual", "redemption", "adjustment"]),
@@ -141,13 +141,13 @@ enum SchemaHistory {
             ],
             unique: [["familyRef", "idempotencyKey"]])),
         .addRecordType(RecordTypeDefinition(
-            name: "EarnedTimeBalance", summary: "A child's earned reward time; one per child.",
+            name: RecordTypes.earnedTimeBalance, summary: "A child's earned reward time; one per child.",
             fields: [
                 reference("childRef", required: true, action: .deleteSelf), int("balanceSeconds", required: true), date("updatedAt"),
             ],
             unique: [["childRef"]])),
         .addRecordType(RecordTypeDefinition(
-            name: "AuditEntry", summary: "What a parent did, for the family's audit log.",
+            name: RecordTypes.auditEntry, summary: "What a parent did, for the family's audit log.",
             fields: [
                 reference("familyRef", required: true), reference("actorParentRef", required: true, indexed: false),
                 string("action", required: true), string("target"), date("timestamp", required: true, indexed: true), json("metadata"),
@@ -156,15 +156,15 @@ enum SchemaHistory {
 
     /// The family's IANA time zone, for local days (the aggregator); and rules by class.
     static let version2 = SchemaVersion(number: 2, name: "family-time-zone", steps: [
-        .addField(recordType: "Family", FieldDefinition(name: "timeZone", type: .string, defaultValue: "UTC")),
-        .addIndex(recordType: "AppRule", field: "classification"),
+        .addField(recordType: RecordTypes.family, FieldDefinition(name: "timeZone", type: .string, defaultValue: "UTC")),
+        .addIndex(recordType: RecordTypes.appRule, field: "classification"),
     ])
 
     /// The pairing service's own state (in each family's internal `_pairing` zone), and
     /// who acted, for audit entries written by the server or a child rather than a parent.
     static let version3 = SchemaVersion(number: 3, name: "pairing", steps: [
         .addRecordType(RecordTypeDefinition(
-            name: "PairingInvitation",
+            name: RecordTypes.pairingInvitation,
             summary: "A child-device invitation or a parent enrollment code (pairing service only; only the secret's hash is kept).",
             fields: [
                 string("kind", required: true, indexed: true, allowed: ["child", "parent"]),
@@ -174,24 +174,24 @@ enum SchemaHistory {
                 string("createdBy"), string("zone"), string("childOpaqueId"), string("childName"),
                 string("deviceID", indexed: true), string("deviceName"), date("acceptedAt"),
             ])),
-        .addField(recordType: "AuditEntry", FieldDefinition(name: "actor", type: .string, indexed: true)),
+        .addField(recordType: RecordTypes.auditEntry, FieldDefinition(name: "actor", type: .string, indexed: true)),
     ])
 
     /// Earned time (the aggregator): how many seconds of reward time a point buys, per
     /// family; the points behind a balance and whether reward apps are shielded.
     static let version4 = SchemaVersion(number: 4, name: "earned-time", steps: [
-        .addField(recordType: "Family", FieldDefinition(name: "rewardSecondsPerPoint", type: .int64, minimum: 0, defaultValue: 60)),
-        .addField(recordType: "EarnedTimeBalance", FieldDefinition(name: "pointsBalance", type: .int64)),
-        .addField(recordType: "EarnedTimeBalance", FieldDefinition(name: "rewardSecondsUsed", type: .int64, minimum: 0)),
-        .addField(recordType: "EarnedTimeBalance", FieldDefinition(name: "shielded", type: .bool)),
+        .addField(recordType: RecordTypes.family, FieldDefinition(name: "rewardSecondsPerPoint", type: .int64, minimum: 0, defaultValue: 60)),
+        .addField(recordType: RecordTypes.earnedTimeBalance, FieldDefinition(name: "pointsBalance", type: .int64)),
+        .addField(recordType: RecordTypes.earnedTimeBalance, FieldDefinition(name: "rewardSecondsUsed", type: .int64, minimum: 0)),
+        .addField(recordType: RecordTypes.earnedTimeBalance, FieldDefinition(name: "shielded", type: .bool)),
     ])
 
     /// The parents' alert thresholds (the aggregator sends them through push): reward time
     /// in a day over N minutes, earned time running out, a device silent for N hours.
     static let version5 = SchemaVersion(number: 5, name: "alerts", steps: [
-        .addField(recordType: "Family", FieldDefinition(name: "alertRewardMinutesPerDay", type: .int64, minimum: 1)),
-        .addField(recordType: "Family", FieldDefinition(name: "alertOnBalanceExhausted", type: .bool, defaultValue: true)),
-        .addField(recordType: "Family", FieldDefinition(name: "alertNoDataHours", type: .int64, minimum: 1)),
+        .addField(recordType: RecordTypes.family, FieldDefinition(name: "alertRewardMinutesPerDay", type: .int64, minimum: 1)),
+        .addField(recordType: RecordTypes.family, FieldDefinition(name: "alertOnBalanceExhausted", type: .bool, defaultValue: true)),
+        .addField(recordType: RecordTypes.family, FieldDefinition(name: "alertNoDataHours", type: .int64, minimum: 1)),
     ])
 
     /// Retention (seed 003: detail kept 90 days, then weekly aggregates): the aggregator
@@ -199,7 +199,7 @@ enum SchemaHistory {
     /// and ledger entries.
     static let version6 = SchemaVersion(number: 6, name: "weekly-summaries", steps: [
         .addRecordType(RecordTypeDefinition(
-            name: "WeeklySummary",
+            name: RecordTypes.weeklySummary,
             summary: "A child's week rolled up by the aggregator's retention: `week-<childRecordName>-<YYYY-MM-DD>` (its Monday), in the default zone.",
             fields: [
                 reference("childRef", required: true, action: .deleteSelf), date("weekStart", required: true, indexed: true),

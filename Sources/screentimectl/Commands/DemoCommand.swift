@@ -77,26 +77,26 @@ struct Demo {
         _ = try await parent.setAppRule("org.khanacademy", category: "learning", pointsPerMinute: 2, enabled: true, blocked: nil, displayName: "Khan Academy")
         _ = try await parent.setAppRule("com.example.game", category: "reward", pointsPerMinute: nil, enabled: true, blocked: nil, displayName: "A game")
         self.say("parent", "saved two AppRules and a ConfigurationCommand each for the child's device")
-        let ruleNotice = try await childInbox.next(within: self.wait) { $0.recordType == "ConfigurationCommand" }
+        let ruleNotice = try await childInbox.next(within: self.wait) { $0.recordType == RecordTypes.configurationCommand }
         self.say("child", "notified (#\(ruleNotice.seq), \(ruleNotice.reason.rawValue)) \(Self.ms(ContinuousClock.now - ruleSent)) after the parent saved")
         for command in try await child.pendingCommands() {
             self.say("child", "applies \(command.recordName): \(try await child.apply(command))")
         }
-        let executed = try await parentInbox.next(within: self.wait) { $0.recordType == "ConfigurationCommand" && $0.fields?["status"] == "executed" }
+        let executed = try await parentInbox.next(within: self.wait) { $0.recordType == RecordTypes.configurationCommand && $0.fields?["status"] == "executed" }
         self.say("parent", "sees the command executed (#\(executed.seq))")
 
         self.step("4. Usage: the child uses Khan Academy for 30 minutes and uploads the session")
         let usageSent = ContinuousClock.now
         _ = try await child.upload([Device.Session(app: "org.khanacademy", start: Date().addingTimeInterval(-1800), end: Date(), category: nil)])
-        let summary = try await parentInbox.next(within: self.wait) { $0.recordType == "DailySummary" }
+        let summary = try await parentInbox.next(within: self.wait) { $0.recordType == RecordTypes.dailySummary }
         self.say("parent", "DailySummary \(summary.recordName ?? "") arrives \(Self.ms(ContinuousClock.now - usageSent)) after the upload: learning \(Table.time(summary.fields?["totalLearningSeconds"]?.intValue ?? 0)), \(summary.fields?["totalPointsEarned"]?.intValue ?? 0) points")
-        let balance = try await parentInbox.next(within: self.wait) { $0.recordType == "EarnedTimeBalance" }
+        let balance = try await parentInbox.next(within: self.wait) { $0.recordType == RecordTypes.earnedTimeBalance }
         self.say("parent", "earned time is \(Table.time(balance.fields?["balanceSeconds"]?.intValue ?? 0)) (\(balance.fields?["pointsBalance"]?.intValue ?? 0) points)")
 
         self.step("5. Earned time runs out: the child plays the game for 70 minutes")
         let playSent = ContinuousClock.now
         _ = try await child.upload([Device.Session(app: "com.example.game", start: Date().addingTimeInterval(-4200), end: Date(), category: nil)])
-        let shield = try await childInbox.next(within: self.wait) { $0.recordType == "ConfigurationCommand" && $0.recordName?.hasPrefix("shield-") == true }
+        let shield = try await childInbox.next(within: self.wait) { $0.recordType == RecordTypes.configurationCommand && $0.recordName?.hasPrefix("shield-") == true }
         self.say("child", "shield command \(shield.recordName ?? "") arrives \(Self.ms(ContinuousClock.now - playSent)) after the upload")
         for command in try await child.pendingCommands() {
             self.say("child", "applies \(command.recordName): \(try await child.apply(command))")
@@ -106,7 +106,7 @@ struct Demo {
         }
         self.say("parent", "balance now \(Table.time(try await parent.balances(child: "sam").first?.fields["balanceSeconds"]?.intValue ?? 0)); a bonus of 30 points lifts the shield")
         _ = try await parent.postLedgerEntry(child: "sam", type: "adjustment", points: 30, reason: "demo bonus", key: "\(family)-bonus")
-        let unshield = try await childInbox.next(within: self.wait) { $0.recordType == "ConfigurationCommand" && $0.recordName?.hasPrefix("shield-") == true }
+        let unshield = try await childInbox.next(within: self.wait) { $0.recordType == RecordTypes.configurationCommand && $0.recordName?.hasPrefix("shield-") == true }
         for command in try await child.pendingCommands() {
             self.say("child", "applies \(command.recordName): \(try await child.apply(command))")
         }

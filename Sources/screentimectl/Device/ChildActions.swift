@@ -51,7 +51,7 @@ extension Device {
 
     /// The ConfigurationCommands waiting for this device, oldest first.
     func pendingCommands() async throws -> [Record] {
-        try await self.all("ConfigurationCommand", zone: self.zone, filters: [
+        try await self.all(RecordTypes.configurationCommand, zone: self.zone, filters: [
             QueryFilter("targetDeviceID", .equal, .string(self.profile.deviceId)), QueryFilter("status", .equal, "pending"),
         ]).sorted { ($0.fields["createdAt"]?.stringValue ?? "", $0.recordName) < ($1.fields["createdAt"]?.stringValue ?? "", $1.recordName) }
     }
@@ -88,7 +88,7 @@ extension Device {
         var fields: [String: JSONValue] = ["status": failure == nil ? "executed" : "failed", "executedAt": .date(Date())]
         if let failure { fields["errorMessage"] = .string(failure) }
         let saved = try await self.store.call(StoreMethods.modify, ModifyParams(family: self.family, zone: self.zone, saves: [
-            RecordSave(recordType: "ConfigurationCommand", recordName: command.recordName, fields: fields),
+            RecordSave(recordType: RecordTypes.configurationCommand, recordName: command.recordName, fields: fields),
         ], savePolicy: .changedKeys, atomic: true))
         guard saved.allSucceeded else { throw CLIError(.refused, "the command's status was not saved") }
         return done
@@ -129,7 +129,7 @@ extension Device {
                 let seconds = Int64(session.end.timeIntervalSince(session.start).rounded(.down))
                 let name = self.usageRecordName(session)
                 names.append(name)
-                saves.append(RecordSave(recordType: "UsageRecord", recordName: name, fields: [
+                saves.append(RecordSave(recordType: RecordTypes.usageRecord, recordName: name, fields: [
                     "recordID": .string(name), "logicalID": .string(session.app), "bundleId": .string(session.app), "category": .string(category),
                     "deviceID": .string(self.profile.deviceId), "sessionStart": .date(session.start), "sessionEnd": .date(session.end),
                     "totalSeconds": .int(max(0, seconds)),

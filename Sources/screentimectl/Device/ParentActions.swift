@@ -72,7 +72,7 @@ extension Device {
         if let displayName { fields["displayName"] = .string(displayName) }
         let saved = try await self.store.call(StoreMethods.modify, ModifyParams(
             family: self.family, zone: StoreNames.defaultZone,
-            saves: [RecordSave(recordType: "AppRule", recordName: Self.ruleName(bundleId), fields: fields)], savePolicy: .changedKeys, atomic: true))
+            saves: [RecordSave(recordType: RecordTypes.appRule, recordName: Self.ruleName(bundleId), fields: fields)], savePolicy: .changedKeys, atomic: true))
         guard let rule = saved.saved.first?.record else { throw CLIError(.refused, "the rule was not saved") }
 
         var payload = rule.fields
@@ -83,7 +83,7 @@ extension Device {
             guard let zone = device.zone else { continue }
             let id = "rule-\(UUID().uuidString.lowercased())"
             _ = try await self.store.call(StoreMethods.modify, ModifyParams(family: self.family, zone: zone, saves: [
-                RecordSave(recordType: "ConfigurationCommand", recordName: id, fields: [
+                RecordSave(recordType: RecordTypes.configurationCommand, recordName: id, fields: [
                     "commandID": .string(id), "targetDeviceID": .string(device.deviceId), "commandType": "updateAppRule",
                     "payloadJSON": .string(payloadText), "createdAt": .date(Date()), "status": "pending",
                 ]),
@@ -96,7 +96,7 @@ extension Device {
 
     /// The family's app rules.
     func appRules() async throws -> [Record] {
-        try await self.all("AppRule", zone: StoreNames.defaultZone).sorted { $0.recordName < $1.recordName }
+        try await self.all(RecordTypes.appRule, zone: StoreNames.defaultZone).sorted { $0.recordName < $1.recordName }
     }
 
     /// A child's DailySummary records for one local day, one per device, as the store holds them.
@@ -115,20 +115,20 @@ extension Device {
         if let child {
             return try await self.store.call(StoreMethods.fetch, FetchParams(family: self.family, zone: StoreNames.defaultZone, recordNames: ["balance-child-\(child)"])).records
         }
-        return try await self.all("EarnedTimeBalance", zone: StoreNames.defaultZone).sorted { $0.recordName < $1.recordName }
+        return try await self.all(RecordTypes.earnedTimeBalance, zone: StoreNames.defaultZone).sorted { $0.recordName < $1.recordName }
     }
 
     /// A child's points ledger, newest first.
     func ledger(child: String) async throws -> [Record] {
         let childRef = "child-\(child)"
-        return try await self.all("PointsLedgerEntry", zone: StoreNames.defaultZone, sort: QuerySort("timestamp", descending: true))
+        return try await self.all(RecordTypes.pointsLedgerEntry, zone: StoreNames.defaultZone, sort: QuerySort("timestamp", descending: true))
             .filter { $0.fields["childRef"]?["recordName"]?.stringValue == childRef }
     }
 
     /// Posts a redemption or an adjustment to a child's ledger (idempotent by `key`).
     func postLedgerEntry(child: String, type: String, points: Int, reason: String?, key: String) async throws -> Record {
         let result = try await self.store.call(StoreMethods.modify, ModifyParams(family: self.family, zone: StoreNames.defaultZone, saves: [
-            RecordSave(recordType: "PointsLedgerEntry", recordName: "entry-\(key)", fields: [
+            RecordSave(recordType: RecordTypes.pointsLedgerEntry, recordName: "entry-\(key)", fields: [
                 "familyRef": .reference(self.family), "childRef": .reference("child-\(child)"), "type": .string(type),
                 "amount": .int(Int64(points)), "timestamp": .date(Date()), "reason": reason.map(JSONValue.string) ?? .null,
                 "actorParentRef": .reference("parent-\(self.profile.deviceId)"), "idempotencyKey": .string(key),

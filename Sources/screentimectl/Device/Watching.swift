@@ -15,16 +15,16 @@ extension Device {
         switch self.profile.role {
         case .parent:
             subscriptions = [
-                SubscribeParams(subscriptionId: "ctl-summaries", kind: .query, recordType: "DailySummary", firesOn: [.create, .update],
+                SubscribeParams(subscriptionId: "ctl-summaries", kind: .query, recordType: RecordTypes.dailySummary, firesOn: [.create, .update],
                                 notification: NotificationSpec(includeKeys: ["deviceID", "totalLearningSeconds", "totalRewardSeconds", "totalPointsEarned"])),
-                SubscribeParams(subscriptionId: "ctl-balances", kind: .query, zone: StoreNames.defaultZone, recordType: "EarnedTimeBalance",
+                SubscribeParams(subscriptionId: "ctl-balances", kind: .query, zone: StoreNames.defaultZone, recordType: RecordTypes.earnedTimeBalance,
                                 notification: NotificationSpec(includeKeys: ["balanceSeconds", "pointsBalance", "shielded"])),
-                SubscribeParams(subscriptionId: "ctl-commands", kind: .query, recordType: "ConfigurationCommand", firesOn: [.update],
+                SubscribeParams(subscriptionId: "ctl-commands", kind: .query, recordType: RecordTypes.configurationCommand, firesOn: [.update],
                                 notification: NotificationSpec(includeKeys: ["targetDeviceID", "commandType", "status"])),
             ]
         case .child:
             subscriptions = [
-                SubscribeParams(subscriptionId: "ctl-commands", kind: .query, zone: self.zone, recordType: "ConfigurationCommand",
+                SubscribeParams(subscriptionId: "ctl-commands", kind: .query, zone: self.zone, recordType: RecordTypes.configurationCommand,
                                 filters: [QueryFilter("targetDeviceID", .equal, .string(self.profile.deviceId))], firesOn: [.create],
                                 notification: NotificationSpec(includeKeys: ["commandType", "status"], priority: .high)),
             ]
