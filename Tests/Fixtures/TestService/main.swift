@@ -33,6 +33,8 @@ struct CountEnd: Codable, Sendable { var sent: Int }
 struct FailParams: Codable, Sendable {
     var code: String
     var message: String
+    /// Bytes of padding in the error's `data` (not logged): a large error reply.
+    var padding: Int?
 }
 
 enum Flavour: String, StringEnum { case sweet, sour }
@@ -56,7 +58,7 @@ enum TestAPI {
     static let echo = MethodSpec<EchoParams, EchoResult>("test.echo", summary: "Returns the message, repeated `times` times.")
     static let sleep = MethodSpec<SleepParams, SleepResult>("test.sleep", summary: "Answers after the given delay.")
     static let count = StreamSpec<CountParams, CountItem, CountEnd>("test.count", summary: "Streams 0..<count, then the total.")
-    static let fail = MethodSpec<FailParams, Empty>("test.fail", summary: "Fails with the given code and message.")
+    static let fail = MethodSpec<FailParams, Empty>("test.fail", summary: "Fails with the given code and message (and `padding` bytes of data).")
     static let crash = MethodSpec<Empty, Empty>("test.crash", summary: "Throws an unexpected error (becomes `internal`).", errors: [.internal])
     static let taste = MethodSpec<TasteParams, TasteParams>("test.taste", summary: "Returns its params; `flavour` is an enum.")
     static let whoami = MethodSpec<Empty, WhoAmI>("test.whoami", summary: "The caller's SO_PEERCRED credentials.")
@@ -94,7 +96,10 @@ struct TestService: AsyncParsableCommand {
                 }
                 return CountEnd(sent: params.count)
             }
-            methods.on(TestAPI.fail) { params, _ in throw RPCError(ErrorCode(params.code), params.message) }
+            methods.on(TestAPI.fail) { params, _ in
+                let data: JSONValue? = params.padding.map { ["padding": .string(String(repeating: "x", count: $0))] }
+                throw RPCError(ErrorCode(params.code), params.message, data: data)
+            }
             methods.on(TestAPI.crash) { _, _ in throw UnexpectedFailure() }
             methods.on(TestAPI.taste) { params, _ in params }
             methods.on(TestAPI.whoami) { _, context in
