@@ -89,12 +89,17 @@ struct BackPressureTests {
         other.sendFrame(#"{"id": 1, "method": "rpc.ping"}"#)
         #expect(try other.readReply()?.result?["service"] as? String == "test")
 
-        var ids = Set<Int>()
-        for _ in 0..<requests {
-            let reply = try #require(try greedy.readReply())
-            #expect((reply.result?["message"] as? String)?.count == 10_000)
-            if let id = reply["id"] as? Int { ids.insert(id) }
+        let (ids, short) = try await offThePool { () throws -> (Set<Int>, Int) in
+            var ids = Set<Int>()
+            var short = 0
+            for _ in 0..<requests {
+                guard let reply = try greedy.readReply() else { throw TestFailure("closed after \(ids.count) replies") }
+                if (reply.result?["message"] as? String)?.count != 10_000 { short += 1 }
+                if let id = reply["id"] as? Int { ids.insert(id) }
+            }
+            return (ids, short)
         }
+        #expect(short == 0)
         #expect(ids.count == requests)
         #expect(sent.withLock { $0 } == requests)
     }

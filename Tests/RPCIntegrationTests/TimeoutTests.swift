@@ -24,7 +24,7 @@ struct TimeoutTests {
             return true
         }
         let connection = try #require(idle)
-        #expect(try connection.isClosedByPeer(timeout: .seconds(10)), "the idle connection was not closed")
+        #expect(try await offThePool { try connection.isClosedByPeer(timeout: .seconds(10)) }, "the idle connection was not closed")
         #expect(service.log.contains("closing an idle connection"))
         // Its slot is free again.
         try await waitUntil("a new connection is served", detail: service.log) {
@@ -44,17 +44,22 @@ struct TimeoutTests {
         // Both outlast the idle timeout several times over.
         connection.sendFrame(#"{"id": "feed", "method": "test.count", "params": {"count": 25, "intervalMilliseconds": 100}}"#)
         connection.sendFrame(#"{"id": "slow", "method": "test.sleep", "params": {"milliseconds": 2000}}"#)
-        var items = 0
-        var ends: [String: [String: Any]] = [:]
-        while ends.count < 2 {
-            let reply = try #require(try connection.readReply(), "closed after \(ContinuousClock.now - started) with \(items) items")
-            let id = try #require(reply["id"] as? String)
-            if reply["continues"] as? Bool == true { items += 1 } else { ends[id] = reply }
+        let (items, feedSent, slept) = try await offThePool { () throws -> (Int, Int?, Int?) in
+            var items = 0
+            var ends: [String: [String: Any]] = [:]
+            while ends.count < 2 {
+                guard let reply = try connection.readReply() else {
+                    throw TestFailure("closed after \(ContinuousClock.now - started) with \(items) items")
+                }
+                guard let id = reply["id"] as? String else { throw TestFailure("\(reply)") }
+                if reply["continues"] as? Bool == true { items += 1 } else { ends[id] = reply }
+            }
+            return (items, ends["feed"]?.result?["sent"] as? Int, ends["slow"]?.result?["milliseconds"] as? Int)
         }
         #expect(items == 25)
-        #expect(ends["feed"]?.result?["sent"] as? Int == 25)
-        #expect(ends["slow"]?.result?["milliseconds"] as? Int == 2000)
-        #expect(try connection.isClosedByPeer(timeout: .seconds(10)), "idle once its requests ended, the connection was not closed")
+        #expect(feedSent == 25)
+        #expect(slept == 2000)
+        #expect(try await offThePool { try connection.isClosedByPeer(timeout: .seconds(10)) }, "idle once its requests ended, the connection was not closed")
     }
 
     @Test("a frame that does not arrive within --frame-timeout of its first byte gets invalid_frame and the connection is closed")
@@ -65,16 +70,22 @@ struct TimeoutTests {
         let connection = try RawConnection(path: service.socketPath)
         // A length prefix, then one byte of the 100 it declares.
         connection.sendRaw([0, 0, 0, 100, UInt8(ascii: "{")])
-        let reply = try #require(try connection.readReply(timeout: .seconds(10)))
-        #expect(reply.errorCode == "invalid_frame")
-        #expect(reply.isNullID)
-        #expect((reply.errorData?["receivedBytes"] as? NSNumber)?.intValue == 5)
-        #expect(try connection.isClosedByPeer())
         // Half a length prefix counts too.
         let another = try RawConnection(path: service.socketPath)
         another.sendRaw([0, 0])
-        #expect(try another.readReply(timeout: .seconds(10))?.errorCode == "invalid_frame")
-        #expect(try another.isClosedByPeer())
+        let (code, nullID, received, closed) = try await offThePool { () throws -> (String?, Bool, Int?, Bool) in
+            let reply = try connection.readReply(timeout: .seconds(10))
+            return (reply?.errorCode, reply?.isNullID ?? false, (reply?.errorData?["receivedBytes"] as? NSNumber)?.intValue, try connection.isClosedByPeer())
+        }
+        #expect(code == "invalid_frame")
+        #expect(nullID)
+        #expect(received == 5)
+        #expect(closed)
+        let (otherCode, otherClosed) = try await offThePool { () throws -> (String?, Bool) in
+            (try another.readReply(timeout: .seconds(10))?.errorCode, try another.isClosedByPeer())
+        }
+        #expect(otherCode == "invalid_frame")
+        #expect(otherClosed)
         _ = try await RPCClient(socketPath: service.socketPath).call(Builtin.ping, Empty())
     }
 

@@ -103,3 +103,12 @@ extension Dictionary where Key == String, Value == Any {
     }
     public var isNullID: Bool { self["id"] is NSNull }
 }
+
+/// Runs blocking work (a ``RawConnection`` waiting on the service) on a thread of its own:
+/// tests run in parallel on a cooperative pool of one thread per core, and one test
+/// blocked in `poll` there holds up the others, whose clocks keep running.
+public func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+    }
+}
