@@ -132,6 +132,14 @@ final class ConnectionState: Sendable {
         }
     }
 
+    /// The shutdown's deadline: once its requests have ended (they are being cancelled),
+    /// the connection closes, even with replies not yet sent to a peer that does not read
+    /// them, instead of waiting for them to be.
+    func closeWhenDrained() {
+        guard let channel = self.channel else { return }
+        self.whenDrained { channel.close(promise: nil) }
+    }
+
     /// The connection's end of reading, or of the channel: its streams end now, and so
     /// does any stream started later. The first reason given decides each final reply.
     func endStreams(reason: CancelReason) {

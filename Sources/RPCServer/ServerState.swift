@@ -114,9 +114,14 @@ final class ServerState: Sendable {
         for connection in connections { connection.stopReading() }
     }
 
+    /// The shutdown's deadline: every request still running is cancelled, and every
+    /// connection closes once they have ended.
     func cancelEverything(reason: CancelReason) {
         let connections = self.state.withLock { Array($0.connections.values) }
-        for connection in connections { connection.cancelAll(reason: reason) }
+        for connection in connections {
+            connection.cancelAll(reason: reason)
+            connection.closeWhenDrained()
+        }
     }
 
     var summary: (connections: Int, inFlight: Int, served: UInt64) {

@@ -180,6 +180,21 @@ struct StartupAndShutdownTests {
         #expect(ContinuousClock.now - started < .seconds(10))
     }
 
+    @Test("at --shutdown-timeout a connection whose peer does not read its replies is closed: the stop does not wait for it")
+    func stopDoesNotWaitForAPeerThatDoesNotRead() async throws {
+        let dir = TemporaryDirectory()
+        let service = try await ServiceProcess.startByHand(in: dir, arguments: ["--shutdown-timeout", "0.3"])
+        defer { service.stopNow() }
+        let connection = try RawConnection(path: service.socketPath)
+        // A reply larger than the socket holds, never read: its end waits in the service.
+        connection.sendFrame(#"{"id": 1, "method": "test.fail", "params": {"code": "conflict", "message": "unread", "padding": 1000000}}"#)
+        try await waitUntil("the request ends", detail: service.log) { service.log.contains("request failed") }
+        service.signal(SIGTERM)
+        #expect(try await service.waitForExit() == 0)
+        #expect(!service.log.contains("Graceful shutdown took longer"), "the stop waited past --shutdown-timeout for the unread reply")
+        connection.close()
+    }
+
     @Test("a request half-received when the stop comes is not run and gets no reply (it is not the client's fault); the connection closes, exit 0")
     func stopMidFrame() async throws {
         let dir = TemporaryDirectory()
