@@ -10,6 +10,9 @@ extension ChildExit {
             if let status = self.poll(pid) { return status }
             try await Task.sleep(for: .milliseconds(10))
         }
+        // A task kept from running past the deadline (other work holding the pool) looks
+        // once more before calling the process hung.
+        if let status = self.poll(pid) { return status }
         kill(pid, SIGKILL)
         _ = try? await self.wait(pid, timeout: .seconds(5))
         throw SpawnError("process \(pid) did not exit within \(timeout)")
