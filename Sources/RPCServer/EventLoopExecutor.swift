@@ -5,8 +5,10 @@ import NIOCore
 /// A request then goes from the socket to its handler and back to the socket without
 /// changing threads: each hop between NIO's loop and Swift's global pool costs a thread
 /// wake-up, which is most of a small request's latency. The price is that a handler's
-/// synchronous work (a SQLite read) holds the loop, and other connections on that loop
-/// wait for it; there is one loop per core.
+/// synchronous work holds the loop, and other connections on that loop wait for it (there
+/// is one loop per core): so no handler may wait on a loop for anything that needs a loop
+/// to make progress, a database reader above all (docs/architecture.md, "One request's
+/// path").
 final class EventLoopExecutor: TaskExecutor {
     let loop: any EventLoop
 
