@@ -18,9 +18,12 @@ public final class Wakeup: Sendable {
         waiter?.resume()
     }
 
-    /// Returns on a signal, after `timeout`, or when the task is cancelled.
-    public func wait(upTo timeout: Duration) async {
+    /// Returns on a signal, after `timeout`, or when the task is cancelled: false when the
+    /// time ran out.
+    @discardableResult
+    public func wait(upTo timeout: Duration) async -> Bool {
         let over = WaitOver()
+        let timer = WaitOver()
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 // Cancelled because the wait is over: nothing to do. (Signalling then would
@@ -28,6 +31,7 @@ public final class Wakeup: Sendable {
                 // timer would do the same: a busy loop.) Cancelled from outside, or timed
                 // out: end the wait.
                 let timedOut = (try? await Task.sleep(for: timeout)) != nil
+                if timedOut { timer.set() }
                 if timedOut || !over.isSet { self.signal() }
             }
             await withCheckedContinuation { continuation in
@@ -44,10 +48,11 @@ public final class Wakeup: Sendable {
             over.set()
             group.cancelAll()
         }
+        return !timer.isSet
     }
 }
 
-/// Set once a wait has returned, read by its timer.
+/// Set once: a wait has returned (read by its timer), or its time ran out (read by the wait).
 private final class WaitOver: Sendable {
     private let value = Mutex(false)
     func set() { self.value.withLock { $0 = true } }
