@@ -539,6 +539,7 @@ let package = Package(
                 "screentime-pairingd",
                 "screentime-pushd",
                 "screentime-aggregatord",
+                "screentime-gatewayd",
                 "screentimectl",
                 "screentime-bench",
             ],

@@ -24,6 +24,18 @@ struct CertificateTests {
         // The certificate's own checks hold too: TLS 1.0/1.1 refused.
         let old = try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: ["--tls-max", "1.1"])
         #expect(old.status == 0)
+        // What the certificate says (openssl reads it): its names, server auth only, at most 825 days.
+        let text = try openssl(["x509", "-in", stack.endpoint.certificate, "-noout", "-text"])
+        #expect(text.contains("DNS:localhost") && text.contains("IP Address:127.0.0.1"))
+        #expect(text.contains("TLS Web Server Authentication") && text.contains("CA:FALSE") && text.contains("prime256v1"))
+        let dates = try openssl(["x509", "-in", stack.endpoint.certificate, "-noout", "-startdate", "-enddate"])
+        let parsed = dates.split(separator: "\n").compactMap { line -> Date? in
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.dateFormat = "MMM d HH:mm:ss yyyy zzz"
+            return formatter.date(from: String(line.split(separator: "=", maxSplits: 1).last ?? "").replacingOccurrences(of: "  ", with: " "))
+        }
+        #expect(parsed.count == 2 && parsed[1].timeIntervalSince(parsed[0]) <= 825 * 86_400, "\(dates)")
         // screentimectl prints the same pin.
         let printed = try runCtl(["gateway", "pin", "--state-dir", stack.harness.state])
         #expect(printed.contains("sha256//\(stack.endpoint.pin)"))
@@ -53,6 +65,18 @@ struct CertificateTests {
 func runCtl(_ arguments: [String]) throws -> String {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: Binaries.path("screentimectl"))
+    process.arguments = arguments
+    let out = Pipe()
+    process.standardOutput = out
+    try process.run()
+    let data = out.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return String(decoding: data, as: UTF8.self)
+}
+
+func openssl(_ arguments: [String]) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
     process.arguments = arguments
     let out = Pipe()
     process.standardOutput = out
