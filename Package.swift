@@ -310,6 +310,7 @@ let package = Package(
             name: "screentime-gatewayd",
             dependencies: [
                 "Gateway",
+                "RPCCore",
                 "ServiceKit",
                 "SystemdKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
