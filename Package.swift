@@ -348,6 +348,7 @@ let package = Package(
             name: "screentime-gatewayd",
             dependencies: [
                 "Gateway",
+                "RPCCore",
                 "ServiceKit",
                 "SystemdKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -600,6 +601,7 @@ let package = Package(
                 "screentime-pairingd",
                 "screentime-pushd",
                 "screentime-aggregatord",
+                "screentime-gatewayd",
                 "screentimectl",
                 "screentime-bench",
             ],

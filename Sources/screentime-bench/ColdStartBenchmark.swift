@@ -102,7 +102,8 @@ struct ColdStartBenchmark: AsyncParsableCommand {
     /// Installs the services with deploy/install.sh, and the C service under two units.
     static func install(into container: Container, binDirectory: String, floor: String) async throws {
         let files = FileManager.default
-        let binaries = Self.services.map { Self.executable(of: $0) } + ["screentimectl"]
+        // install.sh installs the gateway too.
+        let binaries = Self.services.map { Self.executable(of: $0) } + ["screentime-gatewayd", "screentimectl"]
         for binary in binaries where !files.isExecutableFile(atPath: binDirectory + "/" + binary) {
             throw BenchError("\(binDirectory)/\(binary) is missing: build first (swift build -c release), or pass --bin-dir")
         }

@@ -3,6 +3,7 @@ import Foundation
 import Gateway
 import Glibc
 import Logging
+import RPCCore
 import ServiceKit
 import ServiceLifecycle
 import SystemdKit
@@ -96,6 +97,9 @@ struct GatewayCommand: AsyncParsableCommand {
         if let listen { _ = try Self.parse(listen: listen) }
         guard self.options.socket == nil, self.options.idleExitSeconds == nil else {
             throw ValidationError("--socket and --idle-exit are not for the gateway: it listens on TCP (--listen, or the socket systemd passes)")
+        }
+        guard self.options.maximumFrameSize == defaultMaximumFrameSize else {
+            throw ValidationError("--max-frame-size is not for the gateway: use --max-body-size (POST /v1/rpc) and --max-message-size (WebSocket)")
         }
         for (name, value) in [("--max-connections-per-address", self.maximumConnectionsPerAddress), ("--max-header-size", self.maximumHeaderSize),
                               ("--max-body-size", self.maximumBodySize), ("--max-message-size", self.maximumMessageSize),

@@ -65,6 +65,11 @@ struct AccessTests {
         #expect(names == Set(Allowlist.standard.all.map(\.name) + ["gateway.authenticate"]))
         let health = try curl(stack.url + "/healthz", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
         #expect(health.status == 200 && health.json?["status"] == "ok", "\(health.body)")
+        // A service down: 503, and which one.
+        await stack.aggregator.stop()
+        let degraded = try curl(stack.url + "/healthz", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
+        #expect(degraded.status == 503 && degraded.json?["services"]?["aggregator"] == "unavailable" && degraded.json?["services"]?["store"] == "ok",
+                "\(degraded.body)")
     }
 
     @Test("a revoked device is cut off on its open WebSocket")

@@ -52,3 +52,22 @@ enum FreePort {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 }
+
+@Suite("Gateway: stopping", .serialized, .timeLimit(.minutes(3)))
+struct StoppingTests {
+    @Test("SIGTERM: an open WebSocket is closed cleanly, the gateway exits 0 and logs stopped")
+    func drainsOnSigterm() async throws {
+        let stack = try await GatewayStack.start()
+        defer { stack.stopNow() }
+        let family = try await Bootstrapped.make(stack.harness)
+        let socket = try DeviceWebSocket(stack: stack, token: family.parentCredential.token)
+        socket.request(1, "push.listen")
+        socket.request(2, "rpc.ping")
+        #expect(try await socket.reply(to: 2)["result"]?["service"] == "gateway")
+        stack.gateway.signal(SIGTERM)
+        let code = try await socket.waitForClose()
+        #expect(code == 1000 || code == 1001, "close code \(String(describing: code))")
+        #expect(try await stack.gateway.waitForExit() == 0)
+        #expect(stack.gateway.log.contains("stopping") && stack.gateway.log.contains("stopped"))
+    }
+}

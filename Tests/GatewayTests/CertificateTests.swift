@@ -24,8 +24,20 @@ struct CertificateTests {
         // The certificate's own checks hold too: TLS 1.0/1.1 refused.
         let old = try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: ["--tls-max", "1.1"])
         #expect(old.status == 0)
+        // What the certificate says (openssl reads it): its names, server auth only, at most 825 days.
+        let text = try await runCommand("/usr/bin/openssl", ["x509", "-in", stack.endpoint.certificate, "-noout", "-text"]).stdout
+        #expect(text.contains("DNS:localhost") && text.contains("IP Address:127.0.0.1"))
+        #expect(text.contains("TLS Web Server Authentication") && text.contains("CA:FALSE") && text.contains("prime256v1"))
+        let dates = try await runCommand("/usr/bin/openssl", ["x509", "-in", stack.endpoint.certificate, "-noout", "-startdate", "-enddate"]).stdout
+        let parsed = dates.split(separator: "\n").compactMap { line -> Date? in
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.dateFormat = "MMM d HH:mm:ss yyyy zzz"
+            return formatter.date(from: String(line.split(separator: "=", maxSplits: 1).last ?? "").replacingOccurrences(of: "  ", with: " "))
+        }
+        #expect(parsed.count == 2 && parsed[1].timeIntervalSince(parsed[0]) <= 825 * 86_400, "\(dates)")
         // screentimectl prints the same pin.
-        let printed = try runCtl(["gateway", "pin", "--state-dir", stack.harness.state])
+        let printed = try await runCommand(Binaries.path("screentimectl"), ["gateway", "pin", "--state-dir", stack.harness.state]).stdout
         #expect(printed.contains("sha256//\(stack.endpoint.pin)"))
     }
 
@@ -48,16 +60,15 @@ struct CertificateTests {
         let invitation = try await family.parent.call(PairingMethods.createInvitation, CreateInvitationParams(childId: "emma"))
         #expect(PairingURI(invitation.uri)?.pin == before.pin)
     }
-}
 
-func runCtl(_ arguments: [String]) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: Binaries.path("screentimectl"))
-    process.arguments = arguments
-    let out = Pipe()
-    process.standardOutput = out
-    try process.run()
-    let data = out.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return String(decoding: data, as: UTF8.self)
+    @Test("the pairing service's --gateway-url replaces the URLs in invitations; the pin stays the gateway's")
+    func advertisedURLs() async throws {
+        let stack = try await GatewayStack.start(pairingArguments: ["--gateway-url", "https://home.example:443", "--gateway-url", "https://192.168.1.20:8443"])
+        defer { stack.stopNow() }
+        let family = try await Bootstrapped.make(stack.harness)
+        let invitation = try await family.parent.call(PairingMethods.createInvitation, CreateInvitationParams(childId: "emma"))
+        let uri = try #require(PairingURI(invitation.uri))
+        #expect(uri.urls == ["https://home.example:443", "https://192.168.1.20:8443"])
+        #expect(uri.pin == stack.endpoint.pin)
+    }
 }

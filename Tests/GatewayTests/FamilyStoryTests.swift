@@ -90,6 +90,12 @@ struct FamilyStoryTests {
         #expect(missed["result"]?["recordName"]?.stringValue == "u2")
         #expect(missed["result"]?["seq"]?.intValue == seq + 1)
 
+        // A one-way request over HTTP (no id): run, and 204 with no body.
+        let oneWay = try curl(stack.url + "/v1/rpc", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: [
+            "-H", "Authorization: Bearer \(parentToken)", "--data-binary", envelope(id: nil, method: "rpc.ping", params: [:]),
+        ])
+        #expect(oneWay.status == 204 && oneWay.body.isEmpty, "\(oneWay)")
+
         // rpc.cancel ends the stream with `cancelled`, as on a Unix socket.
         back.request(2, "rpc.cancel", ["id": 1])
         var replies: [JSONValue] = []

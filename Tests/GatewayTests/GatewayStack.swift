@@ -31,8 +31,8 @@ final class GatewayStack: @unchecked Sendable {
         self.gatewayArguments = gatewayArguments
     }
 
-    static func start(gatewayArguments: [String] = []) async throws -> GatewayStack {
-        let harness = try await PairingHarness.start()
+    static func start(gatewayArguments: [String] = [], pairingArguments: [String] = []) async throws -> GatewayStack {
+        let harness = try await PairingHarness.start(pairingArguments: pairingArguments)
         let push = try await ServiceProcess.start("screentime-pushd", service: "push", in: harness.directory, stateDirectory: harness.state)
         let aggregator = try await ServiceProcess.start("screentime-aggregatord", service: "aggregator", in: harness.directory, stateDirectory: harness.state)
         let (gateway, endpoint) = try await Self.startGateway(harness, arguments: gatewayArguments)

@@ -14,7 +14,7 @@ import WSClient
 struct HostileInputTests {
     @Test("plain HTTP, garbage, oversized heads and bodies, unknown paths, slow clients, binary frames, invalid UTF-8")
     func badInput() async throws {
-        let stack = try await GatewayStack.start(gatewayArguments: ["--request-timeout", "1", "--max-body-size", "4096", "--max-header-size", "4096"])
+        let stack = try await GatewayStack.start(gatewayArguments: ["--request-timeout", "1", "--max-body-size", "4096", "--max-header-size", "4096", "--max-message-size", "4096"])
         defer { stack.stopNow() }
         let family = try await Bootstrapped.make(stack.harness)
         let token = family.parentCredential.token
@@ -71,6 +71,11 @@ struct HostileInputTests {
         let invalid = try DeviceWebSocket(stack: stack, token: token)
         invalid.send(frame: .custom(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: [0x7B, 0xFF, 0xFE, 0x7D]))))
         #expect(try await invalid.waitForClose() == 1007)
+
+        // A message over --max-message-size: closed (1009).
+        let large = try DeviceWebSocket(stack: stack, token: token)
+        large.send(envelope(id: 1, method: "store.whoami", params: ["pad": .string(String(repeating: "c", count: 8192))]))
+        #expect(try await large.waitForClose() == 1009)
 
         // Garbage text on a WebSocket: an error reply, and the socket still serves.
         let garbage = try DeviceWebSocket(stack: stack, token: token)

@@ -12,7 +12,7 @@ extension Container {
 
     /// Installs with the project's own install script, from this checkout's debug build.
     func install(_ extra: String...) async throws {
-        let binaries = try await self.reach(Self.binaries, entries: ["screentime-stored", "screentime-pairingd", "screentime-pushd", "screentime-aggregatord", "screentimectl"])
+        let binaries = try await self.reach(Self.binaries, entries: ["screentime-stored", "screentime-pairingd", "screentime-pushd", "screentime-aggregatord", "screentime-gatewayd", "screentimectl"])
         let installed = try await self.run(["\(try await self.checkout())/deploy/install.sh", "--bin-dir", binaries] + extra)
         guard installed.status == 0 else { throw TestFailure("install.sh failed (\(installed.status)): \(installed.stdout)\(installed.stderr)") }
     }

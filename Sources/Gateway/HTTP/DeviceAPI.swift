@@ -22,6 +22,8 @@ struct DeviceAPI: Sendable {
         let address = channel.remoteAddress?.ipAddress ?? "unknown"
         var request = request
         var outcome = Outcome()
+        // The head is here; a body, if any, must follow within the deadline.
+        RequestDeadline.on(channel) { $0.restart() }
         let response: Response
         switch (request.method, request.uri.path) {
         case (.post, "/v1/rpc"):
@@ -48,7 +50,7 @@ struct DeviceAPI: Sendable {
         }
         try await writer.write(response: response.head, body: response.body)
         // The response is out: the connection's next request must come in time too.
-        RequestDeadline.on(channel) { $0.arm() }
+        RequestDeadline.on(channel) { $0.restart() }
         let level: Logger.Level = response.status.code >= 500 ? .warning : .info
         self.gateway.logger.log(level: level, "http request", metadata: [
             "remote_address": "\(address)", "http_method": "\(request.method.rawValue)", "path": "\(request.uri.path)",

@@ -20,6 +20,11 @@ enum JSONResponse {
         ]
         headers.append(contentsOf: extra)
         let buffer = ByteBuffer(bytes: bytes)
+        if status == .noContent {
+            // A 204 has neither a body nor a length (RFC 9110, 8.6).
+            headers[.contentType] = nil
+            return Response(status: status, headers: headers)
+        }
         headers[.contentLength] = String(buffer.readableBytes)
         return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: buffer))
     }

@@ -1,9 +1,10 @@
 import NIOCore
 
 /// Closes a connection that does not get a request going in time: armed at accept (the TLS
-/// handshake and the first request head must arrive within the deadline), disarmed when a
-/// request reaches the gateway's code, armed again when its response is written (for the
-/// next request of a keep-alive connection). A slowloris client, trickling bytes to keep a
+/// handshake and the first request head must arrive within the deadline), started again
+/// when a request head reaches the gateway's code (its body must follow within it),
+/// disarmed while the request is served, armed again when its response is written (for
+/// the next request of a keep-alive connection). A slowloris client, trickling bytes to keep a
 /// connection open, is cut off here; an idle timeout alone would not see it, since it is
 /// never idle. Sits first in the pipeline, under TLS.
 final class RequestDeadline: ChannelInboundHandler, RemovableChannelHandler {
@@ -45,6 +46,12 @@ final class RequestDeadline: ChannelInboundHandler, RemovableChannelHandler {
     func disarm() {
         self.scheduled?.cancel()
         self.scheduled = nil
+    }
+
+    /// A fresh deadline from now.
+    func restart() {
+        self.disarm()
+        self.arm()
     }
 }
 

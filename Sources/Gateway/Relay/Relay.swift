@@ -15,6 +15,8 @@ public final class Relay: Sendable {
     public let allowlist: Allowlist
     public let authenticator: DeviceAuthenticator
     let clients: [String: RPCClient]
+    /// For `/healthz`: connections of their own, quick to give up on a service that is down.
+    let healthClients: [String: RPCClient]
     let configuration: GatewayConfiguration
 
     public init(configuration: GatewayConfiguration, allowlist: Allowlist = .standard) {
@@ -25,6 +27,12 @@ public final class Relay: Sendable {
             clients[service] = RPCClient(configuration: Self.clientConfiguration(configuration, service: service))
         }
         self.clients = clients
+        self.healthClients = clients.mapValues { client in
+            var quick = client.configuration
+            quick.connectTimeout = .seconds(2)
+            quick.callTimeout = .seconds(3)
+            return RPCClient(configuration: quick)
+        }
         self.authenticator = DeviceAuthenticator(store: clients["store"]!, ttl: configuration.credentialRecheck)
     }
 
@@ -89,10 +97,10 @@ public final class Relay: Sendable {
     /// Whether each service answers `rpc.ping` (for `/healthz`).
     func health() async -> [String: Bool] {
         await withTaskGroup(of: (String, Bool).self) { group in
-            for (service, client) in self.clients {
+            for (service, client) in self.healthClients {
                 group.addTask {
                     do {
-                        _ = try await client.call(Builtin.ping, Empty(), timeout: .seconds(3))
+                        _ = try await client.call(Builtin.ping, Empty())
                         return (service, true)
                     } catch {
                         return (service, false)
@@ -106,6 +114,6 @@ public final class Relay: Sendable {
     }
 
     public func close() async {
-        for client in self.clients.values { await client.close() }
+        for client in Array(self.clients.values) + Array(self.healthClients.values) { await client.close() }
     }
 }

@@ -92,10 +92,17 @@ public final class GatewayServer: Service, Sendable {
             "certificate": "\(endpoint.certificate)", "not_valid_after": "\(endpoint.notValidAfter)",
         ])
 
-        await withGracefulShutdownHandler {
+        let periodic = Task {
             await withDiscardingTaskGroup { tasks in
                 tasks.addTask { await self.keepAlive(group: group) }
                 tasks.addTask { await self.keepRenewing(port: port) }
+            }
+        }
+        await withGracefulShutdownHandler {
+            // Returns once the listening socket is closed and every connection has ended:
+            // on SIGTERM, each finishes what it was doing (bounded by the service group's
+            // maximum shutdown duration, after which they are cancelled).
+            await withDiscardingTaskGroup { tasks in
                 do {
                     try await server.executeThenClose { connections in
                         for try await connection in connections {
@@ -105,8 +112,6 @@ public final class GatewayServer: Service, Sendable {
                 } catch {
                     logger.error("accepting connections failed", metadata: ["error": "\(error)"])
                 }
-                // The listening socket is closed: the periodic tasks end with it.
-                tasks.cancelAll()
             }
         } onGracefulShutdown: {
             ServiceNotifier.stopping(status: "Stopping: finishing \(limiter.openConnections) connections")
@@ -115,6 +120,7 @@ public final class GatewayServer: Service, Sendable {
             // WebSockets get a close frame (Hummingbird's handlers see the shutdown too).
             quiescing.initiateShutdown(promise: nil)
         }
+        periodic.cancel()
         await self.context.relay.close()
         self.logger.notice("stopped")
     }

@@ -20,13 +20,15 @@ enum SelfSignedCertificate {
             try ExtendedKeyUsage([.serverAuth])
             SubjectAlternativeNames(hostNames.map(Self.generalName))
         }
-        // Backdated an hour: a device whose clock is a little behind still accepts it.
+        // Backdated an hour: a device whose clock is a little behind still accepts it. The
+        // lifetime counts from there (Apple's 825 days is notAfter - notBefore).
+        let start = now.addingTimeInterval(-3600)
         return try Certificate(
             version: .v3,
             serialNumber: Certificate.SerialNumber(),
             publicKey: key.publicKey,
-            notValidBefore: now.addingTimeInterval(-3600),
-            notValidAfter: now.addingTimeInterval(Double(lifetime.components.seconds)),
+            notValidBefore: start,
+            notValidAfter: start.addingTimeInterval(Double(lifetime.components.seconds)),
             issuer: name,
             subject: name,
             signatureAlgorithm: .ecdsaWithSHA256,
