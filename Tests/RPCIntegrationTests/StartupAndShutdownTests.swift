@@ -127,8 +127,7 @@ struct StartupAndShutdownTests {
         _ = try notify.waitFor("STOPPING=1")
 
         // Only now are new connections refused.
-        try await Task.sleep(for: .milliseconds(200))
-        #expect(throws: (any Error).self) { try RawConnection(path: service.socketPath) }
+        try await waitUntil("new connections refused", detail: service.log) { (try? RawConnection(path: service.socketPath)) == nil }
 
         var slowResult: [String: Any]?
         var feedEnd: [String: Any]?

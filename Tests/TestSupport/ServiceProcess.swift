@@ -83,35 +83,25 @@ public final class ServiceProcess: @unchecked Sendable {
     public var log: String { (try? String(contentsOfFile: self.logPath, encoding: .utf8)) ?? "" }
 
     public func waitForFile() async throws {
-        for _ in 0..<200 {
-            if FileManager.default.fileExists(atPath: self.socketPath) { return }
-            try await Task.sleep(for: .milliseconds(25))
+        try await waitUntil("a socket at \(self.socketPath)", timeout: .seconds(5), detail: self.log) {
+            FileManager.default.fileExists(atPath: self.socketPath)
         }
-        throw TestFailure("no socket at \(self.socketPath) after 5 s; log:\n\(self.log)")
     }
 
     public func waitUntilListening() async throws {
-        for _ in 0..<400 {
-            if let status = self.exitStatus { throw TestFailure("the service exited (\(status)); log:\n\(self.log)") }
-            if let connection = try? RawConnection(path: self.socketPath) {
-                connection.close()
-                return
-            }
-            try await Task.sleep(for: .milliseconds(25))
+        try await waitUntil("the service listening on \(self.socketPath)", detail: self.log) {
+            if let status = self.exitStatus { throw TestFailure("the service exited (\(status))") }
+            guard let connection = try? RawConnection(path: self.socketPath) else { return false }
+            connection.close()
+            return true
         }
-        throw TestFailure("the service did not listen on \(self.socketPath) within 10 s; log:\n\(self.log)")
     }
 
     public func signal(_ signal: Int32) { if self.isRunning { kill(self.pid, signal) } }
 
     /// Waits for the process to exit; returns its exit status (or fails after `timeout`).
     public func waitForExit(timeout: Duration = .seconds(15)) async throws -> Int32 {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            if let status = self.exitStatus { return status }
-            if ContinuousClock.now > deadline { throw TestFailure("the process did not exit within \(timeout); log:\n\(self.log)") }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await eventually("the process exiting", timeout: timeout, detail: self.log) { _ in self.exitStatus }
     }
 
     /// Stops it before returning, without suspending: for `defer` at the end of a test,
