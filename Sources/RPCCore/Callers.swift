@@ -53,6 +53,11 @@ public protocol DeclaredMethod: Sendable {
     var name: String { get }
     var callers: Callers { get }
     var describedAs: MethodDescription { get }
+    /// Decodes a request's `params` (nil: absent or null) into this method's parameter type,
+    /// exactly as the server does before it calls the handler: for checking a request
+    /// without knowing its method's types (the fuzz target decodes every declared method's
+    /// params through this).
+    func decodeParams(_ params: JSONValue?) throws(RPCError) -> any Codable & Sendable
 }
 
 /// The complete list of one service's methods, declared once in its API module. The

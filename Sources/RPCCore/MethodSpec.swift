@@ -30,6 +30,9 @@ public struct MethodSpec<Params: Codable & Sendable, Result: Codable & Sendable>
             errors: MethodDescription.errors(MethodDescription.commonErrors + self.errors)
         )
     }
+    public func decodeParams(_ params: JSONValue?) throws(RPCError) -> any Codable & Sendable {
+        try ParamsDecoding.decode(Params.self, params: params)
+    }
 }
 
 /// A streaming method: one request, many replies with `"continues": true`, then a final
@@ -58,6 +61,9 @@ public struct StreamSpec<Params: Codable & Sendable, Item: Codable & Sendable, E
             item: SchemaRecorder.schema(for: Item.self),
             errors: MethodDescription.errors(MethodDescription.commonErrors + [.cancelled] + self.errors)
         )
+    }
+    public func decodeParams(_ params: JSONValue?) throws(RPCError) -> any Codable & Sendable {
+        try ParamsDecoding.decode(Params.self, params: params)
     }
 }
 
