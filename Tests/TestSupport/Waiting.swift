@@ -1,18 +1,21 @@
 import Foundation
 
 /// Checks `condition` every 20 ms until it holds; after `timeout`, fails naming `what`,
-/// followed by `detail` (a service's log, say) when there is one.
+/// followed by `detail` (a service's log, say) when there is one. It checks once more
+/// after the deadline has passed: on a loaded machine the waiting task itself may not run
+/// for seconds, and what it waits for may well have happened meanwhile.
 public func waitUntil(_ what: String, timeout: Duration = .seconds(10), detail: @autoclosure () -> String = "",
                       _ condition: () throws -> Bool) async throws {
     let deadline = ContinuousClock.now + timeout
     var lastError: (any Error)?
-    while ContinuousClock.now < deadline {
+    while true {
         do {
             if try condition() { return }
             lastError = nil
         } catch {
             lastError = error
         }
+        guard ContinuousClock.now < deadline else { break }
         try await Task.sleep(for: .milliseconds(20))
     }
     let more = detail()
@@ -20,8 +23,8 @@ public func waitUntil(_ what: String, timeout: Duration = .seconds(10), detail: 
                       + (more.isEmpty ? "" : ":\n\(more)"))
 }
 
-/// Asks `probe` every 20 ms until it returns a value, and returns it; after `timeout`,
-/// fails naming `what`, the last thing `probe` said it saw (`lastSeen`), then `detail`.
+/// Asks `probe` every 20 ms until it returns a value, and returns it (once more after the
+/// deadline, as ``waitUntil``); after `timeout`, fails naming `what`, the last thing `probe` said it saw (`lastSeen`), then `detail`.
 public func eventually<T>(_ what: String, timeout: Duration = .seconds(10), detail: @autoclosure () -> String = "",
                           _ probe: (_ lastSeen: inout String) async throws -> T?) async throws -> T {
     let deadline = ContinuousClock.now + timeout
