@@ -24,6 +24,7 @@ let package = Package(
         .library(name: "RPCServer", targets: ["RPCServer"]),
         .library(name: "RPCClient", targets: ["RPCClient"]),
         .library(name: "ServiceKit", targets: ["ServiceKit"]),
+        .library(name: "ScreenTimeKit", targets: ["ScreenTimeKit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
@@ -34,6 +35,9 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-websocket", from: "1.6.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         // libsystemd, found through pkg-config (Debian: libsystemd-dev).
@@ -311,6 +315,31 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // ScreenTimeKit: the client library an app links instead of CloudKit. Transports
+        // (the local Unix sockets, the gateway's pinned TLS WebSocket), typed records,
+        // conflicts, the offline queue, notifications, pairing and the seeds' flows.
+        // Platform-neutral: only dependencies that also build for iOS and macOS.
+        .target(
+            name: "ScreenTimeKit",
+            dependencies: [
+                "RPCCore",
+                "RPCClient",
+                "StoreAPI",
+                "PairingAPI",
+                "PushAPI",
+                "AggregatorAPI",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         // A small service used only by the integration tests.
         .executableTarget(
             name: "screentime-testd",
@@ -494,6 +523,30 @@ let package = Package(
                 "screentime-pairingd",
                 "screentime-pushd",
                 "screentime-aggregatord",
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "ScreenTimeKitTests",
+            dependencies: [
+                "ScreenTimeKit",
+                "TestSupport",
+                "StackSupport",
+                "RPCCore",
+                "RPCClient",
+                "StoreAPI",
+                "PairingAPI",
+                "PushAPI",
+                "AggregatorAPI",
+                "screentime-stored",
+                "screentime-pairingd",
+                "screentime-pushd",
+                "screentime-aggregatord",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict
         ),
