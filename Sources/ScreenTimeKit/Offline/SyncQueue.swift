@@ -161,10 +161,12 @@ public final class SyncQueue: Sendable {
         task?.cancel()
         self.signal()
         await task?.value
-        self.listeners.withLock { listeners in
-            for continuation in listeners.values { continuation.finish() }
-            listeners = [:]
+        // Finished outside the lock: a finished stream's onTermination takes it again.
+        let listeners = self.listeners.withLock { listeners in
+            defer { listeners = [:] }
+            return Array(listeners.values)
         }
+        for continuation in listeners { continuation.finish() }
     }
 
     private func run() async {

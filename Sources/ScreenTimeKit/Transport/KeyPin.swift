@@ -141,6 +141,12 @@ private final class HandshakeWatcher: ChannelInboundHandler, RemovableChannelHan
         context.close(promise: nil)
     }
 
+    /// Removed (the channel closed, connected or not): a promise never completed is failed,
+    /// not leaked.
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.done.get()?.fail(ChannelError.ioOnClosedChannel)
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
         self.done.get()?.fail(ChannelError.ioOnClosedChannel)
         context.fireChannelInactive()
