@@ -101,3 +101,20 @@ func todayUTC(_ hour: Int, _ minute: Int) -> Date {
     calendar.timeZone = TimeZone(identifier: "UTC")!
     return calendar.date(bySettingHour: hour, minute: minute, second: 0, of: Date())!
 }
+
+/// Runs `body`, failing the test if it has not returned within `limit` (a wait that would
+/// otherwise hang the run).
+func within<T: Sendable>(_ limit: Duration, _ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: limit)
+            return nil
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next(), let value = first else {
+            throw TestFailure("\(what) did not happen within \(limit)")
+        }
+        return value
+    }
+}

@@ -41,10 +41,13 @@ struct NotificationTests {
         // never come again, the seventh does. Everything handled was acknowledged.
         try await Self.command(parent, zone, "cmd-7")
         let again = try stack.kit("child")
-        var iterator = again.notifications.stream().makeAsyncIterator()
-        let next = try #require(try await iterator.next())
+        let next = try #require(try await within(.seconds(10), "the seventh notification") {
+            var iterator = again.notifications.stream().makeAsyncIterator()
+            let next = try await iterator.next()
+            try await iterator.finish()
+            return next
+        })
         #expect(next.recordName == "cmd-7")
-        try await iterator.finish()
         #expect(try again.notifications.lastHandled == next.seq)
         let ack = try await again.transport.call(TransportRequest(method: "push.ack", params: ["upTo": .int(next.seq)],
                                                                   auth: again.identity.map { Auth(token: $0.token) }))
@@ -63,9 +66,10 @@ struct NotificationTests {
         struct Crash: Error {}
         await #expect(throws: Crash.self) { try await child.notifications.handle { _ in throw Crash() } }
         #expect(try child.notifications.lastHandled == 0)
-        var seen: String?
-        var iterator = child.notifications.stream().makeAsyncIterator()
-        seen = try await iterator.next()?.recordName
+        let seen = try await within(.seconds(10), "the unacknowledged notification again") {
+            var iterator = child.notifications.stream().makeAsyncIterator()
+            return try await iterator.next()?.recordName
+        }
         #expect(seen == "cmd-1")
         await child.close()
         await parent.close()

@@ -114,6 +114,36 @@ struct TransportUnitTests {
     }
 }
 
+extension TransportUnitTests {
+    @Test("the WebSocket transport with no server: reconnecting, then offline after its attempts, and calls fail unavailable after their wait")
+    func webSocketUnreachable() async throws {
+        // A port that was just free: nothing listens there.
+        let server = try await TLSTestServer.start()
+        let port = server.port
+        server.stop()
+        let pin = server.pin
+        let transport = WebSocketTransport(configuration: .init(
+            urls: ["https://127.0.0.1:\(port)"], pin: pin, connectWait: .milliseconds(300),
+            backoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(100), attemptsBeforeOffline: 3)))
+        var states: [ConnectionState] = []
+        for await state in transport.states() {
+            states.append(state)
+            if state == .offline { break }
+        }
+        #expect(states == [.reconnecting, .offline])
+        let started = ContinuousClock.now
+        do {
+            _ = try await transport.call(TransportRequest(method: "rpc.ping"))
+            Issue.record("a call went through with no server")
+        } catch {
+            #expect(error.code == .unavailable)
+            #expect(error.message.contains("unreachable"))
+        }
+        #expect(ContinuousClock.now - started < .seconds(5))
+        await transport.close()
+    }
+}
+
 /// A TLS server on loopback with a fresh self-signed certificate (made by `openssl`), that
 /// completes handshakes and says nothing: enough for the pin check.
 final class TLSTestServer: @unchecked Sendable {
