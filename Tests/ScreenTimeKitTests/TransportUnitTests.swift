@@ -4,7 +4,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import RPCCore
-import ScreenTimeKit
+@testable import ScreenTimeKit
 import Testing
 import TestSupport
 
@@ -115,6 +115,37 @@ struct TransportUnitTests {
 }
 
 extension TransportUnitTests {
+    @Test("the pinned tunnel carries bytes both ways over TLS checked against the pin (a certificate as openssl or as the gateway makes it), for one connection only", arguments: [false, true])
+    func pinnedTunnel(gatewayShaped: Bool) async throws {
+        let server = try await TLSTestServer.start(gatewayShaped: gatewayShaped, echo: true)
+        defer { server.stop() }
+        let (remote, certificate) = try await PinnedHandshake.connect(host: "127.0.0.1", port: server.port, pin: server.pin)
+        #expect(try KeyPin(certificate: certificate) == server.pin)
+        let tunnel = try await PinnedTunnel.open(to: remote)
+        let local = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: tunnel.port) { channel in
+                channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
+            }
+        let echoed = try await within(.seconds(10), "the echo through the tunnel") {
+            try await local.executeThenClose { inbound, outbound in
+                try await outbound.write(ByteBuffer(string: "hello through the pin"))
+                var received = ""
+                for try await bytes in inbound {
+                    received += String(buffer: bytes)
+                    if received.count >= "hello through the pin".count { break }
+                }
+                return received
+            }
+        }
+        #expect(echoed == "hello through the pin")
+        // One-shot: nobody else gets in.
+        await #expect(throws: (any Error).self) {
+            _ = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: tunnel.port).get()
+        }
+        tunnel.relay.cancel()
+        await tunnel.relay.value
+    }
+
     @Test("the WebSocket transport with no server: reconnecting, then offline after its attempts, and calls fail unavailable after their wait")
     func webSocketUnreachable() async throws {
         // A port that was just free: nothing listens there.
@@ -145,7 +176,7 @@ extension TransportUnitTests {
 }
 
 /// A TLS server on loopback with a fresh self-signed certificate (made by `openssl`), that
-/// completes handshakes and says nothing: enough for the pin check.
+/// completes handshakes and says nothing (or, with `echo`, sends back what it reads).
 final class TLSTestServer: @unchecked Sendable {
     let port: Int
     let pin: KeyPin
@@ -159,13 +190,17 @@ final class TLSTestServer: @unchecked Sendable {
         self.directory = directory
     }
 
-    static func start() async throws -> TLSTestServer {
+    /// - Parameter gatewayShaped: a certificate as the gateway makes it (not a CA, key usage
+    ///   digital signature only, server auth), rather than openssl's default (a CA).
+    static func start(gatewayShaped: Bool = false, echo: Bool = false) async throws -> TLSTestServer {
         let directory = TemporaryDirectory()
         let key = directory.file("key.pem"), cert = directory.file("cert.pem")
         let openssl = Process()
         openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
         openssl.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert,
                              "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"]
+            + (gatewayShaped ? ["-addext", "basicConstraints=critical,CA:FALSE", "-addext", "keyUsage=critical,digitalSignature",
+                                "-addext", "extendedKeyUsage=serverAuth"] : [])
         openssl.standardError = FileHandle.nullDevice
         openssl.standardOutput = FileHandle.nullDevice
         try openssl.run()
@@ -179,6 +214,7 @@ final class TLSTestServer: @unchecked Sendable {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+                    if echo { try channel.pipeline.syncOperations.addHandler(Echo()) }
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
@@ -186,4 +222,13 @@ final class TLSTestServer: @unchecked Sendable {
     }
 
     func stop() { try? self.channel.close().wait() }
+}
+
+/// Sends back what it reads.
+final class Echo: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        context.writeAndFlush(data, promise: nil)
+    }
 }

@@ -37,37 +37,34 @@ public struct KeyPin: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Checks a server's key against a pin in the TLS handshake itself (NIOSSL's custom
-/// verification callback), and hands back the certificate that passed.
-///
-/// Why a handshake of its own: swift-websocket's `WebSocketClient` builds its TLS handler
-/// from a `TLSConfiguration`, which has no place for a custom verification callback. So
-/// the transport first checks the pin here, then opens the WebSocket with that one
-/// certificate as its only trust root (no system roots, no host-name check): the WebSocket's
-/// own handshake then succeeds only with the pinned key's certificate. A mismatch at either
-/// step is an error; nothing ever falls back to an unpinned connection.
+/// verification callback: the leaf's SubjectPublicKeyInfo SHA-256 must be the pin; no
+/// chain, expiry or host name is looked at, the pin is the trust).
 public enum PinnedHandshake {
-    /// Connects to `host:port`, completes a TLS handshake that accepts only a leaf whose key
-    /// matches `pin`, closes, and returns the leaf. Throws `pin_mismatch` when the key
-    /// differs, `unavailable` when the server cannot be reached.
-    public static func fetchCertificate(
+    /// Connects to `host:port` and completes a TLS handshake that accepts only a leaf whose
+    /// key matches `pin`; returns the open channel (bytes in and out, TLS below) and the
+    /// leaf. Throws `pin_mismatch` when the key differs, `unavailable` when the server
+    /// cannot be reached.
+    public static func connect(
         host: String, port: Int, pin: KeyPin, timeout: Duration = .seconds(10),
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
-    ) async throws(RPCError) -> NIOSSLCertificate {
+    ) async throws(RPCError) -> (channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, certificate: NIOSSLCertificate) {
         let seen = Locked<NIOSSLCertificate?>(nil)
         let mismatch = Locked<String?>(nil)
+        let refusal = { (reason: String) in
+            RPCError(.pinMismatch, "refusing \(host):\(port): \(reason); pair again if the server's key really changed")
+        }
+        let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
         do {
             var tls = TLSConfiguration.makeClientConfiguration()
             tls.minimumTLSVersion = .tlsv12
             tls.certificateVerification = .noHostnameVerification
             let context = try NIOSSLContext(configuration: tls)
             let serverName = Self.isAddress(host) ? nil : host
-            let channel = try await ClientBootstrap(group: group)
+            channel = try await ClientBootstrap(group: group)
                 .connectTimeout(TimeAmount(timeout))
-                .channelInitializer { channel in
+                .connect(host: host, port: port) { channel in
                     channel.eventLoop.makeCompletedFuture {
                         let handler = try NIOSSLClientHandler(context: context, serverHostname: serverName) { certificates, promise in
-                            // The whole decision: the leaf's key is the pinned one. No chain,
-                            // no expiry, no host name: the pin is the trust.
                             guard let leaf = certificates.first else {
                                 mismatch.set("the server sent no certificate")
                                 promise.succeed(.failed)
@@ -84,35 +81,41 @@ public enum PinnedHandshake {
                         }
                         try channel.pipeline.syncOperations.addHandler(handler)
                         try channel.pipeline.syncOperations.addHandler(HandshakeWatcher())
+                        return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
                     }
                 }
-                .connect(host: host, port: port).get()
-            // The handshake ends in a user event (success) or an error that closes the channel.
-            try await HandshakeWatcher.wait(on: channel, timeout: timeout)
-            try? await channel.close()
         } catch {
-            if let reason = mismatch.get() {
-                throw RPCError(.pinMismatch, "refusing \(host):\(port): \(reason); pair again if the server's key really changed")
-            }
-            throw RPCError(.unavailable, "cannot reach \(host):\(port) over TLS: \(error)")
+            throw RPCError(.unavailable, "cannot reach \(host):\(port): \(error)")
+        }
+        do {
+            // The handshake ends in a user event (success) or an error that closes the channel.
+            try await HandshakeWatcher.wait(on: channel.channel, timeout: timeout)
+        } catch {
+            await Self.discard(channel)
+            if let reason = mismatch.get() { throw refusal(reason) }
+            throw RPCError(.unavailable, "the TLS handshake with \(host):\(port) failed: \(error)")
         }
         if let reason = mismatch.get() {
-            throw RPCError(.pinMismatch, "refusing \(host):\(port): \(reason); pair again if the server's key really changed")
+            await Self.discard(channel)
+            throw refusal(reason)
         }
         guard let certificate = seen.get() else {
+            await Self.discard(channel)
             throw RPCError(.unavailable, "the TLS handshake with \(host):\(port) did not complete")
         }
+        return (channel, certificate)
+    }
+
+    /// The pin check alone: connects, checks, closes, and returns the leaf.
+    public static func fetchCertificate(host: String, port: Int, pin: KeyPin, timeout: Duration = .seconds(10)) async throws(RPCError) -> NIOSSLCertificate {
+        let (channel, certificate) = try await self.connect(host: host, port: port, pin: pin, timeout: timeout)
+        await Self.discard(channel)
         return certificate
     }
 
-    /// A TLS configuration that trusts exactly `certificate`: what the WebSocket connects
-    /// with after the pin check.
-    public static func configuration(trusting certificate: NIOSSLCertificate) -> TLSConfiguration {
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.minimumTLSVersion = .tlsv12
-        tls.trustRoots = .certificates([certificate])
-        tls.certificateVerification = .noHostnameVerification
-        return tls
+    /// Closes a channel nobody will use (an async channel must be finished, not dropped).
+    static func discard<Inbound, Outbound>(_ channel: NIOAsyncChannel<Inbound, Outbound>) async {
+        try? await channel.executeThenClose { _, _ in }
     }
 
     static func isAddress(_ host: String) -> Bool {

@@ -3,14 +3,13 @@ import HTTPTypes
 import Logging
 import NIOCore
 import NIOPosix
-import NIOSSL
 import RPCClient
 import RPCCore
 import Synchronization
 import WSClient
 
 /// One TLS WebSocket to the gateway (`GET /v1/ws`), the server's key pinned from the
-/// pairing URI: each text message is one envelope, requests are pipelined and matched by
+/// pairing URI and checked in the TLS handshake (``PinnedHandshake``, ``PinnedTunnel``): each text message is one envelope, requests are pipelined and matched by
 /// id, streams reply with `"continues": true`, `rpc.cancel` ends one. The device's token
 /// goes in `Authorization: Bearer` at the upgrade.
 ///
@@ -58,8 +57,6 @@ public final class WebSocketTransport: Transport {
         var writer: WebSocketOutboundWriter?
         var nextID: Int64 = 1
         var waiters: [RequestID: Waiter] = [:]
-        /// The pinned certificate, once checked: the WebSocket's only trust root.
-        var certificate: NIOSSLCertificate?
         var lastError: RPCError?
         var closed = false
     }
@@ -199,29 +196,28 @@ public final class WebSocketTransport: Transport {
         self.broadcast.set(.offline)
     }
 
-    /// One connection: the pin check, then the WebSocket, until it closes.
+    /// One connection: TLS with the pin checked in its handshake, then the WebSocket
+    /// through it (``PinnedTunnel``), until it closes.
     private func connect(_ url: String, onConnected: @escaping @Sendable () -> Void) async throws {
-        guard let components = URLComponents(string: url), let host = components.host else {
+        guard let components = URLComponents(string: url), let host = components.host, components.scheme == "https" else {
             throw RPCError(.invalidParams, "\(url) is not a gateway URL (https://host:port)")
         }
         let port = components.port ?? 443
-        var certificate = self.link.withLock { $0.certificate }
-        if certificate == nil {
-            let checked = try await PinnedHandshake.fetchCertificate(host: host, port: port, pin: self.configuration.pin)
-            self.link.withLock { $0.certificate = checked }
-            certificate = checked
+        let (remote, _) = try await PinnedHandshake.connect(host: host, port: port, pin: self.configuration.pin)
+        let tunnel: (port: Int, relay: Task<Void, Never>)
+        do {
+            tunnel = try await PinnedTunnel.open(to: remote)
+        } catch {
+            throw RPCError(.internal, "the local end of the TLS connection could not be opened: \(error)")
         }
-        guard let certificate else { return }
+        defer { tunnel.relay.cancel() }
         var headers = HTTPFields()
         if let token = self.configuration.token() { headers[.authorization] = "Bearer \(token)" }
-        let wsURL = (url.hasSuffix("/") ? String(url.dropLast()) : url) + "/v1/ws"
         let client = WebSocketClient(
-            url: wsURL,
+            url: "ws://127.0.0.1:\(tunnel.port)/v1/ws",
             configuration: WebSocketClientConfiguration(
                 maxFrameSize: self.configuration.maximumMessageSize, additionalHeaders: headers,
-                autoPing: .enabled(timePeriod: self.configuration.keepAlive), validateUTF8: true,
-                sniHostname: PinnedHandshake.isAddress(host) ? nil : host),
-            tlsConfiguration: PinnedHandshake.configuration(trusting: certificate),
+                autoPing: .enabled(timePeriod: self.configuration.keepAlive), validateUTF8: true),
             logger: self.logger
         ) { [weak self] inbound, outbound, _ in
             guard let self else { return }
@@ -239,10 +235,8 @@ public final class WebSocketTransport: Transport {
         }
         do {
             _ = try await client.run()
-        } catch let error as NIOSSLError {
-            // The certificate changed since it was checked: check the pin again next time.
-            self.link.withLock { $0.certificate = nil }
-            throw RPCError(.unavailable, "TLS with \(host):\(port) failed: \(error)")
+        } catch {
+            throw RPCError(.unavailable, "the WebSocket to \(host):\(port) failed: \(error)")
         }
     }
 
