@@ -4,6 +4,7 @@ import RPCClient
 import RPCCore
 import ScreenTimeKit
 import StoreAPI
+import Synchronization
 import Testing
 import TestSupport
 
@@ -103,18 +104,27 @@ func todayUTC(_ hour: Int, _ minute: Int) -> Date {
 }
 
 /// Runs `body`, failing the test if it has not returned within `limit` (a wait that would
-/// otherwise hang the run).
+/// otherwise hang the run; the body is cancelled and left behind).
 func within<T: Sendable>(_ limit: Duration, _ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
-            try await Task.sleep(for: limit)
-            return nil
+    let settled = Flag()
+    let outcome = Mutex<Result<T, any Error>?>(nil)
+    let settle: @Sendable (Result<T, any Error>) -> Void = { result in
+        let first = outcome.withLock { outcome in
+            guard outcome == nil else { return false }
+            outcome = result
+            return true
         }
-        defer { group.cancelAll() }
-        guard let first = try await group.next(), let value = first else {
-            throw TestFailure("\(what) did not happen within \(limit)")
-        }
-        return value
+        if first { settled.raise() }
     }
+    let work = Task {
+        do { settle(.success(try await body())) } catch { settle(.failure(error)) }
+    }
+    let timer = Task {
+        try? await Task.sleep(for: limit)
+        settle(.failure(TestFailure("\(what) did not happen within \(limit)")))
+        work.cancel()
+    }
+    await settled.wait()
+    timer.cancel()
+    return try outcome.withLock { $0! }.get()
 }

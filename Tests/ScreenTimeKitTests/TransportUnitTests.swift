@@ -193,6 +193,22 @@ final class TLSTestServer: @unchecked Sendable {
     /// - Parameter gatewayShaped: a certificate as the gateway makes it (not a CA, key usage
     ///   digital signature only, server auth), rather than openssl's default (a CA).
     static func start(gatewayShaped: Bool = false, echo: Bool = false) async throws -> TLSTestServer {
+        let (directory, certificate, key) = try Self.makeCertificate(gatewayShaped: gatewayShaped)
+        let tls = TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(certificate)], privateKey: .privateKey(key))
+        let context = try NIOSSLContext(configuration: tls)
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+                    if echo { try channel.pipeline.syncOperations.addHandler(Echo()) }
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        return TLSTestServer(port: channel.localAddress!.port!, pin: try KeyPin(certificate: certificate), channel: channel, directory: directory)
+    }
+
+    /// A fresh self-signed certificate and its key, made by `openssl`.
+    static func makeCertificate(gatewayShaped: Bool) throws -> (TemporaryDirectory, NIOSSLCertificate, NIOSSLPrivateKey) {
         let directory = TemporaryDirectory()
         let key = directory.file("key.pem"), cert = directory.file("cert.pem")
         let openssl = Process()
@@ -206,19 +222,8 @@ final class TLSTestServer: @unchecked Sendable {
         try openssl.run()
         openssl.waitUntilExit()
         guard openssl.terminationStatus == 0 else { throw TestFailure("openssl could not make a certificate") }
-        let certificate = try #require(try NIOSSLCertificate.fromPEMFile(cert).first)
-        let tls = TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(certificate)],
-                                                           privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
-        let context = try NIOSSLContext(configuration: tls)
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
-                    if echo { try channel.pipeline.syncOperations.addHandler(Echo()) }
-                }
-            }
-            .bind(host: "127.0.0.1", port: 0).get()
-        return TLSTestServer(port: channel.localAddress!.port!, pin: try KeyPin(certificate: certificate), channel: channel, directory: directory)
+        guard let certificate = try NIOSSLCertificate.fromPEMFile(cert).first else { throw TestFailure("openssl wrote no certificate") }
+        return (directory, certificate, try NIOSSLPrivateKey(file: key, format: .pem))
     }
 
     func stop() { try? self.channel.close().wait() }

@@ -126,15 +126,21 @@ public final class SyncQueue: Sendable {
         return stream
     }
 
-    /// Returns once nothing is waiting to be sent (failed batches do not count).
+    /// Returns once nothing is waiting to be sent (failed batches do not count), or when
+    /// the task is cancelled.
     public func waitUntilDrained() async {
-        while true {
+        while !Task.isCancelled {
             let empty = ((try? self.pending()) ?? []).isEmpty
             if empty { return }
-            await withCheckedContinuation { continuation in
-                self.drained.withLock { $0.append(continuation) }
-                // Re-check after registering: the queue may have drained in between.
-                if ((try? self.pending()) ?? []).isEmpty { self.resumeDrained() }
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    self.drained.withLock { $0.append(continuation) }
+                    // Re-check after registering: the queue may have drained (or the wait
+                    // been cancelled) in between.
+                    if Task.isCancelled || ((try? self.pending()) ?? []).isEmpty { self.resumeDrained() }
+                }
+            } onCancel: {
+                self.resumeDrained()
             }
         }
     }

@@ -55,6 +55,8 @@ public final class WebSocketTransport: Transport {
 
     private struct Link {
         var writer: WebSocketOutboundWriter?
+        /// Counts connections, so the end of an old one never clears a newer one's writer.
+        var generation = 0
         var nextID: Int64 = 1
         var waiters: [RequestID: Waiter] = [:]
         var lastError: RPCError?
@@ -165,7 +167,11 @@ public final class WebSocketTransport: Transport {
 
     /// The device's credential changed (pairing gave it one): connect again with it.
     public func credentialsChanged() async {
-        let writer = self.link.withLock { $0.writer }
+        // Requests from now on wait for the connection with the new credential.
+        let writer = self.link.withLock { link in
+            defer { link.writer = nil }
+            return link.writer
+        }
         try? await writer?.close(.normalClosure, reason: "new credential")
     }
 
@@ -221,13 +227,19 @@ public final class WebSocketTransport: Transport {
             logger: self.logger
         ) { [weak self] inbound, outbound, _ in
             guard let self else { return }
-            self.link.withLock { link in
+            let generation = self.link.withLock { link in
+                link.generation += 1
                 link.writer = outbound
                 link.lastError = nil
+                return link.generation
             }
             onConnected()
             self.broadcast.set(.connected)
-            defer { self.link.withLock { $0.writer = nil } }
+            defer {
+                self.link.withLock { link in
+                    if link.generation == generation { link.writer = nil }
+                }
+            }
             for try await message in inbound.messages(maxSize: self.configuration.maximumMessageSize) {
                 guard case .text(let text) = message else { continue }
                 self.deliver(Data(text.utf8))
