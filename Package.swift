@@ -26,6 +26,7 @@ let package = Package(
         .library(name: "RPCServer", targets: ["RPCServer"]),
         .library(name: "RPCClient", targets: ["RPCClient"]),
         .library(name: "ServiceKit", targets: ["ServiceKit"]),
+        .library(name: "ScreenTimeKit", targets: ["ScreenTimeKit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
@@ -372,6 +373,31 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // ScreenTimeKit: the client library an app links instead of CloudKit. Transports
+        // (the local Unix sockets, the gateway's pinned TLS WebSocket), typed records,
+        // conflicts, the offline queue, notifications, pairing and the seeds' flows.
+        // Platform-neutral: only dependencies that also build for iOS and macOS.
+        .target(
+            name: "ScreenTimeKit",
+            dependencies: [
+                "RPCCore",
+                "RPCClient",
+                "StoreAPI",
+                "PairingAPI",
+                "PushAPI",
+                "AggregatorAPI",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         // A small service used only by the integration tests.
         .executableTarget(
             name: "screentime-testd",
@@ -586,6 +612,35 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "ScreenTimeKitTests",
+            dependencies: [
+                "ScreenTimeKit",
+                "TestSupport",
+                "StackSupport",
+                "RPCCore",
+                "RPCClient",
+                "StoreAPI",
+                "PairingAPI",
+                "PushAPI",
+                "AggregatorAPI",
+                "screentime-stored",
+                "screentime-pairingd",
+                "screentime-pushd",
+                "screentime-aggregatord",
+                "screentime-gatewayd",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                // A stand-in for the gateway's WebSocket (the transport's own tests).
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict
         ),

@@ -1,0 +1,116 @@
+import Foundation
+import RPCCore
+import StoreAPI
+
+/// One app session to upload: what the child device measured (seed 000's UsageRecord).
+public struct UsageSession: Sendable, Hashable {
+    /// The app's stable id on the device (seed 000's `logicalID`).
+    public var logicalID: String
+    public var bundleId: String?
+    public var displayName: String?
+    /// `learning` or `reward`, as the device knows it (the parents' rules win on the server).
+    public var category: String?
+    public var start: Date
+    public var end: Date
+
+    public init(logicalID: String, bundleId: String? = nil, displayName: String? = nil, category: String? = nil, start: Date, end: Date) {
+        self.logicalID = logicalID
+        self.bundleId = bundleId
+        self.displayName = displayName
+        self.category = category
+        self.start = start
+        self.end = end
+    }
+
+    /// Deterministic, so uploading a session twice (a retry, a second sync) writes one record.
+    func recordName(deviceId: String) -> String {
+        "usage-\(deviceId)-\(self.logicalID)-\(Int64((self.start.timeIntervalSince1970 * 1000).rounded()))"
+    }
+}
+
+/// What ``ChildFlows/applyPendingCommands(_:)`` did.
+public struct AppliedCommands: Sendable {
+    /// Commands applied and marked executed.
+    public var executed: [TypedRecord<ConfigurationCommand>]
+    /// Commands the handler refused, marked failed with its message.
+    public var failed: [(command: TypedRecord<ConfigurationCommand>, message: String)]
+    /// The request ids of the status updates in the offline queue.
+    public var statusUpdates: [String]
+}
+
+/// The child device's flows (brief flows 3 and 4), one call each.
+public struct ChildFlows: Sendable {
+    let session: Session
+    let records: RecordDatabase
+    let queue: SyncQueue
+
+    private func me() throws(RPCError) -> (identity: DeviceIdentity, zone: String) {
+        let identity = try self.session.requireIdentity()
+        guard identity.role == .child, let zone = identity.zone else {
+            throw RPCError(.forbidden, "only a paired child device has usage to upload and commands to apply")
+        }
+        return (identity, zone)
+    }
+
+    /// Uploads usage sessions through the offline queue (works offline; sent once, in
+    /// order, when the server is reachable). Returns the request ids of the batches.
+    @discardableResult
+    public func uploadUsage(_ sessions: [UsageSession]) throws(RPCError) -> [String] {
+        let (identity, zone) = try self.me()
+        var batches: [ModifyParams] = []
+        var start = 0
+        while start < sessions.count {
+            let slice = sessions[start..<min(start + ModifyParams.maximumItems, sessions.count)]
+            var saves: [RecordSave] = []
+            for usage in slice {
+                let name = usage.recordName(deviceId: identity.deviceId)
+                let record = UsageRecord(
+                    recordID: name, logicalID: usage.logicalID, bundleId: usage.bundleId, displayName: usage.displayName,
+                    sessionStart: usage.start, sessionEnd: usage.end, totalSeconds: Int64(max(0, usage.end.timeIntervalSince(usage.start))),
+                    category: usage.category, deviceID: identity.deviceId)
+                saves.append(try TypedRecord(record, recordName: name, zone: zone).save())
+            }
+            // allKeys: the same session sent again writes the same record, never a conflict.
+            batches.append(ModifyParams(family: identity.family, zone: zone, saves: saves, savePolicy: .allKeys, atomic: true))
+            start += ModifyParams.maximumItems
+        }
+        return try self.queue.enqueue(batches, label: "usage")
+    }
+
+    /// The commands waiting for this device, oldest first.
+    public func pendingCommands() async throws(RPCError) -> [TypedRecord<ConfigurationCommand>] {
+        let (identity, zone) = try self.me()
+        return try await self.records.queryAll(ConfigurationCommand.self, in: zone, where: [
+            QueryFilter("targetDeviceID", .equal, .string(identity.deviceId)), QueryFilter("status", .equal, "pending"),
+        ], sort: QuerySort("createdAt"))
+    }
+
+    /// Fetches the pending commands, hands each to `apply` (which enforces it locally, e.g.
+    /// with ManagedSettings), and marks it executed, or failed with the error's text when
+    /// `apply` throws. The status updates go through the offline queue.
+    public func applyPendingCommands(_ apply: (TypedRecord<ConfigurationCommand>) async throws -> Void) async throws(RPCError) -> AppliedCommands {
+        let (identity, zone) = try self.me()
+        var report = AppliedCommands(executed: [], failed: [], statusUpdates: [])
+        var saves: [RecordSave] = []
+        for command in try await self.pendingCommands() {
+            var fields: [String: JSONValue] = ["executedAt": .date(Date())]
+            do {
+                try await apply(command)
+                fields["status"] = "executed"
+                report.executed.append(command)
+            } catch {
+                let message = String(describing: error)
+                fields["status"] = "failed"
+                fields["errorMessage"] = .string(String(message.prefix(500)))
+                report.failed.append((command, message))
+            }
+            // changedKeys: a child may write only the status fields of its commands.
+            saves.append(RecordSave(recordType: ConfigurationCommand.recordType, recordName: command.recordName, fields: fields))
+        }
+        if !saves.isEmpty {
+            report.statusUpdates = try self.queue.enqueue(
+                [ModifyParams(family: identity.family, zone: zone, saves: saves, savePolicy: .changedKeys, atomic: true)], label: "command-status")
+        }
+        return report
+    }
+}

@@ -1,0 +1,118 @@
+import AggregatorAPI
+import Foundation
+import PairingAPI
+import RPCCore
+import StoreAPI
+
+/// A rule for one app, as a parent sets it (seed 003's AppRule).
+public struct AppRuleChange: Codable, Sendable, Hashable {
+    public var bundleId: String
+    /// `learning` or `reward`.
+    public var classification: String
+    public var pointsPerMinute: Int64?
+    public var isEnabled: Bool?
+    public var blockingEnabled: Bool?
+    public var displayName: String?
+
+    public init(bundleId: String, classification: String, pointsPerMinute: Int64? = nil, isEnabled: Bool? = nil, blockingEnabled: Bool? = nil,
+                displayName: String? = nil) {
+        self.bundleId = bundleId
+        self.classification = classification
+        self.pointsPerMinute = pointsPerMinute
+        self.isEnabled = isEnabled
+        self.blockingEnabled = blockingEnabled
+        self.displayName = displayName
+    }
+}
+
+/// What ``ParentFlows/setAppRule(_:for:)`` queued.
+public struct AppRuleUpdate: Sendable {
+    /// `rule-<bundleId>` in `default`.
+    public var ruleName: String
+    /// One `updateAppRule` command per device of the child: (zone, record name).
+    public var commands: [(zone: String, recordName: String, deviceId: String)]
+    /// The request ids of the batches in the offline queue.
+    public var requestIds: [String]
+}
+
+/// The parent device's flows (brief flows 3 and 4), one call each.
+public struct ParentFlows: Sendable {
+    let session: Session
+    let records: RecordDatabase
+    let queue: SyncQueue
+
+    private func me() throws(RPCError) -> DeviceIdentity {
+        let identity = try self.session.requireIdentity()
+        guard identity.role.isParent else { throw RPCError(.forbidden, "only a parent device sets rules and reads reports") }
+        return identity
+    }
+
+    /// The child's paired devices (not revoked): their ids and zones.
+    public func devices(of childId: String) async throws(RPCError) -> [DeviceInfo] {
+        let devices = try await self.session.call(PairingMethods.listDevices, Empty()).devices
+        return devices.filter { $0.childId == childId && $0.status != .revoked && $0.zone != nil }
+    }
+
+    /// Sets an app's rule for the family and tells the child's devices: the AppRule and one
+    /// ConfigurationCommand (`updateAppRule`, the rule as its payload) per device of the
+    /// child, queued together in one local transaction and each sent exactly once. Needs
+    /// the server to list the child's devices; the writes themselves survive going offline.
+    public func setAppRule(_ rule: AppRuleChange, for childId: String) async throws(RPCError) -> AppRuleUpdate {
+        let identity = try self.me()
+        let devices = try await self.devices(of: childId)
+        let ruleName = "rule-\(rule.bundleId)"
+        let appRule = AppRule(
+            familyRef: RecordReference(identity.family, zone: "default"), bundleId: rule.bundleId, classification: rule.classification,
+            source: "override", pointsPerMinute: rule.pointsPerMinute, isEnabled: rule.isEnabled, blockingEnabled: rule.blockingEnabled,
+            displayName: rule.displayName)
+        var batches = [ModifyParams(family: identity.family, zone: "default", saves: [try TypedRecord(appRule, recordName: ruleName, zone: "default").save()],
+                                    savePolicy: .allKeys, atomic: true)]
+        let payload = String(decoding: (try? RPCJSON.makeEncoder().encode(rule)) ?? Data("{}".utf8), as: UTF8.self)
+        var commands: [(zone: String, recordName: String, deviceId: String)] = []
+        let now = Date()
+        for device in devices {
+            guard let zone = device.zone else { continue }
+            let name = "cmd-\(UUID().uuidString.lowercased())"
+            let command = ConfigurationCommand(commandID: name, targetDeviceID: device.deviceId, commandType: "updateAppRule", payloadJSON: payload,
+                                               createdAt: now, status: "pending")
+            batches.append(ModifyParams(family: identity.family, zone: zone, saves: [try TypedRecord(command, recordName: name, zone: zone).save()],
+                                        savePolicy: .ifServerRecordUnchanged, atomic: true))
+            commands.append((zone, name, device.deviceId))
+        }
+        let ids = try self.queue.enqueue(batches, label: "app-rule")
+        return AppRuleUpdate(ruleName: ruleName, commands: commands, requestIds: ids)
+    }
+
+    /// Today's DailySummary of each of the child's devices (today in the family's time
+    /// zone); a device with no usage today has none.
+    public func todaySummary(for childId: String, now: Date = Date()) async throws(RPCError) -> [TypedRecord<DailySummary>] {
+        let identity = try self.me()
+        let family = try await self.records.fetch(Family.self, identity.family, in: "default")
+        let day = Self.localDay(now, timeZone: family?.fields.timeZone)
+        var summaries: [TypedRecord<DailySummary>] = []
+        for device in try await self.devices(of: childId) {
+            guard let zone = device.zone else { continue }
+            if let summary = try await self.records.fetch(DailySummary.self, "\(device.deviceId)_\(day)", in: zone) { summaries.append(summary) }
+        }
+        return summaries
+    }
+
+    /// The child's earned-time balance (`balance-child-<childId>`), nil before any usage.
+    public func balance(for childId: String) async throws(RPCError) -> TypedRecord<EarnedTimeBalance>? {
+        _ = try self.me()
+        return try await self.records.fetch(EarnedTimeBalance.self, "balance-child-\(childId)", in: "default")
+    }
+
+    /// The child's report over local days `from`…`to` (`YYYY-MM-DD`), by day or week.
+    public func report(for childId: String, from: String, to: String, by: ReportPeriod? = nil) async throws(RPCError) -> Report {
+        _ = try self.me()
+        return try await self.session.call(AggregatorMethods.report, ReportParams(child: childId, from: from, to: to, by: by))
+    }
+
+    static func localDay(_ date: Date, timeZone: String?) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = timeZone.flatMap(TimeZone.init(identifier:)) ?? TimeZone(identifier: "UTC")!
+        let parts = calendar.dateComponents([.year, .month, .day], from: date)
+        return String(format: "%04d-%02d-%02d", parts.year ?? 0, parts.month ?? 0, parts.day ?? 0)
+    }
+}

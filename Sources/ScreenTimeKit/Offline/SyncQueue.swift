@@ -1,0 +1,296 @@
+import Foundation
+import GRDB
+import Logging
+import RPCCore
+import StoreAPI
+import Synchronization
+
+/// A `store.modify` batch waiting in the offline queue (the seeds' `SyncQueueItem`).
+public struct QueuedBatch: Sendable, Hashable {
+    /// Its place in the queue: batches are sent in this order.
+    public var seq: Int64
+    /// Sent with every attempt, so the store applies the batch once however often it is
+    /// sent (docs/protocol.md, "Batches").
+    public var requestId: String
+    public var params: ModifyParams
+    /// What the app called it (`usage`, `command-status`), for its own bookkeeping.
+    public var label: String?
+    public var createdAt: Date
+    public var attempts: Int
+    /// Why the last attempt failed; for a `failed` batch, why it was set aside.
+    public var lastError: RPCError?
+    /// True when the store refused it for good (not a connection problem): kept, reported,
+    /// never sent again unless ``SyncQueue/retry(requestId:)`` says so.
+    public var failed: Bool
+}
+
+/// What the queue did with a batch.
+public enum QueueEvent: Sendable {
+    /// The store applied it (`result.replayed` is true when an earlier attempt had already
+    /// applied it and this one only fetched the stored result).
+    case applied(QueuedBatch, ModifyResult)
+    /// The store refused it for good: it stays in the queue as failed.
+    case failed(QueuedBatch, RPCError)
+    /// It could not be sent now; the queue tries again after `after`.
+    case willRetry(QueuedBatch, RPCError, after: Duration)
+}
+
+/// The offline queue (the seeds' `SyncQueue`): writes are persisted first (SQLite on the
+/// device), then sent in order, each batch with the same request id every time, so a replay
+/// after a lost reply, a reconnect or a crash never applies twice. A batch that cannot be
+/// sent (the server unreachable, a timeout, a device not confirmed yet) is retried with
+/// backoff when the connection returns; one the store refuses (invalid, forbidden, a
+/// conflict) is set aside as failed and reported, never dropped.
+public final class SyncQueue: Sendable {
+    private let store: LocalStore
+    private let session: Session
+    private let backoff: Backoff
+    private let logger: Logger
+    private let listeners = Mutex<[Int: AsyncStream<QueueEvent>.Continuation]>([:])
+    private let nextListener = Atomic<Int>(0)
+    private let wake = Mutex<[CheckedContinuation<Void, Never>]>([])
+    private let worker = Mutex<Task<Void, Never>?>(nil)
+    private let drained = Mutex<[CheckedContinuation<Void, Never>]>([])
+
+    init(store: LocalStore, session: Session, backoff: Backoff, logger: Logger) {
+        self.store = store
+        self.session = session
+        self.backoff = backoff
+        self.logger = logger
+    }
+
+    // MARK: Writing
+
+    /// Queues batches in one local transaction (all or none), each with its own request id
+    /// (kept if the batch has one); returns the request ids. Batches are atomic unless they
+    /// say otherwise, so one refused item fails the batch visibly rather than half-applying.
+    @discardableResult
+    public func enqueue(_ batches: [ModifyParams], label: String? = nil) throws(RPCError) -> [String] {
+        var ids: [String] = []
+        do {
+            try self.store.database.write { db in
+                for var batch in batches {
+                    let id = batch.requestId ?? "kit-\(UUID().uuidString.lowercased())"
+                    batch.requestId = id
+                    if batch.atomic == nil { batch.atomic = true }
+                    let params = String(decoding: try RPCJSON.makeEncoder().encode(batch), as: UTF8.self)
+                    try db.execute(sql: "INSERT INTO outbox (requestId, family, zone, params, label, createdAt) VALUES (?, ?, ?, ?, ?, ?)",
+                                   arguments: [id, batch.family, batch.zone, params, label, Date().timeIntervalSince1970])
+                    ids.append(id)
+                }
+            }
+        } catch {
+            throw RPCError(.internal, "the offline queue could not store the write: \(error)")
+        }
+        self.signal()
+        return ids
+    }
+
+    @discardableResult
+    public func enqueue(_ batch: ModifyParams, label: String? = nil) throws(RPCError) -> String {
+        try self.enqueue([batch], label: label)[0]
+    }
+
+    // MARK: Reading
+
+    /// Batches waiting to be sent, in order.
+    public func pending() throws(RPCError) -> [QueuedBatch] { try self.batches(status: "queued") }
+
+    /// Batches the store refused, in order.
+    public func failures() throws(RPCError) -> [QueuedBatch] { try self.batches(status: "failed") }
+
+    /// Puts a failed batch back in the queue, in its place (after fixing what made it fail,
+    /// e.g. a parent's confirmation).
+    public func retry(requestId: String) throws(RPCError) {
+        do {
+            try self.store.database.write { db in
+                try db.execute(sql: "UPDATE outbox SET status = 'queued', attempts = 0 WHERE requestId = ?", arguments: [requestId])
+            }
+        } catch { throw RPCError(.internal, "the offline queue could not be updated: \(error)") }
+        self.signal()
+    }
+
+    /// Removes a batch the app has decided to give up (the only way one leaves unapplied).
+    public func discard(requestId: String) throws(RPCError) {
+        do {
+            try self.store.database.write { db in try db.execute(sql: "DELETE FROM outbox WHERE requestId = ?", arguments: [requestId]) }
+        } catch { throw RPCError(.internal, "the offline queue could not be updated: \(error)") }
+    }
+
+    /// What happens to each batch from now on.
+    public func events() -> AsyncStream<QueueEvent> {
+        let (stream, continuation) = AsyncStream<QueueEvent>.makeStream()
+        let id = self.nextListener.add(1, ordering: .relaxed).newValue
+        self.listeners.withLock { $0[id] = continuation }
+        continuation.onTermination = { [weak self] _ in _ = self?.listeners.withLock { $0.removeValue(forKey: id) } }
+        return stream
+    }
+
+    /// Returns once nothing is waiting to be sent (failed batches do not count), or when
+    /// the task is cancelled.
+    public func waitUntilDrained() async {
+        while !Task.isCancelled {
+            let empty = ((try? self.pending()) ?? []).isEmpty
+            if empty { return }
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    self.drained.withLock { $0.append(continuation) }
+                    // Re-check after registering: the queue may have drained (or the wait
+                    // been cancelled) in between.
+                    if Task.isCancelled || ((try? self.pending()) ?? []).isEmpty { self.resumeDrained() }
+                }
+            } onCancel: {
+                self.resumeDrained()
+            }
+        }
+    }
+
+    // MARK: Replay
+
+    /// Starts sending in the background (the kit does this when it opens).
+    func start() {
+        self.worker.withLock { worker in
+            guard worker == nil else { return }
+            worker = Task { [weak self] in
+                guard let self else { return }
+                await self.run()
+            }
+        }
+    }
+
+    /// Stops sending; what is queued stays queued.
+    func stop() async {
+        let task = self.worker.withLock { worker in
+            defer { worker = nil }
+            return worker
+        }
+        task?.cancel()
+        self.signal()
+        await task?.value
+        // Finished outside the lock: a finished stream's onTermination takes it again.
+        let listeners = self.listeners.withLock { listeners in
+            defer { listeners = [:] }
+            return Array(listeners.values)
+        }
+        for continuation in listeners { continuation.finish() }
+    }
+
+    private func run() async {
+        var attempt = 0
+        while !Task.isCancelled {
+            guard let next = try? self.batches(status: "queued", limit: 1).first else {
+                self.resumeDrained()
+                await self.waitForSignal()
+                continue
+            }
+            if self.session.transport.state != .connected && attempt > 0 {
+                // Offline: wait for the connection (or a new write) before trying again.
+                await self.waitForConnectionOrSignal()
+            }
+            if Task.isCancelled { return }
+            do {
+                let result = try await self.session.call(StoreMethods.modify, next.params)
+                try self.remove(next.requestId)
+                attempt = 0
+                self.publish(.applied(next, result))
+            } catch let error as RPCError {
+                if Self.isTransient(error) {
+                    attempt += 1
+                    let delay = self.backoff.delay(attempt: attempt)
+                    try? self.recordAttempt(next.requestId, error, failed: false)
+                    self.publish(.willRetry(next, error, after: delay))
+                    self.logger.debug("queued batch not sent", metadata: ["request_id": "\(next.requestId)", "code": "\(error.code)"])
+                    try? await Task.sleep(for: delay)
+                } else {
+                    try? self.recordAttempt(next.requestId, error, failed: true)
+                    var failed = next
+                    failed.failed = true
+                    failed.lastError = error
+                    self.logger.warning("queued batch refused", metadata: ["request_id": "\(next.requestId)", "code": "\(error.code)", "error": "\(error.message)"])
+                    self.publish(.failed(failed, error))
+                }
+            } catch {
+                try? await Task.sleep(for: self.backoff.delay(attempt: attempt))
+            }
+        }
+    }
+
+    /// Errors that say "not now" rather than "never".
+    static func isTransient(_ error: RPCError) -> Bool {
+        [.unavailable, .timeout, .cancelled, .rateLimited, .limitExceeded, .internal, .pairingUnconfirmed].contains(error.code)
+    }
+
+    private func publish(_ event: QueueEvent) {
+        let targets = self.listeners.withLock { Array($0.values) }
+        for target in targets { target.yield(event) }
+    }
+
+    private func signal() {
+        let waiters = self.wake.withLock { waiters in
+            defer { waiters = [] }
+            return waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    private func waitForSignal() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                self.wake.withLock { $0.append(continuation) }
+                if Task.isCancelled { self.signal() }
+            }
+        } onCancel: {
+            self.signal()
+        }
+    }
+
+    private func waitForConnectionOrSignal() async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.session.transport.waitUntilConnected() }
+            group.addTask { await self.waitForSignal() }
+            await group.next()
+            group.cancelAll()
+            self.signal()
+        }
+    }
+
+    private func resumeDrained() {
+        let waiters = self.drained.withLock { waiters in
+            defer { waiters = [] }
+            return waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    // MARK: Rows
+
+    private func batches(status: String, limit: Int = -1) throws(RPCError) -> [QueuedBatch] {
+        do {
+            return try self.store.database.read { db in
+                try Row.fetchAll(db, sql: "SELECT * FROM outbox WHERE status = ? ORDER BY seq LIMIT ?", arguments: [status, limit]).map { row in
+                    let params = try RPCJSON.makeDecoder().decode(ModifyParams.self, from: Data((row["params"] as String).utf8))
+                    let code: String? = row["lastErrorCode"]
+                    return QueuedBatch(
+                        seq: row["seq"], requestId: row["requestId"], params: params, label: row["label"],
+                        createdAt: Date(timeIntervalSince1970: row["createdAt"]), attempts: row["attempts"],
+                        lastError: code.map { RPCError(ErrorCode($0), row["lastErrorMessage"] ?? "") }, failed: status == "failed")
+                }
+            }
+        } catch {
+            throw RPCError(.internal, "the offline queue could not be read: \(error)")
+        }
+    }
+
+    private func remove(_ requestId: String) throws {
+        try self.store.database.write { db in try db.execute(sql: "DELETE FROM outbox WHERE requestId = ?", arguments: [requestId]) }
+    }
+
+    private func recordAttempt(_ requestId: String, _ error: RPCError, failed: Bool) throws {
+        try self.store.database.write { db in
+            try db.execute(sql: """
+                UPDATE outbox SET attempts = attempts + 1, lastAttemptAt = ?, lastErrorCode = ?, lastErrorMessage = ?, status = ?
+                WHERE requestId = ?
+                """, arguments: [Date().timeIntervalSince1970, error.code.rawValue, error.message, failed ? "failed" : "queued", requestId])
+        }
+    }
+}

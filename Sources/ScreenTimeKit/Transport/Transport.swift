@@ -1,0 +1,88 @@
+import Foundation
+import RPCClient
+import RPCCore
+
+/// Where a transport stands with the server.
+public enum ConnectionState: String, Sendable, Hashable {
+    /// Requests go out now.
+    case connected
+    /// The connection was lost (or never made); the transport is trying again.
+    case reconnecting
+    /// Several attempts failed: the server is unreachable for now. The transport keeps
+    /// trying, more slowly; writes wait in the offline queue.
+    case offline
+}
+
+/// One request envelope, before the transport gives it an id: the method, its parameters
+/// as JSON, and the device's credential (none for the server's own administrator, or a
+/// device that has nothing yet).
+public struct TransportRequest: Sendable {
+    public var method: String
+    public var params: JSONValue
+    public var auth: Auth?
+    /// The call's deadline; the transport's default when nil. Streams have none.
+    public var timeout: Duration?
+
+    public init(method: String, params: JSONValue = [:], auth: Auth? = nil, timeout: Duration? = nil) {
+        self.method = method
+        self.params = params
+        self.auth = auth
+        self.timeout = timeout
+    }
+
+    /// The service a method belongs to: `store.modify` → `store`.
+    public var service: String {
+        self.method.split(separator: ".", maxSplits: 1).first.map(String.init) ?? self.method
+    }
+}
+
+/// How the library reaches the server: one request in, its reply (or a stream of replies)
+/// out, and the connection's state as it changes. The same JSON envelopes travel on every
+/// transport (docs/protocol.md); only how they get there differs:
+///
+/// - ``UnixSocketTransport``: the services' own sockets, on the server itself (the CLI,
+///   the tests).
+/// - ``WebSocketTransport``: one TLS WebSocket to the gateway, its key pinned from the
+///   pairing URI (a phone, a remote CLI).
+///
+/// Every failure is an `RPCError`: the service's own code and message, or `unavailable`,
+/// `timeout`, `cancelled` (and the kit's `pin_mismatch`) from the client side.
+public protocol Transport: Sendable {
+    /// Sends a unary request and returns its `result`.
+    func call(_ request: TransportRequest) async throws(RPCError) -> JSONValue
+
+    /// Sends a streaming request: every `"continues": true` reply is an item, the last
+    /// reply the end. Ending the iteration early cancels the request (`rpc.cancel`).
+    func stream(_ request: TransportRequest) -> AsyncThrowingStream<StreamEvent<JSONValue, JSONValue>, any Error>
+
+    /// The connection's state now, then each change, for as long as the caller listens.
+    func states() -> AsyncStream<ConnectionState>
+
+    /// The connection's state now.
+    var state: ConnectionState { get }
+
+    /// Closes the connection; calls in flight fail with `unavailable`.
+    func close() async
+
+    /// The device's credential changed: a transport that authenticates its connection
+    /// (rather than each request) connects again with the new one.
+    func credentialsChanged() async
+}
+
+extension Transport {
+    public func credentialsChanged() async {}
+}
+
+extension Transport {
+    /// Waits until the transport is connected (or the task is cancelled).
+    public func waitUntilConnected() async {
+        if self.state == .connected { return }
+        for await state in self.states() where state == .connected { return }
+    }
+}
+
+extension ErrorCode {
+    /// The server's TLS key is not the one the pairing URI pinned: the connection is
+    /// refused, never made without the check.
+    public static let pinMismatch = ErrorCode("pin_mismatch")
+}

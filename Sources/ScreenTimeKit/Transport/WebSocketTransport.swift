@@ -1,0 +1,344 @@
+import Foundation
+import HTTPTypes
+import Logging
+import NIOCore
+import NIOPosix
+import RPCClient
+import RPCCore
+import Synchronization
+import WSClient
+
+/// One TLS WebSocket to the gateway (`GET /v1/ws`), the server's key pinned from the
+/// pairing URI and checked in the TLS handshake (``PinnedHandshake``, ``PinnedTunnel``): each text message is one envelope, requests are pipelined and matched by
+/// id, streams reply with `"continues": true`, `rpc.cancel` ends one. The device's token
+/// goes in `Authorization: Bearer` at the upgrade.
+///
+/// It connects on creation and stays connected: when the connection drops it reconnects
+/// with jittered backoff (``Backoff``), pings to keep NATs and the gateway's idle timeout
+/// from closing it, and reports its state (`connected`, `reconnecting`, `offline`).
+/// Requests made while it is not connected wait for it up to `connectWait`, then fail with
+/// `unavailable` (the offline queue keeps writes for later).
+public final class WebSocketTransport: Transport {
+    public struct Configuration: Sendable {
+        /// The gateway's URLs (`https://host:8443`), most preferred first; tried in turn.
+        public var urls: [String]
+        public var pin: KeyPin
+        /// The device's token, read at each connection; none before pairing (enrollment
+        /// and acceptance are allowed without one).
+        public var token: @Sendable () -> String?
+        public var callTimeout: Duration
+        /// How long a request waits for a connection before `unavailable`.
+        public var connectWait: Duration
+        public var backoff: Backoff
+        /// Ping interval (the gateway closes idle sockets).
+        public var keepAlive: Duration
+        public var maximumMessageSize: Int
+
+        public init(urls: [String], pin: KeyPin, token: @escaping @Sendable () -> String? = { nil }, callTimeout: Duration = .seconds(30), connectWait: Duration = .seconds(5),
+                    backoff: Backoff = Backoff(), keepAlive: Duration = .seconds(25), maximumMessageSize: Int = 16 << 20) {
+            self.urls = urls
+            self.pin = pin
+            self.token = token
+            self.callTimeout = callTimeout
+            self.connectWait = connectWait
+            self.backoff = backoff
+            self.keepAlive = keepAlive
+            self.maximumMessageSize = maximumMessageSize
+        }
+    }
+
+    public let configuration: Configuration
+    private let logger: Logger
+    private let broadcast = StateBroadcast(.reconnecting)
+    private let link = Mutex(Link())
+    private let runner = Mutex<Task<Void, Never>?>(nil)
+
+    private struct Link {
+        var writer: WebSocketOutboundWriter?
+        /// Counts connections, so the end of an old one never clears a newer one's writer.
+        var generation = 0
+        var nextID: Int64 = 1
+        var waiters: [RequestID: Waiter] = [:]
+        var lastError: RPCError?
+        var closed = false
+    }
+
+    private enum Waiter: Sendable {
+        case unary(CheckedContinuation<JSONValue, any Error>)
+        case stream(AsyncThrowingStream<StreamEvent<JSONValue, JSONValue>, any Error>.Continuation)
+    }
+
+    public init(configuration: Configuration, logger: Logger = Logger(label: "screentimekit.websocket")) {
+        self.configuration = configuration
+        self.logger = logger
+        let task = Task { [weak self] in
+            guard let self else { return }
+            await self.run()
+        }
+        self.runner.withLock { $0 = task }
+    }
+
+    public var state: ConnectionState { self.broadcast.current }
+    public func states() -> AsyncStream<ConnectionState> { self.broadcast.stream() }
+
+    /// The last connection error (e.g. `pin_mismatch`), if the transport is not connected.
+    public var lastError: RPCError? { self.link.withLock { $0.lastError } }
+
+    public func call(_ request: TransportRequest) async throws(RPCError) -> JSONValue {
+        let writer = try await self.connectedWriter()
+        let id = self.link.withLock { link in
+            defer { link.nextID += 1 }
+            return RequestID.int(link.nextID)
+        }
+        let payload = try Self.encode(id: id, request)
+        let deadline = request.timeout ?? self.configuration.callTimeout
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: deadline)
+            if !Task.isCancelled { self?.fail(id, RPCError(.timeout, "\(request.method) did not answer within \(deadline)")) }
+        }
+        defer { timer.cancel() }
+        do {
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { continuation in
+                    let registered = self.link.withLock { link -> Bool in
+                        guard link.writer != nil else { return false }
+                        link.waiters[id] = .unary(continuation)
+                        return true
+                    }
+                    guard registered else {
+                        continuation.resume(throwing: RPCError(.unavailable, "the connection to the gateway closed"))
+                        return
+                    }
+                    Task {
+                        do { try await writer.writeTextMessage(payload) } catch {
+                            self.fail(id, RPCError(.unavailable, "could not send \(request.method): \(error)"))
+                        }
+                    }
+                }
+            } onCancel: {
+                self.fail(id, RPCError(.cancelled, "the call was cancelled"))
+            }
+        } catch let error as RPCError {
+            throw error
+        } catch {
+            throw RPCError(.internal, "\(error)")
+        }
+    }
+
+    public func stream(_ request: TransportRequest) -> AsyncThrowingStream<StreamEvent<JSONValue, JSONValue>, any Error> {
+        let (events, continuation) = AsyncThrowingStream<StreamEvent<JSONValue, JSONValue>, any Error>.makeStream()
+        let opened = Task {
+            do throws(RPCError) {
+                let writer = try await self.connectedWriter()
+                let id = self.link.withLock { link in
+                    defer { link.nextID += 1 }
+                    let id = RequestID.int(link.nextID)
+                    link.waiters[id] = .stream(continuation)
+                    return id
+                }
+                continuation.onTermination = { [weak self] termination in
+                    guard case .cancelled = termination, let self else { return }
+                    guard self.link.withLock({ $0.waiters.removeValue(forKey: id) }) != nil else { return }
+                    Task { try? await self.send(TransportRequest(method: Builtin.cancel.name, params: ["id": Self.json(id)]), id: nil) }
+                }
+                do { try await writer.writeTextMessage(try Self.encode(id: id, request)) } catch {
+                    self.fail(id, RPCError(.unavailable, "could not send \(request.method): \(error)"))
+                }
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        _ = opened
+        return events
+    }
+
+    public func close() async {
+        let task = self.runner.withLock { $0 }
+        let writer = self.link.withLock { link in
+            link.closed = true
+            return link.writer
+        }
+        try? await writer?.close(.normalClosure, reason: "client closing")
+        task?.cancel()
+        await task?.value
+        self.failAll(RPCError(.unavailable, "the transport was closed"))
+        self.broadcast.finish()
+    }
+
+    /// The device's credential changed (pairing gave it one): connect again with it.
+    public func credentialsChanged() async {
+        // Requests from now on wait for the connection with the new credential.
+        let writer = self.link.withLock { link in
+            defer { link.writer = nil }
+            return link.writer
+        }
+        try? await writer?.close(.normalClosure, reason: "new credential")
+    }
+
+    // MARK: The connection loop
+
+    private func run() async {
+        var attempt = 0
+        while !Task.isCancelled, !self.link.withLock({ $0.closed }) {
+            let connected = Locked(false)
+            for url in self.configuration.urls {
+                do {
+                    try await self.connect(url) { connected.set(true) }
+                } catch let error as RPCError {
+                    self.link.withLock { $0.lastError = error }
+                    self.logger.info("gateway connection failed", metadata: ["url": "\(url)", "code": "\(error.code)", "error": "\(error.message)"])
+                } catch {
+                    self.link.withLock { $0.lastError = RPCError(.unavailable, "\(error)") }
+                    self.logger.info("gateway connection failed", metadata: ["url": "\(url)", "error": "\(error)"])
+                }
+                self.failAll(RPCError(.unavailable, "the connection to the gateway was lost"))
+                if connected.get() || Task.isCancelled { break }
+            }
+            if Task.isCancelled || self.link.withLock({ $0.closed }) { break }
+            attempt = connected.get() ? 0 : attempt + 1
+            self.broadcast.set(attempt >= self.configuration.backoff.attemptsBeforeOffline ? .offline : .reconnecting)
+            try? await Task.sleep(for: self.configuration.backoff.delay(attempt: attempt))
+        }
+        self.broadcast.set(.offline)
+    }
+
+    /// One connection: TLS with the pin checked in its handshake, then the WebSocket
+    /// through it (``PinnedTunnel``), until it closes.
+    private func connect(_ url: String, onConnected: @escaping @Sendable () -> Void) async throws {
+        guard let components = URLComponents(string: url), let host = components.host, components.scheme == "https" else {
+            throw RPCError(.invalidParams, "\(url) is not a gateway URL (https://host:port)")
+        }
+        let port = components.port ?? 443
+        let (remote, _) = try await PinnedHandshake.connect(host: host, port: port, pin: self.configuration.pin)
+        let tunnel: (port: Int, relay: Task<Void, Never>)
+        do {
+            tunnel = try await PinnedTunnel.open(to: remote)
+        } catch {
+            throw RPCError(.internal, "the local end of the TLS connection could not be opened: \(error)")
+        }
+        defer { tunnel.relay.cancel() }
+        var headers = HTTPFields()
+        if let token = self.configuration.token() { headers[.authorization] = "Bearer \(token)" }
+        let client = WebSocketClient(
+            url: "ws://127.0.0.1:\(tunnel.port)/v1/ws",
+            configuration: WebSocketClientConfiguration(
+                maxFrameSize: self.configuration.maximumMessageSize, additionalHeaders: headers,
+                autoPing: .enabled(timePeriod: self.configuration.keepAlive), validateUTF8: true),
+            logger: self.logger
+        ) { [weak self] inbound, outbound, _ in
+            guard let self else { return }
+            let generation = self.link.withLock { link in
+                link.generation += 1
+                link.writer = outbound
+                link.lastError = nil
+                return link.generation
+            }
+            onConnected()
+            self.broadcast.set(.connected)
+            defer {
+                self.link.withLock { link in
+                    if link.generation == generation { link.writer = nil }
+                }
+            }
+            for try await message in inbound.messages(maxSize: self.configuration.maximumMessageSize) {
+                guard case .text(let text) = message else { continue }
+                self.deliver(Data(text.utf8))
+            }
+        }
+        do {
+            _ = try await client.run()
+        } catch {
+            throw RPCError(.unavailable, "the WebSocket to \(host):\(port) failed: \(error)")
+        }
+    }
+
+    // MARK: Routing
+
+    private func deliver(_ payload: Data) {
+        guard let head = try? ReplyHead.parse(payload), let id = head.id else {
+            self.logger.warning("the gateway sent a message that is not a reply")
+            return
+        }
+        let waiter: Waiter? = self.link.withLock { link in
+            if case .stream = link.waiters[id], head.continues == true { return link.waiters[id] }
+            return link.waiters.removeValue(forKey: id)
+        }
+        switch waiter {
+        case .unary(let continuation):
+            if let error = head.error {
+                continuation.resume(throwing: error)
+            } else {
+                continuation.resume(returning: head.reply["result"] ?? .null)
+            }
+        case .stream(let continuation):
+            if let error = head.error {
+                continuation.finish(throwing: error)
+            } else if head.continues == true {
+                continuation.yield(.item(head.reply["result"] ?? .null))
+            } else {
+                continuation.yield(.end(head.reply["result"] ?? .null))
+                continuation.finish()
+            }
+        case nil:
+            break
+        }
+    }
+
+    private func fail(_ id: RequestID, _ error: RPCError) {
+        guard let waiter = self.link.withLock({ $0.waiters.removeValue(forKey: id) }) else { return }
+        Self.fail(waiter, error)
+    }
+
+    private func failAll(_ error: RPCError) {
+        let waiters = self.link.withLock { link in
+            defer { link.waiters = [:] }
+            return Array(link.waiters.values)
+        }
+        for waiter in waiters { Self.fail(waiter, error) }
+    }
+
+    private static func fail(_ waiter: Waiter, _ error: RPCError) {
+        switch waiter {
+        case .unary(let continuation): continuation.resume(throwing: error)
+        case .stream(let continuation): continuation.finish(throwing: error)
+        }
+    }
+
+    private func send(_ request: TransportRequest, id: RequestID?) async throws {
+        guard let writer = self.link.withLock({ $0.writer }) else { return }
+        try await writer.writeTextMessage(try Self.encode(id: id, request))
+    }
+
+    /// The current connection's writer, waiting for one up to `connectWait`.
+    private func connectedWriter() async throws(RPCError) -> WebSocketOutboundWriter {
+        let giveUp = ContinuousClock.now + self.configuration.connectWait
+        while true {
+            let (writer, closed, lastError) = self.link.withLock { ($0.writer, $0.closed, $0.lastError) }
+            if let writer { return writer }
+            if closed { throw RPCError(.unavailable, "the transport was closed") }
+            if let lastError, lastError.code == .pinMismatch { throw lastError }
+            if ContinuousClock.now >= giveUp {
+                throw lastError.map { RPCError(.unavailable, "the gateway is unreachable: \($0.message)") }
+                    ?? RPCError(.unavailable, "the gateway is unreachable")
+            }
+            if Task.isCancelled { throw RPCError(.cancelled, "the call was cancelled") }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    private static func encode(id: RequestID?, _ request: TransportRequest) throws(RPCError) -> String {
+        do {
+            // Authentication is the connection's (Bearer at the upgrade), not each envelope's.
+            return String(decoding: try ReplyEncoding.request(id: id, method: request.method, params: request.params, auth: nil), as: UTF8.self)
+        } catch {
+            throw RPCError(.invalidParams, "the parameters of \(request.method) could not be encoded: \(error)")
+        }
+    }
+
+    private static func json(_ id: RequestID) -> JSONValue {
+        switch id {
+        case .int(let value): .int(value)
+        case .string(let value): .string(value)
+        }
+    }
+}

@@ -1,0 +1,130 @@
+import Foundation
+import PairingAPI
+import RPCClient
+import RPCCore
+import ScreenTimeKit
+import StoreAPI
+import Synchronization
+import Testing
+import TestSupport
+
+/// The real services in one directory, as systemd would run them (store and pairing, and
+/// push and the aggregator when asked), each one stoppable and startable again on the same
+/// state; and kits opened on their sockets.
+final class KitStack: @unchecked Sendable {
+    let directory = TemporaryDirectory()
+    var state: String { self.directory.file("state") }
+    private(set) var services: [String: ServiceProcess] = [:]
+    private static let executables = ["store": "screentime-stored", "pairing": "screentime-pairingd", "push": "screentime-pushd",
+                                      "aggregator": "screentime-aggregatord"]
+
+    static func start(_ services: [String] = ["store", "pairing"]) async throws -> KitStack {
+        let stack = KitStack()
+        for service in services { try await stack.start(service) }
+        return stack
+    }
+
+    func start(_ service: String) async throws {
+        let arguments = service == "pairing" ? ["--server-address", "home.example"] : []
+        self.services[service] = try await ServiceProcess.start(Self.executables[service]!, service: service, in: self.directory,
+                                                                stateDirectory: self.state, arguments: arguments)
+    }
+
+    /// Stops a service (SIGTERM) and waits for it to exit.
+    func stop(_ service: String) async {
+        await self.services[service]?.stop()
+        self.services[service] = nil
+    }
+
+    func log(_ service: String) -> String { self.services[service]?.log ?? "" }
+
+    func stopAll() {
+        for service in self.services.values { service.stopNow() }
+    }
+
+    /// The server's administrator (no credential) on a service's socket.
+    func admin(_ service: String) -> RPCClient {
+        RPCClient(configuration: ClientConfiguration(socketPath: self.directory.file("\(service).sock"), callTimeout: .seconds(30), connectTimeout: .seconds(10)))
+    }
+
+    /// A kit on the local sockets, its database and credential in files named `name`.
+    func kit(_ name: String, transport: (any Transport)? = nil) throws -> ScreenTimeClient {
+        try ScreenTimeClient(
+            transport: transport ?? UnixSocketTransport(runtimeDirectory: self.directory.path, backoff: Self.fast),
+            credentials: FileCredentialStore(path: self.directory.file("\(name).credential")),
+            databasePath: self.directory.file("\(name).sqlite"), backoff: Self.fast)
+    }
+
+    static let fast = Backoff(initial: .milliseconds(20), maximum: .milliseconds(300), attemptsBeforeOffline: 2)
+
+    /// A family with its admin parent enrolled through the kit (`parent`), and a child
+    /// device paired through the kit (`child`), confirmed.
+    func family(timeZone: String = "UTC") async throws -> (parent: ScreenTimeClient, child: ScreenTimeClient, childZone: String) {
+        let code = try await self.admin("pairing").call(PairingMethods.createFamily, NewFamilyParams(family: "smith", displayName: "The Smiths", timeZone: timeZone))
+        let parent = try self.kit("parent")
+        try await parent.pairing.enroll(family: "smith", code: code.code, deviceId: "mum-phone", deviceName: "Mum's phone", displayName: "Mum")
+        let invitation = try await parent.pairing.inviteChild(childId: "emma", childName: "Emma")
+        let child = try self.kit("child")
+        let pending = try await child.pairing.accept(uri: invitation.uri, deviceId: "emma-ipad", deviceName: "Emma's iPad")
+        let parentSees = try await parent.pairing.waitForAcceptance(of: invitation)
+        #expect(parentSees == pending.shortCode)
+        try await parent.pairing.confirm(invitation)
+        try await pending.waitForConfirmation()
+        return (parent, child, invitation.zone)
+    }
+}
+
+/// Collects what a kit's queue did.
+final class QueueLog: Sendable {
+    let events = Arrivals<QueueEvent>()
+    private let task: Task<Void, Never>
+
+    init(_ queue: SyncQueue) {
+        let events = self.events
+        let stream = queue.events()
+        self.task = Task { for await event in stream { events.append(event) } }
+    }
+
+    var applied: [(QueuedBatch, ModifyResult)] {
+        self.events.all.compactMap { if case .applied(let batch, let result) = $0 { return (batch, result) } else { return nil } }
+    }
+
+    var failed: [(QueuedBatch, RPCError)] {
+        self.events.all.compactMap { if case .failed(let batch, let error) = $0 { return (batch, error) } else { return nil } }
+    }
+
+    deinit { self.task.cancel() }
+}
+
+/// Today at `hour:minute` UTC.
+func todayUTC(_ hour: Int, _ minute: Int) -> Date {
+    var calendar = Calendar(identifier: .gregorian)
+    calendar.timeZone = TimeZone(identifier: "UTC")!
+    return calendar.date(bySettingHour: hour, minute: minute, second: 0, of: Date())!
+}
+
+/// Runs `body`, failing the test if it has not returned within `limit` (a wait that would
+/// otherwise hang the run; the body is cancelled and left behind).
+func within<T: Sendable>(_ limit: Duration, _ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    let settled = Flag()
+    let outcome = Mutex<Result<T, any Error>?>(nil)
+    let settle: @Sendable (Result<T, any Error>) -> Void = { result in
+        let first = outcome.withLock { outcome in
+            guard outcome == nil else { return false }
+            outcome = result
+            return true
+        }
+        if first { settled.raise() }
+    }
+    let work = Task {
+        do { settle(.success(try await body())) } catch { settle(.failure(error)) }
+    }
+    let timer = Task {
+        try? await Task.sleep(for: limit)
+        settle(.failure(TestFailure("\(what) did not happen within \(limit)")))
+        work.cancel()
+    }
+    await settled.wait()
+    timer.cancel()
+    return try outcome.withLock { $0! }.get()
+}

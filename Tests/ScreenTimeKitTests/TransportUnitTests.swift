@@ -1,0 +1,239 @@
+import Crypto
+import Foundation
+import NIOCore
+import NIOPosix
+import NIOSSL
+import RPCCore
+@testable import ScreenTimeKit
+import Testing
+import TestSupport
+
+@Suite("Transport pieces")
+struct TransportUnitTests {
+    @Test("backoff grows to its cap, each delay jittered between half the step and the step")
+    func backoff() {
+        let backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(5))
+        #expect(backoff.step(attempt: 0) == .milliseconds(100))
+        #expect(backoff.step(attempt: 3) == .milliseconds(800))
+        #expect(backoff.step(attempt: 20) == .seconds(5))
+        #expect(backoff.step(attempt: 1_000) == .seconds(5))
+        var delays = Set<Duration>()
+        for _ in 0..<200 {
+            let delay = backoff.delay(attempt: 4)
+            #expect(delay >= .milliseconds(800) && delay <= .milliseconds(1600))
+            delays.insert(delay)
+        }
+        #expect(delays.count > 20, "jittered, not one fixed delay")
+    }
+
+    @Test("pins read as curl takes them; anything else is refused")
+    func pins() throws {
+        let hash = Data(SHA256.hash(data: Data("key".utf8)))
+        let text = hash.base64EncodedString()
+        #expect(KeyPin(text)?.description == text)
+        #expect(KeyPin("sha256//" + text) == KeyPin(text))
+        #expect(KeyPin("not base64!") == nil)
+        #expect(KeyPin(Data([1, 2, 3]).base64EncodedString()) == nil)
+    }
+
+    @Test("pairing links: version 1, and version 2 with the gateway's URLs and a pin holding + and /")
+    func links() throws {
+        let v1 = try #require(PairingLink("screentime://pair?v=1&server=home.example&family=smith&invitation=i1&secret=s3cret"))
+        #expect(v1.uri.family == "smith" && v1.uri.invitationId == "i1" && v1.uri.secret == "s3cret")
+        #expect(v1.urls.isEmpty && v1.pin == nil)
+        let pin = "ab+/cd=="
+        let v2 = try #require(PairingLink("screentime://pair?v=2&server=home.example&family=smith&invitation=i1&secret=s&url=https://home.example:8443&url=https://192.168.1.20:8443&pin=ab%2B/cd%3D%3D"))
+        #expect(v2.urls == ["https://home.example:8443", "https://192.168.1.20:8443"])
+        #expect(v2.pin == pin)
+        #expect(PairingLink("screentime://pair?v=3&server=a&family=b&invitation=c&secret=d") == nil)
+        #expect(PairingLink("https://example.com") == nil)
+    }
+
+    @Test("the credential file is written atomically, mode 0600, and read back")
+    func credentialFile() throws {
+        let directory = TemporaryDirectory()
+        let store = FileCredentialStore(path: directory.file("kit/credential.json"))
+        #expect(try store.load() == nil)
+        let identity = DeviceIdentity(family: "smith", deviceId: "d", role: .child, status: .pending, token: "t", zone: "z", childId: "emma")
+        try store.save(identity)
+        try store.save(identity)
+        #expect(try store.load() == identity)
+        let mode = try FileManager.default.attributesOfItem(atPath: store.path)[.posixPermissions] as? NSNumber
+        #expect(mode?.intValue == 0o600)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.file("kit")) == ["credential.json"])
+        try store.delete()
+        #expect(try store.load() == nil)
+    }
+
+    @Test("the pin check: the right key passes, another key is refused with pin_mismatch, a closed port is unavailable")
+    func pinnedHandshake() async throws {
+        let server = try await TLSTestServer.start()
+        defer { server.stop() }
+        let certificate = try await PinnedHandshake.fetchCertificate(host: "127.0.0.1", port: server.port, pin: server.pin)
+        #expect(try KeyPin(certificate: certificate) == server.pin)
+
+        let other = try #require(KeyPin(Data(SHA256.hash(data: Data("another key".utf8))).base64EncodedString()))
+        do {
+            _ = try await PinnedHandshake.fetchCertificate(host: "127.0.0.1", port: server.port, pin: other)
+            Issue.record("a different key passed the pin check")
+        } catch {
+            #expect(error.code == .pinMismatch)
+            #expect(error.message.contains(server.pin.description))
+        }
+        server.stop()
+        do {
+            _ = try await PinnedHandshake.fetchCertificate(host: "127.0.0.1", port: server.port, pin: server.pin)
+            Issue.record("a closed port passed")
+        } catch {
+            #expect(error.code == .unavailable)
+        }
+    }
+
+    @Test("the WebSocket transport refuses a server whose key is not the pinned one, and says so")
+    func webSocketRefusesWrongPin() async throws {
+        let server = try await TLSTestServer.start()
+        defer { server.stop() }
+        let other = try #require(KeyPin(Data(SHA256.hash(data: Data("another key".utf8))).base64EncodedString()))
+        let transport = WebSocketTransport(configuration: .init(
+            urls: ["https://127.0.0.1:\(server.port)"], pin: other, connectWait: .seconds(5),
+            backoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(100), attemptsBeforeOffline: 2)))
+        do {
+            _ = try await transport.call(TransportRequest(method: "rpc.ping"))
+            Issue.record("a call went through a connection with the wrong key")
+        } catch {
+            #expect(error.code == .pinMismatch)
+        }
+        var states: [ConnectionState] = []
+        for await state in transport.states() {
+            states.append(state)
+            if state == .offline { break }
+        }
+        #expect(states.last == .offline)
+        #expect(!states.contains(.connected))
+        await transport.close()
+    }
+}
+
+extension TransportUnitTests {
+    @Test("the pinned tunnel carries bytes both ways over TLS checked against the pin (a certificate as openssl or as the gateway makes it), for one connection only", arguments: [false, true])
+    func pinnedTunnel(gatewayShaped: Bool) async throws {
+        let server = try await TLSTestServer.start(gatewayShaped: gatewayShaped, echo: true)
+        defer { server.stop() }
+        let (remote, certificate) = try await PinnedHandshake.connect(host: "127.0.0.1", port: server.port, pin: server.pin)
+        #expect(try KeyPin(certificate: certificate) == server.pin)
+        let tunnel = try await PinnedTunnel.open(to: remote)
+        let local = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: tunnel.port) { channel in
+                channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
+            }
+        let echoed = try await within(.seconds(10), "the echo through the tunnel") {
+            try await local.executeThenClose { inbound, outbound in
+                try await outbound.write(ByteBuffer(string: "hello through the pin"))
+                var received = ""
+                for try await bytes in inbound {
+                    received += String(buffer: bytes)
+                    if received.count >= "hello through the pin".count { break }
+                }
+                return received
+            }
+        }
+        #expect(echoed == "hello through the pin")
+        // One-shot: nobody else gets in.
+        await #expect(throws: (any Error).self) {
+            _ = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: tunnel.port).get()
+        }
+        tunnel.relay.cancel()
+        await tunnel.relay.value
+    }
+
+    @Test("the WebSocket transport with no server: reconnecting, then offline after its attempts, and calls fail unavailable after their wait")
+    func webSocketUnreachable() async throws {
+        // A port that was just free: nothing listens there.
+        let server = try await TLSTestServer.start()
+        let port = server.port
+        server.stop()
+        let pin = server.pin
+        let transport = WebSocketTransport(configuration: .init(
+            urls: ["https://127.0.0.1:\(port)"], pin: pin, connectWait: .milliseconds(300),
+            backoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(100), attemptsBeforeOffline: 3)))
+        var states: [ConnectionState] = []
+        for await state in transport.states() {
+            states.append(state)
+            if state == .offline { break }
+        }
+        #expect(states == [.reconnecting, .offline])
+        let started = ContinuousClock.now
+        do {
+            _ = try await transport.call(TransportRequest(method: "rpc.ping"))
+            Issue.record("a call went through with no server")
+        } catch {
+            #expect(error.code == .unavailable)
+            #expect(error.message.contains("unreachable"))
+        }
+        #expect(ContinuousClock.now - started < .seconds(5))
+        await transport.close()
+    }
+}
+
+/// A TLS server on loopback with a fresh self-signed certificate (made by `openssl`), that
+/// completes handshakes and says nothing (or, with `echo`, sends back what it reads).
+final class TLSTestServer: @unchecked Sendable {
+    let port: Int
+    let pin: KeyPin
+    let channel: any Channel
+    let directory: TemporaryDirectory
+
+    private init(port: Int, pin: KeyPin, channel: any Channel, directory: TemporaryDirectory) {
+        self.port = port
+        self.pin = pin
+        self.channel = channel
+        self.directory = directory
+    }
+
+    /// - Parameter gatewayShaped: a certificate as the gateway makes it (not a CA, key usage
+    ///   digital signature only, server auth), rather than openssl's default (a CA).
+    static func start(gatewayShaped: Bool = false, echo: Bool = false) async throws -> TLSTestServer {
+        let (directory, certificate, key) = try Self.makeCertificate(gatewayShaped: gatewayShaped)
+        let tls = TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(certificate)], privateKey: .privateKey(key))
+        let context = try NIOSSLContext(configuration: tls)
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+                    if echo { try channel.pipeline.syncOperations.addHandler(Echo()) }
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        return TLSTestServer(port: channel.localAddress!.port!, pin: try KeyPin(certificate: certificate), channel: channel, directory: directory)
+    }
+
+    /// A fresh self-signed certificate and its key, made by `openssl`.
+    static func makeCertificate(gatewayShaped: Bool) throws -> (TemporaryDirectory, NIOSSLCertificate, NIOSSLPrivateKey) {
+        let directory = TemporaryDirectory()
+        let key = directory.file("key.pem"), cert = directory.file("cert.pem")
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert,
+                             "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"]
+            + (gatewayShaped ? ["-addext", "basicConstraints=critical,CA:FALSE", "-addext", "keyUsage=critical,digitalSignature",
+                                "-addext", "extendedKeyUsage=serverAuth"] : [])
+        openssl.standardError = FileHandle.nullDevice
+        openssl.standardOutput = FileHandle.nullDevice
+        try openssl.run()
+        openssl.waitUntilExit()
+        guard openssl.terminationStatus == 0 else { throw TestFailure("openssl could not make a certificate") }
+        guard let certificate = try NIOSSLCertificate.fromPEMFile(cert).first else { throw TestFailure("openssl wrote no certificate") }
+        return (directory, certificate, try NIOSSLPrivateKey(file: key, format: .pem))
+    }
+
+    func stop() { try? self.channel.close().wait() }
+}
+
+/// Sends back what it reads.
+final class Echo: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        context.writeAndFlush(data, promise: nil)
+    }
+}
