@@ -1,0 +1,294 @@
+import Foundation
+import RPCClient
+import RPCCore
+import ServerVersion
+import StoreAPI
+import SystemdContainer
+import Testing
+import TestSupport
+
+/// The Debian package, built by deploy/build-deb.sh (dpkg-buildpackage) from the binaries
+/// that ship (deploy/build-release.sh, built once for the test run: .ci/run sets
+/// SCREENTIME_RELEASE_BIN_DIR), checked by lintian, then installed, upgraded, removed and
+/// purged under a real systemd. Skipped, with the reason in the test output, where a
+/// container cannot boot or those binaries were not built.
+@Suite("The Debian package: lintian-clean; installs, upgrades (over itself and over 0.7), removes and purges under a real systemd",
+       .serialized,
+       .enabled(if: Container.unavailable == nil, "PACKAGE TESTS NOT RUN: \(Container.unavailable ?? "")"),
+       .enabled(if: PackageBuild.binaries != nil, "PACKAGE TESTS NOT RUN: \(PackageBuild.missingBinaries)"))
+struct DebianPackageTests {
+    static let services = Deployment.services
+
+    @Test("lintian finds no error and no warning in the binary, -dbgsym and source packages; binaries stripped, Depends from shlibdeps, a real maintainer, conffiles, manual pages")
+    func lintian() async throws {
+        let packages = try await PackageBuild.shared.value
+        let lintian = try await runCommand("/usr/bin/lintian", ["--display-info", packages.current.deb, packages.current.dbgsym, packages.current.dsc], timeout: .seconds(900))
+        let complaints = lintian.stdout.split(separator: "\n").filter { $0.hasPrefix("E: ") || $0.hasPrefix("W: ") }
+        #expect(complaints.isEmpty, "lintian:\n\(lintian.stdout)\(lintian.stderr)")
+        #expect(lintian.status == 0, "lintian exited \(lintian.status): \(lintian.stderr)")
+
+        let fields = try await runCommand("/usr/bin/dpkg-deb", ["--field", packages.current.deb, "Version", "Maintainer", "Depends", "Recommends"]).stdout
+        #expect(fields.contains("Version: \(ServerVersion.current)\n"), "\(fields)")
+        #expect(!fields.contains("localhost") && fields.contains("Maintainer: ScreenTime Rewards Server maintainers <"), "\(fields)")
+        #expect(fields.contains("libc6 (>=") && fields.contains("libsystemd0") && fields.contains("libsqlite3-0"), "Depends from dh_shlibdeps: \(fields)")
+        #expect(fields.contains("Recommends: avahi-daemon"), "\(fields)")
+
+        let contents = try await runCommand("/usr/bin/dpkg-deb", ["--contents", packages.current.deb]).stdout
+        var paths = ["./usr/share/doc/screentime-server/copyright", "./usr/share/doc/screentime-server/changelog.gz",
+                     "./usr/share/man/man1/screentimectl.1.gz", "./lib/systemd/system/screentime.target",
+                     "./usr/lib/sysusers.d/screentime.conf", "./etc/avahi/services/screentime.service", "./usr/bin/screentimectl"]
+        for service in Self.services {
+            paths += ["./usr/share/man/man8/\(service.binary).8.gz", "./usr/libexec/screentime/\(service.binary)",
+                      "./lib/systemd/system/screentime-\(service.name).socket", "./lib/systemd/system/screentime-\(service.name).service"]
+        }
+        for path in paths {
+            #expect(contents.contains(" \(path)\n"), "\(path) is in the package")
+        }
+        let conffiles = try await runCommand("/usr/bin/dpkg-deb", ["--info", packages.current.deb, "conffiles"]).stdout
+        for service in Self.services {
+            #expect(conffiles.contains("/etc/screentime/\(service.name).env"), "\(conffiles)")
+        }
+        #expect(conffiles.contains("/etc/avahi/services/screentime.service"), "\(conffiles)")
+
+        // Stripped, and the debug symbols in the -dbgsym package (by build id).
+        let unpacked = TemporaryDirectory()
+        _ = try await runCommand("/usr/bin/dpkg-deb", ["--extract", packages.current.deb, unpacked.path])
+        let sections = try await runCommand("/usr/bin/readelf", ["--section-headers", "--wide", unpacked.path + "/usr/bin/screentimectl"]).stdout
+        #expect(!sections.contains(".debug_info") && !sections.contains(".symtab"), "screentimectl is stripped")
+        let debugContents = try await runCommand("/usr/bin/dpkg-deb", ["--contents", packages.current.dbgsym]).stdout
+        #expect(debugContents.contains("./usr/lib/debug/.build-id/"), "\(debugContents.prefix(500))")
+    }
+
+    @Test("install: the sockets listen and no service runs; each service answers with the changelog's version; the user exists; man screentimectl renders; units verify clean")
+    func install() async throws {
+        let packages = try await PackageBuild.shared.value
+        try await Container.with { container in
+            let debs = try container.handOver(packages)
+            try await container.dpkg("-i", debs.current)
+            #expect(try await container.run("getent", "passwd", "screentime").status == 0)
+            for service in Self.services {
+                #expect(try await container.property("ActiveState", of: "screentime-\(service.name).socket") == "active", "\(service.name).socket")
+                #expect(try await container.property("UnitFileState", of: "screentime-\(service.name).socket") == "enabled", "\(service.name).socket")
+                #expect(try await container.property("ActiveState", of: "screentime-\(service.name).service") == "inactive", "\(service.name) waits for its first client")
+            }
+            #expect(try await container.property("UnitFileState", of: "screentime.target") == "enabled")
+            let changelog = try await runCommand("/usr/bin/dpkg-parsechangelog", ["-l", Container.checkout + "/deploy/debian/changelog", "-S", "Version"]).stdout
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            for service in Self.services {
+                let ping = try await container.client(service.name).call("rpc.ping")
+                #expect(ping["service"]?.stringValue == service.name)
+                #expect(ping["version"]?.stringValue == changelog, "\(service.name) reports the changelog's version")
+            }
+            let cli = try await container.run("/usr/bin/screentimectl", "ping", "store")
+            #expect(cli.status == 0 && cli.stdout.contains("\"version\":\"\(changelog)\""), "\(cli)")
+
+            let manual = try await container.shell("MANWIDTH=80 man -P cat screentimectl 2>&1")
+            #expect(manual.status == 0 && manual.stdout.contains("NAME") && manual.stdout.contains("screentimectl") && manual.stdout.contains("SYNOPSIS"), "\(manual.stdout.prefix(2000))")
+            for service in Self.services {
+                let page = try await container.shell("MANWIDTH=80 man -P cat 8 \(service.binary) 2>&1")
+                #expect(page.status == 0 && page.stdout.contains("--runtime-dir"), "\(service.binary)(8): \(page.stdout.prefix(1000))")
+            }
+
+            let units = Self.services.flatMap { ["/lib/systemd/system/screentime-\($0.name).socket", "/lib/systemd/system/screentime-\($0.name).service"] }
+            let verify = try await container.run(["systemd-analyze", "verify", "/lib/systemd/system/screentime.target"] + units)
+            #expect(verify.status == 0 && verify.stderr.isEmpty, "\(verify.stderr)")
+            #expect(try await container.run("test", "-f", "/etc/avahi/services/screentime.service").status == 0, "the Avahi file is there, without avahi-daemon")
+        }
+    }
+
+    @Test("upgrade over itself and to a newer build: the data and an edited conffile stay, running services restart on the new binaries, idle ones stay idle, the sockets keep listening")
+    func upgradeOverItself() async throws {
+        let packages = try await PackageBuild.shared.value
+        try await Container.with { container in
+            let debs = try container.handOver(packages)
+            try await container.dpkg("-i", debs.current)
+            let edited = "# mine\nOPTIONS=\"--log-level debug\"\n"
+            try await container.write(edited, to: "/etc/screentime/store.env")
+            _ = try await container.client("store").call(StoreMethods.createFamily, CreateFamilyParams(family: "smith"))
+
+            for deb in [debs.current, debs.rebuild] {
+                let before = try await container.property("MainPID", of: "screentime-store.service")
+                try await container.dpkg("-i", deb)
+                #expect(try await container.property("MainPID", of: "screentime-store.service") != before, "the store was restarted")
+                #expect(try await container.property("ActiveState", of: "screentime-store.service") == "active")
+                #expect(try await container.property("ActiveState", of: "screentime-pairing.service") == "inactive", "an idle service is not started")
+                for service in Self.services {
+                    #expect(try await container.property("ActiveState", of: "screentime-\(service.name).socket") == "active")
+                }
+                #expect(try await container.read("/etc/screentime/store.env") == edited, "the administrator's configuration stays")
+                let families = try await container.client("store").call(StoreMethods.listFamilies, Empty()).families.map(\.family)
+                #expect(families == ["smith"], "the data stays")
+            }
+            #expect(try await container.run("dpkg-query", "-W", "-f", "${Version}", "screentime-server").stdout == "\(ServerVersion.current)+b1")
+            // The store runs with the edited options: it logs every request at debug.
+            _ = try await container.client("store").call("rpc.ping")
+            try await container.waitUntil("the store logs at debug level") {
+                try await container.run("journalctl", "-u", "screentime-store", "-o", "cat", "--no-pager").stdout.contains("request served")
+            }
+        }
+    }
+
+    @Test("upgrade from the hand-built 0.7 package: the data stays, an edited env file stays as it was, an untouched one becomes the new default, no question asked; remove keeps data and configuration; purge deletes them and keeps the user")
+    func upgradeFrom07ThenRemoveAndPurge() async throws {
+        let packages = try await PackageBuild.shared.value
+        try await Container.with { container in
+            let debs = try container.handOver(packages)
+            try await container.dpkg("-i", debs.handBuilt07)
+            #expect(try await container.run("dpkg-query", "-W", "-f", "${Version}", "screentime-server").stdout == "0.7.0")
+            _ = try await container.client("store").call(StoreMethods.createFamily, CreateFamilyParams(family: "smith"))
+            let edited = try await container.read("/etc/screentime/store.env") + "OPTIONS=\"--log-level debug\"\n"
+            try await container.write(edited, to: "/etc/screentime/store.env")
+            let before = try await container.property("MainPID", of: "screentime-store.service")
+
+            // dpkg runs with no terminal: a conffile question would fail the upgrade.
+            try await container.dpkg("-i", debs.current)
+            #expect(try await container.run("dpkg-query", "-W", "-f", "${Version}", "screentime-server").stdout == ServerVersion.current)
+            #expect(try await container.read("/etc/screentime/store.env") == edited, "the edited file stays")
+            let template = try String(contentsOfFile: Container.checkout + "/deploy/service.env.in", encoding: .utf8)
+            #expect(try await container.read("/etc/screentime/pairing.env") == template.replacingOccurrences(of: "@NAME@", with: "pairing").replacingOccurrences(of: "@BINARY@", with: "screentime-pairingd"),
+                    "an untouched 0.7 file becomes the package's default")
+            #expect(try await container.shell("ls /etc/screentime/*.screentime-kept 2>/dev/null").stdout.isEmpty)
+            #expect(try await container.property("MainPID", of: "screentime-store.service") != before, "the store runs the new binary")
+            let families = try await container.client("store").call(StoreMethods.listFamilies, Empty()).families.map(\.family)
+            #expect(families == ["smith"], "the data survives the upgrade")
+            for service in Self.services {
+                #expect(try await container.property("ActiveState", of: "screentime-\(service.name).socket") == "active")
+                #expect(try await container.property("UnitFileState", of: "screentime-\(service.name).socket") == "enabled")
+            }
+
+            // Remove: everything stops, the units go, the data and the configuration stay.
+            _ = try await container.client("pairing").call("rpc.ping")
+            try await container.dpkg("-r", "screentime-server")
+            for service in Self.services {
+                #expect(try await container.property("ActiveState", of: "screentime-\(service.name).service") == "inactive", "\(service.name) stopped")
+                #expect(try await container.property("ActiveState", of: "screentime-\(service.name).socket") == "inactive", "\(service.name).socket stopped")
+                #expect(try await container.property("LoadState", of: "screentime-\(service.name).socket") == "not-found")
+            }
+            #expect(try await container.run("test", "-e", "/var/lib/screentime/store.sqlite").status == 0, "removal keeps the data")
+            #expect(try await container.read("/etc/screentime/store.env") == edited, "removal keeps the configuration")
+
+            // Purge: data and configuration go, the user stays (Debian policy).
+            try await container.dpkg("--purge", "screentime-server")
+            #expect(try await container.run("test", "-e", "/var/lib/screentime").status != 0, "purge deletes the data")
+            #expect(try await container.run("test", "-e", "/etc/screentime").status != 0, "purge deletes the configuration")
+            #expect(try await container.run("test", "-e", "/etc/avahi/services/screentime.service").status != 0)
+            #expect(try await container.run("getent", "passwd", "screentime").status == 0, "purge keeps the system user")
+            #expect(try await container.run("dpkg", "--status", "screentime-server").status != 0, "dpkg no longer knows the package")
+        }
+    }
+}
+
+/// The services as deploy/services lists them.
+enum Deployment {
+    static let services: [(name: String, binary: String)] = {
+        let list = (try? String(contentsOfFile: Container.checkout + "/deploy/services", encoding: .utf8)) ?? ""
+        return list.split(separator: "\n").compactMap { line in
+            let words = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)[0].split(separator: " ", omittingEmptySubsequences: true)
+            return words.count == 2 ? (String(words[0]), String(words[1])) : nil
+        }
+    }()
+}
+
+/// The packages the suite installs, built once per test run.
+struct PackageBuild: Sendable {
+    struct Built: Sendable {
+        var deb: String
+        var dbgsym: String
+        var dsc: String
+    }
+
+    /// This tree's package.
+    var current: Built
+    /// A binary-only rebuild of it (version +b1): a newer build of the same source.
+    var rebuild: String
+    /// The 0.7 package as it was built by hand (Tests/Fixtures/hand-built-0.7).
+    var handBuilt07: String
+
+    /// Where the shipped binaries are (deploy/build-release.sh prints it).
+    static let binaries: String? = {
+        guard let directory = ProcessInfo.processInfo.environment["SCREENTIME_RELEASE_BIN_DIR"], !directory.isEmpty else { return nil }
+        return directory
+    }()
+
+    static var missingBinaries: String {
+        "SCREENTIME_RELEASE_BIN_DIR is not set: build the shipped binaries with deploy/build-release.sh and set it to the directory it prints (.ci/run does)"
+    }
+
+    static let shared = Task<PackageBuild, any Error> { try await Self.build() }
+
+    private static func build() async throws -> PackageBuild {
+        guard let binaries else { throw TestFailure(Self.missingBinaries) }
+        // Hundreds of megabytes, kept until the test process ends: one directory per process,
+        // and those of processes that have ended are removed here.
+        let temporary = FileManager.default.temporaryDirectory.path
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: temporary)) ?? [] where entry.hasPrefix("st-debs-") {
+            if let pid = pid_t(entry.dropFirst("st-debs-".count)), kill(pid, 0) != 0, errno == ESRCH {
+                try? FileManager.default.removeItem(atPath: temporary + "/" + entry)
+            }
+        }
+        let out = temporary + "/st-debs-\(getpid())"
+        try? FileManager.default.removeItem(atPath: out)
+        let script = Container.checkout + "/deploy/build-deb.sh"
+        // dpkg-deb's own knobs: gzip -1 instead of xz, minutes quicker on these big binaries
+        // (the contents, and what lintian checks, are the same).
+        let environment = ["DPKG_DEB_COMPRESSOR_TYPE": "gzip", "DPKG_DEB_COMPRESSOR_LEVEL": "1"]
+        let current = try await runCommand(script, ["--bin-dir", binaries, "--out", out + "/current"], environment: environment, timeout: .seconds(1800))
+        guard current.status == 0 else { throw TestFailure("build-deb.sh failed (\(current.status)):\n\(current.stderr.suffix(6000))") }
+        let files = current.stdout.split(separator: "\n").map(String.init)
+        func file(_ suffix: String) throws -> String {
+            guard let path = files.first(where: { $0.hasSuffix(suffix) }) else { throw TestFailure("build-deb.sh made no *\(suffix): \(files)") }
+            return path
+        }
+        let built = Built(deb: try file("/screentime-server_\(ServerVersion.current)_\(Self.architecture).deb"), dbgsym: try file("/screentime-server-dbgsym_\(ServerVersion.current)_\(Self.architecture).deb"), dsc: try file(".dsc"))
+
+        let rebuilt = try await runCommand(script, ["--bin-dir", binaries, "--out", out + "/rebuild", "--binnmu", "1"], environment: environment, timeout: .seconds(1800))
+        guard rebuilt.status == 0, let rebuild = rebuilt.stdout.split(separator: "\n").first(where: { $0.hasSuffix("/screentime-server_\(ServerVersion.current)+b1_\(Self.architecture).deb") }) else {
+            throw TestFailure("build-deb.sh --binnmu 1 failed (\(rebuilt.status)):\n\(rebuilt.stdout)\(rebuilt.stderr.suffix(6000))")
+        }
+
+        let old = try await runCommand(Container.checkout + "/Tests/Fixtures/hand-built-0.7/build-deb.sh", ["--bin-dir", binaries, "--out", out + "/0.7"],
+                                     environment: ["SCREENTIME_DEB_UNCOMPRESSED": "1"], timeout: .seconds(600))
+        guard old.status == 0 else { throw TestFailure("the 0.7 build failed (\(old.status)): \(old.stderr)") }
+        return PackageBuild(current: built, rebuild: String(rebuild), handBuilt07: old.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    static let architecture: String = {
+        #if arch(arm64)
+        "arm64"
+        #else
+        "amd64"
+        #endif
+    }()
+}
+
+extension Container {
+    /// The packages copied into the container (it has its own /tmp), as paths inside it.
+    /// The container is made a server as Debian installs one: a container image's
+    /// /usr/sbin/policy-rc.d (Docker's forbids every start, and the container sees the
+    /// host's) is taken away, or no maintainer script could start a unit.
+    func handOver(_ packages: PackageBuild) throws -> (current: String, rebuild: String, handBuilt07: String) {
+        try? FileManager.default.removeItem(atPath: self.root + "/usr/sbin/policy-rc.d")
+        let directory = "/var/cache/screentime-debs"
+        try FileManager.default.createDirectory(atPath: self.root + directory, withIntermediateDirectories: true)
+        func copy(_ path: String) throws -> String {
+            let inside = directory + "/" + (path as NSString).lastPathComponent
+            if !FileManager.default.fileExists(atPath: self.root + inside) { try FileManager.default.copyItem(atPath: path, toPath: self.root + inside) }
+            return inside
+        }
+        return (try copy(packages.current.deb), try copy(packages.rebuild), try copy(packages.handBuilt07))
+    }
+
+    /// dpkg with no terminal (a question would fail it), which must succeed.
+    func dpkg(_ arguments: String...) async throws {
+        let result = try await self.run(["dpkg"] + arguments, timeout: .seconds(300))
+        guard result.status == 0 else { throw TestFailure("dpkg \(arguments.joined(separator: " ")) failed (\(result.status)):\n\(result.stdout)\(result.stderr)") }
+    }
+
+    func read(_ path: String) async throws -> String {
+        try String(contentsOfFile: self.root + path, encoding: .utf8)
+    }
+
+    func write(_ text: String, to path: String) async throws {
+        try Data(text.utf8).write(to: URL(fileURLWithPath: self.root + path))
+    }
+}
