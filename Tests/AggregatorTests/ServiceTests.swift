@@ -102,12 +102,10 @@ struct AggregatorServiceTests {
     /// `aggregator.status` (as JSON, so that a missing field fails the test) once it says
     /// `caughtUp`.
     static func statusOnceCaughtUp(_ stack: AggregatorStack) async throws -> JSONValue {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while true {
+        try await eventually("the aggregator saying it has caught up") { lastSeen in
             let status = try await stack.local.call("aggregator.status")
-            if status["caughtUp"] == true { return status }
-            guard ContinuousClock.now < deadline else { throw TestFailure("the aggregator never said it had caught up: \(status)") }
-            try await Task.sleep(for: .milliseconds(20))
+            lastSeen = "\(status)"
+            return status["caughtUp"] == true ? status : nil
         }
     }
 }

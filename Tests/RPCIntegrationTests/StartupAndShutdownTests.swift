@@ -165,10 +165,10 @@ struct StartupAndShutdownTests {
     @Test("requests that outlive --shutdown-timeout are cancelled and the service still exits 0")
     func shutdownTimeoutBoundsTheDrain() async throws {
         let dir = TemporaryDirectory()
-        let service = try await ServiceProcess.startByHand(in: dir, arguments: ["--shutdown-timeout", "0.3"])
+        let service = try await ServiceProcess.startByHand(in: dir, arguments: ["--shutdown-timeout", "0.3", "--log-level", "debug"])
         let connection = try RawConnection(path: service.socketPath)
         connection.sendFrame(#"{"id": 1, "method": "test.sleep", "params": {"milliseconds": 60000}}"#)
-        try await Task.sleep(for: .milliseconds(200))
+        try await waitUntil("the request running", detail: service.log) { service.log.contains("sleeping") }
         let started = ContinuousClock.now
         service.signal(SIGTERM)
         // (Waited for on a thread of its own: the clock must not run while other tests hold
@@ -218,22 +218,24 @@ struct StartupAndShutdownTests {
             // (Threads of their own: blocking sockets would hold the test's task threads.)
             let hammering = Mutex(true)
             let running = Mutex(6)
+            let answered = Mutex(0)
             let socket = service.socketPath
             for _ in 0..<6 {
                 Thread.detachNewThread {
                     while hammering.withLock({ $0 }) {
                         guard let connection = try? RawConnection(path: socket) else { continue }
                         connection.sendFrame(#"{"id": 1, "method": "rpc.ping"}"#)
-                        _ = try? connection.readReply()
+                        if (try? connection.readReply()) != nil { answered.withLock { $0 += 1 } }
                     }
                     running.withLock { $0 -= 1 }
                 }
             }
-            try await Task.sleep(for: .milliseconds(300))
+            // The stop comes while every thread is connecting over and over.
+            try await waitUntil("a hundred pings answered", detail: service.log) { answered.withLock { $0 } >= 100 }
             service.signal(SIGTERM)
             let status = try await service.waitForExit()
             hammering.withLock { $0 = false }
-            while running.withLock({ $0 }) > 0 { try await Task.sleep(for: .milliseconds(10)) }
+            try await waitUntil("the clients' threads ending") { running.withLock { $0 } == 0 }
             #expect(status == 0, "round \(round): exit \(status)\n\(service.log.suffix(600))")
         }
     }

@@ -292,18 +292,21 @@ struct WireTests {
         #expect(ping.pid == service.pid)
         // Every connection was closed by the service: no descriptor is left but the
         // listener, the event loops' own and stdio.
-        try await Task.sleep(for: .milliseconds(300))
-        let open = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(service.pid)/fd").count
-        #expect(open < 40, "the service holds \(open) descriptors")
+        let fds = "/proc/\(service.pid)/fd"
+        try await waitUntil("the service closing every client's connection",
+                            detail: "it holds \((try? FileManager.default.contentsOfDirectory(atPath: fds).count) ?? -1) descriptors") {
+            try FileManager.default.contentsOfDirectory(atPath: fds).count < 40
+        }
     }
 
     @Test("past --max-connections a new connection gets limit_exceeded and is closed")
     func connectionLimit() async throws {
         let dir = TemporaryDirectory()
-        let service = try await ServiceProcess.startByHand(in: dir, arguments: ["--max-connections", "2"])
+        let service = try await ServiceProcess.startByHand(in: dir, arguments: ["--max-connections", "2", "--log-level", "debug"])
         defer { service.stopNow() }
+        let closed = { service.log.components(separatedBy: "connection closed").count - 1 }
         // The readiness probe's connection counts until the service has seen it close.
-        try await Task.sleep(for: .milliseconds(300))
+        try await waitUntil("the readiness probe's connection closed", detail: service.log) { closed() >= 1 }
         let first = try RawConnection(path: service.socketPath)
         let second = try RawConnection(path: service.socketPath)
         for connection in [first, second] {
@@ -314,8 +317,9 @@ struct WireTests {
         let refusal = try #require(try third.readReply())
         #expect(refusal.errorCode == "limit_exceeded")
         #expect(try third.isClosedByPeer())
+        let closedBefore = closed()
         first.close()
-        try await Task.sleep(for: .milliseconds(200))
+        try await waitUntil("the service seeing the first connection close", detail: service.log) { closed() > closedBefore }
         let fourth = try RawConnection(path: service.socketPath)
         fourth.sendFrame(#"{"id": 1, "method": "rpc.ping"}"#)
         #expect(try fourth.readReply()?.result != nil)

@@ -67,7 +67,7 @@ struct DurabilityTests {
         let ledger = Ledger()
         let load = Self.load(store, writers: 24, ledger: ledger)
         // Let the load build up, then pull the plug in the middle of it.
-        while ledger.acknowledged.withLock({ $0.count }) < 300 { try await Task.sleep(for: .milliseconds(20)) }
+        try await waitUntil("300 saves acknowledged", timeout: .seconds(60), detail: store.process.log) { ledger.acknowledged.withLock { $0.count } >= 300 }
         store.process.signal(SIGKILL)
         ledger.running.store(false, ordering: .relaxed)
         _ = try await store.process.waitForExit()
@@ -136,7 +136,7 @@ struct DurabilityTests {
         let family = try await FamilyFixture.setUp(store)
         let ledger = Ledger()
         let load = Self.load(store, writers: 8, ledger: ledger)
-        while ledger.acknowledged.withLock({ $0.count }) < 100 { try await Task.sleep(for: .milliseconds(20)) }
+        try await waitUntil("100 saves acknowledged", timeout: .seconds(60), detail: store.process.log) { ledger.acknowledged.withLock { $0.count } >= 100 }
         let before = ledger.acknowledged.withLock { $0 }.flatMap { $0 }
         let backup = try await family.admin.call(StoreMethods.backup, BackupParams(path: "under-load.sqlite"))
         ledger.running.store(false, ordering: .relaxed)

@@ -83,7 +83,9 @@ struct TestService: AsyncParsableCommand {
             methods.on(TestAPI.echo) { params, _ in
                 EchoResult(message: String(repeating: params.message, count: max(1, params.times ?? 1)))
             }
-            methods.on(TestAPI.sleep) { params, _ in
+            methods.on(TestAPI.sleep) { params, context in
+                // A test waits for this line to know the request is running.
+                context.logger.debug("sleeping", metadata: ["milliseconds": "\(params.milliseconds)"])
                 try await Task.sleep(for: .milliseconds(params.milliseconds))
                 return SleepResult(milliseconds: params.milliseconds, tag: params.tag)
             }
