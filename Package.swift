@@ -538,6 +538,8 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 // Writes a push database as an earlier version left it.
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // Reads push's position in the store's log as push saves it.
+                "DurableSQLite",
             ],
             swiftSettings: strict
         ),

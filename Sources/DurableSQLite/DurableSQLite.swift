@@ -60,12 +60,17 @@ public protocol StoreLogFollowerDatabase: Sendable {
 extension StoreLogFollowerDatabase {
     /// The last change of the store's log applied (0: none yet).
     public func position() async throws -> Int64 {
-        try await self.pool.read { db in try MetaTable.get(db, StoreLogPosition.key) }
+        try await self.pool.read { db in try StoreLogPosition.load(db) }
     }
 }
 
 public enum StoreLogPosition {
     static let key = "watch_position"
+
+    /// The last change applied (0: none yet), read in `db`'s transaction.
+    public static func load(_ db: Database) throws -> Int64 {
+        try MetaTable.get(db, Self.key)
+    }
 
     /// Moves the position, inside the transaction that applied the changes up to it.
     public static func save(_ db: Database, _ value: Int64) throws {

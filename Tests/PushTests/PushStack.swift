@@ -1,3 +1,4 @@
+import DurableSQLite
 import Foundation
 import GRDB
 import PushAPI
@@ -93,7 +94,7 @@ extension PushStack {
             return configuration
         }())
         try await eventually("push queuing up to the store's head \(head)", detail: self.push.log) { seen in
-            let position = try await database.read { db in try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'watch_position'") } ?? 0
+            let position = try await database.read { db in try StoreLogPosition.load(db) }
             seen = "position \(position)"
             return position >= head ? () : nil
         }
