@@ -34,15 +34,15 @@ struct EarnedTimeWriter: Sendable {
                         continue
                     }
                     var fields: [String: JSONValue] = [
-                        "familyRef": .reference(family, zone: StoreNames.defaultZone), "childRef": childRef, "type": "accrual",
-                        "amount": .int(item.points), "reason": .string("learning on \(day)"), "idempotencyKey": .string(name),
+                        RecordFields.familyRef: .reference(family, zone: StoreNames.defaultZone), RecordFields.childRef: childRef, RecordFields.type: "accrual",
+                        RecordFields.amount: .int(item.points), RecordFields.reason: .string("learning on \(day)"), RecordFields.idempotencyKey: .string(name),
                     ]
-                    fields["timestamp"] = LocalDays(timeZone: item.timeZone)?.bounds(of: day).map { .date($0.start) } ?? .date(Date())
+                    fields[RecordFields.timestamp] = LocalDays(timeZone: item.timeZone)?.bounds(of: day).map { .date($0.start) } ?? .date(Date())
                     saves.append(RecordSave(recordType: RecordTypes.pointsLedgerEntry, recordName: name, fields: fields))
                 } else if let balance = item.balance {
                     saves.append(RecordSave(recordType: RecordTypes.earnedTimeBalance, recordName: "balance-\(item.child)", fields: [
-                        "childRef": childRef, "balanceSeconds": .int(balance.balanceSeconds), "pointsBalance": .int(balance.points),
-                        "rewardSecondsUsed": .int(balance.rewardSeconds), "shielded": .bool(balance.shielded), "updatedAt": .date(Date()),
+                        RecordFields.childRef: childRef, RecordFields.balanceSeconds: .int(balance.balanceSeconds), RecordFields.pointsBalance: .int(balance.points),
+                        RecordFields.rewardSecondsUsed: .int(balance.rewardSeconds), RecordFields.shielded: .bool(balance.shielded), RecordFields.updatedAt: .date(Date()),
                     ]))
                 }
             }
@@ -66,8 +66,8 @@ struct EarnedTimeWriter: Sendable {
     private func sendShieldCommands(family: String, child: String, balance: AggregatorDatabase.PendingChildWrite.Balance) async throws {
         let targets = try await self.database.shieldTargets(family: family, child: child)
         let payload: JSONValue = [
-            "rewardApps": .array(targets.apps.map(JSONValue.string)), "rewardCategories": .array(targets.categories.map(JSONValue.string)),
-            "balanceSeconds": .int(balance.balanceSeconds),
+            RecordFields.rewardApps: .array(targets.apps.map(JSONValue.string)), RecordFields.rewardCategories: .array(targets.categories.map(JSONValue.string)),
+            RecordFields.balanceSeconds: .int(balance.balanceSeconds),
         ]
         let payloadText = String(decoding: try RPCJSON.makeEncoder().encode(payload), as: UTF8.self)
         let kind = balance.shielded ? Self.shieldCommand : Self.unshieldCommand
@@ -75,8 +75,8 @@ struct EarnedTimeWriter: Sendable {
             let name = "shield-\(balance.shieldVersion)"
             let params = ModifyParams(family: family, zone: device.zone, saves: [
                 RecordSave(recordType: RecordTypes.configurationCommand, recordName: name, fields: [
-                    "commandID": .string(name), "targetDeviceID": .string(device.deviceId), "commandType": .string(kind),
-                    "payloadJSON": .string(payloadText), "createdAt": .date(Date()), "status": "pending",
+                    RecordFields.commandID: .string(name), RecordFields.targetDeviceID: .string(device.deviceId), RecordFields.commandType: .string(kind),
+                    RecordFields.payloadJSON: .string(payloadText), RecordFields.createdAt: .date(Date()), RecordFields.status: "pending",
                 ]),
             ], savePolicy: .allKeys)
             if let error = await self.store.write(params, logger: self.logger), error.code != .notFound { throw error }

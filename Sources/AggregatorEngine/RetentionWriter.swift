@@ -40,13 +40,13 @@ struct RetentionWriter: Sendable {
             let family = group[0].family
             let saves = try group.map { item in
                 var fields: [String: JSONValue] = [
-                    "childRef": .reference(item.child, zone: StoreNames.defaultZone),
-                    "totalLearningSeconds": .int(item.days.learning), "totalRewardSeconds": .int(item.days.reward), "pointsAccrued": .int(item.days.points),
-                    "pointsRedeemed": .int(item.redeemed), "pointsAdjusted": .int(item.adjusted),
-                    "usageRecordsPruned": .int(item.usageRecords), "ledgerEntriesPruned": .int(item.ledgerEntries),
-                    "appsUsedJSON": .string(String(decoding: try JSONEncoder().encode(item.days.top()), as: UTF8.self)), "lastUpdated": .date(Date()),
+                    RecordFields.childRef: .reference(item.child, zone: StoreNames.defaultZone),
+                    RecordFields.totalLearningSeconds: .int(item.days.learning), RecordFields.totalRewardSeconds: .int(item.days.reward), RecordFields.pointsAccrued: .int(item.days.points),
+                    RecordFields.pointsRedeemed: .int(item.redeemed), RecordFields.pointsAdjusted: .int(item.adjusted),
+                    RecordFields.usageRecordsPruned: .int(item.usageRecords), RecordFields.ledgerEntriesPruned: .int(item.ledgerEntries),
+                    RecordFields.appsUsedJSON: .string(String(decoding: try JSONEncoder().encode(item.days.top()), as: UTF8.self)), RecordFields.lastUpdated: .date(Date()),
                 ]
-                fields["weekStart"] = LocalDays(timeZone: item.timeZone)?.bounds(of: item.week).map { .date($0.start) } ?? .date(Date())
+                fields[RecordFields.weekStart] = LocalDays(timeZone: item.timeZone)?.bounds(of: item.week).map { .date($0.start) } ?? .date(Date())
                 return RecordSave(recordType: RecordTypes.weeklySummary, recordName: "week-\(item.child)-\(item.week)", fields: fields)
             }
             if let error = await self.store.write(ModifyParams(family: family, zone: StoreNames.defaultZone, saves: saves, savePolicy: .allKeys), logger: self.logger) {

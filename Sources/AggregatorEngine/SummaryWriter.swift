@@ -42,12 +42,12 @@ struct SummaryWriter: Sendable {
 
     static func record(_ name: String, _ item: AggregatorDatabase.PendingSummary, _ totals: AggregatorDatabase.PendingSummary.Totals) -> RecordSave {
         var fields: [String: JSONValue] = [
-            "summaryID": .string(name), "deviceID": .string(item.deviceId),
-            "totalLearningSeconds": .int(totals.learningSeconds), "totalRewardSeconds": .int(totals.rewardSeconds),
-            "totalPointsEarned": .int(totals.points), "appsUsedJSON": .string(totals.apps), "lastUpdated": .date(Date()),
+            RecordFields.summaryID: .string(name), RecordFields.deviceID: .string(item.deviceId),
+            RecordFields.totalLearningSeconds: .int(totals.learningSeconds), RecordFields.totalRewardSeconds: .int(totals.rewardSeconds),
+            RecordFields.totalPointsEarned: .int(totals.points), RecordFields.appsUsedJSON: .string(totals.apps), RecordFields.lastUpdated: .date(Date()),
         ]
-        if let start = LocalDays(timeZone: item.timeZone)?.bounds(of: item.day)?.start { fields["date"] = .date(start) }
-        if let child = item.childRef { fields["childRef"] = .reference(child, zone: StoreNames.defaultZone) }
+        if let start = LocalDays(timeZone: item.timeZone)?.bounds(of: item.day)?.start { fields[RecordFields.date] = .date(start) }
+        if let child = item.childRef { fields[RecordFields.childRef] = .reference(child, zone: StoreNames.defaultZone) }
         return RecordSave(recordType: RecordTypes.dailySummary, recordName: name, fields: fields)
     }
 }
