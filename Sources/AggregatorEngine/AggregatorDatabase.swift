@@ -72,7 +72,7 @@ extension AggregatorDatabase {
 
     func pendingSummaries(limit: Int) async throws -> [PendingSummary] {
         try await self.pool.read { db in
-            try Row.fetchAll(db, sql: """
+            try PendingSummary.fetchAll(db, sql: """
                 SELECT o.family, o.zone, o.device_id, o.day, o.version, coalesce(f.time_zone, 'UTC') AS time_zone, v.child_ref,
                     d.learning_seconds, d.reward_seconds, d.points, d.apps
                 FROM summary_outbox o
@@ -80,13 +80,7 @@ extension AggregatorDatabase {
                 LEFT JOIN families f ON f.family = o.family
                 LEFT JOIN devices v ON v.family = o.family AND v.zone = o.zone
                 ORDER BY o.family, o.zone LIMIT ?
-                """, arguments: [limit]).map { row in
-                let apps: String? = row["apps"]
-                return PendingSummary(
-                    family: row["family"], zone: row["zone"], deviceId: row["device_id"], day: row["day"], version: row["version"],
-                    timeZone: row["time_zone"], childRef: row["child_ref"],
-                    totals: apps.map { PendingSummary.Totals(learningSeconds: row["learning_seconds"], rewardSeconds: row["reward_seconds"], points: row["points"], apps: $0) })
-            }
+                """, arguments: [limit])
         }
     }
 
@@ -127,7 +121,7 @@ extension AggregatorDatabase {
 
     func pendingChildWrites(limit: Int) async throws -> [PendingChildWrite] {
         try await self.pool.read { db in
-            try Row.fetchAll(db, sql: """
+            try PendingChildWrite.fetchAll(db, sql: """
                 SELECT o.family, o.child, o.day, o.version, coalesce(f.time_zone, 'UTC') AS time_zone,
                     (SELECT coalesce(sum(d.points), 0) FROM days d JOIN devices v ON v.family = d.family AND v.device_id = d.device_id
                      WHERE o.day != '' AND d.family = o.family AND v.child_ref = o.child AND d.day = o.day) AS day_points,
@@ -136,17 +130,7 @@ extension AggregatorDatabase {
                 LEFT JOIN families f ON f.family = o.family
                 LEFT JOIN children c ON c.family = o.family AND c.child = o.child
                 ORDER BY o.family, o.child LIMIT ?
-                """, arguments: [limit]).map { row in
-                let day: String = row["day"]
-                let balancePoints: Int64? = row["points"]
-                return PendingChildWrite(
-                    family: row["family"], child: row["child"], day: day.isEmpty ? nil : day, version: row["version"], timeZone: row["time_zone"],
-                    points: row["day_points"],
-                    balance: balancePoints.map {
-                        PendingChildWrite.Balance(points: $0, rewardSeconds: row["reward_seconds"], balanceSeconds: row["balance_seconds"],
-                                                  shielded: row["shielded"], shieldVersion: row["shield_version"], commandsVersion: row["commands_version"])
-                    })
-            }
+                """, arguments: [limit])
         }
     }
 
@@ -219,13 +203,10 @@ extension AggregatorDatabase {
         return try await self.pool.read { db in
             let marks = Array(repeating: "?", count: devices.count).joined(separator: ", ")
             let arguments: [(any DatabaseValueConvertible)?] = [family] + devices.map { $0 } + [from, to]
-            return try Row.fetchAll(db, sql: """
+            return try DayRow.fetchAll(db, sql: """
                 SELECT device_id, day, learning_seconds, reward_seconds, points, apps FROM days
                 WHERE family = ? AND device_id IN (\(marks)) AND day BETWEEN ? AND ? ORDER BY day, device_id
-                """, arguments: StatementArguments(arguments)).map { row in
-                DayRow(deviceId: row["device_id"], day: row["day"], learningSeconds: row["learning_seconds"], rewardSeconds: row["reward_seconds"],
-                       points: row["points"], apps: (try? AppsJSON.decode(row["apps"])) ?? [])
-            }
+                """, arguments: StatementArguments(arguments))
         }
     }
 }
@@ -244,13 +225,74 @@ extension AggregatorDatabase {
 
     func pendingAlerts(limit: Int) async throws -> [PendingAlert] {
         try await self.pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT id, family, kind, title, body, data FROM alert_outbox ORDER BY id LIMIT ?", arguments: [limit]).map {
-                PendingAlert(id: $0["id"], family: $0["family"], kind: $0["kind"], title: $0["title"], body: $0["body"], data: $0["data"])
-            }
+            try PendingAlert.fetchAll(db, sql: "SELECT id, family, kind, title, body, data FROM alert_outbox ORDER BY id LIMIT ?", arguments: [limit])
         }
     }
 
     func alertSent(_ id: Int64) async throws {
         try await self.pool.write { db in try db.execute(sql: "DELETE FROM alert_outbox WHERE id = ?", arguments: [id]) }
+    }
+}
+
+// MARK: Rows as the reads above select them
+
+extension AggregatorDatabase.PendingSummary: FetchableRecord {
+    enum Columns {
+        static let family = Column("family"), zone = Column("zone"), deviceId = Column("device_id"), day = Column("day")
+        static let version = Column("version"), timeZone = Column("time_zone"), childRef = Column("child_ref")
+        static let learningSeconds = Column("learning_seconds"), rewardSeconds = Column("reward_seconds")
+        static let points = Column("points"), apps = Column("apps")
+    }
+
+    init(row: Row) {
+        let apps: String? = row[Columns.apps]
+        self.init(
+            family: row[Columns.family], zone: row[Columns.zone], deviceId: row[Columns.deviceId], day: row[Columns.day],
+            version: row[Columns.version], timeZone: row[Columns.timeZone], childRef: row[Columns.childRef],
+            totals: apps.map { Totals(learningSeconds: row[Columns.learningSeconds], rewardSeconds: row[Columns.rewardSeconds], points: row[Columns.points], apps: $0) })
+    }
+}
+
+extension AggregatorDatabase.PendingChildWrite: FetchableRecord {
+    enum Columns {
+        static let family = Column("family"), child = Column("child"), day = Column("day"), version = Column("version")
+        static let timeZone = Column("time_zone"), dayPoints = Column("day_points")
+        static let balancePoints = Column("points"), rewardSeconds = Column("reward_seconds"), balanceSeconds = Column("balance_seconds")
+        static let shielded = Column("shielded"), shieldVersion = Column("shield_version"), commandsVersion = Column("commands_version")
+    }
+
+    init(row: Row) {
+        let day: String = row[Columns.day]
+        let balancePoints: Int64? = row[Columns.balancePoints]
+        self.init(
+            family: row[Columns.family], child: row[Columns.child], day: day.isEmpty ? nil : day, version: row[Columns.version],
+            timeZone: row[Columns.timeZone], points: row[Columns.dayPoints],
+            balance: balancePoints.map {
+                Balance(points: $0, rewardSeconds: row[Columns.rewardSeconds], balanceSeconds: row[Columns.balanceSeconds],
+                        shielded: row[Columns.shielded], shieldVersion: row[Columns.shieldVersion], commandsVersion: row[Columns.commandsVersion])
+            })
+    }
+}
+
+extension AggregatorDatabase.DayRow: FetchableRecord {
+    enum Columns {
+        static let deviceId = Column("device_id"), day = Column("day"), learningSeconds = Column("learning_seconds")
+        static let rewardSeconds = Column("reward_seconds"), points = Column("points"), apps = Column("apps")
+    }
+
+    init(row: Row) {
+        self.init(
+            deviceId: row[Columns.deviceId], day: row[Columns.day], learningSeconds: row[Columns.learningSeconds],
+            rewardSeconds: row[Columns.rewardSeconds], points: row[Columns.points], apps: (try? AppsJSON.decode(row[Columns.apps])) ?? [])
+    }
+}
+
+extension AggregatorDatabase.PendingAlert: FetchableRecord {
+    enum Columns {
+        static let id = Column("id"), family = Column("family"), kind = Column("kind"), title = Column("title"), body = Column("body"), data = Column("data")
+    }
+
+    init(row: Row) {
+        self.init(id: row[Columns.id], family: row[Columns.family], kind: row[Columns.kind], title: row[Columns.title], body: row[Columns.body], data: row[Columns.data])
     }
 }

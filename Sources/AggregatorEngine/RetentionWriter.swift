@@ -20,7 +20,7 @@ struct RetentionWriter: Sendable {
         try await self.writeWeeks() + self.prune()
     }
 
-    private struct PendingWeek {
+    private struct PendingWeek: FetchableRecord {
         var family: String
         var child: String
         var week: String
@@ -31,6 +31,24 @@ struct RetentionWriter: Sendable {
         var adjusted: Int64
         var ledgerEntries: Int64
         var usageRecords: Int64
+
+        enum Columns {
+            static let family = Column("family"), child = Column("child"), week = Column("week"), version = Column("version")
+            static let timeZone = Column("time_zone"), redeemed = Column("redeemed"), adjusted = Column("adjusted")
+            static let ledgerEntries = Column("ledger_entries"), usageRecords = Column("usage_records")
+        }
+
+        init(row: Row) {
+            self.family = row[Columns.family]
+            self.child = row[Columns.child]
+            self.week = row[Columns.week]
+            self.version = row[Columns.version]
+            self.timeZone = row[Columns.timeZone]
+            self.redeemed = row[Columns.redeemed]
+            self.adjusted = row[Columns.adjusted]
+            self.ledgerEntries = row[Columns.ledgerEntries]
+            self.usageRecords = row[Columns.usageRecords]
+        }
     }
 
     private func writeWeeks() async throws -> Int {
@@ -67,7 +85,7 @@ struct RetentionWriter: Sendable {
     /// The weeks to write, each with its days (as reports read them) and carried ledger.
     private func pendingWeeks(limit: Int) async throws -> [PendingWeek] {
         var weeks = try await self.database.pool.read { db in
-            try Row.fetchAll(db, sql: """
+            try PendingWeek.fetchAll(db, sql: """
                 SELECT o.family, o.child, o.week, o.version, coalesce(f.time_zone, 'UTC') AS time_zone,
                     coalesce(c.redeemed, 0) AS redeemed, coalesce(c.adjusted, 0) AS adjusted,
                     coalesce(c.ledger_entries, 0) AS ledger_entries, coalesce(c.usage_records, 0) AS usage_records
@@ -75,10 +93,7 @@ struct RetentionWriter: Sendable {
                 LEFT JOIN families f ON f.family = o.family
                 LEFT JOIN carried c ON c.family = o.family AND c.child = o.child AND c.week = o.week
                 ORDER BY o.family LIMIT ?
-                """, arguments: [limit]).map { row in
-                PendingWeek(family: row["family"], child: row["child"], week: row["week"], version: row["version"], timeZone: row["time_zone"],
-                            redeemed: row["redeemed"], adjusted: row["adjusted"], ledgerEntries: row["ledger_entries"], usageRecords: row["usage_records"])
-            }
+                """, arguments: [limit])
         }
         for index in weeks.indices {
             let week = weeks[index]

@@ -51,7 +51,7 @@ extension PushDatabase {
     /// The devices whose webhook takes deliveries.
     func activeWebhooks() async throws -> [(family: String, deviceId: String)] {
         try await self.pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT family, device_id FROM webhooks WHERE status = 'active'").map { ($0["family"], $0["device_id"]) }
+            try OutboxRow.Key.fetchAll(db, sql: "SELECT family, device_id FROM webhooks WHERE status = 'active'").map { ($0.family, $0.deviceId) }
         }
     }
 
@@ -60,7 +60,7 @@ extension PushDatabase {
     /// collapse key, expired) or whose webhook is gone are dropped on the way.
     func dueDeliveries(now: Date, limit: Int) async throws -> [Delivery] {
         try await self.pool.write { db in
-            let rows = try Row.fetchAll(db, sql: """
+            let rows = try OutboxRow.fetchAll(db, sql: """
                 SELECT o.family, o.device_id, o.seq, o.attempts, n.body, n.expires_at, w.url, w.format, w.authorization, w.status
                 FROM outbox o
                 LEFT JOIN notifications n ON n.id = coalesce(
@@ -71,18 +71,16 @@ extension PushDatabase {
                 """, arguments: [Millis.of(now), limit])
             var due: [Delivery] = []
             for row in rows {
-                let family: String = row["family"], deviceId: String = row["device_id"], seq: Int64 = row["seq"]
-                let expires: Int64? = row["expires_at"]
-                guard let body = row["body"] as String?, let expires, expires > Millis.of(now), (row["status"] as String?) == WebhookStatus.active.rawValue,
-                      let url = row["url"] as String?, let format = WebhookFormat(rawValue: row["format"] ?? "")
+                guard let body = row.body, let expires = row.expiresAt, expires > Millis.of(now), row.status == WebhookStatus.active.rawValue,
+                      let url = row.url, let format = WebhookFormat(rawValue: row.format ?? "")
                 else {
-                    try Self.dropDelivery(family: family, deviceId: deviceId, seq: seq, db)
+                    try Self.dropDelivery(family: row.key.family, deviceId: row.key.deviceId, seq: row.seq, db)
                     continue
                 }
                 due.append(Delivery(
-                    family: family, deviceId: deviceId, seq: seq, attempts: row["attempts"], body: body,
+                    family: row.key.family, deviceId: row.key.deviceId, seq: row.seq, attempts: row.attempts, body: body,
                     expiresAt: Date(timeIntervalSince1970: Double(expires) / 1000),
-                    webhook: Webhook(url: url, format: format, authorization: row["authorization"])))
+                    webhook: Webhook(url: url, format: format, authorization: row.authorization)))
             }
             return due
         }
@@ -152,16 +150,72 @@ extension PushDatabase {
     }
 
     private static func webhookInfo(family: String, deviceId: String, _ db: Database) throws -> WebhookInfo? {
-        guard let row = try Row.fetchOne(db, sql: """
+        try WebhookInfoRow.fetchOne(db, sql: """
             SELECT url, format, authorization IS NOT NULL AS has_authorization, status, created_at, delivered_at, last_error,
                 (SELECT count(*) FROM outbox o WHERE o.family = w.family AND o.device_id = w.device_id) AS pending
             FROM webhooks w WHERE family = ? AND device_id = ?
-            """, arguments: [family, deviceId])
-        else { return nil }
-        let delivered: Int64? = row["delivered_at"]
-        return WebhookInfo(
-            url: row["url"], format: WebhookFormat(rawValue: row["format"]) ?? .unifiedpush, hasAuthorization: row["has_authorization"],
-            status: WebhookStatus(rawValue: row["status"]) ?? .gone, createdAt: Date(timeIntervalSince1970: Double(row["created_at"] as Int64) / 1000),
-            deliveredAt: delivered.map { Date(timeIntervalSince1970: Double($0) / 1000) }, lastError: row["last_error"], pending: row["pending"])
+            """, arguments: [family, deviceId])?.info
+    }
+}
+
+/// An outbox row with its notification and its webhook, as `dueDeliveries` selects them:
+/// a notification that left the queue, or a webhook removed, reads as nil.
+private struct OutboxRow: FetchableRecord {
+    /// The device the row is for.
+    struct Key: FetchableRecord {
+        var family: String
+        var deviceId: String
+
+        init(row: Row) {
+            self.family = row[Columns.family]
+            self.deviceId = row[Columns.deviceId]
+        }
+    }
+
+    enum Columns {
+        static let family = Column("family"), deviceId = Column("device_id"), seq = Column("seq"), attempts = Column("attempts")
+        static let body = Column("body"), expiresAt = Column("expires_at")
+        static let url = Column("url"), format = Column("format"), authorization = Column("authorization"), status = Column("status")
+    }
+
+    var key: Key
+    var seq: Int64
+    var attempts: Int
+    var body: String?
+    var expiresAt: Int64?
+    var url: String?
+    var format: String?
+    var authorization: String?
+    var status: String?
+
+    init(row: Row) {
+        self.key = Key(row: row)
+        self.seq = row[Columns.seq]
+        self.attempts = row[Columns.attempts]
+        self.body = row[Columns.body]
+        self.expiresAt = row[Columns.expiresAt]
+        self.url = row[Columns.url]
+        self.format = row[Columns.format]
+        self.authorization = row[Columns.authorization]
+        self.status = row[Columns.status]
+    }
+}
+
+/// A webhook as `push.getWebhook` reports it, from its row and its outbox count.
+private struct WebhookInfoRow: FetchableRecord {
+    enum Columns {
+        static let url = Column("url"), format = Column("format"), hasAuthorization = Column("has_authorization"), status = Column("status")
+        static let createdAt = Column("created_at"), deliveredAt = Column("delivered_at"), lastError = Column("last_error"), pending = Column("pending")
+    }
+
+    var info: WebhookInfo
+
+    init(row: Row) {
+        let delivered: Int64? = row[Columns.deliveredAt]
+        let created: Int64 = row[Columns.createdAt]
+        self.info = WebhookInfo(
+            url: row[Columns.url], format: WebhookFormat(rawValue: row[Columns.format]) ?? .unifiedpush, hasAuthorization: row[Columns.hasAuthorization],
+            status: WebhookStatus(rawValue: row[Columns.status]) ?? .gone, createdAt: Date(timeIntervalSince1970: Double(created) / 1000),
+            deliveredAt: delivered.map { Date(timeIntervalSince1970: Double($0) / 1000) }, lastError: row[Columns.lastError], pending: row[Columns.pending])
     }
 }

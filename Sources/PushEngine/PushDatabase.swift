@@ -291,14 +291,9 @@ final class PushDatabase: StoreLogFollowerDatabase {
         try await self.pool.read { db in
             // Cached: every listen reads its backlog, and preparing the statement (a view
             // of two joins) costs more than running it on an empty queue.
-            try Row.fetchAll(db.cachedStatement(sql: """
+            try PendingRow.fetchAll(db.cachedStatement(sql: """
                 SELECT seq, expires_at, body FROM pending WHERE family = ? AND device_id = ? AND seq > ? AND expires_at > ? ORDER BY seq LIMIT ?
-                """), arguments: [family, deviceId, after, Millis.of(now), limit]).map { row in
-                let seq: Int64 = row["seq"]
-                let expires: Int64 = row["expires_at"]
-                return Outgoing(seq: seq, expiresAt: Date(timeIntervalSince1970: Double(expires) / 1000),
-                                json: PushNotification.numbered(seq, unnumbered: EncodedJSON(row["body"] as String)))
-            }
+                """), arguments: [family, deviceId, after, Millis.of(now), limit]).map(\.outgoing)
         }
     }
 
@@ -379,5 +374,21 @@ final class PushDatabase: StoreLogFollowerDatabase {
         var family: String
         var deviceId: String
         var id: String
+    }
+}
+
+/// A row of the `pending` view (a device's queued notification), ready to send.
+private struct PendingRow: FetchableRecord {
+    enum Columns {
+        static let seq = Column("seq"), expiresAt = Column("expires_at"), body = Column("body")
+    }
+
+    var outgoing: Outgoing
+
+    init(row: Row) {
+        let seq: Int64 = row[Columns.seq]
+        let expires: Int64 = row[Columns.expiresAt]
+        self.outgoing = Outgoing(seq: seq, expiresAt: Date(timeIntervalSince1970: Double(expires) / 1000),
+                                 json: PushNotification.numbered(seq, unnumbered: EncodedJSON(row[Columns.body] as String)))
     }
 }
