@@ -474,6 +474,9 @@ let package = Package(
                 "RPCClient",
                 "StoreAPI",
                 "ChangeFeed",
+                // The logic tests run the store's engine in process; the process tests, its binary.
+                "RecordStore",
+                "ServiceHarness",
                 "screentime-stored",
                 "screentimectl",
                 .product(name: "Logging", package: "swift-log"),

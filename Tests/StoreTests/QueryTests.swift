@@ -33,35 +33,35 @@ struct QueryTests {
 
     @Test("every operator selects exactly the matching records")
     func operators() async throws {
-        let store = try await StoreHarness.start()
-        defer { store.stopNow() }
-        let family = try await FamilyFixture.setUp(store)
-        try await Self.seed(family)
-        let at = { (i: Int) in JSONValue.date(Self.base.addingTimeInterval(Double(i) * 600)) }
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            try await Self.seed(family)
+            let at = { (i: Int) in JSONValue.date(Self.base.addingTimeInterval(Double(i) * 600)) }
 
-        #expect(try await Self.names(family, [QueryFilter("logicalID", .equal, "org.khanacademy")]) == Self.indices([0, 3, 6, 9, 12, 15, 18]))
-        #expect(try await Self.names(family, [QueryFilter("category", .notEqual, "learning")]) == Self.indices([2, 5, 8, 11, 14, 17]))
-        #expect(try await Self.names(family, [QueryFilter("sessionStart", .less, at(5))]) == Self.indices(Array(0..<5)))
-        #expect(try await Self.names(family, [QueryFilter("sessionStart", .lessOrEqual, at(5))]) == Self.indices(Array(0...5)))
-        #expect(try await Self.names(family, [QueryFilter("sessionStart", .greater, at(14))]) == Self.indices(Array(15..<20)))
-        #expect(try await Self.names(family, [QueryFilter("sessionStart", .greaterOrEqual, at(14))]) == Self.indices(Array(14..<20)))
-        #expect(try await Self.names(family, [QueryFilter("logicalID", .in, ["org.khanacademy", "com.game"])])
-            == Self.indices((0..<20).filter { $0 % 3 != 1 }))
-        #expect(try await Self.names(family, [QueryFilter("logicalID", .beginsWith, "org.")]) == Self.indices((0..<20).filter { $0 % 3 != 2 }))
-        #expect(try await Self.names(family, [
-            QueryFilter("category", .equal, "learning"), QueryFilter("sessionStart", .greaterOrEqual, at(10)),
-        ]) == Self.indices([10, 12, 13, 15, 16, 18, 19]))
+            #expect(try await Self.names(family, [QueryFilter("logicalID", .equal, "org.khanacademy")]) == Self.indices([0, 3, 6, 9, 12, 15, 18]))
+            #expect(try await Self.names(family, [QueryFilter("category", .notEqual, "learning")]) == Self.indices([2, 5, 8, 11, 14, 17]))
+            #expect(try await Self.names(family, [QueryFilter("sessionStart", .less, at(5))]) == Self.indices(Array(0..<5)))
+            #expect(try await Self.names(family, [QueryFilter("sessionStart", .lessOrEqual, at(5))]) == Self.indices(Array(0...5)))
+            #expect(try await Self.names(family, [QueryFilter("sessionStart", .greater, at(14))]) == Self.indices(Array(15..<20)))
+            #expect(try await Self.names(family, [QueryFilter("sessionStart", .greaterOrEqual, at(14))]) == Self.indices(Array(14..<20)))
+            #expect(try await Self.names(family, [QueryFilter("logicalID", .in, ["org.khanacademy", "com.game"])])
+                == Self.indices((0..<20).filter { $0 % 3 != 1 }))
+            #expect(try await Self.names(family, [QueryFilter("logicalID", .beginsWith, "org.")]) == Self.indices((0..<20).filter { $0 % 3 != 2 }))
+            #expect(try await Self.names(family, [
+                QueryFilter("category", .equal, "learning"), QueryFilter("sessionStart", .greaterOrEqual, at(10)),
+            ]) == Self.indices([10, 12, 13, 15, 16, 18, 19]))
 
-        // contains on a list field; equality on a reference.
-        try await family.parent.save([Make.child("child-1", opaque: "o1", devices: ["c1", "c2"]), Make.child("child-2", opaque: "o2", devices: ["c3"])])
-        let withC2 = try await family.parent.call(StoreMethods.query, QueryParams(
-            family: FamilyFixture.family, zone: "default", recordType: "ChildContext", filters: [QueryFilter("pairedDeviceIds", .contains, "c2")]))
-        #expect(withC2.records.map(\.recordName) == ["child-1"])
-        try await family.parent.save([Make.appRule("org.khan")])
-        let rules = try await family.parent.call(StoreMethods.query, QueryParams(
-            family: FamilyFixture.family, zone: "default", recordType: "AppRule",
-            filters: [QueryFilter("familyRef", .equal, .reference(FamilyFixture.family))]))
-        #expect(rules.records.map(\.recordName) == ["rule-org.khan"])
+            // contains on a list field; equality on a reference.
+            try await family.parent.save([Make.child("child-1", opaque: "o1", devices: ["c1", "c2"]), Make.child("child-2", opaque: "o2", devices: ["c3"])])
+            let withC2 = try await family.parent.call(StoreMethods.query, QueryParams(
+                family: FamilyFixture.family, zone: "default", recordType: "ChildContext", filters: [QueryFilter("pairedDeviceIds", .contains, "c2")]))
+            #expect(withC2.records.map(\.recordName) == ["child-1"])
+            try await family.parent.save([Make.appRule("org.khan")])
+            let rules = try await family.parent.call(StoreMethods.query, QueryParams(
+                family: FamilyFixture.family, zone: "default", recordType: "AppRule",
+                filters: [QueryFilter("familyRef", .equal, .reference(FamilyFixture.family))]))
+            #expect(rules.records.map(\.recordName) == ["rule-org.khan"])
+        }
     }
 
     struct Refusal: Sendable, CustomTestStringConvertible {
@@ -87,74 +87,74 @@ struct QueryTests {
 
     @Test("a query the index cannot answer is refused with invalid_params naming the parameter", arguments: refusals)
     func refused(_ refusal: Refusal) async throws {
-        let store = try await StoreHarness.start()
-        defer { store.stopNow() }
-        let family = try await FamilyFixture.setUp(store)
-        let error = await expectError(.invalidParams) {
-            _ = try await family.parent.call(StoreMethods.query, QueryParams(
-                family: FamilyFixture.family, zone: FamilyFixture.zone1, recordType: refusal.recordType, filters: refusal.filters, sort: refusal.sort))
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            let error = await expectError(.invalidParams) {
+                _ = try await family.parent.call(StoreMethods.query, QueryParams(
+                    family: FamilyFixture.family, zone: FamilyFixture.zone1, recordType: refusal.recordType, filters: refusal.filters, sort: refusal.sort))
+            }
+            #expect(error?.data?["parameter"]?.stringValue == refusal.parameter, "\(String(describing: error))")
+            if refusal.label.contains("unindexed") {
+                #expect(error?.message.contains("not indexed") == true && error?.message.contains("sessionStart") == true)
+            }
+            // The service is still there.
+            #expect(try await family.parent.call(StoreMethods.whoami, Empty()).deviceId == "p1")
         }
-        #expect(error?.data?["parameter"]?.stringValue == refusal.parameter, "\(String(describing: error))")
-        if refusal.label.contains("unindexed") {
-            #expect(error?.message.contains("not indexed") == true && error?.message.contains("sessionStart") == true)
-        }
-        // The service is still there.
-        #expect(try await family.parent.call(StoreMethods.whoami, Empty()).deviceId == "p1")
     }
 
     @Test("pages follow each other through the cursor, in sort order, each record once")
     func paging() async throws {
-        let store = try await StoreHarness.start()
-        defer { store.stopNow() }
-        let family = try await FamilyFixture.setUp(store)
-        // 250 sessions, some sharing a start time, so the order needs its tie-break.
-        for chunk in stride(from: 0, to: 250, by: 125) {
-            try await family.admin.save((chunk..<chunk + 125).map { i in
-                Make.usage("s\(i)", start: Self.base.addingTimeInterval(Double(i / 2) * 60), seconds: 30)
-            }, zone: FamilyFixture.zone1)
-        }
-        for descending in [false, true] {
-            var params = QueryParams(family: FamilyFixture.family, zone: FamilyFixture.zone1, recordType: "UsageRecord",
-                                     sort: QuerySort("sessionStart", descending: descending), limit: 40)
-            var seen: [Record] = []
-            var pages = 0
-            repeat {
-                let page = try await family.parent.call(StoreMethods.query, params)
-                seen += page.records
-                pages += 1
-                params.cursor = page.cursor
-            } while params.cursor != nil && pages < 20
-            #expect(pages == 7)
-            #expect(seen.count == 250 && Set(seen.map(\.recordName)).count == 250)
-            let starts = seen.map { $0.fields["sessionStart"]!.stringValue! }
-            #expect(starts == (descending ? starts.sorted(by: >) : starts.sorted()))
-        }
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            // 250 sessions, some sharing a start time, so the order needs its tie-break.
+            for chunk in stride(from: 0, to: 250, by: 125) {
+                try await family.admin.save((chunk..<chunk + 125).map { i in
+                    Make.usage("s\(i)", start: Self.base.addingTimeInterval(Double(i / 2) * 60), seconds: 30)
+                }, zone: FamilyFixture.zone1)
+            }
+            for descending in [false, true] {
+                var params = QueryParams(family: FamilyFixture.family, zone: FamilyFixture.zone1, recordType: "UsageRecord",
+                                         sort: QuerySort("sessionStart", descending: descending), limit: 40)
+                var seen: [Record] = []
+                var pages = 0
+                repeat {
+                    let page = try await family.parent.call(StoreMethods.query, params)
+                    seen += page.records
+                    pages += 1
+                    params.cursor = page.cursor
+                } while params.cursor != nil && pages < 20
+                #expect(pages == 7)
+                #expect(seen.count == 250 && Set(seen.map(\.recordName)).count == 250)
+                let starts = seen.map { $0.fields["sessionStart"]!.stringValue! }
+                #expect(starts == (descending ? starts.sorted(by: >) : starts.sorted()))
+            }
 
-        let first = try await family.parent.call(StoreMethods.query, QueryParams(
-            family: FamilyFixture.family, zone: FamilyFixture.zone1, recordType: "UsageRecord", limit: 100))
-        #expect(first.records.count == 100 && first.cursor != nil)
-        let other = QueryParams(family: FamilyFixture.family, zone: FamilyFixture.zone1, recordType: "UsageRecord",
-                                filters: [QueryFilter("deviceID", .equal, "c1")], cursor: first.cursor)
-        await expectError(.invalidParams) { _ = try await family.parent.call(StoreMethods.query, other) }
-        var garbage = other
-        garbage.cursor = "not-a-cursor"
-        await expectError(.invalidParams) { _ = try await family.parent.call(StoreMethods.query, garbage) }
-        var tooMany = other
-        tooMany.cursor = nil
-        tooMany.limit = 401
-        await expectError(.invalidParams) { _ = try await family.parent.call(StoreMethods.query, tooMany) }
+            let first = try await family.parent.call(StoreMethods.query, QueryParams(
+                family: FamilyFixture.family, zone: FamilyFixture.zone1, recordType: "UsageRecord", limit: 100))
+            #expect(first.records.count == 100 && first.cursor != nil)
+            let other = QueryParams(family: FamilyFixture.family, zone: FamilyFixture.zone1, recordType: "UsageRecord",
+                                    filters: [QueryFilter("deviceID", .equal, "c1")], cursor: first.cursor)
+            await expectError(.invalidParams) { _ = try await family.parent.call(StoreMethods.query, other) }
+            var garbage = other
+            garbage.cursor = "not-a-cursor"
+            await expectError(.invalidParams) { _ = try await family.parent.call(StoreMethods.query, garbage) }
+            var tooMany = other
+            tooMany.cursor = nil
+            tooMany.limit = 401
+            await expectError(.invalidParams) { _ = try await family.parent.call(StoreMethods.query, tooMany) }
+        }
     }
 
     @Test("without a zone, a query spans the zones the caller may read")
     func acrossZones() async throws {
-        let store = try await StoreHarness.start()
-        defer { store.stopNow() }
-        let family = try await FamilyFixture.setUp(store)
-        try await family.child1.save([Make.usage("mine", device: "c1", start: Self.base, seconds: 60)], zone: FamilyFixture.zone1)
-        try await family.child2.save([Make.usage("theirs", device: "c2", start: Self.base, seconds: 60)], zone: FamilyFixture.zone2)
-        let everywhere = QueryParams(family: FamilyFixture.family, recordType: "UsageRecord", sort: QuerySort("deviceID"))
-        #expect(try await family.parent.call(StoreMethods.query, everywhere).records.map(\.zone) == [FamilyFixture.zone1, FamilyFixture.zone2])
-        #expect(try await family.child1.call(StoreMethods.query, everywhere).records.map(\.recordName) == ["mine"])
-        #expect(try await family.child2.call(StoreMethods.query, everywhere).records.map(\.recordName) == ["theirs"])
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            try await family.child1.save([Make.usage("mine", device: "c1", start: Self.base, seconds: 60)], zone: FamilyFixture.zone1)
+            try await family.child2.save([Make.usage("theirs", device: "c2", start: Self.base, seconds: 60)], zone: FamilyFixture.zone2)
+            let everywhere = QueryParams(family: FamilyFixture.family, recordType: "UsageRecord", sort: QuerySort("deviceID"))
+            #expect(try await family.parent.call(StoreMethods.query, everywhere).records.map(\.zone) == [FamilyFixture.zone1, FamilyFixture.zone2])
+            #expect(try await family.child1.call(StoreMethods.query, everywhere).records.map(\.recordName) == ["mine"])
+            #expect(try await family.child2.call(StoreMethods.query, everywhere).records.map(\.recordName) == ["theirs"])
+        }
     }
 }

@@ -9,166 +9,166 @@ import TestSupport
 struct RecordTests {
     @Test("a saved record comes back with server-set system fields")
     func saveAndFetch() async throws {
-        let store = try await StoreHarness.start()
-        defer { store.stopNow() }
-        let family = try await FamilyFixture.setUp(store)
-        let saved = try await family.parent.save([Make.appRule("org.khanacademy")])
-        let record = try #require(saved.saved.first?.record)
-        #expect(record.createdBy == "device:p1" && record.modifiedBy == "device:p1")
-        #expect(record.fields["familyRef"] == .reference(FamilyFixture.family, zone: "default"))
-        #expect(abs(record.modifiedAt.timeIntervalSinceNow) < 60)
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            let saved = try await family.parent.save([Make.appRule("org.khanacademy")])
+            let record = try #require(saved.saved.first?.record)
+            #expect(record.createdBy == "device:p1" && record.modifiedBy == "device:p1")
+            #expect(record.fields["familyRef"] == .reference(FamilyFixture.family, zone: "default"))
+            #expect(abs(record.modifiedAt.timeIntervalSinceNow) < 60)
 
-        let fetched = try await family.parent.fetch([record.recordName])
-        #expect(fetched.records == [record])
+            let fetched = try await family.parent.fetch([record.recordName])
+            #expect(fetched.records == [record])
+        }
     }
 
     @Test("parents read what they saved; the missing names are listed")
     func fetchMissing() async throws {
-        let store = try await StoreHarness.start()
-        defer { store.stopNow() }
-        let family = try await FamilyFixture.setUp(store)
-        try await family.parent.save([Make.appRule("a"), Make.appRule("b")])
-        let fetched = try await family.parent.fetch(["rule-b", "rule-zzz", "rule-a"])
-        #expect(fetched.records.map(\.recordName) == ["rule-b", "rule-a"])
-        #expect(fetched.missing == ["rule-zzz"])
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            try await family.parent.save([Make.appRule("a"), Make.appRule("b")])
+            let fetched = try await family.parent.fetch(["rule-b", "rule-zzz", "rule-a"])
+            #expect(fetched.records.map(\.recordName) == ["rule-b", "rule-a"])
+            #expect(fetched.missing == ["rule-zzz"])
+        }
     }
 
     @Test("a stale change tag gets conflict with the server's record; rebasing onto it succeeds")
     func conflictAndRebase() async throws {
-        let store = try await StoreHarness.start()
-        defer { store.stopNow() }
-        let family = try await FamilyFixture.setUp(store)
-        let first = try #require(try await family.parent.save([Make.appRule("org.duolingo")]).saved[0].record)
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            let first = try #require(try await family.parent.save([Make.appRule("org.duolingo")]).saved[0].record)
 
-        // Two parents edit the same version.
-        var mine = RecordSave(recordType: "AppRule", recordName: first.recordName, fields: first.fields, changeTag: first.changeTag)
-        var theirs = mine
-        theirs.fields["classification"] = "reward"
-        let won = try #require(try await family.admin.save([theirs]).saved[0].record)
-        #expect(won.changeTag != first.changeTag)
+            // Two parents edit the same version.
+            var mine = RecordSave(recordType: "AppRule", recordName: first.recordName, fields: first.fields, changeTag: first.changeTag)
+            var theirs = mine
+            theirs.fields["classification"] = "reward"
+            let won = try #require(try await family.admin.save([theirs]).saved[0].record)
+            #expect(won.changeTag != first.changeTag)
 
-        mine.fields["pointsPerMinute"] = 3
-        let lost = try await family.parent.save([mine]).saved[0]
-        #expect(lost.record == nil)
-        let error = try #require(lost.error)
-        #expect(error.code == .conflict)
-        let server = try #require(error.serverRecord)
-        #expect(server.changeTag == won.changeTag && server.fields["classification"] == "reward")
+            mine.fields["pointsPerMinute"] = 3
+            let lost = try await family.parent.save([mine]).saved[0]
+            #expect(lost.record == nil)
+            let error = try #require(lost.error)
+            #expect(error.code == .conflict)
+            let server = try #require(error.serverRecord)
+            #expect(server.changeTag == won.changeTag && server.fields["classification"] == "reward")
 
-        // Rebase: the server's fields plus my change, with the server's tag.
-        var rebased = RecordSave(recordType: "AppRule", recordName: server.recordName, fields: server.fields, changeTag: server.changeTag)
-        rebased.fields["pointsPerMinute"] = 3
-        let merged = try #require(try await family.parent.save([rebased]).saved[0].record)
-        #expect(merged.fields["classification"] == "reward" && merged.fields["pointsPerMinute"] == 3)
+            // Rebase: the server's fields plus my change, with the server's tag.
+            var rebased = RecordSave(recordType: "AppRule", recordName: server.recordName, fields: server.fields, changeTag: server.changeTag)
+            rebased.fields["pointsPerMinute"] = 3
+            let merged = try #require(try await family.parent.save([rebased]).saved[0].record)
+            #expect(merged.fields["classification"] == "reward" && merged.fields["pointsPerMinute"] == 3)
 
-        // Creating a record that already exists, without a tag, is a conflict too.
-        let again = try await family.parent.save([Make.appRule("org.duolingo")]).saved[0]
-        #expect(again.error?.code == .conflict && again.error?.serverRecord?.changeTag == merged.changeTag)
+            // Creating a record that already exists, without a tag, is a conflict too.
+            let again = try await family.parent.save([Make.appRule("org.duolingo")]).saved[0]
+            #expect(again.error?.code == .conflict && again.error?.serverRecord?.changeTag == merged.changeTag)
+        }
     }
 
     @Test("changedKeys: each writer's fields survive, set-like lists merge by union, null removes a field")
     func changedKeysMerge() async throws {
-        let store = try await StoreHarness.start()
-        defer { store.stopNow() }
-        let family = try await FamilyFixture.setUp(store)
-        try await family.parent.save([Make.child("child-1", opaque: "opaque-1", devices: ["c1"])])
-        try await family.admin.save([RecordSave(recordType: "ChildContext", recordName: "child-1", fields: [
-            "pairedDeviceIds": ["c9"], "displayName": "Sam",
-        ])], policy: .changedKeys)
-        try await family.parent.save([RecordSave(recordType: "ChildContext", recordName: "child-1", fields: [
-            "pairedDeviceIds": ["c1", "c10"],
-        ])], policy: .changedKeys)
-        var record = try #require(try await family.parent.fetch(["child-1"]).records.first)
-        #expect(record.fields["pairedDeviceIds"] == ["c1", "c9", "c10"])
-        #expect(record.fields["displayName"] == "Sam" && record.fields["childOpaqueId"] == "opaque-1")
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            try await family.parent.save([Make.child("child-1", opaque: "opaque-1", devices: ["c1"])])
+            try await family.admin.save([RecordSave(recordType: "ChildContext", recordName: "child-1", fields: [
+                "pairedDeviceIds": ["c9"], "displayName": "Sam",
+            ])], policy: .changedKeys)
+            try await family.parent.save([RecordSave(recordType: "ChildContext", recordName: "child-1", fields: [
+                "pairedDeviceIds": ["c1", "c10"],
+            ])], policy: .changedKeys)
+            var record = try #require(try await family.parent.fetch(["child-1"]).records.first)
+            #expect(record.fields["pairedDeviceIds"] == ["c1", "c9", "c10"])
+            #expect(record.fields["displayName"] == "Sam" && record.fields["childOpaqueId"] == "opaque-1")
 
-        try await family.parent.save([RecordSave(recordType: "ChildContext", recordName: "child-1", fields: ["displayName": nil])], policy: .changedKeys)
-        record = try #require(try await family.parent.fetch(["child-1"]).records.first)
-        #expect(record.fields["displayName"] == nil && record.fields["pairedDeviceIds"] == ["c1", "c9", "c10"])
+            try await family.parent.save([RecordSave(recordType: "ChildContext", recordName: "child-1", fields: ["displayName": nil])], policy: .changedKeys)
+            record = try #require(try await family.parent.fetch(["child-1"]).records.first)
+            #expect(record.fields["displayName"] == nil && record.fields["pairedDeviceIds"] == ["c1", "c9", "c10"])
 
-        // allKeys replaces the whole record, whatever its tag.
-        try await family.parent.save([Make.child("child-1", opaque: "opaque-1")], policy: .allKeys)
-        record = try #require(try await family.parent.fetch(["child-1"]).records.first)
-        #expect(record.fields["pairedDeviceIds"] == [])
+            // allKeys replaces the whole record, whatever its tag.
+            try await family.parent.save([Make.child("child-1", opaque: "opaque-1")], policy: .allKeys)
+            record = try #require(try await family.parent.fetch(["child-1"]).records.first)
+            #expect(record.fields["pairedDeviceIds"] == [])
+        }
     }
 
     @Test("an atomic batch with one bad item applies nothing and names every failure")
     func atomicRollback() async throws {
-        let store = try await StoreHarness.start()
-        defer { store.stopNow() }
-        let family = try await FamilyFixture.setUp(store)
-        var bad = Make.appRule("bad")
-        bad.fields["classification"] = "homework"
-        let error = await expectError(.invalidParams) {
-            try await family.parent.save([Make.appRule("good-1"), bad, Make.appRule("good-2")], atomic: true)
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            var bad = Make.appRule("bad")
+            bad.fields["classification"] = "homework"
+            let error = await expectError(.invalidParams) {
+                try await family.parent.save([Make.appRule("good-1"), bad, Make.appRule("good-2")], atomic: true)
+            }
+            let failures = try #require(error?.data?["failures"]?.arrayValue)
+            #expect(failures.count == 1)
+            #expect(failures.first?["recordName"] == "rule-bad" && failures.first?["index"] == 1)
+            #expect(failures.first?["error"]?["field"] == "classification")
+            let fetched = try await family.parent.fetch(["rule-good-1", "rule-good-2", "rule-bad"])
+            #expect(fetched.records.isEmpty)
         }
-        let failures = try #require(error?.data?["failures"]?.arrayValue)
-        #expect(failures.count == 1)
-        #expect(failures.first?["recordName"] == "rule-bad" && failures.first?["index"] == 1)
-        #expect(failures.first?["error"]?["field"] == "classification")
-        let fetched = try await family.parent.fetch(["rule-good-1", "rule-good-2", "rule-bad"])
-        #expect(fetched.records.isEmpty)
     }
 
     @Test("without atomic, the good items are saved and each bad one carries its own error")
     func partialFailure() async throws {
-        let store = try await StoreHarness.start()
-        defer { store.stopNow() }
-        let family = try await FamilyFixture.setUp(store)
-        var bad = Make.appRule("bad")
-        bad.fields["pointsPerMinute"] = "three"
-        let result = try await family.parent.save([Make.appRule("good-1"), bad, Make.appRule("good-2")])
-        #expect(result.saved.map { $0.error == nil } == [true, false, true])
-        #expect(result.saved[1].error?.code == .invalidParams && result.saved[1].error?.field == "pointsPerMinute")
-        #expect(result.allSucceeded == false)
-        let fetched = try await family.parent.fetch(["rule-good-1", "rule-good-2", "rule-bad"])
-        #expect(fetched.records.map(\.recordName) == ["rule-good-1", "rule-good-2"] && fetched.missing == ["rule-bad"])
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            var bad = Make.appRule("bad")
+            bad.fields["pointsPerMinute"] = "three"
+            let result = try await family.parent.save([Make.appRule("good-1"), bad, Make.appRule("good-2")])
+            #expect(result.saved.map { $0.error == nil } == [true, false, true])
+            #expect(result.saved[1].error?.code == .invalidParams && result.saved[1].error?.field == "pointsPerMinute")
+            #expect(result.allSucceeded == false)
+            let fetched = try await family.parent.fetch(["rule-good-1", "rule-good-2", "rule-bad"])
+            #expect(fetched.records.map(\.recordName) == ["rule-good-1", "rule-good-2"] && fetched.missing == ["rule-bad"])
+        }
     }
 
     @Test("a record name that is empty, too long or holds a control character fails its own item; the rest of the batch is saved")
     func recordNameErrorsPerItem() async throws {
-        let store = try await StoreHarness.start()
-        defer { store.stopNow() }
-        let family = try await FamilyFixture.setUp(store)
-        let names = ["", String(repeating: "n", count: 256), "tab\there"]
-        let bad = names.map { name -> RecordSave in
-            var save = Make.appRule("x")
-            save.recordName = name
-            return save
-        }
-        let result = try await family.parent.call(StoreMethods.modify, ModifyParams(
-            family: FamilyFixture.family, zone: "default", saves: [Make.appRule("good")] + bad,
-            deletes: [RecordDelete(recordName: String(repeating: "d", count: 300))]))
-        #expect(result.saved.map { $0.error == nil } == [true, false, false, false])
-        for outcome in result.saved.dropFirst() {
-            #expect(outcome.error?.code == .invalidParams && outcome.error?.field == "recordName", "\(outcome)")
-            #expect(outcome.error?.message.contains("1 to 255 bytes") == true, "\(outcome)")
-        }
-        #expect(result.deleted.first?.error?.code == .invalidParams && result.deleted.first?.error?.field == "recordName")
-        #expect(try await family.parent.fetch(["rule-good"]).records.count == 1)
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            let names = ["", String(repeating: "n", count: 256), "tab\there"]
+            let bad = names.map { name -> RecordSave in
+                var save = Make.appRule("x")
+                save.recordName = name
+                return save
+            }
+            let result = try await family.parent.call(StoreMethods.modify, ModifyParams(
+                family: FamilyFixture.family, zone: "default", saves: [Make.appRule("good")] + bad,
+                deletes: [RecordDelete(recordName: String(repeating: "d", count: 300))]))
+            #expect(result.saved.map { $0.error == nil } == [true, false, false, false])
+            for outcome in result.saved.dropFirst() {
+                #expect(outcome.error?.code == .invalidParams && outcome.error?.field == "recordName", "\(outcome)")
+                #expect(outcome.error?.message.contains("1 to 255 bytes") == true, "\(outcome)")
+            }
+            #expect(result.deleted.first?.error?.code == .invalidParams && result.deleted.first?.error?.field == "recordName")
+            #expect(try await family.parent.fetch(["rule-good"]).records.count == 1)
 
-        // Atomic: the call fails like for any other item error, naming the item.
-        let error = await expectError(.invalidParams) {
-            try await family.parent.save([Make.appRule("other"), bad[1]], atomic: true)
+            // Atomic: the call fails like for any other item error, naming the item.
+            let error = await expectError(.invalidParams) {
+                try await family.parent.save([Make.appRule("other"), bad[1]], atomic: true)
+            }
+            let failures = try #require(error?.data?["failures"]?.arrayValue)
+            #expect(failures.count == 1 && failures.first?["index"] == 1 && failures.first?["error"]?["field"] == "recordName")
         }
-        let failures = try #require(error?.data?["failures"]?.arrayValue)
-        #expect(failures.count == 1 && failures.first?["index"] == 1 && failures.first?["error"]?["field"] == "recordName")
     }
 
     @Test("a date field holding text that is not a date says what it got, not \"not a string\"")
     func dateErrorMessage() async throws {
-        let store = try await StoreHarness.start()
-        defer { store.stopNow() }
-        let family = try await FamilyFixture.setUp(store)
-        var save = Make.usage("u", start: Date(timeIntervalSince1970: 1_790_000_000), seconds: 60)
-        save.fields["sessionStart"] = "yesterday"
-        var numeric = Make.usage("v", start: Date(timeIntervalSince1970: 1_790_000_000), seconds: 60)
-        numeric.fields["sessionStart"] = 17
-        let result = try await family.child1.save([save, numeric], zone: FamilyFixture.zone1)
-        let message = try #require(result.saved[0].error?.message)
-        #expect(result.saved[0].error?.field == "sessionStart")
-        #expect(message.contains("RFC 3339") && message.contains("\"yesterday\"") && !message.contains("not a string"), "\(message)")
-        #expect(result.saved[1].error?.message.contains("not an integer") == true, "\(String(describing: result.saved[1].error))")
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            var save = Make.usage("u", start: Date(timeIntervalSince1970: 1_790_000_000), seconds: 60)
+            save.fields["sessionStart"] = "yesterday"
+            var numeric = Make.usage("v", start: Date(timeIntervalSince1970: 1_790_000_000), seconds: 60)
+            numeric.fields["sessionStart"] = 17
+            let result = try await family.child1.save([save, numeric], zone: FamilyFixture.zone1)
+            let message = try #require(result.saved[0].error?.message)
+            #expect(result.saved[0].error?.field == "sessionStart")
+            #expect(message.contains("RFC 3339") && message.contains("\"yesterday\"") && !message.contains("not a string"), "\(message)")
+            #expect(result.saved[1].error?.message.contains("not an integer") == true, "\(String(describing: result.saved[1].error))")
+        }
     }
 
     @Test("a retried batch with the same request id returns the first result and applies nothing twice")
@@ -199,46 +199,46 @@ struct RecordTests {
 
     @Test("batches over 400 items get limit_exceeded; a record twice in one batch is refused")
     func batchLimits() async throws {
-        let store = try await StoreHarness.start()
-        defer { store.stopNow() }
-        let family = try await FamilyFixture.setUp(store)
-        await expectError(.limitExceeded) {
-            try await family.parent.save((0...400).map { Make.appRule("app\($0)") })
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            await expectError(.limitExceeded) {
+                try await family.parent.save((0...400).map { Make.appRule("app\($0)") })
+            }
+            let error = await expectError(.invalidParams) {
+                try await family.parent.save([Make.appRule("same"), Make.appRule("same")])
+            }
+            #expect(error?.data?["parameter"] == "params.saves[1].recordName")
+            let full = try await family.parent.save((0..<400).map { Make.appRule("app\($0)") })
+            #expect(full.allSucceeded && full.saved.count == 400)
         }
-        let error = await expectError(.invalidParams) {
-            try await family.parent.save([Make.appRule("same"), Make.appRule("same")])
-        }
-        #expect(error?.data?["parameter"] == "params.saves[1].recordName")
-        let full = try await family.parent.save((0..<400).map { Make.appRule("app\($0)") })
-        #expect(full.allSucceeded && full.saved.count == 400)
     }
 
     @Test("deletes leave tombstones; deleteSelf references cascade; deleting again is harmless")
     func deletesAndCascades() async throws {
-        let store = try await StoreHarness.start()
-        defer { store.stopNow() }
-        let family = try await FamilyFixture.setUp(store)
-        try await family.parent.save([
-            Make.child("child-1", opaque: "o1"),
-            RecordSave(recordType: "EarnedTimeBalance", recordName: "balance-child-1", fields: ["childRef": .reference("child-1"), "balanceSeconds": 600]),
-            RecordSave(recordType: "PointsLedgerEntry", recordName: "ledger-1", fields: [
-                "familyRef": .reference(FamilyFixture.family), "childRef": .reference("child-1"), "type": "accrual", "amount": 10,
-                "timestamp": .date(Date()),
-            ]),
-        ])
-        let before = try await family.parent.call(StoreMethods.zoneChanges, ZoneChangesParams(family: FamilyFixture.family, zone: "default"))
-        let result = try await family.parent.call(StoreMethods.modify, ModifyParams(
-            family: FamilyFixture.family, zone: "default", deletes: [RecordDelete(recordName: "child-1")]))
-        #expect(result.deleted.first?.deleted == true)
-        #expect(Set(result.cascaded.map(\.recordName)) == ["balance-child-1", "ledger-1"])
-        let after = try await family.parent.call(StoreMethods.zoneChanges, ZoneChangesParams(family: FamilyFixture.family, zone: "default", since: before.token))
-        #expect(Set(after.deletions.map(\.recordName)) == ["child-1", "balance-child-1", "ledger-1"])
-        #expect(after.records.isEmpty)
-        let again = try await family.parent.call(StoreMethods.modify, ModifyParams(
-            family: FamilyFixture.family, zone: "default", deletes: [RecordDelete(recordName: "child-1"), RecordDelete(recordName: "never-was")]))
-        #expect(again.deleted[0].deleted == false && again.deleted[1].error?.code == .notFound)
-        // A deleted name can be used again.
-        let recreated = try await family.parent.save([Make.child("child-1", opaque: "o1")])
-        #expect(recreated.allSucceeded)
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            try await family.parent.save([
+                Make.child("child-1", opaque: "o1"),
+                RecordSave(recordType: "EarnedTimeBalance", recordName: "balance-child-1", fields: ["childRef": .reference("child-1"), "balanceSeconds": 600]),
+                RecordSave(recordType: "PointsLedgerEntry", recordName: "ledger-1", fields: [
+                    "familyRef": .reference(FamilyFixture.family), "childRef": .reference("child-1"), "type": "accrual", "amount": 10,
+                    "timestamp": .date(Date()),
+                ]),
+            ])
+            let before = try await family.parent.call(StoreMethods.zoneChanges, ZoneChangesParams(family: FamilyFixture.family, zone: "default"))
+            let result = try await family.parent.call(StoreMethods.modify, ModifyParams(
+                family: FamilyFixture.family, zone: "default", deletes: [RecordDelete(recordName: "child-1")]))
+            #expect(result.deleted.first?.deleted == true)
+            #expect(Set(result.cascaded.map(\.recordName)) == ["balance-child-1", "ledger-1"])
+            let after = try await family.parent.call(StoreMethods.zoneChanges, ZoneChangesParams(family: FamilyFixture.family, zone: "default", since: before.token))
+            #expect(Set(after.deletions.map(\.recordName)) == ["child-1", "balance-child-1", "ledger-1"])
+            #expect(after.records.isEmpty)
+            let again = try await family.parent.call(StoreMethods.modify, ModifyParams(
+                family: FamilyFixture.family, zone: "default", deletes: [RecordDelete(recordName: "child-1"), RecordDelete(recordName: "never-was")]))
+            #expect(again.deleted[0].deleted == false && again.deleted[1].error?.code == .notFound)
+            // A deleted name can be used again.
+            let recreated = try await family.parent.save([Make.child("child-1", opaque: "o1")])
+            #expect(recreated.allSucceeded)
+        }
     }
 }

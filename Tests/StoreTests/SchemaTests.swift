@@ -46,74 +46,74 @@ struct SchemaTests {
 
     @Test("a schema violation fails with invalid_params naming the field, and nothing is saved", arguments: violations)
     func violation(_ case_: Violation) async throws {
-        let store = try await StoreHarness.start()
-        defer { store.stopNow() }
-        let family = try await FamilyFixture.setUp(store)
-        let outcome = try await family.parent.save([case_.save]).saved[0]
-        let error = try #require(outcome.error)
-        #expect(error.code == case_.code)
-        #expect(error.field == case_.field, "\(error.message)")
-        #expect(error.message.isEmpty == false)
-        #expect(try await family.parent.fetch([case_.save.recordName]).missing == [case_.save.recordName])
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            let outcome = try await family.parent.save([case_.save]).saved[0]
+            let error = try #require(outcome.error)
+            #expect(error.code == case_.code)
+            #expect(error.field == case_.field, "\(error.message)")
+            #expect(error.message.isEmpty == false)
+            #expect(try await family.parent.fetch([case_.save.recordName]).missing == [case_.save.recordName])
+        }
     }
 
     @Test("uniqueness: one ChildContext per opaque id, one AppRule per bundle, one balance per child")
     func uniqueness() async throws {
-        let store = try await StoreHarness.start()
-        defer { store.stopNow() }
-        let family = try await FamilyFixture.setUp(store)
-        try await family.parent.save([Make.child("child-a", opaque: "same-opaque")])
-        let twin = try await family.parent.save([Make.child("child-b", opaque: "same-opaque")]).saved[0]
-        #expect(twin.error?.code == .conflict && twin.error?.field == "childOpaqueId")
-        #expect(twin.error?.message.contains("child-a") == true)
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            try await family.parent.save([Make.child("child-a", opaque: "same-opaque")])
+            let twin = try await family.parent.save([Make.child("child-b", opaque: "same-opaque")]).saved[0]
+            #expect(twin.error?.code == .conflict && twin.error?.field == "childOpaqueId")
+            #expect(twin.error?.message.contains("child-a") == true)
 
-        try await family.parent.save([Make.appRule("org.khan")])
-        var copy = Make.appRule("org.khan")
-        copy.recordName = "another-name"
-        #expect(try await family.parent.save([copy]).saved[0].error?.code == .conflict)
+            try await family.parent.save([Make.appRule("org.khan")])
+            var copy = Make.appRule("org.khan")
+            copy.recordName = "another-name"
+            #expect(try await family.parent.save([copy]).saved[0].error?.code == .conflict)
 
-        let balance = { (name: String) in
-            RecordSave(recordType: "EarnedTimeBalance", recordName: name, fields: ["childRef": .reference("child-a"), "balanceSeconds": 0])
+            let balance = { (name: String) in
+                RecordSave(recordType: "EarnedTimeBalance", recordName: name, fields: ["childRef": .reference("child-a"), "balanceSeconds": 0])
+            }
+            try await family.parent.save([balance("balance-1")])
+            // Uniqueness holds across zones of the family.
+            let elsewhere = try await family.parent.save([RecordSave(recordType: "EarnedTimeBalance", recordName: "balance-2", fields: [
+                "childRef": .reference("child-a", zone: "default"), "balanceSeconds": 0])], zone: FamilyFixture.zone1).saved[0]
+            #expect(elsewhere.error?.code == .conflict && elsewhere.error?.field == "childRef")
+
+            // A record keeps its own key when saved again; two records claiming one key in the
+            // same batch: the first has it, the second gets conflict and leaves nothing.
+            let childA = try #require(try await family.parent.fetch(["child-a"]).records.first)
+            var again = Make.child("child-a", opaque: "same-opaque")
+            again.changeTag = childA.changeTag
+            #expect(try await family.parent.save([again]).allSucceeded)
+            let pair = try await family.parent.save([Make.child("child-c", opaque: "opaque-c"), Make.child("child-d", opaque: "opaque-c")])
+            #expect(pair.saved[0].error == nil && pair.saved[1].error?.code == .conflict && pair.saved[1].error?.message.contains("child-c") == true)
+            #expect(try await family.parent.fetch(["child-d"]).missing == ["child-d"])
+
+            // Deleting the holder frees the key.
+            _ = try await family.parent.call(StoreMethods.modify, ModifyParams(family: FamilyFixture.family, zone: "default", deletes: [RecordDelete(recordName: "child-a")]))
+            #expect(try await family.parent.save([Make.child("child-b", opaque: "same-opaque")]).allSucceeded)
         }
-        try await family.parent.save([balance("balance-1")])
-        // Uniqueness holds across zones of the family.
-        let elsewhere = try await family.parent.save([RecordSave(recordType: "EarnedTimeBalance", recordName: "balance-2", fields: [
-            "childRef": .reference("child-a", zone: "default"), "balanceSeconds": 0])], zone: FamilyFixture.zone1).saved[0]
-        #expect(elsewhere.error?.code == .conflict && elsewhere.error?.field == "childRef")
-
-        // A record keeps its own key when saved again; two records claiming one key in the
-        // same batch: the first has it, the second gets conflict and leaves nothing.
-        let childA = try #require(try await family.parent.fetch(["child-a"]).records.first)
-        var again = Make.child("child-a", opaque: "same-opaque")
-        again.changeTag = childA.changeTag
-        #expect(try await family.parent.save([again]).allSucceeded)
-        let pair = try await family.parent.save([Make.child("child-c", opaque: "opaque-c"), Make.child("child-d", opaque: "opaque-c")])
-        #expect(pair.saved[0].error == nil && pair.saved[1].error?.code == .conflict && pair.saved[1].error?.message.contains("child-c") == true)
-        #expect(try await family.parent.fetch(["child-d"]).missing == ["child-d"])
-
-        // Deleting the holder frees the key.
-        _ = try await family.parent.call(StoreMethods.modify, ModifyParams(family: FamilyFixture.family, zone: "default", deletes: [RecordDelete(recordName: "child-a")]))
-        #expect(try await family.parent.save([Make.child("child-b", opaque: "same-opaque")]).allSucceeded)
     }
 
     @Test("store.schema lists the seed record types with their fields, indexes and constraints")
     func describesSchema() async throws {
-        let store = try await StoreHarness.start()
-        defer { store.stopNow() }
-        let schema = try await store.client().call(StoreMethods.schema, Empty())
-        #expect(schema.version == 6)
-        let names = Set(schema.recordTypes.map(\.name))
-        for name in ["Family", "ParentProfile", "ChildContext", "MonitoringSession", "RegisteredDevice", "AppRule", "AppConfiguration",
-                     "ShieldPolicy", "ConfigurationCommand", "UsageRecord", "DailySummary", "PointsLedgerEntry", "EarnedTimeBalance", "AuditEntry",
-                     "PairingInvitation"] {
-            #expect(names.contains(name), "\(name)")
+        try await StoreHarness.inProcess { store in
+            let schema = try await store.client().call(StoreMethods.schema, Empty())
+            #expect(schema.version == 6)
+            let names = Set(schema.recordTypes.map(\.name))
+            for name in ["Family", "ParentProfile", "ChildContext", "MonitoringSession", "RegisteredDevice", "AppRule", "AppConfiguration",
+                         "ShieldPolicy", "ConfigurationCommand", "UsageRecord", "DailySummary", "PointsLedgerEntry", "EarnedTimeBalance", "AuditEntry",
+                         "PairingInvitation"] {
+                #expect(names.contains(name), "\(name)")
+            }
+            let child = try #require(schema.recordTypes.first { $0.name == "ChildContext" })
+            #expect(child.unique == [["familyRef", "childOpaqueId"]])
+            #expect(child.fields.first { $0.name == "pairedDeviceIds" }?.mergeAsSet == true)
+            let ledger = try #require(schema.recordTypes.first { $0.name == "PointsLedgerEntry" })
+            #expect(ledger.fields.first { $0.name == "type" }?.allowedValues == ["accrual", "redemption", "adjustment"])
+            #expect(ledger.childAccess == .none)
         }
-        let child = try #require(schema.recordTypes.first { $0.name == "ChildContext" })
-        #expect(child.unique == [["familyRef", "childOpaqueId"]])
-        #expect(child.fields.first { $0.name == "pairedDeviceIds" }?.mergeAsSet == true)
-        let ledger = try #require(schema.recordTypes.first { $0.name == "PointsLedgerEntry" })
-        #expect(ledger.fields.first { $0.name == "type" }?.allowedValues == ["accrual", "redemption", "adjustment"])
-        #expect(ledger.childAccess == .none)
     }
 
     @Test("an older database migrates on start: new fields get their defaults and new indexes answer queries")

@@ -1,24 +1,48 @@
 import Foundation
 import Glibc
+import RecordStore
+import ServiceHarness
 import RPCClient
 import RPCCore
 import StoreAPI
 import Testing
 import TestSupport
 
-/// A real `screentime-stored` process on a real socket, with its state directory; it can
-/// be restarted (gracefully or with kill -9) on the same data.
+/// The store for a test: either its engine in the test's own process, on a real socket in
+/// a temporary directory (``inProcess(_:_:)``: for tests of its logic), or a real
+/// `screentime-stored` process with its state directory (``start(activated:arguments:)``:
+/// for what needs the binary: activation, restarts, kill -9), which can be restarted
+/// (gracefully or with kill -9) on the same data.
 final class StoreHarness: @unchecked Sendable {
     /// The runtime directory (sockets, logs); removed with the harness.
     let directory: TemporaryDirectory
     let state: String
-    private(set) var process: ServiceProcess
+    let socketPath: String
+    private var backing: ServiceProcess?
     private var clients: [RPCClient] = []
 
-    private init(directory: TemporaryDirectory, state: String, process: ServiceProcess) {
+    private init(directory: TemporaryDirectory, state: String, socketPath: String, process: ServiceProcess?) {
         self.directory = directory
         self.state = state
-        self.process = process
+        self.socketPath = socketPath
+        self.backing = process
+    }
+
+    /// Runs `body` with the store's engine serving in this process, then stops it gracefully.
+    static func inProcess<T: Sendable>(_ configuration: StoreConfiguration = StoreConfiguration(),
+                                       _ body: @Sendable (StoreHarness) async throws -> T) async throws -> T {
+        let directory = TemporaryDirectory()
+        return try await withService("store", in: directory, setup: { try await .store(configuration, environment: $0) }) { service in
+            let harness = StoreHarness(directory: directory, state: service.environment.paths.stateDirectory, socketPath: service.socketPath, process: nil)
+            do {
+                let result = try await body(harness)
+                await harness.closeClients()
+                return result
+            } catch {
+                await harness.closeClients()
+                throw error
+            }
+        }
     }
 
     static func start(activated: Bool = false, arguments: [String] = []) async throws -> StoreHarness {
@@ -27,10 +51,14 @@ final class StoreHarness: @unchecked Sendable {
         let process = activated
             ? try await ServiceProcess.startSocketActivated("screentime-stored", service: "store", in: directory, stateDirectory: state, arguments: arguments)
             : try await ServiceProcess.start("screentime-stored", service: "store", in: directory, stateDirectory: state, arguments: arguments)
-        return StoreHarness(directory: directory, state: state, process: process)
+        return StoreHarness(directory: directory, state: state, socketPath: process.socketPath, process: process)
     }
 
-    var socketPath: String { self.process.socketPath }
+    /// The store's process (only a harness made by ``start(activated:arguments:)`` has one).
+    var process: ServiceProcess {
+        guard let process = self.backing else { preconditionFailure("the store runs in the test's process: start it with StoreHarness.start to have a process") }
+        return process
+    }
 
     /// A client; with `token`, it acts for that device.
     func client(token: String? = nil) -> RPCClient {
@@ -48,7 +76,7 @@ final class StoreHarness: @unchecked Sendable {
         } else {
             await self.process.stop()
         }
-        self.process = try await ServiceProcess.start("screentime-stored", service: "store", in: self.directory, stateDirectory: self.state, arguments: arguments)
+        self.backing = try await ServiceProcess.start("screentime-stored", service: "store", in: self.directory, stateDirectory: self.state, arguments: arguments)
     }
 
     /// Stops the store before returning (for `defer`).
@@ -57,8 +85,12 @@ final class StoreHarness: @unchecked Sendable {
     }
 
     func stop() async {
-        for client in self.clients { await client.close() }
+        await self.closeClients()
         await self.process.stop()
+    }
+
+    private func closeClients() async {
+        for client in self.clients { await client.close() }
     }
 }
 
