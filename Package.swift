@@ -487,7 +487,7 @@ let package = Package(
         // (and push) in one directory, a family bootstrapped through the real flow.
         .target(
             name: "StackSupport",
-            dependencies: ["TestSupport", "RPCCore", "RPCClient", "StoreAPI", "PairingAPI", "PushAPI"],
+            dependencies: ["TestSupport", "ServiceHarness", "RPCCore", "RPCClient", "StoreAPI", "PairingAPI", "PushAPI", "RecordStore", "PairingEngine"],
             path: "Tests/StackSupport",
             swiftSettings: strict
         ),

@@ -1,24 +1,37 @@
 import Foundation
+import PairingEngine
+import RecordStore
+import ServiceHarness
+import ServiceKit
+import Synchronization
 import PairingAPI
 import RPCClient
 import RPCCore
 import StoreAPI
 import TestSupport
 
-/// A real store and a real pairing service (and, for the push tests, a real push
-/// service), side by side in one runtime directory, as systemd would run them.
+/// A store and a pairing service side by side in one runtime directory, as systemd would
+/// run them: either their engines in the test's own process (``inProcess(configure:_:)``:
+/// for tests of pairing's logic), or the real binaries (``start(pairingArguments:activated:storeArguments:)``:
+/// for what needs a process: activation, restarts, logs; and for the stacks that add push,
+/// the aggregator or the gateway as processes beside them).
 public final class PairingHarness: @unchecked Sendable {
     public let directory: TemporaryDirectory
     public let state: String
-    public let store: ServiceProcess
-    public private(set) var pairing: ServiceProcess
+    public let storeSocket: String
+    public let pairingSocket: String
+    private let processes: (store: ServiceProcess, pairing: ServiceProcess)?
+    private var restartedPairing: ServiceProcess?
     private let pairingArguments: [String]
+    private let clients = Mutex<[RPCClient]>([])
 
-    private init(directory: TemporaryDirectory, state: String, store: ServiceProcess, pairing: ServiceProcess, pairingArguments: [String]) {
+    private init(directory: TemporaryDirectory, state: String, storeSocket: String, pairingSocket: String,
+                 processes: (store: ServiceProcess, pairing: ServiceProcess)?, pairingArguments: [String]) {
         self.directory = directory
         self.state = state
-        self.store = store
-        self.pairing = pairing
+        self.storeSocket = storeSocket
+        self.pairingSocket = pairingSocket
+        self.processes = processes
         self.pairingArguments = pairingArguments
     }
 
@@ -30,30 +43,79 @@ public final class PairingHarness: @unchecked Sendable {
         let pairing = activated
             ? try await ServiceProcess.startSocketActivated("screentime-pairingd", service: "pairing", in: directory, stateDirectory: state, arguments: arguments)
             : try await ServiceProcess.start("screentime-pairingd", service: "pairing", in: directory, stateDirectory: state, arguments: arguments)
-        return PairingHarness(directory: directory, state: state, store: store, pairing: pairing, pairingArguments: arguments)
+        return PairingHarness(directory: directory, state: state, storeSocket: store.socketPath, pairingSocket: pairing.socketPath,
+                              processes: (store, pairing), pairingArguments: arguments)
+    }
+
+    /// Runs `body` with the store's and pairing's engines serving in this process (pairing
+    /// writes `home.example` into its URIs; `configure` changes the rest), then stops both
+    /// gracefully.
+    public static func inProcess<T: Sendable>(configure: @escaping @Sendable (inout PairingConfiguration) -> Void = { _ in },
+                                              _ body: @Sendable (PairingHarness) async throws -> T) async throws -> T {
+        let directory = TemporaryDirectory()
+        return try await withService("store", in: directory, setup: { try await .store(StoreConfiguration(), environment: $0) }) { store in
+            let setup: @Sendable (ServiceEnvironment) async throws -> ServiceSetup = { environment in
+                var configuration = PairingConfiguration(storeSocket: store.socketPath, serverAddress: "home.example")
+                configure(&configuration)
+                return try await .pairing(configuration, environment: environment)
+            }
+            return try await withService("pairing", in: directory, setup: setup) { pairing in
+                let harness = PairingHarness(directory: directory, state: store.environment.paths.stateDirectory, storeSocket: store.socketPath,
+                                             pairingSocket: pairing.socketPath, processes: nil, pairingArguments: [])
+                do {
+                    let result = try await body(harness)
+                    await harness.closeClients()
+                    return result
+                } catch {
+                    await harness.closeClients()
+                    throw error
+                }
+            }
+        }
+    }
+
+    /// The store's process (a harness made by ``start(pairingArguments:activated:storeArguments:)`` only).
+    public var store: ServiceProcess {
+        guard let processes = self.processes else { preconditionFailure("the services run in the test's process: start them with PairingHarness.start to have processes") }
+        return processes.store
+    }
+
+    /// The pairing service's process (a harness made by ``start(pairingArguments:activated:storeArguments:)`` only).
+    public var pairing: ServiceProcess {
+        guard let processes = self.processes else { preconditionFailure("the services run in the test's process: start them with PairingHarness.start to have processes") }
+        return self.restartedPairing ?? processes.pairing
     }
 
     /// The pairing service as the server's administrator (no credential) or as a device.
     public func pairingClient(token: String? = nil) -> RPCClient {
-        RPCClient(configuration: ClientConfiguration(
-            socketPath: self.pairing.socketPath, callTimeout: .seconds(30), connectTimeout: .seconds(10), auth: token.map(Auth.init(token:))))
+        self.track(RPCClient(configuration: ClientConfiguration(
+            socketPath: self.pairingSocket, callTimeout: .seconds(30), connectTimeout: .seconds(10), auth: token.map(Auth.init(token:)))))
     }
 
     public func storeClient(token: String? = nil) -> RPCClient {
-        RPCClient(configuration: ClientConfiguration(
-            socketPath: self.store.socketPath, callTimeout: .seconds(30), connectTimeout: .seconds(10), auth: token.map(Auth.init(token:))))
+        self.track(RPCClient(configuration: ClientConfiguration(
+            socketPath: self.storeSocket, callTimeout: .seconds(30), connectTimeout: .seconds(10), auth: token.map(Auth.init(token:)))))
     }
 
     /// Stops the pairing service (SIGTERM) and starts it again; the store keeps running.
     public func restartPairing() async throws {
         await self.pairing.stop()
-        self.pairing = try await ServiceProcess.start("screentime-pairingd", service: "pairing", in: self.directory, stateDirectory: self.state,
-                                                      arguments: self.pairingArguments)
+        self.restartedPairing = try await ServiceProcess.start("screentime-pairingd", service: "pairing", in: self.directory, stateDirectory: self.state,
+                                                               arguments: self.pairingArguments)
     }
 
     public func stopNow() {
         self.pairing.stopNow()
         self.store.stopNow()
+    }
+
+    private func track(_ client: RPCClient) -> RPCClient {
+        self.clients.withLock { $0.append(client) }
+        return client
+    }
+
+    private func closeClients() async {
+        for client in self.clients.withLock({ $0 }) { await client.close() }
     }
 }
 
