@@ -529,6 +529,8 @@ let package = Package(
             dependencies: [
                 "TestSupport",
                 "StackSupport",
+                "ServiceHarness",
+                "PushEngine",
                 "RPCCore",
                 "RPCClient",
                 "StoreAPI",

@@ -11,63 +11,63 @@ import TestSupport
 struct DeliveryTests {
     @Test("a query subscription fires on create, update and delete as configured, and not otherwise")
     func querySubscriptionFires() async throws {
-        let stack = try await PushStack.start()
-        defer { stack.stopNow() }
-        let parent = stack.parent
-        _ = try await parent.call(PushMethods.subscribe, SubscribeParams(
-            subscriptionId: "learning", kind: .query, zone: stack.child.zone, recordType: "UsageRecord",
-            filters: [QueryFilter("category", .equal, "learning")], firesOn: [.create, .delete],
-            notification: NotificationSpec(alert: Alert(title: "New session"), includeKeys: ["totalSeconds"])))
-        let listening = Listening(parent)
-        try await stack.saveUsage("u1", seconds: 60)                       // create, matches: fires
-        // Seen before the record changes again: a save that later changes supersede before
-        // push reads it is matched against the record as it is then (here, deleted).
-        try await listening.wait(for: 1)
-        try await stack.saveUsage("u1", seconds: 90)                       // update: not asked for
-        try await stack.saveUsage("u2", seconds: 60, category: "reward")   // create, does not match
-        try await stack.deleteUsage("u1")                                  // delete of a match: fires
-        try await stack.deleteUsage("u2")                                  // delete of a non-match
-        let received = try await listening.wait(for: 2)
-        try await listening.expectQuiet(beyond: 2)
-        #expect(received.map(\.reason) == [.recordCreated, .recordDeleted])
-        #expect(received.map(\.recordName) == ["u1", "u1"])
-        #expect(received[0].fields == ["totalSeconds": 60] && received[0].alert?.title == "New session")
-        #expect(received[1].fields == ["totalSeconds": 90], "a deletion carries what the record held")
-        #expect(received.map(\.seq) == [1, 2])
+        try await PushStack.inProcess { stack in
+            let parent = stack.parent
+            _ = try await parent.call(PushMethods.subscribe, SubscribeParams(
+                subscriptionId: "learning", kind: .query, zone: stack.child.zone, recordType: "UsageRecord",
+                filters: [QueryFilter("category", .equal, "learning")], firesOn: [.create, .delete],
+                notification: NotificationSpec(alert: Alert(title: "New session"), includeKeys: ["totalSeconds"])))
+            let listening = Listening(parent)
+            try await stack.saveUsage("u1", seconds: 60)                       // create, matches: fires
+            // Seen before the record changes again: a save that later changes supersede before
+            // push reads it is matched against the record as it is then (here, deleted).
+            try await listening.wait(for: 1)
+            try await stack.saveUsage("u1", seconds: 90)                       // update: not asked for
+            try await stack.saveUsage("u2", seconds: 60, category: "reward")   // create, does not match
+            try await stack.deleteUsage("u1")                                  // delete of a match: fires
+            try await stack.deleteUsage("u2")                                  // delete of a non-match
+            let received = try await listening.wait(for: 2)
+            try await listening.expectQuiet(beyond: 2)
+            #expect(received.map(\.reason) == [.recordCreated, .recordDeleted])
+            #expect(received.map(\.recordName) == ["u1", "u1"])
+            #expect(received[0].fields == ["totalSeconds": 60] && received[0].alert?.title == "New session")
+            #expect(received[1].fields == ["totalSeconds": 90], "a deletion carries what the record held")
+            #expect(received.map(\.seq) == [1, 2])
+        }
     }
 
     @Test("a date filter matches however the date is written (with or without fractions, any offset)")
     func dateFilters() async throws {
-        let stack = try await PushStack.start()
-        defer { stack.stopNow() }
-        let parent = stack.parent
-        // saveUsage's sessions start at 1_790_000_000 (2026-09-21T14:13:20.000Z).
-        _ = try await parent.call(PushMethods.subscribe, SubscribeParams(
-            subscriptionId: "exact", kind: .query, recordType: "UsageRecord",
-            filters: [QueryFilter("sessionStart", .equal, "2026-09-21T16:13:20+02:00")]))
-        _ = try await parent.call(PushMethods.subscribe, SubscribeParams(
-            subscriptionId: "later", kind: .query, recordType: "UsageRecord",
-            filters: [QueryFilter("sessionStart", .greater, "2026-09-21T14:13:20Z")]))
-        let listening = Listening(parent)
-        try await stack.saveUsage("u1")
-        let received = try await listening.wait(for: 1)
-        try await listening.expectQuiet(beyond: 1)
-        #expect(received.map(\.subscriptionId) == ["exact"], "equal to the second, so not later")
+        try await PushStack.inProcess { stack in
+            let parent = stack.parent
+            // saveUsage's sessions start at 1_790_000_000 (2026-09-21T14:13:20.000Z).
+            _ = try await parent.call(PushMethods.subscribe, SubscribeParams(
+                subscriptionId: "exact", kind: .query, recordType: "UsageRecord",
+                filters: [QueryFilter("sessionStart", .equal, "2026-09-21T16:13:20+02:00")]))
+            _ = try await parent.call(PushMethods.subscribe, SubscribeParams(
+                subscriptionId: "later", kind: .query, recordType: "UsageRecord",
+                filters: [QueryFilter("sessionStart", .greater, "2026-09-21T14:13:20Z")]))
+            let listening = Listening(parent)
+            try await stack.saveUsage("u1")
+            let received = try await listening.wait(for: 1)
+            try await listening.expectQuiet(beyond: 1)
+            #expect(received.map(\.subscriptionId) == ["exact"], "equal to the second, so not later")
+        }
     }
 
     @Test("firesOnce: the subscription fires once and is gone")
     func firesOnce() async throws {
-        let stack = try await PushStack.start()
-        defer { stack.stopNow() }
-        let parent = stack.parent
-        _ = try await parent.call(PushMethods.subscribe, SubscribeParams(
-            subscriptionId: "first", kind: .query, recordType: "UsageRecord", firesOnce: true))
-        let listening = Listening(parent)
-        try await stack.saveUsage("u1")
-        try await stack.saveUsage("u2")
-        try await listening.wait(for: 1)
-        try await listening.expectQuiet(beyond: 1)
-        #expect(try await parent.call(PushMethods.listSubscriptions, ListSubscriptionsParams()).subscriptions.isEmpty)
+        try await PushStack.inProcess { stack in
+            let parent = stack.parent
+            _ = try await parent.call(PushMethods.subscribe, SubscribeParams(
+                subscriptionId: "first", kind: .query, recordType: "UsageRecord", firesOnce: true))
+            let listening = Listening(parent)
+            try await stack.saveUsage("u1")
+            try await stack.saveUsage("u2")
+            try await listening.wait(for: 1)
+            try await listening.expectQuiet(beyond: 1)
+            #expect(try await parent.call(PushMethods.listSubscriptions, ListSubscriptionsParams()).subscriptions.isEmpty)
+        }
     }
 
     @Test("an offline device gets everything on reconnect, in order, though push was killed and restarted in between")
@@ -111,74 +111,74 @@ struct DeliveryTests {
         let received = try await listening.wait(for: 1)
         try await listening.expectQuiet(beyond: 1)
         #expect(received.map(\.recordName) == ["after"])
-        #expect(stack.push.log.contains("changes were purged from the store before push saw them"))
+        #expect(stack.pushLog.contains("changes were purged from the store before push saw them"))
     }
 
     @Test("acknowledged notifications are gone; the rest come again on the next listen")
     func ackAndRedelivery() async throws {
-        let stack = try await PushStack.start()
-        defer { stack.stopNow() }
-        let parent = stack.parent
-        _ = try await parent.call(PushMethods.subscribe, SubscribeParams(kind: .query, recordType: "UsageRecord"))
-        let first = Listening(parent)
-        for name in ["u1", "u2", "u3"] { try await stack.saveUsage(name) }
-        try await first.wait(for: 3)
-        let acked = try await parent.call(PushMethods.ack, AckParams(upTo: 2))
-        #expect(acked.acked == 2 && acked.pending == 1)
-        first.cancel()
+        try await PushStack.inProcess { stack in
+            let parent = stack.parent
+            _ = try await parent.call(PushMethods.subscribe, SubscribeParams(kind: .query, recordType: "UsageRecord"))
+            let first = Listening(parent)
+            for name in ["u1", "u2", "u3"] { try await stack.saveUsage(name) }
+            try await first.wait(for: 3)
+            let acked = try await parent.call(PushMethods.ack, AckParams(upTo: 2))
+            #expect(acked.acked == 2 && acked.pending == 1)
+            first.cancel()
 
-        let again = Listening(stack.parent)
-        let redelivered = try await again.wait(for: 1)
-        try await again.expectQuiet(beyond: 1)
-        #expect(redelivered.map(\.seq) == [3] && redelivered.first?.recordName == "u3")
-        // Acknowledging past the end stops at the last notification.
-        #expect(try await parent.call(PushMethods.ack, AckParams(upTo: 99)).acked == 3)
+            let again = Listening(stack.parent)
+            let redelivered = try await again.wait(for: 1)
+            try await again.expectQuiet(beyond: 1)
+            #expect(redelivered.map(\.seq) == [3] && redelivered.first?.recordName == "u3")
+            // Acknowledging past the end stops at the last notification.
+            #expect(try await parent.call(PushMethods.ack, AckParams(upTo: 99)).acked == 3)
+        }
     }
 
     @Test("expired notifications are dropped; a newer one with the same collapse key replaces the pending one")
     func ttlAndCollapse() async throws {
-        let stack = try await PushStack.start()
-        defer { stack.stopNow() }
-        let local = stack.local
-        _ = try await local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "short-lived"), ttlSeconds: 1))
-        _ = try await local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "balance 10 min"), collapseKey: "balance"))
-        let latest = try await local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "balance 5 min"), collapseKey: "balance"))
-        #expect(latest.queued == [QueuedNotification(deviceId: "mum-phone", seq: 3)])
-        // The first one's time to live is a second: it expires on the clock.
-        try await Task.sleep(for: .milliseconds(1200))
-        let listening = Listening(stack.parent)
-        let received = try await listening.wait(for: 1)
-        try await listening.expectQuiet(beyond: 1)
-        #expect(received.map(\.alert?.title) == ["balance 5 min"])
-        #expect(received.first?.reason == .message)
+        try await PushStack.inProcess { stack in
+            let local = stack.local
+            _ = try await local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "short-lived"), ttlSeconds: 1))
+            _ = try await local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "balance 10 min"), collapseKey: "balance"))
+            let latest = try await local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "balance 5 min"), collapseKey: "balance"))
+            #expect(latest.queued == [QueuedNotification(deviceId: "mum-phone", seq: 3)])
+            // The first one's time to live is a second: it expires on the clock.
+            try await Task.sleep(for: .milliseconds(1200))
+            let listening = Listening(stack.parent)
+            let received = try await listening.wait(for: 1)
+            try await listening.expectQuiet(beyond: 1)
+            #expect(received.map(\.alert?.title) == ["balance 5 min"])
+            #expect(received.first?.reason == .message)
+        }
     }
 
     @Test("zone subscriptions are fetch-changes hints, collapsed while pending")
     func zoneSubscription() async throws {
-        let stack = try await PushStack.start()
-        defer { stack.stopNow() }
-        let child = stack.client(token: stack.child.token)
-        _ = try await child.call(PushMethods.subscribe, SubscribeParams(subscriptionId: "mine", kind: .zone, zone: stack.child.zone))
-        for name in ["u1", "u2", "u3"] { try await stack.saveUsage(name) }
-        try await stack.waitUntilCaughtUp()
-        let listening = Listening(child)
-        let received = try await listening.wait(for: 1)
-        try await listening.expectQuiet(beyond: 1)
-        #expect(received.first?.reason == .zoneChanged && received.first?.zone == stack.child.zone && received.first?.recordName == "u3")
+        try await PushStack.inProcess { stack in
+            let child = stack.client(token: stack.child.token)
+            _ = try await child.call(PushMethods.subscribe, SubscribeParams(subscriptionId: "mine", kind: .zone, zone: stack.child.zone))
+            for name in ["u1", "u2", "u3"] { try await stack.saveUsage(name) }
+            try await stack.waitUntilCaughtUp()
+            let listening = Listening(child)
+            let received = try await listening.wait(for: 1)
+            try await listening.expectQuiet(beyond: 1)
+            #expect(received.first?.reason == .zoneChanged && received.first?.zone == stack.child.zone && received.first?.recordName == "u3")
+        }
     }
 
     @Test("zone and family subscriptions fire on every change, and say so: firesOn is all three, as the doc's default")
     func zoneSubscriptionFiresOnAll() async throws {
-        let stack = try await PushStack.start()
-        defer { stack.stopNow() }
-        let child = stack.client(token: stack.child.token)
-        let zone = try await child.call("push.subscribe", params: ["kind": "zone", "zone": .string(stack.child.zone)])
-        let family = try await stack.parent.call("push.subscribe", params: ["kind": "family"])
-        let query = try await child.call("push.subscribe", params: ["kind": "query", "recordType": "UsageRecord"])
-        for subscription in [zone, family, query] {
-            #expect(subscription["firesOn"] == ["create", "delete", "update"], "\(subscription)")
+        try await PushStack.inProcess { stack in
+            let child = stack.client(token: stack.child.token)
+            let zone = try await child.call("push.subscribe", params: ["kind": "zone", "zone": .string(stack.child.zone)])
+            let family = try await stack.parent.call("push.subscribe", params: ["kind": "family"])
+            let query = try await child.call("push.subscribe", params: ["kind": "query", "recordType": "UsageRecord"])
+            for subscription in [zone, family, query] {
+                #expect(subscription["firesOn"] == ["create", "delete", "update"], "\(subscription)")
+            }
+            let listed = try await child.call("push.listSubscriptions")["subscriptions"]?.arrayValue ?? []
+            #expect(listed.count == 2 && listed.allSatisfy { $0["firesOn"] == ["create", "delete", "update"] }, "\(listed)")
         }
-        let listed = try await child.call("push.listSubscriptions")["subscriptions"]?.arrayValue ?? []
-        #expect(listed.count == 2 && listed.allSatisfy { $0["firesOn"] == ["create", "delete", "update"] }, "\(listed)")
     }
 }

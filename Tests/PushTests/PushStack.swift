@@ -2,26 +2,37 @@ import DurableSQLite
 import Foundation
 import GRDB
 import PushAPI
+import PushEngine
 import RPCClient
 import RPCCore
+import ServiceHarness
+import ServiceKit
 import StackSupport
 import StoreAPI
 import Testing
 import TestSupport
 
-/// A store, pairing and push service, a family with a confirmed child device.
+/// A store, pairing and push service, a family with a confirmed child device: either
+/// their engines in the test's own process (``inProcess(configure:_:)``: for tests of
+/// push's logic), or the real binaries (``start(pushArguments:storeArguments:)``: for
+/// what needs a process: kill -9, restarts, signals).
 final class PushStack: @unchecked Sendable {
     let harness: PairingHarness
-    private(set) var push: ServiceProcess
     let family: Bootstrapped
     let child: PairedChild
+    let pushSocket: String
+    private var process: ServiceProcess?
+    private let inProcessLog: CapturedLog?
     private let pushArguments: [String]
 
-    private init(harness: PairingHarness, push: ServiceProcess, family: Bootstrapped, child: PairedChild, pushArguments: [String]) {
+    private init(harness: PairingHarness, family: Bootstrapped, child: PairedChild, pushSocket: String,
+                 process: ServiceProcess?, log: CapturedLog?, pushArguments: [String]) {
         self.harness = harness
-        self.push = push
         self.family = family
         self.child = child
+        self.pushSocket = pushSocket
+        self.process = process
+        self.inProcessLog = log
         self.pushArguments = pushArguments
     }
 
@@ -30,13 +41,41 @@ final class PushStack: @unchecked Sendable {
         let family = try await Bootstrapped.make(harness)
         let child = try await family.pairChild(harness)
         let push = try await ServiceProcess.start("screentime-pushd", service: "push", in: harness.directory, stateDirectory: harness.state, arguments: pushArguments)
-        return PushStack(harness: harness, push: push, family: family, child: child, pushArguments: pushArguments)
+        return PushStack(harness: harness, family: family, child: child, pushSocket: push.socketPath, process: push, log: nil, pushArguments: pushArguments)
     }
+
+    /// Runs `body` with the store's, pairing's and push's engines serving in this process
+    /// (`configure` changes push's configuration), then stops them gracefully.
+    static func inProcess<T: Sendable>(configure: @escaping @Sendable (inout PushConfiguration) -> Void = { _ in },
+                                       _ body: @Sendable (PushStack) async throws -> T) async throws -> T {
+        try await PairingHarness.inProcess { harness in
+            let family = try await Bootstrapped.make(harness)
+            let child = try await family.pairChild(harness)
+            let setup: @Sendable (ServiceEnvironment) async throws -> ServiceSetup = { environment in
+                var configuration = PushConfiguration(storeSocket: harness.storeSocket, version: "0.0.0-test")
+                configure(&configuration)
+                return try await .push(configuration, environment: environment)
+            }
+            return try await withService("push", in: harness.directory, setup: setup) { push in
+                try await body(PushStack(harness: harness, family: family, child: child, pushSocket: push.socketPath,
+                                         process: nil, log: push.log, pushArguments: []))
+            }
+        }
+    }
+
+    /// Push's process (a stack made by ``start(pushArguments:storeArguments:)`` only).
+    var push: ServiceProcess {
+        guard let process = self.process else { preconditionFailure("push runs in the test's process: start it with PushStack.start to have a process") }
+        return process
+    }
+
+    /// What push logged so far.
+    var pushLog: String { self.inProcessLog?.text ?? self.push.log }
 
     /// The push service as a device (its credential) or as a local service (none).
     func client(token: String?) -> RPCClient {
         RPCClient(configuration: ClientConfiguration(
-            socketPath: self.push.socketPath, callTimeout: .seconds(30), connectTimeout: .seconds(10), auth: token.map(Auth.init(token:))))
+            socketPath: self.pushSocket, callTimeout: .seconds(30), connectTimeout: .seconds(10), auth: token.map(Auth.init(token:))))
     }
 
     var parent: RPCClient { self.client(token: self.family.parentCredential.token) }
@@ -48,8 +87,8 @@ final class PushStack: @unchecked Sendable {
     }
 
     func startPush() async throws {
-        self.push = try await ServiceProcess.start("screentime-pushd", service: "push", in: self.harness.directory, stateDirectory: self.harness.state,
-                                                   arguments: self.pushArguments)
+        self.process = try await ServiceProcess.start("screentime-pushd", service: "push", in: self.harness.directory, stateDirectory: self.harness.state,
+                                                      arguments: self.pushArguments)
     }
 
     func stopNow() {
@@ -78,8 +117,8 @@ extension PushStack {
     /// Waits until `count` listens have registered with push's hub (each logs `listening`
     /// once registered, before it reads its backlog).
     func waitForListeners(_ count: Int) async throws {
-        try await waitUntil("\(count) listener(s) registered", detail: self.push.log) {
-            self.push.log.split(separator: "\n").count { $0.contains("listening") && $0.contains("device_id") } >= count
+        try await waitUntil("\(count) listener(s) registered", detail: self.pushLog) {
+            self.pushLog.split(separator: "\n").count { $0.contains("listening") && $0.contains("device_id") } >= count
         }
     }
 
@@ -93,7 +132,7 @@ extension PushStack {
             configuration.readonly = true
             return configuration
         }())
-        try await eventually("push queuing up to the store's head \(head)", detail: self.push.log) { seen in
+        try await eventually("push queuing up to the store's head \(head)", detail: self.pushLog) { seen in
             let position = try await database.read { db in try StoreLogPosition.load(db) }
             seen = "position \(position)"
             return position >= head ? () : nil

@@ -17,8 +17,8 @@ struct QueueStorageTests {
         for title in ["one", "two", "three"] {
             _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: title), ttlSeconds: 1))
         }
-        try await waitUntil("push dropping the expired notifications", detail: stack.push.log) {
-            stack.push.log.contains("expired notifications dropped")
+        try await waitUntil("push dropping the expired notifications", detail: stack.pushLog) {
+            stack.pushLog.contains("expired notifications dropped")
         }
         await stack.kill()
         try await stack.startPush()

@@ -7,93 +7,93 @@ import StoreAPI
 import Testing
 import TestSupport
 
-@Suite("Push service as a process: fan-out, waking, bad input", .serialized)
+@Suite("Push service: fan-out, waking, bad input (in process; a stop with a listener, on the binary)", .serialized)
 struct ServiceTests {
     @Test("a listener that stops reading is cut off; another listener of the same change is not held up")
     func slowListenerDoesNotDelayOthers() async throws {
-        let stack = try await PushStack.start(pushArguments: ["--listener-buffer", "16"])
-        defer { stack.stopNow() }
-        // The slow one: asks to listen, then reads nothing.
-        let slow = try RawConnection(path: stack.push.socketPath)
-        slow.sendJSON(["id": 1, "method": "push.listen", "params": [:], "auth": ["token": stack.family.parentCredential.token]])
-        try await stack.waitForListeners(1)
-        let fast = Listening(stack.parent)
-        let payload = String(repeating: "x", count: 8000)
-        for index in 0..<200 {
-            _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, data: ["n": .int(Int64(index)), "pad": .string(payload)]))
+        try await PushStack.inProcess(configure: { $0.listenerBuffer = 16 }) { stack in
+            // The slow one: asks to listen, then reads nothing.
+            let slow = try RawConnection(path: stack.pushSocket)
+            slow.sendJSON(["id": 1, "method": "push.listen", "params": [:], "auth": ["token": stack.family.parentCredential.token]])
+            try await stack.waitForListeners(1)
+            let fast = Listening(stack.parent)
+            let payload = String(repeating: "x", count: 8000)
+            for index in 0..<200 {
+                _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, data: ["n": .int(Int64(index)), "pad": .string(payload)]))
+            }
+            // All 200 reach the fast one while the slow one has read none: a fan-out that waited
+            // for the slow listener would stall once its 16-notification buffer filled. (No
+            // timing asserted: shared machines are noisy; the push benchmark measures latency.)
+            let received = try await fast.wait(for: 200, timeout: .seconds(60))
+            #expect(received.map(\.seq) == Array(1...200))
+            // The slow one, reading at last, finds it was cut off, and why.
+            var final: [String: Any]?
+            for _ in 0..<400 {
+                guard let reply = try slow.readReply() else { break }
+                if reply["continues"] as? Bool != true { final = reply; break }
+            }
+            let error = final?["error"] as? [String: Any]
+            #expect(error?["code"] as? String == "limit_exceeded")
+            #expect((error?["message"] as? String)?.contains("listen again to resume") == true)
         }
-        // All 200 reach the fast one while the slow one has read none: a fan-out that waited
-        // for the slow listener would stall once its 16-notification buffer filled. (No
-        // timing asserted: shared machines are noisy; the push benchmark measures latency.)
-        let received = try await fast.wait(for: 200, timeout: .seconds(60))
-        #expect(received.map(\.seq) == Array(1...200))
-        // The slow one, reading at last, finds it was cut off, and why.
-        var final: [String: Any]?
-        for _ in 0..<400 {
-            guard let reply = try slow.readReply() else { break }
-            if reply["continues"] as? Bool != true { final = reply; break }
-        }
-        let error = final?["error"] as? [String: Any]
-        #expect(error?["code"] as? String == "limit_exceeded")
-        #expect((error?["message"] as? String)?.contains("listen again to resume") == true)
     }
 
     @Test("notifications queued while a listener is still being sent its backlog follow the backlog, in order, none missing")
     func liveAfterASlowBacklog() async throws {
-        let stack = try await PushStack.start()
-        defer { stack.stopNow() }
-        let payload = String(repeating: "x", count: 4000)
-        // A backlog larger than the socket and the connection's buffer can hold...
-        for index in 0..<200 {
-            _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, data: ["n": .int(Int64(index)), "pad": .string(payload)]))
-        }
-        let listener = try RawConnection(path: stack.push.socketPath)
-        listener.sendJSON(["id": 1, "method": "push.listen", "params": [:], "auth": ["token": stack.family.parentCredential.token]])
-        // ...so sending it stalls while the listener does not read, and these arrive meanwhile.
-        try await stack.waitForListeners(1)
-        for index in 200..<230 {
-            _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, data: ["n": .int(Int64(index))]))
-        }
-        var seqs: [Int] = []
-        while seqs.count < 230 {
-            let reply = try #require(try listener.readReply(), "the stream ended after \(seqs.count) notifications")
-            guard reply["continues"] as? Bool == true, let seq = reply.result?["seq"] as? Int else {
-                Issue.record("unexpected reply \(reply)")
-                break
+        try await PushStack.inProcess { stack in
+            let payload = String(repeating: "x", count: 4000)
+            // A backlog larger than the socket and the connection's buffer can hold...
+            for index in 0..<200 {
+                _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, data: ["n": .int(Int64(index)), "pad": .string(payload)]))
             }
-            seqs.append(seq)
+            let listener = try RawConnection(path: stack.pushSocket)
+            listener.sendJSON(["id": 1, "method": "push.listen", "params": [:], "auth": ["token": stack.family.parentCredential.token]])
+            // ...so sending it stalls while the listener does not read, and these arrive meanwhile.
+            try await stack.waitForListeners(1)
+            for index in 200..<230 {
+                _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, data: ["n": .int(Int64(index))]))
+            }
+            var seqs: [Int] = []
+            while seqs.count < 230 {
+                let reply = try #require(try listener.readReply(), "the stream ended after \(seqs.count) notifications")
+                guard reply["continues"] as? Bool == true, let seq = reply.result?["seq"] as? Int else {
+                    Issue.record("unexpected reply \(reply)")
+                    break
+                }
+                seqs.append(seq)
+            }
+            #expect(seqs == Array(1...230))
+            // And the stream goes on live.
+            _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, data: ["n": 230]))
+            #expect(try listener.readReply()?.result?["seq"] as? Int == 231)
         }
-        #expect(seqs == Array(1...230))
-        // And the stream goes on live.
-        _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, data: ["n": 230]))
-        #expect(try listener.readReply()?.result?["seq"] as? Int == 231)
     }
 
     @Test("rpc.cancel ends a live listen with cancelled; the device listens again and gets what it had not acknowledged")
     func cancelAListen() async throws {
-        let stack = try await PushStack.start()
-        defer { stack.stopNow() }
-        let connection = try RawConnection(path: stack.push.socketPath)
-        let auth = ["token": stack.family.parentCredential.token]
-        connection.sendJSON(["id": 1, "method": "push.listen", "params": [:], "auth": auth])
-        _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, data: ["n": 1]))
-        #expect(try connection.readReply()?.result?["seq"] as? Int == 1)
-        connection.sendJSON(["id": 2, "method": "rpc.cancel", "params": ["id": 1]])
-        var replies: [Int: [String: Any]] = [:]
-        while replies.count < 2, let reply = try connection.readReply() {
-            if let id = reply["id"] as? Int { replies[id] = reply }
+        try await PushStack.inProcess { stack in
+            let connection = try RawConnection(path: stack.pushSocket)
+            let auth = ["token": stack.family.parentCredential.token]
+            connection.sendJSON(["id": 1, "method": "push.listen", "params": [:], "auth": auth])
+            _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, data: ["n": 1]))
+            #expect(try connection.readReply()?.result?["seq"] as? Int == 1)
+            connection.sendJSON(["id": 2, "method": "rpc.cancel", "params": ["id": 1]])
+            var replies: [Int: [String: Any]] = [:]
+            while replies.count < 2, let reply = try connection.readReply() {
+                if let id = reply["id"] as? Int { replies[id] = reply }
+            }
+            #expect(replies[2]?.result?["cancelled"] as? Bool == true)
+            #expect(replies[1]?.errorCode == "cancelled")
+            connection.sendJSON(["id": 3, "method": "push.listen", "params": [:], "auth": auth])
+            #expect(try connection.readReply()?.result?["seq"] as? Int == 1, "not acknowledged: sent again")
         }
-        #expect(replies[2]?.result?["cancelled"] as? Bool == true)
-        #expect(replies[1]?.errorCode == "cancelled")
-        connection.sendJSON(["id": 3, "method": "push.listen", "params": [:], "auth": auth])
-        #expect(try connection.readReply()?.result?["seq"] as? Int == 1, "not acknowledged: sent again")
     }
 
     @Test("SIGTERM ends a live push.listen with unavailable (and the last number sent), as every stream of a stopping service ends")
     func stopEndsListenWithUnavailable() async throws {
         let stack = try await PushStack.start()
         defer { stack.stopNow() }
-        let listener = try RawConnection(path: stack.push.socketPath)
+        let listener = try RawConnection(path: stack.pushSocket)
         listener.sendJSON(["id": "l", "method": "push.listen", "params": [:], "auth": ["token": stack.family.parentCredential.token]])
         _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "live")))
         let item = try #require(try listener.readReply())
@@ -109,20 +109,20 @@ struct ServiceTests {
 
     @Test("half-closing a connection ends its push.listen with one final cancelled reply, then the service closes it")
     func halfCloseEndsListen() async throws {
-        let stack = try await PushStack.start()
-        defer { stack.stopNow() }
-        let listener = try RawConnection(path: stack.push.socketPath)
-        listener.sendJSON(["id": "l", "method": "push.listen", "params": [:], "auth": ["token": stack.family.parentCredential.token]])
-        _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "live")))
-        #expect(try listener.readReply()?["continues"] as? Bool == true)
-        listener.sendJSON(["id": 2, "method": "rpc.ping"])
-        listener.shutdownWrite()
-        var replies: [[String: Any]] = []
-        while let reply = try listener.readReply() { replies.append(reply) }
-        #expect(replies.contains { $0.idValue == AnyHashable(2) && $0.result != nil })
-        let finals = replies.filter { $0["id"] as? String == "l" && $0["continues"] == nil }
-        #expect(finals.count == 1)
-        #expect(finals.first?.errorCode == "cancelled", "\(finals)")
+        try await PushStack.inProcess { stack in
+            let listener = try RawConnection(path: stack.pushSocket)
+            listener.sendJSON(["id": "l", "method": "push.listen", "params": [:], "auth": ["token": stack.family.parentCredential.token]])
+            _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "live")))
+            #expect(try listener.readReply()?["continues"] as? Bool == true)
+            listener.sendJSON(["id": 2, "method": "rpc.ping"])
+            listener.shutdownWrite()
+            var replies: [[String: Any]] = []
+            while let reply = try listener.readReply() { replies.append(reply) }
+            #expect(replies.contains { $0.idValue == AnyHashable(2) && $0.result != nil })
+            let finals = replies.filter { $0["id"] as? String == "l" && $0["continues"] == nil }
+            #expect(finals.count == 1)
+            #expect(finals.first?.errorCode == "cancelled", "\(finals)")
+        }
     }
 
     @Test("asleep (idle-exited) under socket activation, push is woken by the store and catches up")
@@ -152,12 +152,12 @@ struct ServiceTests {
 
     @Test("bad input gets a clear error and the service stays up", arguments: badCalls)
     func badInput(_ bad: BadCall) async throws {
-        let stack = try await PushStack.start()
-        defer { stack.stopNow() }
-        let client = bad.asParent ? stack.parent : stack.local
-        let error = await expectError(bad.code) { _ = try await client.call(bad.method, params: bad.params) }
-        #expect(error?.message.contains(bad.message) == true, "\(error?.message ?? "")")
-        _ = try await stack.local.call(Builtin.ping, Empty())
+        try await PushStack.inProcess { stack in
+            let client = bad.asParent ? stack.parent : stack.local
+            let error = await expectError(bad.code) { _ = try await client.call(bad.method, params: bad.params) }
+            #expect(error?.message.contains(bad.message) == true, "\(error?.message ?? "")")
+            _ = try await stack.local.call(Builtin.ping, Empty())
+        }
     }
 
     static let badCalls: [BadCall] = [

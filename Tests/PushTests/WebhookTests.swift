@@ -13,12 +13,12 @@ struct WebhookTests {
 
     @Test("off by default: setting a webhook is refused, saying how to turn it on")
     func offByDefault() async throws {
-        let stack = try await PushStack.start()
-        defer { stack.stopNow() }
-        await expectError(.unavailable, containing: "--webhooks") {
-            _ = try await stack.parent.call(PushMethods.setWebhook, SetWebhookParams(url: "https://ntfy.sh/kids", format: .ntfy))
+        try await PushStack.inProcess { stack in
+            await expectError(.unavailable, containing: "--webhooks") {
+                _ = try await stack.parent.call(PushMethods.setWebhook, SetWebhookParams(url: "https://ntfy.sh/kids", format: .ntfy))
+            }
+            await expectError(.notFound) { _ = try await stack.parent.call(PushMethods.getWebhook, Empty()) }
         }
-        await expectError(.notFound) { _ = try await stack.parent.call(PushMethods.getWebhook, Empty()) }
     }
 
     @Test("UnifiedPush: a device that is not listening gets each notification posted, JSON with its seq; a listening one does not")

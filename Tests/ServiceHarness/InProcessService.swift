@@ -16,6 +16,8 @@ public struct InProcessService: Sendable {
     public let client: RPCClient
     /// The service's paths and logger, as its setup got them.
     public let environment: ServiceEnvironment
+    /// What it logged so far (debug and above).
+    public let log: CapturedLog
 
     /// The service's socket.
     public var socketPath: String { self.environment.paths.socketPath(for: self.environment.service) }
@@ -39,8 +41,8 @@ public func withService<T: Sendable>(
     setup: @escaping @Sendable (ServiceEnvironment) async throws -> ServiceSetup,
     _ body: @Sendable (InProcessService) async throws -> T
 ) async throws -> T {
-    var logger = Logger(label: "test.\(service)")
-    logger.logLevel = ProcessInfo.processInfo.environment["SCREENTIME_TEST_LOG"] == nil ? .critical : .debug
+    let log = CapturedLog()
+    let logger = log.logger(label: "test.\(service)")
     let paths = ServicePaths(runtimeDirectory: directory.file("run"), stateDirectory: directory.file("state"), configurationDirectory: directory.file("etc"))
     try FileManager.default.createDirectory(atPath: paths.runtimeDirectory, withIntermediateDirectories: true)
     let environment = ServiceEnvironment(service: service, paths: paths, logger: logger)
@@ -72,7 +74,7 @@ public func withService<T: Sendable>(
         let client = RPCClient(configuration: ClientConfiguration(socketPath: paths.socketPath(for: service)))
         let result: T
         do {
-            result = try await body(InProcessService(client: client, environment: environment))
+            result = try await body(InProcessService(client: client, environment: environment, log: log))
         } catch {
             await client.close()
             await group.triggerGracefulShutdown()
