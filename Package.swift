@@ -511,6 +511,9 @@ let package = Package(
             dependencies: [
                 "TestSupport",
                 "StackSupport",
+                "ServiceHarness",
+                "AggregatorEngine",
+                "PushEngine",
                 "RPCCore",
                 "RPCClient",
                 "StoreAPI",

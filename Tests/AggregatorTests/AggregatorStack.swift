@@ -1,29 +1,41 @@
 import AggregatorAPI
+import AggregatorEngine
 import Foundation
+import PushEngine
 import RPCClient
 import RPCCore
+import ServiceHarness
+import ServiceKit
 import StackSupport
 import StoreAPI
 import Testing
 import TestSupport
 import UsageModel
 
-/// A store, pairing and aggregator service; a family in Europe/Paris with a confirmed
-/// child device that records usage.
+/// A store, pairing and aggregator service (and push, for alerts); a family in
+/// Europe/Paris with a confirmed child device that records usage. Either their engines in
+/// the test's own process (``inProcess(withPush:configure:_:)``: for tests of the
+/// aggregator's logic), or the real binaries (``start(aggregatorArguments:withPush:storeArguments:)``:
+/// for what needs a process: kill -9, restarts).
 final class AggregatorStack: @unchecked Sendable {
     let harness: PairingHarness
-    private(set) var aggregator: ServiceProcess
-    /// With `withPush`: the push service, for alerts.
-    let push: ServiceProcess?
+    let aggregatorSocket: String
+    private var process: ServiceProcess?
+    private let inProcessLog: CapturedLog?
+    /// With `withPush`, as a process: the push service, for alerts.
+    private let pushProcess: ServiceProcess?
     let family: Bootstrapped
     let child: PairedChild
     let days = LocalDays(timeZone: "Europe/Paris")!
     private let aggregatorArguments: [String]
 
-    private init(harness: PairingHarness, aggregator: ServiceProcess, push: ServiceProcess?, family: Bootstrapped, child: PairedChild, aggregatorArguments: [String]) {
+    private init(harness: PairingHarness, aggregatorSocket: String, process: ServiceProcess?, log: CapturedLog?, push: ServiceProcess?,
+                 family: Bootstrapped, child: PairedChild, aggregatorArguments: [String]) {
         self.harness = harness
-        self.aggregator = aggregator
-        self.push = push
+        self.aggregatorSocket = aggregatorSocket
+        self.process = process
+        self.inProcessLog = log
+        self.pushProcess = push
         self.family = family
         self.child = child
         self.aggregatorArguments = aggregatorArguments
@@ -36,10 +48,46 @@ final class AggregatorStack: @unchecked Sendable {
         let push = withPush ? try await ServiceProcess.start("screentime-pushd", service: "push", in: harness.directory, stateDirectory: harness.state) : nil
         let aggregator = try await ServiceProcess.start("screentime-aggregatord", service: "aggregator", in: harness.directory,
                                                         stateDirectory: harness.state, arguments: aggregatorArguments)
-        return AggregatorStack(harness: harness, aggregator: aggregator, push: push, family: family, child: child, aggregatorArguments: aggregatorArguments)
+        return AggregatorStack(harness: harness, aggregatorSocket: aggregator.socketPath, process: aggregator, log: nil, push: push,
+                               family: family, child: child, aggregatorArguments: aggregatorArguments)
     }
 
-    var local: RPCClient { RPCClient(configuration: ClientConfiguration(socketPath: self.aggregator.socketPath, callTimeout: .seconds(30), connectTimeout: .seconds(10))) }
+    /// Runs `body` with the store's, pairing's, the aggregator's (and with `withPush`,
+    /// push's) engines serving in this process (`configure` changes the aggregator's
+    /// configuration), then stops them gracefully.
+    static func inProcess<T: Sendable>(withPush: Bool = false, configure: @escaping @Sendable (inout AggregatorConfiguration) -> Void = { _ in },
+                                       _ body: @Sendable (AggregatorStack) async throws -> T) async throws -> T {
+        try await PairingHarness.inProcess { harness in
+            let family = try await Bootstrapped.make(harness)
+            let child = try await family.pairChild(harness)
+            @Sendable func run() async throws -> T {
+                let setup: @Sendable (ServiceEnvironment) async throws -> ServiceSetup = { environment in
+                    var configuration = AggregatorConfiguration(storeSocket: harness.storeSocket, pushSocket: environment.paths.socketPath(for: "push"))
+                    configure(&configuration)
+                    return try await .aggregator(configuration, environment: environment)
+                }
+                return try await withService("aggregator", in: harness.directory, setup: setup) { aggregator in
+                    try await body(AggregatorStack(harness: harness, aggregatorSocket: aggregator.socketPath, process: nil, log: aggregator.log, push: nil,
+                                                   family: family, child: child, aggregatorArguments: []))
+                }
+            }
+            guard withPush else { return try await run() }
+            return try await withService("push", in: harness.directory, setup: { environment in
+                try await .push(PushConfiguration(storeSocket: harness.storeSocket, version: "0.0.0-test"), environment: environment)
+            }) { _ in try await run() }
+        }
+    }
+
+    /// The aggregator's process (a stack made by ``start(aggregatorArguments:withPush:storeArguments:)`` only).
+    var aggregator: ServiceProcess {
+        guard let process = self.process else { preconditionFailure("the aggregator runs in the test's process: start it with AggregatorStack.start to have a process") }
+        return process
+    }
+
+    /// What the aggregator logged so far.
+    var aggregatorLog: String { self.inProcessLog?.text ?? self.aggregator.log }
+
+    var local: RPCClient { RPCClient(configuration: ClientConfiguration(socketPath: self.aggregatorSocket, callTimeout: .seconds(30), connectTimeout: .seconds(10))) }
     /// The parent's connection to the store: what the parent's app reads.
     var parentStore: RPCClient { self.harness.storeClient(token: self.family.parentCredential.token) }
 
@@ -49,13 +97,13 @@ final class AggregatorStack: @unchecked Sendable {
     }
 
     func restart() async throws {
-        self.aggregator = try await ServiceProcess.start("screentime-aggregatord", service: "aggregator", in: self.harness.directory,
-                                                         stateDirectory: self.harness.state, arguments: self.aggregatorArguments)
+        self.process = try await ServiceProcess.start("screentime-aggregatord", service: "aggregator", in: self.harness.directory,
+                                                      stateDirectory: self.harness.state, arguments: self.aggregatorArguments)
     }
 
     func stopNow() {
         self.aggregator.stopNow()
-        self.push?.stopNow()
+        self.pushProcess?.stopNow()
         self.harness.stopNow()
     }
 

@@ -20,63 +20,63 @@ struct AlertTests {
 
     @Test("reward time over the day's limit alerts the parents once; more play that day does not alert again; another day does")
     func rewardToday() async throws {
-        let stack = try await AggregatorStack.start(withPush: true)
-        defer { stack.stopNow() }
-        try await Self.thresholds(stack, ["alertRewardMinutesPerDay": 20, "alertOnBalanceExhausted": false])
-        let alerts = parentAlerts(stack)
-        try await stack.session("p1", app: "roblox", category: "reward", from: stack.at("2026-11-20 16:00"), to: stack.at("2026-11-20 16:15"))
-        try await stack.settle(sessions: 1)
-        try await alerts.expectQuiet(beyond: 0)
-        try await stack.session("p2", app: "roblox", category: "reward", from: stack.at("2026-11-20 17:00"), to: stack.at("2026-11-20 17:10"))
-        let first = try await alerts.wait(for: 1)
-        #expect(first[0].alert?.title == "emma: 25 min of reward apps on 2026-11-20" && first[0].priority == .high)
-        #expect(first[0].fields?["alert"] == "rewardToday" && first[0].fields?["limitMinutes"] == 20)
-        try await stack.session("p3", app: "roblox", category: "reward", from: stack.at("2026-11-20 18:00"), to: stack.at("2026-11-20 18:10"))
-        try await stack.settle(sessions: 3)
-        try await alerts.expectQuiet(beyond: 1)
-        try await stack.session("p4", app: "roblox", category: "reward", from: stack.at("2026-11-21 16:00"), to: stack.at("2026-11-21 16:30"))
-        let second = try await alerts.wait(for: 2)
-        #expect(second[1].fields?["day"] == "2026-11-21")
+        try await AggregatorStack.inProcess(withPush: true) { stack in
+            try await Self.thresholds(stack, ["alertRewardMinutesPerDay": 20, "alertOnBalanceExhausted": false])
+            let alerts = parentAlerts(stack)
+            try await stack.session("p1", app: "roblox", category: "reward", from: stack.at("2026-11-20 16:00"), to: stack.at("2026-11-20 16:15"))
+            try await stack.settle(sessions: 1)
+            try await alerts.expectQuiet(beyond: 0)
+            try await stack.session("p2", app: "roblox", category: "reward", from: stack.at("2026-11-20 17:00"), to: stack.at("2026-11-20 17:10"))
+            let first = try await alerts.wait(for: 1)
+            #expect(first[0].alert?.title == "emma: 25 min of reward apps on 2026-11-20" && first[0].priority == .high)
+            #expect(first[0].fields?["alert"] == "rewardToday" && first[0].fields?["limitMinutes"] == 20)
+            try await stack.session("p3", app: "roblox", category: "reward", from: stack.at("2026-11-20 18:00"), to: stack.at("2026-11-20 18:10"))
+            try await stack.settle(sessions: 3)
+            try await alerts.expectQuiet(beyond: 1)
+            try await stack.session("p4", app: "roblox", category: "reward", from: stack.at("2026-11-21 16:00"), to: stack.at("2026-11-21 16:30"))
+            let second = try await alerts.wait(for: 2)
+            #expect(second[1].fields?["day"] == "2026-11-21")
+        }
     }
 
     @Test("running out of earned time alerts once, as the shield goes up; earning it back re-arms the alert")
     func balanceExhausted() async throws {
-        let stack = try await AggregatorStack.start(withPush: true)
-        defer { stack.stopNow() }
-        let alerts = parentAlerts(stack)
-        try await stack.session("learn", from: stack.at("2026-11-20 08:00"), to: stack.at("2026-11-20 08:05"))
-        try await stack.session("play", app: "roblox", category: "reward", from: stack.at("2026-11-20 16:00"), to: stack.at("2026-11-20 16:10"))
-        let first = try await alerts.wait(for: 1)
-        #expect(first[0].alert?.title == "emma has used up their earned time" && first[0].fields?["alert"] == "balanceExhausted")
-        try await stack.session("play-more", app: "roblox", category: "reward", from: stack.at("2026-11-20 17:00"), to: stack.at("2026-11-20 17:05"))
-        try await stack.settle(sessions: 3)
-        try await alerts.expectQuiet(beyond: 1)
-        try await stack.session("learn-more", from: stack.at("2026-11-21 08:00"), to: stack.at("2026-11-21 08:30"))
-        try await stack.waitForBalance { $0?.fields["shielded"] == false }
-        try await stack.session("play-again", app: "roblox", category: "reward", from: stack.at("2026-11-21 16:00"), to: stack.at("2026-11-21 16:30"))
-        _ = try await alerts.wait(for: 2)
+        try await AggregatorStack.inProcess(withPush: true) { stack in
+            let alerts = parentAlerts(stack)
+            try await stack.session("learn", from: stack.at("2026-11-20 08:00"), to: stack.at("2026-11-20 08:05"))
+            try await stack.session("play", app: "roblox", category: "reward", from: stack.at("2026-11-20 16:00"), to: stack.at("2026-11-20 16:10"))
+            let first = try await alerts.wait(for: 1)
+            #expect(first[0].alert?.title == "emma has used up their earned time" && first[0].fields?["alert"] == "balanceExhausted")
+            try await stack.session("play-more", app: "roblox", category: "reward", from: stack.at("2026-11-20 17:00"), to: stack.at("2026-11-20 17:05"))
+            try await stack.settle(sessions: 3)
+            try await alerts.expectQuiet(beyond: 1)
+            try await stack.session("learn-more", from: stack.at("2026-11-21 08:00"), to: stack.at("2026-11-21 08:30"))
+            try await stack.waitForBalance { $0?.fields["shielded"] == false }
+            try await stack.session("play-again", app: "roblox", category: "reward", from: stack.at("2026-11-21 16:00"), to: stack.at("2026-11-21 16:30"))
+            _ = try await alerts.wait(for: 2)
+        }
     }
 
     @Test("a device whose newest usage is older than the family's limit alerts once; new usage re-arms it")
     func noData() async throws {
-        let stack = try await AggregatorStack.start(aggregatorArguments: ["--alert-check-interval", "0.1"], withPush: true)
-        defer { stack.stopNow() }
-        try await Self.thresholds(stack, ["alertNoDataHours": 2, "alertOnBalanceExhausted": false])
-        let alerts = parentAlerts(stack)
-        let now = Date()
-        try await stack.session("recent", from: now.addingTimeInterval(-3600), to: now.addingTimeInterval(-1800))
-        try await stack.settle(sessions: 1)
-        try await alerts.expectQuiet(beyond: 0)
-        // Only an older session: its newest usage is now three hours old.
-        try await stack.deleteSession("recent")
-        try await stack.session("old", from: now.addingTimeInterval(-4 * 3600), to: now.addingTimeInterval(-3 * 3600))
-        let first = try await alerts.wait(for: 1)
-        #expect(first[0].alert?.title == "No usage from \(stack.child.deviceId) for over 2 h" && first[0].fields?["alert"] == "noData")
-        try await alerts.expectQuiet(beyond: 1)
-        try await stack.session("fresh", from: now.addingTimeInterval(-600), to: now)
-        try await Task.sleep(for: .milliseconds(300))
-        try await stack.deleteSession("fresh")
-        _ = try await alerts.wait(for: 2)
+        try await AggregatorStack.inProcess(withPush: true, configure: { $0.alertCheckInterval = .milliseconds(100) }) { stack in
+            try await Self.thresholds(stack, ["alertNoDataHours": 2, "alertOnBalanceExhausted": false])
+            let alerts = parentAlerts(stack)
+            let now = Date()
+            try await stack.session("recent", from: now.addingTimeInterval(-3600), to: now.addingTimeInterval(-1800))
+            try await stack.settle(sessions: 1)
+            try await alerts.expectQuiet(beyond: 0)
+            // Only an older session: its newest usage is now three hours old.
+            try await stack.deleteSession("recent")
+            try await stack.session("old", from: now.addingTimeInterval(-4 * 3600), to: now.addingTimeInterval(-3 * 3600))
+            let first = try await alerts.wait(for: 1)
+            #expect(first[0].alert?.title == "No usage from \(stack.child.deviceId) for over 2 h" && first[0].fields?["alert"] == "noData")
+            try await alerts.expectQuiet(beyond: 1)
+            try await stack.session("fresh", from: now.addingTimeInterval(-600), to: now)
+            try await Task.sleep(for: .milliseconds(300))
+            try await stack.deleteSession("fresh")
+            _ = try await alerts.wait(for: 2)
+        }
     }
 
     @Test("alerts wait in the outbox while push is down, without holding up the summaries, and go out once it is back")
@@ -104,6 +104,6 @@ struct AlertTests {
 /// The family's parent listening on push for alerts (messages), from before push is up.
 func parentAlerts(_ stack: AggregatorStack) -> Listening {
     let client = RPCClient(configuration: ClientConfiguration(
-        socketPath: stack.harness.directory.file("push.sock"), connectTimeout: .seconds(20), auth: Auth(token: stack.family.parentCredential.token)))
+        socketPath: stack.harness.socketPath(for: "push"), connectTimeout: .seconds(20), auth: Auth(token: stack.family.parentCredential.token)))
     return Listening(client, reconnecting: true, only: .message)
 }

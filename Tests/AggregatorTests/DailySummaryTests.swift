@@ -10,84 +10,85 @@ import UsageModel
 struct DailySummaryTests {
     @Test("a session across midnight is split between the two local days; the summary names its day and child")
     func acrossMidnight() async throws {
-        let stack = try await AggregatorStack.start()
-        defer { stack.stopNow() }
-        try await stack.session("s1", from: stack.at("2026-11-20 23:30"), to: stack.at("2026-11-21 00:45"))
-        let first = try await stack.waitForSummary("2026-11-20") { $0?.learning == 1800 }
-        let second = try await stack.waitForSummary("2026-11-21") { $0?.learning == 2700 }
-        #expect(first?.date == stack.at("2026-11-20 00:00"), "the local midnight the day starts at")
-        #expect(first?.childRef == "child-emma" && second?.apps.map(\.app) == ["org.khan"])
-        #expect(first?.points == 30 && second?.points == 45, "the default: 1 point per learning minute")
+        try await AggregatorStack.inProcess { stack in
+            try await stack.session("s1", from: stack.at("2026-11-20 23:30"), to: stack.at("2026-11-21 00:45"))
+            let first = try await stack.waitForSummary("2026-11-20") { $0?.learning == 1800 }
+            let second = try await stack.waitForSummary("2026-11-21") { $0?.learning == 2700 }
+            #expect(first?.date == stack.at("2026-11-20 00:00"), "the local midnight the day starts at")
+            #expect(first?.childRef == "child-emma" && second?.apps.map(\.app) == ["org.khan"])
+            #expect(first?.points == 30 && second?.points == 45, "the default: 1 point per learning minute")
+        }
     }
 
     @Test("daylight-saving days in Europe/Paris have 23 and 25 hours")
     func daylightSaving() async throws {
-        let stack = try await AggregatorStack.start()
-        defer { stack.stopNow() }
-        // Spring forward: 29 March 2026 lasts 23 hours.
-        try await stack.session("spring", from: stack.at("2026-03-29 00:00"), to: stack.at("2026-03-30 00:00"))
-        // Fall back: 25 October 2026 lasts 25 hours (a session counts at most 24: two halves).
-        try await stack.session("fall-1", from: stack.at("2026-10-25 00:00"), to: stack.at("2026-10-25 12:00"))
-        try await stack.session("fall-2", from: stack.at("2026-10-25 12:00"), to: stack.at("2026-10-26 00:00"))
-        try await stack.waitForSummary("2026-03-29") { $0?.learning == 23 * 3600 }
-        try await stack.waitForSummary("2026-10-25") { $0?.learning == 25 * 3600 }
-        let nextDays = [try await stack.summary("2026-03-30"), try await stack.summary("2026-10-26")]
-        #expect(nextDays.allSatisfy { $0 == nil }, "nothing spills into the next day")
+        try await AggregatorStack.inProcess { stack in
+            // Spring forward: 29 March 2026 lasts 23 hours.
+            try await stack.session("spring", from: stack.at("2026-03-29 00:00"), to: stack.at("2026-03-30 00:00"))
+            // Fall back: 25 October 2026 lasts 25 hours (a session counts at most 24: two halves).
+            try await stack.session("fall-1", from: stack.at("2026-10-25 00:00"), to: stack.at("2026-10-25 12:00"))
+            try await stack.session("fall-2", from: stack.at("2026-10-25 12:00"), to: stack.at("2026-10-26 00:00"))
+            try await stack.waitForSummary("2026-03-29") { $0?.learning == 23 * 3600 }
+            try await stack.waitForSummary("2026-10-25") { $0?.learning == 25 * 3600 }
+            let afterSpring = try await stack.summary("2026-03-30")
+            let afterFall = try await stack.summary("2026-10-26")
+            #expect(afterSpring == nil && afterFall == nil, "nothing spills into the next day")
+        }
     }
 
     @Test("overlapping sessions of the same app count once; another app at the same time counts for itself")
     func overlaps() async throws {
-        let stack = try await AggregatorStack.start()
-        defer { stack.stopNow() }
-        try await stack.session("a1", app: "org.khan", from: stack.at("2026-11-20 10:00"), to: stack.at("2026-11-20 11:00"))
-        try await stack.session("a2", app: "org.khan", from: stack.at("2026-11-20 10:30"), to: stack.at("2026-11-20 11:30"))
-        try await stack.session("a3", app: "org.khan", from: stack.at("2026-11-20 10:40"), to: stack.at("2026-11-20 10:50"))
-        try await stack.session("b1", app: "com.duolingo", from: stack.at("2026-11-20 10:00"), to: stack.at("2026-11-20 10:30"))
-        let summary = try await stack.waitForSummary("2026-11-20") { $0?.learning == 5400 + 1800 }
-        #expect(summary?.apps.map(\.app) == ["org.khan", "com.duolingo"], "most used first")
-        #expect(summary?.apps.map(\.seconds) == [5400, 1800])
+        try await AggregatorStack.inProcess { stack in
+            try await stack.session("a1", app: "org.khan", from: stack.at("2026-11-20 10:00"), to: stack.at("2026-11-20 11:00"))
+            try await stack.session("a2", app: "org.khan", from: stack.at("2026-11-20 10:30"), to: stack.at("2026-11-20 11:30"))
+            try await stack.session("a3", app: "org.khan", from: stack.at("2026-11-20 10:40"), to: stack.at("2026-11-20 10:50"))
+            try await stack.session("b1", app: "com.duolingo", from: stack.at("2026-11-20 10:00"), to: stack.at("2026-11-20 10:30"))
+            let summary = try await stack.waitForSummary("2026-11-20") { $0?.learning == 5400 + 1800 }
+            #expect(summary?.apps.map(\.app) == ["org.khan", "com.duolingo"], "most used first")
+            #expect(summary?.apps.map(\.seconds) == [5400, 1800])
+        }
     }
 
     @Test("a record saved again with the same content counts once; an update and a delete correct the totals")
     func duplicatesUpdatesDeletes() async throws {
-        let stack = try await AggregatorStack.start()
-        defer { stack.stopNow() }
-        try await stack.session("s1", from: stack.at("2026-11-20 09:00"), to: stack.at("2026-11-20 09:20"))
-        try await stack.session("s1", from: stack.at("2026-11-20 09:00"), to: stack.at("2026-11-20 09:20"))
-        try await stack.session("s2", from: stack.at("2026-11-20 14:00"), to: stack.at("2026-11-20 14:10"))
-        try await stack.waitForSummary("2026-11-20") { $0?.learning == 1800 }
-        // Moved to the next day: the first day loses it, the next gains it.
-        try await stack.session("s1", from: stack.at("2026-11-21 09:00"), to: stack.at("2026-11-21 09:30"))
-        try await stack.waitForSummary("2026-11-20") { $0?.learning == 600 }
-        try await stack.waitForSummary("2026-11-21") { $0?.learning == 1800 }
-        try await stack.deleteSession("s2")
-        try await stack.waitForSummary("2026-11-20") { $0 == nil }
-        try await stack.settle(sessions: 1)
+        try await AggregatorStack.inProcess { stack in
+            try await stack.session("s1", from: stack.at("2026-11-20 09:00"), to: stack.at("2026-11-20 09:20"))
+            try await stack.session("s1", from: stack.at("2026-11-20 09:00"), to: stack.at("2026-11-20 09:20"))
+            try await stack.session("s2", from: stack.at("2026-11-20 14:00"), to: stack.at("2026-11-20 14:10"))
+            try await stack.waitForSummary("2026-11-20") { $0?.learning == 1800 }
+            // Moved to the next day: the first day loses it, the next gains it.
+            try await stack.session("s1", from: stack.at("2026-11-21 09:00"), to: stack.at("2026-11-21 09:30"))
+            try await stack.waitForSummary("2026-11-20") { $0?.learning == 600 }
+            try await stack.waitForSummary("2026-11-21") { $0?.learning == 1800 }
+            try await stack.deleteSession("s2")
+            try await stack.waitForSummary("2026-11-20") { $0 == nil }
+            try await stack.settle(sessions: 1)
+        }
     }
 
     @Test("points: each learning app earns floor(seconds × its points per minute / 60) a day; reward and disabled apps earn none")
     func points() async throws {
-        let stack = try await AggregatorStack.start()
-        defer { stack.stopNow() }
-        try await stack.rule(bundleId: "org.khan.app", "learning", pointsPerMinute: 3)
-        try await stack.rule(bundleId: "com.roblox", "reward", pointsPerMinute: 5)
-        try await stack.rule(bundleId: "com.youtube", "learning", pointsPerMinute: 2, enabled: false)
-        // 10 min 50 s at 3/min: 32.5, rounded down.
-        try await stack.session("k1", app: "khan", from: stack.at("2026-11-20 08:00:00"), to: stack.at("2026-11-20 08:10:50"), bundleId: "org.khan.app")
-        // The child calls it learning; the parents' rule says reward.
-        try await stack.session("r1", app: "roblox", category: "learning", from: stack.at("2026-11-20 17:00"), to: stack.at("2026-11-20 17:30"), bundleId: "com.roblox")
-        try await stack.session("y1", app: "youtube", from: stack.at("2026-11-20 18:00"), to: stack.at("2026-11-20 18:30"), bundleId: "com.youtube")
-        // Split across two sessions of the same day, 20 s each at 3/min: 2 points, not 1 + 1.
-        try await stack.session("k2", app: "khan", from: stack.at("2026-11-21 08:00:00"), to: stack.at("2026-11-21 08:00:20"), bundleId: "org.khan.app")
-        try await stack.session("k3", app: "khan", from: stack.at("2026-11-21 09:00:00"), to: stack.at("2026-11-21 09:00:20"), bundleId: "org.khan.app")
-        let day = try await stack.waitForSummary("2026-11-20") { $0?.reward == 1800 && $0?.learning == 650 }
-        #expect(day?.points == 32)
-        #expect(day?.apps.first { $0.app == "youtube" }?.category == nil, "a disabled app counts for nothing")
-        try await stack.waitForSummary("2026-11-21") { $0?.points == 2 && $0?.learning == 40 }
+        try await AggregatorStack.inProcess { stack in
+            try await stack.rule(bundleId: "org.khan.app", "learning", pointsPerMinute: 3)
+            try await stack.rule(bundleId: "com.roblox", "reward", pointsPerMinute: 5)
+            try await stack.rule(bundleId: "com.youtube", "learning", pointsPerMinute: 2, enabled: false)
+            // 10 min 50 s at 3/min: 32.5, rounded down.
+            try await stack.session("k1", app: "khan", from: stack.at("2026-11-20 08:00:00"), to: stack.at("2026-11-20 08:10:50"), bundleId: "org.khan.app")
+            // The child calls it learning; the parents' rule says reward.
+            try await stack.session("r1", app: "roblox", category: "learning", from: stack.at("2026-11-20 17:00"), to: stack.at("2026-11-20 17:30"), bundleId: "com.roblox")
+            try await stack.session("y1", app: "youtube", from: stack.at("2026-11-20 18:00"), to: stack.at("2026-11-20 18:30"), bundleId: "com.youtube")
+            // Split across two sessions of the same day, 20 s each at 3/min: 2 points, not 1 + 1.
+            try await stack.session("k2", app: "khan", from: stack.at("2026-11-21 08:00:00"), to: stack.at("2026-11-21 08:00:20"), bundleId: "org.khan.app")
+            try await stack.session("k3", app: "khan", from: stack.at("2026-11-21 09:00:00"), to: stack.at("2026-11-21 09:00:20"), bundleId: "org.khan.app")
+            let day = try await stack.waitForSummary("2026-11-20") { $0?.reward == 1800 && $0?.learning == 650 }
+            #expect(day?.points == 32)
+            #expect(day?.apps.first { $0.app == "youtube" }?.category == nil, "a disabled app counts for nothing")
+            try await stack.waitForSummary("2026-11-21") { $0?.points == 2 && $0?.learning == 40 }
 
-        // A new rate re-rates the days held in detail.
-        try await stack.rule(bundleId: "org.khan.app", "learning", pointsPerMinute: 6)
-        try await stack.waitForSummary("2026-11-20") { $0?.points == 65 }
+            // A new rate re-rates the days held in detail.
+            try await stack.rule(bundleId: "org.khan.app", "learning", pointsPerMinute: 6)
+            try await stack.waitForSummary("2026-11-20") { $0?.points == 65 }
+        }
     }
 
     @Test("killed in the middle of ingesting, restarted: every record counts exactly once")

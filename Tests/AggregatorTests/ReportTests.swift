@@ -20,75 +20,75 @@ struct ReportTests {
 
     @Test("a child's report by day lists every day of the range, empty ones too, with totals and top apps; by week sums Monday to Sunday")
     func report() async throws {
-        let stack = try await AggregatorStack.start()
-        defer { stack.stopNow() }
-        try await Self.week(stack)
-        let byDay = try await stack.local.call(AggregatorMethods.report, ReportParams(family: "smith", child: "emma", from: "2026-11-15", to: "2026-11-19"))
-        #expect(byDay.timeZone == "Europe/Paris" && byDay.rows.map(\.period) == ["2026-11-15", "2026-11-16", "2026-11-17", "2026-11-18", "2026-11-19"])
-        #expect(byDay.rows.map(\.learningSeconds) == [0, 4800, 0, 0, 1800])
-        #expect(byDay.rows.map(\.rewardSeconds) == [0, 0, 1800, 0, 0])
-        #expect(byDay.rows[1].topApps.map(\.app) == ["org.khan", "com.duolingo"])
-        #expect(byDay.learningSeconds == 6600 && byDay.rewardSeconds == 1800 && byDay.points == 110)
-        #expect(byDay.topApps.map(\.app) == ["org.khan", "com.roblox", "com.duolingo"] && byDay.topApps[0].seconds == 5400)
+        try await AggregatorStack.inProcess { stack in
+            try await Self.week(stack)
+            let byDay = try await stack.local.call(AggregatorMethods.report, ReportParams(family: "smith", child: "emma", from: "2026-11-15", to: "2026-11-19"))
+            #expect(byDay.timeZone == "Europe/Paris" && byDay.rows.map(\.period) == ["2026-11-15", "2026-11-16", "2026-11-17", "2026-11-18", "2026-11-19"])
+            #expect(byDay.rows.map(\.learningSeconds) == [0, 4800, 0, 0, 1800])
+            #expect(byDay.rows.map(\.rewardSeconds) == [0, 0, 1800, 0, 0])
+            #expect(byDay.rows[1].topApps.map(\.app) == ["org.khan", "com.duolingo"])
+            #expect(byDay.learningSeconds == 6600 && byDay.rewardSeconds == 1800 && byDay.points == 110)
+            #expect(byDay.topApps.map(\.app) == ["org.khan", "com.roblox", "com.duolingo"] && byDay.topApps[0].seconds == 5400)
 
-        let byWeek = try await stack.local.call(AggregatorMethods.report, ReportParams(family: "smith", child: "emma", from: "2026-11-16", to: "2026-11-29", by: .week))
-        #expect(byWeek.rows.map(\.period) == ["2026-11-16", "2026-11-23"])
-        #expect(byWeek.rows.map(\.learningSeconds) == [6600, 600] && byWeek.rows.map(\.points) == [110, 10])
+            let byWeek = try await stack.local.call(AggregatorMethods.report, ReportParams(family: "smith", child: "emma", from: "2026-11-16", to: "2026-11-29", by: .week))
+            #expect(byWeek.rows.map(\.period) == ["2026-11-16", "2026-11-23"])
+            #expect(byWeek.rows.map(\.learningSeconds) == [6600, 600] && byWeek.rows.map(\.points) == [110, 10])
 
-        // One device, asked by a parent with their own credential.
-        let parent = RPCClient(configuration: ClientConfiguration(socketPath: stack.aggregator.socketPath, auth: Auth(token: stack.family.parentCredential.token)))
-        let device = try await parent.call(AggregatorMethods.report, ReportParams(deviceId: stack.child.deviceId, from: "2026-11-16", to: "2026-11-16"))
-        #expect(device.family == "smith" && device.rows.first?.learningSeconds == 4800)
+            // One device, asked by a parent with their own credential.
+            let parent = RPCClient(configuration: ClientConfiguration(socketPath: stack.aggregatorSocket, auth: Auth(token: stack.family.parentCredential.token)))
+            let device = try await parent.call(AggregatorMethods.report, ReportParams(deviceId: stack.child.deviceId, from: "2026-11-16", to: "2026-11-16"))
+            #expect(device.family == "smith" && device.rows.first?.learningSeconds == 4800)
+        }
     }
 
     @Test("the CSV export has a line per device, day and app")
     func csv() async throws {
-        let stack = try await AggregatorStack.start()
-        defer { stack.stopNow() }
-        try await Self.week(stack)
-        let export = try await stack.local.call(AggregatorMethods.exportCSV, ReportParams(family: "smith", child: "emma", from: "2026-11-16", to: "2026-11-17"))
-        let device = stack.child.deviceId
-        #expect(export.csv == """
-            date,device_id,app,category,seconds,points
-            2026-11-16,\(device),org.khan,learning,3600,60
-            2026-11-16,\(device),com.duolingo,learning,1200,20
-            2026-11-17,\(device),com.roblox,reward,1800,0
+        try await AggregatorStack.inProcess { stack in
+            try await Self.week(stack)
+            let export = try await stack.local.call(AggregatorMethods.exportCSV, ReportParams(family: "smith", child: "emma", from: "2026-11-16", to: "2026-11-17"))
+            let device = stack.child.deviceId
+            #expect(export.csv == """
+                date,device_id,app,category,seconds,points
+                2026-11-16,\(device),org.khan,learning,3600,60
+                2026-11-16,\(device),com.duolingo,learning,1200,20
+                2026-11-17,\(device),com.roblox,reward,1800,0
 
-            """)
-        #expect(export.lines == 3)
+                """)
+            #expect(export.lines == 3)
+        }
     }
 
     @Test("who may ask, and bad ranges, get clear errors")
     func refusals() async throws {
-        let stack = try await AggregatorStack.start()
-        defer { stack.stopNow() }
-        try await Self.week(stack)
-        let childClient = RPCClient(configuration: ClientConfiguration(socketPath: stack.aggregator.socketPath, auth: Auth(token: stack.child.token)))
-        let parent = RPCClient(configuration: ClientConfiguration(socketPath: stack.aggregator.socketPath, auth: Auth(token: stack.family.parentCredential.token)))
-        let good = ReportParams(child: "emma", from: "2026-11-16", to: "2026-11-17")
-        await expectError(.forbidden, containing: "for parents") { _ = try await childClient.call(AggregatorMethods.report, good) }
-        await expectError(.forbidden, containing: "own family") {
-            _ = try await parent.call(AggregatorMethods.report, ReportParams(family: "jones", child: "emma", from: "2026-11-16", to: "2026-11-17"))
+        try await AggregatorStack.inProcess { stack in
+            try await Self.week(stack)
+            let childClient = RPCClient(configuration: ClientConfiguration(socketPath: stack.aggregatorSocket, auth: Auth(token: stack.child.token)))
+            let parent = RPCClient(configuration: ClientConfiguration(socketPath: stack.aggregatorSocket, auth: Auth(token: stack.family.parentCredential.token)))
+            let good = ReportParams(child: "emma", from: "2026-11-16", to: "2026-11-17")
+            await expectError(.forbidden, containing: "for parents") { _ = try await childClient.call(AggregatorMethods.report, good) }
+            await expectError(.forbidden, containing: "own family") {
+                _ = try await parent.call(AggregatorMethods.report, ReportParams(family: "jones", child: "emma", from: "2026-11-16", to: "2026-11-17"))
+            }
+            await expectError(.unauthorized) {
+                let stranger = RPCClient(configuration: ClientConfiguration(socketPath: stack.aggregatorSocket, auth: Auth(token: "not-a-token")))
+                _ = try await stranger.call(AggregatorMethods.report, good)
+            }
+            let bad: [(ReportParams, ErrorCode, String)] = [
+                (ReportParams(child: "emma", from: "2026-11-16", to: "2026-11-17"), .invalidParams, "params.family"),
+                (ReportParams(family: "smith", from: "2026-11-16", to: "2026-11-17"), .invalidParams, "exactly one of child and deviceId"),
+                (ReportParams(family: "smith", child: "emma", deviceId: "x", from: "2026-11-16", to: "2026-11-17"), .invalidParams, "exactly one"),
+                (ReportParams(family: "smith", child: "emma", from: "16/11/2026", to: "2026-11-17"), .invalidParams, "params.from"),
+                (ReportParams(family: "smith", child: "emma", from: "2026-11-16", to: "2026-02-30"), .invalidParams, "params.to"),
+                (ReportParams(family: "smith", child: "emma", from: "2026-11-17", to: "2026-11-16"), .invalidParams, "before params.from"),
+                (ReportParams(family: "smith", child: "emma", from: "2025-01-01", to: "2026-11-16"), .invalidParams, "at most 400 days"),
+                (ReportParams(family: "smith", child: "noah", from: "2026-11-16", to: "2026-11-17"), .notFound, "no child noah"),
+                (ReportParams(family: "smith", deviceId: "ghost", from: "2026-11-16", to: "2026-11-17"), .notFound, "no device ghost"),
+            ]
+            for (params, code, text) in bad {
+                await expectError(code, containing: text) { _ = try await stack.local.call(AggregatorMethods.report, params) }
+            }
+            _ = try await stack.local.call(Builtin.ping, Empty())
         }
-        await expectError(.unauthorized) {
-            let stranger = RPCClient(configuration: ClientConfiguration(socketPath: stack.aggregator.socketPath, auth: Auth(token: "not-a-token")))
-            _ = try await stranger.call(AggregatorMethods.report, good)
-        }
-        let bad: [(ReportParams, ErrorCode, String)] = [
-            (ReportParams(child: "emma", from: "2026-11-16", to: "2026-11-17"), .invalidParams, "params.family"),
-            (ReportParams(family: "smith", from: "2026-11-16", to: "2026-11-17"), .invalidParams, "exactly one of child and deviceId"),
-            (ReportParams(family: "smith", child: "emma", deviceId: "x", from: "2026-11-16", to: "2026-11-17"), .invalidParams, "exactly one"),
-            (ReportParams(family: "smith", child: "emma", from: "16/11/2026", to: "2026-11-17"), .invalidParams, "params.from"),
-            (ReportParams(family: "smith", child: "emma", from: "2026-11-16", to: "2026-02-30"), .invalidParams, "params.to"),
-            (ReportParams(family: "smith", child: "emma", from: "2026-11-17", to: "2026-11-16"), .invalidParams, "before params.from"),
-            (ReportParams(family: "smith", child: "emma", from: "2025-01-01", to: "2026-11-16"), .invalidParams, "at most 400 days"),
-            (ReportParams(family: "smith", child: "noah", from: "2026-11-16", to: "2026-11-17"), .notFound, "no child noah"),
-            (ReportParams(family: "smith", deviceId: "ghost", from: "2026-11-16", to: "2026-11-17"), .notFound, "no device ghost"),
-        ]
-        for (params, code, text) in bad {
-            await expectError(code, containing: text) { _ = try await stack.local.call(AggregatorMethods.report, params) }
-        }
-        _ = try await stack.local.call(Builtin.ping, Empty())
     }
 
     @Test("screentimectl report prints a table, writes a chart that renders and the CSV, and exits with the documented codes")

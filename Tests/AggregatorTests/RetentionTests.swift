@@ -95,28 +95,28 @@ struct RetentionTests {
 
     @Test("rolling up as of a later day seals more; bad requests get clear errors")
     func asOfAndRefusals() async throws {
-        let stack = try await AggregatorStack.start()
-        defer { stack.stopNow() }
-        let cal = Calendar(stack)
-        let yesterday = stack.days.day(cal.today, plus: -1)!
-        try await stack.session("s", from: stack.at("\(yesterday) 08:00"), to: stack.at("\(yesterday) 08:30"))
-        try await stack.settle(sessions: 1)
-        await expectError(.invalidParams, containing: "not be before today") {
-            _ = try await stack.local.call(AggregatorMethods.rollUp, RollUpParams(asOf: yesterday))
-        }
-        await expectError(.invalidParams, containing: "YYYY-MM-DD") { _ = try await stack.local.call(AggregatorMethods.rollUp, RollUpParams(asOf: "soon")) }
-        await expectError(.notFound, containing: "jones") { _ = try await stack.local.call(AggregatorMethods.rollUp, RollUpParams(family: "jones")) }
-        let parent = RPCClient(configuration: ClientConfiguration(socketPath: stack.aggregator.socketPath, auth: Auth(token: stack.family.parentCredential.token)))
-        await expectError(.forbidden, containing: "local administration") { _ = try await parent.call(AggregatorMethods.rollUp, RollUpParams()) }
+        try await AggregatorStack.inProcess { stack in
+            let cal = Calendar(stack)
+            let yesterday = stack.days.day(cal.today, plus: -1)!
+            try await stack.session("s", from: stack.at("\(yesterday) 08:00"), to: stack.at("\(yesterday) 08:30"))
+            try await stack.settle(sessions: 1)
+            await expectError(.invalidParams, containing: "not be before today") {
+                _ = try await stack.local.call(AggregatorMethods.rollUp, RollUpParams(asOf: yesterday))
+            }
+            await expectError(.invalidParams, containing: "YYYY-MM-DD") { _ = try await stack.local.call(AggregatorMethods.rollUp, RollUpParams(asOf: "soon")) }
+            await expectError(.notFound, containing: "jones") { _ = try await stack.local.call(AggregatorMethods.rollUp, RollUpParams(family: "jones")) }
+            let parent = RPCClient(configuration: ClientConfiguration(socketPath: stack.aggregatorSocket, auth: Auth(token: stack.family.parentCredential.token)))
+            await expectError(.forbidden, containing: "local administration") { _ = try await parent.call(AggregatorMethods.rollUp, RollUpParams()) }
 
-        let later = stack.days.day(cal.today, plus: 200)!
-        let rolled = try await stack.local.call(AggregatorMethods.rollUp, RollUpParams(family: "smith", asOf: later))
-        #expect(rolled.families.first?.usageRecordsPruned == 1)
-        try await stack.settle(sessions: 0)
-        #expect(try await Self.names(stack, zone: stack.child.zone, type: "UsageRecord").isEmpty)
-        let report = try await stack.local.call(AggregatorMethods.report, ReportParams(family: "smith", child: "emma", from: yesterday, to: yesterday))
-        #expect(report.learningSeconds == 1800, "sealed days are still reported")
-        #expect(try await stack.local.call(AggregatorMethods.status, Empty()).days == 1)
+            let later = stack.days.day(cal.today, plus: 200)!
+            let rolled = try await stack.local.call(AggregatorMethods.rollUp, RollUpParams(family: "smith", asOf: later))
+            #expect(rolled.families.first?.usageRecordsPruned == 1)
+            try await stack.settle(sessions: 0)
+            #expect(try await Self.names(stack, zone: stack.child.zone, type: "UsageRecord").isEmpty)
+            let report = try await stack.local.call(AggregatorMethods.report, ReportParams(family: "smith", child: "emma", from: yesterday, to: yesterday))
+            #expect(report.learningSeconds == 1800, "sealed days are still reported")
+            #expect(try await stack.local.call(AggregatorMethods.status, Empty()).days == 1)
+        }
     }
 
     @Test("--retention-days out of range is refused at start")

@@ -7,22 +7,22 @@ import StoreAPI
 import Testing
 import TestSupport
 
-@Suite("Aggregator as a process: socket activation, waking, records it cannot count", .serialized)
+@Suite("Aggregator service: describe, socket activation and waking (on the binary), records it cannot count", .serialized)
 struct AggregatorServiceTests {
     @Test("rpc.describe lists every aggregator method with its parameters and errors")
     func describe() async throws {
-        let stack = try await AggregatorStack.start()
-        defer { stack.stopNow() }
-        let description = try await stack.local.call("rpc.describe")
-        let methods = try #require(description["methods"]?.arrayValue)
-        let names = Set(methods.compactMap { $0["name"]?.stringValue })
-        for name in ["aggregator.status", "aggregator.report", "aggregator.exportCSV", "aggregator.recompute", "aggregator.rollUp"] {
-            #expect(names.contains(name), "\(name)")
+        try await AggregatorStack.inProcess { stack in
+            let description = try await stack.local.call("rpc.describe")
+            let methods = try #require(description["methods"]?.arrayValue)
+            let names = Set(methods.compactMap { $0["name"]?.stringValue })
+            for name in ["aggregator.status", "aggregator.report", "aggregator.exportCSV", "aggregator.recompute", "aggregator.rollUp"] {
+                #expect(names.contains(name), "\(name)")
+            }
+            let rollUp = try #require(methods.first { $0["name"] == "aggregator.rollUp" })
+            #expect(rollUp["params"]?["properties"]?["asOf"] != nil && rollUp["errors"]?.arrayValue?.contains("forbidden") == true)
+            let report = try #require(methods.first { $0["name"] == "aggregator.report" })
+            #expect(report["params"]?["properties"]?["by"]?["enum"] == ["day", "week"])
         }
-        let rollUp = try #require(methods.first { $0["name"] == "aggregator.rollUp" })
-        #expect(rollUp["params"]?["properties"]?["asOf"] != nil && rollUp["errors"]?.arrayValue?.contains("forbidden") == true)
-        let report = try #require(methods.first { $0["name"] == "aggregator.report" })
-        #expect(report["params"]?["properties"]?["by"]?["enum"] == ["day", "week"])
     }
 
     @Test("asleep (idle-exited) under socket activation, the aggregator is woken by the store and catches up")
@@ -55,18 +55,18 @@ struct AggregatorServiceTests {
 
     @Test("a usage record it cannot count (its end before its start) counts for nothing; the rest still count and the service stays up")
     func uncountable() async throws {
-        let stack = try await AggregatorStack.start()
-        defer { stack.stopNow() }
-        try await stack.session("backwards", from: stack.at("2026-11-20 10:00"), to: stack.at("2026-11-20 09:00"))
-        try await stack.session("empty", from: stack.at("2026-11-20 10:00"), to: stack.at("2026-11-20 10:00"))
-        try await stack.session("fine", from: stack.at("2026-11-20 11:00"), to: stack.at("2026-11-20 11:05"))
-        try await stack.waitForSummary("2026-11-20") { $0?.learning == 300 }
-        try await stack.settle(sessions: 1)
-        // A backwards session that used to be a good one takes its time back out.
-        try await stack.session("fine", from: stack.at("2026-11-20 11:05"), to: stack.at("2026-11-20 11:00"))
-        try await stack.waitForSummary("2026-11-20") { $0 == nil }
-        _ = try await stack.local.call(Builtin.ping, Empty())
-        await expectError(.methodNotFound) { _ = try await stack.local.call("aggregator.nope") }
+        try await AggregatorStack.inProcess { stack in
+            try await stack.session("backwards", from: stack.at("2026-11-20 10:00"), to: stack.at("2026-11-20 09:00"))
+            try await stack.session("empty", from: stack.at("2026-11-20 10:00"), to: stack.at("2026-11-20 10:00"))
+            try await stack.session("fine", from: stack.at("2026-11-20 11:00"), to: stack.at("2026-11-20 11:05"))
+            try await stack.waitForSummary("2026-11-20") { $0?.learning == 300 }
+            try await stack.settle(sessions: 1)
+            // A backwards session that used to be a good one takes its time back out.
+            try await stack.session("fine", from: stack.at("2026-11-20 11:05"), to: stack.at("2026-11-20 11:00"))
+            try await stack.waitForSummary("2026-11-20") { $0 == nil }
+            _ = try await stack.local.call(Builtin.ping, Empty())
+            await expectError(.methodNotFound) { _ = try await stack.local.call("aggregator.nope") }
+        }
     }
 
     @Test("aggregator.status tells when the aggregator has caught up with the store, though its position stops at the last change it follows")

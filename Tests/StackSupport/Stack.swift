@@ -86,6 +86,16 @@ public final class PairingHarness: @unchecked Sendable {
         return self.restartedPairing ?? processes.pairing
     }
 
+    /// Where the services' sockets are: the directory itself for processes, its `run/` in process.
+    public var runtimeDirectory: String {
+        (self.pairingSocket as NSString).deletingLastPathComponent
+    }
+
+    /// The socket of `service` beside the store and pairing (push's, the aggregator's).
+    public func socketPath(for service: String) -> String {
+        self.runtimeDirectory + "/\(service).sock"
+    }
+
     /// The pairing service as the server's administrator (no credential) or as a device.
     public func pairingClient(token: String? = nil) -> RPCClient {
         self.track(RPCClient(configuration: ClientConfiguration(
