@@ -2,9 +2,9 @@ import Foundation
 import PairingAPI
 import RPCClient
 import RPCCore
+import StackSupport
 import StoreAPI
 import Testing
-import StackSupport
 import TestSupport
 
 @Suite("Pairing flows: bootstrap, invite, accept, verify, revoke")

@@ -1,13 +1,13 @@
 import Foundation
+import PairingAPI
 import PairingEngine
 import RecordStore
-import ServiceHarness
-import ServiceKit
-import Synchronization
-import PairingAPI
 import RPCClient
 import RPCCore
+import ServiceHarness
+import ServiceKit
 import StoreAPI
+import Synchronization
 import TestSupport
 
 /// A store and a pairing service side by side in one runtime directory, as systemd would

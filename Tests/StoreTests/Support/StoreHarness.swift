@@ -1,9 +1,9 @@
 import Foundation
 import Glibc
 import RecordStore
-import ServiceHarness
 import RPCClient
 import RPCCore
+import ServiceHarness
 import StoreAPI
 import Testing
 import TestSupport
