@@ -44,10 +44,11 @@ enum Alerts {
         }
     }
 
-    /// The periodic check of devices gone quiet; returns how many alerts it queued.
+    /// The periodic check of devices gone quiet; returns how many alerts it queued and how
+    /// many it re-armed (the device sent usage again).
     @discardableResult
-    static func checkSilentDevices(now: Date, _ db: Database) throws -> Int {
-        var queued = 0
+    static func checkSilentDevices(now: Date, _ db: Database) throws -> (queued: Int, rearmed: Int) {
+        var queued = 0, rearmed = 0
         let rows = try Row.fetchAll(cached: db, sql: """
             SELECT f.family, f.alert_no_data_hours AS hours, s.device_id, max(s.end_ms) AS last
             FROM families f JOIN sessions s ON s.family = f.family
@@ -62,8 +63,9 @@ enum Alerts {
                  ["deviceId": .string(device), "lastUsageEnd": .date(Millis.date(last)), "limitHours": .int(hours)])
             }
             if silent && !before { queued += 1 }
+            if !silent && before { rearmed += 1 }
         }
-        return queued
+        return (queued, rearmed)
     }
 
     /// Fires when `over` and not fired yet; re-arms when not `over`.

@@ -25,10 +25,10 @@ enum EarnedTime {
         let old = try String.fetchOne(cached: db, sql: "SELECT child FROM ledger WHERE family = ? AND record_name = ?", arguments: [change.family, change.recordName])
         try db.execute(cached: "DELETE FROM ledger WHERE family = ? AND record_name = ?", arguments: [change.family, change.recordName])
         let fields = change.fields
-        guard !change.deleted, let type = fields[RecordFields.type]?.stringValue, type != "accrual",
-              let child = fields[RecordFields.childRef]?.objectValue?["recordName"]?.stringValue, let amount = fields[RecordFields.amount]?.intValue
+        guard !change.deleted, let type = fields[RecordFieldNames.type]?.stringValue, type != "accrual",
+              let child = fields[RecordFieldNames.childRef]?.objectValue?["recordName"]?.stringValue, let amount = fields[RecordFieldNames.amount]?.intValue
         else { return old.map { Child(family: change.family, child: $0) } }
-        let at = fields[RecordFields.timestamp]?.stringValue.flatMap(StoreDates.parse).map(Millis.of) ?? Millis.of(Date())
+        let at = fields[RecordFieldNames.timestamp]?.stringValue.flatMap(StoreDates.parse).map(Millis.of) ?? Millis.of(Date())
         if seal.covers(millis: at) {
             try Retention.carryLate(family: change.family, recordName: change.recordName, child: child, type: type, amount: amount, atMillis: at, days: days, db)
         } else {
@@ -41,9 +41,9 @@ enum EarnedTime {
     static func applyShieldPolicy(_ change: Ingest.Change, _ db: Database) throws {
         try db.execute(cached: "DELETE FROM shield_policies WHERE family = ? AND record_name = ?", arguments: [change.family, change.recordName])
         guard !change.deleted else { return }
-        let child = change.fields[RecordFields.childRef]?.objectValue?["recordName"]?.stringValue ?? ""
-        let apps = change.fields[RecordFields.rewardApps]?.arrayValue?.compactMap(\.stringValue) ?? []
-        let categories = change.fields[RecordFields.rewardCategories]?.arrayValue?.compactMap(\.stringValue) ?? []
+        let child = change.fields[RecordFieldNames.childRef]?.objectValue?["recordName"]?.stringValue ?? ""
+        let apps = change.fields[RecordFieldNames.rewardApps]?.arrayValue?.compactMap(\.stringValue) ?? []
+        let categories = change.fields[RecordFieldNames.rewardCategories]?.arrayValue?.compactMap(\.stringValue) ?? []
         try db.execute(cached: "INSERT INTO shield_policies(family, record_name, child, apps, categories) VALUES (?, ?, ?, ?, ?)",
                        arguments: [change.family, change.recordName, child, try Self.json(apps), try Self.json(categories)])
     }

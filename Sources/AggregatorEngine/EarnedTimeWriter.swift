@@ -34,15 +34,15 @@ struct EarnedTimeWriter: Sendable {
                         continue
                     }
                     var fields: [String: JSONValue] = [
-                        RecordFields.familyRef: .reference(family, zone: StoreNames.defaultZone), RecordFields.childRef: childRef, RecordFields.type: "accrual",
-                        RecordFields.amount: .int(item.points), RecordFields.reason: .string("learning on \(day)"), RecordFields.idempotencyKey: .string(name),
+                        RecordFieldNames.familyRef: .reference(family, zone: StoreNames.defaultZone), RecordFieldNames.childRef: childRef, RecordFieldNames.type: "accrual",
+                        RecordFieldNames.amount: .int(item.points), RecordFieldNames.reason: .string("learning on \(day)"), RecordFieldNames.idempotencyKey: .string(name),
                     ]
-                    fields[RecordFields.timestamp] = LocalDays(timeZone: item.timeZone)?.bounds(of: day).map { .date($0.start) } ?? .date(Date())
+                    fields[RecordFieldNames.timestamp] = LocalDays(timeZone: item.timeZone)?.bounds(of: day).map { .date($0.start) } ?? .date(Date())
                     saves.append(RecordSave(recordType: RecordTypes.pointsLedgerEntry, recordName: name, fields: fields))
                 } else if let balance = item.balance {
                     saves.append(RecordSave(recordType: RecordTypes.earnedTimeBalance, recordName: "balance-\(item.child)", fields: [
-                        RecordFields.childRef: childRef, RecordFields.balanceSeconds: .int(balance.balanceSeconds), RecordFields.pointsBalance: .int(balance.points),
-                        RecordFields.rewardSecondsUsed: .int(balance.rewardSeconds), RecordFields.shielded: .bool(balance.shielded), RecordFields.updatedAt: .date(Date()),
+                        RecordFieldNames.childRef: childRef, RecordFieldNames.balanceSeconds: .int(balance.balanceSeconds), RecordFieldNames.pointsBalance: .int(balance.points),
+                        RecordFieldNames.rewardSecondsUsed: .int(balance.rewardSeconds), RecordFieldNames.shielded: .bool(balance.shielded), RecordFieldNames.updatedAt: .date(Date()),
                     ]))
                 }
             }
@@ -65,9 +65,11 @@ struct EarnedTimeWriter: Sendable {
     /// again after a crash replaces rather than repeats it.
     private func sendShieldCommands(family: String, child: String, balance: AggregatorDatabase.PendingChildWrite.Balance) async throws {
         let targets = try await self.database.shieldTargets(family: family, child: child)
+        // The command's payload is its own contract with the child's app (docs/protocol.md,
+        // "Shield commands"), not record fields: its keys stay spelt out here.
         let payload: JSONValue = [
-            RecordFields.rewardApps: .array(targets.apps.map(JSONValue.string)), RecordFields.rewardCategories: .array(targets.categories.map(JSONValue.string)),
-            RecordFields.balanceSeconds: .int(balance.balanceSeconds),
+            "rewardApps": .array(targets.apps.map(JSONValue.string)), "rewardCategories": .array(targets.categories.map(JSONValue.string)),
+            "balanceSeconds": .int(balance.balanceSeconds),
         ]
         let payloadText = String(decoding: try RPCJSON.makeEncoder().encode(payload), as: UTF8.self)
         let kind = balance.shielded ? Self.shieldCommand : Self.unshieldCommand
@@ -75,8 +77,8 @@ struct EarnedTimeWriter: Sendable {
             let name = "shield-\(balance.shieldVersion)"
             let params = ModifyParams(family: family, zone: device.zone, saves: [
                 RecordSave(recordType: RecordTypes.configurationCommand, recordName: name, fields: [
-                    RecordFields.commandID: .string(name), RecordFields.targetDeviceID: .string(device.deviceId), RecordFields.commandType: .string(kind),
-                    RecordFields.payloadJSON: .string(payloadText), RecordFields.createdAt: .date(Date()), RecordFields.status: "pending",
+                    RecordFieldNames.commandID: .string(name), RecordFieldNames.targetDeviceID: .string(device.deviceId), RecordFieldNames.commandType: .string(kind),
+                    RecordFieldNames.payloadJSON: .string(payloadText), RecordFieldNames.createdAt: .date(Date()), RecordFieldNames.status: "pending",
                 ]),
             ], savePolicy: .allKeys)
             if let error = await self.store.write(params, logger: self.logger), error.code != .notFound { throw error }

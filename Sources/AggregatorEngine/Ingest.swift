@@ -122,15 +122,15 @@ struct Ingest {
     /// reward seconds a point buys (every balance changes).
     private func applyFamily(_ change: Change, _ db: Database) throws -> FamilyChange {
         guard change.zone == StoreNames.defaultZone, change.recordName == change.family, !change.deleted else { return .nothing }
-        let zone = change.fields[RecordFields.timeZone]?.stringValue.flatMap { LocalDays(timeZone: $0) != nil ? $0 : nil } ?? "UTC"
-        let rate = max(0, change.fields[RecordFields.rewardSecondsPerPoint]?.intValue ?? 60)
+        let zone = change.fields[RecordFieldNames.timeZone]?.stringValue.flatMap { LocalDays(timeZone: $0) != nil ? $0 : nil } ?? "UTC"
+        let rate = max(0, change.fields[RecordFieldNames.rewardSecondsPerPoint]?.intValue ?? 60)
         let old = try Row.fetchOne(cached: db, sql: "SELECT time_zone, seconds_per_point FROM families WHERE family = ?", arguments: [change.family])
         try db.execute(cached: """
             INSERT INTO families(family, time_zone, seconds_per_point, alert_reward_minutes, alert_exhausted, alert_no_data_hours) VALUES (?, ?, ?, ?, ?, ?)
             ON CONFLICT(family) DO UPDATE SET time_zone = excluded.time_zone, seconds_per_point = excluded.seconds_per_point,
                 alert_reward_minutes = excluded.alert_reward_minutes, alert_exhausted = excluded.alert_exhausted, alert_no_data_hours = excluded.alert_no_data_hours
-            """, arguments: [change.family, zone, rate, change.fields[RecordFields.alertRewardMinutesPerDay]?.intValue,
-                             change.fields[RecordFields.alertOnBalanceExhausted]?.boolValue ?? true, change.fields[RecordFields.alertNoDataHours]?.intValue])
+            """, arguments: [change.family, zone, rate, change.fields[RecordFieldNames.alertRewardMinutesPerDay]?.intValue,
+                             change.fields[RecordFieldNames.alertOnBalanceExhausted]?.boolValue ?? true, change.fields[RecordFieldNames.alertNoDataHours]?.intValue])
         if (old?["time_zone"] ?? "UTC") != zone { return .timeZone }
         return (old?["seconds_per_point"] ?? 60) != rate ? .rate : .nothing
     }
@@ -141,24 +141,24 @@ struct Ingest {
         guard !change.deleted else { return }
         let fields = change.fields
         let isRule = change.recordType == RecordTypes.appRule
-        guard let app = (isRule ? fields[RecordFields.bundleId] : fields[RecordFields.logicalID])?.stringValue else { return }
-        let device = isRule ? "" : (fields[RecordFields.deviceID]?.stringValue ?? "")
-        var category = (isRule ? fields[RecordFields.classification] : fields[RecordFields.category])?.stringValue
-        if fields[RecordFields.isEnabled]?.boolValue == false { category = "disabled" }
+        guard let app = (isRule ? fields[RecordFieldNames.bundleId] : fields[RecordFieldNames.logicalID])?.stringValue else { return }
+        let device = isRule ? "" : (fields[RecordFieldNames.deviceID]?.stringValue ?? "")
+        var category = (isRule ? fields[RecordFieldNames.classification] : fields[RecordFieldNames.category])?.stringValue
+        if fields[RecordFieldNames.isEnabled]?.boolValue == false { category = "disabled" }
         try db.execute(cached: """
             INSERT INTO app_rules(family, device_id, app, record, category, points_per_minute) VALUES (?, ?, ?, ?, ?, ?)
             ON CONFLICT(family, device_id, app) DO UPDATE SET record = excluded.record, category = excluded.category,
                 points_per_minute = excluded.points_per_minute
-            """, arguments: [change.family, device, app, record, category, fields[RecordFields.pointsPerMinute]?.intValue])
+            """, arguments: [change.family, device, app, record, category, fields[RecordFieldNames.pointsPerMinute]?.intValue])
     }
 
     private func applyDevice(_ change: Change, _ db: Database) throws {
         guard !change.deleted else { return }
-        let child = change.fields[RecordFields.childRef]?.objectValue?["recordName"]?.stringValue
+        let child = change.fields[RecordFieldNames.childRef]?.objectValue?["recordName"]?.stringValue
         try db.execute(cached: """
             INSERT INTO devices(family, zone, device_id, child_ref) VALUES (?, ?, ?, ?)
             ON CONFLICT(family, zone) DO UPDATE SET device_id = coalesce(excluded.device_id, device_id), child_ref = coalesce(excluded.child_ref, child_ref)
-            """, arguments: [change.family, change.zone, change.fields[RecordFields.deviceID]?.stringValue, child])
+            """, arguments: [change.family, change.zone, change.fields[RecordFieldNames.deviceID]?.stringValue, child])
     }
 
     // MARK: Days
@@ -234,13 +234,13 @@ struct Session {
     var end: Date
 
     init?(_ fields: [String: JSONValue]) {
-        guard let app = fields[RecordFields.logicalID]?.stringValue, let device = fields[RecordFields.deviceID]?.stringValue,
-              let start = fields[RecordFields.sessionStart]?.stringValue.flatMap(StoreDates.parse),
-              let end = fields[RecordFields.sessionEnd]?.stringValue.flatMap(StoreDates.parse), end > start
+        guard let app = fields[RecordFieldNames.logicalID]?.stringValue, let device = fields[RecordFieldNames.deviceID]?.stringValue,
+              let start = fields[RecordFieldNames.sessionStart]?.stringValue.flatMap(StoreDates.parse),
+              let end = fields[RecordFieldNames.sessionEnd]?.stringValue.flatMap(StoreDates.parse), end > start
         else { return nil }
         self.app = app
-        self.bundleId = fields[RecordFields.bundleId]?.stringValue
-        self.category = fields[RecordFields.category]?.stringValue
+        self.bundleId = fields[RecordFieldNames.bundleId]?.stringValue
+        self.category = fields[RecordFieldNames.category]?.stringValue
         self.deviceId = device
         self.start = start
         self.end = min(end, start.addingTimeInterval(Double(Self.longest) / 1000))

@@ -11,8 +11,9 @@ struct QuietDevices {
 
     func check() async {
         do {
-            let queued = try await self.database.pool.write { db in try Alerts.checkSilentDevices(now: Date(), db) }
-            if queued > 0 { self.writeback.signal() }
+            let checked = try await self.database.pool.write { db in try Alerts.checkSilentDevices(now: Date(), db) }
+            if checked.queued > 0 { self.writeback.signal() }
+            if checked.rearmed > 0 { self.logger.debug("quiet-device alerts re-armed: the devices sent usage again", metadata: ["devices": "\(checked.rearmed)"]) }
         } catch {
             self.logger.error("checking for quiet devices failed", metadata: ["error": "\(error)"])
         }

@@ -34,7 +34,7 @@ struct Recompute: Sendable {
             }
         }
         let ledger = try await self.all(family: params.family, zone: StoreNames.defaultZone, type: RecordTypes.pointsLedgerEntry).filter {
-            $0.fields[RecordFields.childRef]?.objectValue?["recordName"]?.stringValue == child && $0.fields[RecordFields.type]?.stringValue != "accrual"
+            $0.fields[RecordFieldNames.childRef]?.objectValue?["recordName"]?.stringValue == child && $0.fields[RecordFieldNames.type]?.stringValue != "accrual"
         }.map { Ingest.Change(deleted: false, family: params.family, zone: StoreNames.defaultZone, recordType: RecordTypes.pointsLedgerEntry, recordName: $0.recordName, fields: $0.fields) }
 
         let ingest = self.ingest

@@ -58,13 +58,13 @@ struct RetentionWriter: Sendable {
             let family = group[0].family
             let saves = try group.map { item in
                 var fields: [String: JSONValue] = [
-                    RecordFields.childRef: .reference(item.child, zone: StoreNames.defaultZone),
-                    RecordFields.totalLearningSeconds: .int(item.days.learning), RecordFields.totalRewardSeconds: .int(item.days.reward), RecordFields.pointsAccrued: .int(item.days.points),
-                    RecordFields.pointsRedeemed: .int(item.redeemed), RecordFields.pointsAdjusted: .int(item.adjusted),
-                    RecordFields.usageRecordsPruned: .int(item.usageRecords), RecordFields.ledgerEntriesPruned: .int(item.ledgerEntries),
-                    RecordFields.appsUsedJSON: .string(String(decoding: try JSONEncoder().encode(item.days.top()), as: UTF8.self)), RecordFields.lastUpdated: .date(Date()),
+                    RecordFieldNames.childRef: .reference(item.child, zone: StoreNames.defaultZone),
+                    RecordFieldNames.totalLearningSeconds: .int(item.days.learning), RecordFieldNames.totalRewardSeconds: .int(item.days.reward), RecordFieldNames.pointsAccrued: .int(item.days.points),
+                    RecordFieldNames.pointsRedeemed: .int(item.redeemed), RecordFieldNames.pointsAdjusted: .int(item.adjusted),
+                    RecordFieldNames.usageRecordsPruned: .int(item.usageRecords), RecordFieldNames.ledgerEntriesPruned: .int(item.ledgerEntries),
+                    RecordFieldNames.appsUsedJSON: .string(String(decoding: try JSONEncoder().encode(item.days.top()), as: UTF8.self)), RecordFieldNames.lastUpdated: .date(Date()),
                 ]
-                fields[RecordFields.weekStart] = LocalDays(timeZone: item.timeZone)?.bounds(of: item.week).map { .date($0.start) } ?? .date(Date())
+                fields[RecordFieldNames.weekStart] = LocalDays(timeZone: item.timeZone)?.bounds(of: item.week).map { .date($0.start) } ?? .date(Date())
                 return RecordSave(recordType: RecordTypes.weeklySummary, recordName: "week-\(item.child)-\(item.week)", fields: fields)
             }
             if let error = await self.store.write(ModifyParams(family: family, zone: StoreNames.defaultZone, saves: saves, savePolicy: .allKeys), logger: self.logger) {

@@ -42,12 +42,12 @@ struct SummaryWriter: Sendable {
 
     static func record(_ name: String, _ item: AggregatorDatabase.PendingSummary, _ totals: AggregatorDatabase.PendingSummary.Totals) -> RecordSave {
         var fields: [String: JSONValue] = [
-            RecordFields.summaryID: .string(name), RecordFields.deviceID: .string(item.deviceId),
-            RecordFields.totalLearningSeconds: .int(totals.learningSeconds), RecordFields.totalRewardSeconds: .int(totals.rewardSeconds),
-            RecordFields.totalPointsEarned: .int(totals.points), RecordFields.appsUsedJSON: .string(totals.apps), RecordFields.lastUpdated: .date(Date()),
+            RecordFieldNames.summaryID: .string(name), RecordFieldNames.deviceID: .string(item.deviceId),
+            RecordFieldNames.totalLearningSeconds: .int(totals.learningSeconds), RecordFieldNames.totalRewardSeconds: .int(totals.rewardSeconds),
+            RecordFieldNames.totalPointsEarned: .int(totals.points), RecordFieldNames.appsUsedJSON: .string(totals.apps), RecordFieldNames.lastUpdated: .date(Date()),
         ]
-        if let start = LocalDays(timeZone: item.timeZone)?.bounds(of: item.day)?.start { fields[RecordFields.date] = .date(start) }
-        if let child = item.childRef { fields[RecordFields.childRef] = .reference(child, zone: StoreNames.defaultZone) }
+        if let start = LocalDays(timeZone: item.timeZone)?.bounds(of: item.day)?.start { fields[RecordFieldNames.date] = .date(start) }
+        if let child = item.childRef { fields[RecordFieldNames.childRef] = .reference(child, zone: StoreNames.defaultZone) }
         return RecordSave(recordType: RecordTypes.dailySummary, recordName: name, fields: fields)
     }
 }

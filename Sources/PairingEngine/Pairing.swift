@@ -42,8 +42,8 @@ struct Pairing: Sendable {
         }
         _ = try await self.store.client.call(StoreMethods.createFamily, StoreAPI.CreateFamilyParams(family: params.family))
         _ = try await self.store.client.call(StoreMethods.createZone, ZoneParams(family: params.family, zone: PairingStore.zone))
-        var fields: [String: JSONValue] = [RecordFields.timeZone: .string(params.timeZone ?? "UTC"), RecordFields.settingsVersion: 1]
-        if let name = params.displayName { fields[RecordFields.displayName] = .string(name) }
+        var fields: [String: JSONValue] = [RecordFieldNames.timeZone: .string(params.timeZone ?? "UTC"), RecordFieldNames.settingsVersion: 1]
+        if let name = params.displayName { fields[RecordFieldNames.displayName] = .string(name) }
         try await self.store.save(params.family, zone: "default", [RecordSave(recordType: RecordTypes.family, recordName: params.family, fields: fields)])
         let code = try await self.enrollmentCode(params.family, role: .admin, createdBy: "server")
         try await self.store.audit(params.family, actor: "server", parentDeviceId: nil, action: "family.create", target: params.family)
@@ -65,8 +65,8 @@ struct Pairing: Sendable {
         let secret = Secrets.random(bytes: 16)
         let expires = Date().addingTimeInterval(self.settings.enrollmentLifetime.seconds)
         try await self.store.save(family, zone: PairingStore.zone, [RecordSave(recordType: RecordTypes.pairingInvitation, recordName: id, fields: [
-            RecordFields.kind: "parent", RecordFields.role: .string(role.rawValue), RecordFields.secretSHA256: .string(SHA256Hex.of(secret)),
-            RecordFields.status: "open", RecordFields.expiresAt: .date(expires), RecordFields.failedAttempts: 0, RecordFields.createdBy: .string(createdBy),
+            RecordFieldNames.kind: "parent", RecordFieldNames.role: .string(role.rawValue), RecordFieldNames.secretSHA256: .string(SHA256Hex.of(secret)),
+            RecordFieldNames.status: "open", RecordFieldNames.expiresAt: .date(expires), RecordFieldNames.failedAttempts: 0, RecordFieldNames.createdBy: .string(createdBy),
         ])])
         let gateway = self.settings.gateway()
         return EnrollmentCode(family: family, code: "\(id).\(secret)", role: role, expiresAt: expires, urls: gateway?.urls, pin: gateway?.pin)
@@ -80,20 +80,20 @@ struct Pairing: Sendable {
             family: params.family, id: parts.first ?? "", secret: parts.count == 2 ? parts[1] : "", kind: "parent",
             status: "used", device: params.deviceId, deviceName: params.deviceName
         ) { invitation in
-            guard invitation.fields[RecordFields.role]?.stringValue.flatMap(DeviceRole.init(rawValue:))?.isParent == true else { throw Self.invalid }
+            guard invitation.fields[RecordFieldNames.role]?.stringValue.flatMap(DeviceRole.init(rawValue:))?.isParent == true else { throw Self.invalid }
         }
-        guard let role = invitation.fields[RecordFields.role]?.stringValue.flatMap(DeviceRole.init(rawValue:)) else { throw Self.invalid }
+        guard let role = invitation.fields[RecordFieldNames.role]?.stringValue.flatMap(DeviceRole.init(rawValue:)) else { throw Self.invalid }
 
         let credential = try await self.store.issueCredential(params.family, deviceId: params.deviceId, role: role, status: .active)
         var profile: [String: JSONValue] = [
-            RecordFields.familyRef: .reference(params.family, zone: "default"), RecordFields.role: .string(role.rawValue), RecordFields.deviceIds: [.string(params.deviceId)],
+            RecordFieldNames.familyRef: .reference(params.family, zone: "default"), RecordFieldNames.role: .string(role.rawValue), RecordFieldNames.deviceIds: [.string(params.deviceId)],
         ]
-        if let name = params.displayName { profile["displayName"] = .string(name) }
+        if let name = params.displayName { profile[RecordFieldNames.displayName] = .string(name) }
         try await self.store.save(params.family, zone: "default", [
             RecordSave(recordType: RecordTypes.parentProfile, recordName: Names.parent(params.deviceId), fields: profile),
             RecordSave(recordType: RecordTypes.registeredDevice, recordName: Names.device(params.deviceId), fields: [
-                RecordFields.deviceID: .string(params.deviceId), RecordFields.deviceName: .string(params.deviceName), RecordFields.deviceType: "parent",
-                RecordFields.registrationDate: .date(Date()), RecordFields.isActive: true,
+                RecordFieldNames.deviceID: .string(params.deviceId), RecordFieldNames.deviceName: .string(params.deviceName), RecordFieldNames.deviceType: "parent",
+                RecordFieldNames.registrationDate: .date(Date()), RecordFieldNames.isActive: true,
             ]),
         ], policy: .allKeys)
         try await self.store.audit(params.family, actor: "device:\(params.deviceId)", parentDeviceId: params.deviceId, action: "parent.enroll", target: params.deviceId)
@@ -119,15 +119,15 @@ struct Pairing: Sendable {
 
         _ = try await self.store.client.call(StoreMethods.createZone, ZoneParams(family: parent.family, zone: zone))
         var session: [String: JSONValue] = [
-            RecordFields.childRef: .reference(Names.child(params.childId), zone: "default"), RecordFields.parentDeviceID: .string(parent.deviceId), RecordFields.status: "pending",
+            RecordFieldNames.childRef: .reference(Names.child(params.childId), zone: "default"), RecordFieldNames.parentDeviceID: .string(parent.deviceId), RecordFieldNames.status: "pending",
         ]
-        if let name = params.childName { session["title"] = .string(name) }
+        if let name = params.childName { session[RecordFieldNames.title] = .string(name) }
         try await self.store.save(parent.family, zone: zone, [RecordSave(recordType: RecordTypes.monitoringSession, recordName: Names.session, fields: session)])
         var fields: [String: JSONValue] = [
-            RecordFields.kind: "child", RecordFields.secretSHA256: .string(SHA256Hex.of(secret)), RecordFields.status: "open", RecordFields.expiresAt: .date(expires),
-            RecordFields.failedAttempts: 0, RecordFields.createdBy: .string(parent.deviceId), RecordFields.zone: .string(zone), RecordFields.childOpaqueId: .string(params.childId),
+            RecordFieldNames.kind: "child", RecordFieldNames.secretSHA256: .string(SHA256Hex.of(secret)), RecordFieldNames.status: "open", RecordFieldNames.expiresAt: .date(expires),
+            RecordFieldNames.failedAttempts: 0, RecordFieldNames.createdBy: .string(parent.deviceId), RecordFieldNames.zone: .string(zone), RecordFieldNames.childOpaqueId: .string(params.childId),
         ]
-        if let name = params.childName { fields[RecordFields.childName] = .string(name) }
+        if let name = params.childName { fields[RecordFieldNames.childName] = .string(name) }
         try await self.store.save(parent.family, zone: PairingStore.zone, [RecordSave(recordType: RecordTypes.pairingInvitation, recordName: id, fields: fields)])
         try await self.store.audit(parent.family, actor: "device:\(parent.deviceId)", parentDeviceId: parent.deviceId, action: "invitation.create",
                                    target: zone, metadata: ["invitationId": .string(id), "childId": .string(params.childId)])
@@ -146,27 +146,27 @@ struct Pairing: Sendable {
             family: params.family, id: params.invitationId, secret: params.secret, kind: "child",
             status: "accepted", device: params.deviceId, deviceName: params.deviceName
         ) { invitation in
-            guard invitation.fields[RecordFields.zone]?.stringValue != nil, invitation.fields[RecordFields.childOpaqueId]?.stringValue != nil,
-                  invitation.fields[RecordFields.createdBy]?.stringValue != nil else { throw Self.invalid }
+            guard invitation.fields[RecordFieldNames.zone]?.stringValue != nil, invitation.fields[RecordFieldNames.childOpaqueId]?.stringValue != nil,
+                  invitation.fields[RecordFieldNames.createdBy]?.stringValue != nil else { throw Self.invalid }
         }
-        guard let zone = invitation.fields[RecordFields.zone]?.stringValue, let childId = invitation.fields[RecordFields.childOpaqueId]?.stringValue,
-              let parentDeviceId = invitation.fields[RecordFields.createdBy]?.stringValue else { throw Self.invalid }
+        guard let zone = invitation.fields[RecordFieldNames.zone]?.stringValue, let childId = invitation.fields[RecordFieldNames.childOpaqueId]?.stringValue,
+              let parentDeviceId = invitation.fields[RecordFieldNames.createdBy]?.stringValue else { throw Self.invalid }
 
         var child: [String: JSONValue] = [
-            RecordFields.familyRef: .reference(params.family, zone: "default"), RecordFields.childOpaqueId: .string(childId), RecordFields.pairedDeviceIds: [.string(params.deviceId)],
+            RecordFieldNames.familyRef: .reference(params.family, zone: "default"), RecordFieldNames.childOpaqueId: .string(childId), RecordFieldNames.pairedDeviceIds: [.string(params.deviceId)],
         ]
-        if let name = invitation.fields[RecordFields.childName] { child["displayName"] = name }
+        if let name = invitation.fields[RecordFieldNames.childName] { child[RecordFieldNames.displayName] = name }
         try await self.store.save(params.family, zone: "default", [RecordSave(recordType: RecordTypes.childContext, recordName: Names.child(childId), fields: child)],
                                   policy: .changedKeys)
         var device: [String: JSONValue] = [
-            RecordFields.deviceID: .string(params.deviceId), RecordFields.deviceName: .string(params.deviceName), RecordFields.deviceType: "child",
-            RecordFields.parentDeviceID: .string(parentDeviceId), RecordFields.childRef: .reference(Names.child(childId), zone: "default"),
-            RecordFields.registrationDate: .date(Date()), RecordFields.isActive: false,
+            RecordFieldNames.deviceID: .string(params.deviceId), RecordFieldNames.deviceName: .string(params.deviceName), RecordFieldNames.deviceType: "child",
+            RecordFieldNames.parentDeviceID: .string(parentDeviceId), RecordFieldNames.childRef: .reference(Names.child(childId), zone: "default"),
+            RecordFieldNames.registrationDate: .date(Date()), RecordFieldNames.isActive: false,
         ]
-        if let name = invitation.fields[RecordFields.childName] { device["childName"] = name }
+        if let name = invitation.fields[RecordFieldNames.childName] { device[RecordFieldNames.childName] = name }
         try await self.store.save(params.family, zone: zone, [
             RecordSave(recordType: RecordTypes.registeredDevice, recordName: Names.device(params.deviceId), fields: device),
-            RecordSave(recordType: RecordTypes.monitoringSession, recordName: Names.session, fields: [RecordFields.deviceID: .string(params.deviceId)]),
+            RecordSave(recordType: RecordTypes.monitoringSession, recordName: Names.session, fields: [RecordFieldNames.deviceID: .string(params.deviceId)]),
         ], policy: .changedKeys)
         // The credential first: the store shares a zone only with a device of the family.
         let credential = try await self.store.issueCredential(params.family, deviceId: params.deviceId, role: .child, status: .pending)
@@ -205,8 +205,8 @@ struct Pairing: Sendable {
             throw RPCError(.conflict, "device \(deviceId) is no longer waiting for confirmation (it was revoked); invite it again")
         }
         try await self.store.save(parent.family, zone: info.zone, [
-            RecordSave(recordType: RecordTypes.monitoringSession, recordName: Names.session, fields: [RecordFields.status: "active"]),
-            RecordSave(recordType: RecordTypes.registeredDevice, recordName: Names.device(deviceId), fields: [RecordFields.isActive: true]),
+            RecordSave(recordType: RecordTypes.monitoringSession, recordName: Names.session, fields: [RecordFieldNames.status: "active"]),
+            RecordSave(recordType: RecordTypes.registeredDevice, recordName: Names.device(deviceId), fields: [RecordFieldNames.isActive: true]),
         ], policy: .changedKeys)
         try await self.store.audit(parent.family, actor: "device:\(parent.deviceId)", parentDeviceId: parent.deviceId, action: "device.confirm", target: deviceId)
         self.logger.notice("pairing confirmed", metadata: ["family": "\(parent.family)", "invitation_id": "\(params.invitationId)", "device_id": "\(deviceId)"])
@@ -227,7 +227,7 @@ struct Pairing: Sendable {
             try await self.cutOff(parent.family, deviceId: deviceId, zone: info.zone)
         } else {
             try await self.store.save(parent.family, zone: info.zone, [
-                RecordSave(recordType: RecordTypes.monitoringSession, recordName: Names.session, fields: [RecordFields.status: "revoked"]),
+                RecordSave(recordType: RecordTypes.monitoringSession, recordName: Names.session, fields: [RecordFieldNames.status: "revoked"]),
             ], policy: .changedKeys)
         }
         try await self.store.audit(parent.family, actor: "device:\(parent.deviceId)", parentDeviceId: parent.deviceId, action: "invitation.reject",
@@ -268,7 +268,7 @@ struct Pairing: Sendable {
 
     /// Revokes a device the caller may revoke: its credential, its shares, its registrations.
     private func revoke(_ deviceId: String, by parent: PairingStore.Device) async throws -> DeviceInfo {
-        let registrations = try await self.store.all(parent.family, type: RecordTypes.registeredDevice, filters: [QueryFilter(RecordFields.deviceID, .equal, .string(deviceId))])
+        let registrations = try await self.store.all(parent.family, type: RecordTypes.registeredDevice, filters: [QueryFilter(RecordFieldNames.deviceID, .equal, .string(deviceId))])
         if registrations.isEmpty {
             try await self.store.setCredential(parent.family, deviceId: deviceId, .revoked)
         }
@@ -292,7 +292,7 @@ struct Pairing: Sendable {
         // Only the child's own devices: a parent's device named in the record (parents may
         // write it) keeps its credential.
         var devices: [String] = []
-        for deviceId in child.fields[RecordFields.pairedDeviceIds]?.arrayValue?.compactMap(\.stringValue) ?? []
+        for deviceId in child.fields[RecordFieldNames.pairedDeviceIds]?.arrayValue?.compactMap(\.stringValue) ?? []
         where try await self.store.credential(admin.family, deviceId: deviceId)?.role == .child {
             try await self.store.setCredential(admin.family, deviceId: deviceId, .revoked)
             devices.append(deviceId)
@@ -302,7 +302,7 @@ struct Pairing: Sendable {
         let all = try await self.store.client.call(StoreMethods.listZones, FamilyParams(family: admin.family)).zones
         for zone in all where zone.name.hasPrefix(Names.childZonePrefix) {
             let session = try await self.store.fetch(admin.family, zone: zone.name, Names.session)
-            if session?.fields[RecordFields.childRef]?["recordName"]?.stringValue == Names.child(params.childId) {
+            if session?.fields[RecordFieldNames.childRef]?["recordName"]?.stringValue == Names.child(params.childId) {
                 _ = try await self.store.client.call(StoreMethods.deleteZone, ZoneParams(family: admin.family, zone: zone.name))
                 zones.append(zone.name)
             }
@@ -376,8 +376,8 @@ struct Pairing: Sendable {
                 found = nil  // no such family (or it has no pairing zone): the same answer as a wrong id
             }
         }
-        guard let invitation = found, invitation.fields[RecordFields.kind]?.stringValue == kind,
-              let hash = invitation.fields["secretSHA256"]?.stringValue
+        guard let invitation = found, invitation.fields[RecordFieldNames.kind]?.stringValue == kind,
+              let hash = invitation.fields[RecordFieldNames.secretSHA256]?.stringValue
         else {
             self.logger.notice("pairing attempt with an unknown invitation", metadata: ["family": "\(family)", "invitation_id": "\(id)"])
             throw WrongGuess()
@@ -393,10 +393,10 @@ struct Pairing: Sendable {
             }
             throw WrongGuess()
         }
-        let expires = invitation.fields[RecordFields.expiresAt]?.stringValue.flatMap(StoreDates.parse) ?? .distantPast
-        guard invitation.fields[RecordFields.status]?.stringValue == "open", Date() < expires else {
+        let expires = invitation.fields[RecordFieldNames.expiresAt]?.stringValue.flatMap(StoreDates.parse) ?? .distantPast
+        guard invitation.fields[RecordFieldNames.status]?.stringValue == "open", Date() < expires else {
             self.logger.notice("pairing attempt with a closed invitation", metadata: [
-                "family": "\(family)", "invitation_id": "\(id)", "status": "\(invitation.fields[RecordFields.status]?.stringValue ?? "")",
+                "family": "\(family)", "invitation_id": "\(id)", "status": "\(invitation.fields[RecordFieldNames.status]?.stringValue ?? "")",
             ])
             throw Self.invalid
         }
@@ -408,10 +408,10 @@ struct Pairing: Sendable {
     /// it, say), it is read again and counted on what it is now.
     private func countWrongSecret(_ family: String, _ invitation: Record) async throws {
         var current = invitation
-        while current.fields[RecordFields.status]?.stringValue == "open" {
-            let failures = (current.fields[RecordFields.failedAttempts]?.intValue ?? 0) + 1
-            var fields: [String: JSONValue] = [RecordFields.failedAttempts: .int(failures)]
-            if failures >= Int64(Self.maximumWrongSecrets) { fields[RecordFields.status] = "locked" }
+        while current.fields[RecordFieldNames.status]?.stringValue == "open" {
+            let failures = (current.fields[RecordFieldNames.failedAttempts]?.intValue ?? 0) + 1
+            var fields: [String: JSONValue] = [RecordFieldNames.failedAttempts: .int(failures)]
+            if failures >= Int64(Self.maximumWrongSecrets) { fields[RecordFieldNames.status] = "locked" }
             do {
                 try await self.store.save(family, zone: PairingStore.zone, [Self.update(current, fields)])
                 self.logger.warning("wrong pairing secret", metadata: [
@@ -424,7 +424,7 @@ struct Pairing: Sendable {
             }
         }
         self.logger.notice("wrong pairing secret for a closed invitation", metadata: [
-            "family": "\(family)", "invitation_id": "\(current.recordName)", "status": "\(current.fields[RecordFields.status]?.stringValue ?? "")",
+            "family": "\(family)", "invitation_id": "\(current.recordName)", "status": "\(current.fields[RecordFieldNames.status]?.stringValue ?? "")",
         ])
     }
 
@@ -432,7 +432,7 @@ struct Pairing: Sendable {
     private func claim(_ family: String, _ invitation: Record, status: String, device: String, deviceName: String) async throws {
         do {
             try await self.store.save(family, zone: PairingStore.zone, [Self.update(invitation, [
-                RecordFields.status: .string(status), RecordFields.deviceID: .string(device), RecordFields.deviceName: .string(deviceName), RecordFields.acceptedAt: .date(Date()),
+                RecordFieldNames.status: .string(status), RecordFieldNames.deviceID: .string(device), RecordFieldNames.deviceName: .string(deviceName), RecordFieldNames.acceptedAt: .date(Date()),
             ])])
         } catch let error as RPCError where error.code == .conflict {
             throw Self.invalid  // another device got there first
@@ -450,7 +450,7 @@ struct Pairing: Sendable {
     /// was read; the loser of a race gets `conflict`.
     private func decide(_ family: String, _ invitation: Record, _ status: String) async throws {
         do {
-            try await self.store.save(family, zone: PairingStore.zone, [Self.update(invitation, [RecordFields.status: .string(status)])])
+            try await self.store.save(family, zone: PairingStore.zone, [Self.update(invitation, [RecordFieldNames.status: .string(status)])])
         } catch let error as RPCError where error.code == .conflict {
             throw RPCError(.conflict, "invitation \(invitation.recordName) was confirmed or rejected meanwhile; see pairing.invitationStatus",
                            data: ["invitationId": .string(invitation.recordName)])
@@ -467,7 +467,7 @@ struct Pairing: Sendable {
 
     private func childInvitation(_ family: String, _ id: String) async throws -> Record {
         guard Identifiers.isValid(id), let invitation = try await self.store.fetch(family, zone: PairingStore.zone, id),
-              invitation.fields[RecordFields.kind]?.stringValue == "child" else {
+              invitation.fields[RecordFieldNames.kind]?.stringValue == "child" else {
             throw RPCError(.notFound, "no invitation \(id) in this family", data: ["invitationId": .string(id)])
         }
         return invitation
@@ -479,32 +479,32 @@ struct Pairing: Sendable {
         if zone != "default" {
             _ = try await self.store.client.call(StoreMethods.unshare, UnshareParams(family: family, zone: zone, deviceIds: [deviceId]))
         }
-        var saves = [RecordSave(recordType: RecordTypes.registeredDevice, recordName: Names.device(deviceId), fields: [RecordFields.isActive: false])]
+        var saves = [RecordSave(recordType: RecordTypes.registeredDevice, recordName: Names.device(deviceId), fields: [RecordFieldNames.isActive: false])]
         if zone.hasPrefix(Names.childZonePrefix) {
-            saves.append(RecordSave(recordType: RecordTypes.monitoringSession, recordName: Names.session, fields: [RecordFields.status: "revoked"]))
+            saves.append(RecordSave(recordType: RecordTypes.monitoringSession, recordName: Names.session, fields: [RecordFieldNames.status: "revoked"]))
         }
         try await self.store.save(family, zone: zone, saves, policy: .changedKeys)
     }
 
     static func info(_ invitation: Record) -> InvitationInfo {
-        let expires = invitation.fields[RecordFields.expiresAt]?.stringValue.flatMap(StoreDates.parse) ?? .distantPast
-        var status = invitation.fields[RecordFields.status]?.stringValue.flatMap(InvitationStatus.init(rawValue:)) ?? .expired
+        let expires = invitation.fields[RecordFieldNames.expiresAt]?.stringValue.flatMap(StoreDates.parse) ?? .distantPast
+        var status = invitation.fields[RecordFieldNames.status]?.stringValue.flatMap(InvitationStatus.init(rawValue:)) ?? .expired
         if status == .open, Date() >= expires { status = .expired }
         return InvitationInfo(
-            invitationId: invitation.recordName, status: status, zone: invitation.fields[RecordFields.zone]?.stringValue ?? "",
-            childId: invitation.fields[RecordFields.childOpaqueId]?.stringValue ?? "", parentDeviceId: invitation.fields[RecordFields.createdBy]?.stringValue ?? "",
-            deviceId: invitation.fields[RecordFields.deviceID]?.stringValue, deviceName: invitation.fields[RecordFields.deviceName]?.stringValue, expiresAt: expires)
+            invitationId: invitation.recordName, status: status, zone: invitation.fields[RecordFieldNames.zone]?.stringValue ?? "",
+            childId: invitation.fields[RecordFieldNames.childOpaqueId]?.stringValue ?? "", parentDeviceId: invitation.fields[RecordFieldNames.createdBy]?.stringValue ?? "",
+            deviceId: invitation.fields[RecordFieldNames.deviceID]?.stringValue, deviceName: invitation.fields[RecordFieldNames.deviceName]?.stringValue, expiresAt: expires)
     }
 
     private func devices(_ family: String) async throws -> [DeviceInfo] {
         let credentials = try await self.store.client.call(StoreMethods.listCredentials, ListCredentialsParams(family: family)).credentials
         let registrations = try await self.store.all(family, type: RecordTypes.registeredDevice)
         return credentials.map { credential in
-            let registration = registrations.first { $0.fields[RecordFields.deviceID]?.stringValue == credential.deviceId && $0.zone != "default" }
-                ?? registrations.first { $0.fields[RecordFields.deviceID]?.stringValue == credential.deviceId }
-            let childRecord = registration?.fields[RecordFields.childRef]?["recordName"]?.stringValue
+            let registration = registrations.first { $0.fields[RecordFieldNames.deviceID]?.stringValue == credential.deviceId && $0.zone != "default" }
+                ?? registrations.first { $0.fields[RecordFieldNames.deviceID]?.stringValue == credential.deviceId }
+            let childRecord = registration?.fields[RecordFieldNames.childRef]?["recordName"]?.stringValue
             return DeviceInfo(
-                deviceId: credential.deviceId, deviceName: registration?.fields[RecordFields.deviceName]?.stringValue, role: credential.role,
+                deviceId: credential.deviceId, deviceName: registration?.fields[RecordFieldNames.deviceName]?.stringValue, role: credential.role,
                 status: credential.status, childId: childRecord.flatMap(Names.childId),
                 zone: credential.role == .child ? registration?.zone : nil, pairedAt: credential.createdAt, lastSeenAt: credential.lastSeenAt)
         }

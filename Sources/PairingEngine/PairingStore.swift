@@ -87,11 +87,11 @@ struct PairingStore: Sendable {
     /// An AuditEntry in the family's default zone: who did what to what, when.
     func audit(_ family: String, actor: String, parentDeviceId: String?, action: String, target: String, metadata: JSONValue? = nil) async throws {
         var fields: [String: JSONValue] = [
-            RecordFields.familyRef: .reference(family, zone: "default"),
-            RecordFields.actorParentRef: parentDeviceId.map { .reference(Names.parent($0), zone: "default") } ?? .reference(family, zone: "default"),
-            RecordFields.actor: .string(actor), RecordFields.action: .string(action), RecordFields.target: .string(target), RecordFields.timestamp: .date(Date()),
+            RecordFieldNames.familyRef: .reference(family, zone: "default"),
+            RecordFieldNames.actorParentRef: parentDeviceId.map { .reference(Names.parent($0), zone: "default") } ?? .reference(family, zone: "default"),
+            RecordFieldNames.actor: .string(actor), RecordFieldNames.action: .string(action), RecordFieldNames.target: .string(target), RecordFieldNames.timestamp: .date(Date()),
         ]
-        if let metadata { fields[RecordFields.metadata] = .string(String(decoding: try RPCJSON.makeEncoder().encode(metadata), as: UTF8.self)) }
+        if let metadata { fields[RecordFieldNames.metadata] = .string(String(decoding: try RPCJSON.makeEncoder().encode(metadata), as: UTF8.self)) }
         try await self.save(family, zone: "default", [RecordSave(recordType: RecordTypes.auditEntry, recordName: "audit-\(Secrets.identifier())", fields: fields)])
     }
 }

@@ -39,6 +39,8 @@ final class AggregatorStack: @unchecked Sendable {
         self.family = family
         self.child = child
         self.aggregatorArguments = aggregatorArguments
+        self.local = RPCClient(configuration: ClientConfiguration(socketPath: aggregatorSocket, callTimeout: .seconds(30), connectTimeout: .seconds(10)))
+        self.parentStore = harness.storeClient(token: family.parentCredential.token)
     }
 
     static func start(aggregatorArguments: [String] = [], withPush: Bool = false, storeArguments: [String] = []) async throws -> AggregatorStack {
@@ -67,8 +69,16 @@ final class AggregatorStack: @unchecked Sendable {
                     return try await .aggregator(configuration, environment: environment)
                 }
                 return try await withService("aggregator", in: harness.directory, setup: setup) { aggregator in
-                    try await body(AggregatorStack(harness: harness, aggregatorSocket: aggregator.socketPath, process: nil, log: aggregator.log, push: nil,
-                                                   family: family, child: child, aggregatorArguments: []))
+                    let stack = AggregatorStack(harness: harness, aggregatorSocket: aggregator.socketPath, process: nil, log: aggregator.log, push: nil,
+                                                family: family, child: child, aggregatorArguments: [])
+                    do {
+                        let result = try await body(stack)
+                        await stack.local.close()
+                        return result
+                    } catch {
+                        await stack.local.close()
+                        throw error
+                    }
                 }
             }
             guard withPush else { return try await run() }
@@ -87,9 +97,10 @@ final class AggregatorStack: @unchecked Sendable {
     /// What the aggregator logged so far.
     var aggregatorLog: String { self.inProcessLog?.text ?? self.aggregator.log }
 
-    var local: RPCClient { RPCClient(configuration: ClientConfiguration(socketPath: self.aggregatorSocket, callTimeout: .seconds(30), connectTimeout: .seconds(10))) }
-    /// The parent's connection to the store: what the parent's app reads.
-    var parentStore: RPCClient { self.harness.storeClient(token: self.family.parentCredential.token) }
+    /// The aggregator as a local service, and the parent's connection to the store (what the
+    /// parent's app reads): one each, kept for the stack's life.
+    let local: RPCClient
+    let parentStore: RPCClient
 
     func kill() async {
         self.aggregator.signal(SIGKILL)

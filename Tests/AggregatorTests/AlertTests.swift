@@ -73,7 +73,9 @@ struct AlertTests {
             #expect(first[0].alert?.title == "No usage from \(stack.child.deviceId) for over 2 h" && first[0].fields?["alert"] == "noData")
             try await alerts.expectQuiet(beyond: 1)
             try await stack.session("fresh", from: now.addingTimeInterval(-600), to: now)
-            try await Task.sleep(for: .milliseconds(300))
+            try await waitUntil("the fresh usage re-arming the alert", detail: stack.aggregatorLog) {
+                stack.aggregatorLog.contains("quiet-device alerts re-armed")
+            }
             try await stack.deleteSession("fresh")
             _ = try await alerts.wait(for: 2)
         }

@@ -30,14 +30,14 @@ struct SchemaDocTests {
         #expect(!doc.contains("v\(schema.version + 1): "), "docs/protocol.md describes a schema version the store does not have")
     }
 
-    @Test("RecordFields names exactly the fields of the store's schema, and RecordTypes its record types")
+    @Test("RecordFieldNames names exactly the fields of the store's schema, and RecordTypes its record types")
     func fieldAndTypeConstants() async throws {
         let schema = try await withService("store", in: TemporaryDirectory(), setup: { try await .store(StoreConfiguration(wake: []), environment: $0) }) { service in
             try await service.client.call(StoreMethods.schema, Empty())
         }
         let fields = Set(schema.recordTypes.flatMap { $0.fields.map(\.name) })
-        #expect(RecordFields.all.subtracting(fields).isEmpty, "constants for fields no record type has: \(RecordFields.all.subtracting(fields).sorted())")
-        #expect(fields.subtracting(RecordFields.all).isEmpty, "fields with no constant in RecordFields: \(fields.subtracting(RecordFields.all).sorted())")
+        #expect(RecordFieldNames.all.subtracting(fields).isEmpty, "constants for fields no record type has: \(RecordFieldNames.all.subtracting(fields).sorted())")
+        #expect(fields.subtracting(RecordFieldNames.all).isEmpty, "fields with no constant in RecordFieldNames: \(fields.subtracting(RecordFieldNames.all).sorted())")
         #expect(Set(RecordTypes.all) == Set(schema.recordTypes.map(\.name)))
     }
 }

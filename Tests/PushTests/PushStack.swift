@@ -9,6 +9,7 @@ import ServiceHarness
 import ServiceKit
 import StackSupport
 import StoreAPI
+import Synchronization
 import Testing
 import TestSupport
 
@@ -24,6 +25,7 @@ final class PushStack: @unchecked Sendable {
     private var process: ServiceProcess?
     private let inProcessLog: CapturedLog?
     private let pushArguments: [String]
+    private let clients = Mutex<[String: RPCClient]>([:])
 
     private init(harness: PairingHarness, family: Bootstrapped, child: PairedChild, pushSocket: String,
                  process: ServiceProcess?, log: CapturedLog?, pushArguments: [String]) {
@@ -57,8 +59,16 @@ final class PushStack: @unchecked Sendable {
                 return try await .push(configuration, environment: environment)
             }
             return try await withService("push", in: harness.directory, setup: setup) { push in
-                try await body(PushStack(harness: harness, family: family, child: child, pushSocket: push.socketPath,
-                                         process: nil, log: push.log, pushArguments: []))
+                let stack = PushStack(harness: harness, family: family, child: child, pushSocket: push.socketPath,
+                                      process: nil, log: push.log, pushArguments: [])
+                do {
+                    let result = try await body(stack)
+                    await stack.closeClients()
+                    return result
+                } catch {
+                    await stack.closeClients()
+                    throw error
+                }
             }
         }
     }
@@ -72,10 +82,20 @@ final class PushStack: @unchecked Sendable {
     /// What push logged so far.
     var pushLog: String { self.inProcessLog?.text ?? self.push.log }
 
-    /// The push service as a device (its credential) or as a local service (none).
+    /// The push service as a device (its credential) or as a local service (none): one
+    /// client per credential, kept for the stack's life (closed by ``inProcess(configure:_:)``).
     func client(token: String?) -> RPCClient {
-        RPCClient(configuration: ClientConfiguration(
-            socketPath: self.pushSocket, callTimeout: .seconds(30), connectTimeout: .seconds(10), auth: token.map(Auth.init(token:))))
+        self.clients.withLock { clients in
+            if let client = clients[token ?? ""] { return client }
+            let client = RPCClient(configuration: ClientConfiguration(
+                socketPath: self.pushSocket, callTimeout: .seconds(30), connectTimeout: .seconds(10), auth: token.map(Auth.init(token:))))
+            clients[token ?? ""] = client
+            return client
+        }
+    }
+
+    fileprivate func closeClients() async {
+        for client in self.clients.withLock({ Array($0.values) }) { await client.close() }
     }
 
     var parent: RPCClient { self.client(token: self.family.parentCredential.token) }

@@ -2,9 +2,9 @@ import Foundation
 import Logging
 import Synchronization
 
-/// What an in-process service logged, kept in memory a line per entry as its process
-/// would have written it (level, message, metadata as `key=value`), so that a test can
-/// wait for a line as it would in a process's log file. With `SCREENTIME_TEST_LOG` set,
+/// What an in-process service logged, kept in memory a line per entry (level, message,
+/// metadata as `key=value`, the error if any), so that a test can wait for a line as it
+/// would in a process's log file (the words are the same; the layout is simpler). With `SCREENTIME_TEST_LOG` set,
 /// each line also goes to standard error.
 public final class CapturedLog: Sendable {
     private let lines = Mutex<[String]>([])
@@ -41,7 +41,7 @@ public final class CapturedLog: Sendable {
         func log(event: LogEvent) {
             let fields = self.metadata.merging(event.metadata ?? [:]) { _, new in new }
                 .sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-            self.sink.append("\(event.level) \(event.message)" + (fields.isEmpty ? "" : " \(fields)"))
+            self.sink.append("\(event.level) \(event.message)" + (fields.isEmpty ? "" : " \(fields)") + (event.error.map { " error=\($0)" } ?? ""))
         }
     }
 }

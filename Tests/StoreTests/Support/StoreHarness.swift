@@ -5,6 +5,7 @@ import RPCClient
 import RPCCore
 import ServiceHarness
 import StoreAPI
+import Synchronization
 import Testing
 import TestSupport
 
@@ -14,12 +15,13 @@ import TestSupport
 /// for what needs the binary: activation, restarts, kill -9), which can be restarted
 /// (gracefully or with kill -9) on the same data.
 final class StoreHarness: @unchecked Sendable {
-    /// The runtime directory (sockets, logs); removed with the harness.
+    /// The test's directory, removed with the harness: for a process, its runtime directory
+    /// (sockets, logs); in process, the parent of `run/` and `state/`.
     let directory: TemporaryDirectory
     let state: String
     let socketPath: String
     private var backing: ServiceProcess?
-    private var clients: [RPCClient] = []
+    private let clients = Mutex<[RPCClient]>([])
 
     private init(directory: TemporaryDirectory, state: String, socketPath: String, process: ServiceProcess?) {
         self.directory = directory
@@ -64,7 +66,7 @@ final class StoreHarness: @unchecked Sendable {
     func client(token: String? = nil) -> RPCClient {
         let client = RPCClient(configuration: ClientConfiguration(
             socketPath: self.socketPath, callTimeout: .seconds(60), connectTimeout: .seconds(10), auth: token.map(Auth.init(token:))))
-        self.clients.append(client)
+        self.clients.withLock { $0.append(client) }
         return client
     }
 
@@ -90,7 +92,7 @@ final class StoreHarness: @unchecked Sendable {
     }
 
     private func closeClients() async {
-        for client in self.clients { await client.close() }
+        for client in self.clients.withLock({ $0 }) { await client.close() }
     }
 }
 

@@ -2,8 +2,9 @@
 /// services and clients read and write them in `fields`, instead of string literals: a
 /// misspelt name is a compile error, and a test checks that each one is a field of the
 /// schema `store.schema` reports. A name shared by several types (`childRef`, `deviceID`)
-/// is one constant.
-public enum RecordFields {
+/// is one constant. (Named apart from ScreenTimeKit's `RecordFields`, the protocol of its
+/// typed records.) A new constant goes into `all` too: the test checks `all`.
+public enum RecordFieldNames {
     public static let acceptedAt = "acceptedAt"
     public static let action = "action"
     public static let actor = "actor"
