@@ -169,7 +169,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         self.writer.writabilityChanged()
-        if context.channel.isWritable { self.resume(context: context) }
+        if context.channel.isWritable {
+            self.resume(context: context)
+        } else {
+            self.logger.debug("the peer is not reading: replies wait for it", metadata: ["connection_id": "\(self.connection.id)"])
+        }
         context.fireChannelWritabilityChanged()
     }
 

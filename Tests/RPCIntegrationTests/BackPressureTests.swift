@@ -15,7 +15,9 @@ struct BackPressureTests {
         let slow = try RawConnection(path: service.socketPath)
         slow.sendFrame(#"{"id": "feed", "method": "test.count", "params": {"count": 2000000}}"#)
         // Unread, the stream fills the socket and the channel's buffer, then waits.
-        try await Task.sleep(for: .milliseconds(500))
+        try await waitUntil("the stream waiting for its reader", detail: service.log) {
+            service.log.contains("the peer is not reading")
+        }
 
         // Another connection is served meanwhile.
         let other = try RawConnection(path: service.socketPath)

@@ -225,7 +225,10 @@ struct ChangeFeedTests {
             }
             throw TestFailure("the watch ended")
         }
-        try await Task.sleep(for: .milliseconds(200))
+        // The first watch (not following) logged its start too: this is the second.
+        try await waitUntil("the following watch running", detail: store.process.log) {
+            store.process.log.components(separatedBy: "watch started").count - 1 >= 2
+        }
         try await family.parent.save([RecordSave(recordType: "ConfigurationCommand", recordName: "cmd-1", fields: [
             "targetDeviceID": "c1", "commandType": "updateApp", "status": "pending", "payloadJSON": "{\"bundleId\":\"org.khan\"}",
         ])], zone: FamilyFixture.zone1)
