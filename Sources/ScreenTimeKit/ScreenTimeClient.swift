@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import RPCCore
+import PairingAPI
 import StoreAPI
 
 /// ScreenTimeKit's entry point: what an app links instead of CloudKit (`CKContainer`).
@@ -66,7 +67,7 @@ public final class ScreenTimeClient: Sendable {
 
     /// From anywhere: the gateway over TLS, at the URLs and with the pin the credential
     /// (or, before pairing, the pairing URI in `link`) carries.
-    public static func remote(credentials: any CredentialStore, databasePath: String, link: PairingLink? = nil,
+    public static func remote(credentials: any CredentialStore, databasePath: String, link: PairingURI? = nil,
                               backoff: Backoff = Backoff()) throws(RPCError) -> ScreenTimeClient {
         let stored: DeviceIdentity?
         do { stored = try credentials.load() } catch { throw RPCError(.internal, "the stored credential could not be read: \(error)") }
