@@ -369,7 +369,9 @@ let package = Package(
                 "QRCode",
                 "RPCCore",
                 "RPCClient",
+                "ScreenTimeKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),

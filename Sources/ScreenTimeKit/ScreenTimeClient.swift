@@ -35,8 +35,10 @@ public final class ScreenTimeClient: Sendable {
     /// Opens the kit on a transport: the credential (if the device has one) from
     /// `credentials`, the kit's own database at `databasePath` (created if needed), and the
     /// offline queue's replay started.
+    /// With `startReplay` false the queue waits for ``SyncQueue/start()`` (to listen to its
+    /// events from the first one).
     public init(transport: any Transport, credentials: any CredentialStore, databasePath: String, backoff: Backoff = Backoff(),
-                logger: Logger = Logger(label: "screentimekit")) throws(RPCError) {
+                startReplay: Bool = true, logger: Logger = Logger(label: "screentimekit")) throws(RPCError) {
         let identity: DeviceIdentity?
         do { identity = try credentials.load() } catch {
             throw RPCError(.internal, "the stored credential could not be read: \(error)")
@@ -54,7 +56,7 @@ public final class ScreenTimeClient: Sendable {
         self.pairing = Pairing(session: session, credentials: credentials)
         self.child = ChildFlows(session: session, records: records, queue: queue)
         self.parent = ParentFlows(session: session, records: records, queue: queue)
-        queue.start()
+        if startReplay { queue.start() }
     }
 
     /// On the server itself: the services' Unix sockets in `runtimeDirectory`

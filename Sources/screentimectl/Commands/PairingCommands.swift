@@ -128,7 +128,7 @@ struct ChildCommand: AsyncParsableCommand {
         func run() async throws {
             try await Output.orExit {
                 let text = self.link == "-" ? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self) : self.link
-                let (child, accepted) = try await Device.acceptInvitation(self.device, link: try Device.PairingLink(text), deviceName: self.deviceName)
+                let (child, accepted) = try await Device.acceptInvitation(self.device, link: try Device.pairingURI(text), deviceName: self.deviceName)
                 print("\(child.profile.name) joined \(child.family) as \(accepted.childId)'s device \(child.profile.deviceId), zone \(accepted.zone).")
                 print("Short code (the parent's screen must show the same):\n  \(accepted.shortCode.emojiLine)   (\(accepted.shortCode.namesLine))")
                 print("Waiting for a parent to confirm: until then the server refuses this device's writes.")
