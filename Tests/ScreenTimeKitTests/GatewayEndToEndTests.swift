@@ -45,7 +45,7 @@ struct GatewayEndToEndTests {
                                     databasePath: stack.directory.file("\(name).sqlite"), link: link, backoff: KitStack.fast)
     }
 
-    @Test("the family story over TLS: pairing, a rule heard over push.listen and applied, usage recorded while the gateway is down arrives once, notifications go on; a wrong pin refused")
+    @Test("the family story over TLS: pairing, a rule heard over push.listen and applied; the gateway down while the child records usage and a rule is set: after the reconnect the usage arrives once, the rule's notification waited, none missed or handled twice; a wrong pin refused")
     func familyStoryRemote() async throws {
         let stack = try await KitStack.start(["store", "pairing", "push", "aggregator"])
         defer { stack.stopAll() }
@@ -95,6 +95,16 @@ struct GatewayEndToEndTests {
         let ids = try child.child.uploadUsage([UsageSession(logicalID: "org.khan", category: "learning", start: todayUTC(0, 1), end: todayUTC(0, 11))])
         _ = try await log.events.wait(for: 1, timeout: .seconds(30), "an attempt that could not be sent")
         #expect(log.applied.isEmpty)
+        // A rule set while the child is cut off (the parent here on the server's own sockets):
+        // its notification waits on the server for the child.
+        let parentHere = try ScreenTimeClient(
+            transport: UnixSocketTransport(runtimeDirectory: stack.directory.path, backoff: KitStack.fast),
+            credentials: FileCredentialStore(path: stack.directory.file("parent.credential")),
+            databasePath: stack.directory.file("parent-here.sqlite"), backoff: KitStack.fast)
+        _ = try await parentHere.parent.setAppRule(AppRuleChange(bundleId: "org.wikipedia", classification: "learning"), for: "emma")
+        try await within(.seconds(30), "the rule saved while the child is cut off") { await parentHere.queue.waitUntilDrained() }
+        await parentHere.close()
+        #expect(heard.all.count == 1, "nothing reaches the child while it is cut off")
 
         // Back on the same port with the same key: the write arrives once, the stream resumes.
         (gateway, endpoint) = try await Self.startGateway(stack, port: port)
@@ -104,8 +114,12 @@ struct GatewayEndToEndTests {
         #expect(try await parent.records.queryAll(UsageRecord.self, in: invitation.zone).count == 1)
         _ = try await parent.parent.setAppRule(AppRuleChange(bundleId: "com.game", classification: "reward"), for: "emma")
         try await within(.seconds(30), "the parent's queue drained again") { await parent.queue.waitUntilDrained() }
-        let all = try await heard.wait(for: 2, timeout: .seconds(30), "the second command's notification after the reconnect")
-        #expect(Set(all.map(\.seq)).count == 2, "each notification handled once")
+        _ = try await heard.wait(for: 2, timeout: .seconds(30), "the notification that waited during the outage")
+        let all = try await heard.wait(for: 3, timeout: .seconds(30), "the next command's notification after the reconnect")
+        #expect(Set(all.map(\.seq)).count == 3, "each notification handled once, none missed: \(all.map(\.seq))")
+        #expect(all.map(\.seq) == all.map(\.seq).sorted(), "in order")
+
+        #expect(heard.all.count == 3, "no notification handled twice")
 
         // A wrong pin: refused, never connected.
         let wrong = FileCredentialStore(path: stack.directory.file("wrong.credential"))

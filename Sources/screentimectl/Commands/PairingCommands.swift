@@ -104,7 +104,9 @@ struct ChildCommand: AsyncParsableCommand {
                     Output.line(String(code.terminalText(colors: isatty(STDOUT_FILENO) == 1).dropLast()))
                 }
                 Output.line("Invitation \(invitation.invitationId) for \(invitation.childId), valid until \(invitation.expiresAt.formatted(date: .omitted, time: .standard)).")
-                Output.line("On the child's device:\n  screentimectl child accept --profile \(self.child)-tablet '\(invitation.uri)'")
+                // Through a gateway, the child accepts through it too (the pin is in the link).
+                let server = parent.target.map { " --server \($0.urls[0])" } ?? ""
+                Output.line("On the child's device:\n  screentimectl child accept --profile \(self.child)-tablet\(server) '\(invitation.uri)'")
                 if self.noWait { return }
                 Progress.note("waiting for the child's device to accept (Ctrl-C to stop waiting; the invitation stays valid)…")
                 let info = try await parent.waitForAcceptance(invitation.invitationId, timeout: .milliseconds(Int64(self.wait * 1000)))
