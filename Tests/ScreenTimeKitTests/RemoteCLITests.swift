@@ -175,4 +175,22 @@ struct RemoteCLITests {
         #expect(third.stdout.contains("0 batches queued"))
         await gateway.stop()
     }
+
+    @Test("demo --server: the whole story over the network, both devices through the gateway, with its timings")
+    func demoOverNetwork() async throws {
+        let stack = try await KitStack.start(["store", "pairing", "push", "aggregator"])
+        defer { stack.stopAll() }
+        let (gateway, endpoint) = try await GatewayEndToEndTests.startGateway(stack)
+        defer { gateway.stopNow() }
+        let opened = gateway.log.components(separatedBy: "websocket opened").count
+        // Only the administrator's step (creating the family) uses the server's own sockets.
+        let demo = try await Machine(home: stack.directory.file("demo-home"))
+            .ctl("demo", "--runtime-dir", stack.directory.path, "--server", endpoint.urls[0], "--pin", endpoint.pin)
+        #expect(demo.stdout.contains("Over the network"))
+        for step in ["parent enrolls with the code:", "child accepts:", "after the parent saved", "after the upload", "its next write is refused: unauthorized", "Done in"] {
+            #expect(demo.stdout.contains(step), "\(step) missing from:\n\(demo.stdout)")
+        }
+        #expect(gateway.log.components(separatedBy: "websocket opened").count > opened + 1, "the devices went through the gateway")
+        await gateway.stop()
+    }
 }
