@@ -71,7 +71,7 @@ struct RemoteCLITests {
         return page.records.count
     }
 
-    @Test("parent and child in two processes over TLS: pairing, a rule heard live by the child's watch and applied, usage; a wrong pin refused before any request")
+    @Test("parent and child in two processes over TLS: pairing, a rule heard live by the child's watch and applied, usage; a wrong pin refused before any request; the connection lost under the child's watch and recovered: nothing shown twice, nothing missed")
     func parentAndChild() async throws {
         let stack = try await KitStack.start(["store", "pairing", "push", "aggregator"])
         defer { stack.stopAll() }
@@ -102,7 +102,40 @@ struct RemoteCLITests {
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("pin_mismatch"), "\(refused.stderr)")
         #expect(gateway.log.components(separatedBy: "websocket opened").count == opened, "no WebSocket was opened with the wrong pin")
+
+        // The connection lost under the child's watch, and recovered: what was shown before is
+        // not shown again, what came while nobody watched is shown, once.
+        let liveOutput = stack.directory.file("live.out")
+        let live = try family.child.background(["watch", "--profile", "emma-tablet", "--seconds", "120"], output: liveOutput)
+        defer { kill(live, SIGKILL) }
+        try await waitUntil("the child's watch listening again", timeout: .seconds(30)) {
+            ((try? String(contentsOfFile: liveOutput + ".err", encoding: .utf8)) ?? "").contains("watching")
+        }
+        let acks = gateway.log.components(separatedBy: "method=push.ack").count
+        try await family.parent.ctl("apps", "set", "--profile", "mum", "com.game", "--category", "reward")
+        try await waitUntil("the second command shown live", timeout: .seconds(30)) { Self.seqs(liveOutput).count == 1 }
+        // The watch acknowledges what it showed (the gateway logs each request once answered).
+        try await waitUntil("its acknowledgement answered", timeout: .seconds(30)) { gateway.log.components(separatedBy: "method=push.ack").count > acks }
         await gateway.stop()
+        #expect(try await ChildExit.wait(live, timeout: .seconds(30)) == 69, "the watch reports the lost connection")
+        let shownBefore = Self.seqs(liveOutput)
+        let (restarted, _) = try await GatewayEndToEndTests.startGateway(stack, port: endpoint.port)
+        defer { restarted.stopNow() }
+        try await family.parent.ctl("apps", "set", "--profile", "mum", "org.wikipedia", "--category", "learning")
+        let rewatchOutput = stack.directory.file("rewatch.out")
+        let rewatch = try family.child.background(["watch", "--profile", "emma-tablet", "--count", "1", "--seconds", "60"], output: rewatchOutput)
+        defer { kill(rewatch, SIGKILL) }
+        #expect(try await ChildExit.wait(rewatch, timeout: .seconds(60)) == 0)
+        let shownAfter = Self.seqs(rewatchOutput)
+        #expect(shownAfter.count == 1 && shownAfter[0] > shownBefore.last!, "before \(shownBefore), after \(shownAfter)")
+        await restarted.stop()
+    }
+
+    /// The notification numbers a watch printed (`#N …` lines).
+    static func seqs(_ file: String) -> [Int] {
+        ((try? String(contentsOfFile: file, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { line in
+            line.hasPrefix("#") ? Int(line.dropFirst().prefix { $0.isNumber }) : nil
+        }
     }
 
     @Test("usage recorded while the gateway is down waits in the child's queue; the child's process killed (kill -9) mid-replay; the next replay sends everything exactly once")
