@@ -111,6 +111,9 @@ struct GatewayEndToEndTests {
         try await within(.seconds(60), "the child's queue drained after the reconnect") { await child.queue.waitUntilDrained() }
         try await waitUntil("the batch reported applied", timeout: .seconds(30)) { log.applied.count == 1 }
         #expect(log.applied.map(\.0.requestId) == ids)
+        // The parent's transport decided it was offline too: its calls fail at once until its
+        // next attempt connects. An app waits for that event (or shows "offline"); so does this.
+        try await within(.seconds(30), "the parent connected again") { await parent.transport.waitUntilConnected() }
         #expect(try await parent.records.queryAll(UsageRecord.self, in: invitation.zone).count == 1)
         _ = try await parent.parent.setAppRule(AppRuleChange(bundleId: "com.game", classification: "reward"), for: "emma")
         try await within(.seconds(30), "the parent's queue drained again") { await parent.queue.waitUntilDrained() }

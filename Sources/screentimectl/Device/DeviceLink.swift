@@ -47,8 +47,8 @@ struct GatewayTarget: Hashable, Sendable {
     var urls: [String]
     var pin: KeyPin
 
-    /// `--server`/`--pin` first; else what the profile keeps; else what a pairing link
-    /// carries (only with `--server`, or a link alone when asked to use it); nil: local.
+    /// `--server` (its pin from `--pin`, else the pairing link's, else the profile's); else
+    /// the gateway the profile keeps (`--pin` may replace its pin); nil: the local sockets.
     static func resolve(_ remote: RemoteOptions, profile: Profile?, linkPin: String? = nil) throws(CLIError) -> GatewayTarget? {
         if let server = remote.serverURL {
             guard let pin = remote.pinText ?? linkPin ?? profile?.gatewayPin else {
@@ -58,6 +58,9 @@ struct GatewayTarget: Hashable, Sendable {
         }
         if let profile, let urls = profile.gatewayURLs, !urls.isEmpty, let pin = profile.gatewayPin {
             return GatewayTarget(urls: urls, pin: try Self.pin(remote.pinText ?? pin))
+        }
+        if remote.pin != nil {
+            throw CLIError(.invalidInput, "--pin goes with a gateway: give --server URL too (this device uses the local sockets)")
         }
         return nil
     }
