@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import RPCCore
+import PairingAPI
 import StoreAPI
 
 /// ScreenTimeKit's entry point: what an app links instead of CloudKit (`CKContainer`).
@@ -34,8 +35,10 @@ public final class ScreenTimeClient: Sendable {
     /// Opens the kit on a transport: the credential (if the device has one) from
     /// `credentials`, the kit's own database at `databasePath` (created if needed), and the
     /// offline queue's replay started.
+    /// With `startReplay` false the queue waits for ``SyncQueue/start()`` (to listen to its
+    /// events from the first one).
     public init(transport: any Transport, credentials: any CredentialStore, databasePath: String, backoff: Backoff = Backoff(),
-                logger: Logger = Logger(label: "screentimekit")) throws(RPCError) {
+                startReplay: Bool = true, logger: Logger = Logger(label: "screentimekit")) throws(RPCError) {
         let identity: DeviceIdentity?
         do { identity = try credentials.load() } catch {
             throw RPCError(.internal, "the stored credential could not be read: \(error)")
@@ -53,7 +56,7 @@ public final class ScreenTimeClient: Sendable {
         self.pairing = Pairing(session: session, credentials: credentials)
         self.child = ChildFlows(session: session, records: records, queue: queue)
         self.parent = ParentFlows(session: session, records: records, queue: queue)
-        queue.start()
+        if startReplay { queue.start() }
     }
 
     /// On the server itself: the services' Unix sockets in `runtimeDirectory`
@@ -66,7 +69,7 @@ public final class ScreenTimeClient: Sendable {
 
     /// From anywhere: the gateway over TLS, at the URLs and with the pin the credential
     /// (or, before pairing, the pairing URI in `link`) carries.
-    public static func remote(credentials: any CredentialStore, databasePath: String, link: PairingLink? = nil,
+    public static func remote(credentials: any CredentialStore, databasePath: String, link: PairingURI? = nil,
                               backoff: Backoff = Backoff()) throws(RPCError) -> ScreenTimeClient {
         let stored: DeviceIdentity?
         do { stored = try credentials.load() } catch { throw RPCError(.internal, "the stored credential could not be read: \(error)") }

@@ -14,8 +14,11 @@ struct ScreenTimeCtl: AsyncParsableCommand {
             <runtime-dir>/<name>.sock, or a path to a socket.
 
             Device mode: each --profile is a simulated device (its id, role and credential), so \
-            one terminal can be a parent and another a child. `screentimectl demo` runs the whole \
-            story against a running server.
+            one terminal can be a parent and another a child. It runs through ScreenTimeKit, as an \
+            app does: on the local sockets, or from any machine through the gateway with \
+            --server https://host:8443 --pin PIN (kept in the profile by `parent enroll` and \
+            `child accept`, so later commands need neither). `screentimectl demo [--server URL]` \
+            runs the whole story against a running server and prints its timings.
 
             Shell completions: screentimectl --generate-completion-script bash|zsh|fish.
 

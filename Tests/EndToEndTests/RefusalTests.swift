@@ -25,7 +25,7 @@ struct RefusalTests {
         #expect(taken.status == 73 && taken.stderr.contains("exists already"), "\(taken)")
         let badLink = try await stack.ctl("child", "accept", "--profile", "kid", "https://example.org/pair")
         #expect(badLink.status == 65 && badLink.stderr.contains("not a pairing link"), "\(badLink)")
-        let wrongSecret = try await stack.ctl("child", "accept", "--profile", "kid", "screentime://pair?v=1&family=smith&invitation=0123456789abcdef&secret=nope")
+        let wrongSecret = try await stack.ctl("child", "accept", "--profile", "kid", "screentime://pair?v=1&server=home.example&family=smith&invitation=0123456789abcdef&secret=nope")
         #expect(wrongSecret.status == 1 && wrongSecret.stderr.contains("invitation_invalid"), "\(wrongSecret)")
         let badCategory = try await stack.ctl("apps", "set", "--profile", "mum", "org.khan", "--category", "fun")
         #expect(badCategory.status == 64 && badCategory.stderr.contains("learning or reward"), "\(badCategory)")

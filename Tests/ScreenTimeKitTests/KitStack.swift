@@ -76,13 +76,20 @@ final class KitStack: @unchecked Sendable {
 
 /// Collects what a kit's queue did.
 final class QueueLog: Sendable {
+    /// What came of each attempt (applied, failed, will retry).
     let events = Arrivals<QueueEvent>()
+    /// Each attempt as it starts.
+    let sending = Arrivals<QueuedBatch>()
     private let task: Task<Void, Never>
 
     init(_ queue: SyncQueue) {
-        let events = self.events
+        let events = self.events, sending = self.sending
         let stream = queue.events()
-        self.task = Task { for await event in stream { events.append(event) } }
+        self.task = Task {
+            for await event in stream {
+                if case .sending(let batch) = event { sending.append(batch) } else { events.append(event) }
+            }
+        }
     }
 
     var applied: [(QueuedBatch, ModifyResult)] {

@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import NIOSSL
+import PairingAPI
 import RPCCore
 @testable import ScreenTimeKit
 import Testing
@@ -38,15 +39,16 @@ struct TransportUnitTests {
 
     @Test("pairing links: version 1, and version 2 with the gateway's URLs and a pin holding + and /")
     func links() throws {
-        let v1 = try #require(PairingLink("screentime://pair?v=1&server=home.example&family=smith&invitation=i1&secret=s3cret"))
-        #expect(v1.uri.family == "smith" && v1.uri.invitationId == "i1" && v1.uri.secret == "s3cret")
+        let v1 = try #require(PairingURI("screentime://pair?v=1&server=home.example&family=smith&invitation=i1&secret=s3cret"))
+        #expect(v1.family == "smith" && v1.invitationId == "i1" && v1.secret == "s3cret")
         #expect(v1.urls.isEmpty && v1.pin == nil)
         let pin = "ab+/cd=="
-        let v2 = try #require(PairingLink("screentime://pair?v=2&server=home.example&family=smith&invitation=i1&secret=s&url=https://home.example:8443&url=https://192.168.1.20:8443&pin=ab%2B/cd%3D%3D"))
+        let v2 = try #require(PairingURI("screentime://pair?v=2&server=home.example&family=smith&invitation=i1&secret=s&url=https://home.example:8443&url=https://192.168.1.20:8443&pin=ab%2B/cd%3D%3D"))
         #expect(v2.urls == ["https://home.example:8443", "https://192.168.1.20:8443"])
         #expect(v2.pin == pin)
-        #expect(PairingLink("screentime://pair?v=3&server=a&family=b&invitation=c&secret=d") == nil)
-        #expect(PairingLink("https://example.com") == nil)
+        #expect(PairingURI(v2.string) == v2, "what the server writes, the kit reads back")
+        #expect(PairingURI("screentime://pair?v=3&server=a&family=b&invitation=c&secret=d") == nil)
+        #expect(PairingURI("https://example.com") == nil)
     }
 
     @Test("the credential file is written atomically, mode 0600, and read back")
@@ -95,7 +97,7 @@ struct TransportUnitTests {
         defer { server.stop() }
         let other = try #require(KeyPin(Data(SHA256.hash(data: Data("another key".utf8))).base64EncodedString()))
         let transport = WebSocketTransport(configuration: .init(
-            urls: ["https://127.0.0.1:\(server.port)"], pin: other, connectWait: .seconds(5),
+            urls: ["https://127.0.0.1:\(server.port)"], pin: other,
             backoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(100), attemptsBeforeOffline: 2)))
         do {
             _ = try await transport.call(TransportRequest(method: "rpc.ping"))
@@ -146,7 +148,7 @@ extension TransportUnitTests {
         await tunnel.relay.value
     }
 
-    @Test("the WebSocket transport with no server: reconnecting, then offline after its attempts, and calls fail unavailable after their wait")
+    @Test("the WebSocket transport with no server: reconnecting, then offline after its attempts, and calls fail unavailable at once (the offline decision, not a timeout)")
     func webSocketUnreachable() async throws {
         // A port that was just free: nothing listens there.
         let server = try await TLSTestServer.start()
@@ -154,7 +156,7 @@ extension TransportUnitTests {
         server.stop()
         let pin = server.pin
         let transport = WebSocketTransport(configuration: .init(
-            urls: ["https://127.0.0.1:\(port)"], pin: pin, connectWait: .milliseconds(300),
+            urls: ["https://127.0.0.1:\(port)"], pin: pin,
             backoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(100), attemptsBeforeOffline: 3)))
         var states: [ConnectionState] = []
         for await state in transport.states() {

@@ -26,6 +26,8 @@ public struct QueuedBatch: Sendable, Hashable {
 
 /// What the queue did with a batch.
 public enum QueueEvent: Sendable {
+    /// It is being sent now (each attempt); an `applied`, `failed` or `willRetry` follows.
+    case sending(QueuedBatch)
     /// The store applied it (`result.replayed` is true when an earlier attempt had already
     /// applied it and this one only fetched the stored result).
     case applied(QueuedBatch, ModifyResult)
@@ -147,8 +149,9 @@ public final class SyncQueue: Sendable {
 
     // MARK: Replay
 
-    /// Starts sending in the background (the kit does this when it opens).
-    func start() {
+    /// Starts sending in the background (the kit does this when it opens, unless told not
+    /// to; then this starts it, e.g. once the app listens to ``events()``). Idempotent.
+    public func start() {
         self.worker.withLock { worker in
             guard worker == nil else { return }
             worker = Task { [weak self] in
@@ -158,8 +161,9 @@ public final class SyncQueue: Sendable {
         }
     }
 
-    /// Stops sending; what is queued stays queued.
-    func stop() async {
+    /// Stops sending (what is queued stays on disk) and ends every ``events()`` stream once
+    /// the events published so far are delivered.
+    public func stop() async {
         let task = self.worker.withLock { worker in
             defer { worker = nil }
             return worker
@@ -188,6 +192,7 @@ public final class SyncQueue: Sendable {
                 await self.waitForConnectionOrSignal()
             }
             if Task.isCancelled { return }
+            self.publish(.sending(next))
             do {
                 let result = try await self.session.call(StoreMethods.modify, next.params)
                 try self.remove(next.requestId)

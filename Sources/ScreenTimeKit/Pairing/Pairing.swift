@@ -17,18 +17,18 @@ public struct Pairing: Sendable {
     /// at once. Show ``PendingPairing/shortCode`` and call
     /// ``PendingPairing/waitForConfirmation(timeout:)``.
     public func accept(uri text: String, deviceId: String, deviceName: String) async throws(RPCError) -> PendingPairing {
-        guard let link = PairingLink(text) else {
+        guard let link = PairingURI(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
             throw RPCError(.invalidParams, "this is not a ScreenTime pairing code (screentime://pair?v=…); scan the parent's QR code again")
         }
         let accepted = try await self.session.call(PairingMethods.acceptInvitation, AcceptInvitationParams(
-            family: link.uri.family, invitationId: link.uri.invitationId, secret: link.uri.secret, deviceId: deviceId, deviceName: deviceName),
+            family: link.family, invitationId: link.invitationId, secret: link.secret, deviceId: deviceId, deviceName: deviceName),
             anonymous: true)
         let identity = DeviceIdentity(
             family: accepted.credential.family, deviceId: accepted.credential.deviceId, role: accepted.credential.role,
             status: accepted.credential.status, token: accepted.credential.token, zone: accepted.zone, childId: accepted.childId,
             urls: link.urls, pin: link.pin)
         try await self.keep(identity)
-        return PendingPairing(pairing: self, identity: identity, shortCode: accepted.shortCode, invitationId: link.uri.invitationId)
+        return PendingPairing(pairing: self, identity: identity, shortCode: accepted.shortCode, invitationId: link.invitationId)
     }
 
     // MARK: Parent

@@ -49,9 +49,7 @@ final class Session: Sendable {
 
     /// Calls a declared method as this device (or, with `anonymous`, with no credential).
     func call<P, R>(_ spec: MethodSpec<P, R>, _ params: P, anonymous: Bool = false, timeout: Duration? = nil) async throws(RPCError) -> R {
-        let auth = anonymous ? nil : self.identity.map { Auth(token: $0.token) }
-        let result = try await self.transport.call(TransportRequest(method: spec.name, params: try WireValues.encode(params), auth: auth, timeout: timeout))
-        return try WireValues.decode(R.self, from: result, what: "the result of \(spec.name)")
+        try await self.transport.call(spec, params, auth: anonymous ? nil : self.identity.map { Auth(token: $0.token) }, timeout: timeout)
     }
 
     /// Opens a declared stream as this device.

@@ -86,3 +86,41 @@ extension ErrorCode {
     /// refused, never made without the check.
     public static let pinMismatch = ErrorCode("pin_mismatch")
 }
+
+extension Transport {
+    /// Calls a declared method with typed parameters and result, as `auth` (none: the
+    /// server's administrator locally, an unpaired device through the gateway). What the
+    /// kit's own parts do; a program that drives the wire itself (`screentimectl`'s device
+    /// mode) calls the same way on either transport.
+    public func call<P, R>(_ spec: MethodSpec<P, R>, _ params: P, auth: Auth?, timeout: Duration? = nil) async throws(RPCError) -> R {
+        let result = try await self.call(TransportRequest(method: spec.name, params: try WireValues.encode(params), auth: auth, timeout: timeout))
+        return try WireValues.decode(R.self, from: result, what: "the result of \(spec.name)")
+    }
+
+    /// Opens a declared stream with typed items and end.
+    public func stream<P, I, E>(_ spec: StreamSpec<P, I, E>, _ params: P, auth: Auth?) -> AsyncThrowingStream<StreamEvent<I, E>, any Error> {
+        let request: TransportRequest
+        do {
+            request = TransportRequest(method: spec.name, params: try WireValues.encode(params), auth: auth)
+        } catch {
+            return AsyncThrowingStream { $0.finish(throwing: error) }
+        }
+        let upstream = self.stream(request)
+        let (events, continuation) = AsyncThrowingStream<StreamEvent<I, E>, any Error>.makeStream()
+        let relay = Task {
+            do {
+                for try await event in upstream {
+                    switch event {
+                    case .item(let value): continuation.yield(.item(try WireValues.decode(I.self, from: value, what: "an item of \(spec.name)")))
+                    case .end(let value): continuation.yield(.end(try WireValues.decode(E.self, from: value, what: "the end of \(spec.name)")))
+                    }
+                }
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        continuation.onTermination = { _ in relay.cancel() }
+        return events
+    }
+}

@@ -16,8 +16,13 @@ import WSClient
 /// It connects on creation and stays connected: when the connection drops it reconnects
 /// with jittered backoff (``Backoff``), pings to keep NATs and the gateway's idle timeout
 /// from closing it, and reports its state (`connected`, `reconnecting`, `offline`).
-/// Requests made while it is not connected wait for it up to `connectWait`, then fail with
-/// `unavailable` (the offline queue keeps writes for later).
+/// Whether a request waits or fails is decided by the state, not by a timer: while the
+/// transport is connecting or reconnecting a request waits for the next state change (no
+/// polling), bounded only by its own deadline; once the transport is `offline` (its
+/// `backoff.attemptsBeforeOffline` attempts in a row failed, or the server's key was refused)
+/// a request fails at once with `unavailable` (or `pin_mismatch`), and the offline queue keeps
+/// writes for later. A slow handshake under load therefore never fails a call, and a gateway
+/// that is down fails calls fast.
 public final class WebSocketTransport: Transport {
     public struct Configuration: Sendable {
         /// The gateway's URLs (`https://host:8443`), most preferred first; tried in turn.
@@ -26,21 +31,19 @@ public final class WebSocketTransport: Transport {
         /// The device's token, read at each connection; none before pairing (enrollment
         /// and acceptance are allowed without one).
         public var token: @Sendable () -> String?
+        /// A call's deadline (the wait for a connection included), unless the request has its own.
         public var callTimeout: Duration
-        /// How long a request waits for a connection before `unavailable`.
-        public var connectWait: Duration
         public var backoff: Backoff
         /// Ping interval (the gateway closes idle sockets).
         public var keepAlive: Duration
         public var maximumMessageSize: Int
 
-        public init(urls: [String], pin: KeyPin, token: @escaping @Sendable () -> String? = { nil }, callTimeout: Duration = .seconds(30), connectWait: Duration = .seconds(5),
+        public init(urls: [String], pin: KeyPin, token: @escaping @Sendable () -> String? = { nil }, callTimeout: Duration = .seconds(30),
                     backoff: Backoff = Backoff(), keepAlive: Duration = .seconds(25), maximumMessageSize: Int = 16 << 20) {
             self.urls = urls
             self.pin = pin
             self.token = token
             self.callTimeout = callTimeout
-            self.connectWait = connectWait
             self.backoff = backoff
             self.keepAlive = keepAlive
             self.maximumMessageSize = maximumMessageSize
@@ -85,15 +88,17 @@ public final class WebSocketTransport: Transport {
     public var lastError: RPCError? { self.link.withLock { $0.lastError } }
 
     public func call(_ request: TransportRequest) async throws(RPCError) -> JSONValue {
-        let writer = try await self.connectedWriter()
+        let deadline = request.timeout ?? self.configuration.callTimeout
+        let started = ContinuousClock.now
+        let writer = try await self.connectedWriter(within: deadline, for: request.method)
         let id = self.link.withLock { link in
             defer { link.nextID += 1 }
             return RequestID.int(link.nextID)
         }
         let payload = try Self.encode(id: id, request)
-        let deadline = request.timeout ?? self.configuration.callTimeout
+        let remaining = deadline - (ContinuousClock.now - started)
         let timer = Task { [weak self] in
-            try? await Task.sleep(for: deadline)
+            try? await Task.sleep(for: remaining)
             if !Task.isCancelled { self?.fail(id, RPCError(.timeout, "\(request.method) did not answer within \(deadline)")) }
         }
         defer { timer.cancel() }
@@ -129,7 +134,7 @@ public final class WebSocketTransport: Transport {
         let (events, continuation) = AsyncThrowingStream<StreamEvent<JSONValue, JSONValue>, any Error>.makeStream()
         let opened = Task {
             do throws(RPCError) {
-                let writer = try await self.connectedWriter()
+                let writer = try await self.connectedWriter(within: self.configuration.callTimeout, for: request.method)
                 let id = self.link.withLock { link in
                     defer { link.nextID += 1 }
                     let id = RequestID.int(link.nextID)
@@ -196,7 +201,11 @@ public final class WebSocketTransport: Transport {
             }
             if Task.isCancelled || self.link.withLock({ $0.closed }) { break }
             attempt = connected.get() ? 0 : attempt + 1
-            self.broadcast.set(attempt >= self.configuration.backoff.attemptsBeforeOffline ? .offline : .reconnecting)
+            // The explicit offline decision: enough failed attempts in a row, or a key that is
+            // not the pinned one (retrying will not change it). Calls waiting for a connection
+            // are woken by this change and fail at once.
+            let refused = !connected.get() && self.link.withLock { $0.lastError?.code == .pinMismatch }
+            self.broadcast.set(refused || attempt >= self.configuration.backoff.attemptsBeforeOffline ? .offline : .reconnecting)
             try? await Task.sleep(for: self.configuration.backoff.delay(attempt: attempt))
         }
         self.broadcast.set(.offline)
@@ -309,21 +318,44 @@ public final class WebSocketTransport: Transport {
         try await writer.writeTextMessage(try Self.encode(id: id, request))
     }
 
-    /// The current connection's writer, waiting for one up to `connectWait`.
-    private func connectedWriter() async throws(RPCError) -> WebSocketOutboundWriter {
-        let giveUp = ContinuousClock.now + self.configuration.connectWait
-        while true {
+    /// The current connection's writer. While the transport is connecting it waits for the
+    /// next state change (an event, not a poll); it fails at once when the transport is
+    /// offline, closed, or the pin was refused; `limit` (the call's deadline) bounds the wait.
+    private func connectedWriter(within limit: Duration, for method: String) async throws(RPCError) -> WebSocketOutboundWriter {
+        if let writer = self.link.withLock({ $0.writer }) { return writer }
+        do {
+            return try await withThrowingTaskGroup(of: WebSocketOutboundWriter.self) { group in
+                group.addTask { try await self.writerWhenConnected() }
+                group.addTask {
+                    try await Task.sleep(for: limit)
+                    throw RPCError(.timeout, "\(method) found no connection to the gateway within \(limit)")
+                }
+                defer { group.cancelAll() }
+                return try await group.next()!
+            }
+        } catch let error as RPCError {
+            throw error
+        } catch {
+            throw RPCError(.cancelled, "the call was cancelled")
+        }
+    }
+
+    private func writerWhenConnected() async throws(RPCError) -> WebSocketOutboundWriter {
+        // The stream yields the state now, then each change: the writer is checked after each.
+        for await state in self.broadcast.stream() {
             let (writer, closed, lastError) = self.link.withLock { ($0.writer, $0.closed, $0.lastError) }
             if let writer { return writer }
             if closed { throw RPCError(.unavailable, "the transport was closed") }
             if let lastError, lastError.code == .pinMismatch { throw lastError }
-            if ContinuousClock.now >= giveUp {
+            if state == .offline {
                 throw lastError.map { RPCError(.unavailable, "the gateway is unreachable: \($0.message)") }
                     ?? RPCError(.unavailable, "the gateway is unreachable")
             }
             if Task.isCancelled { throw RPCError(.cancelled, "the call was cancelled") }
-            try? await Task.sleep(for: .milliseconds(20))
         }
+        // The broadcast finished: the transport was closed.
+        if Task.isCancelled { throw RPCError(.cancelled, "the call was cancelled") }
+        throw RPCError(.unavailable, "the transport was closed")
     }
 
     private static func encode(id: RequestID?, _ request: TransportRequest) throws(RPCError) -> String {

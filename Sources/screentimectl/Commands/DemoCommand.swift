@@ -15,33 +15,61 @@ struct DemoCommand: AsyncParsableCommand {
         discussion: """
             Creates a new family (demo-XXXX) with a parent and a child profile, which stay so \
             you can go on exploring with them (--profile demo-XXXX-parent / demo-XXXX-child).
+
+            With --server URL (and --pin) both devices act from here through the gateway, \
+            over TLS with its key pinned, through ScreenTimeKit, as phones would; the timings are \
+            then the network's. Creating a family is the administrator's, on the server: give \
+            --family and --enroll-code from `screentimectl family create` there, or, on the \
+            server itself, leave them out and the demo creates one on the local sockets.
             """
     )
 
     @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var remote: RemoteOptions
     @Option(help: "Seconds to wait for each notification.") var wait: Double = 10
+    @Option(help: "With --server: a family created on the server (`screentimectl family create`).") var family: String?
+    @Option(help: "With --server: that family's enrollment code.") var enrollCode: String?
+
+    func validate() throws {
+        if (self.family == nil) != (self.enrollCode == nil) { throw ValidationError("give --family and --enroll-code together") }
+    }
 
     func run() async throws {
-        try await Output.orExit { try await Demo(connection: self.connection, wait: .milliseconds(Int64(self.wait * 1000))).run() }
+        try await Output.orExit {
+            try await Demo(connection: self.connection, remote: self.remote, wait: .milliseconds(Int64(self.wait * 1000)),
+                           given: self.family.map { ($0, self.enrollCode!) }).run()
+        }
     }
 }
 
 struct Demo {
     let connection: ConnectionOptions
+    let remote: RemoteOptions
     let wait: Duration
+    /// A family and its enrollment code made on the server beforehand.
+    let given: (family: String, code: String)?
     let started = ContinuousClock.now
 
     func run() async throws {
-        let family = "demo-" + String(UUID().uuidString.lowercased().prefix(4))
+        let family = self.given?.family ?? "demo-" + String(UUID().uuidString.lowercased().prefix(4))
         let zone = TimeZone.current.identifier
+        if let server = self.remote.serverURL {
+            Output.line("Over the network: both devices reach the gateway at \(server) through ScreenTimeKit (TLS, key pinned).")
+        }
 
-        self.step("1. Bootstrap: the server's administrator creates the family \(family) (\(zone))")
-        let admin = self.connection.client(for: "pairing", token: nil)
-        let code = try await self.timed("pairing.createFamily") {
-            try await admin.call(PairingMethods.createFamily, NewFamilyParams(family: family, displayName: "Demo family", timeZone: zone))
+        let code: String
+        if let given = self.given {
+            self.step("1. Bootstrap: the family \(family) was created on the server; its enrollment code was given")
+            code = given.code
+        } else {
+            self.step("1. Bootstrap: the server's administrator creates the family \(family) (\(zone))")
+            let admin = self.connection.client(for: "pairing", token: nil)
+            code = try await self.timed("pairing.createFamily (local, the administrator's)") {
+                try await admin.call(PairingMethods.createFamily, NewFamilyParams(family: family, displayName: "Demo family", timeZone: zone)).code
+            }
         }
         var parent = try await self.timed("parent enrolls with the code") {
-            try await Device.enrollParent(self.options("\(family)-parent"), family: family, code: code.code, deviceName: "Parent's phone", displayName: "Parent")
+            try await Device.enrollParent(self.options("\(family)-parent"), family: family, code: code, deviceName: "Parent's phone", displayName: "Parent")
         }
         self.say("parent", "enrolled as \(parent.profile.deviceId) (admin)")
 
@@ -49,7 +77,7 @@ struct Demo {
         let invitation = try await self.timed("parent asks for an invitation") { try await parent.invite(child: "sam", childName: "Sam", expiresInSeconds: 600) }
         self.say("parent", "shows a QR code of \(invitation.uri)")
         let (acceptedChild, accepted) = try await self.timed("child accepts") {
-            try await Device.acceptInvitation(self.options("\(family)-child"), link: try Device.PairingLink(invitation.uri), deviceName: "Sam's tablet")
+            try await Device.acceptInvitation(self.options("\(family)-child"), link: try Device.pairingURI(invitation.uri), deviceName: "Sam's tablet")
         }
         var child = acceptedChild
         self.say("child", "shows \(accepted.shortCode.emojiLine)  (\(accepted.shortCode.namesLine))")
@@ -57,7 +85,7 @@ struct Demo {
         let parentCode = parent.shortCode(status)
         self.say("parent", "shows \(parentCode?.emojiLine ?? "?")  (\(parentCode == accepted.shortCode ? "the same: confirm" : "DIFFERENT: reject"))")
         do {
-            _ = try await child.upload([Device.Session(app: "org.khanacademy", start: Date().addingTimeInterval(-60), end: Date(), category: "learning")])
+            _ = try await child.upload([Device.Session(app: "org.khanacademy", start: Date().addingTimeInterval(-60), end: Date(), category: "learning")], direct: true)
             self.say("child", "could write before confirmation (unexpected)")
         } catch let error as RPCError {
             self.say("child", "before confirmation its writes are refused: \(error.code)")
@@ -115,7 +143,7 @@ struct Demo {
         self.step("6. Revocation: the parent revokes the child's device")
         _ = try await self.timed("parent revokes") { try await parent.pairing.call(PairingMethods.revokeDevice, DeviceParams(deviceId: child.profile.deviceId)) }
         do {
-            _ = try await child.upload([Device.Session(app: "org.khanacademy", start: Date().addingTimeInterval(-60), end: Date(), category: nil)])
+            _ = try await child.upload([Device.Session(app: "org.khanacademy", start: Date().addingTimeInterval(-60), end: Date(), category: nil)], direct: true)
             self.say("child", "could still write (unexpected)")
         } catch let error as RPCError {
             self.say("child", "its next write is refused: \(error.code)")
@@ -127,6 +155,8 @@ struct Demo {
     func options(_ profile: String) throws -> DeviceOptions {
         var arguments = ["--profile", profile, "--timeout", String(self.connection.timeout)]
         if let directory = self.connection.runtimeDirectory { arguments += ["--runtime-dir", directory] }
+        if let server = self.remote.serverURL { arguments += ["--server", server] }
+        if let pin = self.remote.pinText { arguments += ["--pin", pin] }
         return try DeviceOptions.parse(arguments)
     }
 

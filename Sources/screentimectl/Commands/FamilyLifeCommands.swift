@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import PushAPI
 import RPCCore
+import ScreenTimeKit
 import StoreAPI
 
 struct AppsCommand: AsyncParsableCommand {
@@ -99,7 +100,13 @@ struct CommandsCommand: AsyncParsableCommand {
 struct UsageCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "usage", abstract: "Upload app usage sessions from this child device.",
-        subcommands: [Add.self, Import.self]
+        discussion: """
+            Through a gateway (--server, or a profile paired through one) uploads go through \
+            ScreenTimeKit's offline queue, kept beside the profile (<profile>.kit.sqlite): each \
+            batch is stored first, then sent once; what cannot be sent now (the gateway \
+            unreachable) waits, and `usage sync` (or the next upload) sends it, exactly once.
+            """,
+        subcommands: [Add.self, Import.self, Sync.self]
     )
 
     struct Add: AsyncParsableCommand {
@@ -135,8 +142,12 @@ struct UsageCommand: AsyncParsableCommand {
                 if category == "reward" && child.profile.shielded {
                     throw CLIError(.refused, "reward apps are shielded on this device: earned time is used up (learning apps earn more)")
                 }
-                let names = try await child.upload([session])
-                print("Uploaded \(names[0]): \(self.app) (\(category)), \(Table.time(Int64(length))) from \(StoreDates.format(session.start)).")
+                let uploaded = try await child.upload([session])
+                if uploaded.queued > 0 {
+                    print("Queued \(uploaded.names[0]): \(self.app) (\(category)), \(Table.time(Int64(length))) from \(StoreDates.format(session.start)); the gateway is unreachable: `screentimectl usage sync` sends it (once) when it is back.")
+                } else {
+                    print("Uploaded \(uploaded.names[0]): \(self.app) (\(category)), \(Table.time(Int64(length))) from \(StoreDates.format(session.start)).")
+                }
             }
         }
 
@@ -164,8 +175,12 @@ struct UsageCommand: AsyncParsableCommand {
                 let sessions = try UsageCSV.parse(try self.read())
                 guard !sessions.isEmpty else { throw CLIError(.invalidInput, "\(self.file) holds no sessions") }
                 for session in sessions { _ = try child.category(of: session) }
-                let names = try await child.upload(sessions) { done in Progress.count("uploaded", done, of: sessions.count) }
-                print("Imported \(names.count) sessions from \(self.file).")
+                let uploaded = try await child.upload(sessions) { done in Progress.count("uploaded", done, of: sessions.count) }
+                if uploaded.queued > 0 {
+                    print("Queued \(uploaded.names.count) sessions from \(self.file) (\(uploaded.queued) batches wait: the gateway is unreachable; `screentimectl usage sync` sends them, once).")
+                } else {
+                    print("Imported \(uploaded.names.count) sessions from \(self.file).")
+                }
             }
         }
 
@@ -173,6 +188,49 @@ struct UsageCommand: AsyncParsableCommand {
             if self.file == "-" { return String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self) }
             guard let data = FileManager.default.contents(atPath: self.file) else { throw CLIError(.invalidInput, "cannot read \(self.file)") }
             return String(decoding: data, as: UTF8.self)
+        }
+    }
+}
+
+extension UsageCommand {
+    struct Sync: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Send what this device's offline queue holds (uploads made while the gateway was unreachable), oldest first, each batch once.",
+            discussion: """
+                One line per batch: `sent ID (N records)`, or `already applied ID` when the server \
+                had applied it before and only its reply was lost (a crash, a dropped connection). \
+                Exits 0 when the queue is empty, 69 when the gateway is unreachable (the rest stays \
+                queued), 1 when the server refused a batch for good (it is kept, set aside).
+                """
+        )
+        @OptionGroup var device: DeviceOptions
+
+        func run() async throws {
+            try await Output.orExit {
+                let child = try self.device.device(.child)
+                guard child.target != nil || FileManager.default.fileExists(atPath: child.kitDatabasePath) else {
+                    print("Nothing queued: this device uploads straight to the local sockets.")
+                    return
+                }
+                let kit = try child.kit()
+                let pending = try kit.queue.pending().count
+                Output.line("\(pending) batches queued.")
+                let outcome = try await child.sync(kit) { event in
+                    switch event {
+                    case .sending(let batch): Output.line("sending \(batch.requestId)")
+                    case .applied(let batch, let result):
+                        Output.line(result.replayed ? "already applied \(batch.requestId)" : "sent \(batch.requestId) (\(batch.params.saves?.count ?? 0) records)")
+                    case .failed(let batch, let error): Output.line("refused \(batch.requestId): \(error.code): \(error.message)")
+                    case .willRetry(let batch, let error, _): Output.line("not sent \(batch.requestId): \(error.code)")
+                    }
+                }
+                Output.line("\(outcome.applied) sent, \(outcome.alreadyApplied) already applied, \(outcome.failed.count) refused, \(outcome.waiting) still queued.")
+                if !outcome.failed.isEmpty { throw CLIError(.refused, "the server refused \(outcome.failed.count) batches; they are kept, set aside") }
+                if let error = outcome.notNow { throw error }
+                if outcome.waiting > 0 {
+                    throw RPCError(.unavailable, "the connection to the gateway could not be made\(DeviceLink.reason(kit.transport)); \(outcome.waiting) batches stay queued")
+                }
+            }
         }
     }
 }

@@ -104,7 +104,9 @@ struct ChildCommand: AsyncParsableCommand {
                     Output.line(String(code.terminalText(colors: isatty(STDOUT_FILENO) == 1).dropLast()))
                 }
                 Output.line("Invitation \(invitation.invitationId) for \(invitation.childId), valid until \(invitation.expiresAt.formatted(date: .omitted, time: .standard)).")
-                Output.line("On the child's device:\n  screentimectl child accept --profile \(self.child)-tablet '\(invitation.uri)'")
+                // Through a gateway, the child accepts through it too (the pin is in the link).
+                let server = parent.target.map { " --server \($0.urls[0])" } ?? ""
+                Output.line("On the child's device:\n  screentimectl child accept --profile \(self.child)-tablet\(server) '\(invitation.uri)'")
                 if self.noWait { return }
                 Progress.note("waiting for the child's device to accept (Ctrl-C to stop waiting; the invitation stays valid)…")
                 let info = try await parent.waitForAcceptance(invitation.invitationId, timeout: .milliseconds(Int64(self.wait * 1000)))
@@ -128,7 +130,7 @@ struct ChildCommand: AsyncParsableCommand {
         func run() async throws {
             try await Output.orExit {
                 let text = self.link == "-" ? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self) : self.link
-                let (child, accepted) = try await Device.acceptInvitation(self.device, link: try Device.PairingLink(text), deviceName: self.deviceName)
+                let (child, accepted) = try await Device.acceptInvitation(self.device, link: try Device.pairingURI(text), deviceName: self.deviceName)
                 print("\(child.profile.name) joined \(child.family) as \(accepted.childId)'s device \(child.profile.deviceId), zone \(accepted.zone).")
                 print("Short code (the parent's screen must show the same):\n  \(accepted.shortCode.emojiLine)   (\(accepted.shortCode.namesLine))")
                 print("Waiting for a parent to confirm: until then the server refuses this device's writes.")

@@ -35,7 +35,10 @@ struct ReportCommand: AsyncParsableCommand {
 
     func run() async throws {
         let usesProfile = self.device.profileName != nil || ProcessInfo.processInfo.environment["SCREENTIME_PROFILE"].map { !$0.isEmpty } == true
-        let client = try await Output.orExit { usesProfile ? try self.device.device(.parent).aggregator : self.connection.client(for: "aggregator") }
+        let client = try await Output.orExit {
+            usesProfile ? try self.device.device(.parent).aggregator
+                : DeviceLink.open(self.connection, target: nil, token: self.connection.token ?? ProcessInfo.processInfo.environment["SCREENTIME_TOKEN"])
+        }
         let to = self.to ?? LocalDay.today()
         let from = try self.from ?? LocalDay.adding(-6, to: to)
         let params = ReportParams(family: self.family, child: self.child, deviceId: self.deviceId, from: from, to: to, by: self.by)

@@ -2,47 +2,42 @@ import Crypto
 import Foundation
 import PairingAPI
 import RPCCore
+import ScreenTimeKit
 import StoreAPI
+import Synchronization
 
 /// What a child's device does: accept an invitation, apply the parents' commands, upload
 /// usage sessions.
 extension Device {
-    /// What a pairing URI (the QR code) carries.
-    struct PairingLink {
-        var family: String
-        var invitationId: String
-        var secret: String
-
-        /// `screentime://pair?v=1&server=…&family=…&invitation=…&secret=…`
-        init(_ text: String) throws(CLIError) {
-            guard let components = URLComponents(string: text.trimmingCharacters(in: .whitespacesAndNewlines)),
-                  components.scheme == "screentime", components.host == "pair"
-            else { throw CLIError(.invalidInput, "not a pairing link (screentime://pair?…): \(text.prefix(120))") }
-            let items = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }) { first, _ in first }
-            guard let family = items["family"], let invitation = items["invitation"], let secret = items["secret"],
-                  !family.isEmpty, !invitation.isEmpty, !secret.isEmpty
-            else { throw CLIError(.invalidInput, "the pairing link lacks its family, invitation or secret: \(text.prefix(120))") }
-            self.family = family
-            self.invitationId = invitation
-            self.secret = secret
+    /// Reads the pairing URI (the QR code's text) with PairingAPI's one parser.
+    static func pairingURI(_ text: String) throws(CLIError) -> PairingURI {
+        guard let uri = PairingURI(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw CLIError(.invalidInput, "not a pairing link (screentime://pair?v=2&family=…&invitation=…&secret=…): \(text.prefix(120))")
         }
+        return uri
     }
 
     /// Accepts an invitation as a new child device and saves its profile (pending until a
     /// parent confirms).
-    static func acceptInvitation(_ options: DeviceOptions, link: PairingLink, deviceName: String?) async throws -> (Device, AcceptedInvitation) {
+    /// Through the gateway when `--server` is given (its pin from `--pin` or the link);
+    /// the profile keeps the gateway, so the device's later commands go there too.
+    static func acceptInvitation(_ options: DeviceOptions, link: PairingURI, deviceName: String?) async throws -> (Device, AcceptedInvitation) {
         let name = try options.requireProfileName()
         if options.profiles.exists(name) {
             throw CLIError(.profileExists, "a profile named \(name) exists already (\(options.profiles.path(name))); pick another name or delete that file")
         }
         let deviceId = newDeviceId(for: name)
         let deviceName = deviceName ?? name
-        let anyone = options.connection.client(for: "pairing", token: nil)
-        let accepted = try await anyone.call(PairingMethods.acceptInvitation, AcceptInvitationParams(
+        let target = try GatewayTarget.resolve(options.remote, profile: nil, linkPin: link.pin)
+        let accepted = try await options.anonymous(target).call(PairingMethods.acceptInvitation, AcceptInvitationParams(
             family: link.family, invitationId: link.invitationId, secret: link.secret, deviceId: deviceId, deviceName: deviceName))
-        let profile = Profile(name: name, role: .child, family: link.family, deviceId: deviceId, deviceName: deviceName,
+        var profile = Profile(name: name, role: .child, family: link.family, deviceId: deviceId, deviceName: deviceName,
                               token: accepted.credential.token, childId: accepted.childId, zone: accepted.zone)
-        let device = Device(profile: profile, options: options)
+        if let target {
+            profile.gatewayURLs = target.urls
+            profile.gatewayPin = target.pin.description
+        }
+        let device = try Device(profile: profile, options: options, target: target)
         try device.save()
         return (device, accepted)
     }
@@ -119,9 +114,14 @@ extension Device {
     /// Uploads sessions as UsageRecords, in atomic batches of at most 400. A record's name
     /// is derived from the device, app and times, so uploading the same session again
     /// changes nothing. `progress` gets the number uploaded so far.
-    func upload(_ sessions: [Session], progress: (Int) -> Void = { _ in }) async throws -> [String] {
+    ///
+    /// Through a gateway (a device away from the server) the batches go through
+    /// ScreenTimeKit's offline queue, as an app's would: persisted first, then sent once
+    /// each; what the gateway cannot take now waits for the next `usage sync` (or upload).
+    /// `direct` sends them at once instead, failing if they cannot go.
+    func upload(_ sessions: [Session], direct: Bool = false, progress: @escaping @Sendable (Int) -> Void = { _ in }) async throws -> Uploaded {
         var names: [String] = []
-        var done = 0
+        var batches: [ModifyParams] = []
         for batch in stride(from: 0, to: sessions.count, by: ModifyParams.maximumItems).map({ Array(sessions[$0..<min($0 + ModifyParams.maximumItems, sessions.count)]) }) {
             var saves: [RecordSave] = []
             for session in batch {
@@ -135,12 +135,38 @@ extension Device {
                     "totalSeconds": .int(max(0, seconds)),
                 ]))
             }
-            let result = try await self.store.call(StoreMethods.modify, ModifyParams(family: self.family, zone: self.zone, saves: saves, savePolicy: .allKeys, atomic: true))
+            batches.append(ModifyParams(family: self.family, zone: self.zone, saves: saves, savePolicy: .allKeys, atomic: true))
+        }
+        if self.target != nil && !direct {
+            let kit = try self.kit()
+            _ = try kit.queue.enqueue(batches, label: "usage")
+            let done = Mutex(0)
+            let outcome = try await self.sync(kit) { event in
+                if case .applied(let batch, _) = event {
+                    progress(done.withLock { $0 += batch.params.saves?.count ?? 0; return $0 })
+                }
+            }
+            if let (batch, error) = outcome.failed.first {
+                throw CLIError(.refused, "the server refused batch \(batch.requestId): \(error.code): \(error.message) (it stays in the queue, set aside)")
+            }
+            if let error = outcome.notNow { throw error }
+            return Uploaded(names: names, queued: outcome.waiting)
+        }
+        var done = 0
+        for params in batches {
+            let result = try await self.store.call(StoreMethods.modify, params)
             guard result.allSucceeded else { throw CLIError(.refused, "the store refused the batch") }
-            done += batch.count
+            done += params.saves?.count ?? 0
             progress(done)
         }
-        return names
+        return Uploaded(names: names, queued: 0)
+    }
+
+    /// What an upload did: the records' names, and how many batches wait in the queue for
+    /// a gateway that could not be reached.
+    struct Uploaded {
+        var names: [String]
+        var queued: Int
     }
 
     func usageRecordName(_ session: Session) -> String {

@@ -9,6 +9,7 @@ import StoreAPI
 /// (simulated device) to act as.
 struct DeviceOptions: ParsableArguments {
     @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var remote: RemoteOptions
 
     @Option(name: .customLong("profile"), help: ArgumentHelp("The simulated device to act as.", discussion: "Default: $SCREENTIME_PROFILE. Profiles are kept in $SCREENTIME_PROFILES_DIR, else beside a screentime-dev stack (.screentime/profiles), else ~/.config/screentime/profiles.", valueName: "name"))
     var profileName: String?
@@ -33,7 +34,12 @@ struct DeviceOptions: ParsableArguments {
         if let role, profile.role != role {
             throw CLIError(.wrongRole, "\(profile.name) is a \(profile.role.rawValue) device; this command is for a \(role.rawValue) device")
         }
-        return Device(profile: profile, options: self)
+        return try Device(profile: profile, options: self)
+    }
+
+    /// A link with no credential (enrollment, accepting an invitation), to `target`.
+    func anonymous(_ target: GatewayTarget?) -> DeviceLink {
+        DeviceLink.open(self.connection, target: target, token: nil)
     }
 }
 
@@ -54,16 +60,31 @@ extension ConnectionOptions {
     }
 }
 
-/// A simulated device acting on the server with its credential.
+/// A simulated device acting on the server with its credential, through ScreenTimeKit:
+/// over the gateway when its profile (or `--server`) names one, else on the local sockets.
 struct Device {
     var profile: Profile
     let options: DeviceOptions
+    /// The gateway, or nil for the local sockets.
+    let target: GatewayTarget?
+
+    init(profile: Profile, options: DeviceOptions, target: GatewayTarget? = nil) throws(CLIError) {
+        self.profile = profile
+        self.options = options
+        if let target {
+            self.target = target
+        } else {
+            self.target = try GatewayTarget.resolve(options.remote, profile: profile)
+        }
+    }
 
     var family: String { self.profile.family }
-    var store: RPCClient { self.options.connection.client(for: "store", token: self.profile.token) }
-    var pairing: RPCClient { self.options.connection.client(for: "pairing", token: self.profile.token) }
-    var push: RPCClient { self.options.connection.client(for: "push", token: self.profile.token) }
-    var aggregator: RPCClient { self.options.connection.client(for: "aggregator", token: self.profile.token) }
+    /// Every service through one link: the method names the service.
+    var link: DeviceLink { DeviceLink.open(self.options.connection, target: self.target, token: self.profile.token) }
+    var store: DeviceLink { self.link }
+    var pairing: DeviceLink { self.link }
+    var push: DeviceLink { self.link }
+    var aggregator: DeviceLink { self.link }
 
     func save() throws(CLIError) { try self.options.profiles.save(self.profile) }
 

@@ -6,18 +6,23 @@ import StoreAPI
 /// What a parent's device does: enrol, invite and confirm children, set app rules, read
 /// what the children did. The commands print these; `demo` runs them in a row.
 extension Device {
-    /// Enrols a parent device with an enrollment code and saves its profile.
+    /// Enrols a parent device with an enrollment code and saves its profile (with the
+    /// gateway, when enrolled through one with `--server`).
     static func enrollParent(_ options: DeviceOptions, family: String, code: String, deviceName: String?, displayName: String?) async throws -> Device {
         let name = try options.requireProfileName()
         if options.profiles.exists(name) {
             throw CLIError(.profileExists, "a profile named \(name) exists already (\(options.profiles.path(name))); pick another name or delete that file")
         }
         let deviceId = newDeviceId(for: name)
-        let admin = options.connection.client(for: "pairing", token: nil)
-        let credential = try await admin.call(PairingMethods.enrollParent, EnrollParentParams(
+        let target = try GatewayTarget.resolve(options.remote, profile: nil)
+        let credential = try await options.anonymous(target).call(PairingMethods.enrollParent, EnrollParentParams(
             family: family, code: code, deviceId: deviceId, deviceName: deviceName ?? name, displayName: displayName ?? name))
-        let profile = Profile(name: name, role: .parent, family: credential.family, deviceId: deviceId, deviceName: deviceName ?? name, token: credential.token)
-        let device = Device(profile: profile, options: options)
+        var profile = Profile(name: name, role: .parent, family: credential.family, deviceId: deviceId, deviceName: deviceName ?? name, token: credential.token)
+        if let target {
+            profile.gatewayURLs = target.urls
+            profile.gatewayPin = target.pin.description
+        }
+        let device = try Device(profile: profile, options: options, target: target)
         try device.save()
         return device
     }

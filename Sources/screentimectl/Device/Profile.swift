@@ -22,6 +22,10 @@ struct Profile: Codable {
     var rules: [String: AppRule] = [:]
     /// Whether a child device has been told to shield its reward apps.
     var shielded = false
+    /// The gateway this device was paired through (`--server`): its URLs and key pin.
+    /// Every later command goes there, through ScreenTimeKit; none: the local sockets.
+    var gatewayURLs: [String]?
+    var gatewayPin: String?
 
     struct AppRule: Codable, Equatable {
         var category: String
