@@ -71,7 +71,7 @@ struct DebianPackageTests {
         #expect(debugContents.contains("./usr/lib/debug/.build-id/"), "\(debugContents.prefix(500))")
     }
 
-    @Test("install: the sockets listen; the gateway made its key and certificate (0600) when it first started and answers over pinned TLS; each service answers with the changelog's version; the user exists; man pages render; units verify clean")
+    @Test("install: the sockets listen and no service runs; the gateway's key and certificate are there (0600) and it answers over pinned TLS; each service answers with the changelog's version; the user exists; man pages render; units verify clean")
     func install() async throws {
         try Self.bootable()
         let packages = try await PackageBuild.shared.value
@@ -82,8 +82,6 @@ struct DebianPackageTests {
             for service in Self.services {
                 #expect(try await container.property("ActiveState", of: "screentime-\(service.name).socket") == "active", "\(service.name).socket")
                 #expect(try await container.property("UnitFileState", of: "screentime-\(service.name).socket") == "enabled", "\(service.name).socket")
-            }
-            for service in Self.local {
                 #expect(try await container.property("ActiveState", of: "screentime-\(service.name).service") == "inactive", "\(service.name) waits for its first client")
             }
             #expect(try await container.property("UnitFileState", of: "screentime.target") == "enabled")
@@ -96,6 +94,12 @@ struct DebianPackageTests {
             }
             let cli = try await container.run("/usr/bin/screentimectl", "ping", "store")
             #expect(cli.status == 0 && cli.stdout.contains("\"version\":\"\(changelog)\""), "\(cli)")
+            try await Self.checkGateway(in: container, port: 8443, version: changelog)
+            // Without them (deleted here), the gateway makes them itself on its first start,
+            // in its sandbox: a first connection starts it.
+            _ = try await container.run("systemctl", "stop", "screentime-gateway.service")
+            _ = try await container.run("rm", "-rf", "/var/lib/screentime/gateway")
+            _ = try await container.run("curl", "-sk", "--max-time", "30", "-o", "/dev/null", "https://localhost:8443/healthz")
             try await Self.checkGateway(in: container, port: 8443, version: changelog)
 
             let manual = try await container.shell("MANWIDTH=80 man -P cat screentimectl 2>&1")
@@ -215,9 +219,9 @@ struct DebianPackageTests {
 }
 
 extension DebianPackageTests {
-    /// The gateway as the package runs it: started once by the package (its first start,
-    /// which made its key and self-signed certificate under the state directory, 0600, as
-    /// the screentime user), listening on `port`, answering over TLS pinned to that key
+    /// The gateway as the package runs it: its key and self-signed certificate made by the
+    /// gateway at install (under the state directory, 0600, as the screentime user), started
+    /// by its first connection on `port`, answering over TLS pinned to that key
     /// (curl checks the pin from endpoint.json), every service behind it reachable, and
     /// `rpc.ping` reporting the changelog's version.
     static func checkGateway(in container: Container, port: Int, version: String) async throws {
