@@ -61,6 +61,8 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The server's version, in one place (deploy/debian/changelog matches it).
+        .target(name: "ServerVersion", swiftSettings: strict),
         // The wire's JSON: values, the parser of untrusted input (depth-limited), the
         // writer, the decoder into Codable types, RFC 3339 dates. No dependencies.
         .target(name: "WireJSON", swiftSettings: strict),
@@ -144,6 +146,7 @@ let package = Package(
             name: "screentime-stored",
             dependencies: [
                 "RecordStore",
+                "ServerVersion",
                 "ServiceKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -177,6 +180,7 @@ let package = Package(
             name: "screentime-pairingd",
             dependencies: [
                 "PairingEngine",
+                "ServerVersion",
                 "ServiceKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -212,6 +216,7 @@ let package = Package(
             name: "screentime-pushd",
             dependencies: [
                 "PushEngine",
+                "ServerVersion",
                 "ServiceKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -266,6 +271,7 @@ let package = Package(
             name: "screentime-aggregatord",
             dependencies: [
                 "AggregatorEngine",
+                "ServerVersion",
                 "ServiceKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -349,6 +355,7 @@ let package = Package(
             name: "screentime-gatewayd",
             dependencies: [
                 "Gateway",
+                "ServerVersion",
                 "RPCCore",
                 "ServiceKit",
                 "SystemdKit",
@@ -361,6 +368,7 @@ let package = Package(
         .executableTarget(
             name: "screentimectl",
             dependencies: [
+                "ServerVersion",
                 "AggregatorAPI",
                 "PairingAPI",
                 "PushAPI",
@@ -658,6 +666,7 @@ let package = Package(
         .testTarget(
             name: "SystemdTests",
             dependencies: [
+                "ServerVersion",
                 "TestSupport",
                 "SystemdContainer",
                 "RPCCore",

@@ -1,102 +1,116 @@
 #!/bin/bash
-# Builds the Debian package screentime-server_<version>_<arch>.deb with dpkg-deb:
-# binaries in /usr/libexec/screentime, screentimectl in /usr/bin, units in
-# /lib/systemd/system, the user in /usr/lib/sysusers.d. Its maintainer scripts create the
-# user, reload systemd and enable and start the sockets on install (restarting running
-# services on upgrade), and stop them on removal; purge deletes the data.
+# Builds the Debian package screentime-server from this tree, the Debian way: a copy of
+# the tree with deploy/debian/ as debian/, the source package (dpkg-source -b), then the
+# binary packages (dpkg-buildpackage -b: screentime-server and its -dbgsym). Installs
+# what Debian provides for it when missing (debhelper, lintian, the build dependencies);
+# the Swift toolchain comes from this machine (swift on PATH, else /opt/swift/usr/bin).
+# See docs/operations.md, "Install on a home server".
 set -euo pipefail
 
-usage() { echo "Usage: deploy/build-deb.sh [--version X.Y.Z] [--bin-dir DIR] [--out DIR]"; }
-version=0.7.0
+usage() {
+    cat <<'USAGE'
+Usage: deploy/build-deb.sh [--bin-dir DIR] [--out DIR] [--binnmu N] [--lint]
+
+  --bin-dir DIR  package the binaries deploy/build-release.sh already built in DIR
+                 instead of building them in the copy (a clean release build)
+  --out DIR      where the packages go (default: the current directory)
+  --binnmu N     a binary-only rebuild, version <changelog version>+bN: a newer
+                 build of the same source (the binaries report the source's version)
+  --lint         run lintian on the binary and source packages; fail on any error
+                 or warning
+
+Prints the files it made, one a line.
+USAGE
+}
+
 bin_dir=""
 out="$(pwd)"
+binnmu=""
+lint=no
 while [ $# -gt 0 ]; do
     case "$1" in
-        --version) version="$2"; shift 2 ;;
-        --bin-dir) bin_dir="$2"; shift 2 ;;
-        --out) out="$2"; shift 2 ;;
+        --bin-dir) bin_dir="$(realpath "$2")"; shift 2 ;;
+        --out) out="$(realpath -m "$2")"; shift 2 ;;
+        --binnmu) binnmu="$2"; shift 2 ;;
+        --lint) lint=yes; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "build-deb.sh: unknown option $1" >&2; usage >&2; exit 64 ;;
     esac
 done
-root="$(cd "$(dirname "$0")/.." && pwd)"
-if [ -z "$bin_dir" ]; then
-    for product in screentime-stored screentime-pairingd screentime-pushd screentime-aggregatord screentime-gatewayd screentimectl; do
-        (cd "$root" && swift build -c release --static-swift-stdlib --product "$product")
+case "$binnmu" in
+    ""|[1-9]|[1-9][0-9]) ;;
+    *) echo "build-deb.sh: --binnmu takes a number from 1 to 99, not $binnmu" >&2; exit 64 ;;
+esac
+if [ -n "$bin_dir" ]; then
+    for binary in screentimectl generate-manual; do
+        [ -x "$bin_dir/$binary" ] || { echo "build-deb.sh: $bin_dir/$binary is missing: build with deploy/build-release.sh, or drop --bin-dir" >&2; exit 66; }
     done
-    bin_dir="$(cd "$root" && swift build -c release --static-swift-stdlib --show-bin-path)"
 fi
-arch="$(dpkg --print-architecture)"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+command -v swift >/dev/null || [ ! -x /opt/swift/usr/bin/swift ] || export PATH="/opt/swift/usr/bin:$PATH"
+
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
-pkg="$stage/screentime-server"
-libexec=/usr/libexec/screentime
-docdir=/usr/share/doc/screentime-server
+version="$(dpkg-parsechangelog -l "$root/deploy/debian/changelog" -S Version)"
+src="$stage/screentime-server-$version"
 
-install -d "$pkg/DEBIAN" "$pkg$libexec" "$pkg/usr/bin" "$pkg/lib/systemd/system" "$pkg/usr/lib/sysusers.d" "$pkg$docdir"
-for binary in screentime-stored screentime-pairingd screentime-pushd screentime-aggregatord screentime-gatewayd; do
-    install -m 0755 "$bin_dir/$binary" "$pkg$libexec/$binary"
-done
-install -m 0755 "$bin_dir/screentimectl" "$pkg/usr/bin/screentimectl"
-for unit in "$root"/systemd/screentime*.socket "$root"/systemd/screentime*.service "$root"/systemd/screentime.target; do
-    sed -e "s|@LIBEXECDIR@|$libexec|g" -e "s|@DOCDIR@|$docdir|g" "$unit" > "$pkg/lib/systemd/system/$(basename "$unit")"
-done
-install -m 0644 "$root/systemd/screentime.sysusers" "$pkg/usr/lib/sysusers.d/screentime.conf"
-install -m 0644 "$root/docs/operations.md" "$root/docs/protocol.md" "$root/docs/architecture.md" "$root/systemd/screentime-push-webhooks.conf" "$root/systemd/screentime-gateway-internet.conf" "$pkg$docdir/"
+# The tree as git sees it (tracked files, and new ones not ignored: no build
+# directories), or without its build directories where it is not a git checkout.
+mkdir -p "$src"
+if git -C "$root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    (cd "$root" && git ls-files -z --cached --others --exclude-standard | xargs -0 -r sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' _ |
+        tar --null -T - -cf -) | tar -xf - -C "$src"
+else
+    tar -C "$root" --exclude-vcs --exclude='./.build*' --exclude=./.swiftpm --exclude=./.screentime --exclude=./Package.resolved -cf - . | tar -xf - -C "$src"
+fi
+rm -rf "$src/debian"
+cp -a "$root/deploy/debian" "$src/debian"
 
-cat > "$pkg/DEBIAN/control" <<CONTROL
-Package: screentime-server
-Version: $version
-Architecture: $arch
-Maintainer: ScreenTime Rewards Server developers <root@localhost>
-Depends: systemd, libsystemd0, libsqlite3-0, libqrencode4, libpng16-16, libstdc++6
-Section: net
-Priority: optional
-Description: ScreenTime Rewards home server (replaces CloudKit for the app)
- A family's own server for the ScreenTime Rewards app: record store, pairing,
- push fan-out and usage aggregator as socket-activated systemd services, the
- device gateway (HTTPS and WebSocket on port 8443, TLS pinned through the
- pairing QR code), and the screentimectl admin CLI.
-CONTROL
-
-cat > "$pkg/DEBIAN/postinst" <<'SCRIPT'
-#!/bin/sh
-set -e
-if [ "$1" = configure ]; then
-    systemd-sysusers /usr/lib/sysusers.d/screentime.conf
-    install -d -m 0755 /etc/screentime
-    for service in store pairing push aggregator gateway; do
-        [ -f "/etc/screentime/$service.env" ] || printf '# Options for screentime-%s (see its --help)\nOPTIONS=\n' "$service" > "/etc/screentime/$service.env"
-    done
-    if [ -d /run/systemd/system ]; then
-        systemctl daemon-reload
-        systemctl enable screentime.target screentime-store.socket screentime-pairing.socket screentime-push.socket screentime-aggregator.socket screentime-gateway.socket >/dev/null
-        systemctl start screentime.target
-        # An upgrade: running services pick up the new binaries (data and schema stay; it migrates on start).
-        systemctl try-restart screentime-store.service screentime-pairing.service screentime-push.service screentime-aggregator.service screentime-gateway.service
+# What Debian provides for the build, installed when missing.
+if ! command -v lintian >/dev/null || ! command -v dh >/dev/null || ! (cd "$src" && dpkg-checkbuilddeps) 2>/dev/null; then
+    if [ "$(id -u)" != 0 ]; then
+        echo "build-deb.sh: the build dependencies are missing; install them as root: apt-get build-dep $src, apt-get install lintian (or run this as root)" >&2
+        (cd "$src" && dpkg-checkbuilddeps) || true
+        exit 69
     fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2
+    apt-get install -y -qq --no-install-recommends debhelper dpkg-dev lintian >&2
+    apt-get build-dep -y -qq "$src" >&2
 fi
-SCRIPT
-cat > "$pkg/DEBIAN/prerm" <<'SCRIPT'
-#!/bin/sh
-set -e
-if [ "$1" = remove ] && [ -d /run/systemd/system ]; then
-    systemctl disable --now screentime.target screentime-store.socket screentime-pairing.socket screentime-push.socket screentime-aggregator.socket screentime-gateway.socket >/dev/null 2>&1 || true
-    systemctl stop screentime-store.service screentime-pairing.service screentime-push.service screentime-aggregator.service screentime-gateway.service || true
+
+# The source package first, from the clean copy.
+(cd "$stage" && dpkg-source -b "screentime-server-$version" >&2)
+
+if [ -n "$binnmu" ]; then
+    maintainer="$(sed -n 's/^Maintainer: //p' "$src/debian/control")"
+    {
+        printf 'screentime-server (%s+b%s) unstable; urgency=medium, binary-only=yes\n\n' "$version" "$binnmu"
+        printf '  * Binary-only rebuild (no source changes).\n\n'
+        printf ' -- %s  %s\n\n' "$maintainer" "$(date -R)"
+        cat "$src/debian/changelog"
+    } > "$stage/changelog" && mv "$stage/changelog" "$src/debian/changelog"
 fi
-SCRIPT
-cat > "$pkg/DEBIAN/postrm" <<'SCRIPT'
-#!/bin/sh
-set -e
-[ -d /run/systemd/system ] && systemctl daemon-reload || true
-if [ "$1" = purge ]; then
-    rm -rf /var/lib/screentime /etc/screentime
-    userdel screentime 2>/dev/null || true
-    groupdel screentime 2>/dev/null || true
-fi
-SCRIPT
-chmod 0755 "$pkg/DEBIAN/postinst" "$pkg/DEBIAN/prerm" "$pkg/DEBIAN/postrm"
+
+(
+    cd "$src"
+    export SCREENTIME_PREBUILT_BIN_DIR="$bin_dir"
+    dpkg-buildpackage -b --no-sign >&2
+)
+
 mkdir -p "$out"
-# SCREENTIME_DEB_UNCOMPRESSED=1 (the tests): quicker to build, bigger.
-dpkg-deb --build --root-owner-group ${SCREENTIME_DEB_UNCOMPRESSED:+-Znone} "$pkg" "$out/screentime-server_${version}_${arch}.deb" >/dev/null
-echo "$out/screentime-server_${version}_${arch}.deb"
+made=()
+for file in "$stage"/*.deb "$stage"/*.ddeb "$stage"/*.dsc "$stage"/*.tar.xz "$stage"/*.changes "$stage"/*.buildinfo; do
+    [ -f "$file" ] || continue
+    cp "$file" "$out/"
+    made+=("$out/$(basename "$file")")
+done
+printf '%s\n' "${made[@]}"
+
+if [ "$lint" = yes ]; then
+    packages=()
+    for file in "${made[@]}"; do
+        case "$file" in *.deb|*.ddeb|*.dsc) packages+=("$file") ;; esac
+    done
+    lintian --fail-on error,warning "${packages[@]}" >&2
+fi

@@ -12,7 +12,7 @@ Usage: deploy/install.sh [--prefix DIR] [--bin-dir DIR] [--webhooks] [--internet
   --prefix DIR    where the binaries and docs go (default /usr/local: DIR/libexec/screentime,
                   DIR/bin/screentimectl, DIR/share/doc/screentime-server)
   --bin-dir DIR   install the binaries already built in DIR instead of building them
-                  (swift build -c release --static-swift-stdlib)
+                  (deploy/build-release.sh: release, --static-swift-stdlib)
   --webhooks      let the push service reach phones over HTTP (installs the network
                   drop-in; also add --webhooks to OPTIONS in /etc/screentime/push.env)
   --internet      let devices reach the gateway from any address (a port forward from the
@@ -41,15 +41,14 @@ done
 [ "$(id -u)" = 0 ] || { echo "install.sh: run it as root (sudo deploy/install.sh)" >&2; exit 77; }
 command -v systemctl >/dev/null || { echo "install.sh: systemd is needed (systemctl not found)" >&2; exit 69; }
 root="$(cd "$(dirname "$0")/.." && pwd)"
-services=(store pairing push aggregator gateway)
-binaries=(screentime-stored screentime-pairingd screentime-pushd screentime-aggregatord screentime-gatewayd)
+# deploy/services: one service a line, NAME BINARY.
+services=()
+binaries=()
+while read -r name binary; do services+=("$name"); binaries+=("$binary"); done < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$root/deploy/services")
 
 if [ -z "$bin_dir" ]; then
-    echo "building release binaries (swift build -c release --static-swift-stdlib)"
-    for product in "${binaries[@]}" screentimectl; do
-        (cd "$root" && swift build -c release --static-swift-stdlib --product "$product")
-    done
-    bin_dir="$(cd "$root" && swift build -c release --static-swift-stdlib --show-bin-path)"
+    echo "building release binaries (deploy/build-release.sh)"
+    bin_dir="$("$root/deploy/build-release.sh")"
 fi
 for binary in "${binaries[@]}" screentimectl; do
     [ -x "$bin_dir/$binary" ] || { echo "install.sh: $bin_dir/$binary is missing: build first, or drop --bin-dir" >&2; exit 66; }
@@ -83,9 +82,12 @@ fi
 if [ "$internet" = yes ]; then
     install -D -m 0644 "$root/systemd/screentime-gateway-internet.conf" "$units/screentime-gateway.service.d/internet.conf"
 fi
+# The gateway's port: a drop-in the administrator edits (kept when it is there).
+[ -f "$units/screentime-gateway.socket.d/port.conf" ] || install -D -m 0644 "$root/systemd/screentime-gateway-port.conf" "$units/screentime-gateway.socket.d/port.conf"
 install -d -m 0755 /etc/screentime
-for service in "${services[@]}"; do
-    [ -f "/etc/screentime/$service.env" ] || printf '# Options for screentime-%s (see its --help), e.g. OPTIONS="--log-level debug"\nOPTIONS=\n' "$service" > "/etc/screentime/$service.env"
+for index in "${!services[@]}"; do
+    env="/etc/screentime/${services[$index]}.env"
+    [ -f "$env" ] || sed -e "s/@NAME@/${services[$index]}/g" -e "s/@BINARY@/${binaries[$index]}/g" "$root/deploy/service.env.in" > "$env"
 done
 
 # The gateway's key, certificate and endpoint file (its URLs and pin, which pairing codes
@@ -102,6 +104,6 @@ if [ "$start" = yes ]; then
     # An upgrade: services that were running pick up the new binaries now.
     for service in "${services[@]}"; do systemctl try-restart "screentime-$service.service"; done
 fi
-echo "installed. Sockets: /run/screentime/{store,pairing,push,aggregator}.sock (group screentime), the gateway on TCP 8443."
+echo "installed. Sockets: $(printf '/run/screentime/%s.sock ' "${services[@]}")(group screentime); the gateway on TCP (its port: $units/screentime-gateway.socket.d/port.conf)."
 echo "Try: screentimectl call store rpc.ping    Logs: journalctl -u 'screentime-*'"
 echo "The gateway's pin (what devices check; pairing codes carry it): screentimectl gateway pin"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Stops and removes the ScreenTime Rewards Server installed by deploy/install.sh. The data
-# (/var/lib/screentime), the configuration (/etc/screentime) and the screentime user stay
-# unless --purge is given.
+# (/var/lib/screentime), the configuration (/etc/screentime, the gateway's port drop-in)
+# and the screentime user stay unless --purge is given.
 set -euo pipefail
 
 prefix=/usr/local
@@ -16,7 +16,9 @@ while [ $# -gt 0 ]; do
 done
 [ "$(id -u)" = 0 ] || { echo "uninstall.sh: run it as root" >&2; exit 77; }
 
-services=(store pairing push aggregator gateway)
+root="$(cd "$(dirname "$0")/.." && pwd)"
+services=()
+while read -r name _; do services+=("$name"); done < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$root/deploy/services")
 units=/etc/systemd/system
 systemctl disable --now screentime.target "${services[@]/%/.socket}" >/dev/null 2>&1 || true
 for service in "${services[@]}"; do
@@ -24,12 +26,12 @@ for service in "${services[@]}"; do
     rm -f "$units/screentime-$service.socket" "$units/screentime-$service.service"
 done
 systemctl disable --now screentime.target >/dev/null 2>&1 || true
-rm -rf "$units/screentime.target" "$units/screentime-push.service.d"
+rm -rf "$units/screentime.target" "$units/screentime-push.service.d" "$units/screentime-gateway.service.d"
 systemctl daemon-reload
 rm -rf "$prefix/libexec/screentime" "$prefix/share/doc/screentime-server"
 rm -f "$prefix/bin/screentimectl"
 if [ "$purge" = yes ]; then
-    rm -rf /var/lib/screentime /etc/screentime
+    rm -rf /var/lib/screentime /etc/screentime "$units/screentime-gateway.socket.d"
     userdel screentime 2>/dev/null || true
     groupdel screentime 2>/dev/null || true
     rm -f /etc/sysusers.d/screentime.conf

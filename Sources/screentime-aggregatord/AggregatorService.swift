@@ -1,5 +1,6 @@
 import AggregatorEngine
 import ArgumentParser
+import ServerVersion
 import ServiceKit
 
 @main
@@ -12,7 +13,7 @@ struct AggregatorService: AsyncParsableCommand {
             Follows the record store's change log (<runtime-dir>/store.sock) from where it stopped and writes \
             DailySummary records back to it; its own data is <state-dir>/aggregator.sqlite. See docs/protocol.md.
             """,
-        version: aggregatorVersion
+        version: ServerVersion.current
     )
 
     @OptionGroup var options: ServiceOptions
@@ -51,10 +52,8 @@ struct AggregatorService: AsyncParsableCommand {
             defaultPointsPerMinute: self.defaultPointsPerMinute,
             retentionDays: self.retentionDays,
             retentionInterval: .milliseconds(Int64(self.retentionSeconds * 1000)))
-        try await ServiceMain.run(service: "aggregator", identifier: "screentime-aggregatord", version: aggregatorVersion, options: self.options) { environment in
+        try await ServiceMain.run(service: "aggregator", identifier: "screentime-aggregatord", version: ServerVersion.current, options: self.options) { environment in
             try await .aggregator(configuration, environment: environment)
         }
     }
 }
-
-let aggregatorVersion = "0.7.0"

@@ -5,7 +5,7 @@ struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "screentime-bench",
         abstract: "Benchmarks of the ScreenTime Rewards services, each figure printed beside its floor measured in the same run.",
-        discussion: "Build in release mode first (swift build -c release); the benchmarks start the release binaries beside this one.",
+        discussion: "Build first with deploy/build-release.sh screentime-bench (as Benchmarks/run does): the benchmarks start the binaries beside this one, built as the package ships them (release, Swift runtime linked in statically).",
         subcommands: [StoreBenchmark.self, PairingBenchmark.self, PushBenchmark.self, AggregatorBenchmark.self, ColdStartBenchmark.self, RedisBenchmark.self, AllBenchmarks.self, NIOFloorServer.self]
     )
 }

@@ -105,7 +105,7 @@ struct ColdStartBenchmark: AsyncParsableCommand {
         // install.sh installs the gateway too.
         let binaries = Self.services.map { Self.executable(of: $0) } + ["screentime-gatewayd", "screentimectl"]
         for binary in binaries where !files.isExecutableFile(atPath: binDirectory + "/" + binary) {
-            throw BenchError("\(binDirectory)/\(binary) is missing: build first (swift build -c release), or pass --bin-dir")
+            throw BenchError("\(binDirectory)/\(binary) is missing: build first (deploy/build-release.sh screentime-bench), or pass --bin-dir")
         }
         let staged = try await container.reach(binDirectory, entries: binaries)
         let checkout = try await container.reach(Locations.packageRoot, entries: ["deploy", "docs", "systemd"])

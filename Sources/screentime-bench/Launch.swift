@@ -11,7 +11,7 @@ final class LaunchedService {
     init(_ name: String, binDirectory: String?, work: String, arguments: [String] = []) throws {
         let binary = (binDirectory ?? Locations.binDirectory) + "/" + name
         guard FileManager.default.isExecutableFile(atPath: binary) else {
-            throw BenchError("\(binary) not found; run swift build -c release first, or pass --bin-dir")
+            throw BenchError("\(binary) not found; build with deploy/build-release.sh screentime-bench first, or pass --bin-dir")
         }
         self.process.executableURL = URL(fileURLWithPath: binary)
         self.process.arguments = ["--runtime-dir", work, "--state-dir", work + "/state", "--log-level", ProcessInfo.processInfo.environment["BENCH_LOG_LEVEL"] ?? "warning", "--log-target", "stderr"] + arguments

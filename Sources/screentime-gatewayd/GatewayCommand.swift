@@ -4,6 +4,7 @@ import Gateway
 import Glibc
 import Logging
 import RPCCore
+import ServerVersion
 import ServiceKit
 import ServiceLifecycle
 import SystemdKit
@@ -25,7 +26,7 @@ struct GatewayCommand: AsyncParsableCommand {
             through the pairing QR code. It writes <state-dir>/gateway/endpoint.json (its URLs \
             and pin) for the pairing service and `screentimectl gateway pin`.
             """,
-        version: gatewayVersion
+        version: ServerVersion.current
     )
 
     @OptionGroup var options: ServiceOptions
@@ -130,7 +131,7 @@ struct GatewayCommand: AsyncParsableCommand {
         let openFiles = OpenFileLimit.raiseToHard()
         let configuration = self.configuration(paths: paths)
         logger.info("starting", metadata: [
-            "version": "\(gatewayVersion)", "runtime_dir": "\(paths.runtimeDirectory)", "state_dir": "\(paths.stateDirectory)",
+            "version": "\(ServerVersion.current)", "runtime_dir": "\(paths.runtimeDirectory)", "state_dir": "\(paths.stateDirectory)",
             "pid": "\(getpid())", "open_files_limit": "\(openFiles)",
         ])
         do {
@@ -179,10 +180,9 @@ struct GatewayCommand: AsyncParsableCommand {
             lifetime: .seconds(self.certificateDays * 86_400), renewBefore: .seconds(self.renewDays * 86_400), advertisedPort: self.advertisedPort)
         return GatewayConfiguration(
             listen: self.listen, runtimeDirectory: paths.runtimeDirectory, stateDirectory: paths.stateDirectory, certificate: certificate,
-            limits: limits, serverName: self.serverName ?? ProcessInfo.processInfo.hostName, version: gatewayVersion,
+            limits: limits, serverName: self.serverName ?? ProcessInfo.processInfo.hostName, version: ServerVersion.current,
             credentialRecheck: .milliseconds(Int64(self.credentialRecheckSeconds * 1000)), callTimeout: .milliseconds(Int64(self.callTimeoutSeconds * 1000)),
             shutdownTimeout: .milliseconds(Int64(self.options.shutdownTimeoutSeconds * 1000)))
     }
 }
 
-let gatewayVersion = "0.1.0"

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import PairingAPI
 import PairingEngine
+import ServerVersion
 import ServiceKit
 
 @main
@@ -14,7 +15,7 @@ struct PairingService: AsyncParsableCommand {
             Keeps no database of its own: its state is in the record store (<runtime-dir>/store.sock), \
             invitations in each family's internal _pairing zone. See docs/protocol.md.
             """,
-        version: pairingVersion
+        version: ServerVersion.current
     )
 
     @OptionGroup var options: ServiceOptions
@@ -70,10 +71,8 @@ struct PairingService: AsyncParsableCommand {
                 if !urls.isEmpty { endpoint.urls = urls }
                 return endpoint
             })
-        try await ServiceMain.run(service: "pairing", identifier: "screentime-pairingd", version: pairingVersion, options: self.options) { environment in
+        try await ServiceMain.run(service: "pairing", identifier: "screentime-pairingd", version: ServerVersion.current, options: self.options) { environment in
             try await .pairing(configuration, environment: environment)
         }
     }
 }
-
-let pairingVersion = "0.4.1"

@@ -1,5 +1,6 @@
 import ArgumentParser
 import PushEngine
+import ServerVersion
 import ServiceKit
 
 @main
@@ -12,7 +13,7 @@ struct PushService: AsyncParsableCommand {
             Follows the record store's change log (<runtime-dir>/store.sock) from where it stopped; \
             subscriptions, queues and that position are in <state-dir>/push.sqlite. See docs/protocol.md.
             """,
-        version: pushVersion
+        version: ServerVersion.current
     )
 
     @OptionGroup var options: ServiceOptions
@@ -84,11 +85,9 @@ struct PushService: AsyncParsableCommand {
             webhooks: self.webhooks ? PushConfiguration.WebhookDelivery(
                 timeout: .milliseconds(Int64(self.webhookTimeoutSeconds * 1000)), attempts: self.webhookAttempts,
                 firstRetry: .milliseconds(Int64(self.webhookRetrySeconds * 1000))) : nil,
-            version: pushVersion)
-        try await ServiceMain.run(service: "push", identifier: "screentime-pushd", version: pushVersion, options: self.options) { environment in
+            version: ServerVersion.current)
+        try await ServiceMain.run(service: "push", identifier: "screentime-pushd", version: ServerVersion.current, options: self.options) { environment in
             try await .push(configuration, environment: environment)
         }
     }
 }
-
-let pushVersion = "0.6.0"

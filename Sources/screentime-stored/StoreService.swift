@@ -1,5 +1,6 @@
 import ArgumentParser
 import RecordStore
+import ServerVersion
 import ServiceKit
 
 @main
@@ -13,7 +14,7 @@ struct StoreService: AsyncParsableCommand {
             a reply survives kill -9 and power loss. See docs/protocol.md for the methods and \
             docs/operations.md for backups.
             """,
-        version: storeVersion
+        version: ServerVersion.current
     )
 
     @OptionGroup var options: ServiceOptions
@@ -51,10 +52,8 @@ struct StoreService: AsyncParsableCommand {
             purgeInterval: .milliseconds(Int64(self.purgeIntervalSeconds * 1000)),
             wake: self.wake.isEmpty ? nil : self.wake.compactMap(WakeTarget.init(argument:)),
             schemaVersion: self.schemaVersion)
-        try await ServiceMain.run(service: "store", identifier: "screentime-stored", version: storeVersion, options: self.options) { environment in
+        try await ServiceMain.run(service: "store", identifier: "screentime-stored", version: ServerVersion.current, options: self.options) { environment in
             try await .store(configuration, environment: environment)
         }
     }
 }
-
-let storeVersion = "0.3.0"

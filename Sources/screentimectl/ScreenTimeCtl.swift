@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import RPCClient
 import RPCCore
+import ServerVersion
 import Synchronization
 
 @main
@@ -33,6 +34,7 @@ struct ScreenTimeCtl: AsyncParsableCommand {
               75  the service did not answer in time (--timeout)
               130 interrupted (Ctrl-C)
             """,
+        version: ServerVersion.current,
         subcommands: [
             Ping.self, Describe.self, Call.self, QR.self,
             FamilyCommand.self, ParentCommand.self, ChildCommand.self, DevicesCommand.self, DeviceCommand.self,

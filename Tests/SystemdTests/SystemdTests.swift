@@ -263,48 +263,6 @@ struct SystemdTests {
         }
     }
 
-    @Test("the .deb installs and starts its sockets, upgrades in place keeping the data, removes cleanly, and purge deletes the data")
-    func debianPackage() async throws {
-        let packages = TemporaryDirectory()
-        var debs: [String] = []
-        for version in ["0.7.0", "0.7.1"] {
-            let built = try await runCommand("\(Container.checkout)/deploy/build-deb.sh", ["--bin-dir", Container.binaries, "--out", packages.path, "--version", version],
-                                             environment: ["SCREENTIME_DEB_UNCOMPRESSED": "1"], timeout: .seconds(300))
-            #expect(built.status == 0, "\(built.stderr)")
-            debs.append(built.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
-        }
-        try await Container.with { container in
-            // The container has its own /tmp: hand the packages over through its root.
-            try FileManager.default.createDirectory(atPath: container.root + "/var/cache/screentime-debs", withIntermediateDirectories: true)
-            for (index, deb) in debs.enumerated() {
-                let inside = "/var/cache/screentime-debs/" + (deb as NSString).lastPathComponent
-                try FileManager.default.copyItem(atPath: deb, toPath: container.root + inside)
-                debs[index] = inside
-            }
-            let installed = try await container.run("dpkg", "-i", debs[0])
-            #expect(installed.status == 0, "\(installed.stdout)\(installed.stderr)")
-            for service in Self.services {
-                #expect(try await container.property("ActiveState", of: "screentime-\(service).socket") == "active", "\(service).socket")
-            }
-            _ = try await container.client("store").call(StoreMethods.createFamily, CreateFamilyParams(family: "smith"))
-            #expect(try await container.run("/usr/bin/screentimectl", "call", "store", "rpc.ping").status == 0)
-
-            let upgraded = try await container.run("dpkg", "-i", debs[1])
-            #expect(upgraded.status == 0, "\(upgraded.stdout)\(upgraded.stderr)")
-            #expect(try await container.run("dpkg-query", "-W", "-f", "${Version}", "screentime-server").stdout == "0.7.1")
-            let families = try await container.client("store").call(StoreMethods.listFamilies, Empty()).families.map(\.family)
-            #expect(families == ["smith"], "the data survives the upgrade")
-
-            let removed = try await container.run("dpkg", "-r", "screentime-server")
-            #expect(removed.status == 0, "\(removed.stderr)")
-            #expect(try await container.property("LoadState", of: "screentime-store.socket") == "not-found")
-            #expect(try await container.run("test", "-e", "/var/lib/screentime/store.sqlite").status == 0, "removal keeps the data")
-            #expect(try await container.run("dpkg", "-P", "screentime-server").status == 0)
-            #expect(try await container.run("test", "-e", "/var/lib/screentime").status != 0, "purge deletes it")
-            #expect(try await container.run("getent", "passwd", "screentime").status != 0)
-        }
-    }
-
     @Test("the cold-start benchmark boots its own container and reports a cold first reply and idle memory for every service (quick run; no thresholds)")
     func coldStartBenchmark() async throws {
         let output = TemporaryDirectory()

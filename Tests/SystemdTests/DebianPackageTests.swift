@@ -10,14 +10,25 @@ import TestSupport
 /// The Debian package, built by deploy/build-deb.sh (dpkg-buildpackage) from the binaries
 /// that ship (deploy/build-release.sh, built once for the test run: .ci/run sets
 /// SCREENTIME_RELEASE_BIN_DIR), checked by lintian, then installed, upgraded, removed and
-/// purged under a real systemd. Skipped, with the reason in the test output, where a
-/// container cannot boot or those binaries were not built.
+/// purged under a real systemd. Without those binaries (a developer's plain `swift test`)
+/// the suite is skipped, its reason in capitals in the test output; with them (CI), a
+/// container that cannot boot fails the tests that need it rather than skipping them.
 @Suite("The Debian package: lintian-clean; installs, upgrades (over itself and over 0.7), removes and purges under a real systemd",
        .serialized,
-       .enabled(if: Container.unavailable == nil, "PACKAGE TESTS NOT RUN: \(Container.unavailable ?? "")"),
        .enabled(if: PackageBuild.binaries != nil, "PACKAGE TESTS NOT RUN: \(PackageBuild.missingBinaries)"))
 struct DebianPackageTests {
     static let services = Deployment.services
+    /// The services with a Unix socket (every one but the gateway, which listens on TCP).
+    static let local = Deployment.services.filter { $0.name != "gateway" }
+    static let gatewayPort = "/etc/systemd/system/screentime-gateway.socket.d/port.conf"
+
+    /// The package tests were asked for (the shipped binaries are there): a container that
+    /// cannot boot is a failure, never a silent pass.
+    static func bootable() throws {
+        if let reason = Container.unavailable {
+            throw TestFailure("PACKAGE TESTS CANNOT RUN: no systemd container (\(reason)); they need root, systemd-nspawn and an overlay of /")
+        }
+    }
 
     @Test("lintian finds no error and no warning in the binary, -dbgsym and source packages; binaries stripped, Depends from shlibdeps, a real maintainer, conffiles, manual pages")
     func lintian() async throws {
@@ -49,6 +60,7 @@ struct DebianPackageTests {
             #expect(conffiles.contains("/etc/screentime/\(service.name).env"), "\(conffiles)")
         }
         #expect(conffiles.contains("/etc/avahi/services/screentime.service"), "\(conffiles)")
+        #expect(conffiles.contains(Self.gatewayPort), "the gateway's port, a drop-in the administrator edits: \(conffiles)")
 
         // Stripped, and the debug symbols in the -dbgsym package (by build id).
         let unpacked = TemporaryDirectory()
@@ -59,11 +71,16 @@ struct DebianPackageTests {
         #expect(debugContents.contains("./usr/lib/debug/.build-id/"), "\(debugContents.prefix(500))")
     }
 
-    @Test("install: the sockets listen and no service runs; each service answers with the changelog's version; the user exists; man screentimectl renders; units verify clean")
+    @Test("install: the sockets listen and no service runs; the gateway's key and certificate are there (0600) and it answers over pinned TLS; each service answers with the changelog's version; the user exists; man pages render; units verify clean")
     func install() async throws {
+        try Self.bootable()
         let packages = try await PackageBuild.shared.value
         try await Container.with { container in
             let debs = try container.handOver(packages)
+            // Recommends: avahi-daemon, and the package works without it. The container is an
+            // overlay of the host's /, which may have it: it goes, in the container only.
+            _ = try await container.shell("dpkg-query -W avahi-daemon >/dev/null 2>&1 && dpkg --purge --force-depends avahi-daemon")
+            #expect(try await container.run("dpkg-query", "-W", "-f", "${Status}", "avahi-daemon").stdout != "install ok installed", "the container has no avahi-daemon")
             try await container.dpkg("-i", debs.current)
             #expect(try await container.run("getent", "passwd", "screentime").status == 0)
             for service in Self.services {
@@ -74,13 +91,20 @@ struct DebianPackageTests {
             #expect(try await container.property("UnitFileState", of: "screentime.target") == "enabled")
             let changelog = try await runCommand("/usr/bin/dpkg-parsechangelog", ["-l", Container.checkout + "/deploy/debian/changelog", "-S", "Version"]).stdout
                 .trimmingCharacters(in: .whitespacesAndNewlines)
-            for service in Self.services {
+            for service in Self.local {
                 let ping = try await container.client(service.name).call("rpc.ping")
                 #expect(ping["service"]?.stringValue == service.name)
                 #expect(ping["version"]?.stringValue == changelog, "\(service.name) reports the changelog's version")
             }
             let cli = try await container.run("/usr/bin/screentimectl", "ping", "store")
             #expect(cli.status == 0 && cli.stdout.contains("\"version\":\"\(changelog)\""), "\(cli)")
+            try await Self.checkGateway(in: container, port: 8443, version: changelog)
+            // Without them (deleted here), the gateway makes them itself on its first start,
+            // in its sandbox: a first connection starts it.
+            _ = try await container.run("systemctl", "stop", "screentime-gateway.service")
+            _ = try await container.run("rm", "-rf", "/var/lib/screentime/gateway")
+            _ = try await container.run("curl", "-sk", "--max-time", "30", "-o", "/dev/null", "https://localhost:8443/healthz")
+            try await Self.checkGateway(in: container, port: 8443, version: changelog)
 
             let manual = try await container.shell("MANWIDTH=80 man -P cat screentimectl 2>&1")
             #expect(manual.status == 0 && manual.stdout.contains("NAME") && manual.stdout.contains("screentimectl") && manual.stdout.contains("SYNOPSIS"), "\(manual.stdout.prefix(2000))")
@@ -92,18 +116,32 @@ struct DebianPackageTests {
             let units = Self.services.flatMap { ["/lib/systemd/system/screentime-\($0.name).socket", "/lib/systemd/system/screentime-\($0.name).service"] }
             let verify = try await container.run(["systemd-analyze", "verify", "/lib/systemd/system/screentime.target"] + units)
             #expect(verify.status == 0 && verify.stderr.isEmpty, "\(verify.stderr)")
-            #expect(try await container.run("test", "-f", "/etc/avahi/services/screentime.service").status == 0, "the Avahi file is there, without avahi-daemon")
+            let avahi = try await container.read("/etc/avahi/services/screentime.service")
+            #expect(avahi.contains("<type>_screentime._tcp</type>") && avahi.contains("<port>8443</port>"), "the Avahi file is there, without avahi-daemon: \(avahi)")
         }
     }
 
     @Test("upgrade over itself and to a newer build: the data and an edited conffile stay, running services restart on the new binaries, idle ones stay idle, the sockets keep listening")
     func upgradeOverItself() async throws {
+        try Self.bootable()
         let packages = try await PackageBuild.shared.value
         try await Container.with { container in
             let debs = try container.handOver(packages)
             try await container.dpkg("-i", debs.current)
             let edited = "# mine\nOPTIONS=\"--log-level debug\"\n"
             try await container.write(edited, to: "/etc/screentime/store.env")
+            // The administrator moves the gateway to another port, as port.conf says.
+            let port = try await container.read(Self.gatewayPort).replacingOccurrences(of: "ListenStream=8443", with: "ListenStream=9443")
+            try await container.write(port, to: Self.gatewayPort)
+            for command in [["daemon-reload"], ["restart", "screentime-gateway.socket", "screentime-gateway.service"]] {
+                let done = try await container.run(["systemctl"] + command)
+                #expect(done.status == 0, "systemctl \(command): \(done)")
+            }
+            let changelog = try await runCommand("/usr/bin/dpkg-parsechangelog", ["-l", Container.checkout + "/deploy/debian/changelog", "-S", "Version"]).stdout
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            try await Self.checkGateway(in: container, port: 9443, version: changelog)
+            // /healthz started every service: pairing goes idle again (its socket stays).
+            _ = try await container.run("systemctl", "stop", "screentime-pairing.service")
             _ = try await container.client("store").call(StoreMethods.createFamily, CreateFamilyParams(family: "smith"))
 
             for deb in [debs.current, debs.rebuild] {
@@ -116,10 +154,12 @@ struct DebianPackageTests {
                     #expect(try await container.property("ActiveState", of: "screentime-\(service.name).socket") == "active")
                 }
                 #expect(try await container.read("/etc/screentime/store.env") == edited, "the administrator's configuration stays")
+                #expect(try await container.read(Self.gatewayPort) == port, "the administrator's port stays")
                 let families = try await container.client("store").call(StoreMethods.listFamilies, Empty()).families.map(\.family)
                 #expect(families == ["smith"], "the data stays")
             }
             #expect(try await container.run("dpkg-query", "-W", "-f", "${Version}", "screentime-server").stdout == "\(ServerVersion.current)+b1")
+            try await Self.checkGateway(in: container, port: 9443, version: changelog)
             // The store runs with the edited options: it logs every request at debug.
             _ = try await container.client("store").call("rpc.ping")
             try await container.waitUntil("the store logs at debug level") {
@@ -130,6 +170,7 @@ struct DebianPackageTests {
 
     @Test("upgrade from the hand-built 0.7 package: the data stays, an edited env file stays as it was, an untouched one becomes the new default, no question asked; remove keeps data and configuration; purge deletes them and keeps the user")
     func upgradeFrom07ThenRemoveAndPurge() async throws {
+        try Self.bootable()
         let packages = try await PackageBuild.shared.value
         try await Container.with { container in
             let debs = try container.handOver(packages)
@@ -155,6 +196,7 @@ struct DebianPackageTests {
                 #expect(try await container.property("ActiveState", of: "screentime-\(service.name).socket") == "active")
                 #expect(try await container.property("UnitFileState", of: "screentime-\(service.name).socket") == "enabled")
             }
+            try await Self.checkGateway(in: container, port: 8443, version: ServerVersion.current)
 
             // Remove: everything stops, the units go, the data and the configuration stay.
             _ = try await container.client("pairing").call("rpc.ping")
@@ -172,9 +214,35 @@ struct DebianPackageTests {
             #expect(try await container.run("test", "-e", "/var/lib/screentime").status != 0, "purge deletes the data")
             #expect(try await container.run("test", "-e", "/etc/screentime").status != 0, "purge deletes the configuration")
             #expect(try await container.run("test", "-e", "/etc/avahi/services/screentime.service").status != 0)
+            #expect(try await container.run("test", "-e", Self.gatewayPort).status != 0, "purge deletes the port drop-in")
             #expect(try await container.run("getent", "passwd", "screentime").status == 0, "purge keeps the system user")
             #expect(try await container.run("dpkg", "--status", "screentime-server").status != 0, "dpkg no longer knows the package")
         }
+    }
+}
+
+extension DebianPackageTests {
+    /// The gateway as the package runs it: its key and self-signed certificate made by the
+    /// gateway at install (under the state directory, 0600, as the screentime user), started
+    /// by its first connection on `port`, answering over TLS pinned to that key
+    /// (curl checks the pin from endpoint.json), every service behind it reachable, and
+    /// `rpc.ping` reporting the changelog's version.
+    static func checkGateway(in container: Container, port: Int, version: String) async throws {
+        try await container.waitUntil("the gateway has its key and certificate") {
+            try await container.run("test", "-s", "/var/lib/screentime/gateway/endpoint.json").status == 0
+        }
+        for file in ["key.pem", "certificate.pem"] {
+            let stat = try await container.run("stat", "-c", "%a %U", "/var/lib/screentime/gateway/" + file)
+            #expect(stat.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "600 screentime", "\(file): \(stat)")
+        }
+        let endpoint = try await container.read("/var/lib/screentime/gateway/endpoint.json")
+        let pin = try #require((try? JSONSerialization.jsonObject(with: Data(endpoint.utf8)) as? [String: Any])?["pin"] as? String, "\(endpoint)")
+        let pinned = ["curl", "-sS", "--max-time", "30", "--cacert", "/var/lib/screentime/gateway/certificate.pem", "--pinnedpubkey", "sha256//" + pin.replacingOccurrences(of: "sha256//", with: "")]
+        let healthz = try await container.run(pinned + ["-w", "\n%{http_code}", "https://localhost:\(port)/healthz"])
+        #expect(healthz.stdout.hasSuffix("\n200") && healthz.stdout.contains("\"ok\""), "GET /healthz over pinned TLS: \(healthz)")
+        let ping = try await container.run(pinned + ["-H", "Content-Type: application/json", "--data", #"{"id":1,"method":"rpc.ping"}"#, "https://localhost:\(port)/v1/rpc"])
+        #expect(ping.stdout.contains("\"service\":\"gateway\"") && ping.stdout.contains("\"version\":\"\(version)\""), "rpc.ping through the gateway: \(ping)")
+        #expect(try await container.property("ActiveState", of: "screentime-gateway.service") == "active")
     }
 }
 
