@@ -609,6 +609,8 @@ let package = Package(
                 "screentime-aggregatord",
                 "screentime-gatewayd",
                 "screentimectl",
+                // The dashboard's browser tests: JSON over HTTP to chromedriver.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),

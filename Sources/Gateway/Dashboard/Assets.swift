@@ -91,15 +91,19 @@ enum Assets {
     static let javaScript = #"""
         "use strict";
         (function () {
-          document.querySelectorAll("form[data-confirm]").forEach(function (form) {
-            form.addEventListener("submit", function (event) {
-              if (!window.confirm(form.dataset.confirm)) event.preventDefault();
-            });
+          var pending = null, socket = null, nextId = 10, backoff = 1000, stopped = false;
+          // On the document: forms inside the live part are replaced as it updates. A form
+          // sent means the page is being left: live updates stop (signing out revokes the
+          // credential the socket uses, which must not read as "signed out elsewhere").
+          document.addEventListener("submit", function (event) {
+            var form = event.target;
+            if (form.dataset && form.dataset.confirm && !window.confirm(form.dataset.confirm)) { event.preventDefault(); return; }
+            stopped = true;
+            if (socket) socket.close();
           });
           var live = document.getElementById("live");
           if (!live || !live.dataset.live) return;
           var status = document.getElementById("live-status");
-          var pending = null, socket = null, nextId = 10, backoff = 1000, stopped = false;
 
           function say(text) { if (status) status.textContent = text; }
 
@@ -109,6 +113,7 @@ enum Assets {
               pending = null;
               fetch(live.dataset.live, { credentials: "same-origin", headers: { "Accept": "text/html" }, cache: "no-store" })
                 .then(function (response) {
+                  if (stopped) return null;
                   if (response.status === 401) { stopped = true; window.location.assign("/signin?expired=1"); return null; }
                   if (!response.ok) { say("Could not update (" + response.status + "); retrying."); return null; }
                   return response.text();
@@ -143,7 +148,7 @@ enum Assets {
               if (message.id === 2 && message.result && message.continues) {
                 if (typeof message.result.seq === "number") send(nextId++, "push.ack", { upTo: message.result.seq });
                 refresh();
-              } else if (message.error && message.error.code === "unauthorized") {
+              } else if (message.error && message.error.code === "unauthorized" && !stopped) {
                 stopped = true;
                 window.location.assign("/signin?expired=1");
               }

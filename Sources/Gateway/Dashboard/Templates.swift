@@ -124,7 +124,7 @@ enum Templates {
           <form method="post" action="/devices/pair" class="stack">
             <input type="hidden" name="csrf" value="{{csrf}}">
             <label for="childId">Child's id <span class="hint">(letters, digits, - or _; e.g. emma)</span></label>
-            <input id="childId" name="childId" required pattern="[A-Za-z0-9_-]{1,64}" autocapitalize="none" spellcheck="false">
+            <input id="childId" name="childId" required pattern="[A-Za-z0-9_\-]{1,64}" autocapitalize="none" spellcheck="false">
             <label for="childName">Child's name <span class="hint">(optional)</span></label>
             <input id="childName" name="childName" maxlength="64">
             <button type="submit" id="pair-child">Show the pairing code</button>
@@ -249,7 +249,7 @@ enum Templates {
           <form method="post" action="/apps" class="stack" id="add-app">
             <input type="hidden" name="csrf" value="{{csrf}}">
             <label for="new-bundle">Bundle id</label>
-            <input id="new-bundle" name="bundleId" required pattern="[A-Za-z0-9._-]{1,200}" autocapitalize="none" spellcheck="false" placeholder="org.khanacademy">
+            <input id="new-bundle" name="bundleId" required pattern="[A-Za-z0-9._\-]{1,200}" autocapitalize="none" spellcheck="false" placeholder="org.khanacademy">
             <label for="new-name">Name <span class="hint">(optional)</span></label>
             <input id="new-name" name="displayName" maxlength="64">
             <label for="new-category">Category</label>

@@ -17,7 +17,9 @@ enum WebResponse {
             .cacheControl: cache,
             HTTPField.Name("X-Content-Type-Options")!: "nosniff",
             HTTPField.Name("Content-Security-Policy")!: Self.contentSecurityPolicy,
-            HTTPField.Name("Referrer-Policy")!: "no-referrer",
+            // same-origin, not no-referrer: with no-referrer a browser sends `Origin: null` on
+            // form posts, and the origin check needs the real one.
+            HTTPField.Name("Referrer-Policy")!: "same-origin",
             HTTPField.Name("X-Frame-Options")!: "DENY",
         ]
     }

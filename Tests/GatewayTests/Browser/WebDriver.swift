@@ -1,7 +1,6 @@
+import AsyncHTTPClient
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+import NIOCore
 import RPCCore
 import TestSupport
 
@@ -86,7 +85,8 @@ final class Browser: @unchecked Sendable {
             }
             self.session = session
         } catch {
-            driver.terminate()
+            kill(driver.processIdentifier, SIGKILL)
+            driver.waitUntilExit()
             throw error
         }
     }
@@ -94,7 +94,8 @@ final class Browser: @unchecked Sendable {
     /// Ends the session (chromium quits) and stops chromedriver.
     func quit() async {
         _ = try? await WebDriverHTTP.request("DELETE", "\(self.endpoint)/session/\(self.session)")
-        if self.driver.isRunning { self.driver.terminate() }
+        // chromedriver does not always stop on SIGTERM while a session ends.
+        kill(self.driver.processIdentifier, SIGKILL)
         self.driver.waitUntilExit()
     }
 
@@ -102,7 +103,9 @@ final class Browser: @unchecked Sendable {
 
     @discardableResult
     func command(_ method: String, _ path: String, _ body: JSONValue? = nil) async throws -> JSONValue {
-        let reply = try await WebDriverHTTP.request(method, "\(self.endpoint)/session/\(self.session)\(path)", body ?? (method == "POST" ? [:] : nil))
+        // (JSONValue takes `nil` as JSON null: a GET must send no body at all.)
+        let payload: JSONValue? = method == "POST" ? (body ?? .object([:])) : body
+        let reply = try await WebDriverHTTP.request(method, "\(self.endpoint)/session/\(self.session)\(path)", payload)
         if let error = reply["value"]?["error"]?.stringValue {
             throw TestFailure("WebDriver \(method) \(path): \(error): \(reply["value"]?["message"]?.stringValue ?? "")")
         }
@@ -130,8 +133,17 @@ final class Browser: @unchecked Sendable {
         return element
     }
 
+    /// Clicks the element; finds it again if the page's live part replaced it meanwhile.
     func click(_ selector: String) async throws {
-        try await self.command("POST", "/element/\(try await self.require(selector))/click")
+        var attempt = 0
+        while true {
+            do {
+                try await self.command("POST", "/element/\(try await self.require(selector))/click")
+                return
+            } catch let failure as TestFailure where failure.description.contains("stale element") && attempt < 5 {
+                attempt += 1
+            }
+        }
     }
 
     func type(_ selector: String, _ text: String, clear: Bool = true) async throws {
@@ -210,15 +222,16 @@ extension JSONValue {
 
 /// JSON over HTTP to chromedriver.
 enum WebDriverHTTP {
-    static func request(_ method: String, _ url: String, _ body: JSONValue? = nil, timeout: TimeInterval = 30) async throws -> JSONValue {
-        var request = URLRequest(url: URL(string: url)!, timeoutInterval: timeout)
-        request.httpMethod = method
+    static func request(_ method: String, _ url: String, _ body: JSONValue? = nil, timeout: Int64 = 30) async throws -> JSONValue {
+        var request = HTTPClientRequest(url: url)
+        request.method = .init(rawValue: method)
         if let body {
-            request.httpBody = try RPCJSON.makeEncoder().encode(body)
-            request.setValue("application/json; charset=utf-8", forHTTPHeaderField: "Content-Type")
+            request.body = .bytes(ByteBuffer(bytes: try RPCJSON.makeEncoder().encode(body)))
+            request.headers.add(name: "Content-Type", value: "application/json; charset=utf-8")
         }
-        let (data, _) = try await URLSession.shared.data(for: request)
-        return try JSONParser.parse(bytes: Array(data))
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(timeout))
+        let bytes = try await response.body.collect(upTo: 64 << 20)
+        return try JSONParser.parse(bytes: Array(bytes.readableBytesView))
     }
 }
 
