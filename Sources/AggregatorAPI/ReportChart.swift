@@ -5,7 +5,7 @@ import Foundation
 public enum ReportChart {
     public static func svg(_ report: Report) -> String {
         let rows = report.rows
-        let left = 56.0, top = 40.0, bottom = 64.0, right = 16.0
+        let left = 56.0, top = 48.0, bottom = 64.0, right = 16.0
         let slot = max(14.0, min(48.0, 900.0 / Double(max(rows.count, 1))))
         let plotWidth = slot * Double(rows.count), plotHeight = 240.0
         let width = left + plotWidth + right, height = top + plotHeight + bottom
@@ -18,8 +18,8 @@ public enum ReportChart {
             <title>\(Self.escape("Learning and reward time, \(report.from) to \(report.to)"))</title>
             <rect width="100%" height="100%" fill="white"/>
             <text x="\(left)" y="18" font-size="13" font-weight="bold">\(Self.escape("\(report.child.map { "Child \($0)" } ?? "Device \(report.deviceId ?? "")"): learning vs reward, by \(report.by.rawValue)"))</text>
-            <rect x="\(Int(width) - 170)" y="8" width="10" height="10" fill="#2e7d32"/><text x="\(Int(width) - 156)" y="17">learning</text>
-            <rect x="\(Int(width) - 96)" y="8" width="10" height="10" fill="#ef6c00"/><text x="\(Int(width) - 82)" y="17">reward</text>
+            <rect x="\(left)" y="24" width="10" height="10" fill="#2e7d32"/><text x="\(left + 14)" y="33">learning</text>
+            <rect x="\(left + 74)" y="24" width="10" height="10" fill="#ef6c00"/><text x="\(left + 88)" y="33">reward</text>
 
             """
         var mark = 0.0
