@@ -91,7 +91,7 @@ enum Assets {
     static let javaScript = #"""
         "use strict";
         (function () {
-          var pending = null, socket = null, nextId = 10, backoff = 1000, stopped = false;
+          var pending = null, socket = null, nextId = 10, backoff = 1000, stopped = false, inFlight = null;
           // On the document: forms inside the live part are replaced as it updates. A form
           // sent means the page is being left: live updates stop (signing out revokes the
           // credential the socket uses, which must not read as "signed out elsewhere").
@@ -100,6 +100,8 @@ enum Assets {
             if (form.dataset && form.dataset.confirm && !window.confirm(form.dataset.confirm)) { event.preventDefault(); return; }
             stopped = true;
             if (socket) socket.close();
+            // A refresh still on its way would meet the credential this form may revoke.
+            if (inFlight) inFlight.abort();
           });
           var live = document.getElementById("live");
           if (!live || !live.dataset.live) return;
@@ -111,7 +113,9 @@ enum Assets {
             if (pending) return;
             pending = setTimeout(function () {
               pending = null;
-              fetch(live.dataset.live, { credentials: "same-origin", headers: { "Accept": "text/html" }, cache: "no-store" })
+              if (stopped) return;
+              inFlight = new AbortController();
+              fetch(live.dataset.live, { credentials: "same-origin", headers: { "Accept": "text/html" }, cache: "no-store", signal: inFlight.signal })
                 .then(function (response) {
                   if (stopped) return null;
                   if (response.status === 401) { stopped = true; window.location.assign("/signin?expired=1"); return null; }
@@ -123,7 +127,8 @@ enum Assets {
                   live.innerHTML = html;
                   live.dataset.refreshed = String(Date.now());
                 })
-                .catch(function () { say("Offline: showing what was last received."); });
+                .catch(function (error) { if (!stopped) say("Offline: showing what was last received."); })
+                .finally(function () { inFlight = null; });
             }, 150);
           }
 

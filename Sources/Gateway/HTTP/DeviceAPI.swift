@@ -135,8 +135,13 @@ struct DeviceAPI: Sendable {
     /// The dashboard's session cookie (issue 28): `screentime_session=<token>`, taken only
     /// from a page of this origin (a WebSocket is not bound by the same-origin policy, so
     /// another site's page must not open one with the browser's cookie).
+    ///
+    /// A page's origin is always `http(s)://…` (or `null`); WebSocket client libraries send
+    /// their own (`wss://host`, swift-websocket's), which no page can forge: those are taken.
     static func sessionCookie(_ headers: HTTPFields, authority: String?) -> String? {
-        guard Dashboard.sameOrigin(headers, authority: authority) else { return nil }
+        if let origin = headers[HTTPField.Name("Origin")!], !(origin.hasPrefix("wss://") || origin.hasPrefix("ws://")) {
+            guard Dashboard.sameOrigin(headers, authority: authority) else { return nil }
+        }
         return Cookies.value(Cookies.session, in: headers)
     }
 

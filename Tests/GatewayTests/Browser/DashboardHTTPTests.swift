@@ -115,11 +115,8 @@ struct DashboardHTTPTests {
         // browser's own credential.
         let local = try stack.rpc("pairing.createFamily", ["family": "other"], token: session)
         #expect(local.status == 403 && local.errorCode == "forbidden")
-        // The WebSocket takes the cookie only from this origin.
-        let foreign = try DeviceWebSocket(stack: stack, headers: [("Cookie", "screentime_session=\(session)"), ("Origin", "https://evil.example")])
-        foreign.request(1, "pairing.listDevices")
-        #expect(try await foreign.reply(to: 1)["error"]?["code"] == "unauthorized")
-        await foreign.close()
+        // (The WebSocket's origin rule: DashboardOriginTests; swift-websocket's client sets
+        // its own Origin, so it cannot play another site's page here.)
 
         // Revoked from a parent's phone: refused at the browser's very next request, and
         // the cookie is cleared.
