@@ -58,7 +58,8 @@ struct Dashboard: Sendable {
         default:
             break
         }
-        let known: Set<String> = ["/", "/signout", "/devices", "/devices/pair", "/devices/revoke", "/devices/invite-parent", "/apps", "/reports", "/reports.csv"]
+        let known: Set<String> = ["/", "/signout", "/devices", "/devices/pair", "/devices/revoke", "/devices/invite-parent", "/apps", "/reports", "/reports.csv",
+                                  "/activity", "/settings"]
         guard known.contains(path) || path.hasPrefix("/devices/pair/") else {
             return WebResponse.wantsHTML(request.headers)
                 ? self.page(.notFound, "message", title: "Not found", session: nil, data: ["heading": "Nothing here", "kind": "error", "text": "There is no page at this address.", "back": "/", "backLabel": "Go to the overview"])
@@ -98,6 +99,8 @@ struct Dashboard: Sendable {
             case "/apps": return try await self.appsPage(session, fragment: fragment, query: query)
             case "/reports": return try await self.reportsPage(session, query: query)
             case "/reports.csv": return try await self.csv(session, query: query)
+            case "/activity": return try await self.activityPage(session, fragment: fragment)
+            case "/settings": return try await self.settingsPage(session, query: query)
             default:
                 let parts = path.split(separator: "/")
                 if parts.count == 3, parts[1] == "pair" { return try await self.pairPage(session, invitationId: String(parts[2]), fragment: fragment) }
@@ -231,6 +234,17 @@ struct Dashboard: Sendable {
                 let told = try await device.saveAppRule(bundleId: bundleId, category: category, pointsPerMinute: points,
                                                         enabled: form["enabled"] == "true", blocked: form["blocked"] == "true", displayName: form["displayName"])
                 return WebResponse.redirect("/apps?saved=\(FormData.encode(bundleId))&told=\(told)")
+            case "/settings":
+                let number = { (name: String, range: ClosedRange<Int>) throws(RPCError) -> Int? in
+                    let text = (form[name] ?? "").trimmingCharacters(in: .whitespaces)
+                    if text.isEmpty { return nil }
+                    guard let value = Int(text), range.contains(value) else { throw RPCError.invalidParams(name, "is a whole number from \(range.lowerBound) to \(range.upperBound), or empty") }
+                    return value
+                }
+                try await device.saveSettings(timeZone: (form["timeZone"] ?? "").trimmingCharacters(in: .whitespaces),
+                                              rewardMinutes: try number("rewardMinutes", 1...1440), balanceExhausted: form["balanceExhausted"] == "true",
+                                              noDataHours: try number("noDataHours", 1...720))
+                return WebResponse.redirect("/settings?saved=1")
             default:
                 let parts = path.split(separator: "/")
                 if parts.count == 4, parts[1] == "pair", parts[3] == "confirm" || parts[3] == "reject" {
@@ -241,7 +255,7 @@ struct Dashboard: Sendable {
                 return self.methodNotAllowed("GET")
             }
         } catch {
-            return self.errorPage(error, session: session, back: path.hasPrefix("/devices") ? "/devices" : path == "/apps" ? "/apps" : "/")
+            return self.errorPage(error, session: session, back: path.hasPrefix("/devices") ? "/devices" : ["/apps", "/settings"].contains(path) ? path : "/")
         }
     }
 
@@ -349,6 +363,27 @@ struct Dashboard: Sendable {
         return self.page(.ok, "reports", title: "Reports", session: session, clock: clock, data: data)
     }
 
+    func activityPage(_ session: Session, fragment: Bool) async throws(RPCError) -> Response {
+        let clock = try await session.device.clock()
+        let entries = try await session.device.auditLog(clock)
+        let live = Templates.render("activityLive", ["entries": entries, "hasEntries": !entries.isEmpty])
+        if fragment { return WebResponse.html(live) }
+        return self.page(.ok, "activity", title: "Activity", session: session, clock: clock, data: ["live": live, "navActivity": true])
+    }
+
+    func settingsPage(_ session: Session, query: [String: String]) async throws(RPCError) -> Response {
+        let fields = try await session.device.settings()
+        let clock = FamilyClock(timeZone: fields["timeZone"]?.stringValue)
+        var data: [String: Any] = [
+            "timeZone": clock.timeZoneName, "zones": TimeZone.knownTimeZoneIdentifiers.sorted(),
+            "rewardMinutes": fields["alertRewardMinutesPerDay"]?.intValue.map { "\($0)" } ?? "",
+            "noDataHours": fields["alertNoDataHours"]?.intValue.map { "\($0)" } ?? "",
+            "balanceExhausted": fields["alertOnBalanceExhausted"]?.boolValue ?? true, "navSettings": true,
+        ]
+        if query["saved"] != nil { data["notice"] = "Saved. Days are counted in \(clock.timeZoneName) from now on (the days held in detail are counted again)." }
+        return self.page(.ok, "settings", title: "Settings", session: session, clock: clock, data: data)
+    }
+
     func csv(_ session: Session, query: [String: String]) async throws(RPCError) -> Response {
         let clock = try await session.device.clock()
         let child = query["child"] ?? ""
@@ -365,7 +400,7 @@ struct Dashboard: Sendable {
         if let session { data["csrf"] = session.csrf }
         let body = Templates.render(template, data)
         var layout: [String: Any] = ["title": title, "body": body, "signedIn": session != nil]
-        for key in ["navOverview", "navApps", "navReports", "navDevices"] where data[key] != nil { layout[key] = true }
+        for key in ["navOverview", "navApps", "navReports", "navDevices", "navActivity", "navSettings"] where data[key] != nil { layout[key] = true }
         if let session { layout["csrf"] = session.csrf }
         if let clock { layout["timeZone"] = clock.timeZoneName }
         return WebResponse.html(Templates.render("layout", layout), status: status, extra: extra)

@@ -174,4 +174,37 @@ extension BrowserDevice {
             return row
         }
     }
+
+    /// The newest entries of the family's audit log (parents' and the server's actions).
+    func auditLog(_ clock: FamilyClock, limit: Int = 50) async throws(RPCError) -> [[String: Any]] {
+        let page = try await self.call(StoreMethods.query, QueryParams(
+            family: self.family, zone: StoreNames.defaultZone, recordType: RecordTypes.auditEntry, sort: QuerySort("timestamp", descending: true), limit: limit))
+        return page.records.map { record in
+            let fields = record.fields
+            let when = fields["timestamp"]?.stringValue.flatMap(StoreDates.parse) ?? record.createdAt
+            return [
+                "when": clock.time(when), "ago": clock.ago(when), "action": fields["action"]?.stringValue ?? "?",
+                "actor": fields["actor"]?.stringValue ?? record.createdBy, "target": fields["target"]?.stringValue ?? "",
+            ]
+        }
+    }
+
+    /// The Family record's settings the Settings page edits.
+    func settings() async throws(RPCError) -> [String: JSONValue] {
+        try await self.call(StoreMethods.fetch, FetchParams(family: self.family, zone: StoreNames.defaultZone, recordNames: [self.family])).records.first?.fields ?? [:]
+    }
+
+    /// Saves the family's time zone and alert thresholds (only these fields of the Family
+    /// record: the aggregator re-counts the days it holds in detail in a new zone).
+    func saveSettings(timeZone: String, rewardMinutes: Int?, balanceExhausted: Bool, noDataHours: Int?) async throws(RPCError) {
+        guard TimeZone(identifier: timeZone) != nil else { throw RPCError.invalidParams("timeZone", "is not an IANA time zone, such as Europe/Paris") }
+        let fields: [String: JSONValue] = [
+            "timeZone": .string(timeZone), "alertOnBalanceExhausted": .bool(balanceExhausted),
+            "alertRewardMinutesPerDay": rewardMinutes.map { .int(Int64($0)) } ?? .null,
+            "alertNoDataHours": noDataHours.map { .int(Int64($0)) } ?? .null,
+        ]
+        _ = try await self.call(StoreMethods.modify, ModifyParams(
+            family: self.family, zone: StoreNames.defaultZone,
+            saves: [RecordSave(recordType: RecordTypes.family, recordName: self.family, fields: fields)], savePolicy: .changedKeys, atomic: true))
+    }
 }

@@ -20,7 +20,7 @@ enum Templates {
     static let all: [String: String] = [
         "layout": layout, "signin": signIn, "overview": overview, "overviewLive": overviewLive,
         "devices": devices, "devicesLive": devicesLive, "pair": pair, "pairLive": pairLive, "apps": apps, "appsLive": appsLive,
-        "reports": reports, "message": message,
+        "reports": reports, "message": message, "activity": activity, "activityLive": activityLive, "settings": settings,
     ]
 
     static let layout = #"""
@@ -45,6 +45,8 @@ enum Templates {
             <a href="/apps" {{#navApps}}aria-current="page"{{/navApps}}>Apps</a>
             <a href="/reports" {{#navReports}}aria-current="page"{{/navReports}}>Reports</a>
             <a href="/devices" {{#navDevices}}aria-current="page"{{/navDevices}}>Devices</a>
+            <a href="/activity" {{#navActivity}}aria-current="page"{{/navActivity}}>Activity</a>
+            <a href="/settings" {{#navSettings}}aria-current="page"{{/navSettings}}>Settings</a>
           </nav>
           <form method="post" action="/signout" class="signout">
             <input type="hidden" name="csrf" value="{{csrf}}">
@@ -308,6 +310,43 @@ enum Templates {
         </section>
         {{/report}}
         {{/hasChildren}}
+        """#
+
+    static let activity = #"""
+        <h1>Activity</h1>
+        <p class="hint">What the family's parents (and the server's administrator) did, newest first. Alerts
+        (a reward limit reached, earned time used up) arrive on the parents' devices as notifications.</p>
+        <div id="live" data-live="/activity?fragment=1">{{{live}}}</div>
+        """#
+
+    static let activityLive = #"""
+        <section class="card">
+          <h2>Audit log</h2>
+          {{^entries}}<p class="empty">Nothing yet.</p>{{/entries}}
+          {{#hasEntries}}
+          <div class="table-wrap"><table>
+            <thead><tr><th scope="col">When</th><th scope="col">Who</th><th scope="col">What</th><th scope="col">On</th></tr></thead>
+            <tbody>{{#entries}}<tr data-action="{{action}}"><td><span title="{{when}}">{{ago}}</span></td><td>{{actor}}</td><td>{{action}}</td><td>{{target}}</td></tr>{{/entries}}</tbody>
+          </table></div>
+          {{/hasEntries}}
+        </section>
+        """#
+
+    static let settings = #"""
+        <h1>Settings</h1>
+        {{#notice}}<p class="notice" role="status" id="notice">{{notice}}</p>{{/notice}}
+        <form method="post" action="/settings" class="stack card">
+          <input type="hidden" name="csrf" value="{{csrf}}">
+          <label for="timeZone">The family's time zone <span class="hint">(IANA name; days are counted in it)</span></label>
+          <input id="timeZone" name="timeZone" value="{{timeZone}}" required list="zones" autocapitalize="none" spellcheck="false">
+          <datalist id="zones">{{#zones}}<option value="{{.}}">{{/zones}}</datalist>
+          <label for="rewardMinutes">Alert when a child's reward time in a day passes (minutes; empty: never)</label>
+          <input id="rewardMinutes" name="rewardMinutes" type="number" min="1" max="1440" value="{{rewardMinutes}}" inputmode="numeric">
+          <label for="noDataHours">Alert when a device sends no usage for (hours; empty: never)</label>
+          <input id="noDataHours" name="noDataHours" type="number" min="1" max="720" value="{{noDataHours}}" inputmode="numeric">
+          <label class="check"><input name="balanceExhausted" type="checkbox" value="true" {{#balanceExhausted}}checked{{/balanceExhausted}}> Alert when a child's earned time runs out</label>
+          <button type="submit" id="save-settings">Save</button>
+        </form>
         """#
 
     static let message = #"""

@@ -143,7 +143,22 @@ struct DashboardStoryTests {
         #expect(refused.status != 0, "a revoked device's upload went through: \(refused)")
         try await self.noConsoleErrors(browser)
 
-        // 7. Sign out: the session's credential is revoked; the old cookie gets nothing.
+        // 7. Activity: the parents' actions, the revocation among them. Settings: the family's
+        //    time zone and alert thresholds, which every page then uses.
+        try await browser.go(stack.url + "/activity")
+        try await browser.waitFor("the revocation in the audit log", "tr[data-action='device.revoke']") { $0.contains(childDevice) }
+        try await shots.take("activity")
+        try await browser.go(stack.url + "/settings")
+        try await browser.type("#timeZone", "America/New_York")
+        try await browser.type("#rewardMinutes", "45")
+        try await browser.click("#save-settings")
+        try await browser.waitFor("the settings saved", "#notice") { $0.contains("America/New_York") }
+        #expect(try await browser.pageText().contains("Times in America/New_York."))
+        #expect(try await browser.script("return document.getElementById('rewardMinutes').value") == "45")
+        try await shots.take("settings")
+        try await self.noConsoleErrors(browser)
+
+        // 8. Sign out: the session's credential is revoked; the old cookie gets nothing.
         try await browser.go(stack.url + "/")
         try await browser.click("button[type='submit'].link")
         try await browser.waitFor("the sign-in page after signing out", ".notice") { $0.contains("Signed out") }
