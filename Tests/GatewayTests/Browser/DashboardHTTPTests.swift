@@ -111,8 +111,10 @@ struct DashboardHTTPTests {
         let other = Client(stack: stack, jar: directory.file("jar-2"))
         #expect(try browser.post("/apps", form: rule.merging(["csrf": SessionToken.csrfOf(other)]) { $1 }, headers: [origin]).0.status == 403)
 
-        // Nothing more than a parent device: a local-only method stays refused with the
-        // browser's own credential.
+        // Nothing more than a parent device: a co-parent cannot invite parents (admins
+        // only), from the page as from a phone; a local-only method stays refused.
+        let invited = try browser.post("/devices/invite-parent", form: ["csrf": csrf], headers: [origin]).0
+        #expect(invited.status == 403 && invited.body.contains("Not allowed"), "\(invited.body)")
         let local = try stack.rpc("pairing.createFamily", ["family": "other"], token: session)
         #expect(local.status == 403 && local.errorCode == "forbidden")
         // (The WebSocket's origin rule: DashboardOriginTests; swift-websocket's client sets
