@@ -56,10 +56,12 @@ public enum ReportChart {
         minutes >= 60 && minutes.truncatingRemainder(dividingBy: 60) == 0 ? "\(Int(minutes / 60))h" : "\(Int(minutes))m"
     }
 
-    /// `1h05m`, `12m`.
+    /// `45s`, `12m`, `1h 05m` (as `screentimectl`'s tables write times).
     static func duration(_ seconds: Int64) -> String {
-        let minutes = max(0, seconds) / 60
-        return minutes >= 60 ? "\(minutes / 60)h\(String(format: "%02d", minutes % 60))m" : "\(minutes)m"
+        if seconds == 0 { return "0" }
+        if seconds < 60 { return "\(seconds)s" }
+        let minutes = seconds / 60
+        return minutes < 60 ? "\(minutes)m" : String(format: "%dh %02dm", minutes / 60, minutes % 60)
     }
 
     static func f(_ value: Double) -> String { String(format: "%.1f", value) }

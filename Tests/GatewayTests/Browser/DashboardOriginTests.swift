@@ -1,6 +1,7 @@
 @testable import Gateway
 import HTTPTypes
 import Testing
+import TestSupport
 
 /// Which requests may use the browser's session cookie: a page of another web origin
 /// never (cross-site WebSocket hijacking, cross-site forms).
@@ -31,5 +32,11 @@ struct DashboardOriginTests {
         #expect(!Dashboard.sameOrigin(self.headers(origin: "null"), authority: authority))
         #expect(!Dashboard.sameOrigin(self.headers(origin: "https://home.example:8443"), authority: nil))
         #expect(!Dashboard.sameOrigin(self.headers(origin: "https://evil.example"), authority: authority))
+    }
+
+    @Test("no browser on the machine is a failure that says what to install, never a skip")
+    func missingBrowser() throws {
+        let error = #expect(throws: TestFailure.self) { try Browser.locate(searchPath: "/nonexistent") }
+        #expect(error?.description.contains("apt-get install -y chromium chromium-driver") == true)
     }
 }

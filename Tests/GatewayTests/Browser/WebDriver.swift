@@ -15,8 +15,8 @@ final class Browser: @unchecked Sendable {
     let driverLog: String
 
     /// Where the browser and its driver are; a clear failure when they are not installed.
-    static func locate() throws -> (chromium: String, chromedriver: String) {
-        let path = (ProcessInfo.processInfo.environment["PATH"] ?? "") + ":/usr/bin:/usr/lib/chromium"
+    static func locate(searchPath: String = (ProcessInfo.processInfo.environment["PATH"] ?? "") + ":/usr/bin:/usr/lib/chromium") throws -> (chromium: String, chromedriver: String) {
+        let path = searchPath
         func find(_ names: [String]) -> String? {
             for directory in path.split(separator: ":") {
                 for name in names {
