@@ -44,6 +44,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
     ],
     targets: [
         // libsystemd, found through pkg-config (Debian: libsystemd-dev).
@@ -333,6 +334,9 @@ let package = Package(
                 "PushAPI",
                 "AggregatorAPI",
                 "SystemdKit",
+                // The dashboard: its pages' templates and the pairing invitation's QR code.
+                "QRCode",
+                .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -625,6 +629,8 @@ let package = Package(
                 "screentime-aggregatord",
                 "screentime-gatewayd",
                 "screentimectl",
+                // The dashboard's browser tests: JSON over HTTP to chromedriver.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),

@@ -56,6 +56,10 @@ public enum PairingMethods {
         "pairing.rotateCredential", summary: "The calling device replaces its own token; the old one stops working.",
         callers: .devices,
         errors: [.unauthorized])
+    public static let signOut = MethodSpec<Empty, DeviceInfo>(
+        "pairing.signOut", summary: "A parent's device gives up its own credential (a browser's sign-out): revoked at once, marked inactive. Not the family's last admin.",
+        callers: .parent,
+        errors: [.unauthorized, .forbidden])
     public static let listDevices = MethodSpec<Empty, ListDevicesResult>(
         "pairing.listDevices", summary: "Every device of the caller's family: role, state, child, last seen. Parents only.",
         callers: .parent,
@@ -77,6 +81,7 @@ extension PairingMethods {
         revokeDevice,
         removeChild,
         rotateCredential,
+        signOut,
         listDevices,
     ])
 }

@@ -266,6 +266,24 @@ struct Pairing: Sendable {
         }
     }
 
+    /// A parent's device revokes its own credential (the dashboard's sign-out). Decided
+    /// with the family's other parent revocations, one at a time, so that the last admin
+    /// can neither sign out nor be revoked at the same moment by another admin.
+    func signOut(auth: Auth?) async throws -> DeviceInfo {
+        let parent = try await self.store.parent(auth)
+        return try await self.serializer.run("parents/\(parent.family)") {
+            let caller = try await self.store.parent(auth)
+            if caller.role == .admin {
+                let credentials = try await self.store.client.call(StoreMethods.listCredentials, ListCredentialsParams(family: caller.family)).credentials
+                guard credentials.contains(where: { $0.role == .admin && $0.status == .active && $0.deviceId != caller.deviceId }) else {
+                    throw RPCError(.forbidden, "this device is the family's last admin and cannot sign out; enroll another admin parent first (pairing.inviteParent with role admin)",
+                                   data: ["deviceId": .string(caller.deviceId)])
+                }
+            }
+            return try await self.revoke(caller.deviceId, by: caller)
+        }
+    }
+
     /// Revokes a device the caller may revoke: its credential, its shares, its registrations.
     private func revoke(_ deviceId: String, by parent: PairingStore.Device) async throws -> DeviceInfo {
         let registrations = try await self.store.all(parent.family, type: RecordTypes.registeredDevice, filters: [QueryFilter(RecordFieldNames.deviceID, .equal, .string(deviceId))])

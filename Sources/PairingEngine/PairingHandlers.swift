@@ -16,6 +16,7 @@ enum PairingHandlers {
         methods.on(PairingMethods.revokeDevice) { params, context in try await pairing.revokeDevice(params, auth: context.auth) }
         methods.on(PairingMethods.removeChild) { params, context in try await pairing.removeChild(params, auth: context.auth) }
         methods.on(PairingMethods.rotateCredential) { _, context in try await pairing.rotateCredential(auth: context.auth) }
+        methods.on(PairingMethods.signOut) { _, context in try await pairing.signOut(auth: context.auth) }
         methods.on(PairingMethods.listDevices) { _, context in try await pairing.listDevices(auth: context.auth) }
         return methods
     }

@@ -16,7 +16,9 @@ struct GatewayCommand: AsyncParsableCommand {
         abstract: "The ScreenTime Rewards device gateway: HTTPS and WebSocket for the family's phones and browsers, relayed to the services.",
         discussion: """
             The only ScreenTime service on the network. Serves the device API (POST /v1/rpc, \
-            GET /v1/ws, GET /v1/info, GET /healthz; docs/protocol.md) over TLS on the TCP socket \
+            GET /v1/ws, GET /v1/info, GET /healthz; docs/protocol.md) and the parents' web \
+            dashboard (every other path, from /; a browser signs in with an enrollment code from \
+            `screentimectl parent invite`) over TLS on the TCP socket \
             systemd passes (screentime-gateway.socket, port 8443), or on --listen when started \
             by hand. Relays each device's requests to the services' sockets in <runtime-dir>, \
             allowing only what their declared method lists let a device call.

@@ -16,6 +16,13 @@ import RPCCore
 /// ```
 struct DeviceAPI: Sendable {
     let gateway: GatewayContext
+    /// Every other path: the parent's web dashboard.
+    let dashboard: Dashboard
+
+    init(gateway: GatewayContext) {
+        self.gateway = gateway
+        self.dashboard = Dashboard(gateway: gateway)
+    }
 
     func respond(to request: Request, writer: consuming ResponseWriter, channel: any Channel) async throws {
         let started = ContinuousClock.now
@@ -45,6 +52,8 @@ struct DeviceAPI: Sendable {
                 .withStatus(.methodNotAllowed)
         case (_, "/v1/ws"):
             response = JSONResponse.error(RPCError(.invalidRequest, "/v1/ws is a WebSocket: send GET with Upgrade: websocket"))
+        case (_, let path) where Dashboard.owns(path):
+            response = await self.dashboard.respond(to: &request, address: address)
         default:
             response = JSONResponse.error(RPCError(.notFound, "nothing here; the device API is at /v1/rpc, /v1/ws and /v1/info"))
         }
@@ -123,15 +132,17 @@ struct DeviceAPI: Sendable {
         return token.isEmpty ? nil : token
     }
 
-    /// The dashboard's session cookie (issue 28): `screentime_session=<token>`.
-    static func sessionCookie(_ headers: HTTPFields) -> String? {
-        for value in headers[values: .cookie] {
-            for pair in value.split(separator: ";") {
-                let parts = pair.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-                if parts.count == 2, parts[0] == "screentime_session", !parts[1].isEmpty { return parts[1] }
-            }
+    /// The dashboard's session cookie (issue 28): `screentime_session=<token>`, taken only
+    /// from a page of this origin (a WebSocket is not bound by the same-origin policy, so
+    /// another site's page must not open one with the browser's cookie).
+    ///
+    /// A page's origin is always `http(s)://…` (or `null`); WebSocket client libraries send
+    /// their own (`wss://host`, swift-websocket's), which no page can forge: those are taken.
+    static func sessionCookie(_ headers: HTTPFields, authority: String?) -> String? {
+        if let origin = headers[HTTPField.Name("Origin")!], !(origin.hasPrefix("wss://") || origin.hasPrefix("ws://")) {
+            guard Dashboard.sameOrigin(headers, authority: authority) else { return nil }
         }
-        return nil
+        return Cookies.value(Cookies.session, in: headers)
     }
 
     static func milliseconds(since start: ContinuousClock.Instant) -> String {

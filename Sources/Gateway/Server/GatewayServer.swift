@@ -141,7 +141,7 @@ public final class GatewayServer: Service, Sendable {
                     closeTimeout: .seconds(5), validateUTF8: true)),
             shouldUpgrade: { head, channel, logger in
                 guard head.method == .get, (head.path ?? "").split(separator: "?").first == "/v1/ws" else { return .dontUpgrade }
-                let token = DeviceAPI.bearerToken(head.headerFields) ?? DeviceAPI.sessionCookie(head.headerFields)
+                let token = DeviceAPI.bearerToken(head.headerFields) ?? DeviceAPI.sessionCookie(head.headerFields, authority: head.authority)
                 let address = channel.remoteAddress?.ipAddress ?? "unknown"
                 return .upgrade([.strictTransportSecurity: JSONResponse.strictTransportSecurity]) { inbound, outbound, _ in
                     let socket = DeviceSocket(gateway: context, address: address, channel: channel, outbound: outbound, logger: context.logger)

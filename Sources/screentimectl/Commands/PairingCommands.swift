@@ -30,6 +30,7 @@ struct FamilyCommand: AsyncParsableCommand {
             print("Family \(code.family) created. Enrollment code for its first parent (admin), valid until \(code.expiresAt.formatted(date: .abbreviated, time: .shortened)):")
             print("  \(code.code)")
             print("Enroll a parent device with:\n  screentimectl parent enroll --profile mum --family \(code.family) --code \(code.code)")
+            if let link = code.dashboardLink { print("or sign in from a browser (the gateway's dashboard):\n  \(link)") }
         }
     }
 }
@@ -70,6 +71,7 @@ struct ParentCommand: AsyncParsableCommand {
                 return try await parent.pairing.call(PairingMethods.inviteParent, InviteParentParams(role: role))
             }
             print("Enrollment code for a \(code.role.rawValue) of \(code.family), valid until \(code.expiresAt.formatted(date: .abbreviated, time: .shortened)):\n  \(code.code)")
+            if let link = code.dashboardLink { print("Or sign in from a browser (the gateway's dashboard):\n  \(link)") }
         }
     }
 }
@@ -196,5 +198,17 @@ struct DeviceCommand: AsyncParsableCommand {
                 print("\(info.deviceName ?? info.deviceId) (\(info.deviceId)) is \(info.status.rawValue).")
             }
         }
+    }
+}
+
+extension EnrollmentCode {
+    /// The dashboard's sign-in page with the family and code filled in, on the gateway's
+    /// preferred URL (none while the server has no gateway).
+    var dashboardLink: String? {
+        guard let url = self.urls?.first else { return nil }
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        let encode = { (text: String) in text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text }
+        return "\(url)/signin?family=\(encode(self.family))&code=\(encode(self.code))"
     }
 }

@@ -1,0 +1,428 @@
+import AggregatorAPI
+import Foundation
+import HTTPTypes
+import HummingbirdCore
+import Logging
+import NIOCore
+import PairingAPI
+import QRCode
+import RPCCore
+import StoreAPI
+
+/// The parent's web dashboard (issue 28), on the gateway's origin and TLS: pages rendered
+/// here from Mustache templates, a little JavaScript for live updates over `/v1/ws`.
+///
+/// The browser is a parent device of its own, enrolled with an enrollment code; its
+/// credential is the `screentime_session` cookie (`HttpOnly; Secure; SameSite=Strict`).
+/// Every page reads and writes through ``BrowserDevice``: the allowlist and the relay a
+/// parent's phone uses, with the browser's credential, checked afresh on each request (a
+/// session revoked elsewhere is refused at its next request). Forms carry a CSRF token
+/// bound to the session and must come from this origin.
+struct Dashboard: Sendable {
+    let gateway: GatewayContext
+    let keys: SessionKeys
+    let invitations = InvitationSecrets()
+
+    init(gateway: GatewayContext) {
+        self.gateway = gateway
+        self.keys = SessionKeys(directory: gateway.configuration.gatewayDirectory)
+    }
+
+    /// Whether a path is the dashboard's (everything but the device API).
+    static func owns(_ path: String) -> Bool {
+        !(path.hasPrefix("/v1/") || path == "/v1" || path == "/healthz")
+    }
+
+    /// A signed-in browser's request: its device and its session token.
+    struct Session {
+        let device: BrowserDevice
+        let token: String
+        var csrf: String
+    }
+
+    func respond(to request: inout Request, address: String) async -> Response {
+        let path = request.uri.path
+        let query = FormData.parse(Substring(request.uri.query ?? ""))
+        if let asset = Assets.files[path] {
+            guard request.method == .get || request.method == .head else { return self.methodNotAllowed("GET") }
+            return WebResponse.make(.ok, contentType: asset.type, body: asset.body, cache: "public, max-age=3600")
+        }
+        switch (request.method, path) {
+        case (.get, "/signin"):
+            return self.signInPage(query: query, headers: request.headers)
+        case (.post, "/signin"):
+            let form = await self.form(&request)
+            return await self.signIn(form: form, headers: request.headers, authority: request.head.authority, address: address)
+        case (.get, "/favicon.ico"):
+            return WebResponse.redirect("/assets/icon.svg")
+        default:
+            break
+        }
+        let known: Set<String> = ["/", "/signout", "/devices", "/devices/pair", "/devices/revoke", "/devices/invite-parent", "/apps", "/reports", "/reports.csv",
+                                  "/activity", "/settings"]
+        guard known.contains(path) || path.hasPrefix("/devices/pair/") else {
+            return WebResponse.wantsHTML(request.headers)
+                ? self.page(.notFound, "message", title: "Not found", session: nil, data: ["heading": "Nothing here", "kind": "error", "text": "There is no page at this address.", "back": "/", "backLabel": "Go to the overview"])
+                : JSONResponse.error(RPCError(.notFound, "nothing here; the device API is at /v1/rpc, /v1/ws and /v1/info, the dashboard at /"))
+        }
+        // Everything else needs a session.
+        let fragment = query["fragment"] != nil
+        let session: Session
+        switch await self.session(request.headers) {
+        case .none:
+            return fragment ? self.unauthorized() : WebResponse.redirect("/signin")
+        case .refused:
+            // Revoked (signed out elsewhere, or from the devices page): the cookie goes too.
+            var headers = HTTPFields()
+            headers.append(HTTPField(name: .setCookie, value: Cookies.clear(Cookies.session)))
+            return fragment ? self.unauthorized(headers) : WebResponse.redirect("/signin?expired=1", extra: headers)
+        case .unavailable(let error):
+            return self.errorPage(error, session: nil, back: "/")
+        case .signedIn(let signedIn):
+            session = signedIn
+        }
+        if request.method == .post {
+            let form = await self.form(&request)
+            guard Self.sameOrigin(request.headers, authority: request.head.authority), self.keys.checkCSRF(form["csrf"], session: session.token) else {
+                return self.page(.forbidden, "message", title: "Refused", session: session, data: [
+                    "heading": "This form has expired", "kind": "error",
+                    "text": "The form was not sent from this dashboard's page, or it is too old. Open the page again and retry.", "back": "/", "backLabel": "Go to the overview",
+                ])
+            }
+            return await self.post(path, form: form, session: session, headers: request.headers, authority: request.head.authority)
+        }
+        guard request.method == .get || request.method == .head else { return self.methodNotAllowed("GET, HEAD") }
+        do throws(RPCError) {
+            switch path {
+            case "/": return try await self.overview(session, fragment: fragment)
+            case "/devices": return try await self.devicesPage(session, fragment: fragment, query: query, headers: request.headers)
+            case "/apps": return try await self.appsPage(session, fragment: fragment, query: query)
+            case "/reports": return try await self.reportsPage(session, query: query)
+            case "/reports.csv": return try await self.csv(session, query: query)
+            case "/activity": return try await self.activityPage(session, fragment: fragment)
+            case "/settings": return try await self.settingsPage(session, query: query)
+            default:
+                let parts = path.split(separator: "/")
+                if parts.count == 3, parts[1] == "pair" { return try await self.pairPage(session, invitationId: String(parts[2]), fragment: fragment) }
+                return WebResponse.redirect("/devices")
+            }
+        } catch {
+            return self.errorPage(error, session: session, back: "/")
+        }
+    }
+
+    // MARK: Sessions
+
+    enum SessionState {
+        case none
+        case refused
+        case unavailable(RPCError)
+        case signedIn(Session)
+    }
+
+    func session(_ headers: HTTPFields) async -> SessionState {
+        guard let token = Cookies.value(Cookies.session, in: headers) else { return .none }
+        do {
+            // Fresh: a session revoked from another device is refused at its very next request.
+            let identity = try await self.gateway.relay.authenticator.identify(token, fresh: true)
+            guard identity.caller == .parent else { return .refused }
+            return .signedIn(Session(device: BrowserDevice(identity: identity, gateway: self.gateway), token: token, csrf: self.keys.csrfToken(session: token)))
+        } catch {
+            return error.code == .unauthorized ? .refused : .unavailable(Relay.presentable(error, service: "store"))
+        }
+    }
+
+    /// A form must come from a page of this origin: `Origin` (sent by browsers with every
+    /// POST), when present, names this host. SameSite=Strict and the CSRF token do the rest.
+    static func sameOrigin(_ headers: HTTPFields, authority: String?) -> Bool {
+        guard let origin = headers[HTTPField.Name("Origin")!] else { return true }
+        guard let authority else { return false }
+        return origin == "https://\(authority)"
+    }
+
+    func form(_ request: inout Request) async -> [String: String] {
+        guard let body = try? await request.collectBody(upTo: 64 << 10) else { return [:] }
+        return FormData.parse(Substring(String(buffer: body)))
+    }
+
+    // MARK: Signing in and out
+
+    func signInPage(query: [String: String], headers: HTTPFields, error: String? = nil, status: HTTPResponse.Status = .ok) -> Response {
+        let token = SessionKeys.random()
+        var data: [String: Any] = [
+            "csrf": token, "family": query["family"] ?? "", "code": query["code"] ?? "",
+            "deviceName": query["deviceName"] ?? "Browser", "displayName": query["displayName"] ?? "",
+        ]
+        if let error { data["error"] = error }
+        if query["expired"] != nil { data["notice"] = "This browser was signed out. Sign in again with a new code." }
+        if query["signedOut"] != nil { data["notice"] = "Signed out: this browser's credential is revoked." }
+        var extra = HTTPFields()
+        extra.append(HTTPField(name: .setCookie, value: Cookies.set(Cookies.signIn, token, path: "/signin", maxAge: 3600)))
+        return self.page(status, "signin", title: "Sign in", session: nil, data: data, extra: extra)
+    }
+
+    func signIn(form: [String: String], headers: HTTPFields, authority: String?, address: String) async -> Response {
+        guard Self.sameOrigin(headers, authority: authority), let expected = Cookies.value(Cookies.signIn, in: headers), SessionKeys.constantTimeEqual(form["csrf"] ?? "", expected) else {
+            return self.signInPage(query: form, headers: headers, error: "The sign-in form had expired; it is fresh now, send it again.", status: .forbidden)
+        }
+        guard self.gateway.rateLimiter.allow(address) else {
+            return self.signInPage(query: form, headers: headers, error: "Too many attempts from this address; wait a minute.", status: .tooManyRequests)
+        }
+        let family = (form["family"] ?? "").trimmingCharacters(in: .whitespaces)
+        let code = (form["code"] ?? "").trimmingCharacters(in: .whitespaces)
+        let deviceName = (form["deviceName"] ?? "").trimmingCharacters(in: .whitespaces)
+        let displayName = (form["displayName"] ?? "").trimmingCharacters(in: .whitespaces)
+        let deviceId = "browser-\(SessionKeys.random(bytes: 6).lowercased().filter { $0.isLetter || $0.isNumber })"
+        do {
+            let credential = try await BrowserDevice.call(PairingMethods.enrollParent, EnrollParentParams(
+                family: family, code: code, deviceId: deviceId, deviceName: deviceName.isEmpty ? "Browser" : deviceName,
+                displayName: displayName.isEmpty ? nil : displayName), identity: nil, gateway: self.gateway)
+            self.gateway.logger.notice("dashboard sign-in", metadata: ["family": "\(credential.family)", "device_id": "\(deviceId)", "remote_address": "\(address)"])
+            var extra = HTTPFields()
+            // A long-lived cookie: the browser is an enrolled device until it signs out or
+            // is revoked (a cookie lost with the browser session would strand the device).
+            extra.append(HTTPField(name: .setCookie, value: Cookies.set(Cookies.session, credential.token, maxAge: 400 * 86_400)))
+            extra.append(HTTPField(name: .setCookie, value: Cookies.clear(Cookies.signIn, path: "/signin")))
+            return WebResponse.redirect("/", extra: extra)
+        } catch {
+            let message = error.code == .invitationInvalid
+                ? "That family and code do not match a valid enrollment code (codes work once and expire). Ask a parent for a new one."
+                : error.message
+            return self.signInPage(query: form, headers: headers, error: message, status: JSONResponse.status(for: error.code))
+        }
+    }
+
+    // MARK: Forms
+
+    func post(_ path: String, form: [String: String], session: Session, headers: HTTPFields, authority: String?) async -> Response {
+        let device = session.device
+        do throws(RPCError) {
+            switch path {
+            case "/signout":
+                _ = try await device.call(PairingMethods.signOut, Empty())
+                self.gateway.logger.notice("dashboard sign-out", metadata: ["family": "\(device.family)", "device_id": "\(device.deviceId)"])
+                var extra = HTTPFields()
+                extra.append(HTTPField(name: .setCookie, value: Cookies.clear(Cookies.session)))
+                return WebResponse.redirect("/signin?signedOut=1", extra: extra)
+            case "/devices/pair":
+                let childId = (form["childId"] ?? "").trimmingCharacters(in: .whitespaces)
+                let childName = (form["childName"] ?? "").trimmingCharacters(in: .whitespaces)
+                let invitation = try await device.call(PairingMethods.createInvitation, CreateInvitationParams(childId: childId, childName: childName.isEmpty ? nil : childName))
+                self.invitations.keep(invitation.invitationId, .init(secret: invitation.secret, uri: invitation.uri, deviceId: device.deviceId, expiresAt: invitation.expiresAt))
+                return WebResponse.redirect("/devices/pair/\(invitation.invitationId)")
+            case "/devices/revoke":
+                let revoked = try await device.call(PairingMethods.revokeDevice, DeviceParams(deviceId: form["deviceId"] ?? ""))
+                return WebResponse.redirect("/devices?revoked=\(FormData.encode(revoked.deviceName ?? revoked.deviceId))")
+            case "/devices/invite-parent":
+                let code = try await device.call(PairingMethods.inviteParent, InviteParentParams(role: .coParent))
+                let clock = try await device.clock()
+                let origin = "https://\(authority ?? "localhost")"
+                let link = "\(origin)/signin?family=\(FormData.encode(code.family))&code=\(FormData.encode(code.code))"
+                return try await self.devicesPage(session, fragment: false, query: [:], headers: headers, parentCode: [
+                    "family": code.family, "code": code.code, "link": link, "expires": clock.time(code.expiresAt),
+                ])
+            case "/apps":
+                guard let bundleId = form["bundleId"]?.trimmingCharacters(in: .whitespaces), !bundleId.isEmpty,
+                      bundleId.range(of: #"^[A-Za-z0-9._-]{1,200}$"#, options: .regularExpression) != nil else {
+                    throw RPCError.invalidParams("bundleId", "is letters, digits, '.', '_' or '-'")
+                }
+                let category = form["category"] ?? ""
+                guard category == "learning" || category == "reward" else { throw RPCError.invalidParams("category", "is learning or reward") }
+                guard let points = Int(form["pointsPerMinute"] ?? "1"), (0...1000).contains(points) else {
+                    throw RPCError.invalidParams("pointsPerMinute", "is a whole number from 0 to 1000")
+                }
+                let told = try await device.saveAppRule(bundleId: bundleId, category: category, pointsPerMinute: points,
+                                                        enabled: form["enabled"] == "true", blocked: form["blocked"] == "true", displayName: form["displayName"])
+                return WebResponse.redirect("/apps?saved=\(FormData.encode(bundleId))&told=\(told)")
+            case "/settings":
+                let number = { (name: String, range: ClosedRange<Int>) throws(RPCError) -> Int? in
+                    let text = (form[name] ?? "").trimmingCharacters(in: .whitespaces)
+                    if text.isEmpty { return nil }
+                    guard let value = Int(text), range.contains(value) else { throw RPCError.invalidParams(name, "is a whole number from \(range.lowerBound) to \(range.upperBound), or empty") }
+                    return value
+                }
+                try await device.saveSettings(timeZone: (form["timeZone"] ?? "").trimmingCharacters(in: .whitespaces),
+                                              rewardMinutes: try number("rewardMinutes", 1...1440), balanceExhausted: form["balanceExhausted"] == "true",
+                                              noDataHours: try number("noDataHours", 1...720))
+                return WebResponse.redirect("/settings?saved=1")
+            default:
+                let parts = path.split(separator: "/")
+                if parts.count == 4, parts[1] == "pair", parts[3] == "confirm" || parts[3] == "reject" {
+                    let params = InvitationParams(invitationId: String(parts[2]))
+                    _ = try await device.call(parts[3] == "confirm" ? PairingMethods.confirm : PairingMethods.reject, params)
+                    return WebResponse.redirect("/devices/pair/\(parts[2])")
+                }
+                return self.methodNotAllowed("GET")
+            }
+        } catch {
+            return self.errorPage(error, session: session, back: path.hasPrefix("/devices") ? "/devices" : ["/apps", "/settings"].contains(path) ? path : "/")
+        }
+    }
+
+    // MARK: Pages
+
+    func overview(_ session: Session, fragment: Bool) async throws(RPCError) -> Response {
+        let clock = try await session.device.clock()
+        let children = try await session.device.overview(clock)
+        let live = Templates.render("overviewLive", ["children": children])
+        if fragment { return WebResponse.html(live) }
+        return self.page(.ok, "overview", title: "Overview", session: session, clock: clock, data: ["live": live, "today": clock.today, "navOverview": true])
+    }
+
+    func devicesPage(_ session: Session, fragment: Bool, query: [String: String], headers: HTTPFields, parentCode: [String: Any]? = nil) async throws(RPCError) -> Response {
+        let clock = try await session.device.clock()
+        let rows = try await session.device.deviceRows(clock)
+        let live = Templates.render("devicesLive", ["devices": rows, "hasDevices": !rows.isEmpty, "csrf": session.csrf])
+        if fragment { return WebResponse.html(live) }
+        var data: [String: Any] = ["live": live, "navDevices": true]
+        if let revoked = query["revoked"] { data["notice"] = "\(revoked) is revoked: it was cut off." }
+        if let parentCode { data["parentCode"] = parentCode }
+        return self.page(.ok, "devices", title: "Devices", session: session, clock: clock, data: data)
+    }
+
+    func pairPage(_ session: Session, invitationId: String, fragment: Bool) async throws(RPCError) -> Response {
+        let clock = try await session.device.clock()
+        let info = try await session.device.call(PairingMethods.invitationStatus, InvitationParams(invitationId: invitationId))
+        let kept = self.invitations.entry(invitationId, deviceId: session.device.deviceId)
+        var data: [String: Any] = [
+            "invitationId": info.invitationId, "status": info.status.rawValue, "childName": info.childId,
+            "deviceName": info.deviceName ?? info.deviceId ?? "The device", "expires": clock.time(info.expiresAt), "csrf": session.csrf,
+        ]
+        switch info.status {
+        case .open:
+            if let kept {
+                data["open"] = true
+                data["uri"] = kept.uri
+                data["qr"] = (try? QRCode(encoding: kept.uri).svg(scale: 6))?.replacingOccurrences(of: #"<?xml version="1.0" encoding="UTF-8"?>"#, with: "")
+                    .replacingOccurrences(of: "<svg ", with: #"<svg role="img" aria-label="Pairing QR code" "#) ?? ""
+            } else {
+                data["ended"] = true
+                data["status"] = "no longer shown here (the server restarted)"
+            }
+        case .accepted:
+            data["accepted"] = true
+            if let kept, let child = info.deviceId {
+                let code = ShortCode(secret: kept.secret, invitationId: info.invitationId, parentDeviceId: info.parentDeviceId, childDeviceId: child)
+                data["shortCode"] = ["emoji": code.emojiLine, "names": code.namesLine]
+            }
+        case .confirmed: data["confirmed"] = true
+        case .rejected: data["rejected"] = true
+        default: data["ended"] = true
+        }
+        let live = Templates.render("pairLive", data)
+        if fragment { return WebResponse.html(live) }
+        data["live"] = live
+        data["navDevices"] = true
+        return self.page(.ok, "pair", title: "Pair a device", session: session, clock: clock, data: data)
+    }
+
+    func appsPage(_ session: Session, fragment: Bool, query: [String: String]) async throws(RPCError) -> Response {
+        let clock = try await session.device.clock()
+        let commands = try await session.device.recentCommands(clock)
+        let live = Templates.render("appsLive", ["commands": commands, "hasCommands": !commands.isEmpty])
+        if fragment { return WebResponse.html(live) }
+        let search = query["q"] ?? "", category = query["category"] ?? ""
+        let rules = try await session.device.appRules(search: search, category: category)
+        var data: [String: Any] = [
+            "live": live, "rules": rules, "q": search, "allCategories": category.isEmpty, "filterLearning": category == "learning",
+            "filterReward": category == "reward", "filtered": !search.isEmpty || !category.isEmpty, "navApps": true,
+        ]
+        if let saved = query["saved"] {
+            let told = Int(query["told"] ?? "0") ?? 0
+            data["notice"] = "Saved \(saved); sent to \(told) device\(told == 1 ? "" : "s")."
+        }
+        return self.page(.ok, "apps", title: "Apps", session: session, clock: clock, data: data)
+    }
+
+    func reportsPage(_ session: Session, query: [String: String]) async throws(RPCError) -> Response {
+        let clock = try await session.device.clock()
+        let children = try await session.device.children()
+        let child = query["child"] ?? children.first?.id ?? ""
+        let from = query["from"] ?? clock.day(daysAgo: 6), to = query["to"] ?? clock.today
+        let by: ReportPeriod = query["by"] == "week" ? .week : .day
+        var data: [String: Any] = [
+            "children": children.map { ["id": $0.id, "name": $0.name, "selected": $0.id == child] as [String: Any] }, "hasChildren": !children.isEmpty,
+            "from": from, "to": to, "byDay": by == .day, "byWeek": by == .week, "navReports": true,
+        ]
+        if !children.isEmpty {
+            do throws(RPCError) {
+                let report = try await session.device.call(AggregatorMethods.report, ReportParams(child: child, from: from, to: to, by: by))
+                let csvQuery = "child=\(FormData.encode(child))&from=\(FormData.encode(from))&to=\(FormData.encode(to))"
+                data["report"] = [
+                    "childName": children.first { $0.id == child }?.name ?? child, "from": from, "to": to,
+                    "learning": FamilyClock.duration(report.learningSeconds), "reward": FamilyClock.duration(report.rewardSeconds), "points": report.points,
+                    "period": by == .day ? "day" : "week", "chart": ReportChart.svg(report),
+                    "csvLink": "/reports.csv?\(csvQuery)", "csvName": "screentime-\(child)-\(from)-\(to).csv",
+                    "rows": report.rows.map { ["period": $0.period, "learning": FamilyClock.duration($0.learningSeconds), "reward": FamilyClock.duration($0.rewardSeconds), "points": $0.points] as [String: Any] },
+                    "topApps": report.topApps.map { ["app": $0.app, "category": $0.category ?? "uncategorised", "time": FamilyClock.duration($0.seconds), "points": $0.points] as [String: Any] },
+                ] as [String: Any]
+            } catch {
+                data["error"] = error.message
+            }
+        }
+        return self.page(.ok, "reports", title: "Reports", session: session, clock: clock, data: data)
+    }
+
+    func activityPage(_ session: Session, fragment: Bool) async throws(RPCError) -> Response {
+        let clock = try await session.device.clock()
+        let entries = try await session.device.auditLog(clock)
+        let live = Templates.render("activityLive", ["entries": entries, "hasEntries": !entries.isEmpty])
+        if fragment { return WebResponse.html(live) }
+        return self.page(.ok, "activity", title: "Activity", session: session, clock: clock, data: ["live": live, "navActivity": true])
+    }
+
+    func settingsPage(_ session: Session, query: [String: String]) async throws(RPCError) -> Response {
+        let fields = try await session.device.settings()
+        let clock = FamilyClock(timeZone: fields["timeZone"]?.stringValue)
+        var data: [String: Any] = [
+            "timeZone": clock.timeZoneName, "zones": TimeZone.knownTimeZoneIdentifiers.sorted(),
+            "rewardMinutes": fields["alertRewardMinutesPerDay"]?.intValue.map { "\($0)" } ?? "",
+            "noDataHours": fields["alertNoDataHours"]?.intValue.map { "\($0)" } ?? "",
+            "balanceExhausted": fields["alertOnBalanceExhausted"]?.boolValue ?? true, "navSettings": true,
+        ]
+        if query["saved"] != nil { data["notice"] = "Saved. Days are counted in \(clock.timeZoneName) from now on (the days held in detail are counted again)." }
+        return self.page(.ok, "settings", title: "Settings", session: session, clock: clock, data: data)
+    }
+
+    func csv(_ session: Session, query: [String: String]) async throws(RPCError) -> Response {
+        let clock = try await session.device.clock()
+        let child = query["child"] ?? ""
+        let from = query["from"] ?? clock.day(daysAgo: 6), to = query["to"] ?? clock.today
+        let export = try await session.device.call(AggregatorMethods.exportCSV, ReportParams(child: child, from: from, to: to))
+        let name = "screentime-\(child)-\(from)-\(to).csv".filter { $0.isLetter || $0.isNumber || "-._".contains($0) }
+        return WebResponse.make(.ok, contentType: "text/csv; charset=utf-8", body: export.csv, extra: [.contentDisposition: "attachment; filename=\"\(name)\""])
+    }
+
+    // MARK: Rendering
+
+    func page(_ status: HTTPResponse.Status, _ template: String, title: String, session: Session?, clock: FamilyClock? = nil, data: [String: Any], extra: HTTPFields = [:]) -> Response {
+        var data = data
+        if let session { data["csrf"] = session.csrf }
+        let body = Templates.render(template, data)
+        var layout: [String: Any] = ["title": title, "body": body, "signedIn": session != nil]
+        for key in ["navOverview", "navApps", "navReports", "navDevices", "navActivity", "navSettings"] where data[key] != nil { layout[key] = true }
+        if let session { layout["csrf"] = session.csrf }
+        if let clock { layout["timeZone"] = clock.timeZoneName }
+        return WebResponse.html(Templates.render("layout", layout), status: status, extra: extra)
+    }
+
+    func errorPage(_ error: RPCError, session: Session?, back: String) -> Response {
+        let text: String
+        switch error.code {
+        case .unavailable: text = "A service of the server is not answering right now (\(error.message)). Try again in a moment."
+        case .forbidden: text = "Not allowed: \(error.message)"
+        default: text = error.message
+        }
+        return self.page(JSONResponse.status(for: error.code), "message", title: "Error", session: session, data: [
+            "heading": "That did not work", "kind": "error", "text": text, "back": back, "backLabel": "Back",
+        ])
+    }
+
+    func unauthorized(_ extra: HTTPFields = [:]) -> Response {
+        WebResponse.make(.unauthorized, contentType: "text/plain; charset=utf-8", body: "Signed out: sign in again at /signin\n", extra: extra)
+    }
+
+    func methodNotAllowed(_ allow: String) -> Response {
+        WebResponse.make(.methodNotAllowed, contentType: "text/plain; charset=utf-8", body: "Method not allowed\n", extra: [.allow: allow])
+    }
+}

@@ -1,0 +1,210 @@
+import AggregatorAPI
+import Foundation
+import PairingAPI
+import RPCCore
+import StoreAPI
+
+/// What the pages show, read as the browser's parent device: the family's records in the
+/// store and its devices in the pairing service.
+extension BrowserDevice {
+    /// The Family record's time zone (UTC when unset).
+    func clock() async throws(RPCError) -> FamilyClock {
+        let family = try await self.call(StoreMethods.fetch, FetchParams(family: self.family, zone: StoreNames.defaultZone, recordNames: [self.family]))
+        return FamilyClock(timeZone: family.records.first?.fields["timeZone"]?.stringValue)
+    }
+
+    func devices() async throws(RPCError) -> [DeviceInfo] {
+        try await self.call(PairingMethods.listDevices, Empty()).devices
+    }
+
+    /// Every record of a type in a zone, following the query's cursor.
+    func all(_ recordType: String, zone: String, filters: [QueryFilter]? = nil, sort: QuerySort? = nil, limit: Int = 2000) async throws(RPCError) -> [Record] {
+        var records: [Record] = []
+        var cursor: String?
+        repeat {
+            let page = try await self.call(StoreMethods.query, QueryParams(
+                family: self.family, zone: zone, recordType: recordType, filters: filters, sort: sort, limit: 400, cursor: cursor))
+            records += page.records
+            cursor = page.cursor
+        } while cursor != nil && records.count < limit
+        return records
+    }
+
+    /// The children: their ChildContext records (a child exists from its first invitation).
+    func children() async throws(RPCError) -> [(id: String, name: String)] {
+        try await self.all(RecordTypes.childContext, zone: StoreNames.defaultZone).compactMap { record in
+            let id = record.fields["childOpaqueId"]?.stringValue ?? (record.recordName.hasPrefix("child-") ? String(record.recordName.dropFirst(6)) : nil)
+            guard let id else { return nil }
+            return (id, record.fields["displayName"]?.stringValue ?? id)
+        }.sorted { $0.name.localizedCaseInsensitiveCompare($1.name) == .orderedAscending }
+    }
+
+    /// The Overview's cards: each child's day so far, points, balance, shield, last sync.
+    func overview(_ clock: FamilyClock) async throws(RPCError) -> [[String: Any]] {
+        let devices = try await self.devices()
+        var cards: [[String: Any]] = []
+        for child in try await self.children() {
+            let own = devices.filter { $0.role == .child && $0.childId == child.id }
+            var learning: Int64 = 0, reward: Int64 = 0, earnedToday: Int64 = 0
+            var lastSync: Date?
+            for device in own {
+                if let seen = device.lastSeenAt, seen > (lastSync ?? .distantPast) { lastSync = seen }
+                guard let zone = device.zone, device.status != .revoked else { continue }
+                let summary = try await self.call(StoreMethods.fetch, FetchParams(family: self.family, zone: zone, recordNames: ["\(device.deviceId)_\(clock.today)"]))
+                guard let fields = summary.records.first?.fields else { continue }
+                learning += fields["totalLearningSeconds"]?.intValue ?? 0
+                reward += fields["totalRewardSeconds"]?.intValue ?? 0
+                earnedToday += fields["totalPointsEarned"]?.intValue ?? 0
+                if let updated = fields["lastUpdated"]?.stringValue.flatMap(StoreDates.parse), updated > (lastSync ?? .distantPast) { lastSync = updated }
+            }
+            let balance = try await self.call(StoreMethods.fetch, FetchParams(family: self.family, zone: StoreNames.defaultZone, recordNames: ["balance-child-\(child.id)"])).records.first?.fields
+            let balanceSeconds = balance?["balanceSeconds"]?.intValue
+            let shielded = balance?["shielded"]?.boolValue ?? false
+            var card: [String: Any] = [
+                "id": child.id, "name": child.name,
+                "learning": FamilyClock.duration(learning), "reward": FamilyClock.duration(reward),
+                "pointsToday": earnedToday, "points": balance?["pointsBalance"]?.intValue ?? 0,
+                "balance": balanceSeconds.map(FamilyClock.duration) ?? "none yet",
+                "shielded": shielded, "activeDevices": own.filter { $0.status == .active }.count,
+                "hasDevices": !own.isEmpty,
+            ]
+            if let lastSync {
+                card["lastSync"] = clock.ago(lastSync)
+                card["lastSyncTime"] = clock.time(lastSync)
+                card["lastSyncISO"] = StoreDates.format(lastSync)
+            }
+            cards.append(card)
+        }
+        return cards
+    }
+
+    /// The family's app rules, filtered by a search text and a category.
+    func appRules(search: String, category: String) async throws(RPCError) -> [[String: Any]] {
+        let rules = try await self.all(RecordTypes.appRule, zone: StoreNames.defaultZone)
+        return rules.compactMap { rule -> [String: Any]? in
+            let fields = rule.fields
+            guard let bundleId = fields["bundleId"]?.stringValue else { return nil }
+            let name = fields["displayName"]?.stringValue ?? bundleId
+            let classification = fields["classification"]?.stringValue ?? ""
+            if !search.isEmpty, !name.localizedCaseInsensitiveContains(search), !bundleId.localizedCaseInsensitiveContains(search) { return nil }
+            if !category.isEmpty, classification != category { return nil }
+            return [
+                "bundleId": bundleId, "name": name, "key": rule.recordName,
+                "learning": classification == "learning", "reward": classification == "reward", "category": classification,
+                "pointsPerMinute": fields["pointsPerMinute"]?.intValue ?? 1,
+                "enabled": fields["isEnabled"]?.boolValue ?? true, "blocked": fields["blockingEnabled"]?.boolValue ?? false,
+            ]
+        }.sorted { ($0["name"] as! String).localizedCaseInsensitiveCompare($1["name"] as! String) == .orderedAscending }
+    }
+
+    /// Saves the family's rule for an app and a ConfigurationCommand for every active child
+    /// device to apply it (what a parent's app does; `screentimectl apps set` the same).
+    func saveAppRule(bundleId: String, category: String, pointsPerMinute: Int, enabled: Bool, blocked: Bool, displayName: String?) async throws(RPCError) -> Int {
+        var fields: [String: JSONValue] = [
+            "familyRef": .reference(self.family, zone: StoreNames.defaultZone), "bundleId": .string(bundleId), "source": "override",
+            "classification": .string(category), "pointsPerMinute": .int(Int64(pointsPerMinute)),
+            "isEnabled": .bool(enabled), "blockingEnabled": .bool(blocked),
+        ]
+        if let displayName, !displayName.isEmpty { fields["displayName"] = .string(displayName) }
+        let saved = try await self.call(StoreMethods.modify, ModifyParams(
+            family: self.family, zone: StoreNames.defaultZone,
+            saves: [RecordSave(recordType: RecordTypes.appRule, recordName: "app-\(bundleId)", fields: fields)], savePolicy: .changedKeys, atomic: true))
+        guard let rule = saved.saved.first?.record else { throw RPCError(.internal, "the rule was not saved") }
+        var payload = rule.fields
+        payload["familyRef"] = nil
+        let payloadText = String(decoding: (try? RPCJSON.makeEncoder().encode(JSONValue.object(payload))) ?? Data("{}".utf8), as: UTF8.self)
+        var told = 0
+        for device in try await self.devices() where device.role == .child && device.status == .active {
+            guard let zone = device.zone else { continue }
+            let id = "rule-\(UUID().uuidString.lowercased())"
+            _ = try await self.call(StoreMethods.modify, ModifyParams(family: self.family, zone: zone, saves: [
+                RecordSave(recordType: RecordTypes.configurationCommand, recordName: id, fields: [
+                    "commandID": .string(id), "targetDeviceID": .string(device.deviceId), "commandType": "updateAppRule",
+                    "payloadJSON": .string(payloadText), "createdAt": .date(Date()), "status": "pending",
+                ]),
+            ], atomic: true))
+            told += 1
+        }
+        return told
+    }
+
+    /// The newest commands sent to the children's devices, and where each stands.
+    func recentCommands(_ clock: FamilyClock, limit: Int = 12) async throws(RPCError) -> [[String: Any]] {
+        var commands: [(Date, [String: Any])] = []
+        for device in try await self.devices() where device.role == .child {
+            guard let zone = device.zone, device.status != .revoked else { continue }
+            let records = try await self.all(RecordTypes.configurationCommand, zone: zone, sort: QuerySort("createdAt", descending: true), limit: limit)
+            for record in records.prefix(limit) {
+                let fields = record.fields
+                let created = fields["createdAt"]?.stringValue.flatMap(StoreDates.parse) ?? record.createdAt
+                let payload = fields["payloadJSON"]?.stringValue.flatMap { try? JSONParser.parse($0) }
+                let status = fields["status"]?.stringValue ?? "pending"
+                var what = fields["commandType"]?.stringValue ?? "command"
+                if what == "updateAppRule", let app = payload?["displayName"]?.stringValue ?? payload?["bundleId"]?.stringValue { what = "Rule for \(app)" }
+                else if what == "shieldRewardApps" { what = "Shield reward apps" }
+                else if what == "unshieldRewardApps" { what = "Unshield reward apps" }
+                var item: [String: Any] = [
+                    "id": record.recordName, "what": what, "device": device.deviceName ?? device.deviceId, "status": status,
+                    "executed": status == "executed", "failed": status == "failed", "pending": status == "pending",
+                    "created": clock.time(created),
+                ]
+                if let executed = fields["executedAt"]?.stringValue.flatMap(StoreDates.parse) { item["executedAt"] = clock.time(executed) }
+                if let error = fields["errorMessage"]?.stringValue { item["error"] = error }
+                commands.append((created, item))
+            }
+        }
+        return commands.sorted { $0.0 > $1.0 }.prefix(limit).map(\.1)
+    }
+
+    /// The devices page's rows.
+    func deviceRows(_ clock: FamilyClock) async throws(RPCError) -> [[String: Any]] {
+        try await self.devices().sorted { ($0.role.rawValue, $0.deviceName ?? $0.deviceId) < ($1.role.rawValue, $1.deviceName ?? $1.deviceId) }.map { device in
+            var row: [String: Any] = [
+                "deviceId": device.deviceId, "name": device.deviceName ?? device.deviceId,
+                "role": device.role == .child ? "Child" : device.role == .admin ? "Parent (admin)" : "Parent",
+                "status": device.status.rawValue, "active": device.status == .active, "revoked": device.status == .revoked,
+                "child": device.childId ?? "", "paired": clock.time(device.pairedAt),
+                "browser": device.deviceId.hasPrefix("browser-"), "me": device.deviceId == self.deviceId,
+                "revocable": device.status != .revoked && device.deviceId != self.deviceId,
+            ]
+            if let seen = device.lastSeenAt {
+                row["lastSeen"] = clock.ago(seen)
+                row["lastSeenTime"] = clock.time(seen)
+            }
+            return row
+        }
+    }
+
+    /// The newest entries of the family's audit log (parents' and the server's actions).
+    func auditLog(_ clock: FamilyClock, limit: Int = 50) async throws(RPCError) -> [[String: Any]] {
+        let page = try await self.call(StoreMethods.query, QueryParams(
+            family: self.family, zone: StoreNames.defaultZone, recordType: RecordTypes.auditEntry, sort: QuerySort("timestamp", descending: true), limit: limit))
+        return page.records.map { record in
+            let fields = record.fields
+            let when = fields["timestamp"]?.stringValue.flatMap(StoreDates.parse) ?? record.createdAt
+            return [
+                "when": clock.time(when), "ago": clock.ago(when), "action": fields["action"]?.stringValue ?? "?",
+                "actor": fields["actor"]?.stringValue ?? record.createdBy, "target": fields["target"]?.stringValue ?? "",
+            ]
+        }
+    }
+
+    /// The Family record's settings the Settings page edits.
+    func settings() async throws(RPCError) -> [String: JSONValue] {
+        try await self.call(StoreMethods.fetch, FetchParams(family: self.family, zone: StoreNames.defaultZone, recordNames: [self.family])).records.first?.fields ?? [:]
+    }
+
+    /// Saves the family's time zone and alert thresholds (only these fields of the Family
+    /// record: the aggregator re-counts the days it holds in detail in a new zone).
+    func saveSettings(timeZone: String, rewardMinutes: Int?, balanceExhausted: Bool, noDataHours: Int?) async throws(RPCError) {
+        guard TimeZone(identifier: timeZone) != nil else { throw RPCError.invalidParams("timeZone", "is not an IANA time zone, such as Europe/Paris") }
+        let fields: [String: JSONValue] = [
+            "timeZone": .string(timeZone), "alertOnBalanceExhausted": .bool(balanceExhausted),
+            "alertRewardMinutesPerDay": rewardMinutes.map { .int(Int64($0)) } ?? .null,
+            "alertNoDataHours": noDataHours.map { .int(Int64($0)) } ?? .null,
+        ]
+        _ = try await self.call(StoreMethods.modify, ModifyParams(
+            family: self.family, zone: StoreNames.defaultZone,
+            saves: [RecordSave(recordType: RecordTypes.family, recordName: self.family, fields: fields)], savePolicy: .changedKeys, atomic: true))
+    }
+}

@@ -1,0 +1,357 @@
+import Mustache
+
+/// The dashboard's pages as Mustache templates, compiled into the binary (see
+/// docs/architecture.md, "The dashboard": one static executable to install, nothing to
+/// find on disk at run time). `{{x}}` escapes HTML; `{{{x}}}` is only used for markup
+/// the gateway made itself (a page's body, the QR code's SVG, a chart).
+enum Templates {
+    static let library: MustacheLibrary = {
+        var library = MustacheLibrary()
+        for (name, text) in Self.all {
+            do { try library.register(text, named: name) } catch { fatalError("dashboard template \(name) does not parse: \(error)") }
+        }
+        return library
+    }()
+
+    static func render(_ name: String, _ data: [String: Any]) -> String {
+        Self.library.render(data, withTemplate: name) ?? ""
+    }
+
+    static let all: [String: String] = [
+        "layout": layout, "signin": signIn, "overview": overview, "overviewLive": overviewLive,
+        "devices": devices, "devicesLive": devicesLive, "pair": pair, "pairLive": pairLive, "apps": apps, "appsLive": appsLive,
+        "reports": reports, "message": message, "activity": activity, "activityLive": activityLive, "settings": settings,
+    ]
+
+    static let layout = #"""
+        <!doctype html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <meta name="color-scheme" content="light dark">
+        <title>{{title}} · ScreenTime Rewards</title>
+        <link rel="stylesheet" href="/assets/dashboard.css">
+        <link rel="icon" href="/assets/icon.svg" type="image/svg+xml">
+        <script src="/assets/dashboard.js" defer></script>
+        </head>
+        <body>
+        <a class="skip" href="#main">Skip to content</a>
+        <header class="top">
+          <span class="brand">ScreenTime Rewards</span>
+          {{#signedIn}}
+          <nav aria-label="Main">
+            <a href="/" {{#navOverview}}aria-current="page"{{/navOverview}}>Overview</a>
+            <a href="/apps" {{#navApps}}aria-current="page"{{/navApps}}>Apps</a>
+            <a href="/reports" {{#navReports}}aria-current="page"{{/navReports}}>Reports</a>
+            <a href="/devices" {{#navDevices}}aria-current="page"{{/navDevices}}>Devices</a>
+            <a href="/activity" {{#navActivity}}aria-current="page"{{/navActivity}}>Activity</a>
+            <a href="/settings" {{#navSettings}}aria-current="page"{{/navSettings}}>Settings</a>
+          </nav>
+          <form method="post" action="/signout" class="signout">
+            <input type="hidden" name="csrf" value="{{csrf}}">
+            <button type="submit" class="link">Sign out</button>
+          </form>
+          {{/signedIn}}
+        </header>
+        <main id="main" tabindex="-1">
+        {{{body}}}
+        </main>
+        <footer>
+          {{#timeZone}}<p>Times in {{timeZone}}.</p>{{/timeZone}}
+          <p id="live-status" class="live-status" role="status" aria-live="polite"></p>
+        </footer>
+        </body>
+        </html>
+        """#
+
+    static let signIn = #"""
+        <h1>Sign in</h1>
+        {{#notice}}<p class="notice" role="status">{{notice}}</p>{{/notice}}
+        {{#error}}<p class="error" role="alert">{{error}}</p>{{/error}}
+        <p>This browser becomes one of your family's parent devices. Use the enrollment code a parent
+        made with <code>screentimectl parent invite</code> (or from the Devices page); it works once.</p>
+        <form method="post" action="/signin" class="stack">
+          <input type="hidden" name="csrf" value="{{csrf}}">
+          <label for="family">Family</label>
+          <input id="family" name="family" value="{{family}}" required autocomplete="off" autocapitalize="none" spellcheck="false">
+          <label for="code">Enrollment code</label>
+          <input id="code" name="code" value="{{code}}" required autocomplete="off" autocapitalize="none" spellcheck="false">
+          <label for="deviceName">Name for this browser</label>
+          <input id="deviceName" name="deviceName" value="{{deviceName}}" required maxlength="64">
+          <label for="displayName">Your name <span class="hint">(optional)</span></label>
+          <input id="displayName" name="displayName" value="{{displayName}}" maxlength="64">
+          <button type="submit" id="signin">Sign in</button>
+        </form>
+        """#
+
+    static let overview = #"""
+        <h1>Overview</h1>
+        <p class="hint">Today, {{today}}. Updates by itself as the children's devices report.</p>
+        <div id="live" data-live="/?fragment=1" aria-live="polite">{{{live}}}</div>
+        """#
+
+    static let overviewLive = #"""
+        {{^children}}
+        <section class="empty">
+          <h2>No children yet</h2>
+          <p>Pair a child's device on the <a href="/devices">Devices</a> page; its day will show here.</p>
+        </section>
+        {{/children}}
+        <div class="cards">
+        {{#children}}
+        <section class="card child" aria-labelledby="child-{{id}}" data-child="{{id}}">
+          <h2 id="child-{{id}}">{{name}}</h2>
+          <dl class="figures">
+            <div><dt>Learning today</dt><dd class="learning" data-field="learning">{{learning}}</dd></div>
+            <div><dt>Reward today</dt><dd data-field="reward">{{reward}}</dd></div>
+            <div><dt>Points earned today</dt><dd data-field="pointsToday">{{pointsToday}}</dd></div>
+            <div><dt>Points balance</dt><dd data-field="points">{{points}}</dd></div>
+            <div><dt>Earned time left</dt><dd data-field="balance">{{balance}}</dd></div>
+            <div><dt>Reward apps</dt><dd data-field="shield">{{#shielded}}<span class="badge warn">Shielded</span>{{/shielded}}{{^shielded}}<span class="badge ok">Open</span>{{/shielded}}</dd></div>
+          </dl>
+          <p class="sync">Last sync: {{#lastSync}}<time datetime="{{lastSyncISO}}" title="{{lastSyncTime}}" data-field="lastSync">{{lastSync}}</time>{{/lastSync}}{{^lastSync}}<span data-field="lastSync">never</span>{{/lastSync}}
+          {{^hasDevices}} · no device paired{{/hasDevices}}</p>
+        </section>
+        {{/children}}
+        </div>
+        """#
+
+    static let devices = #"""
+        <h1>Devices</h1>
+        {{#notice}}<p class="notice" role="status">{{notice}}</p>{{/notice}}
+        <div id="live" data-live="/devices?fragment=1">{{{live}}}</div>
+        <section class="card">
+          <h2>Pair a child's device</h2>
+          <form method="post" action="/devices/pair" class="stack">
+            <input type="hidden" name="csrf" value="{{csrf}}">
+            <label for="childId">Child's id <span class="hint">(letters, digits, - or _; e.g. emma)</span></label>
+            <input id="childId" name="childId" required pattern="[A-Za-z0-9_\-]{1,64}" autocapitalize="none" spellcheck="false">
+            <label for="childName">Child's name <span class="hint">(optional)</span></label>
+            <input id="childName" name="childName" maxlength="64">
+            <button type="submit" id="pair-child">Show the pairing code</button>
+          </form>
+        </section>
+        <section class="card">
+          <h2>Invite a parent</h2>
+          <p>Another parent (or another browser) signs in with a one-time code. Only admin parents may invite.</p>
+          <form method="post" action="/devices/invite-parent">
+            <input type="hidden" name="csrf" value="{{csrf}}">
+            <button type="submit" id="invite-parent">Make a code</button>
+          </form>
+          {{#parentCode}}
+          <p>Code for family <code>{{family}}</code>, valid until {{expires}}: <code id="parent-code">{{code}}</code></p>
+          <p>Or open: <a href="{{link}}" id="parent-link">{{link}}</a></p>
+          {{/parentCode}}
+        </section>
+        """#
+
+    static let devicesLive = #"""
+        <section class="card">
+        <h2>The family's devices</h2>
+        {{^devices}}<p class="empty">No devices.</p>{{/devices}}
+        {{#hasDevices}}
+        <div class="table-wrap">
+        <table>
+          <caption class="visually-hidden">Devices, their state and when each was last seen</caption>
+          <thead><tr><th scope="col">Device</th><th scope="col">Role</th><th scope="col">Child</th><th scope="col">State</th><th scope="col">Last seen</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
+          <tbody>
+          {{#devices}}
+          <tr data-device="{{deviceId}}">
+            <th scope="row">{{name}}{{#me}} <span class="badge">this browser</span>{{/me}}{{^me}}{{#browser}} <span class="badge">browser</span>{{/browser}}{{/me}}<br><span class="hint">{{deviceId}}</span></th>
+            <td>{{role}}</td><td>{{child}}</td>
+            <td data-field="status">{{#active}}<span class="badge ok">active</span>{{/active}}{{#revoked}}<span class="badge off">revoked</span>{{/revoked}}{{^active}}{{^revoked}}<span class="badge warn">{{status}}</span>{{/revoked}}{{/active}}</td>
+            <td>{{#lastSeen}}<span title="{{lastSeenTime}}">{{lastSeen}}</span>{{/lastSeen}}{{^lastSeen}}—{{/lastSeen}}</td>
+            <td>{{#revocable}}
+              <form method="post" action="/devices/revoke" data-confirm="Revoke {{name}}? It is cut off at once.">
+                <input type="hidden" name="csrf" value="{{csrf}}">
+                <input type="hidden" name="deviceId" value="{{deviceId}}">
+                <button type="submit" class="danger" aria-label="Revoke {{name}}">Revoke</button>
+              </form>{{/revocable}}</td>
+          </tr>
+          {{/devices}}
+          </tbody>
+        </table>
+        </div>
+        {{/hasDevices}}
+        </section>
+        """#
+
+    static let pair = #"""
+        <h1>Pair {{childName}}'s device</h1>
+        <div id="live" data-live="/devices/pair/{{invitationId}}?fragment=1" data-poll="2000">{{{live}}}</div>
+        <p><a href="/devices">Back to devices</a></p>
+        """#
+
+    static let pairLive = #"""
+        {{#open}}
+        <section class="card pair">
+          <h2>1. Scan this code with the child's device</h2>
+          <figure class="qr">{{{qr}}}<figcaption>Valid until {{expires}}.</figcaption></figure>
+          <p>Can't scan? Give the device this link:</p>
+          <p><code id="pair-uri" class="wrap">{{uri}}</code></p>
+          <p class="waiting" role="status">Waiting for the child's device to accept…</p>
+        </section>
+        {{/open}}
+        {{#accepted}}
+        <section class="card pair">
+          <h2>2. Compare the code</h2>
+          <p>{{deviceName}} accepted. Its screen shows a row of pictures: they must be the same as these, in the same order.</p>
+          {{#shortCode}}
+          <p class="emoji" id="short-code" aria-label="{{names}}">{{emoji}}</p>
+          <p class="hint" id="short-code-names">{{names}}</p>
+          {{/shortCode}}
+          {{^shortCode}}<p class="error" role="alert">This browser no longer knows the invitation's secret (the server restarted), so it cannot show the code. Reject and pair again.</p>{{/shortCode}}
+          <div class="actions">
+            <form method="post" action="/devices/pair/{{invitationId}}/confirm"><input type="hidden" name="csrf" value="{{csrf}}"><button type="submit" id="confirm">They match: confirm</button></form>
+            <form method="post" action="/devices/pair/{{invitationId}}/reject"><input type="hidden" name="csrf" value="{{csrf}}"><button type="submit" id="reject" class="danger">They differ: reject</button></form>
+          </div>
+        </section>
+        {{/accepted}}
+        {{#confirmed}}<p class="notice" role="status" id="pair-done">{{deviceName}} is paired with {{childName}}.</p>{{/confirmed}}
+        {{#rejected}}<p class="error" role="alert" id="pair-done">{{deviceName}} was rejected; it cannot use the server.</p>{{/rejected}}
+        {{#ended}}<p class="error" role="alert" id="pair-done">This invitation is {{status}}. <a href="/devices">Pair again</a>.</p>{{/ended}}
+        """#
+
+    static let apps = #"""
+        <h1>Apps</h1>
+        {{#notice}}<p class="notice" role="status" id="notice">{{notice}}</p>{{/notice}}
+        <form method="get" action="/apps" class="filters" role="search">
+          <label for="q">Search</label>
+          <input id="q" name="q" value="{{q}}" type="search">
+          <label for="category-filter">Category</label>
+          <select id="category-filter" name="category">
+            <option value="" {{#allCategories}}selected{{/allCategories}}>All</option>
+            <option value="learning" {{#filterLearning}}selected{{/filterLearning}}>Learning</option>
+            <option value="reward" {{#filterReward}}selected{{/filterReward}}>Reward</option>
+          </select>
+          <button type="submit">Filter</button>
+        </form>
+        <section class="card">
+          <h2>Rules</h2>
+          {{^rules}}<p class="empty">No app rules{{#filtered}} match{{/filtered}} yet. Add one below.</p>{{/rules}}
+          {{#rules}}
+          <form method="post" action="/apps" class="rule" data-app="{{bundleId}}" aria-label="Rule for {{name}}">
+            <input type="hidden" name="csrf" value="{{csrf}}">
+            <input type="hidden" name="bundleId" value="{{bundleId}}">
+            <input type="hidden" name="displayName" value="{{name}}">
+            <p class="rule-name"><strong>{{name}}</strong> <span class="hint">{{bundleId}}</span></p>
+            <label>Category
+              <select name="category"><option value="learning" {{#learning}}selected{{/learning}}>Learning</option><option value="reward" {{#reward}}selected{{/reward}}>Reward</option></select>
+            </label>
+            <label>Points per minute <input name="pointsPerMinute" type="number" min="0" max="1000" value="{{pointsPerMinute}}" inputmode="numeric"></label>
+            <label class="check"><input name="enabled" type="checkbox" value="true" {{#enabled}}checked{{/enabled}}> Counts</label>
+            <label class="check"><input name="blocked" type="checkbox" value="true" {{#blocked}}checked{{/blocked}}> Blocked</label>
+            <button type="submit">Save</button>
+          </form>
+          {{/rules}}
+        </section>
+        <section class="card">
+          <h2>Add an app</h2>
+          <form method="post" action="/apps" class="stack" id="add-app">
+            <input type="hidden" name="csrf" value="{{csrf}}">
+            <label for="new-bundle">Bundle id</label>
+            <input id="new-bundle" name="bundleId" required pattern="[A-Za-z0-9._\-]{1,200}" autocapitalize="none" spellcheck="false" placeholder="org.khanacademy">
+            <label for="new-name">Name <span class="hint">(optional)</span></label>
+            <input id="new-name" name="displayName" maxlength="64">
+            <label for="new-category">Category</label>
+            <select id="new-category" name="category"><option value="learning">Learning</option><option value="reward">Reward</option></select>
+            <label for="new-points">Points per minute</label>
+            <input id="new-points" name="pointsPerMinute" type="number" min="0" max="1000" value="1" inputmode="numeric">
+            <label class="check"><input name="enabled" type="checkbox" value="true" checked> Counts</label>
+            <label class="check"><input name="blocked" type="checkbox" value="true" id="new-blocked"> Blocked</label>
+            <button type="submit" id="add-app-save">Save</button>
+          </form>
+        </section>
+        <div id="live" data-live="/apps?fragment=1">{{{live}}}</div>
+        """#
+
+    static let appsLive = #"""
+        <section class="card">
+          <h2>Sent to the children's devices</h2>
+          {{^commands}}<p class="empty">Nothing sent yet. Saving a rule sends it to every paired device.</p>{{/commands}}
+          {{#hasCommands}}
+          <ul class="commands">
+          {{#commands}}
+            <li data-command="{{id}}">{{what}} → {{device}}: {{#executed}}<span class="badge ok" data-status="executed">executed</span> <span class="hint">{{executedAt}}</span>{{/executed}}{{#pending}}<span class="badge warn" data-status="pending">pending</span>{{/pending}}{{#failed}}<span class="badge off" data-status="failed">failed</span> {{error}}{{/failed}} <span class="hint">sent {{created}}</span></li>
+          {{/commands}}
+          </ul>
+          {{/hasCommands}}
+        </section>
+        """#
+
+    static let reports = #"""
+        <h1>Reports</h1>
+        {{^children}}<p class="empty">No children yet: pair a device on the <a href="/devices">Devices</a> page.</p>{{/children}}
+        {{#hasChildren}}
+        <form method="get" action="/reports" class="filters">
+          <label for="child">Child</label>
+          <select id="child" name="child">{{#children}}<option value="{{id}}" {{#selected}}selected{{/selected}}>{{name}}</option>{{/children}}</select>
+          <label for="from">From</label><input id="from" name="from" type="date" value="{{from}}" required>
+          <label for="to">To</label><input id="to" name="to" type="date" value="{{to}}" required>
+          <label for="by">By</label>
+          <select id="by" name="by"><option value="day" {{#byDay}}selected{{/byDay}}>Day</option><option value="week" {{#byWeek}}selected{{/byWeek}}>Week</option></select>
+          <button type="submit">Show</button>
+        </form>
+        {{#error}}<p class="error" role="alert">{{error}}</p>{{/error}}
+        {{#report}}
+        <section class="card">
+          <h2>{{childName}}, {{from}} to {{to}}</h2>
+          <p>Learning {{learning}} · Reward {{reward}} · {{points}} points</p>
+          <figure class="chart">{{{chart}}}<figcaption>Learning (green) and reward (orange) time per {{period}}.</figcaption></figure>
+          <p><a href="{{csvLink}}" id="csv-link" download="{{csvName}}">Download CSV</a></p>
+          <div class="table-wrap"><table>
+            <thead><tr><th scope="col">{{period}}</th><th scope="col">Learning</th><th scope="col">Reward</th><th scope="col">Points</th></tr></thead>
+            <tbody>{{#rows}}<tr><th scope="row">{{period}}</th><td>{{learning}}</td><td>{{reward}}</td><td>{{points}}</td></tr>{{/rows}}</tbody>
+          </table></div>
+          <h3>Top apps</h3>
+          {{^topApps}}<p class="empty">No usage in this range.</p>{{/topApps}}
+          <ol>{{#topApps}}<li>{{app}} ({{category}}): {{time}}, {{points}} points</li>{{/topApps}}</ol>
+        </section>
+        {{/report}}
+        {{/hasChildren}}
+        """#
+
+    static let activity = #"""
+        <h1>Activity</h1>
+        <p class="hint">What the family's parents (and the server's administrator) did, newest first. Alerts
+        (a reward limit reached, earned time used up) arrive on the parents' devices as notifications.</p>
+        <div id="live" data-live="/activity?fragment=1">{{{live}}}</div>
+        """#
+
+    static let activityLive = #"""
+        <section class="card">
+          <h2>Audit log</h2>
+          {{^entries}}<p class="empty">Nothing yet.</p>{{/entries}}
+          {{#hasEntries}}
+          <div class="table-wrap"><table>
+            <thead><tr><th scope="col">When</th><th scope="col">Who</th><th scope="col">What</th><th scope="col">On</th></tr></thead>
+            <tbody>{{#entries}}<tr data-action="{{action}}"><td><span title="{{when}}">{{ago}}</span></td><td>{{actor}}</td><td>{{action}}</td><td>{{target}}</td></tr>{{/entries}}</tbody>
+          </table></div>
+          {{/hasEntries}}
+        </section>
+        """#
+
+    static let settings = #"""
+        <h1>Settings</h1>
+        {{#notice}}<p class="notice" role="status" id="notice">{{notice}}</p>{{/notice}}
+        <form method="post" action="/settings" class="stack card">
+          <input type="hidden" name="csrf" value="{{csrf}}">
+          <label for="timeZone">The family's time zone <span class="hint">(IANA name; days are counted in it)</span></label>
+          <input id="timeZone" name="timeZone" value="{{timeZone}}" required list="zones" autocapitalize="none" spellcheck="false">
+          <datalist id="zones">{{#zones}}<option value="{{.}}">{{/zones}}</datalist>
+          <label for="rewardMinutes">Alert when a child's reward time in a day passes (minutes; empty: never)</label>
+          <input id="rewardMinutes" name="rewardMinutes" type="number" min="1" max="1440" value="{{rewardMinutes}}" inputmode="numeric">
+          <label for="noDataHours">Alert when a device sends no usage for (hours; empty: never)</label>
+          <input id="noDataHours" name="noDataHours" type="number" min="1" max="720" value="{{noDataHours}}" inputmode="numeric">
+          <label class="check"><input name="balanceExhausted" type="checkbox" value="true" {{#balanceExhausted}}checked{{/balanceExhausted}}> Alert when a child's earned time runs out</label>
+          <button type="submit" id="save-settings">Save</button>
+        </form>
+        """#
+
+    static let message = #"""
+        <h1>{{heading}}</h1>
+        <p class="{{kind}}" role="alert">{{text}}</p>
+        <p><a href="{{back}}">{{backLabel}}</a></p>
+        """#
+}

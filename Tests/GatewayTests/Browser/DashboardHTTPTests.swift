@@ -1,0 +1,162 @@
+import Foundation
+import PairingAPI
+import RPCCore
+import StackSupport
+import Testing
+import TestSupport
+
+/// The dashboard's guarantees at the HTTP level (curl, pinned): the session cookie's
+/// flags, CSRF and origin checks on every form, a session revoked elsewhere refused at its
+/// next request, and nothing more for a browser than for a parent's device.
+@Suite("Dashboard: sessions, CSRF and headers over HTTP", .serialized, .timeLimit(.minutes(3)))
+struct DashboardHTTPTests {
+    /// A browser as curl: a cookie jar, the pin, `Accept: text/html`.
+    struct Client {
+        let stack: GatewayStack
+        let jar: String
+
+        func get(_ path: String, headers: [String] = []) throws -> (CurlResult, String) {
+            try self.send(path, arguments: headers.flatMap { ["-H", $0] })
+        }
+
+        func post(_ path: String, form: [String: String], headers: [String] = []) throws -> (CurlResult, String) {
+            let body = form.map { "\($0.key)=\(FormCoding.encode($0.value))" }.joined(separator: "&")
+            return try self.send(path, arguments: ["--data-raw", body] + headers.flatMap { ["-H", $0] })
+        }
+
+        /// The result, and the response's headers.
+        func send(_ path: String, arguments: [String]) throws -> (CurlResult, String) {
+            let headerFile = self.jar + ".headers"
+            let result = try curl(self.stack.url + path, pin: self.stack.endpoint.pin, caFile: self.stack.endpoint.certificate,
+                                  arguments: ["-b", self.jar, "-c", self.jar, "-H", "Accept: text/html", "-D", headerFile] + arguments)
+            return (result, (try? String(contentsOfFile: headerFile, encoding: .utf8)) ?? "")
+        }
+
+        func cookie(_ name: String) -> String? {
+            let lines = ((try? String(contentsOfFile: self.jar, encoding: .utf8)) ?? "").split(separator: "\n")
+            return lines.compactMap { line -> String? in
+                let fields = line.split(separator: "\t")
+                return fields.count == 7 && fields[5] == name ? String(fields[6]) : nil
+            }.last
+        }
+
+        static func csrf(_ html: String) -> String? {
+            guard let range = html.range(of: #"name="csrf" value="([^"]+)""#, options: .regularExpression) else { return nil }
+            return String(html[range].dropFirst(#"name="csrf" value=""#.count).dropLast())
+        }
+    }
+
+    enum FormCoding {
+        static func encode(_ value: String) -> String {
+            var allowed = CharacterSet.alphanumerics
+            allowed.insert(charactersIn: "-._~")
+            return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value
+        }
+    }
+
+    @Test("sign-in sets a HttpOnly, Secure, SameSite=Strict session; forms need the session's CSRF token and this origin; a revoked session is refused at its next request")
+    func sessions() async throws {
+        let stack = try await GatewayStack.start()
+        defer { stack.stopNow() }
+        let family = try await Bootstrapped.make(stack.harness)
+        let invite = { () async throws -> EnrollmentCode in try await family.parent.call(PairingMethods.inviteParent, InviteParentParams(role: .coParent)) }
+        let directory = stack.harness.directory
+        let browser = Client(stack: stack, jar: directory.file("jar-1"))
+        let origin = "Origin: \(stack.url)"
+
+        // Not signed in: pages send the browser to /signin; the device API is unchanged.
+        let (home, homeHeaders) = try browser.get("/")
+        #expect(home.status == 303 && homeHeaders.lowercased().contains("location: /signin"), "\(home)")
+        let (unknownPage, _) = try browser.get("/nothing")
+        #expect(unknownPage.status == 404 && unknownPage.body.contains("<html"))
+
+        // The sign-in form: its token must come back with the cookie that carries it.
+        let (form, formHeaders) = try browser.get("/signin")
+        #expect(form.status == 200)
+        for header in ["content-security-policy: default-src 'none'", "x-frame-options: deny", "strict-transport-security: max-age=", "cache-control: no-store"] {
+            #expect(formHeaders.lowercased().contains(header), "missing \(header): \(formHeaders)")
+        }
+        let signInToken = try #require(Client.csrf(form.body))
+        let code = try await invite()
+        let forged = try browser.post("/signin", form: ["csrf": "forged", "family": "smith", "code": code.code, "deviceName": "Laptop"], headers: [origin]).0
+        #expect(forged.status == 403 && forged.body.contains("expired"))
+        // (The refused attempt renewed the form's token: take the fresh one.)
+        let token = try #require(Client.csrf(forged.body))
+        #expect(token != signInToken)
+        let wrongCode = try browser.post("/signin", form: ["csrf": token, "family": "smith", "code": "nope.nope", "deviceName": "Laptop"], headers: [origin]).0
+        #expect(wrongCode.status == 400 && wrongCode.body.contains("do not match"), "\(wrongCode.body)")
+        let retry = try #require(Client.csrf(wrongCode.body))
+        let (signedIn, signedInHeaders) = try browser.post("/signin", form: ["csrf": retry, "family": "smith", "code": code.code, "deviceName": "Laptop"], headers: [origin])
+        #expect(signedIn.status == 303, "\(signedIn.body)")
+        let setCookie = signedInHeaders.split(whereSeparator: \.isNewline).first { $0.lowercased().hasPrefix("set-cookie: screentime_session=") }.map(String.init) ?? ""
+        for flag in ["HttpOnly", "Secure", "SameSite=Strict", "Path=/"] { #expect(setCookie.contains(flag), "\(setCookie)") }
+        let session = try #require(browser.cookie("screentime_session"))
+
+        // The browser is a co-parent device like any other.
+        let devices = try await family.parent.call(PairingMethods.listDevices, Empty()).devices
+        let me = try #require(devices.first { $0.deviceId.hasPrefix("browser-") })
+        #expect(me.role == .coParent && me.deviceName == "Laptop" && me.status == .active)
+
+        // Pages: the overview; a form without the token, or from another origin, is refused.
+        let (overview, _) = try browser.get("/")
+        #expect(overview.status == 200 && overview.body.contains("Overview"))
+        let csrf = try #require(Client.csrf(overview.body))
+        let rule = ["bundleId": "org.khan", "category": "learning", "pointsPerMinute": "2", "enabled": "true"]
+        #expect(try browser.post("/apps", form: rule, headers: [origin]).0.status == 403)
+        #expect(try browser.post("/apps", form: rule.merging(["csrf": "x"]) { $1 }, headers: [origin]).0.status == 403)
+        #expect(try browser.post("/apps", form: rule.merging(["csrf": csrf]) { $1 }, headers: ["Origin: https://evil.example"]).0.status == 403)
+        let saved = try browser.post("/apps", form: rule.merging(["csrf": csrf]) { $1 }, headers: [origin]).0
+        #expect(saved.status == 303, "\(saved.body)")
+        // Another session's token is worth nothing here.
+        let other = Client(stack: stack, jar: directory.file("jar-2"))
+        #expect(try browser.post("/apps", form: rule.merging(["csrf": SessionToken.csrfOf(other)]) { $1 }, headers: [origin]).0.status == 403)
+
+        // Nothing more than a parent device: a co-parent cannot invite parents (admins
+        // only), from the page as from a phone; a local-only method stays refused.
+        let invited = try browser.post("/devices/invite-parent", form: ["csrf": csrf], headers: [origin]).0
+        #expect(invited.status == 403 && invited.body.contains("Not allowed"), "\(invited.body)")
+        let local = try stack.rpc("pairing.createFamily", ["family": "other"], token: session)
+        #expect(local.status == 403 && local.errorCode == "forbidden")
+        // (The WebSocket's origin rule: DashboardOriginTests; swift-websocket's client sets
+        // its own Origin, so it cannot play another site's page here.)
+
+        // Revoked from a parent's phone: refused at the browser's very next request, and
+        // the cookie is cleared.
+        _ = try await family.parent.call(PairingMethods.revokeDevice, DeviceParams(deviceId: me.deviceId))
+        let (after, afterHeaders) = try browser.get("/")
+        #expect(after.status == 303 && afterHeaders.contains("/signin?expired=1"), "\(after)")
+        #expect(afterHeaders.contains("screentime_session=; Path=/; Max-Age=0"))
+        let fragment = try Client(stack: stack, jar: directory.file("jar-3")).get("/?fragment=1", headers: ["Cookie: screentime_session=\(session)"]).0
+        #expect(fragment.status == 401)
+    }
+
+    @Test("sign-out revokes the browser's credential; the family's last admin cannot sign out")
+    func signOut() async throws {
+        let stack = try await GatewayStack.start()
+        defer { stack.stopNow() }
+        let family = try await Bootstrapped.make(stack.harness)
+        let code = try await family.parent.call(PairingMethods.inviteParent, InviteParentParams(role: .coParent))
+        let browser = Client(stack: stack, jar: stack.harness.directory.file("jar"))
+        let origin = "Origin: \(stack.url)"
+        let token = try #require(Client.csrf(try browser.get("/signin").0.body))
+        #expect(try browser.post("/signin", form: ["csrf": token, "family": "smith", "code": code.code, "deviceName": "Kitchen tablet"], headers: [origin]).0.status == 303)
+        let session = try #require(browser.cookie("screentime_session"))
+        let csrf = try #require(Client.csrf(try browser.get("/").0.body))
+        let (out, outHeaders) = try browser.post("/signout", form: ["csrf": csrf], headers: [origin])
+        #expect(out.status == 303 && outHeaders.contains("/signin?signedOut=1"))
+        #expect(try stack.rpc("pairing.listDevices", [:], token: session).status == 401)
+
+        // The admin parent's phone cannot sign itself out: it is the family's last admin.
+        let last = try stack.rpc("pairing.signOut", [:], token: family.parentCredential.token)
+        #expect(last.status == 403 && last.errorCode == "forbidden" && last.body.contains("last admin"))
+    }
+}
+
+/// Another browser's CSRF token: signs a second browser in and reads its overview's token.
+enum SessionToken {
+    static func csrfOf(_ client: DashboardHTTPTests.Client) throws -> String {
+        // Not signed in: the sign-in form's token is a stand-in (any token not this session's).
+        let form = try client.get("/signin").0
+        return DashboardHTTPTests.Client.csrf(form.body) ?? "none"
+    }
+}

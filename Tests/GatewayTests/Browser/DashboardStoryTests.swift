@@ -1,0 +1,200 @@
+import Foundation
+import PairingAPI
+import RPCCore
+import StackSupport
+import Testing
+import TestSupport
+
+/// The parent's dashboard in a real browser (Debian's chromium, headless) against the real
+/// gateway and services; the child's device is played by `screentimectl` on the services'
+/// local sockets. Screenshots at phone (390 px) and laptop width go to
+/// `.build/artifacts/dashboard/` (or `$SCREENTIME_ARTIFACTS_DIR/dashboard`); any
+/// JavaScript console error fails the test.
+@Suite("Dashboard: the parent's story in a browser", .serialized, .timeLimit(.minutes(5)))
+struct DashboardStoryTests {
+    @Test("sign in with an invitation, pair a child comparing the emoji, change an app rule and see it executed, live usage, CSV, revoke, sign out")
+    func parentStory() async throws {
+        let stack = try await GatewayStack.start()
+        defer { stack.stopNow() }
+        let browser = try await Browser(pin: stack.endpoint.pin)
+        let shots = Screenshots(browser)
+        do {
+            try await self.story(stack, browser, shots)
+        } catch {
+            try? await shots.take("failure")
+            await browser.quit()
+            throw error
+        }
+        await browser.quit()
+    }
+
+    func story(_ stack: GatewayStack, _ browser: Browser, _ shots: Screenshots) async throws {
+        let profiles = stack.harness.directory.file("profiles")
+        let ctl = { (arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) in
+            try await runCommand(Binaries.path("screentimectl"), arguments + ["--runtime-dir", stack.harness.directory.path],
+                                 environment: ["SCREENTIME_PROFILES_DIR": profiles])
+        }
+        let must = { (arguments: [String]) async throws -> String in
+            let result = try await ctl(arguments)
+            guard result.status == 0 else { throw TestFailure("screentimectl \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.stderr)\(result.stdout)") }
+            return result.stdout
+        }
+
+        // The administrator creates the family; its first parent enrolls with screentimectl,
+        // then invites a co-parent: the printed link signs the browser in.
+        let created = try await must(["family", "create", "smith", "--time-zone", "Europe/Paris"])
+        let adminCode = try #require(created.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.contains(".") && !$0.contains(" ") && !$0.hasPrefix("https://") })
+        _ = try await must(["parent", "enroll", "--profile", "mum", "--family", "smith", "--code", adminCode])
+        let invite = try await must(["parent", "invite", "--profile", "mum"])
+        let link = try #require(invite.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.hasPrefix("https://") && $0.contains("/signin?") },
+                                "parent invite prints no sign-in link:\n\(invite)")
+        #expect(link.hasPrefix(stack.url + "/signin?family=smith&code="))
+
+        // 1. Sign in: the form comes filled from the link; the browser names itself.
+        try await browser.go(link)
+        try await browser.type("#deviceName", "Laptop")
+        try await browser.type("#displayName", "Dad")
+        try await shots.take("signin")
+        try await browser.click("#signin")
+        try await browser.waitFor("the overview after signing in", "h1") { $0 == "Overview" }
+        try await browser.waitFor("the empty state", ".empty h2") { $0 == "No children yet" }
+        let cookie = try await browser.cookieFlags("screentime_session")
+        #expect(cookie["httpOnly"] == true && cookie["secure"] == true && cookie["sameSite"]?.stringValue == "Strict", "\(cookie)")
+        let session = try #require(cookie["value"]?.stringValue)
+        try await shots.take("overview-empty")
+        try await self.noConsoleErrors(browser)
+
+        // 2. Pair a child's device: the page shows the QR code and the link; the child's
+        //    screentimectl "scans" the link and shows its emoji, which the page must match.
+        try await browser.go(stack.url + "/devices")
+        try await browser.type("#childId", "emma")
+        try await browser.type("#childName", "Emma")
+        try await browser.click("#pair-child")
+        let uri = try await browser.waitFor("the pairing link", "#pair-uri") { $0.hasPrefix("screentime://pair?") }
+        #expect(try await browser.element(".qr svg") != nil)
+        try await shots.take("pair-qr")
+        let accepted = try await must(["child", "accept", "--profile", "emma-tablet", "--device-name", "Emma's tablet", uri])
+        let lines = accepted.split(separator: "\n").map(String.init)
+        let childEmoji = try #require(lines.firstIndex { $0.hasPrefix("Short code") }.map { lines[$0 + 1].trimmingCharacters(in: .whitespaces) }, "\(accepted)")
+        // The page learns of the acceptance by itself (no reload).
+        let pageEmoji = try await browser.waitFor("the short code on the page", "#short-code") { !$0.isEmpty }
+        #expect(childEmoji.hasPrefix(pageEmoji), "the child shows \(childEmoji), the page \(pageEmoji)")
+        try await shots.take("pair-code")
+        try await browser.click("#confirm")
+        try await browser.waitFor("the pairing confirmed", "#pair-done") { $0.contains("is paired") }
+        try await self.noConsoleErrors(browser)
+
+        // 3. An app rule: saved from the page, sent to the child's device as a pending
+        //    command; the child's CLI applies it and the page shows it executed, live.
+        try await browser.go(stack.url + "/apps")
+        try await browser.type("#new-bundle", "org.khanacademy")
+        try await browser.type("#new-name", "Khan Academy")
+        try await browser.type("#new-points", "2")
+        try await browser.click("#new-blocked")
+        try await browser.click("#add-app-save")
+        try await browser.waitFor("the rule saved", "#notice") { $0.contains("sent to 1 device") }
+        try await browser.waitFor("the command pending", "[data-command] [data-status]") { $0 == "pending" }
+        try await browser.script("window.__sameDocument = 'yes'")
+        try await shots.take("apps-pending")
+        let applied = try await must(["commands", "apply", "--profile", "emma-tablet"])
+        #expect(applied.contains("org.khanacademy") && applied.contains("blocked"), "\(applied)")
+        try await browser.waitFor("the command executed, without reloading", "[data-command] [data-status]") { $0 == "executed" }
+        #expect(try await browser.script("return window.__sameDocument") == "yes")
+        #expect(try await browser.element("form[data-app='org.khanacademy'] input[name='blocked']:checked") != nil)
+        try await shots.take("apps-executed")
+        try await self.noConsoleErrors(browser)
+
+        // 4. Usage from the child: the overview changes by itself.
+        try await browser.go(stack.url + "/")
+        try await browser.waitFor("Emma's card", "[data-child='emma'] [data-field='learning']") { $0 == "0 min" }
+        try await browser.waitFor("the live connection", "#live-status") { $0 == "Live" }
+        try await browser.script("window.__sameDocument = 'still'")
+        _ = try await must(["usage", "add", "--profile", "emma-tablet", "org.khanacademy", "--minutes", "10"])
+        try await browser.waitFor("the learning time, live", "[data-child='emma'] [data-field='learning']") { $0 == "10 min" }
+        try await browser.waitFor("the points, live", "[data-child='emma'] [data-field='pointsToday']") { $0 == "20" }
+        #expect(try await browser.script("return window.__sameDocument") == "still")
+        let lastSync = try await browser.text("[data-child='emma'] [data-field='lastSync']")
+        #expect(lastSync == "just now" || lastSync.hasSuffix("minute ago"), "\(lastSync)")
+        try await shots.take("overview-live")
+        try await self.noConsoleErrors(browser)
+
+        // 5. Reports: the chart, and the CSV downloaded with the browser's session.
+        try await browser.go(stack.url + "/reports")
+        #expect(try await browser.element(".chart svg") != nil)
+        let csv = try await browser.asyncScript("""
+            var done = arguments[arguments.length - 1];
+            fetch(document.getElementById('csv-link').href, { credentials: 'same-origin' })
+              .then(function (r) { return r.text().then(function (t) { done(r.status + ' ' + r.headers.get('content-type') + '\\n' + t); }); })
+              .catch(function (e) { done('failed ' + e); });
+            """).stringValue ?? ""
+        #expect(csv.hasPrefix("200 text/csv"), "\(csv)")
+        #expect(csv.contains("date,device_id,app,category,seconds,points") && csv.contains("org.khanacademy,learning,600,20"), "\(csv)")
+        try await shots.take("reports")
+        try await self.noConsoleErrors(browser)
+
+        // 6. Revoke the child's device: cut off at once.
+        try await browser.go(stack.url + "/devices")
+        let childDevice = try #require(try await browser.script("var row = [...document.querySelectorAll('tr[data-device]')].find(r => r.textContent.includes(\"Emma's tablet\")); return row ? row.dataset.device : null").stringValue)
+        try await shots.take("devices")
+        try await browser.click("tr[data-device='\(childDevice)'] button.danger")
+        try await browser.acceptAlert()
+        try await browser.waitFor("the device revoked", "tr[data-device='\(childDevice)'] [data-field='status']") { $0 == "revoked" }
+        let refused = try await ctl(["usage", "add", "--profile", "emma-tablet", "org.khanacademy", "--minutes", "5"])
+        #expect(refused.status != 0, "a revoked device's upload went through: \(refused)")
+        try await self.noConsoleErrors(browser)
+
+        // 7. Activity: the parents' actions, the revocation among them. Settings: the family's
+        //    time zone and alert thresholds, which every page then uses.
+        try await browser.go(stack.url + "/activity")
+        try await browser.waitFor("the revocation in the audit log", "tr[data-action='device.revoke']") { $0.contains(childDevice) }
+        try await shots.take("activity")
+        try await browser.go(stack.url + "/settings")
+        try await browser.type("#timeZone", "America/New_York")
+        try await browser.type("#rewardMinutes", "45")
+        try await browser.click("#save-settings")
+        try await browser.waitFor("the settings saved", "#notice") { $0.contains("America/New_York") }
+        #expect(try await browser.pageText().contains("Times in America/New_York."))
+        #expect(try await browser.script("return document.getElementById('rewardMinutes').value") == "45")
+        try await shots.take("settings")
+        try await self.noConsoleErrors(browser)
+
+        // 8. Sign out: the session's credential is revoked; the old cookie gets nothing.
+        try await browser.go(stack.url + "/")
+        try await browser.click("button[type='submit'].link")
+        try await browser.waitFor("the sign-in page after signing out", ".notice") { $0.contains("Signed out") }
+        #expect(try await browser.cookie("screentime_session") == nil)
+        let page = try curl(stack.url + "/", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: ["-H", "Cookie: screentime_session=\(session)", "-D", "/dev/stderr"])
+        #expect(page.status == 303 && page.stderr.contains("/signin?expired=1"), "\(page)")
+        let api = try stack.rpc("pairing.listDevices", [:], token: session)
+        #expect(api.status == 401 && api.errorCode == "unauthorized", "\(api.body)")
+        try await self.noConsoleErrors(browser)
+    }
+
+    func noConsoleErrors(_ browser: Browser) async throws {
+        let errors = try await browser.consoleMessages().filter { $0.level == "SEVERE" }
+        #expect(errors.isEmpty, "JavaScript console errors: \(errors.map(\.message))")
+    }
+}
+
+/// Each page at phone width (390 px) and laptop width, as PNG files.
+struct Screenshots {
+    let browser: Browser
+    static let directory: String = {
+        let base = ProcessInfo.processInfo.environment["SCREENTIME_ARTIFACTS_DIR"]
+            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+                .appendingPathComponent(".build/artifacts").path
+        let directory = (base as NSString).appendingPathComponent("dashboard")
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        return directory
+    }()
+
+    init(_ browser: Browser) { self.browser = browser }
+
+    func take(_ name: String) async throws {
+        for (label, width, height) in [("phone", 390, 844), ("laptop", 1280, 900)] {
+            try await self.browser.resize(width: width, height: height)
+            let png = try await self.browser.screenshot()
+            try png.write(to: URL(fileURLWithPath: (Self.directory as NSString).appendingPathComponent("\(name)-\(label).png")))
+        }
+    }
+}
