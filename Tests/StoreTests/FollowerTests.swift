@@ -56,13 +56,15 @@ struct FollowerTests {
             await feed.run(
                 position: { applied.withLock { $0.last ?? 0 } },
                 apply: { batch in
-                    try await Task.sleep(for: .milliseconds(2))  // slower than the store commits
+                    try await Task.sleep(for: .milliseconds(10))  // slower than the store commits
                     applied.withLock { $0 += batch.map(\.seq) }
                 },
                 skip: { _ in Issue.record("nothing was purged") })
         }
         defer { following.cancel() }
         try await waitUntil("the backlog applied", timeout: .seconds(60)) { applied.withLock { $0.count } >= 400 }
+        // The bursts must meet the live feed, not the pages of the catch-up.
+        try await waitUntil("the follower following live", timeout: .seconds(60)) { logs.messages.contains { $0.contains("following the store") } }
         // Bursts of 100 changes while it follows live: more than its backlog may hold.
         for burst in 0..<6 {
             try await family.admin.save((0..<100).map { Make.usage("new\(burst)-\($0)", start: Self.base, seconds: 5) }, zone: FamilyFixture.zone1)
