@@ -6,6 +6,6 @@ struct Bench: AsyncParsableCommand {
         commandName: "screentime-bench",
         abstract: "Benchmarks of the ScreenTime Rewards services, each figure printed beside its floor measured in the same run.",
         discussion: "Build in release mode first (swift build -c release); the benchmarks start the release binaries beside this one.",
-        subcommands: [StoreBenchmark.self, PairingBenchmark.self, PushBenchmark.self, AggregatorBenchmark.self, ColdStartBenchmark.self, RedisBenchmark.self, AllBenchmarks.self, NIOFloorServer.self]
+        subcommands: [StoreBenchmark.self, PairingBenchmark.self, PushBenchmark.self, GatewayBenchmark.self, AggregatorBenchmark.self, ColdStartBenchmark.self, RedisBenchmark.self, AllBenchmarks.self, NIOFloorServer.self, NIOWebSocketEchoServer.self]
     )
 }
