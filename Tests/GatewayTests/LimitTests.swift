@@ -73,8 +73,7 @@ struct LimitTests {
         // A client that reads nothing once upgraded asks for far more replies than the
         // gateway may hold: each request a few dozen bytes, each reply replyBytes.
         let requests = 20_000
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        defer { try? group.syncShutdownGracefully() }
+        let group = MultiThreadedEventLoopGroup.singleton
         let before = try stack.gateway.residentBytes()
         let stalled = try await StalledWebSocket.connect(group: group, port: stack.port, token: family.parentCredential.token)
         stalled.send((1...requests).map { #"{"id":\#($0),"method":"rpc.describe"}"# })
