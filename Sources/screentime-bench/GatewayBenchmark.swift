@@ -215,7 +215,11 @@ struct GatewayBenchmark: AsyncParsableCommand {
                 .map { "\($0.key) \(Report.format($0.value))" }.joined(separator: ", ") + ")"))
             say("  \(level) devices: p50 \(Report.format(through.p50 / 1000)) ms, p99 \(Report.format(through.p99 / 1000)) ms; direct p99 \(Report.format(unixListener.p99 / 1000)) ms; CPU per change \(spent.map { "\($0.key) \(Report.format($0.value)) ms" }.joined(separator: ", "))")
         }
-        let load = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").prefix(3).joined(separator: " ") ?? "?"
+        let averages = ((try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)) ?? "").split(separator: " ").prefix(3).compactMap { Double($0) }
+        let load = averages.map { String(format: "%.2f", $0) }.joined(separator: " ")
+        // The machine may be shared: how busy it was belongs beside the figures.
+        figures.append(Figure(name: "load average at the end", value: averages.first ?? .nan,
+                              unit: "(1 min; 5 and 15 min: \(averages.dropFirst().map { String(format: "%.2f", $0) }.joined(separator: ", ")); \(ProcessInfo.processInfo.activeProcessorCount) cores)"))
         Report.print("screentime-gatewayd (\(levels.map(String.init).joined(separator: "/")) devices, load average \(load)\(quick ? ", quick mode" : ""))", figures)
         if let json = self.common.json { try Report.writeJSON(figures, to: json) }
         directListener.cancel()
