@@ -130,7 +130,7 @@ struct PushBenchmark: AsyncParsableCommand {
 
     /// Changes until every listener holds the latest (the first listen of each device also
     /// returns its queued backlog), then a moment of quiet.
-    private static func settle(_ listening: Int, writer: ChangeWriter, arrivals: Arrivals) async throws {
+    static func settle(_ listening: Int, writer: ChangeWriter, arrivals: Arrivals) async throws {
         guard listening > 0 else { return }
         for _ in 0..<5 {
             arrivals.expect(round: writer.next)
@@ -208,7 +208,7 @@ private final class BenchDevice: Sendable {
 }
 
 /// Changes one UsageRecord, its `totalSeconds` numbering the change.
-private final class ChangeWriter: Sendable {
+final class ChangeWriter: Sendable {
     let store: RPCClient
     private let counter = Mutex<Int64>(1)
 

@@ -71,7 +71,7 @@ struct BackPressureTests {
         let dir = TemporaryDirectory()
         let service = try await ServiceProcess.startByHand(in: dir, arguments: ["--max-in-flight", "4096"])
         defer { service.stopNow() }
-        let before = try residentKiB(service.pid)
+        let before = try service.residentBytes() / 1024
         let greedy = try RawConnection(path: service.socketPath)
         let requests = 3000
         // (A thread of its own: once the service stops reading, these sends block.)
@@ -84,7 +84,7 @@ struct BackPressureTests {
         }
         // 3,000 replies of 10 KB would be 30 MB held in the service if it kept reading.
         try await Task.sleep(for: .seconds(1))
-        let grown = try residentKiB(service.pid) - before
+        let grown = try service.residentBytes() / 1024 - before
         #expect(grown < 12 * 1024, "the service grew by \(grown) KiB while its replies were not read")
 
         let other = try RawConnection(path: service.socketPath)
@@ -104,13 +104,5 @@ struct BackPressureTests {
         #expect(short == 0)
         #expect(ids.count == requests)
         #expect(sent.withLock { $0 } == requests)
-    }
-
-    private func residentKiB(_ pid: pid_t) throws -> Int {
-        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
-        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
-              let kib = line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap({ Int($0) })
-        else { throw TestFailure("no VmRSS for \(pid)") }
-        return kib
     }
 }

@@ -82,6 +82,15 @@ public final class ServiceProcess: @unchecked Sendable {
     public var isRunning: Bool { self.exitStatus == nil }
     public var log: String { (try? String(contentsOfFile: self.logPath, encoding: .utf8)) ?? "" }
 
+    /// The process's resident memory (VmRSS), in bytes.
+    public func residentBytes() throws -> Int {
+        let status = try String(contentsOfFile: "/proc/\(self.pid)/status", encoding: .utf8)
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let kib = line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap({ Int($0) })
+        else { throw TestFailure("no VmRSS in /proc/\(self.pid)/status") }
+        return kib * 1024
+    }
+
     public func waitForFile() async throws {
         try await waitUntil("a socket at \(self.socketPath)", timeout: .seconds(5), detail: self.log) {
             FileManager.default.fileExists(atPath: self.socketPath)

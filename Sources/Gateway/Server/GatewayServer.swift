@@ -30,6 +30,7 @@ public final class GatewayServer: Service, Sendable {
     let keeper: CertificateKeeper
     let contexts: TLSContextHolder
     let context: GatewayContext
+    let limiter: ConnectionLimiter
     let logger: Logger
 
     public init(configuration: GatewayConfiguration, listen: GatewayListen, keeper: CertificateKeeper, identity: TLSIdentity, logger: Logger) throws {
@@ -38,13 +39,15 @@ public final class GatewayServer: Service, Sendable {
         self.keeper = keeper
         self.contexts = try TLSContextHolder(identity)
         self.context = GatewayContext(configuration: configuration, relay: Relay(configuration: configuration), logger: logger)
+        self.limiter = ConnectionLimiter(
+            total: configuration.limits.maximumConnections, perAddress: configuration.limits.maximumConnectionsPerAddress, logger: logger)
         self.logger = logger
     }
 
     public func run() async throws {
         let group = MultiThreadedEventLoopGroup.singleton
         let limits = self.configuration.limits
-        let limiter = ConnectionLimiter(total: limits.maximumConnections, perAddress: limits.maximumConnectionsPerAddress, logger: self.logger)
+        let limiter = self.limiter
         let quiescing = ServerQuiescingHelper(group: group)
         let child = RenewableTLSChannel(base: self.makeHTTPChannel(), contexts: self.contexts)
         let logger = self.logger
@@ -130,8 +133,18 @@ public final class GatewayServer: Service, Sendable {
         let limits = self.configuration.limits
         let api = DeviceAPI(gateway: self.context)
         let context = self.context
+        let limiter = self.limiter
         return HTTP1WebSocketUpgradeChannel(
-            responder: { request, writer, channel in try await api.respond(to: request, writer: writer, channel: channel) },
+            responder: { request, writer, channel in
+                // A connection over a limit gets its reason, then is closed.
+                if let refusal = limiter.refusal(for: channel) {
+                    let response = JSONResponse.error(refusal, extra: [.connection: "close"])
+                    try await writer.write(response: response.head, body: response.body)
+                    channel.close(promise: nil)
+                    return
+                }
+                try await api.respond(to: request, writer: writer, channel: channel)
+            },
             configuration: .init(
                 http1: HTTP1Channel.Configuration(
                     idleTimeout: nil,
@@ -140,7 +153,7 @@ public final class GatewayServer: Service, Sendable {
                     maxFrameSize: limits.maximumMessageSize, autoPing: .enabled(timePeriod: limits.pingInterval),
                     closeTimeout: .seconds(5), validateUTF8: true)),
             shouldUpgrade: { head, channel, logger in
-                guard head.method == .get, (head.path ?? "").split(separator: "?").first == "/v1/ws" else { return .dontUpgrade }
+                guard head.method == .get, (head.path ?? "").split(separator: "?").first == "/v1/ws", limiter.refusal(for: channel) == nil else { return .dontUpgrade }
                 let token = DeviceAPI.bearerToken(head.headerFields) ?? DeviceAPI.sessionCookie(head.headerFields, authority: head.authority)
                 let address = channel.remoteAddress?.ipAddress ?? "unknown"
                 return .upgrade([.strictTransportSecurity: JSONResponse.strictTransportSecurity]) { inbound, outbound, _ in
