@@ -127,6 +127,10 @@ final class StalledWebSocket: Sendable {
         tls.certificateVerification = .none  // the pin is checked by curl in the other tests; here only the flow matters
         let context = try NIOSSLContext(configuration: tls)
         let upgraded: EventLoopFuture<StalledWebSocket> = try await ClientBootstrap(group: group)
+            // A small receive buffer, set before connecting (which fixes the TCP window): the
+            // replies back up after a few of them, not after megabytes a loaded machine
+            // takes minutes to make.
+            .channelOption(.socketOption(.so_rcvbuf), value: 16 * 1024)
             .connect(host: "127.0.0.1", port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: "localhost"))
