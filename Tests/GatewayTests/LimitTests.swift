@@ -78,13 +78,16 @@ struct LimitTests {
         let stalled = try await StalledWebSocket.connect(group: group, port: stack.port, token: family.parentCredential.token)
         stalled.send((1...requests).map { #"{"id":\#($0),"method":"rpc.describe"}"# })
 
-        // The replies back up: they wait unread at the client, and more wait at the
-        // gateway, which cannot send them.
+        // The replies back up: they fill the client's receive buffer, and the gateway, which
+        // cannot send more, stops reading requests, so the client's own requests wait in
+        // its send queue. (Both seen in the client's socket, which /proc/net/tcp always
+        // lists; the gateway's end is not always there to read.)
         let clientPort = try #require(stalled.localPort)
-        try await waitUntil("replies waiting at both ends of the stalled client's connection", timeout: .seconds(120), detail: TCPQueues.describe(clientPort: clientPort)) {
-            guard let atClient = TCPQueues.of(localPort: clientPort, remotePort: stack.port),
-                  let atGateway = TCPQueues.of(localPort: stack.port, remotePort: clientPort) else { return false }
-            return atClient.received > 0 && atGateway.sent > 0
+        try await waitUntil("replies unread at the stalled client, and its requests unread by the gateway", timeout: .seconds(120),
+                            detail: TCPQueues.describe(clientPort: clientPort)) {
+            guard let atClient = TCPQueues.of(localPort: clientPort, remotePort: stack.port) else { return false }
+            // Its receive buffer full (it was made 16 KiB, which the kernel doubles).
+            return atClient.received >= 16 * 1024 && atClient.sent > 0
         }
 
         // Meanwhile everyone else is served: a hundred round trips, in which a gateway that
