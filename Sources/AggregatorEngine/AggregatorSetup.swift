@@ -83,7 +83,7 @@ extension ServiceSetup {
                 summaries: SummaryWriter(store: store, database: database, logger: logger),
                 earnedTime: EarnedTimeWriter(store: store, database: database, logger: logger),
                 retention: RetentionWriter(store: store, database: database, logger: logger),
-                alerts: AlertWriter(push: push, database: database, logger: logger),
+                alerts: AlertWriter(push: push, store: store, database: database, logger: logger),
                 wakeup: summaries, logger: logger),
             Periodic(every: configuration.alertCheckInterval, QuietDevices(database: database, writeback: summaries, logger: logger).check),
             Periodic(every: configuration.retentionInterval, rollUps.check),

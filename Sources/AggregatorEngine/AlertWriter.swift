@@ -4,11 +4,16 @@ import PushAPI
 import RPCClient
 import RPCCore
 import ServiceKit
+import StoreAPI
 
 /// Sends queued alerts to the family's parents with `push.notify` (high priority, one
-/// collapse key per alert and subject, so a stale one is replaced while undelivered).
+/// collapse key per alert and subject, so a stale one is replaced while undelivered), and
+/// first keeps each as an AuditEntry (`action` `alert.<kind>`, actor `server`) in the
+/// family's default zone: the alerts' history, which the dashboard's Activity page lists
+/// (a push queue forgets what its device acknowledged).
 struct AlertWriter: Sendable {
     let push: RPCClient
+    let store: RPCClient
     let database: AggregatorDatabase
     let logger: Logger
 
@@ -17,6 +22,11 @@ struct AlertWriter: Sendable {
         for alert in pending {
             let data = (try? RPCJSON.makeDecoder().decode(JSONValue.self, from: Data(alert.data.utf8)))?.objectValue ?? [:]
             let subject = data["child"]?.stringValue ?? data["deviceId"]?.stringValue ?? ""
+            // The outbox's id names the entry (AUTOINCREMENT: never reused), so a retry after
+            // push was away saves the same record again rather than a second one.
+            if let error = await self.store.write(Self.auditEntry(alert, data: data, subject: subject), logger: self.logger) {
+                guard error.code == .notFound else { throw error }  // the store is away: the alert waits
+            }
             let params = NotifyParams(family: alert.family, parents: true, alert: Alert(title: alert.title, body: alert.body), data: data,
                                       collapseKey: "alert:\(alert.kind):\(subject)", priority: .high)
             switch await self.notify(params) {
@@ -30,6 +40,22 @@ struct AlertWriter: Sendable {
             try await self.database.alertSent(alert.id)
         }
         return pending.count
+    }
+
+    static func auditEntry(_ alert: AggregatorDatabase.PendingAlert, data: [String: JSONValue], subject: String) -> ModifyParams {
+        var metadata = data
+        metadata["title"] = .string(alert.title)
+        metadata["body"] = .string(alert.body)
+        let metadataText = String(decoding: (try? RPCJSON.makeEncoder().encode(JSONValue.object(metadata))) ?? Data("{}".utf8), as: UTF8.self)
+        let fields: [String: JSONValue] = [
+            RecordFieldNames.familyRef: .reference(alert.family, zone: StoreNames.defaultZone),
+            RecordFieldNames.actorParentRef: .reference(alert.family, zone: StoreNames.defaultZone),
+            RecordFieldNames.actor: "server", RecordFieldNames.action: .string("alert.\(alert.kind)"),
+            RecordFieldNames.target: .string(subject), RecordFieldNames.timestamp: .date(Date()),
+            RecordFieldNames.metadata: .string(metadataText),
+        ]
+        return ModifyParams(family: alert.family, zone: StoreNames.defaultZone,
+                            saves: [RecordSave(recordType: RecordTypes.auditEntry, recordName: "alert-\(alert.id)", fields: fields)], atomic: true)
     }
 
     private func notify(_ params: NotifyParams) async -> Result<NotifyResult, RPCError> {

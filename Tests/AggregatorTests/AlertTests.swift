@@ -30,6 +30,11 @@ struct AlertTests {
             let first = try await alerts.wait(for: 1)
             #expect(first[0].alert?.title == "emma: 25 min of reward apps on 2026-11-20" && first[0].priority == .high)
             #expect(first[0].fields?["alert"] == "rewardToday" && first[0].fields?["limitMinutes"] == 20)
+            // Kept before it was sent: an AuditEntry the parents can read (the dashboard's Activity page).
+            let history = try await stack.parentStore.call(StoreMethods.query, QueryParams(family: stack.family.family, zone: StoreNames.defaultZone, recordType: "AuditEntry", limit: 100))
+            let kept = history.records.filter { $0.fields["action"] == "alert.rewardToday" }
+            #expect(kept.count == 1 && kept.first?.fields["actor"] == "server" && kept.first?.fields["target"] == "emma", "\(history.records)")
+            #expect(kept.first?.fields["metadata"]?.stringValue?.contains("emma: 25 min of reward apps on 2026-11-20") == true)
             try await stack.session("p3", app: "roblox", category: "reward", from: stack.at("2026-11-20 18:00"), to: stack.at("2026-11-20 18:10"))
             try await stack.settle(sessions: 3)
             try await alerts.expectQuiet(beyond: 1)

@@ -72,6 +72,7 @@ enum Assets {
         th, td { text-align: left; padding: .5rem; border-bottom: 1px solid var(--line); vertical-align: top; }
         .commands { padding-left: 1.2rem; }
         .commands li { margin-bottom: .4rem; }
+        .alerts { padding-left: 1.2rem; margin: 0; } .alerts li { margin-bottom: .6rem; }
         .qr svg { width: min(280px, 80vw); height: auto; background: #fff; }
         .qr { margin: 0 0 1rem; }
         .wrap { word-break: break-all; }

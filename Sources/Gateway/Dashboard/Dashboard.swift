@@ -284,8 +284,14 @@ struct Dashboard: Sendable {
         let clock = try await session.device.clock()
         let info = try await session.device.call(PairingMethods.invitationStatus, InvitationParams(invitationId: invitationId))
         let kept = self.invitations.entry(invitationId, deviceId: session.device.deviceId)
+        // The child's name where it has one: the invitation's (the title of the MonitoringSession
+        // record `session` the pairing service writes in the child's new zone), else the
+        // ChildContext's (a child paired before), else its id.
+        let monitoring = try? await session.device.call(StoreMethods.fetch, FetchParams(family: session.device.family, zone: info.zone, recordNames: ["session"]))
+        var childName = monitoring?.records.first?.fields["title"]?.stringValue
+        if childName == nil { childName = try await session.device.children().first { $0.id == info.childId }?.name }
         var data: [String: Any] = [
-            "invitationId": info.invitationId, "status": info.status.rawValue, "childName": info.childId,
+            "invitationId": info.invitationId, "status": info.status.rawValue, "childName": childName ?? info.childId,
             "deviceName": info.deviceName ?? info.deviceId ?? "The device", "expires": clock.time(info.expiresAt), "csrf": session.csrf,
         ]
         switch info.status {
@@ -365,8 +371,8 @@ struct Dashboard: Sendable {
 
     func activityPage(_ session: Session, fragment: Bool) async throws(RPCError) -> Response {
         let clock = try await session.device.clock()
-        let entries = try await session.device.auditLog(clock)
-        let live = Templates.render("activityLive", ["entries": entries, "hasEntries": !entries.isEmpty])
+        let (alerts, entries) = try await session.device.activity(clock)
+        let live = Templates.render("activityLive", ["alerts": alerts, "hasAlerts": !alerts.isEmpty, "entries": entries, "hasEntries": !entries.isEmpty])
         if fragment { return WebResponse.html(live) }
         return self.page(.ok, "activity", title: "Activity", session: session, clock: clock, data: ["live": live, "navActivity": true])
     }

@@ -175,18 +175,32 @@ extension BrowserDevice {
         }
     }
 
-    /// The newest entries of the family's audit log (parents' and the server's actions).
-    func auditLog(_ clock: FamilyClock, limit: Int = 50) async throws(RPCError) -> [[String: Any]] {
+    /// The Activity page's two lists, from the family's AuditEntry records (newest 200):
+    /// the alerts the aggregator sent the parents (`action` `alert.<kind>`, newest 20) and
+    /// the audit log of parents' and the server's actions (newest 50).
+    func activity(_ clock: FamilyClock) async throws(RPCError) -> (alerts: [[String: Any]], log: [[String: Any]]) {
         let page = try await self.call(StoreMethods.query, QueryParams(
-            family: self.family, zone: StoreNames.defaultZone, recordType: RecordTypes.auditEntry, sort: QuerySort("timestamp", descending: true), limit: limit))
-        return page.records.map { record in
+            family: self.family, zone: StoreNames.defaultZone, recordType: RecordTypes.auditEntry, sort: QuerySort("timestamp", descending: true), limit: 200))
+        var alerts: [[String: Any]] = [], log: [[String: Any]] = []
+        for record in page.records {
             let fields = record.fields
             let when = fields["timestamp"]?.stringValue.flatMap(StoreDates.parse) ?? record.createdAt
-            return [
-                "when": clock.time(when), "ago": clock.ago(when), "action": fields["action"]?.stringValue ?? "?",
-                "actor": fields["actor"]?.stringValue ?? record.createdBy, "target": fields["target"]?.stringValue ?? "",
-            ]
+            let action = fields["action"]?.stringValue ?? "?"
+            if action.hasPrefix("alert.") {
+                guard alerts.count < 20 else { continue }
+                let metadata = fields["metadata"]?.stringValue.flatMap { try? JSONParser.parse($0) }
+                alerts.append([
+                    "id": record.recordName, "kind": String(action.dropFirst(6)), "when": clock.time(when), "ago": clock.ago(when),
+                    "title": metadata?["title"]?.stringValue ?? action, "body": metadata?["body"]?.stringValue ?? "",
+                ])
+            } else if log.count < 50 {
+                log.append([
+                    "when": clock.time(when), "ago": clock.ago(when), "action": action,
+                    "actor": fields["actor"]?.stringValue ?? record.createdBy, "target": fields["target"]?.stringValue ?? "",
+                ])
+            }
         }
+        return (alerts, log)
     }
 
     /// The Family record's settings the Settings page edits.

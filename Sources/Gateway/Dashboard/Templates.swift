@@ -314,12 +314,20 @@ enum Templates {
 
     static let activity = #"""
         <h1>Activity</h1>
-        <p class="hint">What the family's parents (and the server's administrator) did, newest first. Alerts
-        (a reward limit reached, earned time used up) arrive on the parents' devices as notifications.</p>
+        <p class="hint">The alerts sent to the family's parents (a reward limit reached, earned time used up, a device
+        gone quiet; set them in <a href="/settings">Settings</a>) and what the parents (and the server's administrator)
+        did, newest first. New ones appear here as they come.</p>
         <div id="live" data-live="/activity?fragment=1">{{{live}}}</div>
         """#
 
     static let activityLive = #"""
+        <section class="card" id="alerts" aria-labelledby="alerts-heading">
+          <h2 id="alerts-heading">Alerts</h2>
+          {{^hasAlerts}}<p class="empty" id="no-alerts">No alerts yet. They come when a threshold set in <a href="/settings">Settings</a> is crossed.</p>{{/hasAlerts}}
+          {{#hasAlerts}}
+          <ul class="alerts">{{#alerts}}<li data-alert="{{kind}}" id="{{id}}"><strong>{{title}}</strong> <span class="hint"><span title="{{when}}">{{ago}}</span>, {{when}}</span>{{#body}}<br>{{body}}{{/body}}</li>{{/alerts}}</ul>
+          {{/hasAlerts}}
+        </section>
         <section class="card">
           <h2>Audit log</h2>
           {{^entries}}<p class="empty">Nothing yet.</p>{{/entries}}

@@ -2,6 +2,7 @@ import Foundation
 import PairingAPI
 import RPCCore
 import StackSupport
+import StoreAPI
 import Testing
 import TestSupport
 
@@ -71,6 +72,7 @@ struct DashboardStoryTests {
         try await browser.type("#childName", "Emma")
         try await browser.click("#pair-child")
         let uri = try await browser.waitFor("the pairing link", "#pair-uri") { $0.hasPrefix("screentime://pair?") }
+        #expect(try await browser.text("h1") == "Pair Emma's device", "the heading names the child by name")
         #expect(try await browser.element(".qr svg") != nil)
         try await shots.take("pair-qr")
         let accepted = try await must(["child", "accept", "--profile", "emma-tablet", "--device-name", "Emma's tablet", uri])
@@ -132,7 +134,31 @@ struct DashboardStoryTests {
         try await shots.take("reports")
         try await self.noConsoleErrors(browser)
 
-        // 6. Revoke the child's device: cut off at once.
+        // 6. Alerts as they come: a reward limit set in Settings; the child's reward time
+        //    goes over it, and the Activity page lists the alert without reloading (and
+        //    still after a reload), its time in the family's time zone.
+        try await browser.go(stack.url + "/settings")
+        try await browser.type("#rewardMinutes", "1")
+        try await browser.click("#save-settings")
+        try await browser.waitFor("the limit saved", "#notice") { $0.contains("Europe/Paris") }
+        try await browser.go(stack.url + "/activity")
+        try await browser.waitFor("no alerts yet", "#no-alerts") { $0.hasPrefix("No alerts yet") }
+        try await browser.waitFor("the live connection", "#live-status") { $0 == "Live" }
+        try await browser.script("window.__sameDocument = 'activity'")
+        // Twenty minutes ago: before the learning session of step 4, which ended at about now.
+        let rewardStart = StoreDates.format(Date().addingTimeInterval(-20 * 60))
+        _ = try await must(["usage", "add", "--profile", "emma-tablet", "com.example.game", "--category", "reward", "--minutes", "2", "--start", rewardStart])
+        let alert = try await browser.waitFor("the reward alert, live", "[data-alert='rewardToday'] strong") { $0.contains("2 min of reward apps") }
+        #expect(alert.hasPrefix("emma: 2 min of reward apps on "), "\(alert)")
+        #expect(try await browser.script("return window.__sameDocument") == "activity")
+        #expect(try await browser.element("#no-alerts") == nil)
+        try await shots.take("activity-alert")
+        try await browser.go(stack.url + "/activity")
+        try await browser.waitFor("the alert after a reload", "[data-alert='rewardToday'] strong") { $0 == alert }
+        #expect(try await browser.pageText().contains("Times in Europe/Paris."))
+        try await self.noConsoleErrors(browser)
+
+        // 7. Revoke the child's device: cut off at once.
         try await browser.go(stack.url + "/devices")
         let childDevice = try #require(try await browser.script("var row = [...document.querySelectorAll('tr[data-device]')].find(r => r.textContent.includes(\"Emma's tablet\")); return row ? row.dataset.device : null").stringValue)
         try await shots.take("devices")
@@ -143,7 +169,7 @@ struct DashboardStoryTests {
         #expect(refused.status != 0, "a revoked device's upload went through: \(refused)")
         try await self.noConsoleErrors(browser)
 
-        // 7. Activity: the parents' actions, the revocation among them. Settings: the family's
+        // 8. Activity: the parents' actions, the revocation among them. Settings: the family's
         //    time zone and alert thresholds, which every page then uses.
         try await browser.go(stack.url + "/activity")
         try await browser.waitFor("the revocation in the audit log", "tr[data-action='device.revoke']") { $0.contains(childDevice) }
@@ -158,7 +184,7 @@ struct DashboardStoryTests {
         try await shots.take("settings")
         try await self.noConsoleErrors(browser)
 
-        // 8. Sign out: the session's credential is revoked; the old cookie gets nothing.
+        // 9. Sign out: the session's credential is revoked; the old cookie gets nothing.
         try await browser.go(stack.url + "/")
         try await browser.click("button[type='submit'].link")
         try await browser.waitFor("the sign-in page after signing out", ".notice") { $0.contains("Signed out") }
