@@ -25,7 +25,7 @@ final class DeviceSocket: Sendable {
         var requests: [RequestID: Task<Void, Never>] = [:]
         var anonymous: [UUID: Task<Void, Never>] = [:]
         var streamClients: [String: RPCClient] = [:]
-        var recheck: Task<Void, Never>?
+        var recheck: RepeatedTask?
         var closing = false
         var served = 0
     }
@@ -298,23 +298,28 @@ final class DeviceSocket: Sendable {
     }
 
     /// Checks the credential again every few seconds: a revoked device is cut off even if
-    /// it only listens.
+    /// it only listens. A timer of the connection's event loop, not a task that sleeps:
+    /// thousands of idle sockets each hold one, and a timer weighs far less than a
+    /// suspended task; a task runs only for the check itself, and the next waits for it.
     private func startRecheck(_ token: String) {
-        let period = self.gateway.configuration.credentialRecheck
-        let task = Task {
-            while !Task.isCancelled {
-                do { try await Task.sleep(for: period) } catch { return }
+        let period = TimeAmount.nanoseconds(Int64(self.gateway.configuration.credentialRecheck.components.seconds) * 1_000_000_000
+                                            + self.gateway.configuration.credentialRecheck.components.attoseconds / 1_000_000_000)
+        let loop = self.channel.eventLoop
+        let timer = loop.scheduleRepeatedAsyncTask(initialDelay: period, delay: period) { timer in
+            let checked = loop.makePromise(of: Void.self)
+            checked.completeWithTask {
                 do {
                     _ = try await self.gateway.relay.authenticator.identify(token, fresh: true)
                 } catch let error as RPCError where error.code == .unauthorized {
+                    timer.cancel()
                     await self.cutOff(nil, error)
-                    return
                 } catch {
-                    continue  // the store is unavailable: not the device's fault
+                    // The store is unavailable: not the device's fault; the next check tries again.
                 }
             }
+            return checked.futureResult
         }
-        self.state.withLock { $0.recheck = task }
+        self.state.withLock { $0.recheck = timer }
     }
 
     /// Tells the device why, then closes the socket (policy violation).
