@@ -54,6 +54,9 @@ final class DeviceSocket: Sendable {
         do {
             for try await message in inbound.messages(maxSize: self.gateway.configuration.limits.maximumMessageSize) {
                 if self.state.withLock({ $0.closing }) { break }
+                // Gone: what it sent before it went, still buffered here, has no one to
+                // answer (a client that pipelined thousands of requests, then closed).
+                guard self.channel.isActive else { closeReason = "closed by the device with requests unread"; break }
                 switch message {
                 case .binary:
                     closeReason = "binary message"
