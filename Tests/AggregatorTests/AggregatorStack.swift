@@ -71,14 +71,7 @@ final class AggregatorStack: @unchecked Sendable {
                 return try await withService("aggregator", in: harness.directory, setup: setup) { aggregator in
                     let stack = AggregatorStack(harness: harness, aggregatorSocket: aggregator.socketPath, process: nil, log: aggregator.log, push: nil,
                                                 family: family, child: child, aggregatorArguments: [])
-                    do {
-                        let result = try await body(stack)
-                        await stack.local.close()
-                        return result
-                    } catch {
-                        await stack.local.close()
-                        throw error
-                    }
+                    return try await withCleanup { try await body(stack) } afterwards: { await stack.local.close() }
                 }
             }
             guard withPush else { return try await run() }

@@ -61,14 +61,7 @@ final class PushStack: @unchecked Sendable {
             return try await withService("push", in: harness.directory, setup: setup) { push in
                 let stack = PushStack(harness: harness, family: family, child: child, pushSocket: push.socketPath,
                                       process: nil, log: push.log, pushArguments: [])
-                do {
-                    let result = try await body(stack)
-                    await stack.closeClients()
-                    return result
-                } catch {
-                    await stack.closeClients()
-                    throw error
-                }
+                return try await withCleanup { try await body(stack) } afterwards: { await stack.closeClients() }
             }
         }
     }

@@ -88,6 +88,20 @@ public func withService<T: Sendable>(
     }
 }
 
+/// Runs `body`, then `cleanup` whether it returned or threw (`defer` cannot await): the
+/// stacks close their clients this way before their services stop.
+public func withCleanup<T>(_ body: () async throws -> T, afterwards cleanup: () async -> Void) async throws -> T {
+    let result: T
+    do {
+        result = try await body()
+    } catch {
+        await cleanup()
+        throw error
+    }
+    await cleanup()
+    return result
+}
+
 public struct HarnessError: Error, CustomStringConvertible {
     public let description: String
     public init(_ description: String) { self.description = description }

@@ -62,14 +62,7 @@ public final class PairingHarness: @unchecked Sendable {
             return try await withService("pairing", in: directory, setup: setup) { pairing in
                 let harness = PairingHarness(directory: directory, state: store.environment.paths.stateDirectory, storeSocket: store.socketPath,
                                              pairingSocket: pairing.socketPath, processes: nil, pairingArguments: [])
-                do {
-                    let result = try await body(harness)
-                    await harness.closeClients()
-                    return result
-                } catch {
-                    await harness.closeClients()
-                    throw error
-                }
+                return try await withCleanup { try await body(harness) } afterwards: { await harness.closeClients() }
             }
         }
     }

@@ -51,8 +51,7 @@ public final class GatewayServer: Service, Sendable {
         let quiescing = ServerQuiescingHelper(group: group)
         let child = RenewableTLSChannel(base: self.makeHTTPChannel(), contexts: self.contexts)
         let logger = self.logger
-        let requestTimeout = TimeAmount.nanoseconds(Int64(limits.requestTimeout.components.seconds) * 1_000_000_000
-                                                    + limits.requestTimeout.components.attoseconds / 1_000_000_000)
+        let requestTimeout = TimeAmount(limits.requestTimeout)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)

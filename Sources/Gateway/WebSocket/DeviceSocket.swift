@@ -305,8 +305,7 @@ final class DeviceSocket: Sendable {
     /// thousands of idle sockets each hold one, and a timer weighs far less than a
     /// suspended task; a task runs only for the check itself, and the next waits for it.
     private func startRecheck(_ token: String) {
-        let period = TimeAmount.nanoseconds(Int64(self.gateway.configuration.credentialRecheck.components.seconds) * 1_000_000_000
-                                            + self.gateway.configuration.credentialRecheck.components.attoseconds / 1_000_000_000)
+        let period = TimeAmount(self.gateway.configuration.credentialRecheck)
         let loop = self.channel.eventLoop
         let timer = loop.scheduleRepeatedAsyncTask(initialDelay: period, delay: period) { timer in
             let checked = loop.makePromise(of: Void.self)

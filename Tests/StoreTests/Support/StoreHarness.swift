@@ -36,14 +36,7 @@ final class StoreHarness: @unchecked Sendable {
         let directory = TemporaryDirectory()
         return try await withService("store", in: directory, setup: { try await .store(configuration, environment: $0) }) { service in
             let harness = StoreHarness(directory: directory, state: service.environment.paths.stateDirectory, socketPath: service.socketPath, process: nil)
-            do {
-                let result = try await body(harness)
-                await harness.closeClients()
-                return result
-            } catch {
-                await harness.closeClients()
-                throw error
-            }
+            return try await withCleanup { try await body(harness) } afterwards: { await harness.closeClients() }
         }
     }
 
