@@ -25,7 +25,7 @@ final class DeviceSocket: Sendable {
         var requests: [RequestID: Task<Void, Never>] = [:]
         var anonymous: [UUID: Task<Void, Never>] = [:]
         var streamClients: [String: RPCClient] = [:]
-        var recheck: RepeatedTask?
+        var keepAlive: KeepAlive?
         var closing = false
         var served = 0
     }
@@ -46,11 +46,13 @@ final class DeviceSocket: Sendable {
     func run(inbound: WebSocketInboundStream, token: String?) async throws {
         let started = ContinuousClock.now
         RequestDeadline.on(self.channel) { $0.disarm() }
+        self.startKeepAlive()
         if let token {
             guard await self.authenticate(token, requestID: nil) != nil else { return }
         }
         self.logger.info("websocket opened", metadata: ["remote_address": "\(self.address)", "device_id": "\(self.identity?.deviceId ?? "")"])
         var closeReason = "closed by the device"
+        defer { self.state.withLock { $0.keepAlive?.timer?.cancel() } }
         do {
             for try await message in inbound.messages(maxSize: self.gateway.configuration.limits.maximumMessageSize) {
                 if self.state.withLock({ $0.closing }) { break }
@@ -75,12 +77,13 @@ final class DeviceSocket: Sendable {
     }
 
     private func finish(started: ContinuousClock.Instant, reason: String) async {
-        let (tasks, clients, recheck, served, identity) = self.state.withLock { state in
+        let (tasks, clients, keepAlive, served, identity) = self.state.withLock { state in
             state.closing = true
             defer { state.requests = [:]; state.anonymous = [:]; state.streamClients = [:] }
-            return (Array(state.requests.values) + Array(state.anonymous.values), Array(state.streamClients.values), state.recheck, state.served, state.identity)
+            return (Array(state.requests.values) + Array(state.anonymous.values), Array(state.streamClients.values), state.keepAlive, state.served, state.identity)
         }
-        recheck?.cancel()
+        keepAlive?.timer?.cancel()
+        let reason = keepAlive?.deadPeer == true ? "no answer to ping" : reason
         for task in tasks { task.cancel() }
         for task in tasks { await task.value }
         for client in clients { await client.close() }
@@ -300,28 +303,69 @@ final class DeviceSocket: Sendable {
         }
     }
 
-    /// Checks the credential again every few seconds: a revoked device is cut off even if
-    /// it only listens. A timer of the connection's event loop, not a task that sleeps:
-    /// thousands of idle sockets each hold one, and a timer weighs far less than a
-    /// suspended task; a task runs only for the check itself, and the next waits for it.
-    private func startRecheck(_ token: String) {
-        let period = TimeAmount(self.gateway.configuration.credentialRecheck)
-        let loop = self.channel.eventLoop
-        let timer = loop.scheduleRepeatedAsyncTask(initialDelay: period, delay: period) { timer in
-            let checked = loop.makePromise(of: Void.self)
-            checked.completeWithTask {
-                do {
-                    _ = try await self.gateway.relay.authenticator.identify(token, fresh: true)
-                } catch let error as RPCError where error.code == .unauthorized {
+    /// One timer per socket, on its event loop, does what keeps a socket honest:
+    /// - pings the device every `--ping-interval`, and closes the socket when nothing at
+    ///   all came from it since the previous ping (a dead peer: phones report dead sockets
+    ///   as alive for minutes);
+    /// - checks its credential again every `--credential-recheck`, so a revoked device is
+    ///   cut off even if it only listens (a task runs only for the check itself).
+    /// A timer, not tasks that sleep: thousands of idle sockets each hold one, and a timer
+    /// weighs far less than a suspended task. This is why hummingbird-websocket's auto-ping,
+    /// a sleeping task per socket, is off (docs/architecture.md).
+    private func startKeepAlive() {
+        let ping = self.gateway.configuration.limits.pingInterval
+        let recheck = self.gateway.configuration.credentialRecheck
+        let tick = min(ping, recheck)
+        let pingEvery = max(1, Int((ping / tick).rounded(.up)))
+        let recheckEvery = max(1, Int((recheck / tick).rounded(.up)))
+        let channel = self.channel
+        channel.eventLoop.execute {
+            let activity = PeerActivity()
+            guard (try? channel.pipeline.syncOperations.addHandler(activity, position: .first)) != nil else { return }
+            let timer = channel.eventLoop.scheduleRepeatedTask(initialDelay: TimeAmount(tick), delay: TimeAmount(tick)) { timer in
+                let (due, token) = self.state.withLock { state -> (KeepAlive.Due, String?) in
+                    guard !state.closing, var keepAlive = state.keepAlive else { return (.nothing, nil) }
+                    defer { state.keepAlive = keepAlive }
+                    return (keepAlive.tick(lastRead: activity.lastRead, pingEvery: pingEvery, recheckEvery: recheckEvery), keepAlive.token)
+                }
+                if due.contains(.close) {
                     timer.cancel()
-                    await self.cutOff(nil, error)
-                } catch {
-                    // The store is unavailable: not the device's fault; the next check tries again.
+                    self.logger.info("websocket peer gone", metadata: ["remote_address": "\(self.address)", "device_id": "\(self.identity?.deviceId ?? "")", "ping_interval_s": "\(ping.seconds)"])
+                    channel.close(promise: nil)
+                    return
+                }
+                if due.contains(.ping) {
+                    channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .ping, data: ByteBuffer()), promise: nil)
+                }
+                if due.contains(.recheck), let token {
+                    Task {
+                        defer { self.state.withLock { $0.keepAlive?.checking = false } }
+                        do {
+                            _ = try await self.gateway.relay.authenticator.identify(token, fresh: true)
+                        } catch let error as RPCError where error.code == .unauthorized {
+                            timer.cancel()
+                            await self.cutOff(nil, error)
+                        } catch {
+                            // The store is unavailable: not the device's fault; the next check tries again.
+                        }
+                    }
                 }
             }
-            return checked.futureResult
+            self.state.withLock { state in
+                if state.closing { timer.cancel() } else { state.keepAlive = KeepAlive(timer: timer, token: state.keepAlive?.token) }
+            }
         }
-        self.state.withLock { $0.recheck = timer }
+    }
+
+    /// From the first authentication on, the timer checks this credential again.
+    private func startRecheck(_ token: String) {
+        self.state.withLock { state in
+            if state.keepAlive == nil {
+                state.keepAlive = KeepAlive(timer: nil, token: token)
+            } else {
+                state.keepAlive?.token = token
+            }
+        }
     }
 
     /// Tells the device why, then closes the socket (policy violation).
