@@ -121,7 +121,7 @@ final class Hub: Sendable {
 
         /// Writes a notification ``offer(_:)`` reserved, on the sink's event loop; nothing
         /// once the listener has ended, and nothing expired.
-        func write(_ notification: Outgoing, to sink: StreamSink) {
+        func write(_ notification: Outgoing, to sink: StreamSink, flush: Bool = true) {
             let now = Date()
             let size = Self.size(notification)
             let go = self.state.withLock { state in
@@ -132,7 +132,7 @@ final class Hub: Sendable {
             guard go else { return self.taken(size) }
             // Held until the write completes (the connection may outlive the listener): a
             // listener's accounting, and so its memory's return, ends with its last write.
-            let written = sink.write(encoded: notification.json) {
+            let written = sink.write(encoded: notification.json, flush: flush) {
                 self.taken(size)
             }
             if !written { self.taken(size) }
@@ -276,7 +276,9 @@ final class Hub: Sendable {
             return targets
         }
         // In order: a listener cut off for falling behind gets nothing more, and resumes
-        // from its queue. Direct writes go out in one job per event loop.
+        // from its queue. Direct writes go out in one job per event loop, and each
+        // connection is flushed once (listeners sharing one, as the gateway's do, get
+        // their notifications in one system call).
         var byLoop: [ObjectIdentifier: (loop: any EventLoop, writes: [(Listener, Outgoing, StreamSink)])] = [:]
         for (listener, outgoing) in targets {
             guard case .direct(let sink) = listener.offer(outgoing) else { continue }
@@ -284,7 +286,12 @@ final class Hub: Sendable {
         }
         for (loop, writes) in byLoop.values {
             loop.execute {
-                for (listener, outgoing, sink) in writes { listener.write(outgoing, to: sink) }
+                var connections: [ObjectIdentifier: StreamSink] = [:]
+                for (listener, outgoing, sink) in writes {
+                    listener.write(outgoing, to: sink, flush: false)
+                    connections[sink.connection] = sink
+                }
+                for sink in connections.values { sink.flush() }
             }
         }
     }
