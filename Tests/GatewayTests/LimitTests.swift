@@ -58,7 +58,7 @@ struct LimitTests {
 
     @Test("pings keep a WebSocket that answers them open, and close one whose peer has gone quiet")
     func pingsFindDeadPeers() async throws {
-        let stack = try await GatewayStack.start(gatewayArguments: ["--ping-interval", "1"])
+        let stack = try await GatewayStack.start(gatewayArguments: ["--ping-interval", "3"])
         defer { stack.stopNow() }
         let family = try await Bootstrapped.make(stack.harness)
         // swift-websocket's client answers every ping with a pong, as a phone's would.

@@ -208,7 +208,9 @@ final class DeviceSocket: Sendable {
     // MARK: Streams
 
     private func stream(_ method: DeviceMethod, id: RequestID, params: JSONValue?, identity: DeviceIdentity?) async {
-        guard let connections = self.gateway.relay.streams[method.service] else { return }
+        guard let connections = self.gateway.relay.streams[method.service] else {
+            return await self.reply(id, error: RPCError(.internal, "the server could not handle this request; its administrator will find the details in its journal"))
+        }
         let lease = connections.acquire(on: self.channel.eventLoop)
         let forwarder = StreamForwarder(channel: self.channel, id: id, limit: self.gateway.configuration.limits.maximumQueuedReplies, service: method.service)
         let started = ContinuousClock.now
