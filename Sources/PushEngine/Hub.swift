@@ -276,22 +276,30 @@ final class Hub: Sendable {
             return targets
         }
         // In order: a listener cut off for falling behind gets nothing more, and resumes
-        // from its queue. Direct writes go out in one job per event loop, and each
-        // connection is flushed once (listeners sharing one, as the gateway's do, get
-        // their notifications in one system call).
-        var byLoop: [ObjectIdentifier: (loop: any EventLoop, writes: [(Listener, Outgoing, StreamSink)])] = [:]
+        // from its queue. Direct writes go out in one job per event loop, grouped by
+        // connection (in the order each connection first appears, and each listener's in
+        // order): a connection is flushed once its notifications are written, so those of
+        // listeners sharing one (as the gateway's do) go in one system call, and the
+        // first connection's are on their way while the next one's are written.
+        var byLoop: [ObjectIdentifier: (loop: any EventLoop, connections: [ObjectIdentifier: Int], groups: [[(Listener, Outgoing, StreamSink)]])] = [:]
         for (listener, outgoing) in targets {
             guard case .direct(let sink) = listener.offer(outgoing) else { continue }
-            byLoop[ObjectIdentifier(sink.eventLoop), default: (sink.eventLoop, [])].writes.append((listener, outgoing, sink))
+            let loop = ObjectIdentifier(sink.eventLoop)
+            var entry = byLoop.removeValue(forKey: loop) ?? (sink.eventLoop, [:], [])
+            if let group = entry.connections[sink.connection] {
+                entry.groups[group].append((listener, outgoing, sink))
+            } else {
+                entry.connections[sink.connection] = entry.groups.count
+                entry.groups.append([(listener, outgoing, sink)])
+            }
+            byLoop[loop] = entry
         }
-        for (loop, writes) in byLoop.values {
+        for (loop, _, groups) in byLoop.values {
             loop.execute {
-                var connections: [ObjectIdentifier: StreamSink] = [:]
-                for (listener, outgoing, sink) in writes {
-                    listener.write(outgoing, to: sink, flush: false)
-                    connections[sink.connection] = sink
+                for group in groups {
+                    for (listener, outgoing, sink) in group { listener.write(outgoing, to: sink, flush: false) }
+                    group[0].2.flush()
                 }
-                for sink in connections.values { sink.flush() }
             }
         }
     }
