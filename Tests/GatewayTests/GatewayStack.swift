@@ -170,6 +170,9 @@ final class DeviceWebSocket: Sendable {
         try PinCheck.verify(stack)
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.certificateVerification = .none
+        // Closing, NIOSSL waits for the gateway's close_notify, by default up to 5 s; the
+        // gateway has closed the connection by then, so the wait would only slow each test.
+        tls.shutdownTimeout = .milliseconds(200)
         var configuration = WebSocketClientConfiguration(maxFrameSize: 4 << 20)
         if let token { configuration.additionalHeaders[.authorization] = "Bearer \(token)" }
         for (name, value) in headers { configuration.additionalHeaders[HTTPField.Name(name)!] = value }
