@@ -174,6 +174,12 @@ extension AggregatorDatabase {
                 ) WITHOUT ROWID;
                 """, arguments: [Millis.of(Date())])
         }
+        migrator.registerMigration("aggregator-v5-child-names") { db in
+            // The child's name from its zone's MonitoringSession, for the parents' alerts
+            // (zones known before this learn it at that record's next change; until then
+            // the alerts name the child by its record).
+            try db.execute(sql: "ALTER TABLE devices ADD COLUMN child_name TEXT")
+        }
         return migrator
     }
 }

@@ -24,10 +24,10 @@ enum Alerts {
                     SELECT coalesce(sum(d.reward_seconds), 0) FROM days d JOIN devices v ON v.family = d.family AND v.device_id = d.device_id
                     WHERE d.family = ? AND v.child_ref = ? AND d.day = ?
                     """, arguments: [child.family, child.child, day]) ?? 0
-                let name = Self.name(child.child)
+                let name = try Self.name(child, db)
                 try Self.crossing(.rewardToday, family: child.family, subject: child.child, day: day, over: reward > minutes * 60, db) {
                     ("\(name): \(reward / 60) min of reward apps on \(day)", "Over the \(minutes) minutes a day you set.",
-                     ["child": .string(name), "day": .string(day), "rewardSeconds": .int(reward), "limitMinutes": .int(minutes)])
+                     ["child": .string(Self.name(child.child)), "childName": .string(name), "day": .string(day), "rewardSeconds": .int(reward), "limitMinutes": .int(minutes)])
                 }
             }
         }
@@ -37,10 +37,10 @@ enum Alerts {
     static func balanceCrossed(_ child: EarnedTime.Child, exhausted: Bool, balanceSeconds: Int64, _ db: Database) throws {
         let enabled = try Bool.fetchOne(cached: db, sql: "SELECT alert_exhausted FROM families WHERE family = ?", arguments: [child.family]) ?? true
         guard enabled else { return }
-        let name = Self.name(child.child)
+        let name = try Self.name(child, db)
         try Self.crossing(.balanceExhausted, family: child.family, subject: child.child, day: "", over: exhausted, db) {
             ("\(name) has used up their earned time", "Reward apps are shielded until more is earned.",
-             ["child": .string(name), "balanceSeconds": .int(balanceSeconds)])
+             ["child": .string(Self.name(child.child)), "childName": .string(name), "balanceSeconds": .int(balanceSeconds)])
         }
     }
 
@@ -50,16 +50,19 @@ enum Alerts {
     static func checkSilentDevices(now: Date, _ db: Database) throws -> (queued: Int, rearmed: Int) {
         var queued = 0, rearmed = 0
         let rows = try Row.fetchAll(cached: db, sql: """
-            SELECT f.family, f.alert_no_data_hours AS hours, s.device_id, max(s.end_ms) AS last
+            SELECT f.family, f.alert_no_data_hours AS hours, s.device_id, max(s.end_ms) AS last,
+                (SELECT v.child_name FROM devices v WHERE v.family = f.family AND v.device_id = s.device_id AND v.child_name IS NOT NULL) AS child_name
             FROM families f JOIN sessions s ON s.family = f.family
             WHERE f.alert_no_data_hours IS NOT NULL GROUP BY f.family, s.device_id
             """)
         for row in rows {
             let family: String = row["family"], device: String = row["device_id"], hours: Int64 = row["hours"], last: Int64 = row["last"]
+            let childName: String? = row["child_name"]
+            let subject = childName.map { "\($0)'s device \(device)" } ?? device
             let silent = Millis.of(now) - last > hours * 3_600_000
             let before = try Self.hasFired(.noData, family: family, subject: device, day: "", db)
             try Self.crossing(.noData, family: family, subject: device, day: "", over: silent, db) {
-                ("No usage from \(device) for over \(hours) h", "Its last session ended \(Self.ago(now, last)) ago. Is it paired and online?",
+                ("No usage from \(subject) for over \(hours) h", "Its last session ended \(Self.ago(now, last)) ago. Is it paired and online?",
                  ["deviceId": .string(device), "lastUsageEnd": .date(Millis.date(last)), "limitHours": .int(hours)])
             }
             if silent && !before { queued += 1 }
@@ -87,6 +90,13 @@ enum Alerts {
     private static func hasFired(_ kind: Kind, family: String, subject: String, day: String, _ db: Database) throws -> Bool {
         try Bool.fetchOne(cached: db, sql: "SELECT EXISTS (SELECT 1 FROM alerts_fired WHERE family = ? AND kind = ? AND subject = ? AND day = ?)",
                           arguments: [family, kind.rawValue, subject, day]) ?? false
+    }
+
+    /// The child's name as the parent gave it when inviting (its zones' MonitoringSession),
+    /// else its record's.
+    static func name(_ child: EarnedTime.Child, _ db: Database) throws -> String {
+        try String.fetchOne(cached: db, sql: "SELECT child_name FROM devices WHERE family = ? AND child_ref = ? AND child_name IS NOT NULL LIMIT 1",
+                            arguments: [child.family, child.child]) ?? Self.name(child.child)
     }
 
     /// `child-emma` → `emma`.

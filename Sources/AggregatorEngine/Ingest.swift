@@ -152,13 +152,17 @@ struct Ingest {
             """, arguments: [change.family, device, app, record, category, fields[RecordFieldNames.pointsPerMinute]?.intValue])
     }
 
+    /// A child's zone's MonitoringSession: its device, its child, and the child's name as the
+    /// parent gave it when inviting (`title`).
     private func applyDevice(_ change: Change, _ db: Database) throws {
         guard !change.deleted else { return }
         let child = change.fields[RecordFieldNames.childRef]?.objectValue?["recordName"]?.stringValue
         try db.execute(cached: """
-            INSERT INTO devices(family, zone, device_id, child_ref) VALUES (?, ?, ?, ?)
-            ON CONFLICT(family, zone) DO UPDATE SET device_id = coalesce(excluded.device_id, device_id), child_ref = coalesce(excluded.child_ref, child_ref)
-            """, arguments: [change.family, change.zone, change.fields[RecordFieldNames.deviceID]?.stringValue, child])
+            INSERT INTO devices(family, zone, device_id, child_ref, child_name) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT(family, zone) DO UPDATE SET device_id = coalesce(excluded.device_id, device_id),
+                child_ref = coalesce(excluded.child_ref, child_ref), child_name = coalesce(excluded.child_name, child_name)
+            """, arguments: [change.family, change.zone, change.fields[RecordFieldNames.deviceID]?.stringValue, child,
+                             change.fields[RecordFieldNames.title]?.stringValue])
     }
 
     // MARK: Days

@@ -28,13 +28,13 @@ struct AlertTests {
             try await alerts.expectQuiet(beyond: 0)
             try await stack.session("p2", app: "roblox", category: "reward", from: stack.at("2026-11-20 17:00"), to: stack.at("2026-11-20 17:10"))
             let first = try await alerts.wait(for: 1)
-            #expect(first[0].alert?.title == "emma: 25 min of reward apps on 2026-11-20" && first[0].priority == .high)
+            #expect(first[0].alert?.title == "Emma: 25 min of reward apps on 2026-11-20" && first[0].priority == .high)
             #expect(first[0].fields?["alert"] == "rewardToday" && first[0].fields?["limitMinutes"] == 20)
             // Kept before it was sent: an AuditEntry the parents can read (the dashboard's Activity page).
             let history = try await stack.parentStore.call(StoreMethods.query, QueryParams(family: stack.family.family, zone: StoreNames.defaultZone, recordType: "AuditEntry", limit: 100))
             let kept = history.records.filter { $0.fields["action"] == "alert.rewardToday" }
             #expect(kept.count == 1 && kept.first?.fields["actor"] == "server" && kept.first?.fields["target"] == "emma", "\(history.records)")
-            #expect(kept.first?.fields["metadata"]?.stringValue?.contains("emma: 25 min of reward apps on 2026-11-20") == true)
+            #expect(kept.first?.fields["metadata"]?.stringValue?.contains("Emma: 25 min of reward apps on 2026-11-20") == true)
             try await stack.session("p3", app: "roblox", category: "reward", from: stack.at("2026-11-20 18:00"), to: stack.at("2026-11-20 18:10"))
             try await stack.settle(sessions: 3)
             try await alerts.expectQuiet(beyond: 1)
@@ -51,7 +51,7 @@ struct AlertTests {
             try await stack.session("learn", from: stack.at("2026-11-20 08:00"), to: stack.at("2026-11-20 08:05"))
             try await stack.session("play", app: "roblox", category: "reward", from: stack.at("2026-11-20 16:00"), to: stack.at("2026-11-20 16:10"))
             let first = try await alerts.wait(for: 1)
-            #expect(first[0].alert?.title == "emma has used up their earned time" && first[0].fields?["alert"] == "balanceExhausted")
+            #expect(first[0].alert?.title == "Emma has used up their earned time" && first[0].fields?["alert"] == "balanceExhausted")
             try await stack.session("play-more", app: "roblox", category: "reward", from: stack.at("2026-11-20 17:00"), to: stack.at("2026-11-20 17:05"))
             try await stack.settle(sessions: 3)
             try await alerts.expectQuiet(beyond: 1)
@@ -75,7 +75,7 @@ struct AlertTests {
             try await stack.deleteSession("recent")
             try await stack.session("old", from: now.addingTimeInterval(-4 * 3600), to: now.addingTimeInterval(-3 * 3600))
             let first = try await alerts.wait(for: 1)
-            #expect(first[0].alert?.title == "No usage from \(stack.child.deviceId) for over 2 h" && first[0].fields?["alert"] == "noData")
+            #expect(first[0].alert?.title == "No usage from Emma's device \(stack.child.deviceId) for over 2 h" && first[0].fields?["alert"] == "noData")
             try await alerts.expectQuiet(beyond: 1)
             try await stack.session("fresh", from: now.addingTimeInterval(-600), to: now)
             try await waitUntil("the fresh usage re-arming the alert", detail: stack.aggregatorLog) {

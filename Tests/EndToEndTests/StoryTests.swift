@@ -65,7 +65,7 @@ struct StoryTests {
         #expect(try await stack.ctl("commands", "apply", "--profile", "emma-tablet").stdout.contains("reward apps shielded"))
         let refused = try await stack.ctl("usage", "add", "--profile", "emma-tablet", "com.roblox", "--minutes", "5")
         #expect(refused.status == 1 && refused.stderr.contains("shielded"), "\(refused)")
-        try await stack.waitUntil("the parent is alerted") { Self.read(parentWatch).contains("ALERT emma has used up their earned time") }
+        try await stack.waitUntil("the parent is alerted") { Self.read(parentWatch).contains("ALERT Emma has used up their earned time") }
         let bonus = try await stack.ctl("ledger", "--profile", "mum", "--child", "emma", "--adjust", "30", "--reason", "tidied up")
         #expect(bonus.status == 0 && bonus.stdout.contains("adjustment") && bonus.stdout.contains("tidied up"), "\(bonus)")
         try await story.waitFor("the unshield command", "commands", "--profile", "emma-tablet") { $0.contains("unshieldRewardApps") }

@@ -149,7 +149,7 @@ struct DashboardStoryTests {
         let rewardStart = StoreDates.format(Date().addingTimeInterval(-20 * 60))
         _ = try await must(["usage", "add", "--profile", "emma-tablet", "com.example.game", "--category", "reward", "--minutes", "2", "--start", rewardStart])
         let alert = try await browser.waitFor("the reward alert, live", "[data-alert='rewardToday'] strong") { $0.contains("2 min of reward apps") }
-        #expect(alert.hasPrefix("emma: 2 min of reward apps on "), "\(alert)")
+        #expect(alert.hasPrefix("Emma: 2 min of reward apps on "), "\(alert)")
         #expect(try await browser.script("return window.__sameDocument") == "activity")
         #expect(try await browser.element("#no-alerts") == nil)
         try await shots.take("activity-alert")
