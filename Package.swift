@@ -296,6 +296,8 @@ let package = Package(
                 "UsageModel",
                 "ServiceKit",
                 "SystemdContainer",
+                // The PostgreSQL benchmark's server and pgbench: children with a clean signal mask.
+                "ProcessSpawn",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // The bare SwiftNIO request/reply server, a floor beside the C one.

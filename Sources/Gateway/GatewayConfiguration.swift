@@ -22,11 +22,15 @@ public struct GatewayConfiguration: Sendable {
     public var callTimeout: Duration
     /// Seconds requests in flight may take to finish after SIGTERM.
     public var shutdownTimeout: Duration
+    /// Devices' streams carried by one connection to a service; at most what the push
+    /// service takes on one connection (its `--max-listeners-per-connection`, 8).
+    public var streamsPerConnection: Int
 
     public init(
         listen: String?, runtimeDirectory: String, stateDirectory: String, certificate: CertificateSettings,
         limits: GatewayLimits = GatewayLimits(), serverName: String, version: String,
-        credentialRecheck: Duration = .seconds(5), callTimeout: Duration = .seconds(30), shutdownTimeout: Duration = .seconds(10)
+        credentialRecheck: Duration = .seconds(5), callTimeout: Duration = .seconds(30), shutdownTimeout: Duration = .seconds(10),
+        streamsPerConnection: Int = 8
     ) {
         self.listen = listen
         self.runtimeDirectory = runtimeDirectory
@@ -38,6 +42,7 @@ public struct GatewayConfiguration: Sendable {
         self.credentialRecheck = credentialRecheck
         self.callTimeout = callTimeout
         self.shutdownTimeout = shutdownTimeout
+        self.streamsPerConnection = streamsPerConnection
     }
 
     /// `<state-dir>/gateway`.

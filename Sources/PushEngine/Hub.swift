@@ -121,7 +121,7 @@ final class Hub: Sendable {
 
         /// Writes a notification ``offer(_:)`` reserved, on the sink's event loop; nothing
         /// once the listener has ended, and nothing expired.
-        func write(_ notification: Outgoing, to sink: StreamSink) {
+        func write(_ notification: Outgoing, to sink: StreamSink, flush: Bool = true) {
             let now = Date()
             let size = Self.size(notification)
             let go = self.state.withLock { state in
@@ -132,7 +132,7 @@ final class Hub: Sendable {
             guard go else { return self.taken(size) }
             // Held until the write completes (the connection may outlive the listener): a
             // listener's accounting, and so its memory's return, ends with its last write.
-            let written = sink.write(encoded: notification.json) {
+            let written = sink.write(encoded: notification.json, flush: flush) {
                 self.taken(size)
             }
             if !written { self.taken(size) }
@@ -276,15 +276,30 @@ final class Hub: Sendable {
             return targets
         }
         // In order: a listener cut off for falling behind gets nothing more, and resumes
-        // from its queue. Direct writes go out in one job per event loop.
-        var byLoop: [ObjectIdentifier: (loop: any EventLoop, writes: [(Listener, Outgoing, StreamSink)])] = [:]
+        // from its queue. Direct writes go out in one job per event loop, grouped by
+        // connection (in the order each connection first appears, and each listener's in
+        // order): a connection is flushed once its notifications are written, so those of
+        // listeners sharing one (as the gateway's do) go in one system call, and the
+        // first connection's are on their way while the next one's are written.
+        var byLoop: [ObjectIdentifier: (loop: any EventLoop, connections: [ObjectIdentifier: Int], groups: [[(Listener, Outgoing, StreamSink)]])] = [:]
         for (listener, outgoing) in targets {
             guard case .direct(let sink) = listener.offer(outgoing) else { continue }
-            byLoop[ObjectIdentifier(sink.eventLoop), default: (sink.eventLoop, [])].writes.append((listener, outgoing, sink))
+            let loop = ObjectIdentifier(sink.eventLoop)
+            var entry = byLoop.removeValue(forKey: loop) ?? (sink.eventLoop, [:], [])
+            if let group = entry.connections[sink.connection] {
+                entry.groups[group].append((listener, outgoing, sink))
+            } else {
+                entry.connections[sink.connection] = entry.groups.count
+                entry.groups.append([(listener, outgoing, sink)])
+            }
+            byLoop[loop] = entry
         }
-        for (loop, writes) in byLoop.values {
+        for (loop, _, groups) in byLoop.values {
             loop.execute {
-                for (listener, outgoing, sink) in writes { listener.write(outgoing, to: sink) }
+                for group in groups {
+                    for (listener, outgoing, sink) in group { listener.write(outgoing, to: sink, flush: false) }
+                    group[0].2.flush()
+                }
             }
         }
     }

@@ -19,15 +19,16 @@ extension RPCClient {
     /// the JSON `result`, or throws the service's error as it sent it.
     public func relay(_ method: String, params: JSONValue?, auth: Auth?, timeout: Duration? = nil) async throws(RPCError) -> JSONValue {
         let reply = try await self.roundTrip(method, params ?? .object([:]), timeout: timeout, auth: auth)
-        return reply.reply["result"] ?? .null
+        return reply.result
     }
 
     /// Opens a streaming method with `params` and `auth` as the caller's. `deliver` runs for
     /// every reply, in order, on the connection's event loop (it must not block): items
     /// (`.item`), then the end (`.end`) or an error, after which it is not called again.
+    /// Results come as the service wrote them, to be passed on without parsing.
     public func relayStream(
         _ method: String, params: JSONValue?, auth: Auth?,
-        deliver: @escaping @Sendable (Result<StreamEvent<JSONValue, JSONValue>, RPCError>) -> Void
+        deliver: @escaping @Sendable (Result<StreamEvent<EncodedJSON, EncodedJSON>, RPCError>) -> Void
     ) async throws(RPCError) -> RelayedStream {
         let connection = try await self.connection()
         let id = connection.makeID()
@@ -37,7 +38,7 @@ extension RPCClient {
             case .failure(let error):
                 deliver(.failure(error))
             case .success(let head):
-                let result = head.reply["result"] ?? .null
+                let result = head.encodedResult ?? EncodedJSON("null")
                 deliver(.success(head.continues == true ? .item(result) : .end(result)))
             }
         })

@@ -288,22 +288,42 @@ private struct RequestEnvelope<P: Encodable>: Encodable {
     var auth: Auth?
 }
 
-/// The parts of a reply a client needs to route it, and the reply itself, parsed once.
+/// The parts of a reply a client needs to route it, and its `result` as the service
+/// wrote it: checked, but parsed only by whoever needs its values (a relay passes it on
+/// as it came).
 public struct ReplyHead: Sendable {
     public var id: RequestID?
     public var error: RPCError?
     public var continues: Bool?
-    /// The whole reply, for ``ResultDecoding``.
-    public var reply: JSONValue
+    /// The reply's `result`, as it came (valid JSON); nil when the reply has none.
+    public var encodedResult: EncodedJSON?
+
+    /// The `result`, parsed; `null` when the reply has none.
+    public var result: JSONValue {
+        // The bytes were checked when the reply was read: parsing them cannot fail.
+        self.encodedResult.flatMap { try? JSONParser.parse(bytes: $0.bytes) } ?? .null
+    }
 
     public static func parse(_ payload: Data) throws -> ReplyHead {
-        let reply = try JSONParser.parse(bytes: [UInt8](payload))
-        guard case .object(let members) = reply else {
-            throw DecodingError.typeMismatch([String: Any].self, .init(codingPath: [], debugDescription: "a reply must be a JSON object"))
+        let bytes = [UInt8](payload)
+        var head = ReplyHead()
+        for (key, range) in try JSONParser.members(bytes: bytes) {
+            switch key {
+            case "id":
+                let value = try JSONParser.parse(bytes: Array(bytes[range]))
+                head.id = value == .null ? nil : try JSONValueDecoding.decode(RequestID.self, from: value)
+            case "error":
+                let value = try JSONParser.parse(bytes: Array(bytes[range]))
+                head.error = value == .null ? nil : try JSONValueDecoding.decode(RPCError.self, from: value)
+            case "continues":
+                head.continues = try JSONParser.parse(bytes: Array(bytes[range])).boolValue
+            case "result":
+                head.encodedResult = EncodedJSON(Array(bytes[range]))
+            default:
+                break
+            }
         }
-        let id = try members["id"].flatMap { $0 == .null ? nil : try JSONValueDecoding.decode(RequestID.self, from: $0) }
-        let error = try members["error"].flatMap { $0 == .null ? nil : try JSONValueDecoding.decode(RPCError.self, from: $0) }
-        return ReplyHead(id: id, error: error, continues: members["continues"]?.boolValue, reply: reply)
+        return head
     }
 }
 
@@ -314,9 +334,10 @@ public enum ResultDecoding {
     }
 
     public static func decode<R: Decodable>(_ type: R.Type, from head: ReplyHead) throws -> R {
-        guard let result = head.reply["result"] else {
+        guard head.encodedResult != nil else {
             throw DecodingError.keyNotFound(EnvelopeKey("result"), .init(codingPath: [], debugDescription: "the reply has no result"))
         }
+        let result = head.result
         if let readable = R.self as? any JSONReadable.Type, let value = readable.read(result) as? R { return value }
         return try JSONValueDecoding.decode(R.self, from: result, codingPath: [EnvelopeKey("result")])
     }

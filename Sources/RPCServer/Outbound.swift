@@ -44,13 +44,22 @@ final class ConnectionWriter: Sendable {
     }
 
     /// Writes on the event loop, without waiting; `promise` completes once the bytes have
-    /// gone to the socket (or failed).
-    func writeNow(_ buffer: ByteBuffer, promise: EventLoopPromise<Void>? = nil) throws {
+    /// gone to the socket (or failed). Without `flush`, the bytes wait for ``flush()``.
+    func writeNow(_ buffer: ByteBuffer, promise: EventLoopPromise<Void>? = nil, flush: Bool = true) throws {
         let state = self.loopState.value
         guard !state.closed else { throw ChannelError.ioOnClosedChannel }
         let promise = promise ?? self.channel.eventLoop.makePromise()
         state.lastWrite = promise.futureResult
-        self.channel.writeAndFlush(buffer, promise: promise)
+        if flush {
+            self.channel.writeAndFlush(buffer, promise: promise)
+        } else {
+            self.channel.write(buffer, promise: promise)
+        }
+    }
+
+    /// Sends what was written without flushing (on the event loop).
+    func flush() {
+        self.channel.flush()
     }
 
     /// Runs `body` on the event loop once everything written so far has gone to the socket

@@ -70,16 +70,21 @@ public struct StreamSink: Sendable {
     let id: RequestID
     let writer: ConnectionWriter
 
-    /// The loop that serves the connection: call ``write(encoded:written:)`` on it.
+    /// The loop that serves the connection: call ``write(encoded:flush:written:)`` on it.
     public var eventLoop: any EventLoop { self.writer.eventLoop }
 
-    /// Writes one item (the JSON of the stream's item type) and flushes it; `written`
+    /// The connection: sinks of many streams may share one.
+    public var connection: ObjectIdentifier { ObjectIdentifier(self.writer) }
+
+    /// Writes one item (the JSON of the stream's item type) and, unless `flush` is false,
+    /// flushes it (a caller writing to many sinks at once flushes each connection once,
+    /// with ``flush()``, so the items to one connection go in one system call); `written`
     /// runs on the loop once the bytes have gone to the socket, or the connection has
     /// closed. False, without calling `written`, when the connection has closed already.
-    public func write(encoded item: EncodedJSON, written: @escaping @Sendable () -> Void) -> Bool {
+    public func write(encoded item: EncodedJSON, flush: Bool = true, written: @escaping @Sendable () -> Void) -> Bool {
         let promise = self.writer.eventLoop.makePromise(of: Void.self)
         do {
-            try self.writer.writeNow(ByteBuffer(bytes: ReplyEncoding.resultBytes(id: self.id, encoded: item, continues: true)), promise: promise)
+            try self.writer.writeNow(ByteBuffer(bytes: ReplyEncoding.resultBytes(id: self.id, encoded: item, continues: true)), promise: promise, flush: flush)
         } catch {
             promise.succeed(())
             return false
@@ -87,4 +92,7 @@ public struct StreamSink: Sendable {
         promise.futureResult.whenComplete { _ in written() }
         return true
     }
+
+    /// Sends the items written with `flush: false` (on ``eventLoop``).
+    public func flush() { self.writer.flush() }
 }

@@ -39,6 +39,43 @@ public struct JSONParser {
         return value
     }
 
+    /// The members of one JSON object, in order, each value checked but left as the range
+    /// of its bytes: a reply routed by its `id` and its `result` passed on as the service
+    /// wrote it, without building the values and writing them again. Values are checked
+    /// as ``parse(bytes:)`` checks them, except that a `\u` escape of half a surrogate
+    /// pair is let through as it is.
+    public static func members(bytes: [UInt8]) throws(Failure) -> [(key: String, value: Range<Int>)] {
+        var parser = JSONParser(bytes: bytes)
+        var members: [(key: String, value: Range<Int>)] = []
+        parser.skipWhitespace()
+        guard parser.at(UInt8(ascii: "{")) else { throw parser.failure }
+        parser.index += 1
+        parser.skipWhitespace()
+        if parser.at(UInt8(ascii: "}")) {
+            parser.index += 1
+        } else {
+            while true {
+                parser.skipWhitespace()
+                let key = try parser.string()
+                parser.skipWhitespace()
+                try parser.expect(":")
+                parser.skipWhitespace()
+                let start = parser.index
+                try parser.skipValue(depth: 1)
+                members.append((key, start..<parser.index))
+                parser.skipWhitespace()
+                guard parser.index < parser.bytes.count else { throw parser.failure }
+                let next = parser.bytes[parser.index]
+                parser.index += 1
+                if next == UInt8(ascii: "}") { break }
+                guard next == UInt8(ascii: ",") else { throw Failure(offset: parser.index - 1) }
+            }
+        }
+        parser.skipWhitespace()
+        guard parser.index == parser.bytes.count else { throw parser.failure }
+        return members
+    }
+
     private init(bytes: [UInt8]) { self.bytes = bytes }
 
     private var failure: Failure { Failure(offset: self.index) }
@@ -122,8 +159,92 @@ public struct JSONParser {
         }
     }
 
-    /// A number as JSON's grammar has it: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
+    /// Checks one value and moves past it, building nothing (see ``members(bytes:)``).
+    private mutating func skipValue(depth: Int) throws(Failure) {
+        self.skipWhitespace()
+        guard self.index < self.bytes.count else { throw self.failure }
+        let opening = self.bytes[self.index]
+        switch opening {
+        case UInt8(ascii: "{") where depth >= Self.maximumDepth, UInt8(ascii: "[") where depth >= Self.maximumDepth:
+            var failure = self.failure
+            failure.tooDeep = true
+            throw failure
+        case UInt8(ascii: "{"), UInt8(ascii: "["):
+            let isObject = opening == UInt8(ascii: "{")
+            let closing = isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")
+            self.index += 1
+            self.skipWhitespace()
+            if self.at(closing) {
+                self.index += 1
+                return
+            }
+            while true {
+                if isObject {
+                    self.skipWhitespace()
+                    try self.skipString()
+                    self.skipWhitespace()
+                    try self.expect(":")
+                }
+                try self.skipValue(depth: depth + 1)
+                self.skipWhitespace()
+                guard self.index < self.bytes.count else { throw self.failure }
+                let next = self.bytes[self.index]
+                self.index += 1
+                if next == closing { return }
+                guard next == UInt8(ascii: ",") else { throw Failure(offset: self.index - 1) }
+            }
+        case UInt8(ascii: "\""):
+            try self.skipString()
+        case UInt8(ascii: "t"):
+            try self.expect("true")
+        case UInt8(ascii: "f"):
+            try self.expect("false")
+        case UInt8(ascii: "n"):
+            try self.expect("null")
+        default:
+            _ = try self.scanNumber()
+        }
+    }
+
+    private mutating func skipString() throws(Failure) {
+        guard self.at(UInt8(ascii: "\"")) else { throw self.failure }
+        self.index += 1
+        while self.index < self.bytes.count {
+            let byte = self.bytes[self.index]
+            self.index += 1
+            switch byte {
+            case UInt8(ascii: "\""):
+                return
+            case UInt8(ascii: "\\"):
+                guard self.index < self.bytes.count else { throw self.failure }
+                let escape = self.bytes[self.index]
+                self.index += 1
+                switch escape {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+                    UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    continue
+                case UInt8(ascii: "u"):
+                    _ = try self.hex4()
+                default:
+                    throw Failure(offset: self.index - 1)
+                }
+            default:
+                guard byte >= 0x20 else { throw Failure(offset: self.index - 1) }
+            }
+        }
+        throw self.failure
+    }
+
     private mutating func number() throws(Failure) -> JSONValue {
+        let (start, isInteger) = try self.scanNumber()
+        let text = String(decoding: self.bytes[start..<self.index], as: UTF8.self)
+        if isInteger, let integer = Int64(text) { return .int(integer) }
+        guard let double = Double(text), double.isFinite else { throw Failure(offset: start) }
+        return .double(double)
+    }
+
+    /// Moves past a number as JSON's grammar has it: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
+    private mutating func scanNumber() throws(Failure) -> (start: Int, isInteger: Bool) {
         let start = self.index
         var isInteger = true
         if self.at(UInt8(ascii: "-")) { self.index += 1 }
@@ -142,10 +263,7 @@ public struct JSONParser {
             guard self.atDigit else { throw self.failure }
             self.skipDigits()
         }
-        let text = String(decoding: self.bytes[start..<self.index], as: UTF8.self)
-        if isInteger, let integer = Int64(text) { return .int(integer) }
-        guard let double = Double(text), double.isFinite else { throw Failure(offset: start) }
-        return .double(double)
+        return (start, isInteger)
     }
 
     private func at(_ byte: UInt8) -> Bool { self.index < self.bytes.count && self.bytes[self.index] == byte }

@@ -10,13 +10,13 @@ struct AllBenchmarks: AsyncParsableCommand {
         commandName: "all",
         abstract: "Run every benchmark --repeat times; write BENCHMARKS.md, benchmarks.json and benchmarks.svg.",
         discussion: """
-            Benchmarks/run builds in release mode, installs what is missing (redis) and runs this. \
-            coldstart needs root and systemd-nspawn, redis needs redis-server and redis-benchmark: \
+            Benchmarks/run builds in release mode, installs what is missing (redis, postgresql) and runs this. \
+            coldstart needs root and systemd-nspawn, redis needs redis-server and redis-benchmark, postgres PostgreSQL 15 and pgbench: \
             without them they are skipped, and the report says why.
             """
     )
 
-    static let names = ["store", "pairing", "push", "gateway", "aggregator", "redis", "coldstart"]
+    static let names = ["store", "pairing", "push", "gateway", "aggregator", "redis", "postgres", "coldstart"]
 
     @Option(name: .customLong("repeat"), help: "Runs of each benchmark (median and spread over them).")
     var repetitions = 3
@@ -96,6 +96,7 @@ struct AllBenchmarks: AsyncParsableCommand {
         switch name {
         case "coldstart": return Container.unavailable
         case "redis": return Redis.path("redis-server") == nil || Redis.path("redis-benchmark") == nil ? "redis-server or redis-benchmark is not installed" : nil
+        case "postgres": return Postgres.missing
         default: return nil
         }
     }

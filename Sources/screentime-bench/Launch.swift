@@ -22,23 +22,38 @@ final class LaunchedService {
     func kill() { Interruption.kill(self.process) }
 }
 
-/// Ctrl-C or SIGTERM during a benchmark kills the services it started, which would
-/// otherwise outlive it (a `defer` does not run when a signal ends the process).
+/// Ctrl-C or SIGTERM during a benchmark stops the processes it started, which would
+/// otherwise outlive it (a `defer` does not run when a signal ends the process): each gets
+/// the signal it was registered with (SIGKILL, or SIGQUIT for a PostgreSQL server, whose
+/// immediate shutdown also ends its backends and frees its shared memory).
 enum Interruption {
-    static let launched = Mutex<Set<Int32>>([])
+    /// The processes started, each with the signal that stops it on an interruption.
+    static let launched = Mutex<[Int32: Int32]>([:])
     private static let sources = Mutex<[any DispatchSourceSignal]>([])
 
     /// Starts `process`; an interruption kills it.
     static func run(_ process: Process) throws {
         self.installOnce()
         try process.run()
-        _ = self.launched.withLock { $0.insert(process.processIdentifier) }
+        self.track(process.processIdentifier)
+    }
+
+    /// Registers a process started otherwise (``ProcessSpawn/Spawn``): an interruption
+    /// sends it `signal`.
+    static func track(_ pid: Int32, signal: Int32 = SIGKILL) {
+        self.installOnce()
+        self.launched.withLock { $0[pid] = signal }
+    }
+
+    /// Forgets a process that has ended (reaped by its owner).
+    static func untrack(_ pid: Int32) {
+        _ = self.launched.withLock { $0.removeValue(forKey: pid) }
     }
 
     /// Waits for a process started with ``run(_:)`` to end by itself.
     static func wait(_ process: Process) {
         process.waitUntilExit()
-        _ = self.launched.withLock { $0.remove(process.processIdentifier) }
+        self.untrack(process.processIdentifier)
     }
 
     /// Kills a process started with ``run(_:)`` and reaps it.
@@ -54,8 +69,8 @@ enum Interruption {
                 signal(number, SIG_IGN)
                 let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
                 source.setEventHandler {
-                    for pid in launched.withLock({ $0 }) { Foundation.kill(pid, SIGKILL) }
-                    say("interrupted; the services started were killed")
+                    for (pid, signal) in launched.withLock({ $0 }) { Foundation.kill(pid, signal) }
+                    say("interrupted; the services started were stopped")
                     exit(130)
                 }
                 source.resume()

@@ -6,6 +6,7 @@ import NIOPosix
 import NIOSSL
 import NIOTLS
 import NIOWebSocket
+import Synchronization
 
 /// A TLS WebSocket client connection for the gateway benchmark, on SwiftNIO's handlers
 /// (NIOSSL, the HTTP/1 client upgrade, NIOWebSocket): thousands of them share one event
@@ -207,7 +208,9 @@ enum TLSHandshakes {
 /// The framework floor of the gateway: SwiftNIO's TLS, HTTP/1 upgrade and WebSocket
 /// handlers echoing each text message, with the gateway's own key, certificate and TLS
 /// settings, on as many event loops as the gateway, and nothing else (no JSON, no tasks,
-/// no authentication). Prints its port once listening.
+/// no authentication). A text message `broadcast:<text>` is instead written as `<text>`
+/// to every open socket (each loop writing to its own): the floor of a notification's
+/// fan-out. Prints its port once listening.
 struct NIOWebSocketEchoServer: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "nio-wss-echo-server",
@@ -237,7 +240,10 @@ struct NIOWebSocketEchoServer: AsyncParsableCommand {
             maxFrameSize: 1 << 20,
             shouldUpgrade: { channel, _ in channel.eventLoop.makeSucceededFuture(HTTPHeaders()) },
             upgradePipelineHandler: { channel, _ in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(Echo()) }
+                channel.eventLoop.makeCompletedFuture {
+                    Self.open.add(channel)
+                    try channel.pipeline.syncOperations.addHandler(Echo())
+                }
             })
         let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
@@ -254,13 +260,42 @@ struct NIOWebSocketEchoServer: AsyncParsableCommand {
         try await server.closeFuture.get()
     }
 
+    /// The open WebSockets, by event loop.
+    static let open = OpenSockets()
+
+    final class OpenSockets: Sendable {
+        private let sockets = Mutex<[ObjectIdentifier: (loop: any EventLoop, channels: [ObjectIdentifier: any Channel])]>([:])
+
+        func add(_ channel: any Channel) {
+            let loop = ObjectIdentifier(channel.eventLoop)
+            self.sockets.withLock { $0[loop, default: (channel.eventLoop, [:])].channels[ObjectIdentifier(channel)] = channel }
+            channel.closeFuture.whenComplete { _ in
+                _ = self.sockets.withLock { $0[loop]?.channels.removeValue(forKey: ObjectIdentifier(channel)) }
+            }
+        }
+
+        /// One job per event loop writes `text` to that loop's sockets.
+        func broadcast(_ text: ByteBuffer) {
+            for (loop, channels) in self.sockets.withLock({ $0.values.map { ($0.loop, Array($0.channels.values)) } }) {
+                loop.execute {
+                    for channel in channels { channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: text), promise: nil) }
+                }
+            }
+        }
+    }
+
     private final class Echo: ChannelInboundHandler {
         typealias InboundIn = WebSocketFrame
         typealias OutboundOut = WebSocketFrame
+        static let broadcast = ByteBuffer(string: "broadcast:")
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             let frame = Self.unwrapInboundIn(data)
             switch frame.opcode {
+            case .text where frame.unmaskedData.readableBytesView.starts(with: Self.broadcast.readableBytesView):
+                var text = frame.unmaskedData
+                text.moveReaderIndex(forwardBy: Self.broadcast.readableBytes)
+                NIOWebSocketEchoServer.open.broadcast(text)
             case .text:
                 context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: frame.fin, opcode: .text, data: frame.unmaskedData)), promise: nil)
             case .ping:

@@ -90,6 +90,9 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(name: .customLong("call-timeout"), help: ArgumentHelp("Seconds a relayed call may take.", valueName: "seconds"))
     var callTimeoutSeconds: Double = 30
 
+    @Option(name: .customLong("streams-per-connection"), help: "Devices' streams (push.listen) carried by one connection to a service: at most the push service's --max-listeners-per-connection (8).")
+    var streamsPerConnection: Int = 8
+
     @Flag(name: .customLong("init-only"), help: "Make the key and certificate (if missing), write endpoint.json for --listen's port, print the pin, and exit.")
     var initOnly = false
 
@@ -107,7 +110,7 @@ struct GatewayCommand: AsyncParsableCommand {
         for (name, value) in [("--max-connections-per-address", self.maximumConnectionsPerAddress), ("--max-header-size", self.maximumHeaderSize),
                               ("--max-body-size", self.maximumBodySize), ("--max-message-size", self.maximumMessageSize),
                               ("--max-queued-replies", self.maximumQueuedReplies), ("--unauthenticated-rate", self.unauthenticatedPerMinute),
-                              ("--unauthenticated-burst", self.unauthenticatedBurst)] where value < 1 {
+                              ("--unauthenticated-burst", self.unauthenticatedBurst), ("--streams-per-connection", self.streamsPerConnection)] where value < 1 {
             throw ValidationError("\(name) must be at least 1")
         }
         for (name, value) in [("--request-timeout", self.requestTimeoutSeconds), ("--ping-interval", self.pingSeconds),
@@ -184,7 +187,7 @@ struct GatewayCommand: AsyncParsableCommand {
             listen: self.listen, runtimeDirectory: paths.runtimeDirectory, stateDirectory: paths.stateDirectory, certificate: certificate,
             limits: limits, serverName: self.serverName ?? ProcessInfo.processInfo.hostName, version: ServerVersion.current,
             credentialRecheck: .milliseconds(Int64(self.credentialRecheckSeconds * 1000)), callTimeout: .milliseconds(Int64(self.callTimeoutSeconds * 1000)),
-            shutdownTimeout: .milliseconds(Int64(self.options.shutdownTimeoutSeconds * 1000)))
+            shutdownTimeout: .milliseconds(Int64(self.options.shutdownTimeoutSeconds * 1000)), streamsPerConnection: self.streamsPerConnection)
     }
 }
 

@@ -15,13 +15,14 @@ struct BenchmarkTests {
                                        timeout: .seconds(900))
         #expect(run.status == 0, "\(run.stdout.suffix(3000))\(run.stderr.suffix(2000))")
         let markdown = (try? String(contentsOfFile: out.file("BENCHMARKS.md"), encoding: .utf8)) ?? ""
-        for section in ["## Targets", "## store", "## pairing", "## push", "## gateway", "## aggregator", "## redis", "## coldstart"] {
+        for section in ["## Targets", "## store", "## pairing", "## push", "## gateway", "## aggregator", "## redis", "## postgres", "## coldstart"] {
             #expect(markdown.contains(section), "\(section) in BENCHMARKS.md")
         }
         #expect(!markdown.contains("Skipped: redis"), "redis-server and redis-tools must be installed (.ci/run installs them)")
+        #expect(!markdown.contains("Skipped: PostgreSQL"), "postgresql must be installed (.ci/run installs it)")
         let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: out.file("benchmarks.json")))) as? [String: Any]
         let benchmarks = json?["benchmarks"] as? [[String: Any]] ?? []
-        #expect(benchmarks.count == 7)
+        #expect(benchmarks.count == 8)
         for benchmark in benchmarks where benchmark["skipped"] == nil {
             #expect((benchmark["runs"] as? [[Any]])?.first?.isEmpty == false, "\(benchmark["name"] ?? "?") has figures")
         }
@@ -29,7 +30,7 @@ struct BenchmarkTests {
 
         // Every benchmark left out, the earlier results reused: the report is the same figures.
         let again = TemporaryDirectory()
-        let skips = ["store", "pairing", "push", "gateway", "aggregator", "redis", "coldstart"].flatMap { ["--skip", $0] }
+        let skips = ["store", "pairing", "push", "gateway", "aggregator", "redis", "postgres", "coldstart"].flatMap { ["--skip", $0] }
         let rerun = try await runCommand(Binaries.path("screentime-bench"),
                                          ["all", "--quick", "--repeat", "1", "--out-dir", again.path, "--reuse", out.file("benchmarks.json")] + skips,
                                          timeout: .seconds(60))
@@ -38,5 +39,38 @@ struct BenchmarkTests {
         #expect(reused.contains("From the run of"))
         #expect(reused.contains("store.fetch of 1 record (C client), p50"))
         #expect(reused.contains("## coldstart\n\nSkipped: left out (--skip)."), "no earlier coldstart result to reuse")
+    }
+}
+
+/// The PostgreSQL benchmark's harness: it starts its own server (as nobody when run as
+/// root), runs pgbench against it and leaves no server behind. Without PostgreSQL the
+/// benchmark fails, and so does this test.
+@Suite("screentime-bench postgres --quick: PostgreSQL started, measured by pgbench, stopped")
+struct PostgresBenchmarkTests {
+    @Test("a quick run measures the store beside PostgreSQL and leaves no PostgreSQL process")
+    func quickRun() async throws {
+        let work = TemporaryDirectory()
+        let binaries = (Binaries.path("screentime-stored") as NSString).deletingLastPathComponent
+        let json = work.file("figures.json")
+        let run = try await runCommand(Binaries.path("screentime-bench"),
+                                       ["postgres", "--quick", "--records", "2000", "--json", json, "--work-dir", work.file("run"), "--bin-dir", binaries],
+                                       timeout: .seconds(300))
+        #expect(run.status == 0, "PostgreSQL 15 and pgbench must be installed (.ci/run installs postgresql): \(run.stdout.suffix(3000))\(run.stderr.suffix(2000))")
+        let figures = (try? JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: json)))) as? [[String: Any]] ?? []
+        for comparison in ["PostgreSQL INSERT, 1 client", "PostgreSQL INSERT, 32 clients", "PostgreSQL prepared point SELECT p50"] {
+            let figure = figures.first { ($0["comparison"] as? String)?.hasPrefix(comparison) == true }
+            #expect((figure?["comparisonValue"] as? Double).map { $0 > 0 } == true, "\(comparison) measured: \(figure ?? [:])")
+        }
+        // The server shut down cleanly, and no process of it is left.
+        let log = (try? String(contentsOfFile: work.file("run/postgres/server.log"), encoding: .utf8)) ?? ""
+        #expect(log.contains("database system is shut down"), "\(log.suffix(2000))")
+        #expect(!FileManager.default.fileExists(atPath: work.file("run/postgres/data/postmaster.pid")))
+        // The server names its data directory; its backends work in it.
+        let left = try FileManager.default.contentsOfDirectory(atPath: "/proc").filter { $0.allSatisfy(\.isNumber) }.filter { pid in
+            let commandLine = (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline"))) ?? Data()
+            let directory = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/cwd")) ?? ""
+            return String(decoding: commandLine, as: UTF8.self).contains(work.file("run")) || directory.hasPrefix(work.file("run"))
+        }
+        #expect(left.isEmpty, "processes left running: \(left)")
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 import Gateway
 import PairingAPI
 import PushAPI
+import RPCClient
 import RPCCore
 import StackSupport
 import StoreAPI
@@ -90,6 +91,56 @@ struct AccessTests {
         // And the same token is refused from then on.
         let again = try stack.rpc("store.whoami", token: child.token)
         #expect(again.status == 401)
+    }
+
+    @Test("devices' streams share connections to push; one ending, by rpc.cancel or its socket closing, leaves the others on them going")
+    func streamsShareConnections() async throws {
+        let stack = try await GatewayStack.start(gatewayArguments: ["--streams-per-connection", "2"])
+        defer { stack.stopNow() }
+        let family = try await Bootstrapped.make(stack.harness)
+        let push = RPCClient(socketPath: stack.harness.socketPath(for: "push"))
+        defer { Task { await push.close() } }
+        // Three sockets of the parent's device, each listening: two connections to push.
+        let sockets = try (0..<3).map { _ in try DeviceWebSocket(stack: stack, token: family.parentCredential.token) }
+        for socket in sockets { socket.request(1, "push.listen") }
+        try await waitUntil("three listeners registered with push", timeout: .seconds(20), detail: String(stack.gateway.log.suffix(3000))) {
+            stack.gateway.log.split(separator: "\n").filter { $0.contains("stream opened") }.count == 3
+        }
+        func notifyAll(_ title: String) async throws {
+            _ = try await push.call(PushMethods.notify, NotifyParams(family: family.family, parents: true, alert: Alert(title: title)))
+        }
+        func heard(_ socket: DeviceWebSocket, _ title: String) async throws {
+            let item = try await socket.reply(to: 1)
+            #expect(item["continues"] == true && item["result"]?["alert"]?["title"]?.stringValue == title, "expected \(title): \(item)")
+        }
+        try await notifyAll("first")
+        for socket in sockets { try await heard(socket, "first") }
+
+        // The first ends its stream: told `cancelled`; the one sharing its connection goes on.
+        sockets[0].request(2, "rpc.cancel", ["id": 1])
+        let answers = [try await sockets[0].next(), try await sockets[0].next()]
+        #expect(answers.contains { $0["id"] == 2 && $0["result"]?["cancelled"] == true }, "\(answers)")
+        #expect(answers.contains { $0["id"] == 1 && $0["error"]?["code"] == "cancelled" }, "\(answers)")
+        try await notifyAll("second")
+        for socket in sockets[1...] { try await heard(socket, "second") }
+
+        // The second closes its socket; the third still hears, and a new listener joins.
+        await sockets[1].close()
+        let late = try DeviceWebSocket(stack: stack, token: family.parentCredential.token)
+        late.request(1, "push.listen")
+        try await waitUntil("the new listener registered", timeout: .seconds(20), detail: String(stack.gateway.log.suffix(3000))) {
+            stack.gateway.log.split(separator: "\n").filter { $0.contains("stream opened") }.count == 4
+        }
+        try await notifyAll("third")
+        try await heard(sockets[2], "third")
+        // A new listener starts with what the device has not acknowledged yet.
+        for title in ["first", "second", "third"] { try await heard(late, title) }
+        // The first socket, its stream ended, heard none of it.
+        sockets[0].request(3, "rpc.ping")
+        #expect(try await sockets[0].next()["id"] == 3)
+        await sockets[0].close()
+        await sockets[2].close()
+        await late.close()
     }
 
     @Test("a browser authenticates with a first gateway.authenticate message, or the session cookie")

@@ -56,6 +56,31 @@ struct LimitTests {
         #expect(stack.gateway.isRunning)
     }
 
+    @Test("pings keep a WebSocket that answers them open, and close one whose peer has gone quiet")
+    func pingsFindDeadPeers() async throws {
+        let stack = try await GatewayStack.start(gatewayArguments: ["--ping-interval", "3"])
+        defer { stack.stopNow() }
+        let family = try await Bootstrapped.make(stack.harness)
+        // swift-websocket's client answers every ping with a pong, as a phone's would.
+        let live = try DeviceWebSocket(stack: stack, token: family.parentCredential.token)
+        live.request(1, "store.whoami")
+        #expect(try await live.reply(to: 1)["result"]?["deviceId"] == "mum-phone")
+
+        // A peer that sends nothing more once upgraded, pongs included (a phone gone out of range).
+        let quiet = try await StalledWebSocket.connect(group: MultiThreadedEventLoopGroup.singleton, port: stack.port, token: family.parentCredential.token)
+        try await waitUntil("the gateway closes the WebSocket whose peer does not answer its ping", timeout: .seconds(30), detail: String(stack.gateway.log.suffix(3000))) {
+            stack.gateway.log.split(separator: "\n").contains { $0.contains("websocket closed") && $0.contains("no answer to ping") }
+        }
+
+        // The answering one was opened first, so it was pinged at least as often, and is open.
+        live.request(2, "store.whoami")
+        #expect(try await live.reply(to: 2)["result"]?["deviceId"] == "mum-phone")
+        #expect(stack.gateway.log.split(separator: "\n").filter { $0.contains("websocket peer gone") }.count == 1)
+        await live.close()
+        await quiet.close()
+        #expect(stack.gateway.isRunning)
+    }
+
     @Test("a WebSocket client that stops reading is held back, not buffered for, and others are served meanwhile")
     func clientThatStopsReading() async throws {
         let stack = try await GatewayStack.start()

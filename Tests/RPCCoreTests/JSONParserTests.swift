@@ -22,4 +22,29 @@ struct JSONParserTests {
     func refuses(_ text: String) {
         #expect(throws: JSONParser.Failure.self) { try JSONParser.parse(text) }
     }
+
+    @Test("members leaves each value as its bytes, exactly as written")
+    func membersAsBytes() throws {
+        let text = #"{"id":7, "result" : {"a":[1,2.5e3,"x\"y\u00e9"],"b":{"c":null}} ,"continues":true}"#
+        let bytes = Array(text.utf8)
+        let members = try JSONParser.members(bytes: bytes)
+        #expect(members.map(\.key) == ["id", "result", "continues"])
+        let values = members.map { String(decoding: bytes[$0.value], as: UTF8.self) }
+        #expect(values == ["7", #"{"a":[1,2.5e3,"x\"y\u00e9"],"b":{"c":null}}"#, "true"])
+        #expect(try JSONParser.members(bytes: Array("{}".utf8)).isEmpty)
+    }
+
+    @Test("members checks the values it does not build", arguments: ["", "[1]", "{\"a\":}", "{\"a\":[1,]}", "{\"a\":tru}", "{\"a\":\"open}",
+        "{\"a\":1} 2", "{\"a\":{\"b\" 1}}", "{\"a\":\"\u{1}\"}", "{\"a\":\"\\x\"}", "{\"a\":01}", "{\"a\":1.}", "{\"a\":\"\\u12\"}", "{\"a\":1,}"])
+    func membersRefuses(_ text: String) {
+        #expect(throws: JSONParser.Failure.self) { try JSONParser.members(bytes: Array(text.utf8)) }
+    }
+
+    @Test("members refuses nesting past the parser's depth")
+    func membersDepth() {
+        let deep = "{\"a\":" + String(repeating: "[", count: JSONParser.maximumDepth + 1) + String(repeating: "]", count: JSONParser.maximumDepth + 1) + "}"
+        #expect(throws: JSONParser.Failure.self) { try JSONParser.members(bytes: Array(deep.utf8)) }
+        let fine = "{\"a\":" + String(repeating: "[", count: 100) + String(repeating: "]", count: 100) + "}"
+        #expect((try? JSONParser.members(bytes: Array(fine.utf8)))?.count == 1)
+    }
 }

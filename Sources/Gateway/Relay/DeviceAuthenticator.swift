@@ -20,7 +20,12 @@ public struct DeviceIdentity: Sendable, Hashable {
 public final class DeviceAuthenticator: Sendable {
     let store: RPCClient
     let ttl: Duration
-    private let cache = Mutex<[String: (identity: DeviceIdentity, checked: ContinuousClock.Instant)]>([:])
+    private let cache = Mutex<Cache>(Cache())
+
+    private struct Cache {
+        var entries: [String: (identity: DeviceIdentity, checked: ContinuousClock.Instant)] = [:]
+        var lastSweep = ContinuousClock.now
+    }
 
     public init(store: RPCClient, ttl: Duration) {
         self.store = store
@@ -31,14 +36,14 @@ public final class DeviceAuthenticator: Sendable {
     /// `fresh` skips the cache (the periodic check of an open WebSocket).
     public func identify(_ token: String, fresh: Bool = false) async throws(RPCError) -> DeviceIdentity {
         let now = ContinuousClock.now
-        if !fresh, let cached = self.cache.withLock({ $0[token] }), now - cached.checked < self.ttl {
+        if !fresh, let cached = self.cache.withLock({ $0.entries[token] }), now - cached.checked < self.ttl {
             return cached.identity
         }
         let who: WhoAmIResult
         do {
             who = try await self.store.call(StoreMethods.whoami, Empty(), actingFor: Auth(token: token))
         } catch {
-            self.cache.withLock { _ = $0.removeValue(forKey: token) }
+            self.cache.withLock { _ = $0.entries.removeValue(forKey: token) }
             if error.code == .unauthorized || error.code == .forbidden {
                 throw RPCError(.unauthorized, "this device credential is not valid: it is unknown or was revoked; pair the device again")
             }
@@ -49,9 +54,14 @@ public final class DeviceAuthenticator: Sendable {
         }
         let identity = DeviceIdentity(token: token, deviceId: deviceId, family: family, caller: role.isParent ? .parent : .child)
         self.cache.withLock { cache in
-            // Bounded: expired entries go when the cache grows.
-            if cache.count > 4096 { cache = cache.filter { now - $0.value.checked < self.ttl } }
-            cache[token] = (identity, now)
+            // Bounded: expired entries go when the cache has grown, at most once a period
+            // (ten thousand open sockets each recheck every period: sweeping on each
+            // insert would walk them all two thousand times a second).
+            if cache.entries.count > 4096, now - cache.lastSweep >= self.ttl {
+                cache.entries = cache.entries.filter { now - $0.value.checked < self.ttl }
+                cache.lastSweep = now
+            }
+            cache.entries[token] = (identity, now)
         }
         return identity
     }

@@ -8,15 +8,16 @@ import RPCCore
 ///
 /// Unary calls of every device share one connection per service (the client numbers the
 /// requests itself, so ids of different devices never collide; the caller puts its
-/// device's id back on the reply). Streams run on a connection of their WebSocket's own
-/// (``streamClient(for:)``): a service bounds the requests in flight per connection, and
-/// a thousand listening devices must not share one such budget.
+/// device's id back on the reply). Streams run on connections of their own, a few
+/// streams to each (``StreamConnections``).
 public final class Relay: Sendable {
     public let allowlist: Allowlist
     public let authenticator: DeviceAuthenticator
     let clients: [String: RPCClient]
     /// For `/healthz`: connections of their own, quick to give up on a service that is down.
     let healthClients: [String: RPCClient]
+    /// Connections for streams, by service.
+    let streams: [String: StreamConnections]
     let configuration: GatewayConfiguration
 
     public init(configuration: GatewayConfiguration, allowlist: Allowlist = .standard) {
@@ -33,17 +34,19 @@ public final class Relay: Sendable {
             quick.callTimeout = .seconds(3)
             return RPCClient(configuration: quick)
         }
+        var streams: [String: StreamConnections] = [:]
+        for service in allowlist.services {
+            streams[service] = StreamConnections(streamsPerConnection: configuration.streamsPerConnection) { loop in
+                RPCClient(configuration: Self.clientConfiguration(configuration, service: service), eventLoopGroup: loop)
+            }
+        }
+        self.streams = streams
         self.authenticator = DeviceAuthenticator(store: clients["store"]!, ttl: configuration.credentialRecheck)
     }
 
     static func clientConfiguration(_ configuration: GatewayConfiguration, service: String) -> ClientConfiguration {
         // A service that is socket-activated may take a moment to start.
         ClientConfiguration(socketPath: configuration.socketPath(for: service), callTimeout: configuration.callTimeout, connectTimeout: .seconds(5))
-    }
-
-    /// A connection of its own to `service`, for one WebSocket's streams; closed with it.
-    func streamClient(for service: String) -> RPCClient {
-        RPCClient(configuration: Self.clientConfiguration(self.configuration, service: service))
     }
 
     /// The method a device may call, or why not: `method_not_found` for a name no service
@@ -115,5 +118,6 @@ public final class Relay: Sendable {
 
     public func close() async {
         for client in Array(self.clients.values) + Array(self.healthClients.values) { await client.close() }
+        for streams in self.streams.values { await streams.closeAll() }
     }
 }

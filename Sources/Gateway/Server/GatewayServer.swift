@@ -149,7 +149,7 @@ public final class GatewayServer: Service, Sendable {
                     idleTimeout: nil,
                     httpDecoderConfiguration: .init(maxHeaderFieldSize: limits.maximumHeaderSize, maxHeaderListSize: limits.maximumHeaderSize, maxHeaderFieldCount: 100)),
                 ws: WebSocketServerConfiguration(
-                    maxFrameSize: limits.maximumMessageSize, autoPing: .enabled(timePeriod: limits.pingInterval),
+                    maxFrameSize: limits.maximumMessageSize, autoPing: .disabled,
                     closeTimeout: .seconds(5), validateUTF8: true)),
             shouldUpgrade: { head, channel, logger in
                 guard head.method == .get, (head.path ?? "").split(separator: "?").first == "/v1/ws", limiter.refusal(for: channel) == nil else { return .dontUpgrade }

@@ -24,8 +24,7 @@ final class DeviceSocket: Sendable {
         var identity: DeviceIdentity?
         var requests: [RequestID: Task<Void, Never>] = [:]
         var anonymous: [UUID: Task<Void, Never>] = [:]
-        var streamClients: [String: RPCClient] = [:]
-        var recheck: RepeatedTask?
+        var keepAlive: KeepAlive?
         var closing = false
         var served = 0
     }
@@ -46,11 +45,13 @@ final class DeviceSocket: Sendable {
     func run(inbound: WebSocketInboundStream, token: String?) async throws {
         let started = ContinuousClock.now
         RequestDeadline.on(self.channel) { $0.disarm() }
+        self.startKeepAlive()
         if let token {
             guard await self.authenticate(token, requestID: nil) != nil else { return }
         }
         self.logger.info("websocket opened", metadata: ["remote_address": "\(self.address)", "device_id": "\(self.identity?.deviceId ?? "")"])
         var closeReason = "closed by the device"
+        defer { self.state.withLock { $0.keepAlive?.timer?.cancel() } }
         do {
             for try await message in inbound.messages(maxSize: self.gateway.configuration.limits.maximumMessageSize) {
                 if self.state.withLock({ $0.closing }) { break }
@@ -75,15 +76,15 @@ final class DeviceSocket: Sendable {
     }
 
     private func finish(started: ContinuousClock.Instant, reason: String) async {
-        let (tasks, clients, recheck, served, identity) = self.state.withLock { state in
+        let (tasks, keepAlive, served, identity) = self.state.withLock { state in
             state.closing = true
-            defer { state.requests = [:]; state.anonymous = [:]; state.streamClients = [:] }
-            return (Array(state.requests.values) + Array(state.anonymous.values), Array(state.streamClients.values), state.recheck, state.served, state.identity)
+            defer { state.requests = [:]; state.anonymous = [:] }
+            return (Array(state.requests.values) + Array(state.anonymous.values), state.keepAlive, state.served, state.identity)
         }
-        recheck?.cancel()
+        keepAlive?.timer?.cancel()
+        let reason = keepAlive?.deadPeer == true ? "no answer to ping" : reason
         for task in tasks { task.cancel() }
         for task in tasks { await task.value }
-        for client in clients { await client.close() }
         self.logger.info("websocket closed", metadata: [
             "remote_address": "\(self.address)", "device_id": "\(identity?.deviceId ?? "")", "requests": "\(served)",
             "duration_ms": "\(DeviceAPI.milliseconds(since: started))", "reason": "\(reason)",
@@ -207,51 +208,43 @@ final class DeviceSocket: Sendable {
     // MARK: Streams
 
     private func stream(_ method: DeviceMethod, id: RequestID, params: JSONValue?, identity: DeviceIdentity?) async {
-        let client = self.state.withLock { state in
-            if let client = state.streamClients[method.service] { return client }
-            let client = self.gateway.relay.streamClient(for: method.service)
-            state.streamClients[method.service] = client
-            return client
+        guard let connections = self.gateway.relay.streams[method.service] else {
+            return await self.reply(id, error: RPCError(.internal, "the server could not handle this request; its administrator will find the details in its journal"))
         }
-        let queue = StreamQueue(limit: self.gateway.configuration.limits.maximumQueuedReplies)
+        let lease = connections.acquire(on: self.channel.eventLoop)
+        let forwarder = StreamForwarder(channel: self.channel, id: id, limit: self.gateway.configuration.limits.maximumQueuedReplies, service: method.service)
         let started = ContinuousClock.now
         var metadata: Logger.Metadata = ["remote_address": "\(self.address)", "device_id": "\(identity?.deviceId ?? "")", "method": "\(method.name)"]
         self.logger.debug("stream opened", metadata: metadata)
-        defer {
-            metadata["duration_ms"] = "\(DeviceAPI.milliseconds(since: started))"
-            self.logger.debug("stream ended", metadata: metadata)
-        }
         let relayed: RelayedStream
-        do {
-            relayed = try await client.relayStream(method.name, params: params, auth: self.gateway.relay.forwardedAuth(method, identity)) { event in
-                queue.push(event)
+        do throws(RPCError) {
+            relayed = try await lease.client.relayStream(method.name, params: params, auth: self.gateway.relay.forwardedAuth(method, identity)) { event in
+                forwarder.deliver(event)
             }
         } catch {
+            await connections.release(lease)
             await self.reply(id, error: Relay.presentable(error, service: method.service))
             return
         }
-        await withTaskCancellationHandler {
-            for await event in queue.events {
-                self.logger.trace("stream event", metadata: ["event": "\(event)"])
-                switch event {
-                case .success(.item(let item)):
-                    await self.send((try? ReplyEncoding.result(id: id, item, continues: true)) ?? Data())
-                    queue.taken()
-                case .success(.end(let end)):
-                    await self.send((try? ReplyEncoding.result(id: id, end)) ?? Data())
-                    return
-                case .failure(let error):
-                    if error.code == .limitExceeded { relayed.cancel() }
-                    await self.reply(id, error: Relay.presentable(error, service: method.service))
-                    return
-                }
-            }
-            // Cancelled (rpc.cancel, or the socket is closing): the service is told to stop.
+        let outcome = await withTaskCancellationHandler {
+            await forwarder.ended()
+        } onCancel: {
+            forwarder.cancel()
+        }
+        switch outcome {
+        case .ended:
+            break
+        case .overflowed:
+            relayed.cancel()
+        case .cancelled:
+            // rpc.cancel, or the socket is closing: the service is told to stop.
             relayed.cancel()
             await self.reply(id, error: RPCError(.cancelled, "the request was cancelled"))
-        } onCancel: {
-            queue.cancel()
         }
+        await connections.release(lease)
+        metadata["duration_ms"] = "\(DeviceAPI.milliseconds(since: started))"
+        metadata["outcome"] = "\(outcome)"
+        self.logger.debug("stream ended", metadata: metadata)
     }
 
     // MARK: Credentials
@@ -300,28 +293,70 @@ final class DeviceSocket: Sendable {
         }
     }
 
-    /// Checks the credential again every few seconds: a revoked device is cut off even if
-    /// it only listens. A timer of the connection's event loop, not a task that sleeps:
-    /// thousands of idle sockets each hold one, and a timer weighs far less than a
-    /// suspended task; a task runs only for the check itself, and the next waits for it.
-    private func startRecheck(_ token: String) {
-        let period = TimeAmount(self.gateway.configuration.credentialRecheck)
-        let loop = self.channel.eventLoop
-        let timer = loop.scheduleRepeatedAsyncTask(initialDelay: period, delay: period) { timer in
-            let checked = loop.makePromise(of: Void.self)
-            checked.completeWithTask {
-                do {
-                    _ = try await self.gateway.relay.authenticator.identify(token, fresh: true)
-                } catch let error as RPCError where error.code == .unauthorized {
+    /// One timer per socket, on its event loop, does what keeps a socket honest:
+    /// - pings the device every `--ping-interval`, and closes the socket when nothing at
+    ///   all came from it since the previous ping (a dead peer: phones report dead sockets
+    ///   as alive for minutes);
+    /// - checks its credential again every `--credential-recheck`, so a revoked device is
+    ///   cut off even if it only listens (a task runs only for the check itself).
+    /// A timer, not tasks that sleep: thousands of idle sockets each hold one, and a timer
+    /// weighs far less than a suspended task. This is why hummingbird-websocket's auto-ping,
+    /// a sleeping task per socket, is off (docs/architecture.md).
+    private func startKeepAlive() {
+        let ping = self.gateway.configuration.limits.pingInterval
+        let recheck = self.gateway.configuration.credentialRecheck
+        let tick = min(ping, recheck)
+        let pingEvery = max(1, Int((ping / tick).rounded(.up)))
+        let recheckEvery = max(1, Int((recheck / tick).rounded(.up)))
+        let channel = self.channel
+        channel.eventLoop.execute {
+            let handler = PeerActivity()
+            guard (try? channel.pipeline.syncOperations.addHandler(handler, position: .first)) != nil else { return }
+            let activity = NIOLoopBound(handler, eventLoop: channel.eventLoop)
+            let timer = channel.eventLoop.scheduleRepeatedTask(initialDelay: TimeAmount(tick), delay: TimeAmount(tick)) { timer in
+                let (due, token) = self.state.withLock { state -> (KeepAlive.Due, String?) in
+                    guard !state.closing, var keepAlive = state.keepAlive else { return (.nothing, nil) }
+                    defer { state.keepAlive = keepAlive }
+                    return (keepAlive.tick(lastRead: activity.value.lastRead, pingEvery: pingEvery, recheckEvery: recheckEvery), keepAlive.token)
+                }
+                if due.contains(.close) {
                     timer.cancel()
-                    await self.cutOff(nil, error)
-                } catch {
-                    // The store is unavailable: not the device's fault; the next check tries again.
+                    self.logger.info("websocket peer gone", metadata: ["remote_address": "\(self.address)", "device_id": "\(self.identity?.deviceId ?? "")", "ping_interval_s": "\(ping.seconds)"])
+                    channel.close(promise: nil)
+                    return
+                }
+                if due.contains(.ping) {
+                    channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .ping, data: ByteBuffer()), promise: nil)
+                }
+                if due.contains(.recheck), let token {
+                    Task {
+                        defer { self.state.withLock { $0.keepAlive?.checking = false } }
+                        do {
+                            _ = try await self.gateway.relay.authenticator.identify(token, fresh: true)
+                        } catch let error as RPCError where error.code == .unauthorized {
+                            timer.cancel()
+                            await self.cutOff(nil, error)
+                        } catch {
+                            // The store is unavailable: not the device's fault; the next check tries again.
+                        }
+                    }
                 }
             }
-            return checked.futureResult
+            self.state.withLock { state in
+                if state.closing { timer.cancel() } else { state.keepAlive = KeepAlive(timer: timer, token: state.keepAlive?.token) }
+            }
         }
-        self.state.withLock { $0.recheck = timer }
+    }
+
+    /// From the first authentication on, the timer checks this credential again.
+    private func startRecheck(_ token: String) {
+        self.state.withLock { state in
+            if state.keepAlive == nil {
+                state.keepAlive = KeepAlive(timer: nil, token: token)
+            } else {
+                state.keepAlive?.token = token
+            }
+        }
     }
 
     /// Tells the device why, then closes the socket (policy violation).
@@ -366,47 +401,4 @@ final class DeviceSocket: Sendable {
             self.logger.debug("reply not written", metadata: ["remote_address": "\(self.address)", "error": "\(error)"])
         }
     }
-}
-
-/// The replies of one relayed stream on their way to a WebSocket: handed over on the
-/// service connection's event loop, written by the stream's task as the device reads. A
-/// device that falls `limit` replies behind has its stream ended with `limit_exceeded`
-/// (the push service does the same to a listener that does not read).
-final class StreamQueue: Sendable {
-    typealias Event = Result<StreamEvent<JSONValue, JSONValue>, RPCError>
-    let events: AsyncStream<Event>
-    private let continuation: AsyncStream<Event>.Continuation
-    private let pending = Mutex<(count: Int, over: Bool)>((0, false))
-    private let limit: Int
-
-    init(limit: Int) {
-        self.limit = limit
-        (self.events, self.continuation) = AsyncStream.makeStream()
-    }
-
-    func push(_ event: Event) {
-        let overflow: Bool = self.pending.withLock { pending in
-            if pending.over { return false }
-            if case .success(.item) = event {
-                pending.count += 1
-                if pending.count > self.limit {
-                    pending.over = true
-                    return true
-                }
-            }
-            return false
-        }
-        if overflow {
-            self.continuation.yield(.failure(RPCError(.limitExceeded, "this stream's replies were not read fast enough (over \(self.limit) waiting); it was ended, call it again")))
-            self.continuation.finish()
-            return
-        }
-        if self.pending.withLock({ $0.over }) { return }
-        self.continuation.yield(event)
-        if case .success(.item) = event { return }
-        self.continuation.finish()
-    }
-
-    func taken() { self.pending.withLock { $0.count -= 1 } }
-    func cancel() { self.continuation.finish() }
 }

@@ -277,15 +277,15 @@ public final class WebSocketTransport: Transport {
             if let error = head.error {
                 continuation.resume(throwing: error)
             } else {
-                continuation.resume(returning: head.reply["result"] ?? .null)
+                continuation.resume(returning: head.result)
             }
         case .stream(let continuation):
             if let error = head.error {
                 continuation.finish(throwing: error)
             } else if head.continues == true {
-                continuation.yield(.item(head.reply["result"] ?? .null))
+                continuation.yield(.item(head.result))
             } else {
-                continuation.yield(.end(head.reply["result"] ?? .null))
+                continuation.yield(.end(head.result))
                 continuation.finish()
             }
         case nil:

@@ -1,0 +1,95 @@
+import NIOCore
+import NIOWebSocket
+import RPCClient
+import RPCCore
+import Synchronization
+
+/// Writes one relayed stream's replies to its WebSocket as they come from the service,
+/// straight from the service connection's event loop (the socket's own: see
+/// ``StreamConnections``), with no task and no queue in between. The result the service
+/// wrote is passed on as it is, under the device's own request id.
+///
+/// Bounded: a device that falls `limit` replies behind (written to the socket but not yet
+/// gone to the network) has the stream ended with `limit_exceeded`, as the push service
+/// cuts off a listener that does not read.
+final class StreamForwarder: Sendable {
+    enum Outcome: Sendable {
+        /// The service ended the stream (its last reply, or its error, is written).
+        case ended
+        /// The device fell behind; the `limit_exceeded` reply is written: stop the service's stream.
+        case overflowed
+        /// Ended from our side (`rpc.cancel`, the socket closing): nothing more is written.
+        case cancelled
+    }
+
+    private struct State {
+        var outcome: Outcome?
+        var waiting: CheckedContinuation<Outcome, Never>?
+        var pending = 0
+    }
+
+    private let channel: any Channel
+    private let id: RequestID
+    private let limit: Int
+    private let service: String
+    private let state = Mutex(State())
+
+    init(channel: any Channel, id: RequestID, limit: Int, service: String) {
+        self.channel = channel
+        self.id = id
+        self.limit = limit
+        self.service = service
+    }
+
+    /// One reply from the service, on its connection's event loop: the socket's own, so
+    /// nothing else writes to the socket while this does (a close frame included).
+    func deliver(_ event: Result<StreamEvent<EncodedJSON, EncodedJSON>, RPCError>) {
+        let reply: (bytes: [UInt8], item: Bool)? = self.state.withLock { state in
+            guard state.outcome == nil else { return nil }
+            switch event {
+            case .success(.item(let item)):
+                guard state.pending < self.limit else {
+                    Self.end(&state, .overflowed)
+                    return (Array(ReplyEncoding.error(id: self.id, RPCError(.limitExceeded, "this stream's replies were not read fast enough (over \(self.limit) waiting); it was ended, call it again"))), false)
+                }
+                state.pending += 1
+                return (ReplyEncoding.resultBytes(id: self.id, encoded: item, continues: true), true)
+            case .success(.end(let end)):
+                Self.end(&state, .ended)
+                return (ReplyEncoding.resultBytes(id: self.id, encoded: end), false)
+            case .failure(let error):
+                Self.end(&state, .ended)
+                return (Array(ReplyEncoding.error(id: self.id, Relay.presentable(error, service: self.service))), false)
+            }
+        }
+        guard let reply else { return }
+        let frame = WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: reply.bytes))
+        guard reply.item else { return self.channel.writeAndFlush(frame, promise: nil) }
+        // Counted until it has gone to the network (or the socket is gone).
+        self.channel.writeAndFlush(frame).whenComplete { _ in self.state.withLock { $0.pending -= 1 } }
+    }
+
+    /// Ends the stream from our side; replies that come after are dropped.
+    func cancel() {
+        self.state.withLock { state in
+            if state.outcome == nil { Self.end(&state, .cancelled) }
+        }
+    }
+
+    /// How the stream ended, once it has.
+    func ended() async -> Outcome {
+        await withCheckedContinuation { continuation in
+            let outcome: Outcome? = self.state.withLock { state in
+                if state.outcome == nil { state.waiting = continuation }
+                return state.outcome
+            }
+            if let outcome { continuation.resume(returning: outcome) }
+        }
+    }
+
+    private static func end(_ state: inout State, _ outcome: Outcome) {
+        state.outcome = outcome
+        state.waiting?.resume(returning: outcome)
+        state.waiting = nil
+    }
+}
