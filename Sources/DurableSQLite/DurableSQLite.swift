@@ -13,7 +13,11 @@ public enum DurableSQLite {
 
     /// Opens (creating if needed) and migrates; logs the migrations it applied.
     /// `program` names the binary in the error a newer database gets.
-    public static func open(path: String, label: String, program: String, migrator: DatabaseMigrator, logger: Logger) throws -> DatabasePool {
+    /// `checkpointPages`: the WAL's length (pages) at which a commit checkpoints it
+    /// (SQLite's default: 1,000).
+    public static func open(
+        path: String, label: String, program: String, migrator: DatabaseMigrator, checkpointPages: Int? = nil, logger: Logger
+    ) throws -> DatabasePool {
         var configuration = Configuration()
         configuration.label = label
         configuration.busyMode = .timeout(10)
@@ -22,6 +26,7 @@ public enum DurableSQLite {
             // Savepoints' statement journals would otherwise be temporary files created and
             // deleted on every write.
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
+            if let checkpointPages { try db.execute(sql: "PRAGMA wal_autocheckpoint = \(checkpointPages)") }
         }
         let pool = try DatabasePool(path: path, configuration: configuration)
         if try pool.read({ try migrator.hasBeenSuperseded($0) }) {

@@ -113,6 +113,9 @@ public enum ParamsDecoding {
     /// Decodes `params` parsed already by ``RequestHead/parseRequest(_:)`` (nil: absent or
     /// null, read as `{}`).
     public static func decode<P: Decodable>(_ type: P.Type, params: JSONValue?) throws(RPCError) -> P {
+        // Parameters that read themselves (JSONReadable: the busiest calls') skip the
+        // generic decoder; any other shape goes through it, which refuses or accepts as ever.
+        if let params, let readable = P.self as? any JSONReadable.Type, let value = readable.read(params) as? P { return value }
         do {
             return try JSONValueDecoding.decode(P.self, from: params ?? .object([:]), codingPath: [EnvelopeKey("params")])
         } catch let error as RPCError {

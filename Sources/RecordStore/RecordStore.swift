@@ -28,6 +28,8 @@ public final class RecordStore: Sendable {
     let database: StoreDatabase
     let notifier: ChangeNotifier
     let writer: GroupCommit
+    /// The event loops' own read connections, for short reads (``shortRead(_:_:)``).
+    let loopReaders: LoopReaders
     let logger: Logger
     let startedAt = Date()
     /// When each device last made a request, in memory: noting it must not cost a write.
@@ -47,6 +49,7 @@ public final class RecordStore: Sendable {
         self.database = try StoreDatabase(path: path, schemaVersion: configuration.schemaVersion, logger: logger)
         self.notifier = ChangeNotifier(head: try self.database.pool.read { try StoreDatabase.head($0) })
         self.writer = GroupCommit(pool: self.database.pool, notifier: self.notifier, logger: logger)
+        self.loopReaders = LoopReaders(path: path, label: "store.loop-reader")
         self.logger = logger
     }
 
@@ -70,6 +73,21 @@ public final class RecordStore: Sendable {
         } catch {
             throw self.surface(error)
         }
+    }
+
+    /// A read of a few rows by key (one record by name): on the event loop's own connection
+    /// when the request runs on one (``LoopReaders``: no wait, no thread hop), else as
+    /// ``read(_:_:)``. Anything that may scan belongs in ``read(_:_:)``: it would hold
+    /// every connection of the loop while it runs.
+    private func shortRead<T: Sendable>(_ auth: Auth?, _ body: @escaping @Sendable (Principal, Database) throws -> T) async throws -> T {
+        let value: T?
+        do {
+            value = try self.loopReaders.read { db in try body(try self.resolve(auth, db), db) }
+        } catch {
+            throw self.surface(error)
+        }
+        if let value { return value }
+        return try await self.read(auth, body)
     }
 
     private func write<T: Sendable>(_ auth: Auth?, _ body: @escaping @Sendable (Principal, Int64, Database) throws -> T) async throws -> T {
@@ -166,6 +184,9 @@ public final class RecordStore: Sendable {
 
     public func fetch(_ params: FetchParams, auth: Auth?) async throws -> FetchResult {
         try FetchOperation.validate(params)
+        if params.recordNames.count <= FetchOperation.shortReadLimit {
+            return try await self.shortRead(auth) { principal, db in try FetchOperation.run(params, principal: principal, db) }
+        }
         return try await self.read(auth) { principal, db in try FetchOperation.run(params, principal: principal, db) }
     }
 
@@ -305,7 +326,7 @@ public final class RecordStore: Sendable {
     }
 
     public func whoami(auth: Auth?) async throws -> WhoAmIResult {
-        try await self.read(auth) { principal, _ in
+        try await self.shortRead(auth) { principal, _ in
             switch principal {
             case .local: WhoAmIResult(principal: "local")
             case .device(let device):

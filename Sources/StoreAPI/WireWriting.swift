@@ -180,7 +180,84 @@ extension FetchParams: JSONWritable {
     }
 }
 
-// And read back by hand (see `JSONReadable`), for the clients that follow store.watch.
+// And read back by hand (see `JSONReadable`): the records of the clients that follow
+// store.watch, the busiest calls' parameters (read by the store) and results (read by its
+// clients). Anything but the exact shape falls back to `Decodable`, which then accepts or
+// refuses as it always did.
+
+extension ModifyParams: JSONReadable {
+    public init(reading object: JSONObjectReader) throws {
+        self.init(
+            family: try object.string("family"), zone: try object.string("zone"),
+            saves: try object.readIfPresent("saves", asArrayOf: RecordSave.self),
+            deletes: try object.readIfPresent("deletes", asArrayOf: RecordDelete.self),
+            savePolicy: try object.enumerationIfPresent("savePolicy", as: SavePolicy.self),
+            atomic: try object.boolIfPresent("atomic"), requestId: try object.stringIfPresent("requestId"))
+    }
+}
+
+extension RecordSave: JSONReadable {
+    public init(reading object: JSONObjectReader) throws {
+        self.init(recordType: try object.string("recordType"), recordName: try object.string("recordName"),
+                  fields: try object.object("fields"), changeTag: try object.stringIfPresent("changeTag"))
+    }
+}
+
+extension RecordDelete: JSONReadable {
+    public init(reading object: JSONObjectReader) throws {
+        self.init(recordName: try object.string("recordName"), changeTag: try object.stringIfPresent("changeTag"))
+    }
+}
+
+extension FetchParams: JSONReadable {
+    public init(reading object: JSONObjectReader) throws {
+        self.init(family: try object.string("family"), zone: try object.string("zone"), recordNames: try object.strings("recordNames"))
+    }
+}
+
+extension FetchResult: JSONReadable {
+    public init(reading object: JSONObjectReader) throws {
+        self.init(records: try object.read("records", asArrayOf: Record.self), missing: try object.strings("missing"))
+    }
+}
+
+extension ModifyResult: JSONReadable {
+    public init(reading object: JSONObjectReader) throws {
+        self.init(
+            saved: try object.read("saved", asArrayOf: SaveOutcome.self), deleted: try object.read("deleted", asArrayOf: DeleteOutcome.self),
+            cascaded: try object.read("cascaded", asArrayOf: RecordID.self), replayed: try object.bool("replayed"))
+    }
+}
+
+extension SaveOutcome: JSONReadable {
+    public init(reading object: JSONObjectReader) throws {
+        self.init(recordName: try object.string("recordName"), record: try object.readIfPresent("record", as: Record.self),
+                  error: try ItemError.readIfPresent("error", in: object))
+    }
+}
+
+extension DeleteOutcome: JSONReadable {
+    public init(reading object: JSONObjectReader) throws {
+        self.init(recordName: try object.string("recordName"), deleted: try object.boolIfPresent("deleted"),
+                  error: try ItemError.readIfPresent("error", in: object))
+    }
+}
+
+extension ItemError {
+    /// An item's error (the rare case) through `Decodable`.
+    static func readIfPresent(_ key: String, in object: JSONObjectReader) throws -> ItemError? {
+        switch object.members[key] {
+        case nil, .null?: return nil
+        case let value?: return try JSONValueDecoding.decode(ItemError.self, from: value)
+        }
+    }
+}
+
+extension RecordID: JSONReadable {
+    public init(reading object: JSONObjectReader) throws {
+        self.init(zone: try object.string("zone"), recordName: try object.string("recordName"), recordType: try object.stringIfPresent("recordType"))
+    }
+}
 
 extension Record: JSONReadable {
     public init(reading object: JSONObjectReader) throws {

@@ -14,6 +14,11 @@ final class StoreDatabase: Sendable {
 
     /// The database file inside the state directory.
     static let fileName = "store.sqlite"
+    /// WAL pages before a commit checkpoints. A checkpoint stalls the writer (and every
+    /// write queued behind it) while it copies the pages and fsyncs the database; most of a
+    /// WAL is the same hot pages written again (the newest leaves, the zone's row), so a
+    /// longer WAL copies little more per checkpoint, and checkpoints come less often.
+    static let checkpointPages = 4000
 
     /// Opens (creating if needed) and migrates. `schemaVersion` stops at an older schema
     /// version: for upgrade tests only.
@@ -31,7 +36,7 @@ final class StoreDatabase: Sendable {
             before.apply(version)
         }
 
-        let pool = try DurableSQLite.open(path: path, label: "store", program: "screentime-stored", migrator: migrator, logger: logger)
+        let pool = try DurableSQLite.open(path: path, label: "store", program: "screentime-stored", migrator: migrator, checkpointPages: Self.checkpointPages, logger: logger)
         let applied = try pool.read { try migrator.appliedIdentifiers($0) }
         self.schema = SchemaRegistry(applying: versions.filter { applied.contains($0.migrationIdentifier) })
         self.pool = pool

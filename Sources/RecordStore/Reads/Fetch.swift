@@ -3,6 +3,10 @@ import RPCCore
 import StoreAPI
 
 enum FetchOperation {
+    /// Fetches of at most this many records run on the request's event loop
+    /// (`RecordStore.shortRead`): a few primary-key lookups, tens of microseconds.
+    static let shortReadLimit = 16
+
     static func validate(_ params: FetchParams) throws {
         try Validation.family(params.family)
         try Validation.zone(params.zone)
