@@ -40,7 +40,10 @@ public final class Listening: Sendable {
     /// Waits until `count` notifications have arrived (or fails after `timeout`).
     @discardableResult
     public func wait(for count: Int, timeout: Duration = .seconds(10)) async throws -> [PushNotification] {
-        try await self.received.wait(for: count, timeout: timeout, "notifications") { "\(Self.describe($0))" }
+        try await self.received.wait(for: count, timeout: timeout, "notifications") { received in
+            // A stream that ended says why (cut off for falling behind, say).
+            "\(Self.describe(received))" + (self.error.map { "; the stream ended: \($0)" } ?? "")
+        }
     }
 
     /// Checks that nothing more arrives for a while. (A negative can only be observed over
