@@ -211,17 +211,27 @@ public final class RPCClient: Sendable {
 
     /// The current connection, or a new one.
     func connection() async throws(RPCError) -> ClientConnection {
-        let task: Task<ClientConnection, any Error> = self.link.withLock { link in
+        // Connected (every call but the first few): no task to wait on.
+        enum Next {
+            case ready(ClientConnection)
+            case wait(Task<ClientConnection, any Error>)
+        }
+        let next: Next = self.link.withLock { link in
             switch link {
             case .connected(let connection) where connection.isUsable:
-                return Task { connection }
+                return .ready(connection)
             case .connecting(let task):
-                return task
+                return .wait(task)
             default:
                 let task = Task { try await self.connectWithBackoff() }
                 link = .connecting(task)
-                return task
+                return .wait(task)
             }
+        }
+        let task: Task<ClientConnection, any Error>
+        switch next {
+        case .ready(let connection): return connection
+        case .wait(let connecting): task = connecting
         }
         do {
             let connection = try await task.value

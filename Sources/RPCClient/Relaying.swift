@@ -16,10 +16,11 @@ public struct RelayedStream: Sendable {
 // sharing one connection never collide; the caller maps replies back to its peer's id.
 extension RPCClient {
     /// Calls a unary method with `params` as they came and `auth` as the caller's; returns
-    /// the JSON `result`, or throws the service's error as it sent it.
-    public func relay(_ method: String, params: JSONValue?, auth: Auth?, timeout: Duration? = nil) async throws(RPCError) -> JSONValue {
+    /// the `result` as the service wrote it (to be passed on without parsing), or throws
+    /// the service's error as it sent it.
+    public func relay(_ method: String, params: JSONValue?, auth: Auth?, timeout: Duration? = nil) async throws(RPCError) -> EncodedJSON {
         let reply = try await self.roundTrip(method, params ?? .object([:]), timeout: timeout, auth: auth)
-        return reply.result
+        return reply.encodedResult ?? EncodedJSON("null")
     }
 
     /// Opens a streaming method with `params` and `auth` as the caller's. `deliver` runs for

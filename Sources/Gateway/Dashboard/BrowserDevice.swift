@@ -20,7 +20,7 @@ struct BrowserDevice: Sendable {
         let method = try gateway.relay.admit(spec.name, as: identity?.caller)
         let result = try await gateway.relay.call(method, params: GatewayContext.json(params), identity: identity)
         do {
-            return try JSONValueDecoding.decode(R.self, from: result)
+            return try JSONValueDecoding.decode(R.self, from: try JSONParser.parse(bytes: result.bytes))
         } catch {
             throw RPCError(.internal, "the reply of \(spec.name) could not be read: \(error)")
         }

@@ -108,11 +108,9 @@ struct DeviceAPI: Sendable {
         do {
             let result = try await self.gateway.answer(parsed.head, params: parsed.params, identity: identity, address: address, transport: .http)
             guard let id else { return JSONResponse.make(.noContent, bytes: []) }
-            return JSONResponse.make(.ok, bytes: Array(try ReplyEncoding.result(id: id, result)))
-        } catch let error as RPCError {
-            return JSONResponse.error(error, id: id)
+            return JSONResponse.make(.ok, bytes: ReplyEncoding.resultBytes(id: id, encoded: result))
         } catch {
-            return JSONResponse.error(RPCError(.internal, "the reply could not be encoded"), id: id)
+            return JSONResponse.error(error, id: id)
         }
     }
 

@@ -28,14 +28,15 @@ final class GatewayContext: Sendable {
     }
 
     /// Answers one unary request of a device: the gateway's own methods here, the rest
-    /// relayed. Streams are the WebSocket's to open; on HTTP they are refused.
-    func answer(_ head: RequestHead, params: JSONValue?, identity: DeviceIdentity?, address: String, transport: Transport) async throws(RPCError) -> JSONValue {
+    /// relayed. Streams are the WebSocket's to open; on HTTP they are refused. The result
+    /// comes encoded: a relayed one as the service wrote it, passed on without parsing.
+    func answer(_ head: RequestHead, params: JSONValue?, identity: DeviceIdentity?, address: String, transport: Transport) async throws(RPCError) -> EncodedJSON {
         switch head.method {
         case Builtin.ping.name:
-            return Self.json(PingResult(service: "gateway", version: self.configuration.version,
-                                        uptimeSeconds: (ContinuousClock.now - self.started).seconds, pid: getpid()))
+            return Self.encoded(PingResult(service: "gateway", version: self.configuration.version,
+                                           uptimeSeconds: (ContinuousClock.now - self.started).seconds, pid: getpid()))
         case Builtin.describe.name:
-            return Self.json(self.describe(try ParamsDecoding.decode(DescribeParams.self, params: params)))
+            return Self.encoded(self.describe(try ParamsDecoding.decode(DescribeParams.self, params: params)))
         case Builtin.cancel.name, GatewayMethods.authenticate.name:
             throw RPCError(.invalidRequest, "\(head.method) is for a WebSocket at /v1/ws")
         default:
@@ -59,6 +60,10 @@ final class GatewayContext: Sendable {
             service: "gateway", version: self.configuration.version, protocolVersion: rpcProtocolVersion,
             maximumFrameSize: self.configuration.limits.maximumMessageSize, methods: methods.sorted { $0.name < $1.name },
             errorCodes: ErrorCode.protocolCodes)
+    }
+
+    static func encoded<T: Encodable>(_ value: T) -> EncodedJSON {
+        (try? RPCJSON.makeEncoder().encode(value)).map { EncodedJSON(Array($0)) } ?? EncodedJSON("null")
     }
 
     static func json<T: Encodable>(_ value: T) -> JSONValue {

@@ -68,8 +68,9 @@ public final class Relay: Sendable {
         return method
     }
 
-    /// Calls a unary method as the device (or with no credential, for the pairing steps).
-    func call(_ method: DeviceMethod, params: JSONValue?, identity: DeviceIdentity?) async throws(RPCError) -> JSONValue {
+    /// Calls a unary method as the device (or with no credential, for the pairing steps);
+    /// the result as the service wrote it.
+    func call(_ method: DeviceMethod, params: JSONValue?, identity: DeviceIdentity?) async throws(RPCError) -> EncodedJSON {
         let auth = self.forwardedAuth(method, identity)
         do {
             return try await self.clients[method.service]!.relay(method.name, params: params, auth: auth)

@@ -152,13 +152,11 @@ final class DeviceSocket: Sendable {
             let identity = identity
             let work: @Sendable () async -> Void = {
                 let started = ContinuousClock.now
-                do {
+                do throws(RPCError) {
                     let result = try await self.gateway.answer(head, params: params, identity: identity, address: self.address, transport: .webSocket)
-                    if let id = head.id { await self.send((try? ReplyEncoding.result(id: id, result)) ?? ReplyEncoding.error(id: id, RPCError(.internal, "the reply could not be encoded"))) }
-                } catch let error as RPCError {
-                    await self.reply(head.id, error: error)
+                    if let id = head.id { await self.send(Data(ReplyEncoding.resultBytes(id: id, encoded: result))) }
                 } catch {
-                    await self.reply(head.id, error: RPCError(.internal, "the request failed"))
+                    await self.reply(head.id, error: error)
                 }
                 self.logger.debug("request", metadata: [
                     "remote_address": "\(self.address)", "device_id": "\(identity?.deviceId ?? "")", "method": "\(head.method)",
