@@ -104,6 +104,11 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Giving memory glibc keeps back to the system (push, the gateway).
+        .target(
+            name: "MemoryReturn",
+            swiftSettings: strict
+        ),
         // What every service executable shares: options, paths, logging, main.
         .target(
             name: "ServiceKit",
@@ -199,6 +204,7 @@ let package = Package(
             name: "PushEngine",
             dependencies: [
                 "PushAPI",
+                "MemoryReturn",
                 "StoreAPI",
                 "ServiceKit",
                 "ChangeFeed",
@@ -334,6 +340,7 @@ let package = Package(
             name: "Gateway",
             dependencies: [
                 "GatewayAPI",
+                "MemoryReturn",
                 "RPCCore",
                 "RPCClient",
                 "StoreAPI",

@@ -1,4 +1,5 @@
 import Foundation
+import MemoryReturn
 import NIOCore
 import RPCCore
 import RPCServer

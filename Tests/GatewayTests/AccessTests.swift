@@ -93,6 +93,32 @@ struct AccessTests {
         #expect(again.status == 401)
     }
 
+    @Test("a device whose token was replaced is cut off on a WebSocket opened with the old one; another device of the family stays")
+    func replacedTokenCutOff() async throws {
+        let stack = try await GatewayStack.start(gatewayArguments: ["--credential-recheck", "0.5"])
+        defer { stack.stopNow() }
+        let family = try await Bootstrapped.make(stack.harness)
+        let child = try await family.pairChild(stack.harness)
+        let parent = try DeviceWebSocket(stack: stack, token: family.parentCredential.token)
+        let old = try DeviceWebSocket(stack: stack, token: child.token)
+        for socket in [parent, old] { socket.request(1, "store.whoami") }
+        #expect(try await old.reply(to: 1)["result"]?["deviceId"]?.stringValue == child.deviceId)
+        #expect(try await parent.reply(to: 1)["result"]?["deviceId"] == "mum-phone")
+
+        // The child's token is replaced (re-paired, say): same device, same status, new token.
+        let store = RPCClient(socketPath: stack.harness.socketPath(for: "store"))
+        defer { Task { await store.close() } }
+        _ = try await store.call(StoreMethods.putCredential, PutCredentialParams(
+            family: family.family, deviceId: child.deviceId, role: .child, tokenSHA256: SHA256Hex.of("a-new-token-for-the-child"), status: .active))
+        let told = try await old.next()
+        #expect(told["error"]?["code"] == "unauthorized", "\(told)")
+        #expect(try await old.waitForClose() == 1008)
+        // The parent's socket, in the same family, was checked and goes on.
+        parent.request(2, "store.whoami")
+        #expect(try await parent.reply(to: 2)["result"]?["deviceId"] == "mum-phone")
+        await parent.close()
+    }
+
     @Test("devices' streams share connections to push; one ending, by rpc.cancel or its socket closing, leaves the others on them going")
     func streamsShareConnections() async throws {
         let stack = try await GatewayStack.start(gatewayArguments: ["--streams-per-connection", "2"])

@@ -10,6 +10,7 @@ final class GatewayContext: Sendable {
     let configuration: GatewayConfiguration
     let relay: Relay
     let rateLimiter: RateLimiter
+    let credentialWatch: CredentialWatch
     let logger: Logger
     let info: GatewayInfo
     let started = ContinuousClock.now
@@ -21,6 +22,8 @@ final class GatewayContext: Sendable {
         self.relay = relay
         self.logger = logger
         self.rateLimiter = RateLimiter(perMinute: configuration.limits.unauthenticatedPerMinute, burst: configuration.limits.unauthenticatedBurst)
+        self.credentialWatch = CredentialWatch(
+            authenticator: relay.authenticator, store: relay.clients["store"]!, period: configuration.credentialRecheck, logger: logger)
         let gatewayOwn = GatewayMethods.list.methods.map { InfoMethod(name: $0.name, kind: $0.describedAs.kind, callers: $0.callers.list) }
         self.info = GatewayInfo(
             server: configuration.serverName, version: configuration.version, apiVersion: rpcProtocolVersion,

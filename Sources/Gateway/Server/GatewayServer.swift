@@ -98,6 +98,7 @@ public final class GatewayServer: Service, Sendable {
             await withDiscardingTaskGroup { tasks in
                 tasks.addTask { await self.keepAlive(group: group) }
                 tasks.addTask { await self.keepRenewing(port: port) }
+                tasks.addTask { await self.context.credentialWatch.run() }
             }
         }
         await withGracefulShutdownHandler {

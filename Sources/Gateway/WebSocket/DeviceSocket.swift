@@ -82,6 +82,7 @@ final class DeviceSocket: Sendable {
             return (Array(state.requests.values) + Array(state.anonymous.values), state.keepAlive, state.served, state.identity)
         }
         keepAlive?.timer?.cancel()
+        if let identity { self.gateway.credentialWatch.unwatch(ObjectIdentifier(self), family: identity.family) }
         let reason = keepAlive?.deadPeer == true ? "no answer to ping" : reason
         for task in tasks { task.cancel() }
         for task in tasks { await task.value }
@@ -256,7 +257,7 @@ final class DeviceSocket: Sendable {
                 defer { state.identity = identity }
                 return state.identity == nil
             }
-            if first { self.startRecheck(token) }
+            if first { self.startRecheck(identity) }
             return identity
         } catch {
             if error.code == .unauthorized {
@@ -291,69 +292,47 @@ final class DeviceSocket: Sendable {
         }
     }
 
-    /// One timer per socket, on its event loop, does what keeps a socket honest:
-    /// - pings the device every `--ping-interval`, and closes the socket when nothing at
-    ///   all came from it since the previous ping (a dead peer: phones report dead sockets
-    ///   as alive for minutes);
-    /// - checks its credential again every `--credential-recheck`, so a revoked device is
-    ///   cut off even if it only listens (a task runs only for the check itself).
-    /// A timer, not tasks that sleep: thousands of idle sockets each hold one, and a timer
-    /// weighs far less than a suspended task. This is why hummingbird-websocket's auto-ping,
-    /// a sleeping task per socket, is off (docs/architecture.md).
+    /// One timer per socket, on its event loop, pings the device every `--ping-interval`,
+    /// and closes the socket when nothing at all came from it since the previous ping (a
+    /// dead peer: phones report dead sockets as alive for minutes). A timer, not a task
+    /// that sleeps: thousands of idle sockets each hold one, and a timer weighs far less
+    /// than a suspended task. This is why hummingbird-websocket's auto-ping, a sleeping
+    /// task per socket, is off (docs/architecture.md). The credential is checked again by
+    /// the gateway's ``CredentialWatch``, a family at a time.
     private func startKeepAlive() {
         let ping = self.gateway.configuration.limits.pingInterval
-        let recheck = self.gateway.configuration.credentialRecheck
-        let tick = min(ping, recheck)
-        let pingEvery = max(1, Int((ping / tick).rounded(.up)))
-        let recheckEvery = max(1, Int((recheck / tick).rounded(.up)))
         let channel = self.channel
         channel.eventLoop.execute {
             let handler = PeerActivity()
             guard (try? channel.pipeline.syncOperations.addHandler(handler, position: .first)) != nil else { return }
             let activity = NIOLoopBound(handler, eventLoop: channel.eventLoop)
-            let timer = channel.eventLoop.scheduleRepeatedTask(initialDelay: TimeAmount(tick), delay: TimeAmount(tick)) { timer in
-                let (due, token) = self.state.withLock { state -> (KeepAlive.Due, String?) in
-                    guard !state.closing, var keepAlive = state.keepAlive else { return (.nothing, nil) }
-                    defer { state.keepAlive = keepAlive }
-                    return (keepAlive.tick(lastRead: activity.value.lastRead, pingEvery: pingEvery, recheckEvery: recheckEvery), keepAlive.token)
+            let timer = channel.eventLoop.scheduleRepeatedTask(initialDelay: TimeAmount(ping), delay: TimeAmount(ping)) { timer in
+                let due = self.state.withLock { state -> KeepAlive.Due in
+                    guard !state.closing, state.keepAlive != nil else { return .nothing }
+                    return state.keepAlive!.tick(lastRead: activity.value.lastRead)
                 }
-                if due.contains(.close) {
+                switch due {
+                case .close:
                     timer.cancel()
                     self.logger.info("websocket peer gone", metadata: ["remote_address": "\(self.address)", "device_id": "\(self.identity?.deviceId ?? "")", "ping_interval_s": "\(ping.seconds)"])
                     channel.close(promise: nil)
-                    return
-                }
-                if due.contains(.ping) {
+                case .ping:
                     channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .ping, data: ByteBuffer()), promise: nil)
-                }
-                if due.contains(.recheck), let token {
-                    Task {
-                        defer { self.state.withLock { $0.keepAlive?.checking = false } }
-                        do {
-                            _ = try await self.gateway.relay.authenticator.identify(token, fresh: true)
-                        } catch let error as RPCError where error.code == .unauthorized {
-                            timer.cancel()
-                            await self.cutOff(nil, error)
-                        } catch {
-                            // The store is unavailable: not the device's fault; the next check tries again.
-                        }
-                    }
+                case .nothing:
+                    break
                 }
             }
             self.state.withLock { state in
-                if state.closing { timer.cancel() } else { state.keepAlive = KeepAlive(timer: timer, token: state.keepAlive?.token) }
+                if state.closing { timer.cancel() } else { state.keepAlive = KeepAlive(timer: timer) }
             }
         }
     }
 
-    /// From the first authentication on, the timer checks this credential again.
-    private func startRecheck(_ token: String) {
-        self.state.withLock { state in
-            if state.keepAlive == nil {
-                state.keepAlive = KeepAlive(timer: nil, token: token)
-            } else {
-                state.keepAlive?.token = token
-            }
+    /// From the first authentication on, the gateway's credential watch checks this
+    /// socket's credential again every `--credential-recheck`.
+    private func startRecheck(_ identity: DeviceIdentity) {
+        self.gateway.credentialWatch.watch(ObjectIdentifier(self), identity) { error in
+            await self.cutOff(nil, error)
         }
     }
 

@@ -1,17 +1,19 @@
 import Glibc
 import Synchronization
 
-/// Gives memory the allocator keeps back to the system once a listener that held much is
-/// gone. glibc keeps freed memory in its arenas (one per thread that allocated), so the
-/// megabytes a stalled listener's replies took stayed with the process after it went:
-/// `malloc_trim` returns the free pages of every arena.
+/// Gives memory the allocator keeps back to the system after the process held much for a
+/// while: push, once a listener that held much is gone; the gateway, after reading a big
+/// family's credentials. glibc keeps freed memory in its arenas (one per thread that
+/// allocated), and raises its threshold for mapping big blocks on their own as they are
+/// freed, so the megabytes a stalled listener's replies took stayed with the process after
+/// it went: `malloc_trim` returns the free pages of every arena.
 ///
 /// The trim waits until no request has come for `settle`: a closing connection fails its
 /// pending writes (and so drains its listeners) before it frees their buffers, and a
 /// connection of many listeners asks once per listener.
-enum MemoryReturn {
+public enum MemoryReturn {
     /// A listener that held less than this leaves too little to be worth a trim.
-    static let worthwhile = 256 * 1024
+    public static let worthwhile = 256 * 1024
     static let settle = Duration.milliseconds(200)
 
     private static let requests = Atomic<Int>(0)
@@ -24,7 +26,7 @@ enum MemoryReturn {
         return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
     }()
 
-    static func request() {
+    public static func request() {
         guard let trim = self.trim else { return }
         self.requests.add(1, ordering: .relaxed)
         guard !self.waiting.exchange(true, ordering: .acquiringAndReleasing) else { return }
