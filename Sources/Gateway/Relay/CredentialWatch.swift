@@ -90,7 +90,9 @@ final class CredentialWatch: Sendable {
                 self.sockets.withLock { $0[family]?[socket]?.checkedAt = checked }
             } catch where error.code == .unauthorized {
                 self.unwatch(socket, family: family)
-                await watched.cutOff(error)
+                // On its own: telling a device that does not read waits for its socket,
+                // and the round goes on meanwhile.
+                Task { await watched.cutOff(error) }
             } catch {
                 // The store is unavailable: the next round checks this socket again.
             }
