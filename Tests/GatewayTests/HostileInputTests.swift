@@ -87,6 +87,17 @@ struct HostileInputTests {
         try stillServing()
     }
 
+    @Test("limits out of range are refused at start with a usage error that names the option", arguments: [
+        ["--streams-per-connection", "0"], ["--max-queued-replies", "0"], ["--ping-interval", "0"], ["--credential-recheck", "-1"],
+    ])
+    func badOptions(_ arguments: [String]) async throws {
+        let directory = TemporaryDirectory()
+        let result = try await runCommand(Binaries.path("screentime-gatewayd"),
+                                          ["--runtime-dir", directory.path, "--state-dir", directory.path, "--listen", "127.0.0.1:0"] + arguments)
+        #expect(result.status == 64, "\(result.stderr)")
+        #expect(result.stderr.contains(arguments[0]), "\(result.stderr)")
+    }
+
     @Test("requests without a credential are rate-limited per address")
     func rateLimited() async throws {
         let stack = try await GatewayStack.start(gatewayArguments: ["--unauthenticated-rate", "1", "--unauthenticated-burst", "3"])

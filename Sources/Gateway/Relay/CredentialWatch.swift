@@ -51,8 +51,6 @@ final class CredentialWatch: Sendable {
         }
     }
 
-    var watching: Int { self.sockets.withLock { $0.values.reduce(0) { $0 + $1.count } } }
-
     /// Until cancelled: a round every period.
     func run() async {
         while !Task.isCancelled {

@@ -58,8 +58,6 @@ final class StreamConnections: Sendable {
         await idle?.close()
     }
 
-    var openConnections: Int { self.connections.withLock { $0.values.reduce(0) { $0 + $1.count } } }
-
     func closeAll() async {
         let clients = self.connections.withLock { connections in
             defer { connections = [:] }

@@ -257,7 +257,7 @@ final class DeviceSocket: Sendable {
                 defer { state.identity = identity }
                 return state.identity == nil
             }
-            if first { self.startRecheck(identity) }
+            if first { self.watchCredential(identity) }
             return identity
         } catch {
             if error.code == .unauthorized {
@@ -308,8 +308,8 @@ final class DeviceSocket: Sendable {
             let activity = NIOLoopBound(handler, eventLoop: channel.eventLoop)
             let timer = channel.eventLoop.scheduleRepeatedTask(initialDelay: TimeAmount(ping), delay: TimeAmount(ping)) { timer in
                 let due = self.state.withLock { state -> KeepAlive.Due in
-                    guard !state.closing, state.keepAlive != nil else { return .nothing }
-                    return state.keepAlive!.tick(lastRead: activity.value.lastRead)
+                    guard !state.closing else { return .nothing }
+                    return state.keepAlive?.tick(lastRead: activity.value.lastRead) ?? .nothing
                 }
                 switch due {
                 case .close:
@@ -330,7 +330,7 @@ final class DeviceSocket: Sendable {
 
     /// From the first authentication on, the gateway's credential watch checks this
     /// socket's credential again every `--credential-recheck`.
-    private func startRecheck(_ identity: DeviceIdentity) {
+    private func watchCredential(_ identity: DeviceIdentity) {
         self.gateway.credentialWatch.watch(ObjectIdentifier(self), identity) { error in
             await self.cutOff(nil, error)
         }
