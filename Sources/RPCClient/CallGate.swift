@@ -30,6 +30,15 @@ final class CallGate: Sendable {
         }
     }
 
+    /// A slot if one is free now, without waiting.
+    func tryEnter() -> Bool {
+        self.state.withLock { state in
+            guard state.available > 0 else { return false }
+            state.available -= 1
+            return true
+        }
+    }
+
     /// Frees a slot: hands it straight to the oldest waiter, if any.
     func leave() {
         let next = self.state.withLock { state -> CheckedContinuation<Void, Never>? in

@@ -7,6 +7,8 @@ import Synchronization
 enum Waiter: Sendable {
     /// A unary call: the reply, parsed, once.
     case unary(CheckedContinuation<ReplyHead, any Error>)
+    /// A unary call answered on the connection's event loop: the reply, parsed, once.
+    case callback(@Sendable (Result<ReplyHead, RPCError>) -> Void)
     /// A stream: every reply, parsed.
     case stream(@Sendable (Result<ReplyHead, RPCError>) -> Void)
 }
@@ -95,7 +97,7 @@ final class ClientConnection: Sendable {
         switch waiter {
         case .unary(let continuation):
             if let error = head.error { continuation.resume(throwing: error) } else { continuation.resume(returning: head) }
-        case .stream(let deliver):
+        case .callback(let deliver), .stream(let deliver):
             if let error = head.error { deliver(.failure(error)) } else { deliver(.success(head)) }
         case nil:
             break  // a reply to a call that timed out or was cancelled
@@ -115,7 +117,7 @@ final class ClientConnection: Sendable {
     private static func fail(_ waiter: Waiter, _ error: RPCError) {
         switch waiter {
         case .unary(let continuation): continuation.resume(throwing: error)
-        case .stream(let deliver): deliver(.failure(error))
+        case .callback(let deliver), .stream(let deliver): deliver(.failure(error))
         }
     }
 }

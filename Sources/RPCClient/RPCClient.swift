@@ -52,7 +52,7 @@ public final class RPCClient: Sendable {
     public let configuration: ClientConfiguration
     private let group: any EventLoopGroup
     private let link = Mutex<Link>(.idle)
-    private let gate: CallGate
+    let gate: CallGate
 
     private enum Link {
         case idle
@@ -206,6 +206,14 @@ public final class RPCClient: Sendable {
             return try ReplyEncoding.request(id: id, method: method, params: params, auth: auth)
         } catch {
             throw RPCError(.invalidParams, "the parameters of \(method) could not be encoded: \(error)")
+        }
+    }
+
+    /// The connection, if one is open and usable now (no waiting, no connecting).
+    func connectionAtHand() -> ClientConnection? {
+        self.link.withLock { link in
+            if case .connected(let connection) = link, connection.isUsable { return connection }
+            return nil
         }
     }
 

@@ -1,3 +1,5 @@
+import Foundation
+import NIOCore
 import RPCCore
 
 /// A stream opened with ``RPCClient/relayStream(_:params:auth:deliver:)``: cancelling it
@@ -7,6 +9,15 @@ public struct RelayedStream: Sendable {
 
     /// Stops the stream: no reply of it is delivered after this returns, and the service is
     /// told to end it. Safe to call more than once, or after the stream ended.
+    public func cancel() { self.cancelAction() }
+}
+
+/// A unary call started with ``RPCClient/relayNow(_:params:auth:timeout:completion:)``.
+public struct RelayedCall: Sendable {
+    let cancelAction: @Sendable () -> Void
+
+    /// Ends the call with `cancelled` (its completion runs with that error), unless its
+    /// reply came first. The service is not told: a unary call runs to its end there.
     public func cancel() { self.cancelAction() }
 }
 
@@ -21,6 +32,48 @@ extension RPCClient {
     public func relay(_ method: String, params: JSONValue?, auth: Auth?, timeout: Duration? = nil) async throws(RPCError) -> EncodedJSON {
         let reply = try await self.roundTrip(method, params ?? .object([:]), timeout: timeout, auth: auth)
         return reply.encodedResult ?? EncodedJSON("null")
+    }
+
+    /// Starts a unary call without suspending, when it can start at once: a connection is
+    /// open and a call slot is free. `completion` runs once, on the connection's event loop
+    /// (it must not block), with the result as the service wrote it or the error. Nil when
+    /// the call cannot start now; then call ``relay(_:params:auth:timeout:)``, which waits
+    /// for a slot and connects. For a caller already on the connection's event loop, a
+    /// call then costs no task and no change of thread.
+    public func relayNow(
+        _ method: String, params: JSONValue?, auth: Auth?, timeout: Duration? = nil,
+        completion: @escaping @Sendable (Result<EncodedJSON, RPCError>) -> Void
+    ) -> RelayedCall? {
+        guard let connection = self.connectionAtHand() else { return nil }
+        guard self.gate.tryEnter() else { return nil }
+        let id = connection.makeID()
+        let payload: Data
+        do {
+            payload = try Self.encodeRequest(id: id, method: method, params: params ?? .object([:]), auth: auth)
+        } catch {
+            self.gate.leave()
+            completion(.failure(error))
+            return RelayedCall {}
+        }
+        let deadline = timeout ?? self.configuration.callTimeout
+        let timer = connection.channel.eventLoop.scheduleTask(in: TimeAmount(deadline)) {
+            connection.fail(id, with: RPCError(.timeout, "\(method) did not answer within \(deadline)"))
+        }
+        let gate = self.gate
+        do {
+            try connection.register(id, .callback { reply in
+                timer.cancel()
+                gate.leave()
+                completion(reply.map { $0.encodedResult ?? EncodedJSON("null") })
+            })
+        } catch {
+            timer.cancel()
+            gate.leave()
+            completion(.failure(error))
+            return RelayedCall {}
+        }
+        connection.send(payload) { error in connection.fail(id, with: error) }
+        return RelayedCall { connection.fail(id, with: RPCError(.cancelled, "the call was cancelled")) }
     }
 
     /// Opens a streaming method with `params` and `auth` as the caller's. `deliver` runs for

@@ -73,6 +73,53 @@ struct AccessTests {
                 "\(degraded.body)")
     }
 
+    @Test("a device's unary calls are relayed on its socket's event loop once the service's connection is open, and answered as the general path answers them")
+    func relayedOnTheEventLoop() async throws {
+        let stack = try await GatewayStack.start()
+        defer { stack.stopNow() }
+        let family = try await Bootstrapped.make(stack.harness)
+        let socket = try DeviceWebSocket(stack: stack, token: family.parentCredential.token)
+        /// The `path` of each WebSocket request logged for `store.whoami`, in order.
+        func paths() -> [String] {
+            stack.gateway.log.split(separator: "\n").filter { $0.contains(": request ") && $0.contains("method=store.whoami") }
+                .compactMap { line in line.split(separator: " ").first { $0.hasPrefix("path=") }.map { String($0.dropFirst(5)) } }
+        }
+
+        // The first call opens the loop's connection to the store: the general path.
+        socket.request(1, "store.whoami")
+        #expect(try await socket.reply(to: 1)["result"]?["deviceId"] == "mum-phone")
+        try await waitUntil("the first call logged", timeout: .seconds(10), detail: String(stack.gateway.log.suffix(2000))) { paths().count == 1 }
+        #expect(paths() == ["task"])
+
+        // From then on, pipelined calls are relayed on the event loop, each answered under its own id.
+        for id in 2...21 { socket.request(id, "store.whoami") }
+        var answered: Set<Int> = []
+        for _ in 2...21 {
+            let reply = try await socket.next()
+            #expect(reply["result"]?["deviceId"] == "mum-phone", "\(reply)")
+            if let id = reply["id"]?.intValue { answered.insert(Int(id)) }
+        }
+        #expect(answered == Set(2...21))
+        try await waitUntil("twenty calls logged", timeout: .seconds(10), detail: String(stack.gateway.log.suffix(2000))) { paths().count == 21 }
+        #expect(paths().dropFirst().allSatisfy { $0 == "event-loop" }, "\(paths())")
+
+        // What the event loop does not take is answered as before, on the same socket.
+        socket.send(#"{"id":30,"method":"store.whoami","auth":{"token":"x"}}"#)
+        #expect(try await socket.reply(to: 30)["error"]?["code"] == "invalid_request")
+        socket.request(31, "store.createFamily", ["family": "other"])
+        #expect(try await socket.reply(to: 31)["error"]?["code"] == "forbidden")
+        socket.request(32, "store.nothing")
+        #expect(try await socket.reply(to: 32)["error"]?["code"] == "method_not_found")
+        // The service's own error comes back through the event loop's relay.
+        socket.request(33, "store.fetch", ["family": .string(family.family)])
+        #expect(try await socket.reply(to: 33)["error"]?["code"] == "invalid_params")
+        socket.request(34, "rpc.ping")
+        #expect(try await socket.reply(to: 34)["result"]?["service"] == "gateway")
+        socket.send("[1, 2")
+        #expect(try await socket.next()["error"]?["code"] == "invalid_json")
+        await socket.close()
+    }
+
     @Test("a revoked device is cut off on its open WebSocket")
     func revokedDeviceCutOff() async throws {
         let stack = try await GatewayStack.start(gatewayArguments: ["--credential-recheck", "0.5"])

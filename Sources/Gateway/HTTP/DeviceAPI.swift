@@ -106,7 +106,7 @@ struct DeviceAPI: Sendable {
             }
         }
         do {
-            let result = try await self.gateway.answer(parsed.head, params: parsed.params, identity: identity, address: address, transport: .http)
+            let result = try await self.gateway.answer(parsed.head, params: parsed.params, identity: identity, address: address, transport: .http, on: channel.eventLoop)
             guard let id else { return JSONResponse.make(.noContent, bytes: []) }
             return JSONResponse.make(.ok, bytes: ReplyEncoding.resultBytes(id: id, encoded: result))
         } catch {

@@ -32,13 +32,16 @@ public final class DeviceAuthenticator: Sendable {
         self.ttl = ttl
     }
 
+    /// The credential's device if it was checked within ``ttl``, without asking the store.
+    public func cached(_ token: String) -> DeviceIdentity? {
+        guard let cached = self.cache.withLock({ $0.entries[token] }), ContinuousClock.now - cached.checked < self.ttl else { return nil }
+        return cached.identity
+    }
+
     /// The credential's device, or `unauthorized` (unknown, revoked) / `unavailable`.
     /// `fresh` skips the cache (the periodic check of an open WebSocket).
     public func identify(_ token: String, fresh: Bool = false) async throws(RPCError) -> DeviceIdentity {
-        let now = ContinuousClock.now
-        if !fresh, let cached = self.cache.withLock({ $0.entries[token] }), now - cached.checked < self.ttl {
-            return cached.identity
-        }
+        if !fresh, let identity = self.cached(token) { return identity }
         let who: WhoAmIResult
         do {
             who = try await self.store.call(StoreMethods.whoami, Empty(), actingFor: Auth(token: token))
@@ -53,6 +56,7 @@ public final class DeviceAuthenticator: Sendable {
             throw RPCError(.unauthorized, "this device credential is not valid: it is unknown or was revoked; pair the device again")
         }
         let identity = DeviceIdentity(token: token, deviceId: deviceId, family: family, caller: role.isParent ? .parent : .child)
+        let now = ContinuousClock.now
         self.cache.withLock { cache in
             // Bounded: expired entries go when the cache has grown, at most once a period
             // (ten thousand open sockets each recheck every period: sweeping on each

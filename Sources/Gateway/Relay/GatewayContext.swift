@@ -1,6 +1,7 @@
 import Foundation
 import GatewayAPI
 import Logging
+import NIOCore
 import RPCClient
 import RPCCore
 
@@ -33,11 +34,10 @@ final class GatewayContext: Sendable {
     /// Answers one unary request of a device: the gateway's own methods here, the rest
     /// relayed. Streams are the WebSocket's to open; on HTTP they are refused. The result
     /// comes encoded: a relayed one as the service wrote it, passed on without parsing.
-    func answer(_ head: RequestHead, params: JSONValue?, identity: DeviceIdentity?, address: String, transport: Transport) async throws(RPCError) -> EncodedJSON {
+    func answer(_ head: RequestHead, params: JSONValue?, identity: DeviceIdentity?, address: String, transport: Transport, on loop: (any EventLoop)? = nil) async throws(RPCError) -> EncodedJSON {
         switch head.method {
         case Builtin.ping.name:
-            return Self.encoded(PingResult(service: "gateway", version: self.configuration.version,
-                                           uptimeSeconds: (ContinuousClock.now - self.started).seconds, pid: getpid()))
+            return self.ping()
         case Builtin.describe.name:
             return Self.encoded(self.describe(try ParamsDecoding.decode(DescribeParams.self, params: params)))
         case Builtin.cancel.name, GatewayMethods.authenticate.name:
@@ -50,7 +50,13 @@ final class GatewayContext: Sendable {
             throw RPCError(.invalidRequest, "\(head.method) is a stream: call it on a WebSocket at /v1/ws, where its replies can follow one another")
         }
         if identity == nil, !self.rateLimiter.allow(address) { throw DeviceAPI.rateLimited }
-        return try await self.relay.call(method, params: params, identity: identity)
+        return try await self.relay.call(method, params: params, identity: identity, on: loop)
+    }
+
+    /// `rpc.ping` through the gateway: the gateway answers it itself.
+    func ping() -> EncodedJSON {
+        Self.encoded(PingResult(service: "gateway", version: self.configuration.version,
+                                uptimeSeconds: (ContinuousClock.now - self.started).seconds, pid: getpid()))
     }
 
     /// `rpc.describe` through the gateway: the methods a device may call, as declared.

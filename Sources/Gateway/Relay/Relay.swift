@@ -1,19 +1,25 @@
 import Foundation
 import Logging
+import NIOCore
+import NIOPosix
 import RPCClient
 import RPCCore
 
 /// Passes a device's requests to the services, as that device: the allowlist first, then
 /// the device's own credential in `auth` so each service checks it again.
 ///
-/// Unary calls of every device share one connection per service (the client numbers the
-/// requests itself, so ids of different devices never collide; the caller puts its
-/// device's id back on the reply). Streams run on connections of their own, a few
-/// streams to each (``StreamConnections``).
+/// Unary calls of every device share one connection per service and event loop (the
+/// client numbers the requests itself, so ids of different devices never collide; the
+/// caller puts its device's id back on the reply). A device's calls go on its socket's
+/// event loop's connection, so the reply comes back on the thread that writes it to the
+/// device. Streams run on connections of their own, a few streams to each
+/// (``StreamConnections``).
 public final class Relay: Sendable {
     public let allowlist: Allowlist
     public let authenticator: DeviceAuthenticator
     let clients: [String: RPCClient]
+    /// For devices' unary calls: by service, then by event loop.
+    let loopClients: [String: [ObjectIdentifier: RPCClient]]
     /// For `/healthz`: connections of their own, quick to give up on a service that is down.
     let healthClients: [String: RPCClient]
     /// Connections for streams, by service.
@@ -28,6 +34,15 @@ public final class Relay: Sendable {
             clients[service] = RPCClient(configuration: Self.clientConfiguration(configuration, service: service))
         }
         self.clients = clients
+        let loops = Array(MultiThreadedEventLoopGroup.singleton.makeIterator())
+        var loopClients: [String: [ObjectIdentifier: RPCClient]] = [:]
+        for service in allowlist.services {
+            for loop in loops {
+                loopClients[service, default: [:]][ObjectIdentifier(loop)] = RPCClient(
+                    configuration: Self.clientConfiguration(configuration, service: service), eventLoopGroup: loop)
+            }
+        }
+        self.loopClients = loopClients
         self.healthClients = clients.mapValues { client in
             var quick = client.configuration
             quick.connectTimeout = .seconds(2)
@@ -69,14 +84,31 @@ public final class Relay: Sendable {
     }
 
     /// Calls a unary method as the device (or with no credential, for the pairing steps);
-    /// the result as the service wrote it.
-    func call(_ method: DeviceMethod, params: JSONValue?, identity: DeviceIdentity?) async throws(RPCError) -> EncodedJSON {
+    /// the result as the service wrote it. `loop`: the device's socket's event loop.
+    func call(_ method: DeviceMethod, params: JSONValue?, identity: DeviceIdentity?, on loop: (any EventLoop)? = nil) async throws(RPCError) -> EncodedJSON {
         let auth = self.forwardedAuth(method, identity)
         do {
-            return try await self.clients[method.service]!.relay(method.name, params: params, auth: auth)
+            return try await self.client(method.service, on: loop).relay(method.name, params: params, auth: auth)
         } catch {
             throw Self.presentable(error, service: method.service)
         }
+    }
+
+    /// Starts a unary call as the device on `loop`'s connection, if it can start at once
+    /// (see ``RPCClient/relayNow(_:params:auth:timeout:completion:)``); `completion` runs on
+    /// `loop` with what the device is to be told.
+    func callNow(
+        _ method: DeviceMethod, params: JSONValue?, identity: DeviceIdentity, on loop: any EventLoop,
+        completion: @escaping @Sendable (Result<EncodedJSON, RPCError>) -> Void
+    ) -> RelayedCall? {
+        let service = method.service
+        return self.client(service, on: loop).relayNow(method.name, params: params, auth: self.forwardedAuth(method, identity)) { result in
+            completion(result.mapError { Self.presentable($0, service: service) })
+        }
+    }
+
+    private func client(_ service: String, on loop: (any EventLoop)?) -> RPCClient {
+        loop.flatMap { self.loopClients[service]?[ObjectIdentifier($0)] } ?? self.clients[service]!
     }
 
     /// The credential passed on: the device's own when its role is what admits it.
@@ -118,7 +150,7 @@ public final class Relay: Sendable {
     }
 
     public func close() async {
-        for client in Array(self.clients.values) + Array(self.healthClients.values) { await client.close() }
+        for client in Array(self.clients.values) + Array(self.healthClients.values) + self.loopClients.values.flatMap(\.values) { await client.close() }
         for streams in self.streams.values { await streams.closeAll() }
     }
 }

@@ -22,11 +22,31 @@ final class DeviceSocket: Sendable {
 
     private struct State {
         var identity: DeviceIdentity?
-        var requests: [RequestID: Task<Void, Never>] = [:]
+        var requests: [RequestID: InFlight] = [:]
         var anonymous: [UUID: Task<Void, Never>] = [:]
         var keepAlive: KeepAlive?
         var closing = false
         var served = 0
+    }
+
+    /// A request of this socket still waiting for its reply.
+    private enum InFlight {
+        /// Served by a task of this socket.
+        case task(Task<Void, Never>)
+        /// Relayed on the socket's event loop (``DirectRelay``); nil while the call starts.
+        case direct(RelayedCall?)
+
+        var task: Task<Void, Never>? {
+            if case .task(let task) = self { return task }
+            return nil
+        }
+
+        func cancel() {
+            switch self {
+            case .task(let task): task.cancel()
+            case .direct(let call): call?.cancel()
+            }
+        }
     }
 
     init(gateway: GatewayContext, address: String, channel: any Channel, outbound: WebSocketOutboundWriter, logger: Logger) {
@@ -76,16 +96,16 @@ final class DeviceSocket: Sendable {
     }
 
     private func finish(started: ContinuousClock.Instant, reason: String) async {
-        let (tasks, keepAlive, served, identity) = self.state.withLock { state in
+        let (requests, keepAlive, served, identity) = self.state.withLock { state in
             state.closing = true
             defer { state.requests = [:]; state.anonymous = [:] }
-            return (Array(state.requests.values) + Array(state.anonymous.values), state.keepAlive, state.served, state.identity)
+            return (Array(state.requests.values) + state.anonymous.values.map(InFlight.task), state.keepAlive, state.served, state.identity)
         }
         keepAlive?.timer?.cancel()
         if let identity { self.gateway.credentialWatch.unwatch(ObjectIdentifier(self), family: identity.family) }
         let reason = keepAlive?.deadPeer == true ? "no answer to ping" : reason
-        for task in tasks { task.cancel() }
-        for task in tasks { await task.value }
+        for request in requests { request.cancel() }
+        for task in requests.compactMap(\.task) { await task.value }
         self.logger.info("websocket closed", metadata: [
             "remote_address": "\(self.address)", "device_id": "\(identity?.deviceId ?? "")", "requests": "\(served)",
             "duration_ms": "\(DeviceAPI.milliseconds(since: started))", "reason": "\(reason)",
@@ -154,14 +174,14 @@ final class DeviceSocket: Sendable {
             let work: @Sendable () async -> Void = {
                 let started = ContinuousClock.now
                 do throws(RPCError) {
-                    let result = try await self.gateway.answer(head, params: params, identity: identity, address: self.address, transport: .webSocket)
+                    let result = try await self.gateway.answer(head, params: params, identity: identity, address: self.address, transport: .webSocket, on: self.channel.eventLoop)
                     if let id = head.id { await self.send(Data(ReplyEncoding.resultBytes(id: id, encoded: result))) }
                 } catch {
                     await self.reply(head.id, error: error)
                 }
                 self.logger.debug("request", metadata: [
                     "remote_address": "\(self.address)", "device_id": "\(identity?.deviceId ?? "")", "method": "\(head.method)",
-                    "duration_ms": "\(DeviceAPI.milliseconds(since: started))",
+                    "duration_ms": "\(DeviceAPI.milliseconds(since: started))", "path": "task",
                 ])
             }
             if let id = head.id { self.start(id: id, work) } else { self.startAnonymous(work) }
@@ -172,10 +192,10 @@ final class DeviceSocket: Sendable {
     private func start(id: RequestID, _ work: @escaping @Sendable () async -> Void) {
         self.state.withLock { state in
             state.served += 1
-            state.requests[id] = Task {
+            state.requests[id] = .task(Task {
                 await work()
                 self.state.withLock { _ = $0.requests.removeValue(forKey: id) }
-            }
+            })
         }
     }
 
@@ -199,9 +219,87 @@ final class DeviceSocket: Sendable {
             await self.reply(id, error: error)
             return
         }
-        let task = self.state.withLock { $0.requests[target.id] }
-        task?.cancel()
-        if let id { await self.send((try? ReplyEncoding.result(id: id, CancelResult(cancelled: task != nil))) ?? Data()) }
+        let request = self.state.withLock { $0.requests[target.id] }
+        request?.cancel()
+        if let id { await self.send((try? ReplyEncoding.result(id: id, CancelResult(cancelled: request != nil))) ?? Data()) }
+    }
+
+    // MARK: On the event loop
+
+    /// Answers a request on the socket's event loop, as ``DirectRelay`` reads it, when it
+    /// can be answered there at once: `rpc.ping`, or a unary call of the device whose
+    /// credential was checked within the period (no store lookup to wait for), under the
+    /// in-flight limit, with the service's connection open and the socket writable. The
+    /// reply is written from the same thread when the service's comes. Whether it took the
+    /// request: one it did not (every error included) goes the general way, ``receive(_:)``,
+    /// which answers exactly as it would have.
+    func answerOnLoop(_ bytes: [UInt8]) -> Bool {
+        guard case .success(let (head, params)) = RequestHead.parseRequest(bytes: bytes), head.auth == nil, let id = head.id,
+              self.channel.isWritable else { return false }
+        var identity: DeviceIdentity?
+        if let known = self.identity {
+            // The general path checks the credential with the store once the cache is stale.
+            guard let current = self.gateway.relay.authenticator.cached(known.token) else { return false }
+            identity = current
+        }
+        if head.method == Builtin.ping.name {
+            guard self.state.withLock({ state in
+                guard !state.closing else { return false }
+                state.served += 1
+                return true
+            }) else { return false }
+            self.channel.writeAndFlush(Self.frame(ReplyEncoding.resultBytes(id: id, encoded: self.gateway.ping())), promise: nil)
+            return true
+        }
+        guard let identity, let method = self.gateway.relay.allowlist.method(named: head.method), method.kind != .stream,
+              (try? self.gateway.relay.admit(head.method, as: identity.caller)) != nil else { return false }
+        let limit = self.gateway.configuration.limits.maximumInFlight
+        guard self.state.withLock({ state in
+            guard !state.closing, state.requests[id] == nil, state.requests.count + state.anonymous.count < limit else { return false }
+            state.requests[id] = .direct(nil)
+            state.served += 1
+            return true
+        }) else { return false }
+        let started = ContinuousClock.now
+        let call = self.gateway.relay.callNow(method, params: params, identity: identity, on: self.channel.eventLoop) { result in
+            self.answered(id, result)
+            self.logger.debug("request", metadata: [
+                "remote_address": "\(self.address)", "device_id": "\(identity.deviceId)", "method": "\(head.method)",
+                "duration_ms": "\(DeviceAPI.milliseconds(since: started))", "path": "event-loop",
+            ])
+        }
+        self.state.withLock { state in
+            guard case .direct(nil)? = state.requests[id] else { return }  // answered already
+            if let call {
+                state.requests[id] = .direct(call)
+            } else {
+                state.requests[id] = nil
+                state.served -= 1
+            }
+        }
+        return call != nil
+    }
+
+    /// Writes the reply of a request answered on the event loop; the request stays in
+    /// flight (counted against the limit) until its reply has gone to the network.
+    private func answered(_ id: RequestID, _ result: Result<EncodedJSON, RPCError>) {
+        let closing = self.state.withLock { $0.closing }
+        guard !closing else {
+            // Closed (the device is gone, or was cut off): nothing more goes to it.
+            self.state.withLock { _ = $0.requests.removeValue(forKey: id) }
+            return
+        }
+        let bytes = switch result {
+        case .success(let result): ReplyEncoding.resultBytes(id: id, encoded: result)
+        case .failure(let error): Array(ReplyEncoding.error(id: id, error))
+        }
+        self.channel.writeAndFlush(Self.frame(bytes)).whenComplete { _ in
+            self.state.withLock { _ = $0.requests.removeValue(forKey: id) }
+        }
+    }
+
+    private static func frame(_ bytes: [UInt8]) -> WebSocketFrame {
+        WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: bytes))
     }
 
     // MARK: Streams
@@ -305,6 +403,7 @@ final class DeviceSocket: Sendable {
         channel.eventLoop.execute {
             let handler = PeerActivity()
             guard (try? channel.pipeline.syncOperations.addHandler(handler, position: .first)) != nil else { return }
+            DirectRelay.install(on: channel, for: self)
             let activity = NIOLoopBound(handler, eventLoop: channel.eventLoop)
             let timer = channel.eventLoop.scheduleRepeatedTask(initialDelay: TimeAmount(ping), delay: TimeAmount(ping)) { timer in
                 let due = self.state.withLock { state -> KeepAlive.Due in
@@ -338,11 +437,11 @@ final class DeviceSocket: Sendable {
 
     /// Tells the device why, then closes the socket (policy violation).
     private func cutOff(_ id: RequestID?, _ error: RPCError) async {
-        let requests = self.state.withLock { state -> [Task<Void, Never>] in
+        let requests = self.state.withLock { state -> [InFlight] in
             state.closing = true
-            return Array(state.requests.values) + Array(state.anonymous.values)
+            return Array(state.requests.values) + state.anonymous.values.map(InFlight.task)
         }
-        for task in requests { task.cancel() }
+        for request in requests { request.cancel() }
         self.logger.notice("websocket cut off", metadata: [
             "remote_address": "\(self.address)", "device_id": "\(self.identity?.deviceId ?? "")", "reason": "\(error.code)",
         ])

@@ -1,0 +1,54 @@
+import NIOCore
+import NIOWebSocket
+
+/// Takes a device's requests off its WebSocket as their frames are decoded, on the
+/// socket's event loop, and has the socket answer there those it can answer at once
+/// (``DeviceSocket/answerOnLoop(_:)``): a unary call goes to the service on the same
+/// loop's connection, and its reply is written to the device from the same thread, with
+/// no task and no change of thread in between. Everything else (control frames, binary
+/// or fragmented messages, streams, errors, a device not yet authenticated) goes on to
+/// hummingbird-websocket's handler and the socket's general path, unchanged.
+final class DirectRelay: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias InboundOut = WebSocketFrame
+
+    private let socket: DeviceSocket
+    private let maximumSize: Int
+    /// Inside a message sent in several frames: all of them go the general way.
+    private var fragmented = false
+
+    init(socket: DeviceSocket, maximumSize: Int) {
+        self.socket = socket
+        self.maximumSize = maximumSize
+    }
+
+    /// Puts the relay right after the WebSocket frame decoder. Called on the channel's loop.
+    static func install(on channel: any Channel, for socket: DeviceSocket) {
+        let operations = channel.pipeline.syncOperations
+        guard let decoder = try? operations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self) else { return }
+        let relay = DirectRelay(socket: socket, maximumSize: socket.gateway.configuration.limits.maximumMessageSize)
+        try? operations.addHandler(relay, position: .after(decoder))
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = Self.unwrapInboundIn(data)
+        if let request = self.request(in: frame), self.socket.answerOnLoop(request) { return }
+        context.fireChannelRead(data)
+    }
+
+    /// The bytes of a request this frame carries whole: a single text frame, no extension
+    /// bits, within the size limit, valid UTF-8 (what the general path would check).
+    private func request(in frame: WebSocketFrame) -> [UInt8]? {
+        switch frame.opcode {
+        case .text, .binary, .continuation:
+            let inside = self.fragmented
+            self.fragmented = !frame.fin
+            guard !inside, frame.fin, frame.opcode == .text, frame.reservedBits.isEmpty, frame.length <= self.maximumSize else { return nil }
+            let bytes = Array(frame.unmaskedData.readableBytesView)
+            guard bytes.allSatisfy({ $0 < 0x80 }) || String(validating: bytes, as: UTF8.self) != nil else { return nil }
+            return bytes
+        default:
+            return nil
+        }
+    }
+}
