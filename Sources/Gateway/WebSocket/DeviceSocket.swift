@@ -17,6 +17,8 @@ final class DeviceSocket: Sendable {
     let address: String
     let channel: any Channel
     let outbound: WebSocketOutboundWriter
+    /// Replies written from the event loop (streams', and calls answered there).
+    let writer: MessageWriter
     let logger: Logger
     private let state = Mutex(State())
 
@@ -54,6 +56,7 @@ final class DeviceSocket: Sendable {
         self.address = address
         self.channel = channel
         self.outbound = outbound
+        self.writer = MessageWriter(channel: channel)
         self.logger = logger
     }
 
@@ -248,7 +251,7 @@ final class DeviceSocket: Sendable {
                 state.served += 1
                 return true
             }) else { return false }
-            self.channel.writeAndFlush(Self.frame(ReplyEncoding.resultBytes(id: id, encoded: self.gateway.ping())), promise: nil)
+            self.writer.write(ReplyEncoding.resultBytes(id: id, encoded: self.gateway.ping()))
             return true
         }
         guard let identity, let method = self.gateway.relay.allowlist.method(named: head.method), method.kind != .stream,
@@ -293,13 +296,9 @@ final class DeviceSocket: Sendable {
         case .success(let result): ReplyEncoding.resultBytes(id: id, encoded: result)
         case .failure(let error): Array(ReplyEncoding.error(id: id, error))
         }
-        self.channel.writeAndFlush(Self.frame(bytes)).whenComplete { _ in
+        self.writer.write(bytes).whenComplete { _ in
             self.state.withLock { _ = $0.requests.removeValue(forKey: id) }
         }
-    }
-
-    private static func frame(_ bytes: [UInt8]) -> WebSocketFrame {
-        WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: bytes))
     }
 
     // MARK: Streams
@@ -309,7 +308,7 @@ final class DeviceSocket: Sendable {
             return await self.reply(id, error: RPCError(.internal, "the server could not handle this request; its administrator will find the details in its journal"))
         }
         let lease = connections.acquire(on: self.channel.eventLoop)
-        let forwarder = StreamForwarder(channel: self.channel, id: id, limit: self.gateway.configuration.limits.maximumQueuedReplies, service: method.service)
+        let forwarder = StreamForwarder(writer: self.writer, id: id, limit: self.gateway.configuration.limits.maximumQueuedReplies, service: method.service)
         let started = ContinuousClock.now
         var metadata: Logger.Metadata = ["remote_address": "\(self.address)", "device_id": "\(identity?.deviceId ?? "")", "method": "\(method.name)"]
         self.logger.debug("stream opened", metadata: metadata)
@@ -403,6 +402,7 @@ final class DeviceSocket: Sendable {
         channel.eventLoop.execute {
             let handler = PeerActivity()
             guard (try? channel.pipeline.syncOperations.addHandler(handler, position: .first)) != nil else { return }
+            self.writer.attach()
             DirectRelay.install(on: channel, for: self)
             let activity = NIOLoopBound(handler, eventLoop: channel.eventLoop)
             let timer = channel.eventLoop.scheduleRepeatedTask(initialDelay: TimeAmount(ping), delay: TimeAmount(ping)) { timer in

@@ -28,14 +28,14 @@ final class StreamForwarder: Sendable {
         var pending = 0
     }
 
-    private let channel: any Channel
+    private let writer: MessageWriter
     private let id: RequestID
     private let limit: Int
     private let service: String
     private let state = Mutex(State())
 
-    init(channel: any Channel, id: RequestID, limit: Int, service: String) {
-        self.channel = channel
+    init(writer: MessageWriter, id: RequestID, limit: Int, service: String) {
+        self.writer = writer
         self.id = id
         self.limit = limit
         self.service = service
@@ -63,10 +63,10 @@ final class StreamForwarder: Sendable {
             }
         }
         guard let reply else { return }
-        let frame = WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: reply.bytes))
-        guard reply.item else { return self.channel.writeAndFlush(frame, promise: nil) }
+        let written = self.writer.write(reply.bytes)
+        guard reply.item else { return }
         // Counted until it has gone to the network (or the socket is gone).
-        self.channel.writeAndFlush(frame).whenComplete { _ in self.state.withLock { $0.pending -= 1 } }
+        written.whenComplete { _ in self.state.withLock { $0.pending -= 1 } }
     }
 
     /// Ends the stream from our side; replies that come after are dropped.

@@ -1,0 +1,58 @@
+import NIOCore
+import NIOWebSocket
+
+/// Writes text messages to one device's WebSocket from its event loop, each as a single
+/// buffer holding the frame header and the message, handed straight to the handler below
+/// the WebSocket frame encoder (TLS).
+///
+/// Why not a `WebSocketFrame` down the whole pipeline: the encoder puts the header in front
+/// of the message only when it owns the message's buffer alone, which a frame passed down
+/// the pipeline never is; otherwise it writes the header as a buffer of its own, and NIOSSL
+/// seals each buffer as a TLS record of its own. So each message cost two records to seal,
+/// send and open. One buffer is one record, and the handlers above the encoder are skipped.
+final class MessageWriter: Sendable {
+    private let channel: any Channel
+    /// The encoder's context, once the socket's pipeline is set up; until then (or if it
+    /// is not found) messages go down the pipeline as frames.
+    private let encoder: NIOLoopBoundBox<ChannelHandlerContext?>
+
+    init(channel: any Channel) {
+        self.channel = channel
+        self.encoder = .makeEmptyBox(valueType: ChannelHandlerContext.self, eventLoop: channel.eventLoop)
+    }
+
+    /// Finds the frame encoder. On the channel's event loop.
+    func attach() {
+        self.encoder.value = try? self.channel.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self)
+    }
+
+    /// Writes and flushes one text message; the future completes once it has gone to the
+    /// network (or failed).
+    @discardableResult
+    func write(_ message: [UInt8]) -> EventLoopFuture<Void> {
+        let loop = self.channel.eventLoop
+        guard loop.inEventLoop else {
+            return loop.flatSubmit { self.write(message) }
+        }
+        let promise = loop.makePromise(of: Void.self)
+        guard let encoder = self.encoder.value, self.channel.isActive else {
+            self.channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: message)), promise: promise)
+            return promise.futureResult
+        }
+        var buffer = self.channel.allocator.buffer(capacity: message.count + 10)
+        buffer.writeInteger(UInt8(0x81))  // FIN, text
+        switch message.count {
+        case ...125:
+            buffer.writeInteger(UInt8(message.count))
+        case ...0xFFFF:
+            buffer.writeInteger(UInt8(126))
+            buffer.writeInteger(UInt16(message.count))
+        default:
+            buffer.writeInteger(UInt8(127))
+            buffer.writeInteger(UInt64(message.count))
+        }
+        buffer.writeBytes(message)
+        encoder.writeAndFlush(NIOAny(buffer), promise: promise)
+        return promise.futureResult
+    }
+}
