@@ -11,6 +11,12 @@
  *                                       by this client, without a runtime on the client side
  *   floor client|replay … DEPTH         pipelined: keep DEPTH requests in flight on the one
  *                                       connection; print the requests per second as JSON
+ *   floor clients PATH CLIENTS SECONDS FILE
+ *                                       CLIENTS processes, a connection each, send the one
+ *                                       request in FILE one at a time for SECONDS, its
+ *                                       "@NAME@" replaced by a name no other request has (a
+ *                                       new record each time); print the requests per second
+ *                                       of them all and the round-trip p50 and p99 as JSON
  *
  * A frame: 4-byte big-endian length N, then N bytes.
  */
@@ -23,6 +29,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -100,6 +107,81 @@ static int pipelined(const char *path, char **frames, size_t *lengths, int n, lo
     return 0;
 }
 
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* One of `clients`: sends the template's request with a new name each time until `until`,
+ * then writes to `out` how many it sent, when its last reply came, and each round trip. */
+static int client_process(const char *path, int clients, int index, const char *template, double until, int out) {
+    struct sockaddr_un addr;
+    const char *mark = strstr(template, "@NAME@");
+    size_t before = (size_t)(mark - template), after = strlen(mark + 6);
+    char *body = malloc(before + after + 64), *in = malloc(1 << 24);
+    long capacity = 1 << 16, sent = 0;
+    double *rtt = malloc(sizeof(double) * (size_t)capacity), last = now_seconds();
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (address(path, &addr) || connect(s, (void *)&addr, sizeof addr)) { perror("connect"); return 1; }
+    memcpy(body, template, before);
+    while ((last = now_seconds()) < until) {
+        int name = snprintf(body + before, 48, "c%d-%d-%ld", clients, index, sent);
+        memcpy(body + before + name, mark + 6, after);
+        size_t n = before + (size_t)name + after;
+        char *request = frame(body, n);
+        uint32_t len;
+        int failed = full(s, request, n + 4, 1) || full(s, &len, 4, 0) || ntohl(len) > (1 << 24) || full(s, in, ntohl(len), 0);
+        free(request);
+        if (failed) { perror("round trip"); return 1; }
+        if (memmem(in, ntohl(len), "\"error\"", 7)) { fprintf(stderr, "error reply: %.*s\n", (int)ntohl(len), in); return 1; }
+        if (sent == capacity) rtt = realloc(rtt, sizeof(double) * (size_t)(capacity *= 2));
+        rtt[sent++] = (now_seconds() - last) * 1e6;
+    }
+    if (full(out, &sent, sizeof sent, 1) || full(out, &last, sizeof last, 1) || full(out, rtt, sizeof(double) * (size_t)sent, 1)) return 1;
+    return 0;
+}
+
+/* CLIENTS processes at once (see client_process); prints the requests per second of them
+ * all, from the start to the last reply, and the p50 and p99 of every round trip. */
+static int clients_run(const char *path, int clients, double seconds, const char *file) {
+    FILE *f = fopen(file, "r");
+    char *template = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    if (!f || (got = getline(&template, &cap, f)) <= 0) { perror("request"); return 1; }
+    if (template[got - 1] == '\n') template[got - 1] = 0;
+    if (!strstr(template, "@NAME@")) { fprintf(stderr, "no @NAME@ in the request of %s\n", file); return 1; }
+    int (*pipes)[2] = calloc((size_t)clients, sizeof *pipes);
+    pid_t *pids = calloc((size_t)clients, sizeof *pids);
+    double start = now_seconds(), end = start;
+    for (int c = 0; c < clients; c++) {
+        if (pipe(pipes[c])) { perror("pipe"); return 1; }
+        if ((pids[c] = fork()) == 0) _exit(client_process(path, clients, c, template, start + seconds, pipes[c][1]));
+        close(pipes[c][1]);
+    }
+    long total = 0, capacity = 1 << 16;
+    double *all = malloc(sizeof(double) * (size_t)capacity);
+    int failed = 0;
+    for (int c = 0; c < clients; c++) {
+        long sent;
+        double last;
+        if (full(pipes[c][0], &sent, sizeof sent, 0) || full(pipes[c][0], &last, sizeof last, 0)) { failed = 1; continue; }
+        while (total + sent > capacity) all = realloc(all, sizeof(double) * (size_t)(capacity *= 2));
+        if (full(pipes[c][0], all + total, sizeof(double) * (size_t)sent, 0)) { failed = 1; continue; }
+        total += sent;
+        if (last > end) end = last;
+    }
+    for (int c = 0; c < clients; c++) {
+        int status;
+        if (waitpid(pids[c], &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) failed = 1;
+    }
+    if (failed || total == 0) { fprintf(stderr, "a client failed\n"); return 1; }
+    qsort(all, (size_t)total, sizeof(double), cmp);
+    printf("{\"rps\": %.1f, \"p50\": %.2f, \"p99\": %.2f}\n", (double)total / (end - start), all[total / 2], all[(total * 99) / 100]);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     struct sockaddr_un addr;
     /* The parent may have blocked signals; the server must die on SIGTERM. */
@@ -157,6 +239,9 @@ int main(int argc, char **argv) {
         if (argc == 6) return pipelined(argv[2], frames, lengths, 1, atol(argv[3]), atol(argv[5]), 0);
         return round_trips(argv[2], frames, lengths, 1, atol(argv[3]), 0);
     }
-    fprintf(stderr, "usage: floor server PATH REPLY_BYTES | floor client PATH COUNT REQ_BYTES [DEPTH] | floor replay PATH COUNT FILE [DEPTH]\n");
+    if (argc == 6 && strcmp(argv[1], "clients") == 0 && atoi(argv[3]) > 0 && atof(argv[4]) > 0) {
+        return clients_run(argv[2], atoi(argv[3]), atof(argv[4]), argv[5]);
+    }
+    fprintf(stderr, "usage: floor server PATH REPLY_BYTES | floor client PATH COUNT REQ_BYTES [DEPTH] | floor replay PATH COUNT FILE [DEPTH] | floor clients PATH CLIENTS SECONDS FILE\n");
     return 64;
 }

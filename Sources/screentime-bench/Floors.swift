@@ -62,6 +62,14 @@ struct CFloor {
         return (figures["p50"] ?? .nan, figures["p99"] ?? .nan)
     }
 
+    /// `clients` C processes, a connection each, sending the request in `requestFile` one at a
+    /// time for `seconds`, its `@NAME@` a new name each time: requests per second of them
+    /// all, and the round-trip p50 and p99 in µs.
+    func clients(socket: String, clients: Int, seconds: Double, requestFile: String) throws -> (rps: Double, p50: Double, p99: Double) {
+        let figures = try self.client(["clients", socket, "\(clients)", "\(seconds)", requestFile])
+        return (figures["rps"] ?? .nan, figures["p50"] ?? .nan, figures["p99"] ?? .nan)
+    }
+
     /// Runs the C client; its JSON output.
     private func client(_ arguments: [String]) throws -> [String: Double] {
         let client = Process()

@@ -10,7 +10,8 @@ import Synchronization
 /// What a self-hoster would run instead of the store: PostgreSQL 15, started for the run
 /// on a Unix socket with its durable defaults (fsync, synchronous_commit), a records table
 /// shaped like the store's, measured by `pgbench` in the same run as the store: durable
-/// single-row INSERTs beside durable one-record saves from 1, 8, 32 and 50 clients, a
+/// single-row INSERTs beside durable one-record saves from 1, 8, 32 and 50 C clients (and
+/// the Swift client's from 1 and 32, for what the client runtime costs), a
 /// prepared point SELECT beside `store.fetch` of one record (C client), with the store's
 /// own floors (SQLite with its schema, the bare SwiftNIO request/reply server).
 struct PostgresBenchmark: AsyncParsableCommand {
@@ -70,20 +71,34 @@ struct PostgresBenchmark: AsyncParsableCommand {
 
         var figures: [Figure] = []
         var saveRates: [Int: Double] = [:]
+        // Saves from C clients, as pgbench is one: each process sends one save request at a
+        // time, a new record each (the name replaces @NAME@), on a connection of its own.
+        let c = try CFloor(workDirectory: work)
+        var template = StoreBenchmark.usage(0)
+        template.recordName = "@NAME@"
+        try CFloor.writeRequests([
+            ["id": 1, "method": "store.modify", "params": try JSONValue(encoding: ModifyParams(family: "bench", zone: "writes", saves: [template]))],
+        ], to: work + "/save.request")
         for clients in [1, 8, 32, 50] {
             let label = "\(clients) client\(clients == 1 ? "" : "s")"
-            let (rate, latency) = try await StoreBenchmark.durableSaves(socket: socket, clients: clients, seconds: Double(seconds))
+            let saves = try c.clients(socket: socket, clients: clients, seconds: Double(seconds), requestFile: work + "/save.request")
             let inserts = try await postgres.pgbench(script: scripts.insert, clients: clients, seconds: seconds)
-            saveRates[clients] = rate
+            saveRates[clients] = saves.rps
             let target: (String, Bool)? = switch clients {
-            case 1: ("≥ 1x", rate >= inserts.tps)
-            case 32: ("≥ 1.5x", rate >= 1.5 * inserts.tps)
+            case 1: ("≥ 1x", saves.rps >= inserts.tps)
+            case 32: ("≥ 1.5x", saves.rps >= 1.5 * inserts.tps)
             default: nil
             }
-            figures.append(Figure(name: "durable saves, \(label)", value: rate, unit: "saves/s (p50 \(Report.format(latency.p50)) µs)",
+            figures.append(Figure(name: "durable saves, \(label) (C)", value: saves.rps, unit: "saves/s (p50 \(Report.format(saves.p50)) µs)",
                                   comparison: "PostgreSQL INSERT, \(label) (p50 \(Report.format(inserts.latency.p50)) µs)", comparisonValue: inserts.tps,
-                                  ratio: rate / inserts.tps, target: target?.0, met: target?.1))
-            say("  \(label): store \(Report.format(rate)) saves/s, PostgreSQL \(Report.format(inserts.tps)) inserts/s")
+                                  ratio: saves.rps / inserts.tps, target: target?.0, met: target?.1))
+            say("  \(label): store \(Report.format(saves.rps)) saves/s, PostgreSQL \(Report.format(inserts.tps)) inserts/s")
+        }
+        // The same from the Swift client (RPCClient), which costs each save about 130 µs more.
+        for clients in [1, 32] {
+            let (rate, latency) = try await StoreBenchmark.durableSaves(socket: socket, clients: clients, seconds: Double(seconds))
+            figures.append(Figure(name: "  durable saves, \(clients) client\(clients == 1 ? "" : "s") (Swift RPCClient)", value: rate,
+                                  unit: "saves/s (p50 \(Report.format(latency.p50)) µs)"))
         }
 
         // The store's storage floor: SQLite with its schema, 400 records a transaction.
@@ -104,7 +119,6 @@ struct PostgresBenchmark: AsyncParsableCommand {
         let replyBytes = try encoder.encode(["id": JSONValue.int(1), "result": try JSONValue(encoding: reply)]).count
         await reader.close()
         await admin.close()
-        let c = try CFloor(workDirectory: work)
         try CFloor.writeRequests((1...1000).map { id in
             ["id": .int(id), "method": "store.fetch",
              "params": ["family": "bench", "zone": "data", "recordNames": [.string("r\(Int.random(in: 0..<records))")]]]
