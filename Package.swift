@@ -293,6 +293,7 @@ let package = Package(
         .executableTarget(
             name: "screentime-bench",
             dependencies: [
+                "DurableSQLite",
                 "RPCCore",
                 "RPCClient",
                 "StoreAPI",
@@ -504,9 +505,11 @@ let package = Package(
                 "ChangeFeed",
                 // The logic tests run the store's engine in process; the process tests, its binary.
                 "RecordStore",
+                "DurableSQLite",
                 "ServiceHarness",
                 "screentime-stored",
                 "screentimectl",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

@@ -22,13 +22,12 @@ public enum DurableSQLite {
         configuration.label = label
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = FULL")
             // Savepoints' statement journals would otherwise be temporary files created and
             // deleted on every write.
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
             if let checkpointPages { try db.execute(sql: "PRAGMA wal_autocheckpoint = \(checkpointPages)") }
         }
-        let pool = try DatabasePool(path: path, configuration: configuration)
+        let pool = try self.pool(path: path, configuration: configuration)
         if try pool.read({ try migrator.hasBeenSuperseded($0) }) {
             throw OpenError(description: "the database \(path) was migrated by a newer \(program) than this one; install the newer version again or restore a backup")
         }
@@ -39,6 +38,32 @@ public enum DurableSQLite {
             logger.notice("database migrated", metadata: ["migrations": "\(applied.sorted())", "path": "\(path)"])
         }
         return pool
+    }
+}
+
+extension DurableSQLite {
+    /// A WAL `DatabasePool` whose writer fsyncs every commit, checked.
+    ///
+    /// GRDB's `DatabasePool` turns WAL on in its writer after `prepareDatabase` has run, and
+    /// sets `synchronous = NORMAL` there as it does. In WAL mode NORMAL syncs the log only at
+    /// checkpoints: a commit survives the process being killed, but not a power cut or a
+    /// kernel crash. So the writer is set back to FULL (one fsync of the log per commit),
+    /// and a writer that does not say FULL is refused.
+    public static func pool(path: String, configuration: Configuration) throws -> DatabasePool {
+        let pool = try DatabasePool(path: path, configuration: configuration)
+        let synchronous = try pool.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            return try Int.fetchOne(db, sql: "PRAGMA synchronous")
+        }
+        guard synchronous == 2 else {
+            throw OpenError(description: "SQLite would not fsync every commit of \(path) (synchronous is \(synchronous.map(String.init) ?? "unknown"), not FULL)")
+        }
+        return pool
+    }
+
+    /// The writer's `synchronous` setting: 2 (FULL) for a pool from ``pool(path:configuration:)``.
+    public static func synchronous(of pool: DatabasePool) throws -> Int? {
+        try pool.writeWithoutTransaction { try Int.fetchOne($0, sql: "PRAGMA synchronous") }
     }
 }
 

@@ -1,3 +1,4 @@
+import DurableSQLite
 import Foundation
 import GRDB
 import RPCCore
@@ -128,9 +129,7 @@ enum FloorServer {
 /// one fsync — per insert: what "one fsync per save" allows on this disk.
 enum SQLiteFloor {
     static func insertsPerSecond(path: String, payload: String, seconds: Double) throws -> Double {
-        var configuration = Configuration()
-        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
-        let pool = try DatabasePool(path: path, configuration: configuration)
+        let pool = try DurableSQLite.pool(path: path, configuration: Configuration())
         try pool.write { db in try db.execute(sql: "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT UNIQUE, fields TEXT)") }
         let deadline = Date().addingTimeInterval(seconds)
         var count = 0
@@ -162,9 +161,7 @@ enum StoreSchemaFloor {
                 ORDER BY type = 'index', rowid
                 """)
         }
-        var configuration = Configuration()
-        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
-        let pool = try DatabasePool(path: path, configuration: configuration)
+        let pool = try DurableSQLite.pool(path: path, configuration: Configuration())
         try pool.write { db in
             for statement in schema { try db.execute(sql: statement) }
             try db.execute(sql: "INSERT INTO families(id, created_at) VALUES ('f', 0)")
