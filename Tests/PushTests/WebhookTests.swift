@@ -47,9 +47,12 @@ struct WebhookTests {
         _ = try await listening.wait(for: 1)  // the backlog: seq 1, not acknowledged
         _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: stack.family.family, deviceId: parent, alert: Alert(title: "Second")))
         _ = try await listening.wait(for: 2)
-        // A post that should not happen can only be looked for over a while.
+        // A post that should not happen can only be looked for over a while. The first may
+        // come again (delivery is at least once: an answer push did not see within
+        // --webhook-timeout on a loaded machine is retried); the second never.
         try await Task.sleep(for: .milliseconds(300))
-        #expect(endpoint.received.count == 1)
+        let seqs = try endpoint.received.map { try RPCJSON.makeDecoder().decode(PushNotification.self, from: Data($0.body.utf8)).seq }
+        #expect(!seqs.isEmpty && seqs.allSatisfy { $0 == 1 }, "posted: \(seqs)")
         let after = try await stack.parent.call(PushMethods.getWebhook, Empty())
         #expect(after.deliveredAt != nil && after.lastError == nil && after.pending == 0)
         listening.cancel()
@@ -85,8 +88,10 @@ struct WebhookTests {
             family: stack.family.family, parents: true, alert: Alert(title: "Léa's balance is empty", body: "Reward apps are shielded."), priority: .low))
         let posted = try await endpoint.wait(for: 1)
         // A post that should not happen (the silent hint) can only be looked for over a while.
+        // The alert may come again (delivery is at least once: an answer push did not see
+        // within --webhook-timeout on a loaded machine is retried); the hint never.
         try await Task.sleep(for: .milliseconds(300))
-        #expect(endpoint.received.count == 1)
+        #expect(endpoint.received.allSatisfy { $0.body == "Reward apps are shielded." }, "posted: \(endpoint.received.map(\.body))")
         #expect(posted[0].path == "/family-alerts")
         #expect(posted[0].headers["title"] == "=?UTF-8?B?\(Data("Léa's balance is empty".utf8).base64EncodedString())?=")
         #expect(posted[0].headers["priority"] == "2" && posted[0].headers["tags"] == "screentime")
