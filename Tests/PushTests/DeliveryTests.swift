@@ -83,6 +83,18 @@ struct DeliveryTests {
         try await stack.saveUsage("b1")
         try await stack.saveUsage("b2")
         try await stack.startPush()
+        // The parent's client finds the new push service. Its connection to the killed one
+        // may not have seen its end yet on a busy machine: a call on it fails `unavailable`
+        // once, and the next opens a connection to the new process.
+        try await eventually("the parent's client reaching the restarted push service") { seen in
+            do {
+                _ = try await stack.parent.call(Builtin.ping, Empty())
+                return ()
+            } catch {
+                seen = "\(error)"
+                return nil
+            }
+        }
         let listening = Listening(stack.parent)
         let received = try await listening.wait(for: 4)
         try await listening.expectQuiet(beyond: 4)
