@@ -1,3 +1,4 @@
+import MemoryReturn
 import PushAPI
 import ServiceKit
 
@@ -14,6 +15,9 @@ struct Dispatch: Sendable {
         let wakeup: Wakeup
     }
 
+    /// Notifications in one batch past which its memory is given back once batches pause.
+    static let largeFanOut = 1000
+
     /// Live listeners get the notifications as soon as they are numbered; the call returns
     /// once they are committed to the devices' queues.
     func queue(_ drafts: [PushDatabase.Draft], removing fired: [PushDatabase.SubscriptionKey] = [], position: Int64? = nil) async throws -> [PushDatabase.Queued] {
@@ -24,6 +28,10 @@ struct Dispatch: Sendable {
             hub.deliver(queued.map { (Hub.DeviceKey(family: $0.family, deviceId: $0.deviceId), $0.outgoing) }, batch: batch)
         }
         if queued.contains(where: \.posted) { self.webhooks?.wakeup.signal() }
+        // A change for thousands of devices takes megabytes for a moment (the batch, its
+        // queue rows, a write to each listener), which glibc keeps unless it is asked to
+        // give them back: it is, once such fan-outs pause.
+        if drafts.count >= Self.largeFanOut { MemoryReturn.request() }
         return queued
     }
 
