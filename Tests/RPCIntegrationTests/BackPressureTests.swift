@@ -66,6 +66,26 @@ struct BackPressureTests {
         #expect(answered == Set(0..<count))
     }
 
+    @Test("an id may be used again as soon as its reply has arrived: 32 in flight, each sent again the moment it is answered")
+    func idReusedOnItsReply() async throws {
+        let dir = TemporaryDirectory()
+        let service = try await ServiceProcess.startByHand(in: dir)
+        defer { service.stopNow() }
+        let connection = try RawConnection(path: service.socketPath)
+        func request(_ id: Int) { connection.sendFrame(#"{"id": \#(id), "method": "test.echo", "params": {"message": "again"}}"#) }
+        for id in 0..<32 { request(id) }
+        var refused: [String] = []
+        for sent in 32..<3000 {
+            let reply = try #require(try connection.readReply())
+            guard let id = reply["id"] as? Int else {
+                refused.append("\(reply)")
+                break
+            }
+            if sent < 2968 { request(id) }
+        }
+        #expect(refused.isEmpty, "\(refused)")
+    }
+
     @Test("a peer that sends requests without reading the replies is not read from until it reads; then every reply arrives")
     func requestsWaitForTheirReplies() async throws {
         let dir = TemporaryDirectory()
