@@ -35,8 +35,11 @@ extension RPCClient {
     }
 
     /// Starts a unary call without suspending, when it can start at once: a connection is
-    /// open and a call slot is free. `completion` runs once, on the connection's event loop
-    /// (it must not block), with the result as the service wrote it or the error. Nil when
+    /// open and a call slot is free. `completion` runs once (it must not block), with the
+    /// result as the service wrote it or the error: on the connection's event loop for a
+    /// reply, a timeout or a lost connection; before this returns, on the caller's thread,
+    /// when the request cannot be encoded or sent; on the thread that calls
+    /// ``RelayedCall/cancel()``. Nil when
     /// the call cannot start now; then call ``relay(_:params:auth:timeout:)``, which waits
     /// for a slot and connects. For a caller already on the connection's event loop, a
     /// call then costs no task and no change of thread.

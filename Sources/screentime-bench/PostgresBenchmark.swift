@@ -94,7 +94,7 @@ struct PostgresBenchmark: AsyncParsableCommand {
                                   ratio: saves.rps / inserts.tps, target: target?.0, met: target?.1))
             say("  \(label): store \(Report.format(saves.rps)) saves/s, PostgreSQL \(Report.format(inserts.tps)) inserts/s")
         }
-        // The same from the Swift client (RPCClient), which costs each save about 130 µs more.
+        // The same from the Swift client (RPCClient), for what its runtime adds to each save.
         for clients in [1, 32] {
             let (rate, latency) = try await StoreBenchmark.durableSaves(socket: socket, clients: clients, seconds: Double(seconds))
             figures.append(Figure(name: "  durable saves, \(clients) client\(clients == 1 ? "" : "s") (Swift RPCClient)", value: rate,

@@ -10,6 +10,8 @@ import TestSupport
 /// lost in a power cut even though it survives `kill -9`.
 @Suite("Durability: every commit is fsynced")
 struct CommitSyncTests {
+    /// A canary on GRDB's behaviour: should a GRDB release stop overriding the setting,
+    /// this fails while the services stay right, and the extra PRAGMA can go.
     @Test("GRDB's pool alone leaves its WAL writer at NORMAL, whatever prepareDatabase said: the reason DurableSQLite sets it again")
     func grdbLeavesNormal() throws {
         let directory = TemporaryDirectory()

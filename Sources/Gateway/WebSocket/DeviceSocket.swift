@@ -27,6 +27,8 @@ final class DeviceSocket: Sendable {
         var requests: [RequestID: InFlight] = [:]
         var anonymous: [UUID: Task<Void, Never>] = [:]
         var keepAlive: KeepAlive?
+        /// Reading messages: the credential given at the upgrade, if any, was accepted.
+        var reading = false
         var closing = false
         var served = 0
     }
@@ -75,6 +77,7 @@ final class DeviceSocket: Sendable {
         self.logger.info("websocket opened", metadata: ["remote_address": "\(self.address)", "device_id": "\(self.identity?.deviceId ?? "")"])
         var closeReason = "closed by the device"
         defer { self.state.withLock { $0.keepAlive?.timer?.cancel() } }
+        self.state.withLock { $0.reading = true }
         do {
             for try await message in inbound.messages(maxSize: self.gateway.configuration.limits.maximumMessageSize) {
                 if self.state.withLock({ $0.closing }) { break }
@@ -237,6 +240,7 @@ final class DeviceSocket: Sendable {
     /// request: one it did not (every error included) goes the general way, ``receive(_:)``,
     /// which answers exactly as it would have.
     func answerOnLoop(_ bytes: [UInt8]) -> Bool {
+        guard self.state.withLock({ $0.reading && !$0.closing }) else { return false }
         guard case .success(let (head, params)) = RequestHead.parseRequest(bytes: bytes), head.auth == nil, let id = head.id,
               self.channel.isWritable else { return false }
         var identity: DeviceIdentity?

@@ -8,9 +8,15 @@ import NIOWebSocket
 /// no task and no change of thread in between. Everything else (control frames, binary
 /// or fragmented messages, streams, errors, a device not yet authenticated) goes on to
 /// hummingbird-websocket's handler and the socket's general path, unchanged.
-final class DirectRelay: ChannelInboundHandler, RemovableChannelHandler {
+///
+/// It also watches for close frames both ways: once one has gone out (or come in), the
+/// socket's ``MessageWriter``, which writes below hummingbird-websocket's writer, writes
+/// nothing more, and no request is taken here.
+final class DirectRelay: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = WebSocketFrame
     typealias InboundOut = WebSocketFrame
+    typealias OutboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
 
     private let socket: DeviceSocket
     private let maximumSize: Int
@@ -32,8 +38,14 @@ final class DirectRelay: ChannelInboundHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = Self.unwrapInboundIn(data)
-        if let request = self.request(in: frame), self.socket.answerOnLoop(request) { return }
+        if frame.opcode == .connectionClose { self.socket.writer.close() }
+        if !self.socket.writer.isClosed, let request = self.request(in: frame), self.socket.answerOnLoop(request) { return }
         context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if Self.unwrapOutboundIn(data).opcode == .connectionClose { self.socket.writer.close() }
+        context.write(data, promise: promise)
     }
 
     /// The bytes of a request this frame carries whole: a single text frame, no extension

@@ -15,11 +15,20 @@ final class MessageWriter: Sendable {
     /// The encoder's context, once the socket's pipeline is set up; until then (or if it
     /// is not found) messages go down the pipeline as frames.
     private let encoder: NIOLoopBoundBox<ChannelHandlerContext?>
+    /// A close frame has gone out (or come in): no message may follow it.
+    private let closed: NIOLoopBoundBox<Bool>
 
     init(channel: any Channel) {
         self.channel = channel
         self.encoder = .makeEmptyBox(valueType: ChannelHandlerContext.self, eventLoop: channel.eventLoop)
+        self.closed = .makeBoxSendingValue(false, eventLoop: channel.eventLoop)
     }
+
+    /// Whether the WebSocket is closing (``DirectRelay`` saw a close frame). On the loop.
+    var isClosed: Bool { self.closed.value }
+
+    /// No message goes out from now on. On the channel's event loop.
+    func close() { self.closed.value = true }
 
     /// Finds the frame encoder. On the channel's event loop.
     func attach() {
@@ -35,6 +44,10 @@ final class MessageWriter: Sendable {
             return loop.flatSubmit { self.write(message) }
         }
         let promise = loop.makePromise(of: Void.self)
+        guard !self.closed.value else {
+            promise.fail(ChannelError.outputClosed)
+            return promise.futureResult
+        }
         guard let encoder = self.encoder.value, self.channel.isActive else {
             self.channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: message)), promise: promise)
             return promise.futureResult
