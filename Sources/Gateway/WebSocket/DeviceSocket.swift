@@ -238,7 +238,7 @@ final class DeviceSocket: Sendable {
     /// in-flight limit, with the service's connection open and the socket writable. The
     /// reply is written from the same thread when the service's comes. Whether it took the
     /// request: one it did not (every error included) goes the general way, ``receive(_:)``,
-    /// which answers exactly as it would have.
+    /// which answers as it always has.
     func answerOnLoop(_ bytes: [UInt8]) -> Bool {
         guard self.state.withLock({ $0.reading && !$0.closing }) else { return false }
         guard case .success(let (head, params)) = RequestHead.parseRequest(bytes: bytes), head.auth == nil, let id = head.id,
@@ -250,11 +250,7 @@ final class DeviceSocket: Sendable {
             identity = current
         }
         if head.method == Builtin.ping.name {
-            guard self.state.withLock({ state in
-                guard !state.closing else { return false }
-                state.served += 1
-                return true
-            }) else { return false }
+            self.state.withLock { $0.served += 1 }
             self.writer.write(ReplyEncoding.resultBytes(id: id, encoded: self.gateway.ping()))
             return true
         }
