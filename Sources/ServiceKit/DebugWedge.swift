@@ -15,12 +15,14 @@ struct DebugWedge: Service {
     func run() async throws {
         let signals = await UnixSignalsSequence(trapping: .sigusr2)
         for await _ in signals.cancelOnGracefulShutdown() {
-            self.logger.critical("SIGUSR2 with --debug-wedge-on-sigusr2: blocking every event loop for good")
             for loop in MultiThreadedEventLoopGroup.singleton.makeIterator() {
                 loop.execute {
                     while true { sleep(3600) }
                 }
             }
+            // Logged once every loop has the blocking job queued: a test that sees this line
+            // knows no request that comes after it will be answered.
+            self.logger.critical("SIGUSR2 with --debug-wedge-on-sigusr2: blocking every event loop for good")
         }
     }
 }

@@ -132,6 +132,10 @@ struct SystemdTests {
             #expect(try await container.client("aggregator").call("rpc.ping")["service"] == "aggregator")
             let wedged = try await container.property("MainPID", of: "screentime-aggregator.service")
             try await container.run("kill", "-USR2", wedged)
+            // The signal is handled a moment later: the service says when its loops are wedged.
+            try await container.waitUntil("the aggregator wedging its event loops", timeout: .seconds(10)) {
+                try await container.run("journalctl", "-u", "screentime-aggregator", "--no-pager").stdout.contains("blocking every event loop")
+            }
             // Wedged, not stopped: the process still runs (state S, not T as after SIGSTOP),
             // and answers nothing.
             await expectError(.timeout) { _ = try await container.client("aggregator", timeout: .seconds(1)).call("rpc.ping") }
