@@ -19,21 +19,18 @@ final class DirectRelay: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundOut = WebSocketFrame
 
     private let socket: DeviceSocket
-    private let maximumSize: Int
     /// Inside a message sent in several frames: all of them go the general way.
     private var fragmented = false
 
-    init(socket: DeviceSocket, maximumSize: Int) {
+    init(socket: DeviceSocket) {
         self.socket = socket
-        self.maximumSize = maximumSize
     }
 
     /// Puts the relay right after the WebSocket frame decoder. Called on the channel's loop.
     static func install(on channel: any Channel, for socket: DeviceSocket) {
         let operations = channel.pipeline.syncOperations
         guard let decoder = try? operations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self) else { return }
-        let relay = DirectRelay(socket: socket, maximumSize: socket.gateway.configuration.limits.maximumMessageSize)
-        try? operations.addHandler(relay, position: .after(decoder))
+        try? operations.addHandler(DirectRelay(socket: socket), position: .after(decoder))
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -49,13 +46,14 @@ final class DirectRelay: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// The bytes of a request this frame carries whole: a single text frame, no extension
-    /// bits, within the size limit, valid UTF-8 (what the general path would check).
+    /// bits, valid UTF-8 (what the general path would check). Its size is checked already:
+    /// the decoder refuses a frame over `--max-message-size`.
     private func request(in frame: WebSocketFrame) -> [UInt8]? {
         switch frame.opcode {
         case .text, .binary, .continuation:
             let inside = self.fragmented
             self.fragmented = !frame.fin
-            guard !inside, frame.fin, frame.opcode == .text, frame.reservedBits.isEmpty, frame.length <= self.maximumSize else { return nil }
+            guard !inside, frame.fin, frame.opcode == .text, frame.reservedBits.isEmpty else { return nil }
             let bytes = Array(frame.unmaskedData.readableBytesView)
             guard bytes.allSatisfy({ $0 < 0x80 }) || String(validating: bytes, as: UTF8.self) != nil else { return nil }
             return bytes
