@@ -23,14 +23,14 @@ public struct GatewayConfiguration: Sendable {
     /// Seconds requests in flight may take to finish after SIGTERM.
     public var shutdownTimeout: Duration
     /// Devices' streams carried by one connection to a service; at most what the push
-    /// service takes on one connection (its `--max-listeners-per-connection`, 8).
+    /// service takes on one connection (its `--max-listeners-per-connection`, 64).
     public var streamsPerConnection: Int
 
     public init(
         listen: String?, runtimeDirectory: String, stateDirectory: String, certificate: CertificateSettings,
         limits: GatewayLimits = GatewayLimits(), serverName: String, version: String,
         credentialRecheck: Duration = .seconds(5), callTimeout: Duration = .seconds(30), shutdownTimeout: Duration = .seconds(10),
-        streamsPerConnection: Int = 8
+        streamsPerConnection: Int = 64
     ) {
         self.listen = listen
         self.runtimeDirectory = runtimeDirectory

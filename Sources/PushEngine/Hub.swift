@@ -7,8 +7,9 @@ import Synchronization
 
 /// The devices listening right now, each with a bounded buffer: fan-out never waits for
 /// a listener; one that falls `limits.notifications` notifications or `limits.bytes` bytes
-/// behind is cut off and resumes from its queue when it listens again. A device holds at
-/// most `limits.perDevice` listeners, a connection at most `limits.perConnection`.
+/// behind is cut off and resumes from its queue when it listens again, as is one whose
+/// connection's listeners hold `limits.connectionBytes` together. A device holds at most
+/// `limits.perDevice` listeners, a connection at most `limits.perConnection`.
 ///
 /// A listener buffers while its backlog is sent; then it goes direct: each notification
 /// is written to its connection from the connection's event loop, grouped per loop, with
@@ -25,12 +26,39 @@ final class Hub: Sendable {
         var notifications: Int
         /// The same in bytes of notifications: what a stalled listener may cost.
         var bytes: Int
+        /// The same for all the listeners of one connection together: what a stalled
+        /// connection may cost, however many devices' streams it carries (the gateway's
+        /// carry dozens).
+        var connectionBytes: Int
         var perDevice: Int
         var perConnection: Int
     }
 
+    /// Bytes waiting for the listeners of one connection, together.
+    final class ConnectionBudget: Sendable {
+        let limit: Int
+        private let pending = Atomic<Int>(0)
+
+        init(limit: Int) { self.limit = limit }
+
+        /// Counts `size` more bytes, unless that passes the limit while others wait (a
+        /// single notification larger than the limit still goes when nothing else waits).
+        func reserve(_ size: Int) -> Bool {
+            let after = self.pending.wrappingAdd(size, ordering: .relaxed).newValue
+            guard after > self.limit, after != size else { return true }
+            self.pending.wrappingSubtract(size, ordering: .relaxed)
+            return false
+        }
+
+        func release(_ size: Int) {
+            self.pending.wrappingSubtract(size, ordering: .relaxed)
+        }
+    }
+
     enum Ending: Sendable {
         case fellBehind
+        /// Its connection's listeners together fell `limits.connectionBytes` behind.
+        case connectionFellBehind
         case revoked
         case shutdown
     }
@@ -79,8 +107,12 @@ final class Hub: Sendable {
 
         private let state = Mutex(State())
         let limits: Limits
+        let budget: ConnectionBudget
 
-        init(limits: Limits) { self.limits = limits }
+        init(limits: Limits, budget: ConnectionBudget) {
+            self.limits = limits
+            self.budget = budget
+        }
 
         /// What a notification costs while it waits: its JSON and the reply around it.
         static func size(_ notification: Outgoing) -> Int { notification.json.bytes.count + 64 }
@@ -88,24 +120,26 @@ final class Hub: Sendable {
         /// Takes one notification: buffered until the listener goes direct, then reserved
         /// for a direct write. A listener that would fall `limits.notifications` or
         /// `limits.bytes` behind is cut off (a single notification larger than the byte
-        /// bound still goes when nothing else waits).
+        /// bound still goes when nothing else waits), as is one whose connection's budget
+        /// it would pass.
         func offer(_ notification: Outgoing) -> Offer {
             let size = Self.size(notification)
-            let (offer, cut): (Offer, Bool) = self.state.withLock { state in
-                if case .ended = state.mode { return (.refused, false) }
+            let (offer, cut): (Offer, Ending?) = self.state.withLock { state in
+                if case .ended = state.mode { return (.refused, nil) }
                 guard state.pending < self.limits.notifications, state.pending == 0 || state.pendingBytes + size <= self.limits.bytes else {
-                    return (.refused, true)
+                    return (.refused, .fellBehind)
                 }
+                guard self.budget.reserve(size) else { return (.refused, .connectionFellBehind) }
                 state.pending += 1
                 state.pendingBytes += size
                 state.peakBytes = max(state.peakBytes, state.pendingBytes)
-                guard case .buffering(var items) = state.mode else { return (state.mode.sink.map(Offer.direct) ?? .refused, false) }
+                guard case .buffering(var items) = state.mode else { return (state.mode.sink.map(Offer.direct) ?? .refused, nil) }
                 state.mode = .ended  // (so the append below does not copy the buffer)
                 items.append(notification)
                 state.mode = .buffering(items)
-                return (.buffered, false)
+                return (.buffered, nil)
             }
-            if cut { self.end(.fellBehind) }
+            if let cut { self.end(cut) }
             return offer
         }
 
@@ -117,6 +151,7 @@ final class Hub: Sendable {
                 state.pendingBytes -= size
                 return state.drained()
             }
+            self.budget.release(size)
             if drained { MemoryReturn.request() }
         }
 
@@ -184,17 +219,20 @@ final class Hub: Sendable {
         /// Ends the listener (`why` nil: its request was cancelled); what it had not
         /// written stays in the device's queue.
         func end(_ why: Ending?) {
-            let (waiter, drained) = self.state.withLock { state in
+            let (waiter, drained, dropped) = self.state.withLock { state in
                 if state.ending == nil { state.ending = why }
+                var dropped = 0
                 if case .buffering(let items) = state.mode {
                     // Dropped with the buffer (direct writes are given back as they complete).
+                    dropped = items.reduce(0) { $0 + Self.size($1) }
                     state.pending -= items.count
-                    state.pendingBytes -= items.reduce(0) { $0 + Self.size($1) }
+                    state.pendingBytes -= dropped
                 }
                 state.mode = .ended
                 defer { state.waiter = nil }
-                return (state.waiter, state.drained())
+                return (state.waiter, state.drained(), dropped)
             }
+            self.budget.release(dropped)
             waiter?.resume()
             if drained { MemoryReturn.request() }
         }
@@ -207,6 +245,10 @@ final class Hub: Sendable {
         var byDevice: [DeviceKey: [Int: Listener]] = [:]
         /// Listeners per connection (by the runtime's connection id).
         var byConnection: [UInt64: Int] = [:]
+        /// Each connection's budget, for as long as a listener holds it: an ended listener's
+        /// writes may still wait in the connection, and one that listens again on it gets
+        /// the same budget, not a fresh one.
+        var budgets: [UInt64: WeakBudget] = [:]
         var next = 0
         var closed = false
         /// Delivered batches not yet committed, by batch: a listener that starts meanwhile
@@ -214,6 +256,20 @@ final class Hub: Sendable {
         /// batch may hold ten thousand devices); a registration looks through them.
         var inFlight: [Int: [(key: DeviceKey, outgoing: Outgoing)]] = [:]
         var nextBatch = 0
+
+        mutating func budget(of connection: UInt64, limit: Int) -> ConnectionBudget {
+            if let budget = self.budgets[connection]?.budget { return budget }
+            if self.budgets.count > 2 * self.byConnection.count + 64 {
+                self.budgets = self.budgets.filter { $0.value.budget != nil }
+            }
+            let budget = ConnectionBudget(limit: limit)
+            self.budgets[connection] = WeakBudget(budget: budget)
+            return budget
+        }
+    }
+
+    struct WeakBudget {
+        weak var budget: ConnectionBudget?
     }
 
     init(limits: Limits) { self.limits = limits }
@@ -223,10 +279,11 @@ final class Hub: Sendable {
     /// it after the backlog, skipping what the backlog had). Refused with `limit_exceeded`
     /// when the device or the connection holds its most listeners already.
     func register(_ key: DeviceKey, connection: UInt64) throws(RPCError) -> (listener: Listener, inFlight: [Outgoing], unregister: @Sendable () -> Void) {
-        let listener = Listener(limits: self.limits)
         let limits = self.limits
-        let registered: Result<(id: Int?, inFlight: [Outgoing]), RPCError> = self.state.withLock { state in
-            guard !state.closed else { return .success((nil, [])) }
+        let registered: Result<(id: Int?, listener: Listener, inFlight: [Outgoing]), RPCError> = self.state.withLock { state in
+            let budget = state.budget(of: connection, limit: limits.connectionBytes)
+            let listener = Listener(limits: limits, budget: budget)
+            guard !state.closed else { return .success((nil, listener, [])) }
             if state.byDevice[key, default: [:]].count >= limits.perDevice {
                 return .failure(RPCError(.limitExceeded, "this device has \(limits.perDevice) push.listen streams open already, the most allowed (--max-listeners-per-device); end one (rpc.cancel, or close its connection) first",
                                          data: ["limit": .int(Int64(limits.perDevice))]))
@@ -238,9 +295,9 @@ final class Hub: Sendable {
             state.next += 1
             state.byDevice[key, default: [:]][state.next] = listener
             state.byConnection[connection, default: 0] += 1
-            return .success((state.next, state.inFlight.values.flatMap { batch in batch.lazy.filter { $0.key == key }.map(\.outgoing) }))
+            return .success((state.next, listener, state.inFlight.values.flatMap { batch in batch.lazy.filter { $0.key == key }.map(\.outgoing) }))
         }
-        let (id, inFlight) = try registered.get()
+        let (id, listener, inFlight) = try registered.get()
         if id == nil { listener.end(.shutdown) }
         let unregister: @Sendable () -> Void = { [weak self] in
             guard let id else { return }

@@ -113,6 +113,9 @@ struct Push: Sendable {
             let limits = self.hub.limits
             throw RPCError(.limitExceeded, "this listener fell behind (over \(limits.notifications) notifications or \(limits.bytes) bytes waited for its socket: --listener-buffer, --listener-buffer-bytes) and was cut off; listen again to resume after your last acknowledgement",
                            data: ["lastSeq": .int(last)])
+        case .connectionFellBehind:
+            throw RPCError(.limitExceeded, "the streams of this listener's connection fell behind together (over \(self.hub.limits.connectionBytes) bytes waited for its socket: --connection-buffer-bytes) and this one was cut off; read faster, or listen again to resume after your last acknowledgement",
+                           data: ["lastSeq": .int(last)])
         case .revoked:
             throw RPCError(.unauthorized, "this device's credential was revoked")
         case .shutdown:

@@ -12,6 +12,8 @@ public struct PushConfiguration: Sendable {
     public var listenerBuffer: Int
     /// Bytes of notifications a listener may fall behind before it is cut off.
     public var listenerBufferBytes: Int
+    /// Bytes of notifications the listeners of one connection may fall behind together.
+    public var connectionBufferBytes: Int
     /// `push.listen` streams one device may hold at once.
     public var maximumListenersPerDevice: Int
     /// `push.listen` streams one connection may carry at once.
@@ -39,13 +41,14 @@ public struct PushConfiguration: Sendable {
         }
     }
 
-    public init(storeSocket: String, listenerBuffer: Int = 1024, listenerBufferBytes: Int = 512 * 1024, maximumListenersPerDevice: Int = 4,
-                maximumListenersPerConnection: Int = 8, maximumSubscriptions: Int = 100, defaultTTL: Duration = .seconds(7 * 86_400),
+    public init(storeSocket: String, listenerBuffer: Int = 1024, listenerBufferBytes: Int = 512 * 1024, connectionBufferBytes: Int = 4 << 20,
+                maximumListenersPerDevice: Int = 4, maximumListenersPerConnection: Int = 64, maximumSubscriptions: Int = 100, defaultTTL: Duration = .seconds(7 * 86_400),
                 accessRefresh: Duration = .seconds(30), maintenanceInterval: Duration = .seconds(60), webhooks: WebhookDelivery? = nil,
                 version: String) {
         self.storeSocket = storeSocket
         self.listenerBuffer = listenerBuffer
         self.listenerBufferBytes = listenerBufferBytes
+        self.connectionBufferBytes = connectionBufferBytes
         self.maximumListenersPerDevice = maximumListenersPerDevice
         self.maximumListenersPerConnection = maximumListenersPerConnection
         self.maximumSubscriptions = maximumSubscriptions
@@ -67,6 +70,7 @@ extension ServiceSetup {
         let access = AccessCache(store: store, lifetime: configuration.accessRefresh)
         let hub = Hub(limits: Hub.Limits(
             notifications: configuration.listenerBuffer, bytes: configuration.listenerBufferBytes,
+            connectionBytes: configuration.connectionBufferBytes,
             perDevice: configuration.maximumListenersPerDevice, perConnection: configuration.maximumListenersPerConnection))
 
         try FileManager.default.createDirectory(atPath: environment.paths.stateDirectory, withIntermediateDirectories: true)

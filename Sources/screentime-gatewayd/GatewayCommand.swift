@@ -90,8 +90,8 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(name: .customLong("call-timeout"), help: ArgumentHelp("Seconds a relayed call may take.", valueName: "seconds"))
     var callTimeoutSeconds: Double = 30
 
-    @Option(name: .customLong("streams-per-connection"), help: "Devices' streams (push.listen) carried by one connection to a service: at most the push service's --max-listeners-per-connection (8).")
-    var streamsPerConnection: Int = 8
+    @Option(name: .customLong("streams-per-connection"), help: "Devices' streams (push.listen) carried by one connection to a service: at most the push service's --max-listeners-per-connection (64).")
+    var streamsPerConnection: Int = 64
 
     @Flag(name: .customLong("init-only"), help: "Make the key and certificate (if missing), write endpoint.json for --listen's port, print the pin, and exit.")
     var initOnly = false

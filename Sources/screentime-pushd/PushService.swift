@@ -27,11 +27,14 @@ struct PushService: AsyncParsableCommand {
     @Option(name: .customLong("listener-buffer-bytes"), help: ArgumentHelp("Bytes of notifications a listener may fall behind before it is cut off (what one stalled stream may cost).", valueName: "bytes"))
     var listenerBufferBytes: Int = 512 * 1024
 
+    @Option(name: .customLong("connection-buffer-bytes"), help: ArgumentHelp("Bytes of notifications the listeners of one connection may fall behind together before they are cut off (what one stalled connection may cost, however many streams it carries).", valueName: "bytes"))
+    var connectionBufferBytes: Int = 4 << 20
+
     @Option(name: .customLong("max-listeners-per-device"), help: ArgumentHelp("push.listen streams one device may hold at once; more are refused with limit_exceeded.", valueName: "count"))
     var maximumListenersPerDevice: Int = 4
 
     @Option(name: .customLong("max-listeners-per-connection"), help: ArgumentHelp("push.listen streams one connection may carry at once; more are refused with limit_exceeded.", valueName: "count"))
-    var maximumListenersPerConnection: Int = 8
+    var maximumListenersPerConnection: Int = 64
 
     @Option(name: .customLong("max-subscriptions"), help: ArgumentHelp("Subscriptions per device.", valueName: "count"))
     var maximumSubscriptions: Int = 100
@@ -60,6 +63,7 @@ struct PushService: AsyncParsableCommand {
     mutating func validate() throws {
         guard (16...1_000_000).contains(self.listenerBuffer) else { throw ValidationError("--listener-buffer must be between 16 and 1000000") }
         guard (16 * 1024...1 << 30).contains(self.listenerBufferBytes) else { throw ValidationError("--listener-buffer-bytes must be between 16384 and 1073741824") }
+        guard (16 * 1024...1 << 30).contains(self.connectionBufferBytes) else { throw ValidationError("--connection-buffer-bytes must be between 16384 and 1073741824") }
         guard (1...1000).contains(self.maximumListenersPerDevice) else { throw ValidationError("--max-listeners-per-device must be between 1 and 1000") }
         guard (1...100_000).contains(self.maximumListenersPerConnection) else { throw ValidationError("--max-listeners-per-connection must be between 1 and 100000") }
         guard (1...10_000).contains(self.maximumSubscriptions) else { throw ValidationError("--max-subscriptions must be between 1 and 10000") }
@@ -76,6 +80,7 @@ struct PushService: AsyncParsableCommand {
             storeSocket: self.storeSocket ?? ServicePaths(options: self.options).runtimeDirectory + "/store.sock",
             listenerBuffer: self.listenerBuffer,
             listenerBufferBytes: self.listenerBufferBytes,
+            connectionBufferBytes: self.connectionBufferBytes,
             maximumListenersPerDevice: self.maximumListenersPerDevice,
             maximumListenersPerConnection: self.maximumListenersPerConnection,
             maximumSubscriptions: self.maximumSubscriptions,

@@ -9,7 +9,8 @@ import TestSupport
 
 /// Issue 25, fault 4: one connection holding stalled `push.listen` streams took hundreds of
 /// megabytes of push's memory. What a stream buffers is bounded in bytes, and streams per
-/// device and per connection are limited (defaults: 512 KiB, 4, 8).
+/// device and per connection are limited (defaults: 512 KiB, 4, 64), and so are the bytes
+/// all the streams of one connection hold together (4 MiB).
 @Suite("Push: what listeners may hold, in bytes and in streams", .serialized)
 struct ListenerLimitTests {
     @Test("a listener that reads nothing is cut off once 512 KiB wait for it in the service, long before 1,024 notifications, with an error that says so")
@@ -38,9 +39,46 @@ struct ListenerLimitTests {
         }
     }
 
-    @Test("a connection carries at most 8 listeners and a device holds at most 4: one more is refused with limit_exceeded, the rest go on")
+    @Test("the listeners of one connection share its byte budget: two that read nothing are cut off once it is full, though each alone is far from its own bound")
+    func cutOffByConnectionBytes() async throws {
+        try await PushStack.inProcess(configure: { configuration in
+            configuration.listenerBuffer = 100_000
+            configuration.listenerBufferBytes = 64 << 20
+            configuration.connectionBufferBytes = 256 * 1024
+        }) { stack in
+            let stalled = try RawConnection(path: stack.pushSocket)
+            stalled.sendJSON(["id": 1, "method": "push.listen", "params": [:], "auth": ["token": stack.family.parentCredential.token]])
+            stalled.sendJSON(["id": 2, "method": "push.listen", "params": [:], "auth": ["token": stack.child.token]])
+            // 400 notifications of 4 kB to each: 1.6 MB a listener, far under 64 MiB, but
+            // 3.2 MB together, more than the socket holds plus 256 KiB.
+            let payload = String(repeating: "x", count: 4000)
+            for index in 0..<400 {
+                _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, data: ["n": .int(Int64(index)), "pad": .string(payload)]))
+                _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", deviceId: stack.child.deviceId, data: ["n": .int(Int64(index)), "pad": .string(payload)]))
+            }
+            var items: [Int: Int] = [:]
+            var finals: [Int: [String: Any]] = [:]
+            while finals.count < 2 {
+                guard let reply = try stalled.readReply(), let id = reply["id"] as? Int else { break }
+                if reply["continues"] as? Bool == true { items[id, default: 0] += 1 } else { finals[id] = reply }
+            }
+            for id in [1, 2] {
+                let error = finals[id]?["error"] as? [String: Any]
+                #expect(error?["code"] as? String == "limit_exceeded", "listener \(id) after \(items[id] ?? 0) notifications: \(String(describing: finals[id]))")
+                #expect((error?["message"] as? String)?.contains("--connection-buffer-bytes") == true, "\(String(describing: error))")
+                #expect(items[id, default: 0] < 400)
+            }
+            // Both listen again, on a connection that reads, and get everything.
+            let parent = Listening(stack.parent)
+            let child = Listening(stack.client(token: stack.child.token))
+            #expect(try await parent.wait(for: 400, timeout: .seconds(30)).map(\.seq) == Array(1...400))
+            #expect(try await child.wait(for: 400, timeout: .seconds(30)).count == 400)
+        }
+    }
+
+    @Test("a connection carries at most its --max-listeners-per-connection (here 8) and a device holds at most 4: one more is refused with limit_exceeded, the rest go on")
     func streamLimits() async throws {
-        try await PushStack.inProcess { stack in
+        try await PushStack.inProcess(configure: { $0.maximumListenersPerConnection = 8 }) { stack in
             let leo = try await stack.family.pairChild(stack.harness, child: "leo", device: "leo-ipad")
             let parentToken = stack.family.parentCredential.token
             let connection = try RawConnection(path: stack.pushSocket)

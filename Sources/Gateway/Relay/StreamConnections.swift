@@ -3,9 +3,10 @@ import RPCClient
 import Synchronization
 
 /// The connections that carry devices' streams to one service. A few streams share each
-/// connection: a service bounds what one connection may carry (the push service, 8
-/// `push.listen` streams: `--max-listeners-per-connection`), and a thousand listening
-/// devices must not share one such budget, nor each hold a connection of their own. Each
+/// connection: a service bounds what one connection may carry (the push service, 64
+/// `push.listen` streams, `--max-listeners-per-connection`, and 4 MiB of notifications
+/// behind, `--connection-buffer-bytes`), and a thousand listening devices must not share
+/// one such budget, nor each hold a connection of their own. Each
 /// connection is on the event loop of the WebSockets it serves, so a notification goes
 /// from the service's connection to the device's socket without changing threads. A
 /// connection is closed once its last stream has ended.
