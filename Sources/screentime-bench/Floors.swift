@@ -12,12 +12,13 @@ struct CFloor {
         self.binary = try Self.compile("floor", into: workDirectory)
     }
 
-    /// Compiles Benchmarks/floor/NAME.c into the work directory; the binary's path.
-    static func compile(_ name: String, into workDirectory: String) throws -> String {
+    /// Compiles Benchmarks/floor/NAME.c into the work directory, linked with `libraries`;
+    /// the binary's path.
+    static func compile(_ name: String, into workDirectory: String, libraries: [String] = []) throws -> String {
         let source = Locations.packageRoot + "/Benchmarks/floor/\(name).c"
         let binary = workDirectory + "/" + name
-        let cc = try Self.run("/usr/bin/env", ["cc", "-O2", "-o", binary, source])
-        guard cc == 0 else { throw BenchError("cannot compile \(source) with cc (exit \(cc)); install gcc") }
+        let cc = try Self.run("/usr/bin/env", ["cc", "-O2", "-o", binary, source] + libraries)
+        guard cc == 0 else { throw BenchError("cannot compile \(source) with cc (exit \(cc)); install gcc" + (libraries.contains("-lssl") ? " and libssl-dev" : "")) }
         return binary
     }
 

@@ -12,7 +12,8 @@ import StoreAPI
 import Synchronization
 
 /// A store, a push service and the gateway on loopback; devices on TLS WebSockets through
-/// the gateway (SwiftNIO clients in this process, ``BenchWebSocket``). Timed: `rpc.ping`
+/// the gateway (round trips: SwiftNIO clients in this process, ``BenchWebSocket``; the
+/// listening devices: C clients, ``CWebSocketDevices``, unless `--swift-devices`). Timed: `rpc.ping`
 /// and `store.fetch` round trips through the gateway beside the same calls on the Unix
 /// socket; TLS handshakes per second; the gateway's memory per idle TLS WebSocket; modify →
 /// notification with 1,000 and 10,000 devices listening through the gateway, beside a
@@ -24,10 +25,17 @@ struct GatewayBenchmark: AsyncParsableCommand {
         commandName: "gateway",
         abstract: "Benchmarks screentime-gatewayd: round trips over TLS WebSocket vs the Unix socket, handshakes, memory per WebSocket, notifications to 1,000 and 10,000 devices.",
         discussion: """
-            10,000 devices hold about 11,300 open files in the gateway (a TLS socket each, and \
-            a connection to the push service per 8 of them) and 10,000 in this process: the \
+            10,000 devices hold about 10,200 open files in the gateway (a TLS socket each, and \
+            a connection to the push service per 64 of them) and 10,000 in their clients: the \
             hard limit (ulimit -Hn) is raised when run as root; otherwise the run measures \
             as many devices as fit, and says so.
+
+            The listening devices are C clients (Benchmarks/floor/wsclients.c: OpenSSL, \
+            epoll, one thread; compiled with cc, linked with libssl-dev), in both the \
+            gateway's figures and the floor's: the devices share the machine's cores with the \
+            servers they measure, and a phone spends its own CPU, so they cost as little as a \
+            client can. --swift-devices uses SwiftNIO clients in this process instead (about \
+            2.5 times the CPU per notification), for comparison.
             """
     )
 
@@ -46,6 +54,9 @@ struct GatewayBenchmark: AsyncParsableCommand {
     @Option(help: "Seconds of each handshake run.")
     var seconds: Double = 5
 
+    @Flag(help: "Listening devices on SwiftNIO clients in this process instead of the C clients.")
+    var swiftDevices = false
+
     @OptionGroup var common: CommonOptions
 
     func validate() throws {
@@ -63,11 +74,11 @@ struct GatewayBenchmark: AsyncParsableCommand {
         let idle = quick ? 300 : self.idle
         let seconds = quick ? 1 : self.seconds
         // The gateway holds a descriptor per listening device (its TLS socket) and one per
-        // eight (their shared connection to the push service): the most demanding process.
-        let needed = { (devices: Int) in devices + (devices + 7) / 8 + Self.spareFiles }
+        // 64 (their shared connection to the push service): the most demanding process.
+        let needed = { (devices: Int) in devices + (devices + 63) / 64 + Self.spareFiles }
         let openFiles = OpenFiles.raise(to: needed(levels.last!))
         say("open files: \(openFiles) a process (ulimit -n; the services inherit it)")
-        let fitting = (openFiles - Self.spareFiles) * 8 / 9
+        let fitting = (openFiles - Self.spareFiles) * 64 / 65
         if levels.last! > fitting {
             say("  \(levels.last!) devices need \(needed(levels.last!)) open files in the gateway; the hard limit is \(openFiles) and cannot be raised here (ulimit -Hn as root, LimitNOFILE=): measuring \(fitting) instead")
             levels = levels.filter { $0 < fitting } + [fitting]
@@ -77,6 +88,7 @@ struct GatewayBenchmark: AsyncParsableCommand {
         let directory = try WorkDirectory(self.common.workDirectory)
         defer { directory.removeUnlessKept() }
         let work = directory.path
+        let devicesBinary = self.swiftDevices ? nil : try CWebSocketDevices.binary(workDirectory: work)
         let store = try LaunchedService("screentime-stored", binDirectory: self.common.binDirectory, work: work)
         defer { store.kill() }
         let push = try LaunchedService("screentime-pushd", binDirectory: self.common.binDirectory, work: work,
@@ -136,7 +148,8 @@ struct GatewayBenchmark: AsyncParsableCommand {
             let memory = try await Self.memoryPerSocket(pid: server.processIdentifier, count: idle, tokens: nil) { token in
                 try await BenchWebSocket.connect(group: group, port: echoPort, path: "/", token: token, context: context)
             }
-            let fanOut = try await Self.fanOutFloor(levels: levels, rounds: rounds, port: echoPort, group: group, context: context)
+            let fanOut = try await Self.fanOutFloor(levels: levels, rounds: rounds, port: echoPort, group: group, context: context,
+                                                    devices: devicesBinary, work: work)
             return (echo, memory, handshakes, fanOut)
         }
         for (name, through, direct) in [("rpc.ping", gatewayPing, unixPing), ("store.fetch", gatewayFetch, unixFetch)] {
@@ -187,22 +200,36 @@ struct GatewayBenchmark: AsyncParsableCommand {
             ["id": JSONValue.int(1), "method": "push.subscribe", "params": try JSONValue(encoding: Self.subscription)]), as: UTF8.self)
         let listen = #"{"id":2,"method":"push.listen","params":{}}"#
         let listeners = Listeners()
+        var cDevices: [CWebSocketDevices] = []
+        defer { for devices in cDevices { devices.stop() } }
         var connected = 0
-        let cpu = CPUTime(pids: ["gateway": gateway.process.processIdentifier, "push": push.process.processIdentifier,
-                                 "store": store.process.processIdentifier, "bench client": getpid()])
         for level in levels {
             let joining = Array(tokens[(connected + 1)...level])
             let opened = ContinuousClock.now
-            try await concurrently(joining, width: 64) { token in
-                let socket = try await BenchWebSocket.connect(group: group, port: port, token: token, context: context) { message in
-                    if let round = Self.round(in: message) { arrivals.arrived(round: round, at: Monotonic.nanoseconds()) }
+            if let devicesBinary {
+                cDevices.append(try await CWebSocketDevices.start(binary: devicesBinary, port: port, path: "/v1/ws", tokens: joining, count: joining.count,
+                                                                   work: work, call: subscribe, send: listen, arrivals: arrivals))
+            } else {
+                try await concurrently(joining, width: 64) { token in
+                    let socket = try await BenchWebSocket.connect(group: group, port: port, token: token, context: context) { message in
+                        if let round = Self.round(in: message) { arrivals.arrived(round: round, at: Monotonic.nanoseconds()) }
+                    }
+                    let subscribed = try await socket.call(subscribe)
+                    guard String(buffer: subscribed).contains("\"result\"") else { throw BenchError("push.subscribe through the gateway failed: \(String(buffer: subscribed))") }
+                    socket.send(listen)
+                    listeners.add(socket)
                 }
-                let subscribed = try await socket.call(subscribe)
-                guard String(buffer: subscribed).contains("\"result\"") else { throw BenchError("push.subscribe through the gateway failed: \(String(buffer: subscribed))") }
-                socket.send(listen)
-                listeners.add(socket)
             }
             connected = level
+            var processes = ["gateway": [gateway.process.processIdentifier], "push": [push.process.processIdentifier],
+                             "store": [store.process.processIdentifier]]
+            if cDevices.isEmpty {
+                processes["bench client"] = [getpid()]
+            } else {
+                processes["devices (C)"] = cDevices.map(\.process.processIdentifier)
+                processes["bench"] = [getpid()]
+            }
+            let cpu = CPUTime(pids: processes)
             say("  \(level) devices listening through the gateway (\(Report.format((ContinuousClock.now - opened).seconds)) s to connect)")
             try await PushBenchmark.settle(level, writer: writer, arrivals: arrivals)
             let before = cpu.sample()
@@ -262,18 +289,26 @@ struct GatewayBenchmark: AsyncParsableCommand {
     /// The floor of a notification's fan-out: the bare NIO TLS WebSocket server writes one
     /// message to every open socket (``NIOWebSocketEchoServer``'s broadcast), timed from
     /// the request to each arrival; `rounds(level)` times at each level.
-    static func fanOutFloor(levels: [Int], rounds: (Int) -> Int, port: Int, group: any EventLoopGroup, context: NIOSSLContext) async throws -> [Int: Samples] {
+    static func fanOutFloor(levels: [Int], rounds: (Int) -> Int, port: Int, group: any EventLoopGroup, context: NIOSSLContext,
+                            devices devicesBinary: String?, work: String) async throws -> [Int: Samples] {
         let arrivals = Arrivals()
         let sockets = Listeners()
+        var cDevices: [CWebSocketDevices] = []
+        defer { for devices in cDevices { devices.stop() } }
         let trigger = try await BenchWebSocket.connect(group: group, port: port, path: "/", token: nil, context: context)
         var floors: [Int: Samples] = [:]
         var connected = 0
         var round: Int64 = 0
         for level in levels {
-            try await concurrently(Array(connected..<level), width: 64) { _ in
-                sockets.add(try await BenchWebSocket.connect(group: group, port: port, path: "/", token: nil, context: context) { message in
-                    if let round = Self.round(in: message) { arrivals.arrived(round: round, at: Monotonic.nanoseconds()) }
-                })
+            if let devicesBinary {
+                cDevices.append(try await CWebSocketDevices.start(binary: devicesBinary, port: port, path: "/", tokens: nil, count: level - connected,
+                                                                   work: work, arrivals: arrivals))
+            } else {
+                try await concurrently(Array(connected..<level), width: 64) { _ in
+                    sockets.add(try await BenchWebSocket.connect(group: group, port: port, path: "/", token: nil, context: context) { message in
+                        if let round = Self.round(in: message) { arrivals.arrived(round: round, at: Monotonic.nanoseconds()) }
+                    })
+                }
             }
             connected = level
             var samples = Samples()
@@ -401,18 +436,21 @@ enum OpenFiles {
     }
 }
 
-/// User and system CPU time of some processes, from /proc/PID/stat.
+/// User and system CPU time of some processes (each name's summed), from /proc/PID/stat.
 struct CPUTime {
-    let pids: [String: Int32]
+    let pids: [String: [Int32]]
 
     func sample() -> [String: Double] {
         let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
-        return self.pids.compactMapValues { pid in
-            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return nil }
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            // After the name: state is field 3, utime 14 and stime 15 (1-based, of the whole line).
-            guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-            return (user + system) / ticks
+        return self.pids.compactMapValues { pids in
+            let seconds = pids.compactMap { pid -> Double? in
+                guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return nil }
+                let fields = stat[stat.index(after: close)...].split(separator: " ")
+                // After the name: state is field 3, utime 14 and stime 15 (1-based, of the whole line).
+                guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+                return (user + system) / ticks
+            }
+            return seconds.isEmpty ? nil : seconds.reduce(0, +)
         }
     }
 

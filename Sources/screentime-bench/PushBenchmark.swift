@@ -241,12 +241,32 @@ final class Arrivals: Sendable {
     private struct State {
         var round: Int64?
         var times: [UInt64] = []
+        /// Who waits for how many arrivals (woken by the arrival that makes them, not by
+        /// polling: the benchmark's own CPU competes with what it measures).
+        var waiter: (generation: Int, count: Int, continuation: CheckedContinuation<Bool, Never>)?
+        var generation = 0
     }
 
     private let state = Mutex(State())
+    private let followers = Mutex<[@Sendable (Int64) -> Void]>([])
 
-    func expect(round: Int64) { self.state.withLock { $0 = State(round: round) } }
-    func expectAny() { self.state.withLock { $0 = State(round: nil) } }
+    func expect(round: Int64) {
+        self.reset(round: round)
+        for follower in self.followers.withLock({ $0 }) { follower(round) }
+    }
+
+    func expectAny() { self.reset(round: nil) }
+
+    private func reset(round: Int64?) {
+        self.state.withLock { state in
+            state.round = round
+            state.times = []
+        }
+    }
+
+    /// Also tells `follower` each round expected (devices in another process, which time
+    /// only the round they are told).
+    func follow(_ follower: @escaping @Sendable (Int64) -> Void) { self.followers.withLock { $0.append(follower) } }
 
     func arrived(round: Int64, at time: UInt64) {
         self.arrived([(round, time)])
@@ -254,9 +274,13 @@ final class Arrivals: Sendable {
 
     func arrived(_ batch: [(round: Int64, time: UInt64)]) {
         guard !batch.isEmpty else { return }
-        self.state.withLock { state in
+        let waiter: CheckedContinuation<Bool, Never>? = self.state.withLock { state in
             for (round, time) in batch where state.round == nil || state.round == round { state.times.append(time) }
+            guard let waiter = state.waiter, state.times.count >= waiter.count else { return nil }
+            state.waiter = nil
+            return waiter.continuation
         }
+        waiter?.resume(returning: true)
     }
 
     var count: Int { self.state.withLock { $0.times.count } }
@@ -265,12 +289,29 @@ final class Arrivals: Sendable {
 
     /// Whether `count` arrivals were reached within `timeout`.
     func wait(for count: Int, timeout: Duration) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while self.count < count {
-            guard ContinuousClock.now < deadline else { return false }
-            try? await Task.sleep(for: .microseconds(200))
+        let generation = self.state.withLock { state in
+            state.generation += 1
+            return state.generation
         }
-        return true
+        let timer = Task {
+            try? await Task.sleep(for: timeout)
+            guard !Task.isCancelled else { return }
+            let waiter: CheckedContinuation<Bool, Never>? = self.state.withLock { state in
+                guard let waiter = state.waiter, waiter.generation == generation else { return nil }
+                state.waiter = nil
+                return waiter.continuation
+            }
+            waiter?.resume(returning: false)
+        }
+        defer { timer.cancel() }
+        return await withCheckedContinuation { continuation in
+            let reached = self.state.withLock { state in
+                if state.times.count >= count { return true }
+                state.waiter = (generation, count, continuation)
+                return false
+            }
+            if reached { continuation.resume(returning: true) }
+        }
     }
 }
 
