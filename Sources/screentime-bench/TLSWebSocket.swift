@@ -231,9 +231,7 @@ struct NIOWebSocketEchoServer: AsyncParsableCommand {
         // As the gateway's (Gateway/TLS/TLSIdentity.swift).
         tls.minimumTLSVersion = .tlsv12
         tls.maximumTLSVersion = .tlsv13
-        tls.cipherSuiteValues = [
-            .TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, .TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, .TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
-        ]
+        tls.cipherSuiteValues = [.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, .TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]
         tls.renegotiationSupport = .none
         let context = try NIOSSLContext(configuration: tls)
         let upgrader = NIOWebSocketServerUpgrader(
