@@ -55,10 +55,12 @@ public struct CertificateKeeper: Sendable {
     /// made on first start and renewed (same key, so the same pin) when it nears expiry or
     /// no longer names the configured hosts.
     public func load(now: Date = Date()) throws -> TLSIdentity {
+        // Made with the administrator's certificate too: it holds the endpoint file and the
+        // dashboard's key as well.
+        try FileManager.default.createDirectory(atPath: self.directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o750])
         if let certificate = self.settings.certificateFile, let key = self.settings.privateKeyFile {
             return try Self.identity(certificateFile: certificate, keyFile: key, selfMade: false)
         }
-        try FileManager.default.createDirectory(atPath: self.directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o750])
         let key: Certificate.PrivateKey
         if let pem = try? String(contentsOfFile: self.keyFile, encoding: .utf8) {
             do {
