@@ -35,7 +35,7 @@ struct GatewayBenchmark: AsyncParsableCommand {
             gateway's figures and the floor's: the devices share the machine's cores with the \
             servers they measure, and a phone spends its own CPU, so they cost as little as a \
             client can. --swift-devices uses SwiftNIO clients in this process instead (about \
-            2.5 times the CPU per notification), for comparison.
+            1.5 times the CPU per notification), for comparison.
             """
     )
 
@@ -243,7 +243,7 @@ struct GatewayBenchmark: AsyncParsableCommand {
             figures.append(Figure(name: "notification, \(level) via gateway, p99", value: through.p99 / 1000, unit: "ms",
                                   comparison: "bare NIO TLS WebSocket fan-out p99", comparisonValue: floor.p99 / 1000, ratio: through.p99 / floor.p99,
                                   target: target.map { "< \(Int($0)) ms" }, met: target.map { through.p99 / 1000 < $0 }))
-            figures.append(Figure(name: "  the same change, 1 device on push's Unix socket, p50 / p99", value: unixListener.p50 / 1000, unit: "ms / \(Report.format(unixListener.p99 / 1000)) ms"))
+            figures.append(Figure(name: "  the same change, \(level) devices, 1 on push's Unix socket, p50 / p99", value: unixListener.p50 / 1000, unit: "ms / \(Report.format(unixListener.p99 / 1000)) ms"))
             figures.append(Figure(name: "  CPU per change, \(level) devices", value: spent.values.reduce(0, +), unit: "ms (" + spent.sorted { $0.value > $1.value }
                 .map { "\($0.key) \(Report.format($0.value))" }.joined(separator: ", ") + ")"))
             say("  \(level) devices: p50 \(Report.format(through.p50 / 1000)) ms, p99 \(Report.format(through.p99 / 1000)) ms; fan-out floor p99 \(Report.format(floor.p99 / 1000)) ms; direct p99 \(Report.format(unixListener.p99 / 1000)) ms; CPU per change \(spent.map { "\($0.key) \(Report.format($0.value)) ms" }.joined(separator: ", "))")
