@@ -71,6 +71,7 @@ struct PostgresBenchmark: AsyncParsableCommand {
 
         var figures: [Figure] = []
         var saveRates: [Int: Double] = [:]
+        var insertRates: [Int: Double] = [:]
         // Saves from C clients, as pgbench is one: each process sends one save request at a
         // time, a new record each (the name replaces @NAME@), on a connection of its own.
         let c = try CFloor(workDirectory: work)
@@ -84,6 +85,7 @@ struct PostgresBenchmark: AsyncParsableCommand {
             let saves = try c.clients(socket: socket, clients: clients, seconds: Double(seconds), requestFile: work + "/save.request")
             let inserts = try await postgres.pgbench(script: scripts.insert, clients: clients, seconds: seconds)
             saveRates[clients] = saves.rps
+            insertRates[clients] = inserts.tps
             let target: (String, Bool)? = switch clients {
             case 1: ("≥ 1x", saves.rps >= inserts.tps)
             case 32: ("≥ 1.5x", saves.rps >= 1.5 * inserts.tps)
@@ -105,6 +107,18 @@ struct PostgresBenchmark: AsyncParsableCommand {
         let floorCount = self.common.quick ? 10_000 : 50_000
         let floorRate = try StoreSchemaFloor.recordsPerSecond(
             schemaFrom: work + "/state/store.sqlite", path: work + "/schema-floor.sqlite", count: floorCount, batch: 400)
+        // The same one record a transaction, each commit fsynced, in process: what one
+        // client's saves could reach on SQLite with the store's schema, with no request path.
+        let loneFloorRate = try StoreSchemaFloor.recordsPerSecond(
+            schemaFrom: work + "/state/store.sqlite", path: work + "/schema-floor-lone.sqlite", count: self.common.quick ? 500 : 5_000, batch: 1)
+        let saves1 = saveRates[1] ?? .nan
+        figures.append(Figure(name: "durable saves, 1 client (storage floor)", value: saves1, unit: "saves/s",
+                              comparison: "plain SQLite, store schema, 1 record a transaction", comparisonValue: loneFloorRate,
+                              ratio: saves1 / loneFloorRate))
+        let inserts1 = insertRates[1] ?? .nan
+        figures.append(Figure(name: "  PostgreSQL INSERT, 1 client, vs that floor", value: inserts1, unit: "inserts/s",
+                              comparison: "plain SQLite, store schema, 1 record a transaction", comparisonValue: loneFloorRate,
+                              ratio: inserts1 / loneFloorRate))
         let saves32 = saveRates[32] ?? .nan
         figures.append(Figure(name: "durable saves, 32 clients (storage floor)", value: saves32, unit: "saves/s",
                               comparison: "plain SQLite, store schema, 400 records a transaction", comparisonValue: floorRate,
