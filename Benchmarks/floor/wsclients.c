@@ -17,8 +17,9 @@
  *                benchmark times its changes with)
  *
  * and prints "round R T1 … TCOUNT" (nanoseconds) once every client has received round R.
- * Pings are answered with pongs. Ends at the end of its input; any failure goes to
- * standard error with exit status 1.
+ * Pings are answered with pongs. A message is expected in one frame, as the servers it
+ * measures send them (a continued one is not timed). Ends at the end of its input; any
+ * failure goes to standard error with exit status 1.
  */
 #define _GNU_SOURCE  /* memmem */
 #include <arpa/inet.h>
@@ -28,6 +29,7 @@
 #include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,6 +204,7 @@ static void connect_client(struct client *c, SSL_CTX *tls, int port, const char 
                      "GET %s HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s%s%s\r\n",
                      path, token ? "Authorization: Bearer " : "", token ? token : "", token ? "\r\n" : "");
+    if (n < 0 || n >= (int)sizeof request) fail("the upgrade request is too long (a token over 900 bytes?)");
     send_all(c, request, n);
     unsigned char *end;
     while (!(end = memmem(c->buf ? c->buf : (unsigned char *)"", c->len, "\r\n\r\n", 4))) read_blocking(c);
@@ -226,6 +229,8 @@ int main(int argc, char **argv) {
     clients = calloc((size_t)count, sizeof *clients);
     times = calloc((size_t)count, sizeof *times);
     srand((unsigned)getpid());
+    /* A closed connection is reported as such, not a silent death. */
+    signal(SIGPIPE, SIG_IGN);
 
     SSL_CTX *tls = SSL_CTX_new(TLS_client_method());
     SSL_CTX_set_min_proto_version(tls, TLS1_2_VERSION);
@@ -268,7 +273,7 @@ int main(int argc, char **argv) {
         if (epoll_ctl(poll, EPOLL_CTL_ADD, c->fd, &event) != 0) fail("epoll_ctl");
     }
     event.data.u64 = UINT64_MAX;
-    epoll_ctl(poll, EPOLL_CTL_ADD, 0, &event);
+    if (epoll_ctl(poll, EPOLL_CTL_ADD, 0, &event) != 0) fail("standard input must be a pipe (the benchmark's commands)");
     printf("ready\n");
     fflush(stdout);
 
@@ -282,6 +287,7 @@ int main(int argc, char **argv) {
         if (n < 0) fail("epoll_wait");
         for (int k = 0; k < n; k++) {
             if (ready[k].data.u64 == UINT64_MAX) {
+                if (pending == sizeof commands - 1) fail("a command line over 4 KiB");
                 ssize_t r = read(0, commands + pending, sizeof commands - 1 - pending);
                 if (r <= 0) return 0;
                 pending += (size_t)r;

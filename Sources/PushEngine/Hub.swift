@@ -44,11 +44,17 @@ final class Hub: Sendable {
         /// Counts `size` more bytes, unless that passes the limit while others wait (a
         /// single notification larger than the limit still goes when nothing else waits).
         func reserve(_ size: Int) -> Bool {
-            let after = self.pending.wrappingAdd(size, ordering: .relaxed).newValue
-            guard after > self.limit, after != size else { return true }
-            self.pending.wrappingSubtract(size, ordering: .relaxed)
+            var pending = self.pending.load(ordering: .relaxed)
+            while pending == 0 || pending + size <= self.limit {
+                let (exchanged, now) = self.pending.compareExchange(expected: pending, desired: pending + size, ordering: .relaxed)
+                if exchanged { return true }
+                pending = now
+            }
             return false
         }
+
+        /// Bytes counted now (tests).
+        var pendingBytes: Int { self.pending.load(ordering: .relaxed) }
 
         func release(_ size: Int) {
             self.pending.wrappingSubtract(size, ordering: .relaxed)

@@ -91,7 +91,8 @@ final class CWebSocketDevices: Sendable {
         let descriptor = output.fileDescriptor
         let count = self.count
         let thread = Thread { [self] in
-            guard let stream = fdopen(descriptor, "r") else { return self.settled("cannot read the C clients' output") }
+            // A descriptor of its own: the pipe's FileHandle closes the one it has.
+            guard let stream = fdopen(dup(descriptor), "r") else { return self.settled("cannot read the C clients' output") }
             defer { fclose(stream) }
             var line: UnsafeMutablePointer<CChar>?
             var capacity = 0

@@ -287,31 +287,33 @@ final class Arrivals: Sendable {
     var times: [UInt64] { self.state.withLock { $0.times } }
     var last: UInt64 { self.state.withLock { $0.times.max() ?? Monotonic.nanoseconds() } }
 
-    /// Whether `count` arrivals were reached within `timeout`.
+    /// Whether `count` arrivals were reached within `timeout` (one waiter at a time).
     func wait(for count: Int, timeout: Duration) async -> Bool {
-        let generation = self.state.withLock { state in
-            state.generation += 1
-            return state.generation
-        }
-        let timer = Task {
-            try? await Task.sleep(for: timeout)
-            guard !Task.isCancelled else { return }
-            let waiter: CheckedContinuation<Bool, Never>? = self.state.withLock { state in
-                guard let waiter = state.waiter, waiter.generation == generation else { return nil }
-                state.waiter = nil
-                return waiter.continuation
-            }
-            waiter?.resume(returning: false)
-        }
-        defer { timer.cancel() }
+        let timer = Mutex<Task<Void, Never>?>(nil)
+        defer { timer.withLock { $0?.cancel() } }
         return await withCheckedContinuation { continuation in
-            let reached = self.state.withLock { state in
-                if state.times.count >= count { return true }
-                state.waiter = (generation, count, continuation)
-                return false
+            let generation: Int? = self.state.withLock { state in
+                precondition(state.waiter == nil, "Arrivals has one waiter at a time")
+                if state.times.count >= count { return nil }
+                state.generation += 1
+                state.waiter = (state.generation, count, continuation)
+                return state.generation
             }
-            if reached { continuation.resume(returning: true) }
+            guard let generation else { return continuation.resume(returning: true) }
+            // Started once the waiter is in place, so it always finds the one it is for.
+            timer.withLock { $0 = Task { await self.expire(generation, after: timeout) } }
         }
+    }
+
+    private func expire(_ generation: Int, after timeout: Duration) async {
+        try? await Task.sleep(for: timeout)
+        guard !Task.isCancelled else { return }
+        let waiter: CheckedContinuation<Bool, Never>? = self.state.withLock { state in
+            guard let waiter = state.waiter, waiter.generation == generation else { return nil }
+            state.waiter = nil
+            return waiter.continuation
+        }
+        waiter?.resume(returning: false)
     }
 }
 
