@@ -13,6 +13,13 @@ enum Waiter: Sendable {
     case stream(@Sendable (Result<ReplyHead, RPCError>) -> Void)
 }
 
+/// A unary call's request never reached the service: its write failed, or the connection
+/// closed before the write went out (the service restarted, and this client had not yet
+/// seen its old connection close). Safe to send again on a new connection.
+struct UnsentRequest: Error {
+    let error: RPCError
+}
+
 /// One connection to a service: writes requests, routes replies to their waiters by id.
 final class ClientConnection: Sendable {
     let channel: any Channel
@@ -21,6 +28,8 @@ final class ClientConnection: Sendable {
     private struct Routing {
         var nextID: Int64 = 1
         var waiters: [RequestID: Waiter] = [:]
+        /// Unary calls sent with ``sendTracked(_:id:)`` whose write has not gone out yet.
+        var unwritten: Set<RequestID> = []
         var closedWith: RPCError?
     }
 
@@ -54,6 +63,20 @@ final class ClientConnection: Sendable {
         }
     }
 
+    /// Writes a unary call's request; while the write has not gone out, losing the
+    /// connection fails the call with ``UnsentRequest`` (so the caller may send it again).
+    func sendTracked(_ payload: Data, id: RequestID) {
+        self.state.withLock { _ = $0.unwritten.insert(id) }
+        self.channel.writeAndFlush(ByteBuffer(bytes: payload)).whenComplete { result in
+            switch result {
+            case .success:
+                self.state.withLock { _ = $0.unwritten.remove(id) }
+            case .failure(let error):
+                self.fail(id, with: RPCError(.unavailable, "could not send the request: \(error)"), unsent: true)
+            }
+        }
+    }
+
     func send(_ payload: Data) async throws(RPCError) {
         do {
             try await self.channel.writeAndFlush(ByteBuffer(bytes: payload)).get()
@@ -62,19 +85,29 @@ final class ClientConnection: Sendable {
         }
     }
 
-    /// Removes a waiter and fails it (timeout, caller cancelled).
-    func fail(_ id: RequestID, with error: RPCError) {
-        guard let waiter = self.state.withLock({ $0.waiters.removeValue(forKey: id) }) else { return }
-        Self.fail(waiter, error)
+    /// Removes a waiter and fails it (timeout, caller cancelled; `unsent`: its write failed).
+    func fail(_ id: RequestID, with error: RPCError, unsent: Bool = false) {
+        let waiter = self.state.withLock { routing in
+            routing.unwritten.remove(id)
+            return routing.waiters.removeValue(forKey: id)
+        }
+        guard let waiter else { return }
+        Self.fail(waiter, error, unsent: unsent)
     }
 
     func forget(_ id: RequestID) {
-        _ = self.state.withLock { $0.waiters.removeValue(forKey: id) }
+        self.state.withLock { routing in
+            routing.waiters.removeValue(forKey: id)
+            routing.unwritten.remove(id)
+        }
     }
 
     /// Removes a waiter; whether it was still registered.
     func unregister(_ id: RequestID) -> Bool {
-        self.state.withLock { $0.waiters.removeValue(forKey: id) } != nil
+        self.state.withLock { routing in
+            routing.unwritten.remove(id)
+            return routing.waiters.removeValue(forKey: id) != nil
+        }
     }
 
     /// Routes one reply frame.
@@ -89,6 +122,8 @@ final class ClientConnection: Sendable {
             return
         }
         let waiter: Waiter? = self.state.withLock { routing in
+            // A reply means the request went out, whatever its write's callback says.
+            routing.unwritten.remove(id)
             switch routing.waiters[id] {
             case .stream where head.continues == true: return routing.waiters[id]
             default: return routing.waiters.removeValue(forKey: id)
@@ -106,17 +141,20 @@ final class ClientConnection: Sendable {
 
     /// The connection is gone: every waiter gets `error`.
     func failAll(_ error: RPCError) {
-        let waiters = self.state.withLock { routing in
+        let (waiters, unwritten) = self.state.withLock { routing in
             if routing.closedWith == nil { routing.closedWith = error }
-            defer { routing.waiters = [:] }
-            return Array(routing.waiters.values)
+            defer {
+                routing.waiters = [:]
+                routing.unwritten = []
+            }
+            return (routing.waiters, routing.unwritten)
         }
-        for waiter in waiters { Self.fail(waiter, error) }
+        for (id, waiter) in waiters { Self.fail(waiter, error, unsent: unwritten.contains(id)) }
     }
 
-    private static func fail(_ waiter: Waiter, _ error: RPCError) {
+    private static func fail(_ waiter: Waiter, _ error: RPCError, unsent: Bool = false) {
         switch waiter {
-        case .unary(let continuation): continuation.resume(throwing: error)
+        case .unary(let continuation): continuation.resume(throwing: unsent ? UnsentRequest(error: error) : error)
         case .callback(let deliver), .stream(let deliver): deliver(.failure(error))
         }
     }

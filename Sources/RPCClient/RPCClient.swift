@@ -126,6 +126,23 @@ public final class RPCClient: Sendable {
     func roundTrip<P: Encodable & Sendable>(_ method: String, _ params: P, timeout: Duration?, auth: Auth?) async throws(RPCError) -> ReplyHead {
         await self.gate.enter()
         defer { self.gate.leave() }
+        switch try await self.attempt(method, params, timeout: timeout, auth: auth) {
+        case .success(let reply):
+            return reply
+        case .failure(let unsent):
+            // The request never reached the service: the connection was gone before it
+            // went out (a restarted service whose old connection this client had not yet
+            // seen close). Once more, on a new connection; a second such failure stands.
+            switch try await self.attempt(method, params, timeout: timeout, auth: auth) {
+            case .success(let reply): return reply
+            case .failure: throw unsent.error
+            }
+        }
+    }
+
+    /// One try of a call: its reply, or that its request was never sent (other failures
+    /// are thrown).
+    private func attempt<P: Encodable & Sendable>(_ method: String, _ params: P, timeout: Duration?, auth: Auth?) async throws(RPCError) -> Result<ReplyHead, UnsentRequest> {
         let connection = try await self.connection()
         let id = connection.makeID()
         let payload = try Self.encodeRequest(id: id, method: method, params: params, auth: auth)
@@ -137,19 +154,22 @@ public final class RPCClient: Sendable {
         }
         defer { timer.cancel() }
         do {
-            return try await withTaskCancellationHandler {
+            return .success(try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { continuation in
-                    do {
+                    do throws(RPCError) {
                         try connection.register(id, .unary(continuation))
                     } catch {
-                        continuation.resume(throwing: error)
+                        // Closed already: nothing was sent.
+                        continuation.resume(throwing: UnsentRequest(error: error))
                         return
                     }
-                    connection.send(payload) { error in connection.fail(id, with: error) }
+                    connection.sendTracked(payload, id: id)
                 }
             } onCancel: {
                 connection.fail(id, with: RPCError(.cancelled, "the call was cancelled"))
-            }
+            })
+        } catch let unsent as UnsentRequest {
+            return .failure(unsent)
         } catch let error as RPCError {
             throw error
         } catch {

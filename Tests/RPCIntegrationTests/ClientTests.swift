@@ -1,6 +1,7 @@
 import TestSupport
 import Foundation
 import Glibc
+import NIOPosix
 import RPCClient
 import RPCCore
 import Testing
@@ -41,6 +42,35 @@ struct ClientTests {
         // descriptors include those of every suite running alongside).
         let serviceDescriptors = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(service.pid)/fd").count
         #expect(serviceDescriptors < 50, "the service has \(serviceDescriptors) descriptors open: the calls did not share a connection")
+    }
+
+    @Test("calls made after the service restarted, before the client saw its old connection close, are sent again on a new connection and succeed")
+    func callsRightAfterARestart() async throws {
+        let dir = TemporaryDirectory()
+        var service = try await ServiceProcess.startByHand(in: dir)
+        defer { service.stopNow() }
+        let loop = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let client = RPCClient(configuration: ClientConfiguration(socketPath: service.socketPath), eventLoopGroup: loop)
+        #expect(try await client.call(Test_.echo, Echo(message: "before")).message == "before")
+
+        // The client's only event loop is held while the service restarts (as `systemctl
+        // restart` does), so it cannot see its old connection close: the calls made
+        // meanwhile find that connection open and queue their requests on it.
+        let held = DispatchSemaphore(value: 0)
+        let holding = loop.next().submit { held.wait() }
+        service.stopNow()
+        service = try await ServiceProcess.startByHand(in: dir)
+        let calls = (0..<20).map { index in
+            Task { try await client.call(Test_.echo, Echo(message: "after \(index)")).message }
+        }
+        for _ in 0..<100 { await Task.yield() }
+        held.signal()
+        try await holding.get()
+        for (index, call) in calls.enumerated() {
+            #expect(try await call.value == "after \(index)")
+        }
+        await client.close()
+        try await loop.shutdownGracefully()
     }
 
     @Test("errors keep the service's code, message and data")
