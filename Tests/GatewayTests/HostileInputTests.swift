@@ -87,6 +87,51 @@ struct HostileInputTests {
         try stillServing()
     }
 
+    @Test("a request sent in fragments is put together and answered; a continuation with no message begun (1002), fragments over --max-message-size together (1009) and fragments that are not UTF-8 together (1007) close the socket, and the gateway keeps serving")
+    func fragmentedMessages() async throws {
+        let stack = try await GatewayStack.start(gatewayArguments: ["--max-message-size", "4096"])
+        defer { stack.stopNow() }
+        let family = try await Bootstrapped.make(stack.harness)
+        let token = family.parentCredential.token
+        func fragment(_ bytes: [UInt8], _ opcode: WebSocketOpcode, fin: Bool) -> WebSocketOutboundWriter.OutboundFrame {
+            .custom(WebSocketFrame(fin: fin, opcode: opcode, data: ByteBuffer(bytes: bytes)))
+        }
+
+        // A request in three fragments, a character split between two of them: one reply.
+        // Then a whole request on the same socket (taken on the event loop) still goes.
+        let pieces = try DeviceWebSocket(stack: stack, token: token)
+        let request = Array(#"{"id":"é-3","method":"rpc.ping"}"#.utf8)
+        let split = request.firstIndex(of: 0xC3)! + 1  // between the two bytes of "é"
+        pieces.send(frame: fragment(Array(request[..<split]), .text, fin: false))
+        pieces.send(frame: fragment(Array(request[split..<(split + 10)]), .continuation, fin: false))
+        pieces.send(frame: fragment(Array(request[(split + 10)...]), .continuation, fin: true))
+        let reply = try await pieces.next()
+        #expect(reply["id"] == "é-3" && reply["result"]?["service"] == "gateway", "\(reply)")
+        pieces.request(4, "rpc.ping")
+        #expect(try await pieces.reply(to: 4)["result"]?["service"] == "gateway")
+        await pieces.close()
+
+        // A continuation frame with no message begun: closed (1002).
+        let stray = try DeviceWebSocket(stack: stack, token: token)
+        stray.send(frame: fragment(Array("}".utf8), .continuation, fin: true))
+        #expect(try await stray.waitForClose() == 1002)
+
+        // Fragments each under the limit, over it together: closed (1009).
+        let large = try DeviceWebSocket(stack: stack, token: token)
+        large.send(frame: fragment(Array(repeating: 0x61, count: 3000), .text, fin: false))
+        large.send(frame: fragment(Array(repeating: 0x61, count: 3000), .continuation, fin: true))
+        #expect(try await large.waitForClose() == 1009)
+
+        // Fragments that are not UTF-8 together (a lead byte, then no continuation byte): closed (1007).
+        let invalid = try DeviceWebSocket(stack: stack, token: token)
+        invalid.send(frame: fragment([0x7B, 0xC3], .text, fin: false))
+        invalid.send(frame: fragment([0x28, 0x7D], .continuation, fin: true))
+        #expect(try await invalid.waitForClose() == 1007)
+
+        let info = try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
+        #expect(info.status == 200 && stack.gateway.isRunning)
+    }
+
     @Test("limits out of range are refused at start with a usage error that names the option", arguments: [
         ["--streams-per-connection", "0"], ["--max-queued-replies", "0"], ["--ping-interval", "0"], ["--credential-recheck", "-1"],
     ])
