@@ -287,9 +287,7 @@ final class Hub: Sendable {
     func register(_ key: DeviceKey, connection: UInt64) throws(RPCError) -> (listener: Listener, inFlight: [Outgoing], unregister: @Sendable () -> Void) {
         let limits = self.limits
         let registered: Result<(id: Int?, listener: Listener, inFlight: [Outgoing]), RPCError> = self.state.withLock { state in
-            let budget = state.budget(of: connection, limit: limits.connectionBytes)
-            let listener = Listener(limits: limits, budget: budget)
-            guard !state.closed else { return .success((nil, listener, [])) }
+            guard !state.closed else { return .success((nil, Listener(limits: limits, budget: ConnectionBudget(limit: limits.connectionBytes)), [])) }
             if state.byDevice[key, default: [:]].count >= limits.perDevice {
                 return .failure(RPCError(.limitExceeded, "this device has \(limits.perDevice) push.listen streams open already, the most allowed (--max-listeners-per-device); end one (rpc.cancel, or close its connection) first",
                                          data: ["limit": .int(Int64(limits.perDevice))]))
@@ -298,6 +296,8 @@ final class Hub: Sendable {
                 return .failure(RPCError(.limitExceeded, "this connection carries \(limits.perConnection) push.listen streams already, the most allowed (--max-listeners-per-connection); end one or use another connection",
                                          data: ["limit": .int(Int64(limits.perConnection))]))
             }
+            // Only for a listener that is taken: a refused one leaves no budget behind.
+            let listener = Listener(limits: limits, budget: state.budget(of: connection, limit: limits.connectionBytes))
             state.next += 1
             state.byDevice[key, default: [:]][state.next] = listener
             state.byConnection[connection, default: 0] += 1

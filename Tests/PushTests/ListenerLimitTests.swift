@@ -124,3 +124,20 @@ struct ListenerLimitTests {
         }
     }
 }
+
+/// The push service's own options out of range: a usage error (exit 64) that names the
+/// option, before anything starts.
+@Suite("Push: listener limits out of range")
+struct ListenerLimitOptionTests {
+    @Test("each listener limit out of range is refused at start with a usage error that names it", arguments: [
+        ["--connection-buffer-bytes", "1024"], ["--listener-buffer-bytes", "0"], ["--listener-buffer", "1"],
+        ["--max-listeners-per-connection", "0"], ["--max-listeners-per-device", "0"],
+    ])
+    func outOfRange(_ arguments: [String]) async throws {
+        let directory = TemporaryDirectory()
+        let result = try await runCommand(Binaries.path("screentime-pushd"),
+                                          ["--runtime-dir", directory.path, "--state-dir", directory.path] + arguments)
+        #expect(result.status == 64, "\(result.stderr)")
+        #expect(result.stderr.contains("\(arguments[0]) must be between"), "\(result.stderr)")
+    }
+}
