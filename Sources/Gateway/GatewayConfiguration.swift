@@ -85,9 +85,11 @@ public struct CertificateSettings: Sendable {
 
 /// What a hostile network may not exceed.
 public struct GatewayLimits: Sendable {
-    /// Request line and headers together, in bytes (larger: 400 and closed).
+    /// Request line and headers together, in bytes (larger: 431, or 414 for the request
+    /// line alone, and closed).
     public var maximumHeaderSize: Int
-    /// `POST /v1/rpc` body, in bytes (larger: 413).
+    /// A request body, in bytes (larger: 413; a larger `Content-Length` before any of the
+    /// body is read, and closed).
     public var maximumBodySize: Int
     /// One WebSocket message, in bytes (larger: closed with 1009).
     public var maximumMessageSize: Int
@@ -104,6 +106,9 @@ public struct GatewayLimits: Sendable {
     /// body) within this (slowloris); a keep-alive connection, its next request within
     /// this of the last response.
     public var requestTimeout: Duration
+    /// A WebSocket opened without a credential must give one within this, or it is closed
+    /// (1008): an unauthenticated socket costs the gateway memory and a keep-alive timer.
+    public var authenticationTimeout: Duration
     /// WebSocket ping period; a peer that does not answer within another is closed.
     public var pingInterval: Duration
     /// Requests without a device credential (pairing steps, /v1/info, /healthz, failed
@@ -115,7 +120,7 @@ public struct GatewayLimits: Sendable {
     public init(
         maximumHeaderSize: Int = 16 << 10, maximumBodySize: Int = 1 << 20, maximumMessageSize: Int = 1 << 20,
         maximumConnections: Int = 10_000, maximumConnectionsPerAddress: Int = 64, maximumInFlight: Int = 32,
-        maximumQueuedReplies: Int = 1_000, requestTimeout: Duration = .seconds(10),
+        maximumQueuedReplies: Int = 1_000, requestTimeout: Duration = .seconds(10), authenticationTimeout: Duration = .seconds(10),
         pingInterval: Duration = .seconds(30), unauthenticatedPerMinute: Int = 60, unauthenticatedBurst: Int = 30
     ) {
         self.maximumHeaderSize = maximumHeaderSize
@@ -126,6 +131,7 @@ public struct GatewayLimits: Sendable {
         self.maximumInFlight = maximumInFlight
         self.maximumQueuedReplies = maximumQueuedReplies
         self.requestTimeout = requestTimeout
+        self.authenticationTimeout = authenticationTimeout
         self.pingInterval = pingInterval
         self.unauthenticatedPerMinute = unauthenticatedPerMinute
         self.unauthenticatedBurst = unauthenticatedBurst

@@ -3,8 +3,12 @@ import Logging
 import RPCCore
 import Synchronization
 
-/// Counts wrong pairing secrets in a sliding window, per family and in total, and refuses
-/// further attempts (`limit_exceeded`) while either is over its limit.
+/// Counts wrong pairing secrets in a sliding window per family, and refuses further
+/// attempts for a family (`limit_exceeded`) while it is over its limit.
+///
+/// There is no limit over all families together: the secrets are 128-bit, so no number of
+/// guesses finds one, and such a limit would give anyone who can reach the service a
+/// switch that stops every family from pairing (docs/architecture.md, "Pairing's limits").
 ///
 /// An attempt counts from the moment it begins (``begin(family:)``), before its secret is
 /// checked, and is taken back only once it turns out not to be a wrong guess: so attempts
@@ -15,7 +19,6 @@ import Synchronization
 final class AttemptLimiter: Sendable {
     struct Limits: Sendable {
         var perFamily: Int
-        var total: Int
         var window: Duration
     }
 
@@ -37,7 +40,6 @@ final class AttemptLimiter: Sendable {
     private struct State {
         var failures: [Failure] = []
         var inFlight: [String: Int] = [:]
-        var inFlightTotal = 0
     }
 
     /// The state file, in the service's state directory.
@@ -66,8 +68,8 @@ final class AttemptLimiter: Sendable {
         self.state = Mutex(state)
     }
 
-    /// Counts an attempt for `family`, or throws `limit_exceeded` if the family (or
-    /// everyone) has failed too often lately. End it with ``failed(_:)`` or ``withdraw(_:)``.
+    /// Counts an attempt for `family`, or throws `limit_exceeded` if the family has had too
+    /// many wrong guesses lately. End it with ``failed(_:)`` or ``withdraw(_:)``.
     func begin(family: String) throws(RPCError) -> Attempt {
         let now = Date().timeIntervalSince1970
         let window = self.windowSeconds
@@ -78,11 +80,7 @@ final class AttemptLimiter: Sendable {
             if familyFailures.count + (state.inFlight[family] ?? 0) >= self.limits.perFamily {
                 return familyFailures.first.map { $0.at + window - now } ?? 1
             }
-            if state.failures.count + state.inFlightTotal >= self.limits.total {
-                return state.failures.first.map { $0.at + window - now } ?? 1
-            }
             state.inFlight[family, default: 0] += 1
-            state.inFlightTotal += 1
             return nil
         }
         if let wait {
@@ -108,7 +106,6 @@ final class AttemptLimiter: Sendable {
     }
 
     private static func end(_ attempt: Attempt, _ state: inout State) {
-        state.inFlightTotal -= 1
         let left = (state.inFlight[attempt.family] ?? 1) - 1
         state.inFlight[attempt.family] = left > 0 ? left : nil
     }

@@ -352,8 +352,13 @@ struct Pairing: Sendable {
 
     static let invalid = RPCError(.invitationInvalid, "this invitation or code cannot be used: it does not exist, has expired or been used, or the secret is wrong")
 
-    /// A wrong guess: an unknown invitation, or a wrong secret. Counted by the limits.
-    private struct WrongGuess: Error {}
+    /// A wrong guess: an unknown invitation, or a wrong secret. Counted by the limits when
+    /// it was a guess at a family that exists: guesses at families that do not are refused
+    /// alike, but kept nowhere (there is nobody to protect, and counting them would let
+    /// anyone grow the limiter's state without bound).
+    private struct WrongGuess: Error {
+        var counted = true
+    }
 
     /// Checks the secret and takes the invitation for `device` (`status`: `accepted`,
     /// `used`) as one step per invitation: a concurrent attempt waits for this one's outcome,
@@ -374,8 +379,8 @@ struct Pairing: Sendable {
             }
             self.limiter.withdraw(attempt)
             return invitation
-        } catch is WrongGuess {
-            self.limiter.failed(attempt)
+        } catch let guess as WrongGuess {
+            if guess.counted { self.limiter.failed(attempt) } else { self.limiter.withdraw(attempt) }
             throw Self.invalid
         } catch {
             self.limiter.withdraw(attempt)
@@ -387,18 +392,22 @@ struct Pairing: Sendable {
     /// unknown invitation or a wrong secret (counted on the invitation first).
     private func verify(family: String, id: String, secret: String, kind: String) async throws -> Record {
         var found: Record?
+        // An id that cannot be an invitation's, or a family with no pairing zone (none by
+        // that name): the same answer as a wrong id, not counted.
+        var counted = false
         if Identifiers.isValid(id) {
             do {
                 found = try await self.store.fetch(family, zone: PairingStore.zone, id)
+                counted = true
             } catch let error as RPCError where error.code == .notFound {
-                found = nil  // no such family (or it has no pairing zone): the same answer as a wrong id
+                found = nil
             }
         }
         guard let invitation = found, invitation.fields[RecordFieldNames.kind]?.stringValue == kind,
               let hash = invitation.fields[RecordFieldNames.secretSHA256]?.stringValue
         else {
             self.logger.notice("pairing attempt with an unknown invitation", metadata: ["family": "\(family)", "invitation_id": "\(id)"])
-            throw WrongGuess()
+            throw WrongGuess(counted: counted)
         }
         guard Secrets.matches(secret, sha256Hex: hash) else {
             do {

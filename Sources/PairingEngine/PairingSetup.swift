@@ -12,22 +12,20 @@ public struct PairingConfiguration: Sendable {
     public var serverAddress: String
     public var invitationLifetime: Duration
     public var enrollmentLifetime: Duration
-    /// Wrong secrets accepted per family, and in total, within `failureWindow`.
+    /// Wrong secrets accepted per family within `failureWindow`.
     public var failuresPerFamily: Int
-    public var failuresTotal: Int
     public var failureWindow: Duration
     /// Where the gateway is and its pin, for invitations and enrollment codes (nil: none yet).
     public var gateway: @Sendable () -> GatewayEndpoint?
 
     public init(storeSocket: String, serverAddress: String, invitationLifetime: Duration = .seconds(600), enrollmentLifetime: Duration = .seconds(86_400),
-                failuresPerFamily: Int = 10, failuresTotal: Int = 100, failureWindow: Duration = .seconds(600),
+                failuresPerFamily: Int = 10, failureWindow: Duration = .seconds(600),
                 gateway: @escaping @Sendable () -> GatewayEndpoint? = { nil }) {
         self.storeSocket = storeSocket
         self.serverAddress = serverAddress
         self.invitationLifetime = invitationLifetime
         self.enrollmentLifetime = enrollmentLifetime
         self.failuresPerFamily = failuresPerFamily
-        self.failuresTotal = failuresTotal
         self.failureWindow = failureWindow
         self.gateway = gateway
     }
@@ -46,7 +44,7 @@ extension ServiceSetup {
         try FileManager.default.createDirectory(atPath: environment.paths.stateDirectory, withIntermediateDirectories: true)
         let attempts = environment.paths.stateDirectory + "/" + AttemptLimiter.fileName
         let limiter = AttemptLimiter(AttemptLimiter.Limits(
-            perFamily: configuration.failuresPerFamily, total: configuration.failuresTotal, window: configuration.failureWindow),
+            perFamily: configuration.failuresPerFamily, window: configuration.failureWindow),
             file: attempts, logger: environment.logger)
         environment.logger.info("using the store", metadata: ["socket": "\(configuration.storeSocket)", "attempts_file": "\(attempts)"])
         let pairing = Pairing(store: store, settings: settings, limiter: limiter, serializer: KeyedSerializer(), logger: environment.logger)

@@ -42,17 +42,20 @@ public struct StderrLogHandler: LogHandler {
         var merged = self.metadata
         if let explicit = event.metadata { merged.merge(explicit) { _, new in new } }
         if let error = event.error { merged["error"] = "\(error)" }
-        var line = "\(Date().formatted(Self.timestamp)) \(event.level) \(self.identifier): \(event.message)"
+        // Request text is escaped (LogText): one entry, one line.
+        var line = "\(Date().formatted(Self.timestamp)) \(event.level) \(self.identifier): \(LogText.escaped(event.message.description))"
         for key in merged.keys.sorted() where key != "message_id" {
-            let value = "\(merged[key]!)"
-            line += value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" }) ? " \(key)=\(Self.quoted(value))" : " \(key)=\(value)"
+            let value: String = LogText.escaped("\(merged[key]!)")
+            let needsQuotes = value.contains { (character: Character) in character == " " || character == "\"" || character == "=" || character == "\\" }
+            line += " " + LogText.escaped(key) + "=" + (needsQuotes ? Self.quoted(value) : value)
         }
         StandardError.write(line + "\n")
     }
 
     private static let timestamp = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
 
+    /// In quotes, with quotes escaped (backslashes are escaped already).
     private static func quoted(_ text: String) -> String {
-        "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        "\"" + text.replacingOccurrences(of: "\"", with: "\\\"") + "\""
     }
 }

@@ -107,7 +107,7 @@ public struct JournalLogHandler: LogHandler {
 
     public func log(event: LogEvent) {
         var fields: [(name: String, value: String)] = [
-            ("MESSAGE", event.message.description),
+            ("MESSAGE", LogText.escaped(event.message.description)),
             ("PRIORITY", String(Journal.priority(of: event.level))),
             ("SYSLOG_IDENTIFIER", self.identifier),
             ("CODE_FILE", event.file),
@@ -124,16 +124,16 @@ public struct JournalLogHandler: LogHandler {
         }
         if !Journal.send(fields) {
             // No journal to reach: never lose the line.
-            StandardError.write("\(self.identifier): \(event.message)\n")
+            StandardError.write("\(self.identifier): \(LogText.escaped(event.message.description))\n")
         }
     }
 
     /// Nested dictionaries become `KEY_SUBKEY` fields; arrays and other values their text.
     private static func append(key: String, value: Logger.Metadata.Value, to fields: inout [(name: String, value: String)]) {
         switch value {
-        case .string(let text): fields.append((key, text))
-        case .stringConvertible(let convertible): fields.append((key, convertible.description))
-        case .array(let values): fields.append((key, "[" + values.map(\.description).joined(separator: ", ") + "]"))
+        case .string(let text): fields.append((key, LogText.escaped(text)))
+        case .stringConvertible(let convertible): fields.append((key, LogText.escaped(convertible.description)))
+        case .array(let values): fields.append((key, LogText.escaped("[" + values.map(\.description).joined(separator: ", ") + "]")))
         case .dictionary(let members):
             for (subkey, subvalue) in members {
                 self.append(key: String((key + "_" + Journal.fieldName(for: subkey)).prefix(64)), value: subvalue, to: &fields)

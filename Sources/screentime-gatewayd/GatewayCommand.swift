@@ -36,7 +36,7 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Address to listen on when systemd passes no socket.", discussion: "Default: 0.0.0.0:8443. Port 0 picks a free one (see the ready log line or endpoint.json).", valueName: "host:port"))
     var listen: String?
 
-    @Option(name: .customLong("host"), help: ArgumentHelp("A host name or IP address devices reach this server by: put in the certificate and in the URLs of pairing codes (repeat; the first is preferred).", discussion: "Default: this machine's host name, its non-loopback addresses, then localhost, 127.0.0.1 and ::1.", valueName: "name"))
+    @Option(name: .customLong("host"), help: ArgumentHelp("A host name or IP address devices reach this server by: put in the certificate and in the URLs of pairing codes (repeat; the first is preferred).", discussion: "Default: this machine's host name, its mDNS name (<name>.local), its non-loopback addresses, then localhost, 127.0.0.1 and ::1. The dashboard answers only requests for these names.", valueName: "name"))
     var hosts: [String] = []
 
     @Option(name: .customLong("certificate"), help: ArgumentHelp("Serve this certificate chain (PEM) instead of a self-made one; with --private-key.", valueName: "path"))
@@ -74,6 +74,9 @@ struct GatewayCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("request-timeout"), help: ArgumentHelp("Seconds a connection has to finish its TLS handshake and send a whole request (slowloris).", valueName: "seconds"))
     var requestTimeoutSeconds: Double = 10
+
+    @Option(name: .customLong("auth-timeout"), help: ArgumentHelp("Seconds a WebSocket opened without a credential has to give one (gateway.authenticate) before it is closed with 1008.", valueName: "seconds"))
+    var authenticationTimeoutSeconds: Double = 10
 
     @Option(name: .customLong("ping-interval"), help: ArgumentHelp("Seconds between WebSocket pings; a device that misses one is disconnected.", valueName: "seconds"))
     var pingSeconds: Double = 30
@@ -113,7 +116,7 @@ struct GatewayCommand: AsyncParsableCommand {
                               ("--unauthenticated-burst", self.unauthenticatedBurst), ("--streams-per-connection", self.streamsPerConnection)] where value < 1 {
             throw ValidationError("\(name) must be at least 1")
         }
-        for (name, value) in [("--request-timeout", self.requestTimeoutSeconds), ("--ping-interval", self.pingSeconds),
+        for (name, value) in [("--request-timeout", self.requestTimeoutSeconds), ("--auth-timeout", self.authenticationTimeoutSeconds), ("--ping-interval", self.pingSeconds),
                               ("--credential-recheck", self.credentialRecheckSeconds), ("--call-timeout", self.callTimeoutSeconds)] where value <= 0 {
             throw ValidationError("\(name) must be a positive number of seconds")
         }
@@ -177,7 +180,8 @@ struct GatewayCommand: AsyncParsableCommand {
             maximumHeaderSize: self.maximumHeaderSize, maximumBodySize: self.maximumBodySize, maximumMessageSize: self.maximumMessageSize,
             maximumConnections: self.options.maximumConnections, maximumConnectionsPerAddress: self.maximumConnectionsPerAddress,
             maximumInFlight: self.options.maximumInFlight, maximumQueuedReplies: self.maximumQueuedReplies,
-            requestTimeout: .milliseconds(Int64(self.requestTimeoutSeconds * 1000)), pingInterval: .milliseconds(Int64(self.pingSeconds * 1000)),
+            requestTimeout: .milliseconds(Int64(self.requestTimeoutSeconds * 1000)),
+            authenticationTimeout: .milliseconds(Int64(self.authenticationTimeoutSeconds * 1000)), pingInterval: .milliseconds(Int64(self.pingSeconds * 1000)),
             unauthenticatedPerMinute: self.unauthenticatedPerMinute, unauthenticatedBurst: self.unauthenticatedBurst)
         let certificate = CertificateSettings(
             hostNames: self.hosts.isEmpty ? HostNames.defaults() : self.hosts,

@@ -2,10 +2,14 @@ import Foundation
 import Glibc
 
 /// The names devices may reach this machine by, for a self-made certificate: its host
-/// name, its non-loopback addresses, then the loopback ones (for curl on the server).
+/// name (and, for a short one, its mDNS name `<name>.local`, which avahi-daemon answers
+/// on a home network), its non-loopback addresses, then the loopback ones (for curl on
+/// the server). The dashboard answers requests for these names only.
 enum HostNames {
     static func defaults() -> [String] {
-        var names = [ProcessInfo.processInfo.hostName]
+        let host = ProcessInfo.processInfo.hostName
+        var names = [host]
+        if !host.isEmpty, !host.contains("."), host != "localhost" { names.append(host + ".local") }
         var addresses: UnsafeMutablePointer<ifaddrs>?
         if getifaddrs(&addresses) == 0 {
             var cursor = addresses

@@ -41,8 +41,10 @@ struct PairingService: AsyncParsableCommand {
     @Option(name: .customLong("max-failures-per-family"), help: "Wrong pairing secrets accepted per family within the window before attempts are refused.")
     var failuresPerFamily: Int = 10
 
-    @Option(name: .customLong("max-failures"), help: "Wrong pairing secrets accepted in total within the window before attempts are refused.")
-    var failuresTotal: Int = 100
+    // Once a limit over all families together; there is none now (docs/architecture.md,
+    // "Pairing's limits"). Still accepted, so that an options file naming it keeps working.
+    @Option(name: .customLong("max-failures"), help: .hidden)
+    var failuresTotal: Int?
 
     @Option(name: .customLong("failure-window"), help: ArgumentHelp("The window of those limits, in seconds.", valueName: "seconds"))
     var failureWindowSeconds: Double = 600
@@ -50,7 +52,7 @@ struct PairingService: AsyncParsableCommand {
     mutating func validate() throws {
         guard (10...7 * 86_400).contains(self.invitationSeconds) else { throw ValidationError("--invitation-ttl must be between 10 and 604800 seconds") }
         guard (60...30 * 86_400).contains(self.enrollmentSeconds) else { throw ValidationError("--enrollment-ttl must be between 60 and 2592000 seconds") }
-        guard self.failuresPerFamily > 0, self.failuresTotal > 0 else { throw ValidationError("--max-failures-per-family and --max-failures must be at least 1") }
+        guard self.failuresPerFamily > 0 else { throw ValidationError("--max-failures-per-family must be at least 1") }
         guard (1...86_400).contains(self.failureWindowSeconds) else { throw ValidationError("--failure-window must be between 1 and 86400 seconds") }
     }
 
@@ -63,7 +65,6 @@ struct PairingService: AsyncParsableCommand {
             invitationLifetime: .milliseconds(Int64(self.invitationSeconds * 1000)),
             enrollmentLifetime: .milliseconds(Int64(self.enrollmentSeconds * 1000)),
             failuresPerFamily: self.failuresPerFamily,
-            failuresTotal: self.failuresTotal,
             failureWindow: .milliseconds(Int64(self.failureWindowSeconds * 1000)),
             gateway: {
                 // Read each time: the gateway may start, or change its certificate, at any moment.
@@ -71,8 +72,12 @@ struct PairingService: AsyncParsableCommand {
                 if !urls.isEmpty { endpoint.urls = urls }
                 return endpoint
             })
+        let obsoleteTotal = self.failuresTotal != nil
         try await ServiceMain.run(service: "pairing", identifier: "screentime-pairingd", version: ServerVersion.current, options: self.options) { environment in
-            try await .pairing(configuration, environment: environment)
+            if obsoleteTotal {
+                environment.logger.notice("--max-failures is no longer used: wrong pairing secrets are limited per family only; remove it from the options")
+            }
+            return try await .pairing(configuration, environment: environment)
         }
     }
 }

@@ -40,9 +40,30 @@ struct Dashboard: Sendable {
         var csrf: String
     }
 
+    /// Forms are posted only to these; a GET of one is refused (405).
+    static let postOnly: Set<String> = ["/signout", "/devices/pair", "/devices/revoke", "/devices/invite-parent"]
+
     func respond(to request: inout Request, address: String) async -> Response {
         let path = request.uri.path
         let query = FormData.parse(Substring(request.uri.query ?? ""))
+        // Addressed to this gateway by one of its own names, or not served: the pages'
+        // links, cookies and origin checks are all this gateway's origins.
+        guard self.gateway.origins.isOwn(authority: request.head.authority) else {
+            let own = self.gateway.origins.url(for: nil)
+            return WebResponse.wantsHTML(request.headers)
+                ? self.page(.misdirectedRequest, "message", title: "Wrong address", session: nil, data: [
+                    "heading": "Open the dashboard at its own address", "kind": "error",
+                    "text": "This server does not answer to the name in this address. Open \(own) instead.", "back": own, "backLabel": "Go to the dashboard",
+                ])
+                : JSONResponse.error(RPCError(.notFound, "this gateway does not answer to that host name; use \(own)")).withStatus(.misdirectedRequest)
+        }
+        if request.method == .post, !Self.isForm(request.headers) {
+            return JSONResponse.error(RPCError(.invalidRequest, "the dashboard's forms are sent as application/x-www-form-urlencoded"))
+                .withStatus(.unsupportedMediaType)
+        }
+        if request.method != .post, Self.postOnly.contains(path) || Self.isPairingDecision(path) {
+            return self.methodNotAllowed("POST")
+        }
         if let asset = Assets.files[path] {
             guard request.method == .get || request.method == .head else { return self.methodNotAllowed("GET") }
             return WebResponse.make(.ok, contentType: asset.type, body: asset.body, cache: "public, max-age=3600")
@@ -52,7 +73,7 @@ struct Dashboard: Sendable {
             return self.signInPage(query: query, headers: request.headers)
         case (.post, "/signin"):
             let form = await self.form(&request)
-            return await self.signIn(form: form, headers: request.headers, authority: request.head.authority, address: address)
+            return await self.signIn(form: form, headers: request.headers, address: address)
         case (.get, "/favicon.ico"):
             return WebResponse.redirect("/assets/icon.svg")
         default:
@@ -83,7 +104,7 @@ struct Dashboard: Sendable {
         }
         if request.method == .post {
             let form = await self.form(&request)
-            guard Self.sameOrigin(request.headers, authority: request.head.authority), self.keys.checkCSRF(form["csrf"], session: session.token) else {
+            guard Self.sameOrigin(request.headers, origins: self.gateway.origins), self.keys.checkCSRF(form["csrf"], session: session.token) else {
                 return self.page(.forbidden, "message", title: "Refused", session: session, data: [
                     "heading": "This form has expired", "kind": "error",
                     "text": "The form was not sent from this dashboard's page, or it is too old. Open the page again and retry.", "back": "/", "backLabel": "Go to the overview",
@@ -132,12 +153,24 @@ struct Dashboard: Sendable {
         }
     }
 
-    /// A form must come from a page of this origin: `Origin` (sent by browsers with every
-    /// POST), when present, names this host. SameSite=Strict and the CSRF token do the rest.
-    static func sameOrigin(_ headers: HTTPFields, authority: String?) -> Bool {
+    /// A form must come from a page of this gateway's origins: `Origin` (sent by browsers
+    /// with every POST), when present, names one of them. SameSite=Strict and the CSRF
+    /// token do the rest.
+    static func sameOrigin(_ headers: HTTPFields, origins: Origins) -> Bool {
         guard let origin = headers[HTTPField.Name("Origin")!] else { return true }
-        guard let authority else { return false }
-        return origin == "https://\(authority)"
+        return origins.isOwn(origin: origin)
+    }
+
+    /// `Content-Type: application/x-www-form-urlencoded` (with or without parameters).
+    static func isForm(_ headers: HTTPFields) -> Bool {
+        guard let type = headers[.contentType]?.split(separator: ";").first else { return false }
+        return type.trimmingCharacters(in: .whitespaces).lowercased() == "application/x-www-form-urlencoded"
+    }
+
+    /// `/devices/pair/<invitation>/confirm` or `/reject`.
+    static func isPairingDecision(_ path: String) -> Bool {
+        let parts = path.split(separator: "/")
+        return parts.count == 4 && parts[0] == "devices" && parts[1] == "pair" && (parts[3] == "confirm" || parts[3] == "reject")
     }
 
     func form(_ request: inout Request) async -> [String: String] {
@@ -161,8 +194,8 @@ struct Dashboard: Sendable {
         return self.page(status, "signin", title: "Sign in", session: nil, data: data, extra: extra)
     }
 
-    func signIn(form: [String: String], headers: HTTPFields, authority: String?, address: String) async -> Response {
-        guard Self.sameOrigin(headers, authority: authority), let expected = Cookies.value(Cookies.signIn, in: headers), SessionKeys.constantTimeEqual(form["csrf"] ?? "", expected) else {
+    func signIn(form: [String: String], headers: HTTPFields, address: String) async -> Response {
+        guard Self.sameOrigin(headers, origins: self.gateway.origins), let expected = Cookies.value(Cookies.signIn, in: headers), SessionKeys.constantTimeEqual(form["csrf"] ?? "", expected) else {
             return self.signInPage(query: form, headers: headers, error: "The sign-in form had expired; it is fresh now, send it again.", status: .forbidden)
         }
         guard self.gateway.rateLimiter.allow(address) else {
@@ -216,7 +249,7 @@ struct Dashboard: Sendable {
             case "/devices/invite-parent":
                 let code = try await device.call(PairingMethods.inviteParent, InviteParentParams(role: .coParent))
                 let clock = try await device.clock()
-                let origin = "https://\(authority ?? "localhost")"
+                let origin = self.gateway.origins.url(for: authority)
                 let link = "\(origin)/signin?family=\(FormData.encode(code.family))&code=\(FormData.encode(code.code))"
                 return try await self.devicesPage(session, fragment: false, query: [:], headers: headers, parentCode: [
                     "family": code.family, "code": code.code, "link": link, "expires": clock.time(code.expiresAt),

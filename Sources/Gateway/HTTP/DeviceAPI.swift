@@ -136,9 +136,9 @@ struct DeviceAPI: Sendable {
     ///
     /// A page's origin is always `http(s)://…` (or `null`); WebSocket client libraries send
     /// their own (`wss://host`, swift-websocket's), which no page can forge: those are taken.
-    static func sessionCookie(_ headers: HTTPFields, authority: String?) -> String? {
+    static func sessionCookie(_ headers: HTTPFields, origins: Origins) -> String? {
         if let origin = headers[HTTPField.Name("Origin")!], !(origin.hasPrefix("wss://") || origin.hasPrefix("ws://")) {
-            guard Dashboard.sameOrigin(headers, authority: authority) else { return nil }
+            guard Dashboard.sameOrigin(headers, origins: origins) else { return nil }
         }
         return Cookies.value(Cookies.session, in: headers)
     }

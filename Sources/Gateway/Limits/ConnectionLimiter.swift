@@ -3,7 +3,7 @@ import NIOCore
 import RPCCore
 import Synchronization
 
-/// Counts the connections open in total and per IP address. A new one over either limit
+/// Counts the connections open in total and per IP address (an IPv6 /64: ``AddressKey``). A new one over either limit
 /// is still served, to be told so (``refusal(for:)``: HTTP 429, `limit_exceeded`, then
 /// closed), while few such answers are under way (``answeredAtOnce``); past that it is
 /// closed at accept, before TLS, with nothing sent: a flood costs the gateway at most that
@@ -30,7 +30,7 @@ final class ConnectionLimiter: ChannelInboundHandler, Sendable {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let child = Self.unwrapInboundIn(data)
-        let address = child.remoteAddress?.ipAddress ?? "unknown"
+        let address = AddressKey.of(child.remoteAddress?.ipAddress ?? "unknown")
         let key = ObjectIdentifier(child)
         enum Verdict { case admitted, answered, closed }
         let verdict = self.state.withLock { state -> Verdict in

@@ -13,8 +13,10 @@ final class RateLimiter: Sendable {
         self.perSecond = Double(max(1, perMinute)) / 60
     }
 
-    /// Takes one token for `address`; false when its bucket is empty.
+    /// Takes one token for `address` (an IPv6 address's /64: ``AddressKey``); false when
+    /// its bucket is empty.
     func allow(_ address: String) -> Bool {
+        let address = AddressKey.of(address)
         let now = ContinuousClock.now
         return self.buckets.withLock { buckets in
             if buckets.count > 10_000 {

@@ -12,6 +12,8 @@ final class GatewayContext: Sendable {
     let relay: Relay
     let rateLimiter: RateLimiter
     let credentialWatch: CredentialWatch
+    /// The gateway's own web origins, known once it listens.
+    let origins = Origins()
     let logger: Logger
     let info: GatewayInfo
     let started = ContinuousClock.now

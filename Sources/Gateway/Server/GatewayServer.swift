@@ -2,12 +2,12 @@ import Foundation
 import GatewayAPI
 import HTTPTypes
 import HummingbirdCore
-import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOExtras
 import NIOPosix
 import PairingAPI
+import RPCCore
 import ServiceLifecycle
 import SystemdKit
 
@@ -62,14 +62,14 @@ public final class GatewayServer: Service, Sendable {
                 }
             }
             .childChannelOption(.allowRemoteHalfClosure, value: true)
-        let initializer: @Sendable (any Channel) -> EventLoopFuture<RenewableTLSChannel<HTTP1WebSocketUpgradeChannel>.Value> = { channel in
+        let initializer: @Sendable (any Channel) -> EventLoopFuture<RenewableTLSChannel<EdgeChannel>.Value> = { channel in
             channel.eventLoop.makeCompletedFuture {
                 try channel.pipeline.syncOperations.addHandler(RequestDeadline(timeout: requestTimeout))
             }.flatMap {
                 child.setup(channel: channel, logger: logger)
             }
         }
-        let server: NIOAsyncChannel<HTTP1WebSocketUpgradeChannel.Value, Never>
+        let server: NIOAsyncChannel<EdgeChannel.Value, Never>
         let label: String
         switch self.listen {
         case .inherited(let fd):
@@ -129,12 +129,12 @@ public final class GatewayServer: Service, Sendable {
     }
 
     /// The HTTP/1 channel with the WebSocket upgrade on `/v1/ws`.
-    func makeHTTPChannel() -> HTTP1WebSocketUpgradeChannel {
-        let limits = self.configuration.limits
+    func makeHTTPChannel() -> EdgeChannel {
         let api = DeviceAPI(gateway: self.context)
         let context = self.context
         let limiter = self.limiter
-        return HTTP1WebSocketUpgradeChannel(
+        return EdgeChannel(
+            limits: self.configuration.limits,
             responder: { request, writer, channel in
                 // A connection over a limit gets its reason, then is closed.
                 if let refusal = limiter.refusal(for: channel) {
@@ -145,18 +145,19 @@ public final class GatewayServer: Service, Sendable {
                 }
                 try await api.respond(to: request, writer: writer, channel: channel)
             },
-            configuration: .init(
-                http1: HTTP1Channel.Configuration(
-                    idleTimeout: nil,
-                    httpDecoderConfiguration: .init(maxHeaderFieldSize: limits.maximumHeaderSize, maxHeaderListSize: limits.maximumHeaderSize, maxHeaderFieldCount: 100)),
-                ws: WebSocketServerConfiguration(
-                    maxFrameSize: limits.maximumMessageSize, autoPing: .disabled,
-                    closeTimeout: .seconds(5), validateUTF8: true)),
-            shouldUpgrade: { head, channel, logger in
-                guard head.method == .get, (head.path ?? "").split(separator: "?").first == "/v1/ws", limiter.refusal(for: channel) == nil else { return .dontUpgrade }
-                let token = DeviceAPI.bearerToken(head.headerFields) ?? DeviceAPI.sessionCookie(head.headerFields, authority: head.authority)
+            shouldUpgrade: { head, channel in
+                if let refusal = limiter.refusal(for: channel) {
+                    return .refuse(.init(status: .tooManyRequests, error: refusal))
+                }
+                guard (head.path ?? "").split(separator: "?").first == "/v1/ws" else {
+                    return .refuse(.init(status: .notFound, error: RPCError(.notFound, "the WebSocket is at /v1/ws")))
+                }
+                guard head.method == .get else {
+                    return .refuse(.init(status: .methodNotAllowed, error: RPCError(.invalidRequest, "a WebSocket is opened with GET")))
+                }
+                let token = DeviceAPI.bearerToken(head.headerFields) ?? DeviceAPI.sessionCookie(head.headerFields, origins: context.origins)
                 let address = channel.remoteAddress?.ipAddress ?? "unknown"
-                return .upgrade([.strictTransportSecurity: JSONResponse.strictTransportSecurity]) { inbound, outbound, _ in
+                return .accept { inbound, outbound, _ in
                     let socket = DeviceSocket(gateway: context, address: address, channel: channel, outbound: outbound, logger: context.logger)
                     try await socket.run(inbound: inbound, token: token)
                 }
@@ -170,6 +171,7 @@ public final class GatewayServer: Service, Sendable {
         let identity = self.contexts.identity
         let advertised = self.configuration.certificate.advertisedPort ?? port
         let hosts = identity.selfMade ? self.configuration.certificate.hostNames : (identity.hostNames.isEmpty ? self.configuration.certificate.hostNames : identity.hostNames)
+        self.context.origins.publish(hostNames: hosts, ports: advertised == port ? [port] : [port, advertised])
         let endpoint = GatewayEndpoint(
             urls: hosts.filter { !$0.hasPrefix("*") }.map { "https://\($0.contains(":") ? "[\($0)]" : $0):\(advertised)" },
             pin: identity.pin, certificate: identity.certificateFile, notValidAfter: identity.notValidAfter)

@@ -78,6 +78,7 @@ final class DeviceSocket: Sendable {
         var closeReason = "closed by the device"
         defer { self.state.withLock { $0.keepAlive?.timer?.cancel() } }
         self.state.withLock { $0.reading = true }
+        if self.identity == nil { self.requireCredential() }
         do {
             for try await message in inbound.messages(maxSize: self.gateway.configuration.limits.maximumMessageSize) {
                 if self.state.withLock({ $0.closing }) { break }
@@ -423,6 +424,24 @@ final class DeviceSocket: Sendable {
             }
             self.state.withLock { state in
                 if state.closing { timer.cancel() } else { state.keepAlive = KeepAlive(timer: timer) }
+            }
+        }
+    }
+
+    /// A socket opened without a credential has `--auth-timeout` to give one
+    /// (`gateway.authenticate`); then it is closed with 1008.
+    private func requireCredential() {
+        let timeout = self.gateway.configuration.limits.authenticationTimeout
+        self.channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
+            guard self.identity == nil, !self.state.withLock({ $0.closing }) else { return }
+            self.logger.info("websocket closed: no credential in time", metadata: [
+                "remote_address": "\(self.address)", "auth_timeout_s": "\(timeout.seconds)",
+            ])
+            Task {
+                await self.send(ReplyEncoding.error(id: nil, RPCError(.unauthorized, "no credential was given within \(timeout.seconds) s; authenticate with gateway.authenticate right after opening")))
+                try? await self.outbound.close(.policyViolation, reason: "no credential in time")
+                let channel = self.channel
+                channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
             }
         }
     }

@@ -26,11 +26,14 @@ final class DirectRelay: ChannelDuplexHandler, RemovableChannelHandler {
         self.socket = socket
     }
 
-    /// Puts the relay right after the WebSocket frame decoder. Called on the channel's loop.
+    /// Puts the relay right after the WebSocket frame decoder and its ``ClientFrameCheck``.
+    /// Called on the channel's loop.
     static func install(on channel: any Channel, for socket: DeviceSocket) {
         let operations = channel.pipeline.syncOperations
-        guard let decoder = try? operations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self) else { return }
-        try? operations.addHandler(DirectRelay(socket: socket), position: .after(decoder))
+        let before: (any ChannelHandler)? = (try? operations.handler(type: ClientFrameCheck.self))
+            ?? (try? operations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self))
+        guard let before else { return }
+        try? operations.addHandler(DirectRelay(socket: socket), position: .after(before))
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

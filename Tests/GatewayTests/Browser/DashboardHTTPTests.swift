@@ -152,6 +152,53 @@ struct DashboardHTTPTests {
     }
 }
 
+extension DashboardHTTPTests {
+    @Test("the dashboard is the gateway's own origin: another Host gets 421 (a sign-in with a forged Host and a matching Origin included), forms are form-encoded (415) and POST only (405), links use the gateway's own URL")
+    func ownOrigin() async throws {
+        let stack = try await GatewayStack.start()
+        defer { stack.stopNow() }
+        let family = try await Bootstrapped.make(stack.harness)
+        let browser = Client(stack: stack, jar: stack.harness.directory.file("jar"))
+        let origin = "Origin: \(stack.url)"
+        let code = try await family.parent.call(PairingMethods.inviteParent, InviteParentParams(role: .admin))
+        let signInToken = try #require(Client.csrf(try browser.get("/signin").0.body))
+
+        // Another host name, and an Origin to match it: refused before anything is read.
+        let evil = ["Host: evil.example", "Origin: https://evil.example"]
+        let (forgedHost, _) = try browser.post("/signin", form: ["csrf": signInToken, "family": "smith", "code": code.code, "deviceName": "Laptop"], headers: evil)
+        #expect(forgedHost.status == 421 && forgedHost.body.contains(stack.endpoint.urls[0]), "\(forgedHost.status) \(forgedHost.body.prefix(300))")
+        #expect(browser.cookie("screentime_session") == nil)
+        #expect(try browser.get("/", headers: ["Host: evil.example"]).0.status == 421)
+        #expect(try browser.get("/assets/dashboard.css", headers: ["Host: evil.example:\(stack.port)"]).0.status == 421)
+
+        // Signed in from the gateway's own origin.
+        let token = try #require(Client.csrf(try browser.get("/signin").0.body))
+        #expect(try browser.post("/signin", form: ["csrf": token, "family": "smith", "code": code.code, "deviceName": "Laptop"], headers: [origin]).0.status == 303)
+        let csrf = try #require(Client.csrf(try browser.get("/").0.body))
+
+        // A valid token in a body that is not a form: 415.
+        let plain = try browser.send("/apps", arguments: ["-H", "Content-Type: text/plain", "-H", origin, "--data-raw",
+                                                          "csrf=\(csrf)&bundleId=org.khan&category=learning&pointsPerMinute=2"]).0
+        #expect(plain.status == 415, "\(plain.status) \(plain.body.prefix(200))")
+        // Forms only take POST.
+        for path in ["/signout", "/devices/revoke", "/devices/invite-parent", "/devices/pair", "/devices/pair/0123456789abcdef/confirm"] {
+            let (got, headers) = try browser.get(path)
+            #expect(got.status == 405 && headers.lowercased().contains("allow: post"), "GET \(path): \(got.status)")
+        }
+
+        // The co-parent link is the gateway's own URL, whatever spelling of it Host had.
+        // (curl matches its jar's cookies against a Host header given: the session is given too.)
+        let authority = "LOCALHOST:\(stack.port)"
+        let session = try #require(browser.cookie("screentime_session"))
+        let (invited, _) = try browser.post("/devices/invite-parent", form: ["csrf": csrf], headers: [
+            "Host: \(authority)", "Origin: https://\(authority)", "Cookie: screentime_session=\(session)",
+        ])
+        #expect(invited.status == 200, "\(invited.status) \(invited.body.prefix(300))")
+        #expect(invited.body.contains("https://localhost:\(stack.port)/signin?family=smith"), "\(invited.body)")
+        #expect(!invited.body.contains("LOCALHOST"))
+    }
+}
+
 /// Another browser's CSRF token: signs a second browser in and reads its overview's token.
 enum SessionToken {
     static func csrfOf(_ client: DashboardHTTPTests.Client) throws -> String {
