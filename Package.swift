@@ -634,6 +634,7 @@ let package = Package(
             name: "GatewayTests",
             dependencies: [
                 "TestSupport",
+                "ProcessSpawn",
                 "StackSupport",
                 "Gateway",
                 "GatewayAPI",

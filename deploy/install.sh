@@ -79,8 +79,16 @@ done
 if [ "$webhooks" = yes ]; then
     install -D -m 0644 "$root/systemd/screentime-push-webhooks.conf" "$units/screentime-push.service.d/webhooks.conf"
 fi
+# Where an earlier version put the internet drop-in (on the service, where it filtered
+# nothing): moved to the socket, whose access list is the one that applies.
+if [ -f "$units/screentime-gateway.service.d/internet.conf" ]; then
+    [ -f "$units/screentime-gateway.socket.d/internet.conf" ] ||
+        install -D -m 0644 "$root/systemd/screentime-gateway-internet.conf" "$units/screentime-gateway.socket.d/internet.conf"
+    rm -f "$units/screentime-gateway.service.d/internet.conf"
+    rmdir "$units/screentime-gateway.service.d" 2>/dev/null || true
+fi
 if [ "$internet" = yes ]; then
-    install -D -m 0644 "$root/systemd/screentime-gateway-internet.conf" "$units/screentime-gateway.service.d/internet.conf"
+    install -D -m 0644 "$root/systemd/screentime-gateway-internet.conf" "$units/screentime-gateway.socket.d/internet.conf"
 fi
 # The gateway's port: a drop-in the administrator edits (kept when it is there).
 [ -f "$units/screentime-gateway.socket.d/port.conf" ] || install -D -m 0644 "$root/systemd/screentime-gateway-port.conf" "$units/screentime-gateway.socket.d/port.conf"
@@ -98,7 +106,9 @@ runuser -u screentime -- "$libexec/screentime-gatewayd" --state-dir /var/lib/scr
 
 systemctl daemon-reload
 systemctl enable screentime.target >/dev/null
-for service in "${services[@]}"; do systemctl enable "screentime-$service.socket" 2>/dev/null; done
+# reenable: an earlier version's sockets were also wanted by sockets.target, and would
+# listen after a reboot with screentime.target disabled.
+for service in "${services[@]}"; do systemctl reenable "screentime-$service.socket" 2>/dev/null; done
 if [ "$start" = yes ]; then
     systemctl start screentime.target
     # An upgrade: services that were running pick up the new binaries now.
@@ -107,3 +117,10 @@ fi
 echo "installed. Sockets: $(printf '/run/screentime/%s.sock ' "${services[@]}")(group screentime); the gateway on TCP (its port: $units/screentime-gateway.socket.d/port.conf)."
 echo "Try: screentimectl call store rpc.ping    Logs: journalctl -u 'screentime-*'"
 echo "The gateway's pin (what devices check; pairing codes carry it): screentimectl gateway pin"
+port=$(sed -n 's/^ListenStream=\(.*:\)\{0,1\}\([0-9]\{1,5\}\)[[:space:]]*$/\2/p' "$units/screentime-gateway.socket.d/port.conf" | tail -n 1)
+if [ -f "$units/screentime-gateway.socket.d/internet.conf" ]; then
+    echo "The gateway listens on TCP port ${port:-8443} on every interface and accepts devices from any address (the internet drop-in)."
+else
+    echo "The gateway listens on TCP port ${port:-8443} on every interface, for devices on the home network only (private and link-local addresses)."
+fi
+echo "To turn the server off for good: systemctl disable --now screentime.target"

@@ -1,3 +1,4 @@
+import Foundation
 import RPCCore
 
 /// The usage aggregator's methods (`screentime-aggregatord`, socket `aggregator.sock`).
@@ -25,6 +26,45 @@ public enum AggregatorMethods {
         "aggregator.exportCSV", summary: "The same range as CSV: one line per device, day and app.",
         callers: [.local, .parent],
         errors: [.unauthorized, .forbidden, .invalidParams, .notFound])
+    public static let resync = MethodSpec<Empty, ResyncResult>(
+        "aggregator.resync", summary: "A child device asks for its configuration again: the family's rules and its shield, written anew as its pending `configuration` command.",
+        callers: .child,
+        errors: [.unauthorized, .forbidden, .notFound])
+    public static let devices = MethodSpec<Empty, DeviceConfigurations>(
+        "aggregator.devices", summary: "Each child device of the parent's family: the configuration version it last applied beside the family's current one.",
+        callers: .parent,
+        errors: [.unauthorized, .forbidden])
+}
+
+/// `aggregator.resync`: the family's configuration version the device will get.
+public struct ResyncResult: Codable, Sendable, Hashable {
+    public var version: Int64
+    public init(version: Int64) { self.version = version }
+}
+
+/// One child device's configuration, as the aggregator knows it.
+public struct DeviceConfigurationState: Codable, Sendable, Hashable {
+    public var deviceId: String
+    /// The version of the last `configuration` command it executed (0: none yet).
+    public var appliedVersion: Int64
+    /// The family's version now; `behind` is how many changes it has not applied.
+    public var currentVersion: Int64
+    public var behind: Int64
+    public var appliedAt: Date?
+
+    public init(deviceId: String, appliedVersion: Int64, currentVersion: Int64, appliedAt: Date?) {
+        self.deviceId = deviceId
+        self.appliedVersion = appliedVersion
+        self.currentVersion = currentVersion
+        self.behind = max(0, currentVersion - appliedVersion)
+        self.appliedAt = appliedAt
+    }
+}
+
+/// `aggregator.devices`.
+public struct DeviceConfigurations: Codable, Sendable, Hashable {
+    public var devices: [DeviceConfigurationState]
+    public init(devices: [DeviceConfigurationState]) { self.devices = devices }
 }
 
 /// For a local caller, the whole server; for a parent, its own family only, without the
@@ -51,9 +91,11 @@ public struct AggregatorStatus: Codable, Sendable, Hashable {
     public var pendingChildWrites: Int
     /// WeeklySummary records to write and records to prune, from retention.
     public var pendingRetentionWrites: Int
+    /// Child devices' configuration snapshots still to be written.
+    public var pendingConfigurations: Int
 
     public init(position: Int64?, storeHead: Int64? = nil, caughtUp: Bool? = nil, sessions: Int, days: Int, pendingSummaries: Int,
-                pendingChildWrites: Int, pendingRetentionWrites: Int = 0) {
+                pendingChildWrites: Int, pendingRetentionWrites: Int = 0, pendingConfigurations: Int = 0) {
         self.position = position
         self.storeHead = storeHead
         self.caughtUp = caughtUp
@@ -62,6 +104,7 @@ public struct AggregatorStatus: Codable, Sendable, Hashable {
         self.pendingSummaries = pendingSummaries
         self.pendingChildWrites = pendingChildWrites
         self.pendingRetentionWrites = pendingRetentionWrites
+        self.pendingConfigurations = pendingConfigurations
     }
 }
 
@@ -117,5 +160,7 @@ extension AggregatorMethods {
         recompute,
         rollUp,
         exportCSV,
+        resync,
+        devices,
     ])
 }

@@ -31,6 +31,7 @@ final class AggregatorDatabase: StoreLogFollowerDatabase {
         var pendingSummaries: Int
         var pendingChildWrites: Int
         var pendingRetentionWrites: Int
+        var pendingConfigurations: Int
     }
 
     /// Every family's, or one family's.
@@ -42,7 +43,8 @@ final class AggregatorDatabase: StoreLogFollowerDatabase {
             func count(_ table: String) throws -> Int { try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)\(only)", arguments: arguments) ?? 0 }
             return Counts(
                 sessions: try count("sessions"), days: try count("days"), pendingSummaries: try count("summary_outbox"),
-                pendingChildWrites: try count("child_outbox"), pendingRetentionWrites: try count("week_outbox") + count("prune_outbox"))
+                pendingChildWrites: try count("child_outbox"), pendingRetentionWrites: try count("week_outbox") + count("prune_outbox"),
+                pendingConfigurations: try count("config_outbox"))
         }
     }
 }

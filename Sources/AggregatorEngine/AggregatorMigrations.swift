@@ -180,6 +180,31 @@ extension AggregatorDatabase {
             // the alerts name the child by its record).
             try db.execute(sql: "ALTER TABLE devices ADD COLUMN child_name TEXT")
         }
+        migrator.registerMigration("aggregator-v6-configuration") { db in
+            try db.execute(sql: """
+                -- the family's configuration version: one more at each change of its rules
+                ALTER TABLE families ADD COLUMN config_version INTEGER NOT NULL DEFAULT 0;
+                -- a device's pairing (its MonitoringSession's status: pending, active,
+                -- revoked) and the configuration version it last executed
+                ALTER TABLE devices ADD COLUMN status TEXT;
+                ALTER TABLE devices ADD COLUMN applied_version INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE devices ADD COLUMN applied_at_ms INTEGER;
+                -- configuration snapshots to write to devices' zones (version: of this row,
+                -- to know a newer request came while it was written)
+                CREATE TABLE config_outbox (
+                    family TEXT NOT NULL,
+                    zone TEXT NOT NULL,
+                    version INTEGER NOT NULL,
+                    PRIMARY KEY (family, zone)
+                ) WITHOUT ROWID;
+                """)
+            // Devices known before: active unless their session said otherwise (their next
+            // MonitoringSession change corrects it), and each gets the snapshot once.
+            try db.execute(sql: """
+                UPDATE devices SET status = 'active' WHERE device_id IS NOT NULL;
+                INSERT INTO config_outbox(family, zone, version) SELECT family, zone, 1 FROM devices WHERE device_id IS NOT NULL;
+                """)
+        }
         return migrator
     }
 }

@@ -2,6 +2,7 @@ import AggregatorAPI
 import Foundation
 import Logging
 import RPCClient
+import RPCCore
 import RPCServer
 import ServiceKit
 import ServiceLifecycle
@@ -67,7 +68,7 @@ extension ServiceSetup {
             return AggregatorStatus(position: position, storeHead: progress?.storeHead, caughtUp: progress?.caughtUp,
                                     sessions: counts.sessions, days: counts.days,
                                     pendingSummaries: counts.pendingSummaries, pendingChildWrites: counts.pendingChildWrites,
-                                    pendingRetentionWrites: counts.pendingRetentionWrites)
+                                    pendingRetentionWrites: counts.pendingRetentionWrites, pendingConfigurations: counts.pendingConfigurations)
         }
         let reports = Reports(database: database, store: store)
         methods.on(AggregatorMethods.report) { params, context in try await reports.report(params, auth: context.auth) }
@@ -76,12 +77,26 @@ extension ServiceSetup {
         methods.on(AggregatorMethods.recompute) { params, context in try await recompute.run(params, auth: context.auth) }
         let rollUps = RollUps(database: database, retentionDays: configuration.retentionDays, writeback: summaries, logger: logger)
         methods.on(AggregatorMethods.rollUp) { params, context in try await rollUps.run(params, auth: context.auth) }
+        methods.on(AggregatorMethods.resync) { _, context in
+            let device = try await Callers.childDevice(context.auth, store: store, for: "aggregator.resync")
+            guard let version = try await database.resync(family: device.family, deviceId: device.deviceId) else {
+                throw RPCError(.notFound, "this device is not confirmed in its family yet (or the server has not seen it yet); try again once a parent has confirmed it")
+            }
+            summaries.signal()
+            return ResyncResult(version: version)
+        }
+        methods.on(AggregatorMethods.devices) { _, context in
+            guard let auth = context.auth else { throw RPCError(.forbidden, "aggregator.devices: for a parent's device; send its credential as auth.token") }
+            let family = try await Callers.parentFamily(auth, store: store, for: "aggregator.devices")
+            return DeviceConfigurations(devices: try await database.configurationStates(family: family))
+        }
 
         let background: [any Service] = [
             Follower(store: store, database: database, ingest: ingest, summaries: summaries, logger: logger),
             Writeback(
                 summaries: SummaryWriter(store: store, database: database, logger: logger),
                 earnedTime: EarnedTimeWriter(store: store, database: database, logger: logger),
+                configuration: ConfigurationWriter(store: store, database: database, logger: logger),
                 retention: RetentionWriter(store: store, database: database, logger: logger),
                 alerts: AlertWriter(push: push, store: store, database: database, logger: logger),
                 wakeup: summaries, logger: logger),

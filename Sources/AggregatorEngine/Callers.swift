@@ -14,4 +14,16 @@ enum Callers {
         guard role.isParent else { throw RPCError(.forbidden, "\(what): for parents and local administration only; a child's device may not ask") }
         return family
     }
+
+    /// The child device whose credential `auth` is; `unauthorized` for a token that is no
+    /// device's, `forbidden` for a parent's or a local caller.
+    static func childDevice(_ auth: Auth?, store: RPCClient, for what: String) async throws -> (family: String, deviceId: String) {
+        guard let auth else { throw RPCError(.forbidden, "\(what): for a child's device; send its credential as auth.token") }
+        let who = try await store.call(StoreMethods.whoami, Empty(), actingFor: auth)
+        guard let family = who.family, let deviceId = who.deviceId, let role = who.role else {
+            throw RPCError(.unauthorized, "this credential is not a device's: send a child's credential as auth.token")
+        }
+        guard !role.isParent else { throw RPCError(.forbidden, "\(what): a child's device asks for its own configuration; a parent's has none") }
+        return (family, deviceId)
+    }
 }

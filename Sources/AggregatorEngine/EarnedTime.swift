@@ -83,7 +83,14 @@ enum EarnedTime {
         let balance = points * rate - reward
         let shielded = balance <= 0
         // A child first seen with time to spare needs no command: reward apps start unshielded.
-        let before = try Row.fetchOne(cached: db, sql: "SELECT shielded FROM children WHERE family = ? AND child = ?", arguments: [child.family, child.child])
+        let before = try Row.fetchOne(cached: db, sql: """
+            SELECT points, reward_seconds, balance_seconds, shielded FROM children WHERE family = ? AND child = ?
+            """, arguments: [child.family, child.child])
+        // The same numbers again are no change: nothing to write, nobody to notify.
+        if let before, before["points"] as Int64 == points, before["reward_seconds"] as Int64 == reward,
+           before["balance_seconds"] as Int64 == balance, before["shielded"] as Bool == shielded {
+            return
+        }
         let crossed = (before.map { ($0["shielded"] as Bool) } ?? false) != shielded
         try db.execute(cached: """
             INSERT INTO children(family, child, points, reward_seconds, balance_seconds, shielded, shield_version) VALUES (?, ?, ?, ?, ?, ?, ?)

@@ -13,7 +13,8 @@ struct Ingest {
     let defaultPointsPerMinute: Int
 
     /// The record types followed.
-    static let recordTypes = [RecordTypes.usageRecord, RecordTypes.family, RecordTypes.appRule, RecordTypes.appConfiguration, RecordTypes.monitoringSession, RecordTypes.pointsLedgerEntry, RecordTypes.shieldPolicy]
+    static let recordTypes = [RecordTypes.usageRecord, RecordTypes.family, RecordTypes.appRule, RecordTypes.appConfiguration, RecordTypes.monitoringSession,
+                              RecordTypes.pointsLedgerEntry, RecordTypes.shieldPolicy, RecordTypes.configurationCommand]
 
     /// A change, with the record's fields (as saved, or as they were when deleted).
     struct Change: Sendable {
@@ -31,12 +32,17 @@ struct Ingest {
         var day: String
     }
 
-    /// Returns how many device-days and children were computed again.
+    /// Returns how many device-days and children were computed again, and families and
+    /// devices whose configuration is to be sent: what the write-back has to do.
     @discardableResult
     func apply(_ changes: [Change], _ db: Database) throws -> Int {
         var dirty = Set<DeviceDay>()
         var wholeFamilies = Set<String>()
         var children = Set<EarnedTime.Child>()
+        // Families whose configuration (rules, shield policy) changed: a new version each.
+        var configurations = Set<String>()
+        // Devices that need their configuration (confirmed now): something to write back.
+        var activated = 0
         // One time zone lookup per family and batch, not one per usage record.
         var calendars: [String: LocalDays] = [:]
         func calendar(_ family: String) throws -> LocalDays {
@@ -68,29 +74,40 @@ struct Ingest {
             case RecordTypes.appRule, RecordTypes.appConfiguration:
                 try self.applyRule(change, db)
                 wholeFamilies.insert(change.family)
+                if change.recordType == RecordTypes.appRule { configurations.insert(change.family) }
             case RecordTypes.monitoringSession:
-                try self.applyDevice(change, db)
+                if try self.applyDevice(change, db) {
+                    try Configuration.queue(family: change.family, zone: change.zone, db)
+                    activated += 1
+                }
+            case RecordTypes.configurationCommand:
+                try Configuration.noteExecuted(change, db)
             case RecordTypes.pointsLedgerEntry:
                 if let child = try EarnedTime.applyLedger(change, days: calendar(change.family), seal: seal(change.family), db) { children.insert(child) }
             case RecordTypes.shieldPolicy:
                 try EarnedTime.applyShieldPolicy(change, db)
+                configurations.insert(change.family)
             default:
                 continue
             }
         }
+        for family in configurations { try Configuration.changed(family: family, db) }
         for family in wholeFamilies { dirty.formUnion(try Self.allDays(of: family, db)) }
         dirty = try dirty.filter { try !seal($0.family).covers(day: $0.day) }
         var ratings: [String: Ratings] = [:]
+        // Only the days whose numbers moved go on: a rule for an app nobody used recomputes
+        // every day of the family and changes none, and must not rewrite (and notify) them.
+        var changed = Set<DeviceDay>()
         for item in dirty {
             let rating = try ratings[item.family] ?? Ratings.load(family: item.family, defaultPointsPerMinute: self.defaultPointsPerMinute, db)
             ratings[item.family] = rating
-            try Self.compute(item, days: calendar(item.family), rating: rating, db)
+            if try Self.compute(item, days: calendar(item.family), rating: rating, db) { changed.insert(item) }
         }
-        let childDays = try EarnedTime.queueAccruals(for: dirty, db)
+        let childDays = try EarnedTime.queueAccruals(for: changed, db)
         children.formUnion(childDays.keys)
         try Alerts.checkRewardDays(childDays, db)
         for child in children { try EarnedTime.computeBalance(child, db) }
-        return dirty.count + children.count
+        return changed.count + children.count + configurations.count + activated
     }
 
     // MARK: Records
@@ -152,17 +169,22 @@ struct Ingest {
             """, arguments: [change.family, device, app, record, category, fields[RecordFieldNames.pointsPerMinute]?.intValue])
     }
 
-    /// A child's zone's MonitoringSession: its device, its child, and the child's name as the
-    /// parent gave it when inviting (`title`).
-    private func applyDevice(_ change: Change, _ db: Database) throws {
-        guard !change.deleted else { return }
+    /// A child's zone's MonitoringSession: its device, its child, the child's name as the
+    /// parent gave it when inviting (`title`), and the pairing's status. Returns whether the
+    /// device became active (confirmed): it then needs the family's configuration.
+    private func applyDevice(_ change: Change, _ db: Database) throws -> Bool {
+        guard !change.deleted else { return false }
         let child = change.fields[RecordFieldNames.childRef]?.objectValue?["recordName"]?.stringValue
+        let status = change.fields[RecordFieldNames.status]?.stringValue
+        let before = try String.fetchOne(cached: db, sql: "SELECT status FROM devices WHERE family = ? AND zone = ?", arguments: [change.family, change.zone])
         try db.execute(cached: """
-            INSERT INTO devices(family, zone, device_id, child_ref, child_name) VALUES (?, ?, ?, ?, ?)
+            INSERT INTO devices(family, zone, device_id, child_ref, child_name, status) VALUES (?, ?, ?, ?, ?, ?)
             ON CONFLICT(family, zone) DO UPDATE SET device_id = coalesce(excluded.device_id, device_id),
-                child_ref = coalesce(excluded.child_ref, child_ref), child_name = coalesce(excluded.child_name, child_name)
+                child_ref = coalesce(excluded.child_ref, child_ref), child_name = coalesce(excluded.child_name, child_name),
+                status = coalesce(excluded.status, status)
             """, arguments: [change.family, change.zone, change.fields[RecordFieldNames.deviceID]?.stringValue, child,
-                             change.fields[RecordFieldNames.title]?.stringValue])
+                             change.fields[RecordFieldNames.title]?.stringValue, status])
+        return status == "active" && before != "active"
     }
 
     // MARK: Days
@@ -188,9 +210,11 @@ struct Ingest {
         return all
     }
 
-    /// Computes one device-day from its sessions and queues its summary for the store.
-    static func compute(_ item: DeviceDay, days: LocalDays, rating: Ratings, _ db: Database) throws {
-        guard let bounds = days.bounds(of: item.day) else { return }
+    /// Computes one device-day from its sessions and, when its numbers changed, queues its
+    /// summary for the store; returns whether they changed.
+    @discardableResult
+    static func compute(_ item: DeviceDay, days: LocalDays, rating: Ratings, _ db: Database) throws -> Bool {
+        guard let bounds = days.bounds(of: item.day) else { return false }
         let rows = try Row.fetchAll(cached: db, sql: """
             SELECT zone, app, bundle_id, category, start_ms, end_ms FROM sessions
             WHERE family = ? AND device_id = ? AND start_ms >= ? AND start_ms < ? AND end_ms > ?
@@ -207,7 +231,16 @@ struct Ingest {
         }
         let zone = try rows.first.map { $0["zone"] as String }
             ?? String.fetchOne(cached: db, sql: "SELECT zone FROM days WHERE family = ? AND device_id = ? AND day = ?", arguments: [item.family, item.deviceId, item.day])
-        guard let zone else { return }  // nothing then, nothing now
+        guard let zone else { return false }  // nothing then, nothing now
+        let apps = try AppsJSON.encode(totals.apps)
+        let before = try Row.fetchOne(cached: db, sql: """
+            SELECT zone, learning_seconds, reward_seconds, points, apps FROM days WHERE family = ? AND device_id = ? AND day = ?
+            """, arguments: [item.family, item.deviceId, item.day])
+        if let before, !totals.isEmpty, before["zone"] as String == zone, before["learning_seconds"] as Int64 == totals.learningSeconds,
+           before["reward_seconds"] as Int64 == totals.rewardSeconds, before["points"] as Int64 == totals.points, before["apps"] as String == apps {
+            return false
+        }
+        if before == nil && totals.isEmpty { return false }
         if totals.isEmpty {
             try db.execute(cached: "DELETE FROM days WHERE family = ? AND device_id = ? AND day = ?", arguments: [item.family, item.deviceId, item.day])
         } else {
@@ -215,13 +248,13 @@ struct Ingest {
                 INSERT INTO days(family, device_id, day, zone, learning_seconds, reward_seconds, points, apps) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(family, device_id, day) DO UPDATE SET zone = excluded.zone, learning_seconds = excluded.learning_seconds,
                     reward_seconds = excluded.reward_seconds, points = excluded.points, apps = excluded.apps
-                """, arguments: [item.family, item.deviceId, item.day, zone, totals.learningSeconds, totals.rewardSeconds, totals.points,
-                                 try AppsJSON.encode(totals.apps)])
+                """, arguments: [item.family, item.deviceId, item.day, zone, totals.learningSeconds, totals.rewardSeconds, totals.points, apps])
         }
         try db.execute(cached: """
             INSERT INTO summary_outbox(family, device_id, day, zone, version) VALUES (?, ?, ?, ?, 1)
             ON CONFLICT(family, device_id, day) DO UPDATE SET zone = excluded.zone, version = version + 1
             """, arguments: [item.family, item.deviceId, item.day, zone])
+        return true
     }
 }
 
@@ -277,7 +310,13 @@ struct Ratings {
 /// A day's apps as stored. Read for every day of a report: parsed by `JSONParser`, not
 /// by a `JSONDecoder` made for each row.
 enum AppsJSON {
-    private static let encoder = RPCJSON.makeEncoder()
+    /// Keys sorted: the same apps always give the same text, which is how a day that did
+    /// not change is told from one that did.
+    private static let encoder = {
+        let encoder = RPCJSON.makeEncoder()
+        encoder.outputFormatting.insert(.sortedKeys)
+        return encoder
+    }()
 
     static func encode(_ apps: [AppUsage]) throws -> String {
         String(decoding: try Self.encoder.encode(apps), as: UTF8.self)

@@ -8,13 +8,14 @@ import StoreAPI
 
 /// What the aggregator writes back to the store, from its database's outboxes (so what was
 /// computed before a crash is still written after it): daily summaries, then children's
-/// accruals, balances and shield commands, then retention's weekly summaries and prunes.
+/// accruals, balances and shield commands, then devices' configuration snapshots, then retention's weekly summaries and prunes.
 /// Woken after each applied batch. Alerts go to push from a loop of their own, woken after
 /// each pass: push being away (its client retries connecting for seconds) must not hold up
 /// the store's writes.
 struct Writeback: Service {
     let summaries: SummaryWriter
     let earnedTime: EarnedTimeWriter
+    let configuration: ConfigurationWriter
     let retention: RetentionWriter
     let alerts: AlertWriter
     let wakeup: Wakeup
@@ -35,7 +36,7 @@ struct Writeback: Service {
         while !Task.isCancelled {
             let written: Int
             do {
-                written = try await self.summaries.flush() + self.earnedTime.flush() + self.retention.flush()
+                written = try await self.summaries.flush() + self.earnedTime.flush() + self.configuration.flush() + self.retention.flush()
                 backoff = .seconds(1)
             } catch {
                 self.logger.warning("writing to the store failed; retrying", metadata: ["error": "\(error)", "retry_in_ms": "\(backoff.microseconds / 1000)"])

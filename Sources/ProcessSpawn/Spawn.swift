@@ -127,6 +127,16 @@ public enum ChildExit {
         return Self.decode(status)
     }
 
+    /// Blocks the calling thread until `pid` exits; its exit status (or 128 + signal).
+    /// For synchronous callers only: an async one uses ``wait(_:timeout:)``.
+    public static func block(_ pid: pid_t) -> Int32 {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 {
+            guard errno == EINTR else { return -1 }
+        }
+        return Self.decode(status)
+    }
+
     /// A `waitpid` status as an exit status, 128 + the signal for a killed process.
     public static func decode(_ status: Int32) -> Int32 {
         let signal = status & 0x7f

@@ -117,7 +117,7 @@ struct Push: Sendable {
             throw RPCError(.limitExceeded, "the streams of this listener's connection fell behind together (over \(self.hub.limits.connectionBytes) bytes waited for its socket: --connection-buffer-bytes) and this one was cut off; read faster, or listen again to resume after your last acknowledgement",
                            data: ["lastSeq": .int(last)])
         case .revoked:
-            throw RPCError(.unauthorized, "this device's credential was revoked")
+            throw RPCError.deviceRevoked(device.deviceId)
         case .shutdown:
             // As every stream of a stopping service ends: the device tells a stop from a
             // normal end, reconnects and listens again.

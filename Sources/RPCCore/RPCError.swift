@@ -32,6 +32,10 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let invalidParams = ErrorCode("invalid_params")
     /// The call needs credentials and had none, or they are not valid.
     public static let unauthorized = ErrorCode("unauthorized")
+    /// The device's credential was revoked: a parent removed the device from the family
+    /// (or replaced it). Nothing it sends is taken again; pairing it again gives it a new
+    /// credential. A client stops trying (it is not a connection problem) and says so.
+    public static let deviceRevoked = ErrorCode("device_revoked")
     /// The credentials are valid but do not allow this.
     public static let forbidden = ErrorCode("forbidden")
     /// The thing named does not exist.
@@ -54,7 +58,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     /// Every code of the base protocol, in documentation order.
     public static let protocolCodes: [ErrorCode] = [
         .invalidFrame, .frameTooLarge, .invalidJSON, .invalidRequest, .methodNotFound, .invalidParams,
-        .unauthorized, .forbidden, .notFound, .conflict, .limitExceeded, .rateLimited, .unavailable,
+        .unauthorized, .deviceRevoked, .forbidden, .notFound, .conflict, .limitExceeded, .rateLimited, .unavailable,
         .cancelled, .timeout, .internal,
     ]
 }
@@ -73,6 +77,12 @@ public struct RPCError: Error, Sendable, Hashable, Codable, CustomStringConverti
     }
 
     public var description: String { "\(self.code): \(self.message)" }
+
+    /// `device_revoked` for `deviceId`, with the sentence every service and client says.
+    public static func deviceRevoked(_ deviceId: String) -> RPCError {
+        RPCError(.deviceRevoked, "this device (\(deviceId)) was removed from the family: its credential was revoked; to use it again, pair it again with a new invitation from a parent",
+                 data: ["deviceId": .string(deviceId)])
+    }
 
     /// `invalid_params` naming the parameter (a dotted path such as `params.zone.name`) and why.
     public static func invalidParams(_ parameter: String, _ reason: String) -> RPCError {

@@ -12,6 +12,8 @@ public final class Container: Sendable {
     public let nspawn: pid_t
     /// The container's systemd (PID 1 inside).
     public let systemd: pid_t
+    /// Whether it was booted so that systemd can enforce `IPAddressAllow=`/`Deny=`.
+    public let ipFirewall: Bool
 
     /// The container's file system, seen from the host.
     public var root: String { self.base + "/root" }
@@ -25,8 +27,9 @@ public final class Container: Sendable {
     }()
 
     /// Boots a container, runs `body` with it, and powers it off (also when `body` throws).
-    public static func with<T>(_ body: (Container) async throws -> T) async throws -> T {
-        let container = try await Self.boot()
+    /// `ipFirewall`: boot it so that its systemd can enforce IP access lists (see ``boot(ipFirewall:)``).
+    public static func with<T>(ipFirewall: Bool = false, _ body: (Container) async throws -> T) async throws -> T {
+        let container = try await Self.boot(ipFirewall: ipFirewall)
         do {
             let result = try await body(container)
             await container.powerOff()
@@ -37,7 +40,14 @@ public final class Container: Sendable {
         }
     }
 
-    public static func boot() async throws -> Container {
+    /// Boots a container on a fresh overlay.
+    ///
+    /// By default its systemd silently ignores `IPAddressAllow=`/`IPAddressDeny=`: it gets
+    /// the host's cgroup layout (on a hybrid host, no unified hierarchy of its own) and
+    /// nspawn's system call filter refuses `bpf()`. With `ipFirewall` it gets a unified
+    /// cgroup hierarchy (`SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1`), `bpf()` and `CAP_BPF`, which
+    /// is what systemd needs to attach its BPF firewall to a unit's cgroup.
+    public static func boot(ipFirewall: Bool = false) async throws -> Container {
         let base = "/dev/shm/st-systemd-\(UUID().uuidString.prefix(8))"
         for directory in ["upper", "work", "root"] {
             try FileManager.default.createDirectory(atPath: "\(base)/\(directory)", withIntermediateDirectories: true)
@@ -46,10 +56,21 @@ public final class Container: Sendable {
         guard mounted.status == 0 else { throw ContainerError("cannot mount the overlay: \(mounted.stderr)") }
         // Its own machine id, or journald and systemd would share the host's.
         try? FileManager.default.removeItem(atPath: "\(base)/root/etc/machine-id")
+        return try await Self.start(base: base, ipFirewall: ipFirewall)
+    }
+
+    /// Boots systemd on the overlay at `base` (a new one, or one a container was shut down on).
+    private static func start(base: String, ipFirewall: Bool) async throws -> Container {
+        var environment = ProcessInfo.processInfo.environment
+        var firewall: [String] = []
+        if ipFirewall {
+            environment["SYSTEMD_NSPAWN_UNIFIED_HIERARCHY"] = "1"
+            firewall = ["--system-call-filter=bpf", "--capability=CAP_BPF,CAP_NET_ADMIN"]
+        }
         let nspawn = try Spawn(
             executable: "/usr/bin/systemd-nspawn",
-            arguments: ["-D", "\(base)/root", "-b", "--register=no", "--keep-unit", "--link-journal=no", "--console=pipe", "--private-network"],
-            stdout: "\(base)/boot.log", stderr: "\(base)/boot.log"
+            arguments: ["-D", "\(base)/root", "-b", "--register=no", "--keep-unit", "--link-journal=no", "--console=pipe", "--private-network"] + firewall,
+            environment: environment, stdout: "\(base)/boot.log", stderr: "\(base)/boot.log"
         ).start()
         let deadline = ContinuousClock.now + .seconds(60)
         var systemd: pid_t?
@@ -65,7 +86,7 @@ public final class Container: Sendable {
                 let text = state.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
                 // "starting": what the host has enabled (a database, say) may take its time
                 // and is not waited for; systemd itself is up.
-                if ["running", "degraded", "starting"].contains(text) { return Container(base: base, nspawn: nspawn, systemd: pid) }
+                if ["running", "degraded", "starting"].contains(text) { return Container(base: base, nspawn: nspawn, systemd: pid, ipFirewall: ipFirewall) }
             }
             try await Task.sleep(for: .milliseconds(200))
         }
@@ -78,10 +99,19 @@ public final class Container: Sendable {
         throw ContainerError("the container's systemd did not come up within 60 s; systemd \(systemd.map(String.init) ?? "not found"), jobs: \(jobs ?? "?")\nboot log:\n\(log.suffix(3000))")
     }
 
-    private init(base: String, nspawn: pid_t, systemd: pid_t) {
+    private init(base: String, nspawn: pid_t, systemd: pid_t, ipFirewall: Bool) {
         self.base = base
         self.nspawn = nspawn
         self.systemd = systemd
+        self.ipFirewall = ipFirewall
+    }
+
+    /// Reboots: shuts this container's systemd down and boots it again on the same file
+    /// system, as a machine restarts (what was enabled starts, what was not stays off).
+    /// Use the container returned; this one is gone.
+    public func reboot() async throws -> Container {
+        await self.shutDown()
+        return try await Self.start(base: self.base, ipFirewall: self.ipFirewall)
     }
 
     /// Kills nspawn and what runs under it. Killing nspawn alone leaves the container's
@@ -160,6 +190,13 @@ public final class Container: Sendable {
     }
 
     public func powerOff() async {
+        await self.shutDown()
+        _ = try? await runCommand("/usr/bin/umount", [self.root])
+        try? FileManager.default.removeItem(atPath: self.base)
+    }
+
+    /// Powers the container's systemd off and waits for nspawn to exit; the overlay stays.
+    private func shutDown() async {
         _ = try? await self.run("systemctl", "poweroff")
         let deadline = ContinuousClock.now + .seconds(30)
         while ChildExit.poll(self.nspawn) == nil {
@@ -170,8 +207,6 @@ public final class Container: Sendable {
             }
             try? await Task.sleep(for: .milliseconds(100))
         }
-        _ = try? await runCommand("/usr/bin/umount", [self.root])
-        try? FileManager.default.removeItem(atPath: self.base)
     }
 }
 

@@ -326,6 +326,23 @@ final class Postgres: @unchecked Sendable {
     /// transaction from its per-transaction log (`-l`), each client's first tenth left out
     /// as warm-up (it holds the statement's preparation).
     func pgbench(script: String, clients: Int, seconds: Int) async throws -> (tps: Double, latency: Samples) {
+        // On a busy machine many clients can spend a whole short run connecting, and
+        // pgbench then reports no transaction at all: run again, longer, rather than fail.
+        var seconds = seconds
+        for _ in 0..<2 {
+            do {
+                return try await self.pgbenchOnce(script: script, clients: clients, seconds: seconds)
+            } catch let error as NoTransactions {
+                say("  pgbench -c \(clients) processed no transaction in \(error.seconds) s (its clients were still connecting); again for \(seconds * 4) s")
+                seconds *= 4
+            }
+        }
+        return try await self.pgbenchOnce(script: script, clients: clients, seconds: seconds)
+    }
+
+    private struct NoTransactions: Error { var seconds: Int }
+
+    private func pgbenchOnce(script: String, clients: Int, seconds: Int) async throws -> (tps: Double, latency: Samples) {
         let run = "pgbench-\(URL(fileURLWithPath: script).deletingPathExtension().lastPathComponent)-\(clients)"
         let output = self.directory + "/\(run).out"
         let logPrefix = self.directory + "/\(run).log"
@@ -334,6 +351,7 @@ final class Postgres: @unchecked Sendable {
         let status = try await Self.run([Self.binDirectory + "/pgbench"] + arguments + ["postgres"], environment: nil, log: output,
                                         timeout: .seconds(Int64(seconds) + 120))
         let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+        if status == 0, text.contains("number of transactions actually processed: 0\n") { throw NoTransactions(seconds: seconds) }
         // "tps = 9187.431 (without initial connection time)"
         guard status == 0, let line = text.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
               let tps = Double(line.dropFirst(6).prefix { $0 != " " }), text.contains("number of failed transactions: 0 ")

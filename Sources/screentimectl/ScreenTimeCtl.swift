@@ -32,6 +32,7 @@ struct ScreenTimeCtl: AsyncParsableCommand {
               69  the service cannot be reached (not running, wrong socket, connection lost)
               73  an output file or a profile cannot be written (or the profile exists already)
               75  the service did not answer in time (--timeout)
+              77  this device was removed from the family (its credential was revoked): pair it again
               130 interrupted (Ctrl-C)
             """,
         version: ServerVersion.current,
@@ -242,6 +243,9 @@ enum Output {
                 status = 69
             case .timeout: status = 75
             case .cancelled: status = 130
+            case .deviceRevoked:
+                line += "\n  A parent removed this device from the family (or replaced it); nothing more is sent from this profile, and what it had queued is kept. To use it again, ask a parent for a new invitation (`screentimectl child invite` on theirs) and accept it: `screentimectl child accept --profile NAME 'screentime://pair?…'`."
+                status = 77
             default: status = 1
             }
             if error.code == .unavailable, error.message.hasPrefix("the connection") { fail(line, exitCode: 69) }
@@ -261,6 +265,11 @@ enum Output {
     static func fail(_ message: String, exitCode: Int32) -> Never {
         FileHandle.standardError.write(Data((message + "\n").utf8))
         Foundation.exit(exitCode)
+    }
+
+    /// "1 batch", "3 batches": a number and its noun, agreed.
+    static func count(_ number: Int, _ one: String, _ many: String) -> String {
+        "\(number) \(number == 1 ? one : many)"
     }
 
     static func duration(_ seconds: Double) -> String {

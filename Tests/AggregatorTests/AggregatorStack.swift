@@ -174,7 +174,7 @@ final class AggregatorStack: @unchecked Sendable {
             let status = try await self.local.call(AggregatorMethods.status, Empty())
             seen = String(describing: status)
             return status.sessions == sessions && status.pendingSummaries == 0 && status.pendingChildWrites == 0
-                && status.pendingRetentionWrites == 0 ? () : nil
+                && status.pendingRetentionWrites == 0 && status.pendingConfigurations == 0 ? () : nil
         }
     }
 }
@@ -222,8 +222,10 @@ struct Summary: CustomStringConvertible {
     var apps: [AppUsage]
     var date: Date?
     var childRef: String?
+    var changeTag: String?
 
     init(_ record: Record) {
+        self.changeTag = record.changeTag
         self.learning = record.fields["totalLearningSeconds"]?.intValue ?? -1
         self.reward = record.fields["totalRewardSeconds"]?.intValue ?? -1
         self.points = record.fields["totalPointsEarned"]?.intValue ?? -1

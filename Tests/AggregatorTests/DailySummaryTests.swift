@@ -66,6 +66,39 @@ struct DailySummaryTests {
         }
     }
 
+    @Test("a rule for an app nobody used changes no summary, accrual or balance (no new change tag, so no notification); a rule for an app used changes each once")
+    func sameNumbersAreNoChange() async throws {
+        try await AggregatorStack.inProcess { stack in
+            try await stack.session("s1", from: stack.at("2026-11-20 09:00"), to: stack.at("2026-11-20 09:20"))
+            let summary = try #require(try await stack.waitForSummary("2026-11-20") { $0?.points == 20 })
+            let balance = try #require(try await stack.waitForBalance { $0?.fields["pointsBalance"]?.intValue == 20 })
+            let accrual = "accrual-\(stack.childRef)-2026-11-20"
+            let tags = { () async throws -> [String?] in
+                let day = try await stack.summary("2026-11-20")?.changeTag
+                let records = try await stack.parentStore.call(StoreMethods.fetch, FetchParams(
+                    family: stack.family.family, zone: StoreNames.defaultZone, recordNames: [accrual, "balance-\(stack.childRef)"])).records
+                return [day] + [accrual, "balance-\(stack.childRef)"].map { name in records.first { $0.recordName == name }?.changeTag }
+            }
+            let before = try await tags()
+            #expect(before == [summary.changeTag, before[1], balance.changeTag] && before[1] != nil, "\(before)")
+
+            for round in 1...3 {
+                try await stack.rule(bundleId: "com.nobody.uses\(round)", "learning", pointsPerMinute: 3)
+                _ = try await AggregatorServiceTests.statusOnceCaughtUp(stack)
+                try await stack.settle(sessions: 1)
+                let now = try await tags()
+                #expect(now == before, "rule \(round) for an unused app rewrote a record: \(before) → \(now)")
+            }
+
+            try await stack.rule(bundleId: "org.khan", "learning", pointsPerMinute: 3)
+            try await stack.waitForSummary("2026-11-20") { $0?.points == 60 }
+            try await stack.waitForBalance { $0?.fields["pointsBalance"]?.intValue == 60 }
+            try await stack.settle(sessions: 1)
+            let after = try await tags()
+            #expect(zip(before, after).allSatisfy { $0 != $1 }, "each record changed: \(before) → \(after)")
+        }
+    }
+
     @Test("points: each learning app earns floor(seconds × its points per minute / 60) a day; reward and disabled apps earn none")
     func points() async throws {
         try await AggregatorStack.inProcess { stack in

@@ -57,7 +57,11 @@ struct RefusalTests {
         let rejected = try await stack.ctl("child", "reject", "--profile", "mum", inviteId)
         #expect(rejected.status == 0 && rejected.stdout.contains("rejected"), "\(rejected)")
         let intruder = try await stack.ctl("usage", "add", "--profile", "intruder", "org.khan", "--minutes", "5", "--category", "learning")
-        #expect(intruder.status == 1 && intruder.stderr.contains("unauthorized"), "\(intruder)")
+        #expect(intruder.status == 77 && intruder.stderr.contains("device_revoked"), "\(intruder)")
+
+        // A child the family does not have is an error, not an empty day.
+        let nobody = try await stack.ctl("summary", "--profile", "mum", "--child", "nobody")
+        #expect(nobody.status == 1 && nobody.stderr.contains("this family has no child nobody; its children are emma"), "\(nobody)")
 
         // The stack still answers after all that; then, stopped, the CLI says what to do.
         #expect(try await stack.ctl("devices", "--profile", "mum").status == 0)

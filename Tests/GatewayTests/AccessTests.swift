@@ -140,11 +140,11 @@ struct AccessTests {
         _ = try await family.parent.call(PairingMethods.revokeDevice, DeviceParams(deviceId: child.deviceId))
         // Told why, then closed with a policy violation, with no request of its own.
         let told = try await socket.next()
-        #expect(told["error"]?["code"] == "unauthorized" || told["error"]?["code"] == "cancelled", "\(told)")
+        #expect(told["error"]?["code"] == "device_revoked" || told["error"]?["code"] == "cancelled", "\(told)")
         #expect(try await socket.waitForClose() == 1008)
-        // And the same token is refused from then on.
+        // And the same token is refused from then on, saying the device was removed.
         let again = try stack.rpc("store.whoami", token: child.token)
-        #expect(again.status == 401)
+        #expect(again.status == 401 && again.errorCode == "device_revoked", "\(again.body)")
     }
 
     @Test("a device whose token was replaced is cut off on a WebSocket opened with the old one; another device of the family stays")

@@ -1,4 +1,5 @@
 import Foundation
+import ProcessSpawn
 import HTTPTypes
 import Logging
 import NIOCore
@@ -92,24 +93,22 @@ func curl(_ url: String, pin: String?, caFile: String?, arguments: [String] = []
     if let pin { args += ["--pinnedpubkey", "sha256//\(pin)"] }
     if let caFile { args += ["--cacert", caFile] }
     args += arguments + [url]
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-    process.arguments = args
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let output = out.fileHandleForReading.readDataToEndOfFile()
-    let errors = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
+    // posix_spawn through ProcessSpawn, not Foundation's Process: Process.run() is not safe
+    // while other tests start processes at the same time (it crashed the test run).
+    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("curl-\(UUID().uuidString.prefix(8))").path
+    try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: scratch) }
+    let pid = try Spawn(executable: "/usr/bin/curl", arguments: args, stdout: scratch + "/out", stderr: scratch + "/err").start()
+    let exitCode = ChildExit.block(pid)
+    let output = (try? Data(contentsOf: URL(fileURLWithPath: scratch + "/out"))) ?? Data()
+    let errors = (try? Data(contentsOf: URL(fileURLWithPath: scratch + "/err"))) ?? Data()
     var text = String(decoding: output, as: UTF8.self)
     var status = 0
     if let newline = text.lastIndex(of: "\n") {
         status = Int(text[text.index(after: newline)...]) ?? 0
         text = String(text[..<newline])
     }
-    return CurlResult(status: status, body: text, exitCode: process.terminationStatus, stderr: String(decoding: errors, as: UTF8.self))
+    return CurlResult(status: status, body: text, exitCode: exitCode, stderr: String(decoding: errors, as: UTF8.self))
 }
 
 extension GatewayStack {

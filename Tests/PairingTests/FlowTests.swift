@@ -54,8 +54,8 @@ struct FlowTests {
             // Revocation: the very next request is refused; the data stays for the parent.
             let revoked = try await family.parent.call(PairingMethods.revokeDevice, DeviceParams(deviceId: "emma-ipad"))
             #expect(revoked.status == .revoked)
-            await expectError(.unauthorized) { _ = try await child.saveUsage("u2", family: "smith") }
-            await expectError(.unauthorized) { _ = try await child.store.call(StoreMethods.fetch, FetchParams(family: "smith", zone: child.zone, recordNames: ["u1"])) }
+            await expectError(.deviceRevoked) { _ = try await child.saveUsage("u2", family: "smith") }
+            await expectError(.deviceRevoked) { _ = try await child.store.call(StoreMethods.fetch, FetchParams(family: "smith", zone: child.zone, recordNames: ["u1"])) }
             let kept = try await parentStore.call(StoreMethods.fetch, FetchParams(family: "smith", zone: child.zone, recordNames: ["u1", "device-emma-ipad"]))
             #expect(kept.records.count == 2 && kept.records.first { $0.recordName == "device-emma-ipad" }?.fields["isActive"] == false)
             #expect(try await parentStore.call(StoreMethods.shareInfo, ZoneParams(family: "smith", zone: child.zone)).participants.isEmpty)
@@ -95,7 +95,7 @@ struct FlowTests {
             let child = try await family.pairChild(harness, confirm: false)
             let rejected = try await family.parent.call(PairingMethods.reject, InvitationParams(invitationId: child.invitation.invitationId))
             #expect(rejected.status == .rejected)
-            await expectError(.unauthorized) { _ = try await child.saveUsage("u1", family: "smith") }
+            await expectError(.deviceRevoked) { _ = try await child.saveUsage("u1", family: "smith") }
             await expectError(.conflict) { _ = try await family.parent.call(PairingMethods.confirm, InvitationParams(invitationId: child.invitation.invitationId)) }
             // An open invitation can be burned before anyone uses it.
             let unused = try await family.parent.call(PairingMethods.createInvitation, CreateInvitationParams(childId: "emma"))
@@ -139,7 +139,7 @@ struct FlowTests {
 
             let removed = try await family.parent.call(PairingMethods.removeChild, RemoveChildParams(childId: "emma"))
             #expect(Set(removed.zones) == [ipad.zone, phone.zone] && Set(removed.revokedDevices) == ["emma-ipad", "emma-phone"])
-            await expectError(.unauthorized) { _ = try await phone.saveUsage("p2", family: "smith") }
+            await expectError(.deviceRevoked) { _ = try await phone.saveUsage("p2", family: "smith") }
             let zones = try await parentStore.call(StoreMethods.listZones, FamilyParams(family: "smith")).zones.map(\.name)
             #expect(!zones.contains(ipad.zone) && zones.contains(tom.zone))
             #expect(try await tom.saveUsage("t1", family: "smith").allSucceeded)
@@ -170,7 +170,7 @@ struct FlowTests {
             let child = try await family.pairChild(harness, confirm: false)
             _ = try await family.parent.call(PairingMethods.revokeDevice, DeviceParams(deviceId: child.deviceId))
             await expectError(.conflict) { _ = try await family.parent.call(PairingMethods.confirm, InvitationParams(invitationId: child.invitation.invitationId)) }
-            await expectError(.unauthorized) { _ = try await child.saveUsage("u1", family: "smith") }
+            await expectError(.deviceRevoked) { _ = try await child.saveUsage("u1", family: "smith") }
         }
     }
 }

@@ -39,7 +39,7 @@ struct ParentRightsTests {
 
             #expect(try await dad.call(PairingMethods.revokeDevice, DeviceParams(deviceId: child.deviceId)).status == .revoked)
             #expect(try await family.parent.call(PairingMethods.revokeDevice, DeviceParams(deviceId: "dad-phone")).status == .revoked)
-            await expectError(.unauthorized) { _ = try await dad.call(PairingMethods.listDevices, Empty()) }
+            await expectError(.deviceRevoked) { _ = try await dad.call(PairingMethods.listDevices, Empty()) }
         }
     }
 

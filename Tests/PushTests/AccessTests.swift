@@ -54,8 +54,8 @@ struct AccessTests {
             try await listening.wait(for: 1)
             _ = try await stack.family.parent.call(PairingMethods.revokeDevice, DeviceParams(deviceId: stack.child.deviceId))
             try await waitUntil("the revoked device's stream ending") { listening.error != nil }
-            #expect((listening.error as? RPCError)?.code == .unauthorized)
-            await expectError(.unauthorized) { _ = try await child.call(PushMethods.ack, AckParams(upTo: 1)) }
+            #expect((listening.error as? RPCError)?.code == .deviceRevoked)
+            await expectError(.deviceRevoked) { _ = try await child.call(PushMethods.ack, AckParams(upTo: 1)) }
         }
     }
 

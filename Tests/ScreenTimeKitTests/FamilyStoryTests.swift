@@ -24,7 +24,7 @@ struct FamilyStoryTests {
         #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
 
         // Subscriptions: the child hears of its commands, the parent of summaries.
-        try await child.notifications.subscribe(to: "ConfigurationCommand", in: childZone, firesOn: [.create])
+        try await child.notifications.subscribe(to: "ConfigurationCommand", in: childZone, where: [QueryFilter("status", .equal, "pending")], firesOn: [.create, .update])
         try await parent.notifications.subscribe(to: "DailySummary")
         let childHeard = Arrivals<PushNotification>()
         let parentHeard = Arrivals<PushNotification>()
@@ -34,25 +34,29 @@ struct FamilyStoryTests {
         ]
         defer { for listener in listeners { listener.cancel() } }
 
-        // Flow 3: the parent sets a rule; the child's subscription fires; it applies it.
-        let update = try await parent.parent.setAppRule(AppRuleChange(bundleId: "org.khanacademy", classification: "learning", pointsPerMinute: 2), for: "emma")
-        #expect(update.commands.count == 1)
+        // Flow 3: the parent sets a rule; the server sends the child's device the family's
+        // configuration; its subscription fires; it applies it.
+        let update = try await parent.parent.setAppRule(AppRuleChange(bundleId: "org.khanacademy", classification: "learning", pointsPerMinute: 2))
+        #expect(update.ruleName == "app-org.khanacademy" && update.requestIds.count == 1)
         await parent.queue.waitUntilDrained()
         let heard = try await childHeard.wait(for: 1, timeout: .seconds(20), "the child's command notification")
         #expect(heard[0].recordType == "ConfigurationCommand")
-        var applied: [String] = []
-        let report = try await child.child.applyPendingCommands { command in
-            let rule = try command.fields.payload(AppRuleChange.self)
-            applied.append(rule.bundleId)
+        let applied = try await eventually("the configuration with the rule, applied") { seen in
+            var rules: [String] = []
+            _ = try await child.child.applyPendingCommands { command in
+                if let configuration = command.fields.configuration { rules = configuration.rules.map(\.bundleId) }
+            }
+            seen = "\(rules)"
+            return rules == ["org.khanacademy"] ? rules : nil
         }
         #expect(applied == ["org.khanacademy"])
-        #expect(report.executed.count == 1)
         await child.queue.waitUntilDrained()
-        let command = try #require(try await parent.records.fetch(ConfigurationCommand.self, update.commands[0].recordName, in: childZone))
-        #expect(command.fields.status == "executed")
+        #expect(try child.queue.failures().isEmpty)
+        let command = try #require(try await parent.records.fetch(ConfigurationCommand.self, ConfigurationSnapshot.recordName, in: childZone))
+        #expect(command.fields.status == "executed" && command.fields.configuration?.rules.first?.pointsPerMinute == 2)
         #expect(command.fields.executedAt != nil)
         #expect(try await child.child.pendingCommands().isEmpty)
-        let rule = try #require(try await parent.records.fetch(AppRule.self, "rule-org.khanacademy", in: "default"))
+        let rule = try #require(try await parent.records.fetch(AppRule.self, "app-org.khanacademy", in: "default"))
         #expect(rule.fields.classification == "learning")
 
         // Flow 4: the child uploads usage; the aggregator sums it up; the parent reads it.
@@ -91,7 +95,7 @@ struct FamilyStoryTests {
         // Revocation cuts the child off at once.
         try await parent.pairing.revoke(deviceId: "emma-ipad")
         let revoked = await #expect(throws: RPCError.self) { _ = try await child.child.pendingCommands() }
-        #expect(revoked?.code == .unauthorized)
+        #expect(revoked?.code == .deviceRevoked)
         for listener in listeners { listener.cancel() }
         await child.close()
         await parent.close()
@@ -113,13 +117,15 @@ struct FamilyStoryTests {
         _ = try await parent.pairing.waitForAcceptance(of: invitation)
         try await parent.pairing.reject(invitation)
         await #expect(throws: RPCError.self) { try await pending.waitForConfirmation(timeout: .seconds(10)) }
-        // The queued write is refused for good now: kept as failed, never dropped.
-        let failed = try await eventually("the queued write is set aside as failed") { seen in
-            let failures = try child.queue.failures()
-            seen = "pending \(try child.queue.pending().map { $0.lastError?.description ?? "-" })"
-            return failures.isEmpty ? nil : failures
+        // The device is out of the family now: the queued write is kept, not sent, and
+        // not set aside as failed either (pairing again sends it).
+        let held = try await eventually("the queued write is held with device_revoked") { seen in
+            let pending = try child.queue.pending()
+            seen = "pending \(pending.map { $0.lastError?.description ?? "-" })"
+            return pending.first?.lastError?.code == .deviceRevoked ? pending : nil
         }
-        #expect(failed[0].lastError?.code == .unauthorized)
+        #expect(held.count == 1)
+        #expect(try child.queue.failures().isEmpty)
         await child.close()
         await parent.close()
     }

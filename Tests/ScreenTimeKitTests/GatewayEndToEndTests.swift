@@ -74,11 +74,11 @@ struct GatewayEndToEndTests {
         #expect(identity.urls == endpoint.urls && identity.pin == endpoint.pin)
 
         // A rule, heard by the child through push.listen over the WebSocket, applied.
-        try await child.notifications.subscribe(to: "ConfigurationCommand", in: invitation.zone, firesOn: [.create])
+        try await child.notifications.subscribe(to: "ConfigurationCommand", in: invitation.zone, where: [QueryFilter("status", .equal, "pending")], firesOn: [.create, .update])
         let heard = Arrivals<PushNotification>()
         let listener = Task { try await child.notifications.handle { heard.append($0) } }
         defer { listener.cancel() }
-        _ = try await parent.parent.setAppRule(AppRuleChange(bundleId: "org.khanacademy", classification: "learning"), for: "emma")
+        _ = try await parent.parent.setAppRule(AppRuleChange(bundleId: "org.khanacademy", classification: "learning"))
         try await within(.seconds(30), "the parent's queue drained") { await parent.queue.waitUntilDrained() }
         _ = try await heard.wait(for: 1, timeout: .seconds(30), "the command's notification over the WebSocket")
         let applied = try await child.child.applyPendingCommands { _ in }
@@ -101,7 +101,7 @@ struct GatewayEndToEndTests {
             transport: UnixSocketTransport(runtimeDirectory: stack.directory.path, backoff: KitStack.fast),
             credentials: FileCredentialStore(path: stack.directory.file("parent.credential")),
             databasePath: stack.directory.file("parent-here.sqlite"), backoff: KitStack.fast)
-        _ = try await parentHere.parent.setAppRule(AppRuleChange(bundleId: "org.wikipedia", classification: "learning"), for: "emma")
+        _ = try await parentHere.parent.setAppRule(AppRuleChange(bundleId: "org.wikipedia", classification: "learning"))
         try await within(.seconds(30), "the rule saved while the child is cut off") { await parentHere.queue.waitUntilDrained() }
         await parentHere.close()
         #expect(heard.all.count == 1, "nothing reaches the child while it is cut off")
@@ -115,7 +115,7 @@ struct GatewayEndToEndTests {
         // next attempt connects. An app waits for that event (or shows "offline"); so does this.
         try await within(.seconds(30), "the parent connected again") { await parent.transport.waitUntilConnected() }
         #expect(try await parent.records.queryAll(UsageRecord.self, in: invitation.zone).count == 1)
-        _ = try await parent.parent.setAppRule(AppRuleChange(bundleId: "com.game", classification: "reward"), for: "emma")
+        _ = try await parent.parent.setAppRule(AppRuleChange(bundleId: "com.game", classification: "reward"))
         try await within(.seconds(30), "the parent's queue drained again") { await parent.queue.waitUntilDrained() }
         _ = try await heard.wait(for: 2, timeout: .seconds(30), "the notification that waited during the outage")
         let all = try await heard.wait(for: 3, timeout: .seconds(30), "the next command's notification after the reconnect")
@@ -139,6 +139,60 @@ struct GatewayEndToEndTests {
 
         listener.cancel()
         await refused.close()
+        await child.close()
+        await parent.close()
+        await gateway.stop()
+    }
+
+    @Test("a device removed from the family: its kit enters `revoked` once, makes no more connections, fails calls at once with device_revoked and keeps its queue unsent; the gateway's log names the device")
+    func revokedDeviceStops() async throws {
+        let stack = try await KitStack.start(["store", "pairing", "push", "aggregator"])
+        defer { stack.stopAll() }
+        let (gateway, endpoint) = try await Self.startGateway(stack)
+        defer { gateway.stopNow() }
+        let code = try await stack.admin("pairing").call(PairingMethods.createFamily, NewFamilyParams(family: "smith", timeZone: "UTC"))
+        let bootstrap = PairingURI(server: "x", family: "smith", invitationId: "x", secret: "x", urls: endpoint.urls, pin: endpoint.pin)
+        let parent = try Self.remoteKit(stack, "parent", bootstrap)
+        _ = try await within(.seconds(60), "the parent enrolled") {
+            try await parent.pairing.enroll(family: "smith", code: code.code, deviceId: "mum-phone", deviceName: "Mum's phone", urls: endpoint.urls, pin: endpoint.pin)
+        }
+        let invitation = try await parent.pairing.inviteChild(childId: "emma")
+        let child = try Self.remoteKit(stack, "child", try #require(PairingURI(invitation.uri)))
+        let pending = try await child.pairing.accept(uri: invitation.uri, deviceId: "emma-ipad", deviceName: "Emma's iPad")
+        _ = try await parent.pairing.waitForAcceptance(of: invitation, poll: .milliseconds(50), timeout: .seconds(30))
+        try await parent.pairing.confirm(invitation)
+        _ = try await within(.seconds(30), "the child confirmed") { try await pending.waitForConfirmation() }
+        _ = try await child.child.pendingCommands()
+        let states = Arrivals<ConnectionState>()
+        let watcher = Task { for await state in child.transport.states() { states.append(state) } }
+        defer { watcher.cancel() }
+
+        try await parent.pairing.revoke(deviceId: "emma-ipad")
+        // Cut off by the gateway's credential check (or refused at its next call): either
+        // way the kit hears device_revoked and stops.
+        try await waitUntil("the kit in revoked", timeout: .seconds(30)) { states.all.contains(.revoked) }
+        let refused = await #expect(throws: RPCError.self) { _ = try await child.child.pendingCommands() }
+        #expect(refused?.code == .deviceRevoked && refused?.message.contains("removed from the family") == true, "\(String(describing: refused))")
+
+        // A write while revoked: kept, held, never sent.
+        let log = QueueLog(child.queue)
+        _ = try child.child.uploadUsage([UsageSession(logicalID: "org.khan", category: "learning", start: todayUTC(0, 1), end: todayUTC(0, 11))])
+        let held = try await log.events.wait(for: 1, timeout: .seconds(30), "the write held")
+        guard case .held(_, let why) = held[0] else { Issue.record("not held: \(held[0])"); return }
+        #expect(why.code == .deviceRevoked)
+        #expect(try child.queue.pending().count == 1 && child.queue.failures().isEmpty, "kept in the queue, not set aside")
+        // Many calls and the parent's work later (time in which a reconnecting transport
+        // would have tried again many times): still one cut-off in the gateway's log, naming the device.
+        for _ in 0..<20 { _ = try? await child.child.pendingCommands() }
+        for app in ["org.a", "org.b", "org.c"] {
+            _ = try await parent.parent.setAppRule(AppRuleChange(bundleId: app, classification: "learning"))
+            try await within(.seconds(30), "the parent's rule saved") { await parent.queue.waitUntilDrained() }
+        }
+        let cutOffs = gateway.log.split(separator: "\n").filter { $0.contains("websocket cut off") && $0.contains("device_id=emma-ipad") }
+        #expect(cutOffs.count == 1 && cutOffs[0].contains("reason=device_revoked"), "\(cutOffs)")
+        #expect(states.all.filter { $0 == .revoked }.count == 1, "told once: \(states.all)")
+        #expect(child.transport.state == .revoked)
+
         await child.close()
         await parent.close()
         await gateway.stop()

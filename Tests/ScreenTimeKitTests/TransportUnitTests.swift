@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import ProcessSpawn
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -213,17 +214,14 @@ final class TLSTestServer: @unchecked Sendable {
     static func makeCertificate(gatewayShaped: Bool) throws -> (TemporaryDirectory, NIOSSLCertificate, NIOSSLPrivateKey) {
         let directory = TemporaryDirectory()
         let key = directory.file("key.pem"), cert = directory.file("cert.pem")
-        let openssl = Process()
-        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        openssl.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert,
-                             "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"]
+        let arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert,
+                         "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"]
             + (gatewayShaped ? ["-addext", "basicConstraints=critical,CA:FALSE", "-addext", "keyUsage=critical,digitalSignature",
                                 "-addext", "extendedKeyUsage=serverAuth"] : [])
-        openssl.standardError = FileHandle.nullDevice
-        openssl.standardOutput = FileHandle.nullDevice
-        try openssl.run()
-        openssl.waitUntilExit()
-        guard openssl.terminationStatus == 0 else { throw TestFailure("openssl could not make a certificate") }
+        // posix_spawn (ProcessSpawn), not Foundation's Process, which is not safe while
+        // other tests start processes.
+        let status = ChildExit.block(try Spawn(executable: "/usr/bin/openssl", arguments: arguments).start())
+        guard status == 0 else { throw TestFailure("openssl could not make a certificate") }
         guard let certificate = try NIOSSLCertificate.fromPEMFile(cert).first else { throw TestFailure("openssl wrote no certificate") }
         return (directory, certificate, try NIOSSLPrivateKey(file: key, format: .pem))
     }

@@ -132,8 +132,8 @@ struct AccessTests {
             await expectError(.forbidden) { _ = try await family.child1.fetch(["u1"], zone: FamilyFixture.zone1) }
 
             _ = try await family.admin.call(StoreMethods.updateCredential, UpdateCredentialParams(family: FamilyFixture.family, deviceId: "c1", status: .revoked))
-            let error = await expectError(.unauthorized) { _ = try await family.child1.call(StoreMethods.whoami, Empty()) }
-            #expect(error?.message.contains("revoked") == true)
+            let error = await expectError(.deviceRevoked) { _ = try await family.child1.call(StoreMethods.whoami, Empty()) }
+            #expect(error?.message.contains("removed from the family") == true && error?.data?["deviceId"] == "c1")
             let credentials = try await family.admin.call(StoreMethods.listCredentials, ListCredentialsParams(family: FamilyFixture.family))
             #expect(credentials.credentials.first { $0.deviceId == "c1" }?.status == .revoked)
             #expect(credentials.credentials.count > 1)
@@ -147,7 +147,7 @@ struct AccessTests {
                     family: FamilyFixture.family, deviceId: "c1", status: .active, ifStatus: .pending))
             }
             #expect(stale?.message == "device c1's credential is revoked, not pending")
-            await expectError(.unauthorized) { _ = try await family.child1.call(StoreMethods.whoami, Empty()) }
+            await expectError(.deviceRevoked) { _ = try await family.child1.call(StoreMethods.whoami, Empty()) }
         }
     }
 

@@ -27,6 +27,31 @@ struct ChangeFeedTests {
         }
     }
 
+    @Test("a save with the same content is no change: same change tag and modifiedAt, nothing in the zone's changes, with every save policy; one real change is reported once")
+    func sameContentIsNoChange() async throws {
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            let first = try #require(try await family.parent.save([Make.appRule("org.khan")]).saved[0].record)
+            let start = try await Self.drain(family.parent, zone: "default", since: nil, limit: 400).token
+
+            let same = RecordSave(recordType: first.recordType, recordName: first.recordName, fields: first.fields, changeTag: first.changeTag)
+            for policy in [SavePolicy.ifServerRecordUnchanged, .changedKeys, .allKeys] {
+                let again = try #require(try await family.admin.save([same], policy: policy).saved[0].record, "\(policy)")
+                #expect(again.changeTag == first.changeTag && again.modifiedAt == first.modifiedAt && again.modifiedBy == first.modifiedBy, "\(policy)")
+            }
+            let partial = RecordSave(recordType: first.recordType, recordName: first.recordName, fields: ["classification": first.fields["classification"]!])
+            #expect(try await family.parent.save([partial], policy: .changedKeys).saved[0].record?.changeTag == first.changeTag)
+            #expect(try await Self.drain(family.parent, zone: "default", since: start, limit: 400).records.isEmpty)
+
+            var changed = same
+            changed.fields["pointsPerMinute"] = 7
+            let real = try #require(try await family.parent.save([changed]).saved[0].record)
+            #expect(real.changeTag != first.changeTag)
+            let since = try await Self.drain(family.parent, zone: "default", since: start, limit: 400)
+            #expect(since.records.map(\.recordName) == [first.recordName] && since.records[0].fields["pointsPerMinute"] == 7)
+        }
+    }
+
     @Test("zone changes page through many batches, then report only what changed since the token, deletions included")
     func zoneChanges() async throws {
         let store = try await StoreHarness.start()

@@ -81,7 +81,10 @@ struct DebianPackageTests {
             // overlay of the host's /, which may have it: it goes, in the container only.
             _ = try await container.shell("dpkg-query -W avahi-daemon >/dev/null 2>&1 && dpkg --purge --force-depends avahi-daemon")
             #expect(try await container.run("dpkg-query", "-W", "-f", "${Status}", "avahi-daemon").stdout != "install ok installed", "the container has no avahi-daemon")
-            try await container.dpkg("-i", debs.current)
+            let installed = try await container.dpkg("-i", debs.current)
+            // It says which port it opened, to whom, and how to turn the server off.
+            #expect(installed.contains("listens on TCP port 8443 on every interface, for devices on the home network only")
+                    && installed.contains("systemctl disable --now screentime.target"), "\(installed)")
             #expect(try await container.run("getent", "passwd", "screentime").status == 0)
             for service in Self.services {
                 #expect(try await container.property("ActiveState", of: "screentime-\(service.name).socket") == "active", "\(service.name).socket")
@@ -180,9 +183,21 @@ struct DebianPackageTests {
             let edited = try await container.read("/etc/screentime/store.env") + "OPTIONS=\"--log-level debug\"\n"
             try await container.write(edited, to: "/etc/screentime/store.env")
             let before = try await container.property("MainPID", of: "screentime-store.service")
+            // What earlier versions left: sockets also wanted by sockets.target, and the
+            // internet drop-in on the service, where it filtered nothing.
+            try await container.shell("""
+                mkdir -p /etc/systemd/system/sockets.target.wants /etc/systemd/system/screentime-gateway.service.d
+                for s in store pairing push aggregator; do ln -sf /lib/systemd/system/screentime-$s.socket /etc/systemd/system/sockets.target.wants/; done
+                printf '[Service]\\nIPAddressAllow=any\\n' > /etc/systemd/system/screentime-gateway.service.d/internet.conf
+                """)
 
             // dpkg runs with no terminal: a conffile question would fail the upgrade.
-            try await container.dpkg("-i", debs.current)
+            let upgraded = try await container.dpkg("-i", debs.current)
+            #expect(try await container.shell("ls /etc/systemd/system/sockets.target.wants/ | grep screentime").stdout.isEmpty,
+                    "the sockets.target links are gone")
+            #expect(try await container.read("/etc/systemd/system/screentime-gateway.socket.d/internet.conf").contains("IPAddressAllow=any"), "the internet drop-in moved to the socket")
+            #expect(try await container.run("test", "-e", "/etc/systemd/system/screentime-gateway.service.d/internet.conf").status != 0)
+            #expect(upgraded.contains("for devices from any address"), "\(upgraded)")
             #expect(try await container.run("dpkg-query", "-W", "-f", "${Version}", "screentime-server").stdout == ServerVersion.current)
             #expect(try await container.read("/etc/screentime/store.env") == edited, "the edited file stays")
             let template = try String(contentsOfFile: Container.checkout + "/deploy/service.env.in", encoding: .utf8)
@@ -346,10 +361,12 @@ extension Container {
         return (try copy(packages.current.deb), try copy(packages.rebuild), try copy(packages.handBuilt07))
     }
 
-    /// dpkg with no terminal (a question would fail it), which must succeed.
-    func dpkg(_ arguments: String...) async throws {
+    /// dpkg with no terminal (a question would fail it), which must succeed; what it printed.
+    @discardableResult
+    func dpkg(_ arguments: String...) async throws -> String {
         let result = try await self.run(["dpkg"] + arguments, timeout: .seconds(300))
         guard result.status == 0 else { throw TestFailure("dpkg \(arguments.joined(separator: " ")) failed (\(result.status)):\n\(result.stdout)\(result.stderr)") }
+        return result.stdout + result.stderr
     }
 
     func read(_ path: String) async throws -> String {

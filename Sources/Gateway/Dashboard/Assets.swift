@@ -154,7 +154,7 @@ enum Assets {
               if (message.id === 2 && message.result && message.continues) {
                 if (typeof message.result.seq === "number") send(nextId++, "push.ack", { upTo: message.result.seq });
                 refresh();
-              } else if (message.error && message.error.code === "unauthorized" && !stopped) {
+              } else if (message.error && (message.error.code === "unauthorized" || message.error.code === "device_revoked") && !stopped) {
                 stopped = true;
                 window.location.assign("/signin?expired=1");
               }

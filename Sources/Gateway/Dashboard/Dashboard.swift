@@ -149,7 +149,7 @@ struct Dashboard: Sendable {
             guard identity.caller == .parent else { return .refused }
             return .signedIn(Session(device: BrowserDevice(identity: identity, gateway: self.gateway), token: token, csrf: self.keys.csrfToken(session: token)))
         } catch {
-            return error.code == .unauthorized ? .refused : .unavailable(Relay.presentable(error, service: "store"))
+            return error.code == .unauthorized || error.code == .deviceRevoked ? .refused : .unavailable(Relay.presentable(error, service: "store"))
         }
     }
 
@@ -368,7 +368,9 @@ struct Dashboard: Sendable {
         ]
         if let saved = query["saved"] {
             let told = Int(query["told"] ?? "0") ?? 0
-            data["notice"] = "Saved \(saved); sent to \(told) device\(told == 1 ? "" : "s")."
+            let name = rules.first { $0["bundleId"] as? String == saved }?["name"] as? String ?? saved
+            data["notice"] = told == 0 ? "Saved \(name). No child device is paired yet: each gets the family's rules when it is."
+                : "Saved \(name); the family's rules go to \(told) device\(told == 1 ? "" : "s")."
         }
         return self.page(.ok, "apps", title: "Apps", session: session, clock: clock, data: data)
     }

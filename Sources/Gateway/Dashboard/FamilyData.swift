@@ -97,8 +97,9 @@ extension BrowserDevice {
         }.sorted { ($0["name"] as! String).localizedCaseInsensitiveCompare($1["name"] as! String) == .orderedAscending }
     }
 
-    /// Saves the family's rule for an app and a ConfigurationCommand for every active child
-    /// device to apply it (what a parent's app does; `screentimectl apps set` the same).
+    /// Saves the family's rule for an app (what a parent's app does; `screentimectl apps set`
+    /// the same); the server sends each child device the family's configuration. Returns how
+    /// many active child devices get it.
     func saveAppRule(bundleId: String, category: String, pointsPerMinute: Int, enabled: Bool, blocked: Bool, displayName: String?) async throws(RPCError) -> Int {
         var fields: [String: JSONValue] = [
             "familyRef": .reference(self.family, zone: StoreNames.defaultZone), "bundleId": .string(bundleId), "source": "override",
@@ -109,23 +110,8 @@ extension BrowserDevice {
         let saved = try await self.call(StoreMethods.modify, ModifyParams(
             family: self.family, zone: StoreNames.defaultZone,
             saves: [RecordSave(recordType: RecordTypes.appRule, recordName: "app-\(bundleId)", fields: fields)], savePolicy: .changedKeys, atomic: true))
-        guard let rule = saved.saved.first?.record else { throw RPCError(.internal, "the rule was not saved") }
-        var payload = rule.fields
-        payload["familyRef"] = nil
-        let payloadText = String(decoding: (try? RPCJSON.makeEncoder().encode(JSONValue.object(payload))) ?? Data("{}".utf8), as: UTF8.self)
-        var told = 0
-        for device in try await self.devices() where device.role == .child && device.status == .active {
-            guard let zone = device.zone else { continue }
-            let id = "rule-\(UUID().uuidString.lowercased())"
-            _ = try await self.call(StoreMethods.modify, ModifyParams(family: self.family, zone: zone, saves: [
-                RecordSave(recordType: RecordTypes.configurationCommand, recordName: id, fields: [
-                    "commandID": .string(id), "targetDeviceID": .string(device.deviceId), "commandType": "updateAppRule",
-                    "payloadJSON": .string(payloadText), "createdAt": .date(Date()), "status": "pending",
-                ]),
-            ], atomic: true))
-            told += 1
-        }
-        return told
+        guard saved.saved.first?.record != nil else { throw RPCError(.internal, "the rule was not saved") }
+        return try await self.devices().filter { $0.role == .child && $0.status == .active }.count
     }
 
     /// The newest commands sent to the children's devices, and where each stands.
@@ -140,7 +126,9 @@ extension BrowserDevice {
                 let payload = fields["payloadJSON"]?.stringValue.flatMap { try? JSONParser.parse($0) }
                 let status = fields["status"]?.stringValue ?? "pending"
                 var what = fields["commandType"]?.stringValue ?? "command"
-                if what == "updateAppRule", let app = payload?["displayName"]?.stringValue ?? payload?["bundleId"]?.stringValue { what = "Rule for \(app)" }
+                if let snapshot = ConfigurationSnapshot(commandType: what, payloadJSON: fields["payloadJSON"]?.stringValue) {
+                    what = "The family's rules (\(snapshot.rules.count == 1 ? "1 app" : "\(snapshot.rules.count) apps"))"
+                } else if what == "updateAppRule", let app = payload?["displayName"]?.stringValue ?? payload?["bundleId"]?.stringValue { what = "Rule for \(app)" }
                 else if what == "shieldRewardApps" { what = "Shield reward apps" }
                 else if what == "unshieldRewardApps" { what = "Unshield reward apps" }
                 var item: [String: Any] = [

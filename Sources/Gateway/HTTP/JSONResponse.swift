@@ -45,7 +45,7 @@ enum JSONResponse {
     /// The HTTP status of an error code (docs/protocol.md, "Gateway").
     static func status(for code: ErrorCode) -> HTTPResponse.Status {
         switch code {
-        case .unauthorized: .unauthorized
+        case .unauthorized, .deviceRevoked: .unauthorized
         case .forbidden: .forbidden
         case .notFound, .methodNotFound: .notFound
         case .frameTooLarge: .contentTooLarge

@@ -86,7 +86,7 @@ final class CredentialWatch: Sendable {
             do {
                 _ = try await self.authenticator.identify(watched.identity.token, fresh: true)
                 self.sockets.withLock { $0[family]?[socket]?.checkedAt = checked }
-            } catch where error.code == .unauthorized {
+            } catch where error.code == .unauthorized || error.code == .deviceRevoked {
                 self.unwatch(socket, family: family)
                 // On its own: telling a device that does not read waits for its socket,
                 // and the round goes on meanwhile.

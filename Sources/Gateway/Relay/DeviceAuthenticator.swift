@@ -38,7 +38,8 @@ public final class DeviceAuthenticator: Sendable {
         return cached.identity
     }
 
-    /// The credential's device, or `unauthorized` (unknown, revoked) / `unavailable`.
+    /// The credential's device, or `unauthorized` (unknown), `device_revoked` (the device
+    /// was removed from its family) / `unavailable`.
     /// `fresh` skips the cache (the periodic check of an open WebSocket).
     public func identify(_ token: String, fresh: Bool = false) async throws(RPCError) -> DeviceIdentity {
         if !fresh, let identity = self.cached(token) { return identity }
@@ -47,6 +48,7 @@ public final class DeviceAuthenticator: Sendable {
             who = try await self.store.call(StoreMethods.whoami, Empty(), actingFor: Auth(token: token))
         } catch {
             self.cache.withLock { _ = $0.entries.removeValue(forKey: token) }
+            if error.code == .deviceRevoked { throw error }
             if error.code == .unauthorized || error.code == .forbidden {
                 throw RPCError(.unauthorized, "this device credential is not valid: it is unknown or was revoked; pair the device again")
             }

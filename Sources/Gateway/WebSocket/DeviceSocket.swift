@@ -358,8 +358,9 @@ final class DeviceSocket: Sendable {
             if first { self.watchCredential(identity) }
             return identity
         } catch {
-            if error.code == .unauthorized {
-                _ = self.gateway.rateLimiter.allow(self.address)
+            if error.code == .unauthorized || error.code == .deviceRevoked {
+                // A wrong token costs its address; a revoked one is known, not a guess.
+                if error.code == .unauthorized { _ = self.gateway.rateLimiter.allow(self.address) }
                 await self.cutOff(requestID, error)
             } else {
                 await self.reply(requestID, error: Relay.presentable(error, service: "store"))
@@ -461,11 +462,14 @@ final class DeviceSocket: Sendable {
             return Array(state.requests.values) + state.anonymous.values.map(InFlight.task)
         }
         for request in requests { request.cancel() }
+        // The device named even when it never authenticated here (a revoked token at the
+        // upgrade): the store says whose credential it was.
+        let deviceId = self.identity?.deviceId ?? error.data?["deviceId"]?.stringValue ?? ""
         self.logger.notice("websocket cut off", metadata: [
-            "remote_address": "\(self.address)", "device_id": "\(self.identity?.deviceId ?? "")", "reason": "\(error.code)",
+            "remote_address": "\(self.address)", "device_id": "\(deviceId)", "reason": "\(error.code)",
         ])
         await self.send(ReplyEncoding.error(id: id, error))
-        try? await self.outbound.close(.policyViolation, reason: "credential not valid")
+        try? await self.outbound.close(.policyViolation, reason: error.code == .deviceRevoked ? "device revoked" : "credential not valid")
         // A device that does not answer the close is not waited for.
         let channel = self.channel
         channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }

@@ -54,8 +54,7 @@ enum Credentials {
             family: row[0], deviceId: row[1], role: DeviceRole(rawValue: row[2]) ?? .child,
             status: CredentialStatus(rawValue: row[3]) ?? .revoked)
         if identity.status == .revoked {
-            throw RPCError(.unauthorized, "the credential of device \(identity.deviceId) has been revoked; pair the device again",
-                data: ["deviceId": .string(identity.deviceId)])
+            throw RPCError.deviceRevoked(identity.deviceId)
         }
         return .device(identity)
     }

@@ -109,6 +109,12 @@ struct ModifyOperation: Sendable {
         for (index, save) in (self.params.saves ?? []).enumerated() {
             do {
                 let checked = try self.checkSave(save, self.prepared[index], in: zone, db)
+                if let live = checked.live, checked.unchanged {
+                    // The same content again is no change: no new change tag, nothing in the
+                    // change feed, so no notification.
+                    saved.append(SaveOutcome(recordName: save.recordName, record: try live.record(zone: zone.name)))
+                    continue
+                }
                 let (record, seq) = try self.write(checked, in: zone, db)
                 saved.append(SaveOutcome(recordName: save.recordName, record: record))
                 lastSaved = seq
@@ -163,6 +169,8 @@ struct ModifyOperation: Sendable {
         var fields: [String: JSONValue]
         var fieldsText: String
         var uniqueKeys: [DerivedRows.UniqueKey]
+        /// A live record's fields are exactly these already.
+        var unchanged: Bool
     }
 
     /// Everything that can refuse a save (`ItemError`), without writing.
@@ -231,9 +239,12 @@ struct ModifyOperation: Sendable {
             try AccessControl.checkChildSave(device, type: type, existing: before, merged: merged)
         }
 
+        if let before, before == merged {
+            return CheckedSave(save: save, type: type, existing: existing, live: live, fields: merged, fieldsText: "", uniqueKeys: [], unchanged: true)
+        }
         let uniqueKeys = try DerivedRows.uniqueKeys(db, type: type, fields: merged, family: zone.family, recordID: existing?.id)
         return CheckedSave(save: save, type: type, existing: existing, live: live, fields: merged,
-                           fieldsText: try text ?? FieldsCoding.encode(merged), uniqueKeys: uniqueKeys)
+                           fieldsText: try text ?? FieldsCoding.encode(merged), uniqueKeys: uniqueKeys, unchanged: false)
     }
 
     /// Writes a checked save, all but moving the zone's latest change; throws only storage

@@ -1,3 +1,4 @@
+import AggregatorAPI
 import Foundation
 import RPCCore
 import StoreAPI
@@ -77,6 +78,15 @@ public struct ChildFlows: Sendable {
         return try self.queue.enqueue(batches, label: "usage")
     }
 
+    /// Asks the server for this device's configuration again (`aggregator.resync`): the
+    /// family's rules and the shield come as a pending `applyConfiguration` command within
+    /// a second, its notification with it. Returns the configuration version to expect.
+    @discardableResult
+    public func resync() async throws(RPCError) -> Int64 {
+        _ = try self.me()
+        return try await self.session.call(AggregatorMethods.resync, Empty()).version
+    }
+
     /// The commands waiting for this device, oldest first.
     public func pendingCommands() async throws(RPCError) -> [TypedRecord<ConfigurationCommand>] {
         let (identity, zone) = try self.me()
@@ -92,6 +102,7 @@ public struct ChildFlows: Sendable {
         let (identity, zone) = try self.me()
         var report = AppliedCommands(executed: [], failed: [], statusUpdates: [])
         var saves: [RecordSave] = []
+        var guarded: [ModifyParams] = []
         for command in try await self.pendingCommands() {
             var fields: [String: JSONValue] = ["executedAt": .date(Date())]
             do {
@@ -104,13 +115,21 @@ public struct ChildFlows: Sendable {
                 fields["errorMessage"] = .string(String(message.prefix(500)))
                 report.failed.append((command, message))
             }
+            if command.fields.configuration != nil {
+                // The server rewrites its configuration command in place: the status is for
+                // the version applied only (its change tag), so a newer one that came
+                // meanwhile stays pending (this update then fails with `conflict`).
+                var save = try command.save()
+                save.fields.merge(fields) { _, new in new }
+                guarded.append(ModifyParams(family: identity.family, zone: zone, saves: [save], savePolicy: .ifServerRecordUnchanged, atomic: true))
+                continue
+            }
             // changedKeys: a child may write only the status fields of its commands.
             saves.append(RecordSave(recordType: ConfigurationCommand.recordType, recordName: command.recordName, fields: fields))
         }
-        if !saves.isEmpty {
-            report.statusUpdates = try self.queue.enqueue(
-                [ModifyParams(family: identity.family, zone: zone, saves: saves, savePolicy: .changedKeys, atomic: true)], label: "command-status")
-        }
+        var batches = guarded
+        if !saves.isEmpty { batches.append(ModifyParams(family: identity.family, zone: zone, saves: saves, savePolicy: .changedKeys, atomic: true)) }
+        if !batches.isEmpty { report.statusUpdates = try self.queue.enqueue(batches, label: "command-status") }
         return report
     }
 }

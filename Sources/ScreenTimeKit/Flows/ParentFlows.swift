@@ -4,34 +4,15 @@ import PairingAPI
 import RPCCore
 import StoreAPI
 
-/// A rule for one app, as a parent sets it (seed 003's AppRule).
-public struct AppRuleChange: Codable, Sendable, Hashable {
-    public var bundleId: String
-    /// `learning` or `reward`.
-    public var classification: String
-    public var pointsPerMinute: Int64?
-    public var isEnabled: Bool?
-    public var blockingEnabled: Bool?
-    public var displayName: String?
+/// A rule for one app, as a parent sets it and as a child device gets it in the family's
+/// configuration: the same type.
+public typealias AppRuleChange = ConfigurationSnapshot.Rule
 
-    public init(bundleId: String, classification: String, pointsPerMinute: Int64? = nil, isEnabled: Bool? = nil, blockingEnabled: Bool? = nil,
-                displayName: String? = nil) {
-        self.bundleId = bundleId
-        self.classification = classification
-        self.pointsPerMinute = pointsPerMinute
-        self.isEnabled = isEnabled
-        self.blockingEnabled = blockingEnabled
-        self.displayName = displayName
-    }
-}
-
-/// What ``ParentFlows/setAppRule(_:for:)`` queued.
+/// What ``ParentFlows/setAppRule(_:)`` queued.
 public struct AppRuleUpdate: Sendable {
-    /// `rule-<bundleId>` in `default`.
+    /// `app-<bundleId>` in `default`.
     public var ruleName: String
-    /// One `updateAppRule` command per device of the child: (zone, record name).
-    public var commands: [(zone: String, recordName: String, deviceId: String)]
-    /// The request ids of the batches in the offline queue.
+    /// The request id of the rule's batch in the offline queue.
     public var requestIds: [String]
 }
 
@@ -53,35 +34,25 @@ public struct ParentFlows: Sendable {
         return devices.filter { $0.childId == childId && $0.status != .revoked && $0.zone != nil }
     }
 
-    /// Sets an app's rule for the family and tells the child's devices: the AppRule and one
-    /// ConfigurationCommand (`updateAppRule`, the rule as its payload) per device of the
-    /// child, queued together in one local transaction and each sent exactly once. Needs
-    /// the server to list the child's devices; the writes themselves survive going offline.
-    public func setAppRule(_ rule: AppRuleChange, for childId: String) async throws(RPCError) -> AppRuleUpdate {
+    /// Sets an app's rule for the family: the AppRule, queued and sent exactly once (it
+    /// survives going offline). The server then sends every child device of the family its
+    /// new configuration (docs/protocol.md, "Configuration"): the parent's app tells no
+    /// device itself.
+    public func setAppRule(_ rule: AppRuleChange) async throws(RPCError) -> AppRuleUpdate {
         let identity = try self.me()
-        let devices = try await self.devices(of: childId)
-        let ruleName = "rule-\(rule.bundleId)"
+        let ruleName = Self.ruleName(rule.bundleId)
         let appRule = AppRule(
             familyRef: RecordReference(identity.family, zone: "default"), bundleId: rule.bundleId, classification: rule.classification,
             source: "override", pointsPerMinute: rule.pointsPerMinute, isEnabled: rule.isEnabled, blockingEnabled: rule.blockingEnabled,
             displayName: rule.displayName)
-        var batches = [ModifyParams(family: identity.family, zone: "default", saves: [try TypedRecord(appRule, recordName: ruleName, zone: "default").save()],
-                                    savePolicy: .allKeys, atomic: true)]
-        let payload = String(decoding: (try? RPCJSON.makeEncoder().encode(rule)) ?? Data("{}".utf8), as: UTF8.self)
-        var commands: [(zone: String, recordName: String, deviceId: String)] = []
-        let now = Date()
-        for device in devices {
-            guard let zone = device.zone else { continue }
-            let name = "cmd-\(UUID().uuidString.lowercased())"
-            let command = ConfigurationCommand(commandID: name, targetDeviceID: device.deviceId, commandType: "updateAppRule", payloadJSON: payload,
-                                               createdAt: now, status: "pending")
-            batches.append(ModifyParams(family: identity.family, zone: zone, saves: [try TypedRecord(command, recordName: name, zone: zone).save()],
-                                        savePolicy: .ifServerRecordUnchanged, atomic: true))
-            commands.append((zone, name, device.deviceId))
-        }
-        let ids = try self.queue.enqueue(batches, label: "app-rule")
-        return AppRuleUpdate(ruleName: ruleName, commands: commands, requestIds: ids)
+        let batch = ModifyParams(family: identity.family, zone: "default", saves: [try TypedRecord(appRule, recordName: ruleName, zone: "default").save()],
+                                 savePolicy: .allKeys, atomic: true)
+        let ids = try self.queue.enqueue([batch], label: "app-rule")
+        return AppRuleUpdate(ruleName: ruleName, requestIds: ids)
     }
+
+    /// An app's rule's record name: one per app and family, the same from every client.
+    public static func ruleName(_ bundleId: String) -> String { "app-\(bundleId)" }
 
     /// Today's DailySummary of each of the child's devices (today in the family's time
     /// zone); a device with no usage today has none.

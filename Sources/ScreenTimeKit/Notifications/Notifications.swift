@@ -138,7 +138,7 @@ public struct NotificationSequence: AsyncSequence, Sendable {
                     if notification.seq <= (try self.notifications.lastHandled) { continue }  // already handled: a replay
                     self.delivered = notification.seq
                     return notification
-                } catch let error as RPCError where error.code == .unauthorized || error.code == .forbidden {
+                } catch let error as RPCError where error.code == .unauthorized || error.code == .forbidden || error.code == .deviceRevoked {
                     throw error
                 } catch {
                     // Lost: wait for the connection, with backoff, and listen again.

@@ -35,6 +35,9 @@ public enum QueueEvent: Sendable {
     case failed(QueuedBatch, RPCError)
     /// It could not be sent now; the queue tries again after `after`.
     case willRetry(QueuedBatch, RPCError, after: Duration)
+    /// The server removed this device from the family (`device_revoked`): the batch stays
+    /// queued, and nothing is sent until the device is paired again.
+    case held(QueuedBatch, RPCError)
 }
 
 /// The offline queue (the seeds' `SyncQueue`): writes are persisted first (SQLite on the
@@ -42,7 +45,9 @@ public enum QueueEvent: Sendable {
 /// after a lost reply, a reconnect or a crash never applies twice. A batch that cannot be
 /// sent (the server unreachable, a timeout, a device not confirmed yet) is retried with
 /// backoff when the connection returns; one the store refuses (invalid, forbidden, a
-/// conflict) is set aside as failed and reported, never dropped.
+/// conflict) is set aside as failed and reported, never dropped. A device removed from
+/// its family (`device_revoked`) keeps its queue, unsent (``QueueEvent/held(_:_:)``),
+/// until it is paired again.
 public final class SyncQueue: Sendable {
     private let store: LocalStore
     private let session: Session
@@ -187,8 +192,11 @@ public final class SyncQueue: Sendable {
                 await self.waitForSignal()
                 continue
             }
-            if self.session.transport.state != .connected && attempt > 0 {
+            let state = self.session.transport.state
+            if state != .connected && state != .revoked && attempt > 0 {
                 // Offline: wait for the connection (or a new write) before trying again.
+                // (A revoked transport answers at once, without the network: the batch is
+                // marked held below.)
                 await self.waitForConnectionOrSignal()
             }
             if Task.isCancelled { return }
@@ -199,9 +207,19 @@ public final class SyncQueue: Sendable {
                 attempt = 0
                 self.publish(.applied(next, result))
             } catch let error as RPCError {
-                if Self.isTransient(error) {
+                if error.code == .deviceRevoked {
+                    // Kept, not sent: the transport is `revoked` and connects again only
+                    // with a new credential, which the wait below waits for.
+                    try? self.recordAttempt(next.requestId, error, failed: false)
+                    self.publish(.held(next, error))
+                    attempt = max(attempt, 1)
+                    await self.waitForConnectionOrSignal()
+                } else if Self.isTransient(error) {
                     attempt += 1
-                    let delay = self.backoff.delay(attempt: attempt)
+                    // Waiting for a parent's confirmation is a matter of seconds: retried
+                    // often enough to send soon after it, and to hear a rejection.
+                    let delay = error.code == .pairingUnconfirmed
+                        ? min(self.backoff.delay(attempt: attempt), Self.unconfirmedRetry) : self.backoff.delay(attempt: attempt)
                     try? self.recordAttempt(next.requestId, error, failed: false)
                     self.publish(.willRetry(next, error, after: delay))
                     self.logger.debug("queued batch not sent", metadata: ["request_id": "\(next.requestId)", "code": "\(error.code)"])
@@ -219,6 +237,9 @@ public final class SyncQueue: Sendable {
             }
         }
     }
+
+    /// The longest wait between attempts while the device is not confirmed yet.
+    static let unconfirmedRetry: Duration = .seconds(2)
 
     /// Errors that say "not now" rather than "never".
     static func isTransient(_ error: RPCError) -> Bool {

@@ -145,7 +145,7 @@ public struct PendingPairing: Sendable {
             do {
                 me = try await self.pairing.session.call(StoreMethods.whoami, Empty())
             } catch {
-                guard error.code == .unauthorized else { throw error }
+                guard error.code == .unauthorized || error.code == .deviceRevoked else { throw error }
                 throw RPCError(.unauthorized, "the parent rejected this pairing (or revoked the device); ask for a new invitation")
             }
             if me.status == .active {

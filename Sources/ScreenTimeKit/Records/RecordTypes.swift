@@ -221,7 +221,8 @@ public struct ConfigurationCommand: RecordFields {
     public static let recordType = "ConfigurationCommand"
     public var commandID: String?
     public var targetDeviceID: String
-    /// `updateAppRule`, `shieldRewardApps`, `unshieldRewardApps`, …
+    /// `applyConfiguration` (the server's ``ConfigurationSnapshot``), `shieldRewardApps`,
+    /// `unshieldRewardApps`, …
     public var commandType: String
     /// JSON text.
     public var payloadJSON: String?
@@ -246,6 +247,12 @@ public struct ConfigurationCommand: RecordFields {
     /// The payload decoded as `T`.
     public func payload<T: Decodable>(_ type: T.Type) throws -> T {
         try RPCJSON.makeDecoder().decode(T.self, from: Data((self.payloadJSON ?? "null").utf8))
+    }
+
+    /// The family's whole configuration, when this is the server's `applyConfiguration`
+    /// command: apply it in place of what the device had.
+    public var configuration: ConfigurationSnapshot? {
+        ConfigurationSnapshot(commandType: self.commandType, payloadJSON: self.payloadJSON)
     }
 }
 

@@ -11,6 +11,11 @@ public enum ConnectionState: String, Sendable, Hashable {
     /// Several attempts failed: the server is unreachable for now. The transport keeps
     /// trying, more slowly; writes wait in the offline queue.
     case offline
+    /// The server removed this device from its family (its credential was revoked): the
+    /// transport makes no more connections and every call fails at once with
+    /// `device_revoked`; the offline queue keeps its writes, unsent. Only a new credential
+    /// (pairing the device again) leaves this state. Reported once, as a state change.
+    case revoked
 }
 
 /// One request envelope, before the transport gives it an id: the method, its parameters
@@ -65,7 +70,8 @@ public protocol Transport: Sendable {
     func close() async
 
     /// The device's credential changed: a transport that authenticates its connection
-    /// (rather than each request) connects again with the new one.
+    /// (rather than each request) connects again with the new one; a `revoked` transport
+    /// starts again with it.
     func credentialsChanged() async
 }
 
@@ -74,7 +80,8 @@ extension Transport {
 }
 
 extension Transport {
-    /// Waits until the transport is connected (or the task is cancelled).
+    /// Waits until the transport is connected (or the task is cancelled). A revoked
+    /// transport connects only once the device has a new credential.
     public func waitUntilConnected() async {
         if self.state == .connected { return }
         for await state in self.states() where state == .connected { return }

@@ -10,7 +10,8 @@ import Synchronization
 ///
 /// The state follows the store: a call that cannot reach a service makes it `offline`, and
 /// a probe (`rpc.ping` to the store, with backoff) makes it `connected` again as soon as
-/// the store answers.
+/// the store answers. A call refused with `device_revoked` makes it `revoked`: calls with
+/// that credential fail at once from then on, until ``credentialsChanged()``.
 public final class UnixSocketTransport: Transport {
     public let runtimeDirectory: String
     private let callTimeout: Duration
@@ -19,6 +20,8 @@ public final class UnixSocketTransport: Transport {
     private let clients = Mutex<[ClientKey: RPCClient]>([:])
     private let broadcast = StateBroadcast(.reconnecting)
     private let probe = Mutex<Task<Void, Never>?>(nil)
+    /// Credentials the server said were revoked, and its refusal.
+    private let revoked = Mutex<[String: RPCError]>([:])
 
     private struct ClientKey: Hashable {
         var service: String
@@ -41,29 +44,33 @@ public final class UnixSocketTransport: Transport {
     public func states() -> AsyncStream<ConnectionState> { self.broadcast.stream() }
 
     public func call(_ request: TransportRequest) async throws(RPCError) -> JSONValue {
+        if let token = request.auth?.token, let refusal = self.revoked.withLock({ $0[token] }) { throw refusal }
         let client = self.client(request.service, request.auth)
         do {
             let result = try await client.call(request.method, params: request.params, timeout: request.timeout)
-            self.broadcast.set(.connected)
+            if self.broadcast.current != .revoked { self.broadcast.set(.connected) }
             return result
         } catch {
-            self.observe(error)
+            self.observe(error, token: request.auth?.token)
             throw error
         }
     }
 
     public func stream(_ request: TransportRequest) -> AsyncThrowingStream<StreamEvent<JSONValue, JSONValue>, any Error> {
+        if let token = request.auth?.token, let refusal = self.revoked.withLock({ $0[token] }) {
+            return AsyncThrowingStream { $0.finish(throwing: refusal) }
+        }
         let upstream = self.client(request.service, request.auth).stream(request.method, params: request.params)
         let (events, continuation) = AsyncThrowingStream<StreamEvent<JSONValue, JSONValue>, any Error>.makeStream()
         let relay = Task {
             do {
                 for try await event in upstream {
-                    self.broadcast.set(.connected)
+                    if self.broadcast.current != .revoked { self.broadcast.set(.connected) }
                     continuation.yield(event)
                 }
                 continuation.finish()
             } catch {
-                if let error = error as? RPCError { self.observe(error) }
+                if let error = error as? RPCError { self.observe(error, token: request.auth?.token) }
                 continuation.finish(throwing: error)
             }
         }
@@ -97,9 +104,24 @@ public final class UnixSocketTransport: Transport {
         }
     }
 
-    /// A service that cannot be reached takes the transport offline, and starts the probe.
-    private func observe(_ error: RPCError) {
-        guard error.code == .unavailable else { return }
+    /// The device has a new credential: the old one's refusal no longer applies.
+    public func credentialsChanged() async {
+        self.revoked.withLock { $0 = [:] }
+        if self.broadcast.current == .revoked {
+            self.broadcast.set(.reconnecting)
+            self.startProbe()
+        }
+    }
+
+    /// A service that cannot be reached takes the transport offline, and starts the probe;
+    /// a revoked credential takes it to `revoked`.
+    private func observe(_ error: RPCError, token: String?) {
+        if error.code == .deviceRevoked, let token {
+            self.revoked.withLock { $0[token] = error }
+            self.broadcast.set(.revoked)
+            return
+        }
+        guard error.code == .unavailable, self.broadcast.current != .revoked else { return }
         if self.broadcast.current == .connected { self.broadcast.set(.offline) }
         self.startProbe()
     }
@@ -111,14 +133,14 @@ public final class UnixSocketTransport: Transport {
                 var attempt = 0
                 while !Task.isCancelled {
                     guard let self else { return }
-                    if self.broadcast.current == .connected { break }
+                    if self.broadcast.current == .connected || self.broadcast.current == .revoked { break }
                     do {
                         _ = try await self.client("store", nil).call(Builtin.ping.name, params: [:], timeout: .seconds(2))
-                        self.broadcast.set(.connected)
+                        if self.broadcast.current != .revoked { self.broadcast.set(.connected) }
                         break
                     } catch {
                         attempt += 1
-                        if attempt >= self.backoff.attemptsBeforeOffline { self.broadcast.set(.offline) }
+                        if attempt >= self.backoff.attemptsBeforeOffline, self.broadcast.current != .revoked { self.broadcast.set(.offline) }
                     }
                     try? await Task.sleep(for: self.backoff.delay(attempt: attempt))
                 }

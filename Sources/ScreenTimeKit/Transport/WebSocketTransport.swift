@@ -22,7 +22,10 @@ import WSClient
 /// `backoff.attemptsBeforeOffline` attempts in a row failed, or the server's key was refused)
 /// a request fails at once with `unavailable` (or `pin_mismatch`), and the offline queue keeps
 /// writes for later. A slow handshake under load therefore never fails a call, and a gateway
-/// that is down fails calls fast.
+/// that is down fails calls fast. When the server says the device was removed from the
+/// family (`device_revoked`, on a reply or as the gateway closes the socket), the transport
+/// is `revoked`: it stops connecting and fails every call with that error at once, until
+/// ``credentialsChanged()`` brings a new credential.
 public final class WebSocketTransport: Transport {
     public struct Configuration: Sendable {
         /// The gateway's URLs (`https://host:8443`), most preferred first; tried in turn.
@@ -55,6 +58,8 @@ public final class WebSocketTransport: Transport {
     private let broadcast = StateBroadcast(.reconnecting)
     private let link = Mutex(Link())
     private let runner = Mutex<Task<Void, Never>?>(nil)
+    /// The connection loop, waiting in `revoked` for a new credential.
+    private let revivals = Mutex<[CheckedContinuation<Void, Never>]>([])
 
     private struct Link {
         var writer: WebSocketOutboundWriter?
@@ -64,6 +69,8 @@ public final class WebSocketTransport: Transport {
         var waiters: [RequestID: Waiter] = [:]
         var lastError: RPCError?
         var closed = false
+        /// The server's `device_revoked`: no more connections until a new credential.
+        var revoked: RPCError?
     }
 
     private enum Waiter: Sendable {
@@ -165,13 +172,17 @@ public final class WebSocketTransport: Transport {
         }
         try? await writer?.close(.normalClosure, reason: "client closing")
         task?.cancel()
+        self.revive()
         await task?.value
         self.failAll(RPCError(.unavailable, "the transport was closed"))
         self.broadcast.finish()
     }
 
-    /// The device's credential changed (pairing gave it one): connect again with it.
+    /// The device's credential changed (pairing gave it one): connect again with it (a
+    /// `revoked` transport starts again).
     public func credentialsChanged() async {
+        self.link.withLock { $0.revoked = nil }
+        self.revive()
         // Requests from now on wait for the connection with the new credential.
         let writer = self.link.withLock { link in
             defer { link.writer = nil }
@@ -185,6 +196,14 @@ public final class WebSocketTransport: Transport {
     private func run() async {
         var attempt = 0
         while !Task.isCancelled, !self.link.withLock({ $0.closed }) {
+            if let revoked = self.link.withLock({ $0.revoked }) {
+                // Terminal until the device is paired again: no more connections.
+                self.failAll(revoked)
+                self.broadcast.set(.revoked)
+                await self.waitForNewCredential()
+                attempt = 0
+                continue
+            }
             let connected = Locked(false)
             for url in self.configuration.urls {
                 do {
@@ -196,10 +215,15 @@ public final class WebSocketTransport: Transport {
                     self.link.withLock { $0.lastError = RPCError(.unavailable, "\(error)") }
                     self.logger.info("gateway connection failed", metadata: ["url": "\(url)", "error": "\(error)"])
                 }
+                if let revoked = self.link.withLock({ $0.revoked }) {
+                    self.failAll(revoked)
+                    break
+                }
                 self.failAll(RPCError(.unavailable, "the connection to the gateway was lost"))
                 if connected.get() || Task.isCancelled { break }
             }
             if Task.isCancelled || self.link.withLock({ $0.closed }) { break }
+            if self.link.withLock({ $0.revoked }) != nil { continue }
             attempt = connected.get() ? 0 : attempt + 1
             // The explicit offline decision: enough failed attempts in a row, or a key that is
             // not the pinned one (retrying will not change it). Calls waiting for a connection
@@ -264,8 +288,14 @@ public final class WebSocketTransport: Transport {
     // MARK: Routing
 
     private func deliver(_ payload: Data) {
-        guard let head = try? ReplyHead.parse(payload), let id = head.id else {
+        guard let head = try? ReplyHead.parse(payload) else {
             self.logger.warning("the gateway sent a message that is not a reply")
+            return
+        }
+        if let error = head.error, error.code == .deviceRevoked { self.markRevoked(error) }
+        guard let id = head.id else {
+            // The gateway's word on the connection (why it closes it), answered to no request.
+            if let error = head.error { self.logger.info("the gateway closes the connection", metadata: ["code": "\(error.code)", "error": "\(error.message)"]) }
             return
         }
         let waiter: Waiter? = self.link.withLock { link in
@@ -291,6 +321,42 @@ public final class WebSocketTransport: Transport {
         case nil:
             break
         }
+    }
+
+    /// The server removed this device from the family: said once, then the connection loop
+    /// stops connecting (``run()``).
+    private func markRevoked(_ error: RPCError) {
+        let first = self.link.withLock { link -> Bool in
+            defer {
+                link.revoked = error
+                link.lastError = error
+            }
+            return link.revoked == nil
+        }
+        if first {
+            self.logger.notice("the server removed this device from the family; no more connections until it is paired again",
+                               metadata: ["device_id": "\(error.data?["deviceId"]?.stringValue ?? "")"])
+        }
+    }
+
+    private func waitForNewCredential() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                self.revivals.withLock { $0.append(continuation) }
+                // Re-checked after registering: a credential (or a close) may have come in between.
+                if Task.isCancelled || self.link.withLock({ $0.revoked == nil || $0.closed }) { self.revive() }
+            }
+        } onCancel: {
+            self.revive()
+        }
+    }
+
+    private func revive() {
+        let waiters = self.revivals.withLock { waiters in
+            defer { waiters = [] }
+            return waiters
+        }
+        for waiter in waiters { waiter.resume() }
     }
 
     private func fail(_ id: RequestID, _ error: RPCError) {
@@ -322,6 +388,7 @@ public final class WebSocketTransport: Transport {
     /// next state change (an event, not a poll); it fails at once when the transport is
     /// offline, closed, or the pin was refused; `limit` (the call's deadline) bounds the wait.
     private func connectedWriter(within limit: Duration, for method: String) async throws(RPCError) -> WebSocketOutboundWriter {
+        if let revoked = self.link.withLock({ $0.revoked }) { throw revoked }
         if let writer = self.link.withLock({ $0.writer }) { return writer }
         do {
             return try await withThrowingTaskGroup(of: WebSocketOutboundWriter.self) { group in
@@ -343,7 +410,8 @@ public final class WebSocketTransport: Transport {
     private func writerWhenConnected() async throws(RPCError) -> WebSocketOutboundWriter {
         // The stream yields the state now, then each change: the writer is checked after each.
         for await state in self.broadcast.stream() {
-            let (writer, closed, lastError) = self.link.withLock { ($0.writer, $0.closed, $0.lastError) }
+            let (writer, closed, lastError, revoked) = self.link.withLock { ($0.writer, $0.closed, $0.lastError, $0.revoked) }
+            if let revoked { throw revoked }
             if let writer { return writer }
             if closed { throw RPCError(.unavailable, "the transport was closed") }
             if let lastError, lastError.code == .pinMismatch { throw lastError }

@@ -1,3 +1,4 @@
+import AggregatorAPI
 import ArgumentParser
 import Foundation
 import PushAPI
@@ -34,7 +35,9 @@ struct AppsCommand: AsyncParsableCommand {
                 let parent = try self.device.device(.parent)
                 let told = try await parent.setAppRule(self.bundleId, category: self.category, pointsPerMinute: self.pointsPerMinute,
                                                        enabled: self.enabled, blocked: self.blocked, displayName: self.name)
-                print("Rule for \(self.bundleId) saved; \(told.isEmpty ? "no child device is paired yet" : "a command is pending for \(told.map(\.deviceId).joined(separator: ", "))").")
+                let devices = told.map { $0.deviceName ?? $0.deviceId }.joined(separator: ", ")
+                print("Rule for \(self.name ?? self.bundleId) saved; "
+                      + (told.isEmpty ? "no child device is paired yet (each gets the family's rules when it is)." : "the server sends the family's rules to \(devices)."))
             }
         }
     }
@@ -60,8 +63,35 @@ struct AppsCommand: AsyncParsableCommand {
 struct CommandsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "commands", abstract: "The commands the parents sent to this child device: list them, or apply them.",
-        subcommands: [List.self, Apply.self], defaultSubcommand: List.self
+        subcommands: [List.self, Apply.self, Resync.self], defaultSubcommand: List.self
     )
+
+    struct Resync: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Ask the server for this device's configuration again (the family's rules and the shield), then apply it.",
+            discussion: "The server also sends it by itself when a parent confirms the device and whenever the rules change; this is for a device that thinks it missed something.")
+        @OptionGroup var device: DeviceOptions
+
+        func run() async throws {
+            try await Output.orExit {
+                var child = try self.device.device(.child)
+                let version = try await child.aggregator.call(AggregatorMethods.resync, Empty()).version
+                // The server writes it within a second: wait for it, then apply it.
+                let deadline = ContinuousClock.now + .seconds(15)
+                while true {
+                    let waiting = try await child.pendingCommands().filter { ConfigurationSnapshot(commandType: $0.fields["commandType"]?.stringValue, payloadJSON: $0.fields["payloadJSON"]?.stringValue)?.version ?? -1 >= version }
+                    if let command = waiting.first {
+                        print("\(try await child.apply(command))")
+                        return
+                    }
+                    guard ContinuousClock.now < deadline else {
+                        throw CLIError(.timeout, "the server did not send the configuration within 15 s; is the aggregator running? (screentimectl ping aggregator)")
+                    }
+                    try await Task.sleep(for: .milliseconds(200))
+                }
+            }
+        }
+    }
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List the pending commands.")
@@ -177,7 +207,7 @@ struct UsageCommand: AsyncParsableCommand {
                 for session in sessions { _ = try child.category(of: session) }
                 let uploaded = try await child.upload(sessions) { done in Progress.count("uploaded", done, of: sessions.count) }
                 if uploaded.queued > 0 {
-                    print("Queued \(uploaded.names.count) sessions from \(self.file) (\(uploaded.queued) batches wait: the gateway is unreachable; `screentimectl usage sync` sends them, once).")
+                    print("Queued \(uploaded.names.count) sessions from \(self.file) (\(Output.count(uploaded.queued, "batch waits", "batches wait")): the gateway is unreachable; `screentimectl usage sync` sends them, once).")
                 } else {
                     print("Imported \(uploaded.names.count) sessions from \(self.file).")
                 }
@@ -214,7 +244,7 @@ extension UsageCommand {
                 }
                 let kit = try child.kit()
                 let pending = try kit.queue.pending().count
-                Output.line("\(pending) batches queued.")
+                Output.line("\(Output.count(pending, "batch", "batches")) queued.")
                 let outcome = try await child.sync(kit) { event in
                     switch event {
                     case .sending(let batch): Output.line("sending \(batch.requestId)")
@@ -222,13 +252,14 @@ extension UsageCommand {
                         Output.line(result.replayed ? "already applied \(batch.requestId)" : "sent \(batch.requestId) (\(batch.params.saves?.count ?? 0) records)")
                     case .failed(let batch, let error): Output.line("refused \(batch.requestId): \(error.code): \(error.message)")
                     case .willRetry(let batch, let error, _): Output.line("not sent \(batch.requestId): \(error.code)")
+                    case .held(let batch, _): Output.line("kept, not sent \(batch.requestId): this device was removed from the family")
                     }
                 }
                 Output.line("\(outcome.applied) sent, \(outcome.alreadyApplied) already applied, \(outcome.failed.count) refused, \(outcome.waiting) still queued.")
-                if !outcome.failed.isEmpty { throw CLIError(.refused, "the server refused \(outcome.failed.count) batches; they are kept, set aside") }
+                if !outcome.failed.isEmpty { throw CLIError(.refused, "the server refused \(Output.count(outcome.failed.count, "batch", "batches")); they are kept, set aside") }
                 if let error = outcome.notNow { throw error }
                 if outcome.waiting > 0 {
-                    throw RPCError(.unavailable, "the connection to the gateway could not be made\(DeviceLink.reason(kit.transport)); \(outcome.waiting) batches stay queued")
+                    throw RPCError(.unavailable, "the connection to the gateway could not be made\(DeviceLink.reason(kit.transport)); \(Output.count(outcome.waiting, "batch stays", "batches stay")) queued")
                 }
             }
         }
@@ -319,13 +350,19 @@ struct SummaryCommand: AsyncParsableCommand {
             let parent = try self.device.device(.parent)
             let day = self.day ?? LocalDay.today()
             let found = try await parent.summaries(child: self.child, day: day)
-            if found.isEmpty { return print("\(self.child) has no paired device.") }
+            if found.isEmpty {
+                let children = try await parent.childIds()
+                guard children.contains(self.child) else {
+                    throw CLIError(.refused, "this family has no child \(self.child)" + (children.isEmpty ? "; invite one with `screentimectl child invite`" : "; its children are \(children.joined(separator: ", "))"))
+                }
+                return print("\(self.child) has no paired device yet.")
+            }
             print("\(self.child) on \(day):")
             print(Table.render(["DEVICE", "LEARNING", "REWARD", "POINTS", "APPS"], found.map { device, summary in
-                guard let fields = summary?.fields else { return [device.deviceId, "0", "0", "0", "(no usage)"] }
+                guard let fields = summary?.fields else { return [device.deviceName ?? device.deviceId, "0", "0", "0", "(no usage)"] }
                 let apps = (fields["appsUsedJSON"]?.stringValue.flatMap { try? JSONDecoder().decode(JSONValue.self, from: Data($0.utf8)) }?.arrayValue ?? [])
                     .map { "\($0["app"]?.stringValue ?? "?") \(Table.time($0["seconds"]?.intValue ?? 0))" }.joined(separator: ", ")
-                return [device.deviceId, Table.time(fields["totalLearningSeconds"]?.intValue ?? 0), Table.time(fields["totalRewardSeconds"]?.intValue ?? 0),
+                return [device.deviceName ?? device.deviceId, Table.time(fields["totalLearningSeconds"]?.intValue ?? 0), Table.time(fields["totalRewardSeconds"]?.intValue ?? 0),
                         String(fields["totalPointsEarned"]?.intValue ?? 0), apps]
             }, rightAligned: [1, 2, 3]), terminator: "")
         }

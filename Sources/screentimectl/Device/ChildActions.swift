@@ -59,6 +59,23 @@ extension Device {
         var done: String
         var failure: String?
         switch type {
+        case ConfigurationSnapshot.commandType:
+            if let snapshot = ConfigurationSnapshot(commandType: type, payloadJSON: command.fields["payloadJSON"]?.stringValue) {
+                // The whole configuration: what it does not name is no rule any more.
+                self.profile.rules = Dictionary(snapshot.rules.map { rule in
+                    (rule.bundleId, Profile.AppRule(category: rule.classification, pointsPerMinute: rule.pointsPerMinute.map(Int.init),
+                                                    isEnabled: rule.isEnabled, blockingEnabled: rule.blockingEnabled))
+                }, uniquingKeysWith: { _, last in last })
+                self.profile.shielded = snapshot.shield.shielded
+                let rules = snapshot.rules.map { rule in
+                    "\(rule.bundleId) is \(Self.describe(Profile.AppRule(category: rule.classification, pointsPerMinute: rule.pointsPerMinute.map(Int.init), isEnabled: rule.isEnabled, blockingEnabled: rule.blockingEnabled)))"
+                }
+                done = "the family's rules applied (version \(snapshot.version)): " + (rules.isEmpty ? "no rule yet" : rules.joined(separator: "; "))
+                    + (snapshot.shield.shielded ? "; reward apps shielded (earned time used up)" : "; reward apps open")
+            } else {
+                failure = "the configuration's payload is not a configuration snapshot"
+                done = "could not apply: \(failure!)"
+            }
         case "updateAppRule":
             if let bundleId = payload["bundleId"]?.stringValue, let category = payload["classification"]?.stringValue {
                 let rule = Profile.AppRule(category: category, pointsPerMinute: payload["pointsPerMinute"]?.intValue.map(Int.init),
@@ -82,9 +99,17 @@ extension Device {
         try self.save()
         var fields: [String: JSONValue] = ["status": failure == nil ? "executed" : "failed", "executedAt": .date(Date())]
         if let failure { fields["errorMessage"] = .string(failure) }
-        let saved = try await self.store.call(StoreMethods.modify, ModifyParams(family: self.family, zone: self.zone, saves: [
-            RecordSave(recordType: RecordTypes.configurationCommand, recordName: command.recordName, fields: fields),
-        ], savePolicy: .changedKeys, atomic: true))
+        var save = RecordSave(recordType: RecordTypes.configurationCommand, recordName: command.recordName, fields: fields)
+        var policy = SavePolicy.changedKeys
+        if type == ConfigurationSnapshot.commandType {
+            // The server rewrites its configuration in place: the status is for the version
+            // applied only, so a newer one that came meanwhile stays pending.
+            save = RecordSave(recordType: RecordTypes.configurationCommand, recordName: command.recordName,
+                              fields: command.fields.merging(fields) { _, new in new }, changeTag: command.changeTag)
+            policy = .ifServerRecordUnchanged
+        }
+        let saved = try await self.store.call(StoreMethods.modify, ModifyParams(family: self.family, zone: self.zone, saves: [save], savePolicy: policy, atomic: false))
+        if saved.saved.first?.error?.code == .conflict { return done + " (a newer configuration came meanwhile: it is pending)" }
         guard saved.allSucceeded else { throw CLIError(.refused, "the command's status was not saved") }
         return done
     }

@@ -101,11 +101,20 @@ struct Device {
         return records
     }
 
-    /// The active child devices of the family (a parent's view), optionally of one child.
-    func childDevices(of child: String? = nil) async throws -> [DeviceInfo] {
+    /// The active child devices of the family (a parent's view), optionally of one child;
+    /// `includingRevoked`: also those removed from the family, whose usage still counts.
+    func childDevices(of child: String? = nil, includingRevoked: Bool = false) async throws -> [DeviceInfo] {
         try await self.pairing.call(PairingMethods.listDevices, Empty()).devices.filter {
-            $0.role == .child && $0.status == .active && $0.zone != nil && (child == nil || $0.childId == child)
+            $0.role == .child && ($0.status == .active || (includingRevoked && $0.status == .revoked)) && $0.zone != nil
+                && (child == nil || $0.childId == child)
         }
+    }
+
+    /// The family's children's ids (from their ChildContext records), sorted.
+    func childIds() async throws -> [String] {
+        try await self.all(RecordTypes.childContext, zone: StoreNames.defaultZone).compactMap { record in
+            record.recordName.hasPrefix("child-") ? String(record.recordName.dropFirst("child-".count)) : nil
+        }.sorted()
     }
 }
 

@@ -189,6 +189,9 @@ extension Device {
                 case .willRetry(_, let error, _) where ![.unavailable, .timeout, .cancelled].contains(error.code):
                     outcome.withLock { $0.notNow = $0.notNow ?? error }
                     refused.yield()
+                case .held(_, let error):
+                    outcome.withLock { $0.notNow = $0.notNow ?? error }
+                    refused.yield()
                 case .sending, .willRetry: break
                 }
                 report(event)
@@ -201,7 +204,7 @@ extension Device {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await kit.queue.waitUntilDrained() }
             group.addTask {
-                for await state in kit.transport.states() where state == .offline { return }
+                for await state in kit.transport.states() where state == .offline || state == .revoked { return }
             }
             group.addTask { for await _ in refusals { return } }
             await group.next()
@@ -213,6 +216,10 @@ extension Device {
         _ = await listener.value
         var result = outcome.withLock { $0 }
         result.waiting = (try? kit.queue.pending().count) ?? 0
+        if kit.transport.state == .revoked, result.notNow?.code != .deviceRevoked {
+            result.notNow = (kit.transport as? WebSocketTransport)?.lastError.flatMap { $0.code == .deviceRevoked ? $0 : nil }
+                ?? RPCError(.deviceRevoked, "this device was removed from the family: its credential was revoked")
+        }
         return result
     }
 }

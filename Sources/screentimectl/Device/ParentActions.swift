@@ -62,8 +62,8 @@ extension Device {
         return info
     }
 
-    /// Saves the family's rule for an app, and a ConfigurationCommand for every paired
-    /// child device to apply it. Returns the devices told.
+    /// Saves the family's rule for an app. The server sends every child device the family's
+    /// rules (its `configuration` command) from there. Returns the devices that get it.
     func setAppRule(_ bundleId: String, category: String?, pointsPerMinute: Int?, enabled: Bool?, blocked: Bool?, displayName: String?) async throws -> [DeviceInfo] {
         var fields: [String: JSONValue] = ["familyRef": .reference(self.family, zone: StoreNames.defaultZone), "bundleId": .string(bundleId), "source": "override"]
         let existing = try await self.store.call(StoreMethods.fetch, FetchParams(family: self.family, zone: StoreNames.defaultZone, recordNames: [Self.ruleName(bundleId)]))
@@ -78,23 +78,8 @@ extension Device {
         let saved = try await self.store.call(StoreMethods.modify, ModifyParams(
             family: self.family, zone: StoreNames.defaultZone,
             saves: [RecordSave(recordType: RecordTypes.appRule, recordName: Self.ruleName(bundleId), fields: fields)], savePolicy: .changedKeys, atomic: true))
-        guard let rule = saved.saved.first?.record else { throw CLIError(.refused, "the rule was not saved") }
-
-        var payload = rule.fields
-        payload["familyRef"] = nil
-        let payloadText = String(decoding: try RPCJSON.makeEncoder().encode(JSONValue.object(payload)), as: UTF8.self)
-        let devices = try await self.childDevices()
-        for device in devices {
-            guard let zone = device.zone else { continue }
-            let id = "rule-\(UUID().uuidString.lowercased())"
-            _ = try await self.store.call(StoreMethods.modify, ModifyParams(family: self.family, zone: zone, saves: [
-                RecordSave(recordType: RecordTypes.configurationCommand, recordName: id, fields: [
-                    "commandID": .string(id), "targetDeviceID": .string(device.deviceId), "commandType": "updateAppRule",
-                    "payloadJSON": .string(payloadText), "createdAt": .date(Date()), "status": "pending",
-                ]),
-            ], atomic: true))
-        }
-        return devices
+        guard saved.saved.first?.record != nil else { throw CLIError(.refused, "the rule was not saved") }
+        return try await self.childDevices()
     }
 
     static func ruleName(_ bundleId: String) -> String { "app-\(bundleId)" }
@@ -107,7 +92,9 @@ extension Device {
     /// A child's DailySummary records for one local day, one per device, as the store holds them.
     func summaries(child: String, day: String) async throws -> [(device: DeviceInfo, summary: Record?)] {
         var found: [(DeviceInfo, Record?)] = []
-        for device in try await self.childDevices(of: child) {
+        // Every device the child used, removed ones too: a child's day is what happened on
+        // any of them.
+        for device in try await self.childDevices(of: child, includingRevoked: true) {
             guard let zone = device.zone else { continue }
             let fetched = try await self.store.call(StoreMethods.fetch, FetchParams(family: self.family, zone: zone, recordNames: ["\(device.deviceId)_\(day)"]))
             found.append((device, fetched.records.first))

@@ -25,7 +25,10 @@ extension Device {
         case .child:
             subscriptions = [
                 SubscribeParams(subscriptionId: "ctl-commands", kind: .query, zone: self.zone, recordType: RecordTypes.configurationCommand,
-                                filters: [QueryFilter("targetDeviceID", .equal, .string(self.profile.deviceId))], firesOn: [.create],
+                                // Pending ones, created or rewritten (the server's configuration is
+                                // rewritten in place); this device's own "executed" does not match.
+                                filters: [QueryFilter("targetDeviceID", .equal, .string(self.profile.deviceId)), QueryFilter("status", .equal, "pending")],
+                                firesOn: [.create, .update],
                                 notification: NotificationSpec(includeKeys: ["commandType", "status"], priority: .high)),
             ]
         }

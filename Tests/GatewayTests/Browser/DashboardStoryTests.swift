@@ -94,7 +94,7 @@ struct DashboardStoryTests {
         try await browser.type("#new-points", "2")
         try await browser.click("#new-blocked")
         try await browser.click("#add-app-save")
-        try await browser.waitFor("the rule saved", "#notice") { $0.contains("sent to 1 device") }
+        try await browser.waitFor("the rule saved", "#notice") { $0.contains("Saved Khan Academy; the family's rules go to 1 device") }
         try await browser.waitFor("the command pending", "[data-command] [data-status]") { $0 == "pending" }
         try await browser.script("window.__sameDocument = 'yes'")
         try await shots.take("apps-pending")
@@ -192,7 +192,7 @@ struct DashboardStoryTests {
         let page = try curl(stack.url + "/", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: ["-H", "Cookie: screentime_session=\(session)", "-D", "/dev/stderr"])
         #expect(page.status == 303 && page.stderr.contains("/signin?expired=1"), "\(page)")
         let api = try stack.rpc("pairing.listDevices", [:], token: session)
-        #expect(api.status == 401 && api.errorCode == "unauthorized", "\(api.body)")
+        #expect(api.status == 401 && api.errorCode == "device_revoked", "\(api.body)")
         try await self.noConsoleErrors(browser)
     }
 

@@ -1,0 +1,182 @@
+import Foundation
+import DurableSQLite
+import GRDB
+import Logging
+import RPCClient
+import RPCCore
+import AggregatorAPI
+import StoreAPI
+
+/// The server's distribution of configuration to child devices: each active device's zone
+/// holds one ConfigurationCommand, `configuration`, whose payload is a
+/// ``ConfigurationSnapshot`` (every rule of the family and the child's shield now). It is
+/// written again when the family's rules or shield policy change (whoever saved them), when
+/// a device is confirmed, and when a device asks (`aggregator.resync`): a new or returning
+/// device gets the current state as one snapshot, never a replay of each change.
+enum Configuration {
+    /// The family's rules or shield policy changed: a new version, for every active device.
+    static func changed(family: String, _ db: Database) throws {
+        try db.execute(cached: """
+            INSERT INTO families(family, time_zone, config_version) VALUES (?, 'UTC', 1)
+            ON CONFLICT(family) DO UPDATE SET config_version = config_version + 1
+            """, arguments: [family])
+        for zone in try String.fetchAll(cached: db, sql: "SELECT zone FROM devices WHERE family = ? AND status = 'active' AND device_id IS NOT NULL",
+                                         arguments: [family]) {
+            try Self.queue(family: family, zone: zone, db)
+        }
+    }
+
+    /// Queues the snapshot for one device's zone.
+    static func queue(family: String, zone: String, _ db: Database) throws {
+        try db.execute(cached: """
+            INSERT INTO config_outbox(family, zone, version) VALUES (?, ?, 1)
+            ON CONFLICT(family, zone) DO UPDATE SET version = version + 1
+            """, arguments: [family, zone])
+    }
+
+    /// A device marked its configuration command executed: it has that version now.
+    static func noteExecuted(_ change: Ingest.Change, _ db: Database) throws {
+        guard !change.deleted, change.recordName == ConfigurationSnapshot.recordName,
+              change.fields[RecordFieldNames.status]?.stringValue == "executed",
+              let snapshot = ConfigurationSnapshot(commandType: change.fields[RecordFieldNames.commandType]?.stringValue,
+                                                   payloadJSON: change.fields[RecordFieldNames.payloadJSON]?.stringValue)
+        else { return }
+        let at = change.fields[RecordFieldNames.executedAt]?.stringValue.flatMap(StoreDates.parse).map(Millis.of) ?? Millis.of(Date())
+        try db.execute(cached: """
+            UPDATE devices SET applied_version = max(applied_version, ?), applied_at_ms = ? WHERE family = ? AND zone = ?
+            """, arguments: [snapshot.version, at, change.family, change.zone])
+    }
+}
+
+extension AggregatorDatabase {
+    /// A device's snapshot to write.
+    struct PendingConfiguration: Sendable, FetchableRecord {
+        var family: String
+        var zone: String
+        var version: Int64
+        var deviceId: String?
+        var child: String?
+        var status: String?
+        var configVersion: Int64
+        var shielded: Bool
+
+        init(row: Row) {
+            self.family = row["family"]
+            self.zone = row["zone"]
+            self.version = row["version"]
+            self.deviceId = row["device_id"]
+            self.child = row["child_ref"]
+            self.status = row["status"]
+            self.configVersion = row["config_version"] ?? 0
+            self.shielded = row["shielded"] ?? false
+        }
+    }
+
+    func pendingConfigurations(limit: Int) async throws -> [PendingConfiguration] {
+        try await self.pool.read { db in
+            try PendingConfiguration.fetchAll(db, sql: """
+                SELECT o.family, o.zone, o.version, v.device_id, v.child_ref, v.status, f.config_version, c.shielded
+                FROM config_outbox o
+                LEFT JOIN devices v ON v.family = o.family AND v.zone = o.zone
+                LEFT JOIN families f ON f.family = o.family
+                LEFT JOIN children c ON c.family = o.family AND c.child = v.child_ref
+                ORDER BY o.family LIMIT ?
+                """, arguments: [limit])
+        }
+    }
+
+    /// Done with these, unless they were queued again meanwhile (a newer version waits).
+    func configurationsWritten(_ written: [PendingConfiguration]) async throws {
+        try await self.pool.write { db in
+            for item in written {
+                try db.execute(sql: "DELETE FROM config_outbox WHERE family = ? AND zone = ? AND version = ?",
+                               arguments: [item.family, item.zone, item.version])
+            }
+        }
+    }
+
+    /// `aggregator.resync`: queues the device's snapshot; the family's version, or nil when
+    /// the aggregator does not know the device (yet).
+    func resync(family: String, deviceId: String) async throws -> Int64? {
+        try await self.pool.write { db in
+            guard let zone = try String.fetchOne(db, sql: "SELECT zone FROM devices WHERE family = ? AND device_id = ? AND status = 'active'",
+                                                 arguments: [family, deviceId]) else { return nil }
+            try Configuration.queue(family: family, zone: zone, db)
+            return try Int64.fetchOne(db, sql: "SELECT config_version FROM families WHERE family = ?", arguments: [family]) ?? 0
+        }
+    }
+
+    /// Each child device's configuration state, for a parent (`aggregator.devices`).
+    func configurationStates(family: String) async throws -> [DeviceConfigurationState] {
+        try await self.pool.read { db in
+            let version = try Int64.fetchOne(db, sql: "SELECT config_version FROM families WHERE family = ?", arguments: [family]) ?? 0
+            return try Row.fetchAll(db, sql: """
+                SELECT device_id, applied_version, applied_at_ms FROM devices WHERE family = ? AND device_id IS NOT NULL ORDER BY device_id
+                """, arguments: [family]).map { row in
+                let applied: Int64 = row["applied_version"]
+                return DeviceConfigurationState(deviceId: row["device_id"], appliedVersion: applied, currentVersion: version,
+                                                appliedAt: (row["applied_at_ms"] as Int64?).map(Millis.date))
+            }
+        }
+    }
+}
+
+/// Writes the queued snapshots: the family's rules as the store holds them now (one query
+/// per family), each device's child's shield, as the `configuration` command of each
+/// device's zone, `pending` again.
+struct ConfigurationWriter: Sendable {
+    let store: RPCClient
+    let database: AggregatorDatabase
+    let logger: Logger
+
+    func flush() async throws -> Int {
+        let pending = try await self.database.pendingConfigurations(limit: 200)
+        guard !pending.isEmpty else { return 0 }
+        for group in Dictionary(grouping: pending, by: \.family).values {
+            let family = group[0].family
+            let active = group.filter { $0.status == "active" && $0.deviceId != nil }
+            guard !active.isEmpty else { continue }
+            let rules = try await self.rules(family: family)
+            for item in active {
+                let targets = try await self.database.shieldTargets(family: family, child: item.child ?? "")
+                let snapshot = ConfigurationSnapshot(version: item.configVersion, rules: rules,
+                                                     shield: .init(shielded: item.shielded, rewardApps: targets.apps, rewardCategories: targets.categories))
+                let payload = String(decoding: try RPCJSON.makeEncoder().encode(snapshot), as: UTF8.self)
+                let params = ModifyParams(family: family, zone: item.zone, saves: [
+                    RecordSave(recordType: RecordTypes.configurationCommand, recordName: ConfigurationSnapshot.recordName, fields: [
+                        RecordFieldNames.commandID: .string(ConfigurationSnapshot.recordName), RecordFieldNames.targetDeviceID: .string(item.deviceId!),
+                        RecordFieldNames.commandType: .string(ConfigurationSnapshot.commandType), RecordFieldNames.payloadJSON: .string(payload),
+                        RecordFieldNames.createdAt: .date(Date()), RecordFieldNames.status: "pending",
+                    ]),
+                ], savePolicy: .allKeys)
+                if let error = await self.store.write(params, logger: self.logger), error.code != .notFound { throw error }
+                self.logger.info("configuration sent", metadata: [
+                    "family": "\(family)", "device_id": "\(item.deviceId!)", "version": "\(item.configVersion)", "rules": "\(rules.count)",
+                ])
+            }
+        }
+        try await self.database.configurationsWritten(pending)
+        return pending.count
+    }
+
+    /// Every AppRule of the family, by bundle id.
+    private func rules(family: String) async throws -> [ConfigurationSnapshot.Rule] {
+        var rules: [ConfigurationSnapshot.Rule] = []
+        var cursor: String?
+        repeat {
+            let page = try await self.store.call(StoreMethods.query, QueryParams(
+                family: family, zone: StoreNames.defaultZone, recordType: RecordTypes.appRule, limit: 400, cursor: cursor))
+            for record in page.records {
+                let fields = record.fields
+                guard let bundleId = fields[RecordFieldNames.bundleId]?.stringValue,
+                      let classification = fields[RecordFieldNames.classification]?.stringValue else { continue }
+                rules.append(ConfigurationSnapshot.Rule(
+                    bundleId: bundleId, classification: classification, pointsPerMinute: fields[RecordFieldNames.pointsPerMinute]?.intValue,
+                    isEnabled: fields[RecordFieldNames.isEnabled]?.boolValue, blockingEnabled: fields[RecordFieldNames.blockingEnabled]?.boolValue,
+                    displayName: fields[RecordFieldNames.displayName]?.stringValue))
+            }
+            cursor = page.cursor
+        } while cursor != nil
+        return rules.sorted { $0.bundleId < $1.bundleId }
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+import RPCCore
+
+/// What a child device must apply: the family's app rules and the reward shield as they
+/// are now, as one ConfigurationCommand the server (the aggregator) keeps in each of the
+/// family's child devices' zones, named ``recordName``, of type ``commandType``, this as its
+/// `payloadJSON`. The server writes it again, `pending`, whenever the rules change, when
+/// a device is confirmed, and when a device asks (`aggregator.resync`); a device applies it
+/// by replacing what it had, then marks the command `executed`. Clients never write it.
+public struct ConfigurationSnapshot: Codable, Sendable, Hashable {
+    public static let commandType = "applyConfiguration"
+    public static let recordName = "configuration"
+
+    /// The family's configuration version: one more at each change of its rules. A device
+    /// that executed this snapshot has applied this version.
+    public var version: Int64
+    /// Every rule of the family, by bundle id.
+    public var rules: [Rule]
+    /// The child's reward shield as it is now.
+    public var shield: Shield
+
+    public struct Rule: Codable, Sendable, Hashable {
+        public var bundleId: String
+        /// `learning` or `reward`.
+        public var classification: String
+        public var pointsPerMinute: Int64?
+        public var isEnabled: Bool?
+        public var blockingEnabled: Bool?
+        public var displayName: String?
+
+        public init(bundleId: String, classification: String, pointsPerMinute: Int64? = nil, isEnabled: Bool? = nil,
+                    blockingEnabled: Bool? = nil, displayName: String? = nil) {
+            self.bundleId = bundleId
+            self.classification = classification
+            self.pointsPerMinute = pointsPerMinute
+            self.isEnabled = isEnabled
+            self.blockingEnabled = blockingEnabled
+            self.displayName = displayName
+        }
+    }
+
+    public struct Shield: Codable, Sendable, Hashable {
+        /// Reward apps are shielded now (earned time used up).
+        public var shielded: Bool
+        public var rewardApps: [String]
+        public var rewardCategories: [String]
+
+        public init(shielded: Bool, rewardApps: [String], rewardCategories: [String]) {
+            self.shielded = shielded
+            self.rewardApps = rewardApps
+            self.rewardCategories = rewardCategories
+        }
+    }
+
+    public init(version: Int64, rules: [Rule], shield: Shield) {
+        self.version = version
+        self.rules = rules
+        self.shield = shield
+    }
+
+    /// The snapshot a command carries, or nil when it is not this kind of command (or its
+    /// payload is not a snapshot).
+    public init?(commandType: String?, payloadJSON: String?) {
+        guard commandType == Self.commandType, let payloadJSON,
+              let snapshot = try? RPCJSON.makeDecoder().decode(Self.self, from: Data(payloadJSON.utf8)) else { return nil }
+        self = snapshot
+    }
+}

@@ -1,0 +1,102 @@
+import AggregatorAPI
+import Foundation
+import PairingAPI
+import RPCCore
+import StackSupport
+import StoreAPI
+import Testing
+import TestSupport
+
+/// The server owns what child devices apply: every active device's zone holds the family's
+/// configuration as one `configuration` command, written by the aggregator, whoever saved
+/// the rules.
+@Suite("Aggregator: the family's configuration, sent to every child device", .serialized)
+struct ConfigurationTests {
+    @Test("a device paired after the rules were set gets them at once, as one snapshot; a raw store.modify rule change reaches every active device; a device that applied it is up to date, one that did not is behind; resync sends it again; a revoked device gets nothing more")
+    func distribution() async throws {
+        try await AggregatorStack.inProcess { stack in
+            let first = stack.child
+            try await stack.rule(bundleId: "org.khan", "learning", pointsPerMinute: 2)
+            try await stack.rule(bundleId: "com.game", "reward", pointsPerMinute: 0)
+            let firstSnapshot = try await Self.waitForSnapshot(stack, first) { $0.rules.map(\.bundleId) == ["com.game", "org.khan"] }
+            #expect(firstSnapshot.rules.first { $0.bundleId == "org.khan" }?.pointsPerMinute == 2)
+
+            // A tablet paired now, weeks after the rules: no parent action, one snapshot.
+            let tablet = try await stack.family.pairChild(stack.harness, device: "emma-tablet")
+            let tabletSnapshot = try await Self.waitForSnapshot(stack, tablet) { $0.rules.count == 2 }
+            #expect(tabletSnapshot.rules == firstSnapshot.rules, "the same configuration")
+            let pending = try await Self.pendingCommands(tablet, stack)
+            #expect(pending.map(\.recordName) == [ConfigurationSnapshot.recordName], "one command, not one per change: \(pending.map(\.recordName))")
+
+            // The first device applies its snapshot: up to date; the tablet has not: behind.
+            let marked = try await Self.markExecuted(first, stack)
+            try await eventually("the first device reported up to date") { seen in
+                let states = try await stack.local.call(AggregatorMethods.devices, Empty(), actingFor: Auth(token: stack.family.parentCredential.token)).devices
+                seen = "\(states)"
+                let mine = states.first { $0.deviceId == first.deviceId }, theirs = states.first { $0.deviceId == tablet.deviceId }
+                return mine?.behind == 0 && mine?.appliedVersion == marked && (theirs?.behind ?? 0) > 0 ? () : nil
+            }
+
+            // A rule changed by a raw store.modify (no client's help) reaches both devices.
+            try await stack.rule(bundleId: "org.khan", "learning", pointsPerMinute: 5)
+            for device in [first, tablet] {
+                let snapshot = try await Self.waitForSnapshot(stack, device) { $0.rules.first { $0.bundleId == "org.khan" }?.pointsPerMinute == 5 }
+                #expect(snapshot.version > firstSnapshot.version)
+            }
+
+            // Resync: the device asks, and its configuration is pending again.
+            _ = try await Self.markExecuted(first, stack)
+            let asked = try await stack.local.call(AggregatorMethods.resync, Empty(), actingFor: Auth(token: first.token))
+            let again = try await Self.waitForSnapshot(stack, first) { $0.version == asked.version }
+            #expect(again.rules.count == 2)
+            // A parent may not resync; a child may not list devices.
+            await #expect(throws: RPCError.self) { _ = try await stack.local.call(AggregatorMethods.resync, Empty(), actingFor: Auth(token: stack.family.parentCredential.token)) }
+            await #expect(throws: RPCError.self) { _ = try await stack.local.call(AggregatorMethods.devices, Empty(), actingFor: Auth(token: first.token)) }
+
+            // Revoked: the tablet's zone gets no newer configuration.
+            _ = try await stack.family.parent.call(PairingMethods.revokeDevice, DeviceParams(deviceId: tablet.deviceId))
+            _ = try await AggregatorServiceTests.statusOnceCaughtUp(stack)
+            let before = try await Self.snapshot(stack, tablet)?.version
+            try await stack.rule(bundleId: "org.wiki", "learning", pointsPerMinute: 1)
+            try await Self.waitForSnapshot(stack, first) { $0.rules.contains { $0.bundleId == "org.wiki" } }
+            try await stack.settle(sessions: 0)
+            #expect(try await Self.snapshot(stack, tablet)?.version == before, "a revoked device is sent nothing more")
+        }
+    }
+
+    /// The device's configuration, as the parent reads it from the device's zone.
+    static func snapshot(_ stack: AggregatorStack, _ device: PairedChild) async throws -> ConfigurationSnapshot? {
+        let record = try await stack.parentStore.call(StoreMethods.fetch, FetchParams(
+            family: stack.family.family, zone: device.zone, recordNames: [ConfigurationSnapshot.recordName])).records.first
+        return record.flatMap { ConfigurationSnapshot(commandType: $0.fields["commandType"]?.stringValue, payloadJSON: $0.fields["payloadJSON"]?.stringValue) }
+    }
+
+    @discardableResult
+    static func waitForSnapshot(_ stack: AggregatorStack, _ device: PairedChild, until condition: @escaping (ConfigurationSnapshot) -> Bool) async throws -> ConfigurationSnapshot {
+        try await eventually("\(device.deviceId)'s configuration coming to what was expected", detail: String(stack.aggregatorLog.suffix(3000))) { seen in
+            let snapshot = try await Self.snapshot(stack, device)
+            seen = String(describing: snapshot)
+            return snapshot.flatMap { condition($0) ? $0 : nil }
+        }
+    }
+
+    static func pendingCommands(_ device: PairedChild, _ stack: AggregatorStack) async throws -> [Record] {
+        try await device.store.call(StoreMethods.query, QueryParams(family: stack.family.family, zone: device.zone, recordType: "ConfigurationCommand",
+                                                                    filters: [QueryFilter("status", .equal, "pending")])).records
+    }
+
+    /// The child marks its configuration executed, for the version it read (its change tag);
+    /// returns that version.
+    static func markExecuted(_ device: PairedChild, _ stack: AggregatorStack) async throws -> Int64 {
+        let record = try #require(try await device.store.call(StoreMethods.fetch, FetchParams(
+            family: stack.family.family, zone: device.zone, recordNames: [ConfigurationSnapshot.recordName])).records.first)
+        var fields = record.fields
+        fields["status"] = "executed"
+        fields["executedAt"] = .date(Date())
+        let result = try await device.store.call(StoreMethods.modify, ModifyParams(family: stack.family.family, zone: device.zone, saves: [
+            RecordSave(recordType: "ConfigurationCommand", recordName: record.recordName, fields: fields, changeTag: record.changeTag),
+        ], atomic: true))
+        #expect(result.allSucceeded)
+        return try #require(ConfigurationSnapshot(commandType: record.fields["commandType"]?.stringValue, payloadJSON: record.fields["payloadJSON"]?.stringValue)).version
+    }
+}
