@@ -59,6 +59,13 @@ public struct DeviceConfigurationState: Codable, Sendable, Hashable {
         self.behind = max(0, currentVersion - appliedVersion)
         self.appliedAt = appliedAt
     }
+
+    /// In words: "up to date", "2 changes behind", "not applied yet".
+    public var summary: String {
+        if self.appliedVersion == 0 { return "not applied yet" }
+        if self.behind == 0 { return "up to date" }
+        return self.behind == 1 ? "1 change behind" : "\(self.behind) changes behind"
+    }
 }
 
 /// `aggregator.devices`.

@@ -189,6 +189,11 @@ extension AggregatorDatabase {
                 ALTER TABLE devices ADD COLUMN status TEXT;
                 ALTER TABLE devices ADD COLUMN applied_version INTEGER NOT NULL DEFAULT 0;
                 ALTER TABLE devices ADD COLUMN applied_at_ms INTEGER;
+                -- the device's name (its RegisteredDevice), for the parents' alerts
+                ALTER TABLE devices ADD COLUMN device_name TEXT;
+                -- a rule that blocks its app, and the app's name for people
+                ALTER TABLE app_rules ADD COLUMN blocked INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE app_rules ADD COLUMN display_name TEXT;
                 -- configuration snapshots to write to devices' zones (version: of this row,
                 -- to know a newer request came while it was written)
                 CREATE TABLE config_outbox (

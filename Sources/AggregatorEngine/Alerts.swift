@@ -9,10 +9,30 @@ import RPCCore
 ///
 /// - `rewardToday`: a child's reward time in a local day over `Family.alertRewardMinutesPerDay`;
 /// - `balanceExhausted`: a child's earned time ran out (`Family.alertOnBalanceExhausted`);
-/// - `noData`: a device's newest usage ends more than `Family.alertNoDataHours` ago.
+/// - `noData`: a device's newest usage ends more than `Family.alertNoDataHours` ago;
+/// - `blockedApp`: an app its rule blocks was used on a device (the shield was bypassed or
+///   not applied yet), once per device, app and local day.
 enum Alerts {
     enum Kind: String {
-        case rewardToday, balanceExhausted, noData
+        case rewardToday, balanceExhausted, noData, blockedApp
+    }
+
+    /// A blocked app's usage on a device that day (computed again); it earned and spent nothing.
+    static func blockedAppUsed(family: String, deviceId: String, day: String, app: String, seconds: Int64, _ db: Database) throws {
+        try Self.crossing(.blockedApp, family: family, subject: "\(deviceId) \(app)", day: day, over: true, db) {
+            let appName = (try? String.fetchOne(cached: db, sql: """
+                SELECT display_name FROM app_rules WHERE family = ? AND app = ? AND device_id IN (?, '') AND display_name IS NOT NULL ORDER BY device_id DESC LIMIT 1
+                """, arguments: [family, app, deviceId])) ?? nil
+            let device = (try? Row.fetchOne(cached: db, sql: "SELECT device_name, child_name, child_ref FROM devices WHERE family = ? AND device_id = ?",
+                                            arguments: [family, deviceId])) ?? nil
+            let deviceName = (device?["device_name"] as String?) ?? (device?["child_name"] as String?).map { "\($0)'s device" } ?? "a child's device"
+            let minutes = max(1, (seconds + 30) / 60)
+            var data: [String: JSONValue] = ["app": .string(app), "appName": .string(appName ?? app), "deviceId": .string(deviceId),
+                                             "deviceName": .string(deviceName), "day": .string(day), "seconds": .int(seconds)]
+            if let child = device?["child_ref"] as String? { data["child"] = .string(Self.name(child)) }
+            return ("\(appName ?? app) was used for \(minutes) min while blocked on \(deviceName)",
+                    "On \(day). It earned no points and used no earned time; check that the device still applies the family's rules.", data)
+        }
     }
 
     /// Checks the reward time of the child-days just computed again.

@@ -14,7 +14,7 @@ struct Ingest {
 
     /// The record types followed.
     static let recordTypes = [RecordTypes.usageRecord, RecordTypes.family, RecordTypes.appRule, RecordTypes.appConfiguration, RecordTypes.monitoringSession,
-                              RecordTypes.pointsLedgerEntry, RecordTypes.shieldPolicy, RecordTypes.configurationCommand]
+                              RecordTypes.pointsLedgerEntry, RecordTypes.shieldPolicy, RecordTypes.configurationCommand, RecordTypes.registeredDevice]
 
     /// A change, with the record's fields (as saved, or as they were when deleted).
     struct Change: Sendable {
@@ -82,6 +82,8 @@ struct Ingest {
                 }
             case RecordTypes.configurationCommand:
                 try Configuration.noteExecuted(change, db)
+            case RecordTypes.registeredDevice:
+                try self.applyDeviceName(change, db)
             case RecordTypes.pointsLedgerEntry:
                 if let child = try EarnedTime.applyLedger(change, days: calendar(change.family), seal: seal(change.family), db) { children.insert(child) }
             case RecordTypes.shieldPolicy:
@@ -163,10 +165,18 @@ struct Ingest {
         var category = (isRule ? fields[RecordFieldNames.classification] : fields[RecordFieldNames.category])?.stringValue
         if fields[RecordFieldNames.isEnabled]?.boolValue == false { category = "disabled" }
         try db.execute(cached: """
-            INSERT INTO app_rules(family, device_id, app, record, category, points_per_minute) VALUES (?, ?, ?, ?, ?, ?)
+            INSERT INTO app_rules(family, device_id, app, record, category, points_per_minute, blocked, display_name) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(family, device_id, app) DO UPDATE SET record = excluded.record, category = excluded.category,
-                points_per_minute = excluded.points_per_minute
-            """, arguments: [change.family, device, app, record, category, fields[RecordFieldNames.pointsPerMinute]?.intValue])
+                points_per_minute = excluded.points_per_minute, blocked = excluded.blocked, display_name = excluded.display_name
+            """, arguments: [change.family, device, app, record, category, fields[RecordFieldNames.pointsPerMinute]?.intValue,
+                             fields[RecordFieldNames.blockingEnabled]?.boolValue == true, fields[RecordFieldNames.displayName]?.stringValue])
+    }
+
+    /// A child device's RegisteredDevice (in its zone): the device's name, for alerts.
+    private func applyDeviceName(_ change: Change, _ db: Database) throws {
+        guard !change.deleted, let deviceId = change.fields[RecordFieldNames.deviceID]?.stringValue,
+              let name = change.fields[RecordFieldNames.deviceName]?.stringValue else { return }
+        try db.execute(cached: "UPDATE devices SET device_name = ? WHERE family = ? AND device_id = ?", arguments: [name, change.family, deviceId])
     }
 
     /// A child's zone's MonitoringSession: its device, its child, the child's name as the
@@ -241,6 +251,9 @@ struct Ingest {
             return false
         }
         if before == nil && totals.isEmpty { return false }
+        for app in totals.apps where app.blocked == true && app.seconds > 0 {
+            try Alerts.blockedAppUsed(family: item.family, deviceId: item.deviceId, day: item.day, app: app.app, seconds: app.seconds, db)
+        }
         if totals.isEmpty {
             try db.execute(cached: "DELETE FROM days WHERE family = ? AND device_id = ? AND day = ?", arguments: [item.family, item.deviceId, item.day])
         } else {
@@ -288,13 +301,13 @@ struct Session {
 /// (by logical id) first, then the family's AppRule (by bundle id), then the category the
 /// session itself names with the default points per minute.
 struct Ratings {
-    var byDevice: [String: [String: (category: String?, pointsPerMinute: Int?)]]
+    var byDevice: [String: [String: (category: String?, pointsPerMinute: Int?, blocked: Bool)]]
     let defaultPointsPerMinute: Int
 
     static func load(family: String, defaultPointsPerMinute: Int, _ db: Database) throws -> Ratings {
-        var byDevice: [String: [String: (String?, Int?)]] = [:]
-        for row in try Row.fetchAll(cached: db, sql: "SELECT device_id, app, category, points_per_minute FROM app_rules WHERE family = ?", arguments: [family]) {
-            byDevice[row["device_id"], default: [:]][row["app"]] = (row["category"], row["points_per_minute"])
+        var byDevice: [String: [String: (String?, Int?, Bool)]] = [:]
+        for row in try Row.fetchAll(cached: db, sql: "SELECT device_id, app, category, points_per_minute, blocked FROM app_rules WHERE family = ?", arguments: [family]) {
+            byDevice[row["device_id"], default: [:]][row["app"]] = (row["category"], row["points_per_minute"], row["blocked"])
         }
         return Ratings(byDevice: byDevice, defaultPointsPerMinute: defaultPointsPerMinute)
     }
@@ -302,8 +315,9 @@ struct Ratings {
     func rate(device: String, app: String, bundleId: String?, recorded: String?) -> AppRating {
         let rule = self.byDevice[device]?[app] ?? self.byDevice[""]?[bundleId ?? app]
         let categoryName = rule?.category ?? recorded
-        guard let categoryName, let category = Category(rawValue: categoryName) else { return AppRating(category: nil, pointsPerMinute: 0) }
-        return AppRating(category: category, pointsPerMinute: rule?.pointsPerMinute ?? self.defaultPointsPerMinute)
+        let blocked = rule?.blocked ?? false
+        guard let categoryName, let category = Category(rawValue: categoryName) else { return AppRating(category: nil, pointsPerMinute: 0, blocked: blocked) }
+        return AppRating(category: category, pointsPerMinute: rule?.pointsPerMinute ?? self.defaultPointsPerMinute, blocked: blocked)
     }
 }
 

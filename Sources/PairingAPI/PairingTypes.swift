@@ -256,6 +256,14 @@ public struct DeviceInfo: Codable, Sendable, Hashable {
     }
 }
 
+extension DeviceInfo {
+    /// How the dashboard names the parent device each browser sign-in makes.
+    public static let browserSessionPrefix = "browser-"
+
+    /// A browser's sign-in to the dashboard (signing out revokes it), not a phone or tablet.
+    public var isBrowserSession: Bool { self.deviceId.hasPrefix(Self.browserSessionPrefix) }
+}
+
 public struct ListDevicesResult: Codable, Sendable, Hashable {
     public var family: String
     public var devices: [DeviceInfo]

@@ -18,14 +18,17 @@ public enum Category: String, Sendable, Codable, CaseIterable {
     case learning, reward
 }
 
-/// How an app counts: its category and, for learning, its points per minute.
+/// How an app counts: its category and, for learning, its points per minute; a blocked
+/// app (its rule blocks it: the shield was bypassed or not applied yet) counts for nothing.
 public struct AppRating: Sendable, Hashable {
     public var category: Category?
     public var pointsPerMinute: Int
+    public var blocked: Bool
 
-    public init(category: Category?, pointsPerMinute: Int) {
+    public init(category: Category?, pointsPerMinute: Int, blocked: Bool = false) {
         self.category = category
         self.pointsPerMinute = pointsPerMinute
+        self.blocked = blocked
     }
 }
 
@@ -35,12 +38,15 @@ public struct AppUsage: Sendable, Hashable, Codable {
     public var category: Category?
     public var seconds: Int64
     public var points: Int64
+    /// Used while its rule blocked it (true; absent otherwise).
+    public var blocked: Bool?
 
-    public init(app: String, category: Category?, seconds: Int64, points: Int64) {
+    public init(app: String, category: Category?, seconds: Int64, points: Int64, blocked: Bool = false) {
         self.app = app
         self.category = category
         self.seconds = seconds
         self.points = points
+        self.blocked = blocked ? true : nil
     }
 }
 
@@ -62,7 +68,9 @@ public struct DayTotals: Sendable, Hashable {
     /// - an app's seconds are whole seconds, rounded down, of that union;
     /// - a learning app earns `floor(seconds × pointsPerMinute / 60)` points for the day
     ///   (per app and day, so splitting a session in two never loses a point);
-    /// - an app of neither category counts in `apps` but not in the totals.
+    /// - an app of neither category counts in `apps` but not in the totals;
+    /// - a blocked app counts in `apps` (marked `blocked`) but not in the totals: it earns
+    ///   no points and spends no earned time.
     public static func compute(_ spans: [Span], from dayStart: Date, to dayEnd: Date, rating: (String) -> AppRating) -> DayTotals {
         var byApp: [String: [(Date, Date)]] = [:]
         for span in spans {
@@ -75,7 +83,7 @@ public struct DayTotals: Sendable, Hashable {
             let seconds = milliseconds / 1000
             let rate = rating(app)
             var points: Int64 = 0
-            switch rate.category {
+            switch rate.blocked ? nil : rate.category {
             case .learning?:
                 points = seconds * Int64(rate.pointsPerMinute) / 60
                 totals.learningSeconds += seconds
@@ -85,7 +93,7 @@ public struct DayTotals: Sendable, Hashable {
             case nil:
                 break
             }
-            totals.apps.append(AppUsage(app: app, category: rate.category, seconds: seconds, points: points))
+            totals.apps.append(AppUsage(app: app, category: rate.category, seconds: seconds, points: points, blocked: rate.blocked))
         }
         totals.apps.sort { ($0.seconds, $1.app) > ($1.seconds, $0.app) }
         return totals

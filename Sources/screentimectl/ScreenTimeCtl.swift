@@ -248,7 +248,7 @@ enum Output {
                 status = 77
             default: status = 1
             }
-            if error.code == .unavailable, error.message.hasPrefix("the connection") { fail(line, exitCode: 69) }
+            if error.code == .unavailable { fail(line, exitCode: 69) }
             fail(line, exitCode: status)
         }
     }

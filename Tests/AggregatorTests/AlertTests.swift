@@ -44,6 +44,37 @@ struct AlertTests {
         }
     }
 
+    @Test("a blocked app used anyway is recorded, earns and spends nothing, and alerts the parents once per device, app and day, by name")
+    func blockedAppUsed() async throws {
+        try await AggregatorStack.inProcess(withPush: true) { stack in
+            let alerts = parentAlerts(stack)
+            let saved = try await stack.parentStore.call(StoreMethods.modify, ModifyParams(family: stack.family.family, zone: StoreNames.defaultZone, saves: [
+                RecordSave(recordType: "AppRule", recordName: "app-com.youtube", fields: [
+                    "familyRef": .reference(stack.family.family, zone: StoreNames.defaultZone), "bundleId": "com.youtube", "classification": "reward",
+                    "blockingEnabled": true, "displayName": "YouTube",
+                ]),
+            ], atomic: true))
+            #expect(saved.allSucceeded)
+            try await stack.session("k1", from: stack.at("2026-11-20 09:00"), to: stack.at("2026-11-20 09:30"))
+            try await stack.session("y1", app: "com.youtube", category: "reward", from: stack.at("2026-11-20 16:00"), to: stack.at("2026-11-20 16:45"))
+            let alert = try await alerts.wait(for: 1)
+            #expect(alert[0].alert?.title == "YouTube was used for 45 min while blocked on emma's device", "\(String(describing: alert[0].alert))")
+            #expect(alert[0].fields?["alert"] == "blockedApp" && alert[0].fields?["seconds"] == 2700)
+            // Recorded in the day, marked blocked; not counted as reward time.
+            let summary = try await stack.waitForSummary("2026-11-20") { $0?.apps.count == 2 }
+            #expect(summary?.reward == 0 && summary?.learning == 1800)
+            let balance = try await stack.waitForBalance { $0?.fields["pointsBalance"]?.intValue == 30 }
+            #expect(balance?.fields["rewardSecondsUsed"]?.intValue == 0, "blocked use spent earned time: \(String(describing: balance?.fields))")
+            // More of it that day: no second alert; the next day: one more.
+            try await stack.session("y2", app: "com.youtube", category: "reward", from: stack.at("2026-11-20 18:00"), to: stack.at("2026-11-20 18:10"))
+            try await stack.settle(sessions: 3)
+            try await alerts.expectQuiet(beyond: 1)
+            try await stack.session("y3", app: "com.youtube", category: "reward", from: stack.at("2026-11-21 18:00"), to: stack.at("2026-11-21 18:10"))
+            let next = try await alerts.wait(for: 2)
+            #expect(next[1].fields?["day"] == "2026-11-21")
+        }
+    }
+
     @Test("running out of earned time alerts once, as the shield goes up; earning it back re-arms the alert")
     func balanceExhausted() async throws {
         try await AggregatorStack.inProcess(withPush: true) { stack in

@@ -49,6 +49,13 @@ struct StoryTests {
         let applied = try await stack.ctl("commands", "apply", "--profile", "emma-tablet")
         #expect(applied.stdout.contains("org.khan is learning, 2 points/min") && applied.stdout.contains("com.roblox is reward"), "\(applied)")
         #expect(try await stack.ctl("commands", "--profile", "emma-tablet").stdout.contains("No pending commands"))
+        // The parent sees that the tablet has the family's rules.
+        try await story.waitFor("the tablet's rules up to date", "devices", "--profile", "mum") {
+            $0.split(separator: "\n").contains { $0.contains(childDevice) && $0.contains("up to date") }
+        }
+        // Asking again: the same configuration, applied again.
+        let resynced = try await stack.ctl("commands", "resync", "--profile", "emma-tablet")
+        #expect(resynced.status == 0 && resynced.stdout.contains("org.khan is learning, 2 points/min"), "\(resynced)")
 
         // 4. Usage reaches the parent's summary, ledger and balance: one session, then a CSV.
         let added = try await stack.ctl("usage", "add", "--profile", "emma-tablet", "org.khan", "--minutes", "30", "--start", "\(Self.day)T12:00:00Z")

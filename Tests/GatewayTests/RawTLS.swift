@@ -15,11 +15,15 @@ final class RawTLS: Sendable {
 
     final class Received: ChannelInboundHandler, Sendable {
         typealias InboundIn = ByteBuffer
-        let state = Mutex<(bytes: [UInt8], closedAt: ContinuousClock.Instant?)>(([], nil))
+        /// What came, when the connection closed, and when each read ended at which count.
+        let state = Mutex<(bytes: [UInt8], closedAt: ContinuousClock.Instant?, reads: [(count: Int, at: ContinuousClock.Instant)])>(([], nil, []))
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             let buffer = Self.unwrapInboundIn(data)
-            self.state.withLock { $0.bytes += buffer.readableBytesView }
+            self.state.withLock { state in
+                state.bytes += buffer.readableBytesView
+                state.reads.append((state.bytes.count, ContinuousClock.now))
+            }
         }
 
         func channelInactive(context: ChannelHandlerContext) {
@@ -74,6 +78,11 @@ final class RawTLS: Sendable {
     }
 
     var bytes: [UInt8] { self.received.state.withLock { $0.bytes } }
+
+    /// When the first bytes after the first `count` arrived.
+    func arrival(after count: Int) -> ContinuousClock.Instant? {
+        self.received.state.withLock { state in state.reads.first { $0.count > count }?.at }
+    }
     var text: String { String(decoding: self.bytes, as: UTF8.self) }
 
     /// The status of the first response (nil before one has come).

@@ -68,6 +68,15 @@ enum Assets {
         .rule label { font-weight: normal; display: inline-flex; gap: .4rem; align-items: center; }
         .rule input[type="number"] { width: 5.5rem; }
         .table-wrap { overflow-x: auto; }
+        /* On a phone a wide table becomes one card a row, each cell under its column's name:
+           nothing off-screen, every button reachable. */
+        @media (max-width: 599px) {
+          table.stack thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
+          table.stack tr { display: block; border-bottom: 1px solid var(--line); padding: .5rem 0; }
+          table.stack th, table.stack td { display: block; border: 0; padding: .2rem .25rem; }
+          table.stack td[data-label]::before { content: attr(data-label) ": "; font-weight: 600; }
+          table.stack td:empty { display: none; }
+        }
         table { border-collapse: collapse; width: 100%; }
         th, td { text-align: left; padding: .5rem; border-bottom: 1px solid var(--line); vertical-align: top; }
         .commands { padding-left: 1.2rem; }

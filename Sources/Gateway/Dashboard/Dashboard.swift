@@ -205,7 +205,7 @@ struct Dashboard: Sendable {
         let code = (form["code"] ?? "").trimmingCharacters(in: .whitespaces)
         let deviceName = (form["deviceName"] ?? "").trimmingCharacters(in: .whitespaces)
         let displayName = (form["displayName"] ?? "").trimmingCharacters(in: .whitespaces)
-        let deviceId = "browser-\(SessionKeys.random(bytes: 6).lowercased().filter { $0.isLetter || $0.isNumber })"
+        let deviceId = DeviceInfo.browserSessionPrefix + SessionKeys.random(bytes: 6).lowercased().filter { $0.isLetter || $0.isNumber }
         do {
             let credential = try await BrowserDevice.call(PairingMethods.enrollParent, EnrollParentParams(
                 family: family, code: code, deviceId: deviceId, deviceName: deviceName.isEmpty ? "Browser" : deviceName,
@@ -304,10 +304,11 @@ struct Dashboard: Sendable {
 
     func devicesPage(_ session: Session, fragment: Bool, query: [String: String], headers: HTTPFields, parentCode: [String: Any]? = nil) async throws(RPCError) -> Response {
         let clock = try await session.device.clock()
-        let rows = try await session.device.deviceRows(clock)
-        let live = Templates.render("devicesLive", ["devices": rows, "hasDevices": !rows.isEmpty, "csrf": session.csrf])
+        let (rows, hidden) = try await session.device.deviceRows(clock, all: query["all"] == "1")
+        let live = Templates.render("devicesLive", ["devices": rows, "hasDevices": !rows.isEmpty, "csrf": session.csrf,
+                                                    "hasHiddenBrowsers": hidden > 0, "hiddenBrowsers": hidden, "hiddenPlural": hidden == 1 ? "" : "s"])
         if fragment { return WebResponse.html(live) }
-        var data: [String: Any] = ["live": live, "navDevices": true]
+        var data: [String: Any] = ["live": live, "navDevices": true, "all": query["all"] == "1"]
         if let revoked = query["revoked"] { data["notice"] = "\(revoked) is revoked: it was cut off." }
         if let parentCode { data["parentCode"] = parentCode }
         return self.page(.ok, "devices", title: "Devices", session: session, clock: clock, data: data)

@@ -145,23 +145,36 @@ extension BrowserDevice {
     }
 
     /// The devices page's rows.
-    func deviceRows(_ clock: FamilyClock) async throws(RPCError) -> [[String: Any]] {
-        try await self.devices().sorted { ($0.role.rawValue, $0.deviceName ?? $0.deviceId) < ($1.role.rawValue, $1.deviceName ?? $1.deviceId) }.map { device in
+    /// The devices page's rows: signed-out browsers (revoked browser sessions) left out
+    /// unless `all`, and how many were.
+    func deviceRows(_ clock: FamilyClock, all: Bool) async throws(RPCError) -> (rows: [[String: Any]], hiddenBrowsers: Int) {
+        let devices = try await self.devices()
+        let shown = devices.filter { all || !($0.isBrowserSession && $0.status == .revoked) }
+        // Whether each child device has the family's rules, as the aggregator knows it
+        // (left blank when the aggregator cannot say).
+        let configurations = (try? await self.call(AggregatorMethods.devices, Empty()).devices) ?? []
+        let states = Dictionary(configurations.map { ($0.deviceId, $0) }, uniquingKeysWith: { first, _ in first })
+        let rows = shown.sorted { ($0.role.rawValue, $0.deviceName ?? $0.deviceId) < ($1.role.rawValue, $1.deviceName ?? $1.deviceId) }.map { device in
             var row: [String: Any] = [
                 "deviceId": device.deviceId, "name": device.deviceName ?? device.deviceId,
                 "role": device.role == .child ? "Child" : device.role == .admin ? "Parent (admin)" : "Parent",
                 "status": device.status.rawValue, "active": device.status == .active, "revoked": device.status == .revoked,
                 "child": device.childId ?? "", "paired": clock.time(device.pairedAt),
-                "browser": device.deviceId.hasPrefix("browser-"), "me": device.deviceId == self.deviceId,
+                "browser": device.isBrowserSession, "me": device.deviceId == self.deviceId,
                 "revocable": device.status != .revoked && device.deviceId != self.deviceId,
             ]
             if let seen = device.lastSeenAt {
                 row["lastSeen"] = clock.ago(seen)
                 row["lastSeenTime"] = clock.time(seen)
             }
+            if device.role == .child, device.status == .active, let state = states[device.deviceId] {
+                row["rules"] = state.summary.prefix(1).uppercased() + state.summary.dropFirst()
+            }
             return row
         }
+        return (rows, devices.count - shown.count)
     }
+
 
     /// The Activity page's two lists, from the family's AuditEntry records (newest 200):
     /// the alerts the aggregator sent the parents (`action` `alert.<kind>`, newest 20) and

@@ -120,7 +120,7 @@ enum Templates {
     static let devices = #"""
         <h1>Devices</h1>
         {{#notice}}<p class="notice" role="status">{{notice}}</p>{{/notice}}
-        <div id="live" data-live="/devices?fragment=1">{{{live}}}</div>
+        <div id="live" data-live="/devices?fragment=1{{#all}}&amp;all=1{{/all}}">{{{live}}}</div>
         <section class="card">
           <h2>Pair a child's device</h2>
           <form method="post" action="/devices/pair" class="stack">
@@ -152,16 +152,17 @@ enum Templates {
         {{^devices}}<p class="empty">No devices.</p>{{/devices}}
         {{#hasDevices}}
         <div class="table-wrap">
-        <table>
-          <caption class="visually-hidden">Devices, their state and when each was last seen</caption>
-          <thead><tr><th scope="col">Device</th><th scope="col">Role</th><th scope="col">Child</th><th scope="col">State</th><th scope="col">Last seen</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
+        <table class="stack">
+          <caption class="visually-hidden">Devices, their state, whether each has the family's rules, and when each was last seen</caption>
+          <thead><tr><th scope="col">Device</th><th scope="col">Role</th><th scope="col">Child</th><th scope="col">State</th><th scope="col">Rules</th><th scope="col">Last seen</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
           <tbody>
           {{#devices}}
           <tr data-device="{{deviceId}}">
             <th scope="row">{{name}}{{#me}} <span class="badge">this browser</span>{{/me}}{{^me}}{{#browser}} <span class="badge">browser</span>{{/browser}}{{/me}}<br><span class="hint">{{deviceId}}</span></th>
-            <td>{{role}}</td><td>{{child}}</td>
-            <td data-field="status">{{#active}}<span class="badge ok">active</span>{{/active}}{{#revoked}}<span class="badge off">revoked</span>{{/revoked}}{{^active}}{{^revoked}}<span class="badge warn">{{status}}</span>{{/revoked}}{{/active}}</td>
-            <td>{{#lastSeen}}<span title="{{lastSeenTime}}">{{lastSeen}}</span>{{/lastSeen}}{{^lastSeen}}—{{/lastSeen}}</td>
+            <td data-label="Role">{{role}}</td><td data-label="Child">{{child}}</td>
+            <td data-label="State" data-field="status">{{#active}}<span class="badge ok">active</span>{{/active}}{{#revoked}}<span class="badge off">revoked</span>{{/revoked}}{{^active}}{{^revoked}}<span class="badge warn">{{status}}</span>{{/revoked}}{{/active}}</td>
+            <td data-label="Rules" data-field="rules">{{rules}}</td>
+            <td data-label="Last seen">{{#lastSeen}}<span title="{{lastSeenTime}}">{{lastSeen}}</span>{{/lastSeen}}{{^lastSeen}}—{{/lastSeen}}</td>
             <td>{{#revocable}}
               <form method="post" action="/devices/revoke" data-confirm="Revoke {{name}}? It is cut off at once.">
                 <input type="hidden" name="csrf" value="{{csrf}}">
@@ -174,6 +175,7 @@ enum Templates {
         </table>
         </div>
         {{/hasDevices}}
+        {{#hasHiddenBrowsers}}<p class="hint"><a href="/devices?all=1" id="show-signed-out">Show {{hiddenBrowsers}} signed-out browser{{hiddenPlural}}</a></p>{{/hasHiddenBrowsers}}
         </section>
         """#
 
@@ -332,9 +334,9 @@ enum Templates {
           <h2>Audit log</h2>
           {{^entries}}<p class="empty">Nothing yet.</p>{{/entries}}
           {{#hasEntries}}
-          <div class="table-wrap"><table>
+          <div class="table-wrap"><table class="stack">
             <thead><tr><th scope="col">When</th><th scope="col">Who</th><th scope="col">What</th><th scope="col">On</th></tr></thead>
-            <tbody>{{#entries}}<tr data-action="{{action}}"><td><span title="{{when}}">{{ago}}</span></td><td>{{actor}}</td><td>{{action}}</td><td>{{target}}</td></tr>{{/entries}}</tbody>
+            <tbody>{{#entries}}<tr data-action="{{action}}"><td data-label="When"><span title="{{when}}">{{ago}}</span></td><td data-label="Who">{{actor}}</td><td data-label="What">{{action}}</td><td data-label="On">{{target}}</td></tr>{{/entries}}</tbody>
           </table></div>
           {{/hasEntries}}
         </section>

@@ -85,7 +85,7 @@ public enum PinnedHandshake {
                     }
                 }
         } catch {
-            throw RPCError(.unavailable, "cannot reach \(host):\(port): \(error)")
+            throw RPCError(.unavailable, ConnectionFailure.sentence(error, host: host, port: port))
         }
         do {
             // The handshake ends in a user event (success) or an error that closes the channel.

@@ -278,10 +278,16 @@ public final class WebSocketTransport: Transport {
                 self.deliver(Data(text.utf8))
             }
         }
+        let closed: WebSocketCloseFrame?
         do {
-            _ = try await client.run()
+            closed = try await client.run()
         } catch {
             throw RPCError(.unavailable, "the WebSocket to \(host):\(port) failed: \(error)")
+        }
+        // The gateway says why it closed: a device removed from the family hears it from the
+        // close frame too, should the error message before it have been lost.
+        if closed?.closeCode == .policyViolation, closed?.reason == "device revoked", self.link.withLock({ $0.revoked == nil }) {
+            self.markRevoked(RPCError(.deviceRevoked, "this device was removed from the family: its credential was revoked; to use it again, pair it again with a new invitation from a parent"))
         }
     }
 

@@ -104,11 +104,17 @@ struct Demo {
         let ruleSent = ContinuousClock.now
         _ = try await parent.setAppRule("org.khanacademy", category: "learning", pointsPerMinute: 2, enabled: true, blocked: nil, displayName: "Khan Academy")
         _ = try await parent.setAppRule("com.example.game", category: "reward", pointsPerMinute: nil, enabled: true, blocked: nil, displayName: "A game")
-        self.say("parent", "saved two AppRules and a ConfigurationCommand each for the child's device")
+        self.say("parent", "saved two AppRules; the server sends the child's device the family's rules (one configuration command)")
         let ruleNotice = try await childInbox.next(within: self.wait) { $0.recordType == RecordTypes.configurationCommand }
         self.say("child", "notified (#\(ruleNotice.seq), \(ruleNotice.reason.rawValue)) \(Self.ms(ContinuousClock.now - ruleSent)) after the parent saved")
-        for command in try await child.pendingCommands() {
-            self.say("child", "applies \(command.recordName): \(try await child.apply(command))")
+        // The server may send both rules at once or one after the other: apply what is
+        // pending until the configuration has both.
+        while true {
+            for command in try await child.pendingCommands() {
+                self.say("child", "applies \(command.recordName): \(try await child.apply(command))")
+            }
+            if child.profile.rules["org.khanacademy"] != nil && child.profile.rules["com.example.game"] != nil { break }
+            _ = try await childInbox.next(within: self.wait) { $0.recordType == RecordTypes.configurationCommand }
         }
         let executed = try await parentInbox.next(within: self.wait) { $0.recordType == RecordTypes.configurationCommand && $0.fields?["status"] == "executed" }
         self.say("parent", "sees the command executed (#\(executed.seq))")

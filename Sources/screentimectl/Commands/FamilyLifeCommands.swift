@@ -174,7 +174,7 @@ struct UsageCommand: AsyncParsableCommand {
                 }
                 let uploaded = try await child.upload([session])
                 if uploaded.queued > 0 {
-                    print("Queued \(uploaded.names[0]): \(self.app) (\(category)), \(Table.time(Int64(length))) from \(StoreDates.format(session.start)); the gateway is unreachable: `screentimectl usage sync` sends it (once) when it is back.")
+                    print("Queued \(uploaded.names[0]): \(self.app) (\(category)), \(Table.time(Int64(length))) from \(StoreDates.format(session.start)); \(uploaded.why): `screentimectl usage sync` sends it (once) then.")
                 } else {
                     print("Uploaded \(uploaded.names[0]): \(self.app) (\(category)), \(Table.time(Int64(length))) from \(StoreDates.format(session.start)).")
                 }
@@ -207,7 +207,7 @@ struct UsageCommand: AsyncParsableCommand {
                 for session in sessions { _ = try child.category(of: session) }
                 let uploaded = try await child.upload(sessions) { done in Progress.count("uploaded", done, of: sessions.count) }
                 if uploaded.queued > 0 {
-                    print("Queued \(uploaded.names.count) sessions from \(self.file) (\(Output.count(uploaded.queued, "batch waits", "batches wait")): the gateway is unreachable; `screentimectl usage sync` sends them, once).")
+                    print("Queued \(uploaded.names.count) sessions from \(self.file) (\(Output.count(uploaded.queued, "batch waits", "batches wait")): \(uploaded.why); `screentimectl usage sync` sends them, once then).")
                 } else {
                     print("Imported \(uploaded.names.count) sessions from \(self.file).")
                 }

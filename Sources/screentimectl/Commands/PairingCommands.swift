@@ -1,3 +1,4 @@
+import AggregatorAPI
 import ArgumentParser
 import Foundation
 import PairingAPI
@@ -123,7 +124,9 @@ struct ChildCommand: AsyncParsableCommand {
     }
 
     struct Accept: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Accept an invitation as this profile's child device; print the short code to compare with the parent's.")
+        static let configuration = CommandConfiguration(
+            abstract: "Accept an invitation as this profile's child device; print the short code to compare with the parent's.",
+            discussion: "On the server's own machine it uses the local sockets; elsewhere it reaches the gateway the link names (its url= and pin=), so --server is needed only to use another address.")
 
         @OptionGroup var device: DeviceOptions
         @Argument(help: "The pairing link from the QR code (screentime://pair?…), or - to read it from standard input.") var link: String
@@ -166,19 +169,30 @@ struct ChildCommand: AsyncParsableCommand {
 }
 
 struct DevicesCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "devices", abstract: "List the family's devices (parent).")
+    static let configuration = CommandConfiguration(
+        commandName: "devices", abstract: "List the family's devices (parent): state, whether each child device has the family's rules, last seen.",
+        discussion: "Browsers signed out of the dashboard are left out; --all shows them.")
     @OptionGroup var device: DeviceOptions
     @Flag(help: "Print JSON.") var json = false
+    @Flag(help: "Also list browsers signed out of the dashboard.") var all = false
 
     func run() async throws {
         try await Output.orExit {
             let parent = try self.device.device(.parent)
-            let devices = try await parent.pairing.call(PairingMethods.listDevices, Empty()).devices
+            let listed = try await parent.pairing.call(PairingMethods.listDevices, Empty()).devices
+            let devices = listed.filter { self.all || !($0.isBrowserSession && $0.status == .revoked) }
+            // Whether each child device applied the family's rules (blank if the aggregator
+            // cannot say now).
+            let states = (try? await parent.aggregator.call(AggregatorMethods.devices, Empty()).devices) ?? []
+            let byDevice = Dictionary(states.map { ($0.deviceId, $0) }, uniquingKeysWith: { first, _ in first })
             if self.json { return Output.print(try JSONValue(encoding: devices), pretty: self.device.connection.prettyOutput) }
-            print(Table.render(["DEVICE", "NAME", "ROLE", "STATUS", "CHILD", "LAST SEEN"], devices.map { device in
+            print(Table.render(["DEVICE", "NAME", "ROLE", "STATUS", "CHILD", "RULES", "LAST SEEN"], devices.map { device in
                 [device.deviceId, device.deviceName ?? "", device.role.rawValue, device.status.rawValue, device.childId ?? "",
+                 device.role == .child && device.status == .active ? byDevice[device.deviceId]?.summary ?? "" : "",
                  device.lastSeenAt?.formatted(date: .abbreviated, time: .shortened) ?? ""]
             }), terminator: "")
+            let hidden = listed.count - devices.count
+            if hidden > 0 { print("(\(Output.count(hidden, "signed-out browser", "signed-out browsers")) not shown: --all)") }
         }
     }
 }

@@ -28,7 +28,13 @@ extension Device {
         }
         let deviceId = newDeviceId(for: name)
         let deviceName = deviceName ?? name
-        let target = try GatewayTarget.resolve(options.remote, profile: nil, linkPin: link.pin)
+        var target = try GatewayTarget.resolve(options.remote, profile: nil, linkPin: link.pin)
+        // No --server, and no server on this machine: the link says where its gateway is,
+        // and its key's pin (a version 2 link), as it does for a phone scanning the code.
+        if target == nil, let pin = link.pin, !link.urls.isEmpty,
+           !FileManager.default.fileExists(atPath: options.connection.socketPath(for: "pairing")) {
+            target = GatewayTarget(urls: link.urls, pin: try GatewayTarget.pin(pin))
+        }
         let accepted = try await options.anonymous(target).call(PairingMethods.acceptInvitation, AcceptInvitationParams(
             family: link.family, invitationId: link.invitationId, secret: link.secret, deviceId: deviceId, deviceName: deviceName))
         var profile = Profile(name: name, role: .child, family: link.family, deviceId: deviceId, deviceName: deviceName,
@@ -174,8 +180,12 @@ extension Device {
             if let (batch, error) = outcome.failed.first {
                 throw CLIError(.refused, "the server refused batch \(batch.requestId): \(error.code): \(error.message) (it stays in the queue, set aside)")
             }
-            if let error = outcome.notNow { throw error }
-            return Uploaded(names: names, queued: outcome.waiting)
+            if let error = outcome.notNow {
+                // Not refused: kept, and sent once a parent has confirmed this device.
+                guard error.code == .pairingUnconfirmed else { throw error }
+                return Uploaded(names: names, queued: outcome.waiting, why: "this device waits for a parent to confirm it (comparing the short code)")
+            }
+            return Uploaded(names: names, queued: outcome.waiting, why: "the gateway is unreachable")
         }
         var done = 0
         for params in batches {
@@ -192,6 +202,8 @@ extension Device {
     struct Uploaded {
         var names: [String]
         var queued: Int
+        /// Why what is queued waits, in words.
+        var why = ""
     }
 
     func usageRecordName(_ session: Session) -> String {
