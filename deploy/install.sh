@@ -107,12 +107,16 @@ runuser -u screentime -- "$libexec/screentime-gatewayd" --state-dir /var/lib/scr
 systemctl daemon-reload
 systemctl enable screentime.target >/dev/null
 # reenable: an earlier version's sockets were also wanted by sockets.target, and would
-# listen after a reboot with screentime.target disabled.
+# listen after a reboot with screentime.target disabled. Such a version's gateway socket was
+# made without its IP filter: it is made again (once).
+refilter=no
+ls "$units"/sockets.target.wants/screentime-*.socket >/dev/null 2>&1 && refilter=yes
 for service in "${services[@]}"; do systemctl reenable "screentime-$service.socket" 2>/dev/null; done
 if [ "$start" = yes ]; then
     systemctl start screentime.target
     # An upgrade: services that were running pick up the new binaries now.
     for service in "${services[@]}"; do systemctl try-restart "screentime-$service.service"; done
+    if [ "$refilter" = yes ]; then systemctl try-restart screentime-gateway.socket; fi
 fi
 echo "installed. Sockets: $(printf '/run/screentime/%s.sock ' "${services[@]}")(group screentime); the gateway on TCP (its port: $units/screentime-gateway.socket.d/port.conf)."
 echo "Try: screentimectl call store rpc.ping    Logs: journalctl -u 'screentime-*'"

@@ -29,11 +29,11 @@ public enum AggregatorMethods {
     public static let resync = MethodSpec<Empty, ResyncResult>(
         "aggregator.resync", summary: "A child device asks for its configuration again: the family's rules and its shield, written anew as its pending `configuration` command.",
         callers: .child,
-        errors: [.unauthorized, .forbidden, .notFound])
+        errors: [.unauthorized, .deviceRevoked, .forbidden, .notFound])
     public static let devices = MethodSpec<Empty, DeviceConfigurations>(
         "aggregator.devices", summary: "Each child device of the parent's family: the configuration version it last applied beside the family's current one.",
         callers: .parent,
-        errors: [.unauthorized, .forbidden])
+        errors: [.unauthorized, .deviceRevoked, .forbidden])
 }
 
 /// `aggregator.resync`: the family's configuration version the device will get.
@@ -45,11 +45,13 @@ public struct ResyncResult: Codable, Sendable, Hashable {
 /// One child device's configuration, as the aggregator knows it.
 public struct DeviceConfigurationState: Codable, Sendable, Hashable {
     public var deviceId: String
-    /// The version of the last `configuration` command it executed (0: none yet).
+    /// The version of the last `configuration` command it executed (a family whose rules
+    /// never changed has version 0: `appliedAt` tells whether it executed one at all).
     public var appliedVersion: Int64
     /// The family's version now; `behind` is how many changes it has not applied.
     public var currentVersion: Int64
     public var behind: Int64
+    /// When it last executed its configuration; nil: never.
     public var appliedAt: Date?
 
     public init(deviceId: String, appliedVersion: Int64, currentVersion: Int64, appliedAt: Date?) {
@@ -62,7 +64,7 @@ public struct DeviceConfigurationState: Codable, Sendable, Hashable {
 
     /// In words: "up to date", "2 changes behind", "not applied yet".
     public var summary: String {
-        if self.appliedVersion == 0 { return "not applied yet" }
+        if self.appliedAt == nil { return "not applied yet" }
         if self.behind == 0 { return "up to date" }
         return self.behind == 1 ? "1 change behind" : "\(self.behind) changes behind"
     }

@@ -194,6 +194,21 @@ extension AggregatorDatabase {
                 -- a rule that blocks its app, and the app's name for people
                 ALTER TABLE app_rules ADD COLUMN blocked INTEGER NOT NULL DEFAULT 0;
                 ALTER TABLE app_rules ADD COLUMN display_name TEXT;
+                -- each rule as it was from a moment on (its save; category NULL: no rule from
+                -- then): usage counts at the rule in force when it was used
+                CREATE TABLE rule_history (
+                    family TEXT NOT NULL,
+                    device_id TEXT NOT NULL,  -- '' for the family's AppRule
+                    app TEXT NOT NULL,
+                    from_ms INTEGER NOT NULL,
+                    category TEXT,
+                    points_per_minute INTEGER,
+                    blocked INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (family, device_id, app, from_ms)
+                ) WITHOUT ROWID;
+                -- the rules known before: in force since always
+                INSERT INTO rule_history(family, device_id, app, from_ms, category, points_per_minute, blocked)
+                    SELECT family, device_id, app, 0, category, points_per_minute, 0 FROM app_rules;
                 -- configuration snapshots to write to devices' zones (version: of this row,
                 -- to know a newer request came while it was written)
                 CREATE TABLE config_outbox (
@@ -203,12 +218,9 @@ extension AggregatorDatabase {
                     PRIMARY KEY (family, zone)
                 ) WITHOUT ROWID;
                 """)
-            // Devices known before: active unless their session said otherwise (their next
-            // MonitoringSession change corrects it), and each gets the snapshot once.
-            try db.execute(sql: """
-                UPDATE devices SET status = 'active' WHERE device_id IS NOT NULL;
-                INSERT INTO config_outbox(family, zone, version) SELECT family, zone, 1 FROM devices WHERE device_id IS NOT NULL;
-                """)
+            // Devices known before keep a NULL status: at its next start the aggregator reads
+            // their pairing and names, and their families' rules, from the store again
+            // (Follower.refreshFromStore), and sends the active ones their configuration.
         }
         return migrator
     }

@@ -46,7 +46,7 @@ enum Alerts {
                     """, arguments: [child.family, child.child, day]) ?? 0
                 let name = try Self.name(child, db)
                 try Self.crossing(.rewardToday, family: child.family, subject: child.child, day: day, over: reward > minutes * 60, db) {
-                    ("\(name): \(reward / 60) min of reward apps on \(day)", "Over the \(minutes) minutes a day you set.",
+                    ("\(name): \(reward / 60) min of reward apps on \(day)", "Over the \(minutes == 1 ? "1 minute" : "\(minutes) minutes") a day you set.",
                      ["child": .string(Self.name(child.child)), "childName": .string(name), "day": .string(day), "rewardSeconds": .int(reward), "limitMinutes": .int(minutes)])
                 }
             }

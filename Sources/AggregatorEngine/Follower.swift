@@ -4,6 +4,7 @@ import RPCClient
 import RPCCore
 import ChangeFeed
 import DurableSQLite
+import GRDB
 import ServiceKit
 import ServiceLifecycle
 import StoreAPI
@@ -20,6 +21,19 @@ struct Follower: Service {
 
     func run() async throws {
         let database = self.database
+        // What a database from before the configuration migration lacks, read once from the
+        // store (retried while the store cannot be reached) before following its changes.
+        var backoff = Duration.seconds(1)
+        while !Task.isCancelled {
+            do {
+                try await self.refreshFromStore()
+                break
+            } catch {
+                self.logger.warning("reading devices and rules from the store failed; retrying", metadata: ["error": "\(error)", "retry_in_ms": "\(backoff.microseconds / 1000)"])
+                try? await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, .seconds(60))
+            }
+        }
         let feed = ChangeFeed(store: self.store, watcher: "aggregator", recordTypes: Ingest.recordTypes, batchSize: 2000, logger: self.logger)
         await feed.run(
             position: { try await database.position() },
@@ -52,6 +66,46 @@ struct Follower: Service {
         }
     }
 
+    /// Devices whose pairing status the aggregator does not know (it kept none before the
+    /// configuration migration): their MonitoringSession and RegisteredDevice, and their
+    /// families' AppRules, as the store holds them now, applied as changes would be. The
+    /// active devices then get their configuration, blocked rules count, alerts name
+    /// devices. Nothing to do once every device has a status.
+    private func refreshFromStore() async throws {
+        let stale = try await self.database.pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT family, zone FROM devices WHERE status IS NULL AND device_id IS NOT NULL").map { ($0["family"] as String, $0["zone"] as String) }
+        }
+        guard !stale.isEmpty else { return }
+        var changes: [Ingest.Change] = []
+        for family in Set(stale.map { $0.0 }).sorted() { changes += try await self.records(family, StoreNames.defaultZone, RecordTypes.appRule) }
+        for (family, zone) in stale {
+            changes += try await self.records(family, zone, RecordTypes.monitoringSession)
+            changes += try await self.records(family, zone, RecordTypes.registeredDevice)
+        }
+        let ingest = self.ingest, read = changes
+        try await self.database.pool.write { db in _ = try ingest.apply(read, db) }
+        self.summaries.signal()
+        self.logger.notice("devices and rules read again from the store", metadata: ["devices": "\(stale.count)", "records": "\(changes.count)"])
+    }
+
+    /// A zone's records of a type, as changes (none when the zone is gone).
+    private func records(_ family: String, _ zone: String, _ type: String) async throws -> [Ingest.Change] {
+        var changes: [Ingest.Change] = []
+        var cursor: String?
+        repeat {
+            let page: QueryResult
+            do {
+                page = try await self.store.call(StoreMethods.query, QueryParams(family: family, zone: zone, recordType: type, limit: 400, cursor: cursor))
+            } catch {
+                if error.code == .notFound { return changes }
+                throw error
+            }
+            changes += page.records.map { Ingest.Change(deleted: false, family: family, zone: zone, recordType: type, recordName: $0.recordName, fields: $0.fields, at: $0.modifiedAt) }
+            cursor = page.cursor
+        } while cursor != nil
+        return changes
+    }
+
     private func apply(_ batch: [ChangeEvent]) async throws {
         let started = ContinuousClock.now
         var changes: [Ingest.Change] = []
@@ -66,9 +120,9 @@ struct Follower: Service {
                     fields = try await self.store.call(StoreMethods.fetch, FetchParams(family: event.family, zone: event.zone, recordNames: [name])).records.first?.fields
                 }
                 guard let fields else { continue }
-                changes.append(Ingest.Change(deleted: false, family: event.family, zone: event.zone, recordType: type, recordName: name, fields: fields))
+                changes.append(Ingest.Change(deleted: false, family: event.family, zone: event.zone, recordType: type, recordName: name, fields: fields, at: event.at))
             case .recordDeleted:
-                changes.append(Ingest.Change(deleted: true, family: event.family, zone: event.zone, recordType: type, recordName: name, fields: event.deletedFields ?? [:]))
+                changes.append(Ingest.Change(deleted: true, family: event.family, zone: event.zone, recordType: type, recordName: name, fields: event.deletedFields ?? [:], at: event.at))
             default:
                 continue
             }

@@ -24,6 +24,8 @@ struct Ingest {
         var recordType: String
         var recordName: String
         var fields: [String: JSONValue]
+        /// When it was made (the store's change time); nil: now.
+        var at: Date? = nil
     }
 
     struct DeviceDay: Hashable {
@@ -156,6 +158,11 @@ struct Ingest {
 
     private func applyRule(_ change: Change, _ db: Database) throws {
         let record = change.zone + "/" + change.recordName
+        let at = Millis.of(change.at ?? Date())
+        // What was there ends now (a deleted rule: no rule from this moment on).
+        for row in try Row.fetchAll(cached: db, sql: "SELECT device_id, app FROM app_rules WHERE family = ? AND record = ?", arguments: [change.family, record]) {
+            try Self.ruleFrom(family: change.family, device: row["device_id"], app: row["app"], at: at, category: nil, pointsPerMinute: nil, blocked: false, db)
+        }
         try db.execute(cached: "DELETE FROM app_rules WHERE family = ? AND record = ?", arguments: [change.family, record])
         guard !change.deleted else { return }
         let fields = change.fields
@@ -170,6 +177,17 @@ struct Ingest {
                 points_per_minute = excluded.points_per_minute, blocked = excluded.blocked, display_name = excluded.display_name
             """, arguments: [change.family, device, app, record, category, fields[RecordFieldNames.pointsPerMinute]?.intValue,
                              fields[RecordFieldNames.blockingEnabled]?.boolValue == true, fields[RecordFieldNames.displayName]?.stringValue])
+        try Self.ruleFrom(family: change.family, device: device, app: app, at: at, category: category,
+                          pointsPerMinute: fields[RecordFieldNames.pointsPerMinute]?.intValue, blocked: fields[RecordFieldNames.blockingEnabled]?.boolValue == true, db)
+    }
+
+    /// The rule in force for an app from `at` on (a later save at the same moment replaces it).
+    private static func ruleFrom(family: String, device: String, app: String, at: Int64, category: String?, pointsPerMinute: Int64?, blocked: Bool, _ db: Database) throws {
+        try db.execute(cached: """
+            INSERT INTO rule_history(family, device_id, app, from_ms, category, points_per_minute, blocked) VALUES (?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(family, device_id, app, from_ms) DO UPDATE SET category = excluded.category,
+                points_per_minute = excluded.points_per_minute, blocked = excluded.blocked
+            """, arguments: [family, device, app, at, category, pointsPerMinute, blocked])
     }
 
     /// A child device's RegisteredDevice (in its zone): the device's name, for alerts.
@@ -229,16 +247,29 @@ struct Ingest {
             SELECT zone, app, bundle_id, category, start_ms, end_ms FROM sessions
             WHERE family = ? AND device_id = ? AND start_ms >= ? AND start_ms < ? AND end_ms > ?
             """, arguments: [item.family, item.deviceId, Millis.of(bounds.start) - Session.longest, Millis.of(bounds.end), Millis.of(bounds.start)])
+        // Each session split where its app's rule changed, each part counted at the rule in
+        // force then: the parts of one app under one rule are one key of DayTotals, so
+        // overlaps still count once.
         var spans: [Span] = []
-        var facts: [String: (bundleId: String?, category: String?)] = [:]
+        var facts: [String: (app: String, bundleId: String?, category: String?, at: Int64)] = [:]
         for row in rows {
-            let app: String = row["app"]
-            spans.append(Span(app: app, start: Millis.date(row["start_ms"]), end: Millis.date(row["end_ms"])))
-            facts[app] = (row["bundle_id"], row["category"])
+            let app: String = row["app"], bundleId: String? = row["bundle_id"], category: String? = row["category"]
+            let start: Int64 = max(row["start_ms"], Millis.of(bounds.start)), end: Int64 = min(row["end_ms"], Millis.of(bounds.end))
+            guard start < end else { continue }
+            let cuts = rating.changes(device: item.deviceId, app: app, bundleId: bundleId, from: start, to: end)
+            for (from, to) in zip([start] + cuts, cuts + [end]) {
+                // Named by the rule's start, so that parts under one rule share a key.
+                let ruleStart = ([Int64.min] + rating.changes(device: item.deviceId, app: app, bundleId: bundleId, from: Int64.min, to: from + 1)).last!
+                let key = "\(app)\u{1F}\(ruleStart)"
+                spans.append(Span(app: key, start: Millis.date(from), end: Millis.date(to)))
+                facts[key] = (app, bundleId, category, from)
+            }
         }
-        let totals = DayTotals.compute(spans, from: bounds.start, to: bounds.end) { app in
-            rating.rate(device: item.deviceId, app: app, bundleId: facts[app]?.bundleId, recorded: facts[app]?.category)
+        let parts = DayTotals.compute(spans, from: bounds.start, to: bounds.end) { key in
+            let fact = facts[key]!
+            return rating.rate(device: item.deviceId, app: fact.app, bundleId: fact.bundleId, recorded: fact.category, at: fact.at)
         }
+        let totals = parts.merged { key in facts[key]!.app }
         let zone = try rows.first.map { $0["zone"] as String }
             ?? String.fetchOne(cached: db, sql: "SELECT zone FROM days WHERE family = ? AND device_id = ? AND day = ?", arguments: [item.family, item.deviceId, item.day])
         guard let zone else { return false }  // nothing then, nothing now
@@ -300,24 +331,60 @@ struct Session {
 /// How each app of a family counts, from the parents' rules: a device's AppConfiguration
 /// (by logical id) first, then the family's AppRule (by bundle id), then the category the
 /// session itself names with the default points per minute.
+/// The family's rules over time: for each device ('' for the family's AppRules, by bundle
+/// id) and app, the rule in force from each moment on. Usage counts at the rule in force
+/// when it was used: a change applies from its save on, and what was earned before stays.
+/// An app's first rule applies to all its usage (before it, the app was not rated at all).
 struct Ratings {
-    var byDevice: [String: [String: (category: String?, pointsPerMinute: Int?, blocked: Bool)]]
+    struct Period {
+        var from: Int64
+        /// nil: the rule names no category (the usage's own counts); `Ratings.noRule`: the
+        /// rule was deleted at `from`.
+        var category: String?
+        var pointsPerMinute: Int?
+        var blocked: Bool
+    }
+
+    static let noRule = ""
+
+    var byDevice: [String: [String: [Period]]]
     let defaultPointsPerMinute: Int
 
     static func load(family: String, defaultPointsPerMinute: Int, _ db: Database) throws -> Ratings {
-        var byDevice: [String: [String: (String?, Int?, Bool)]] = [:]
-        for row in try Row.fetchAll(cached: db, sql: "SELECT device_id, app, category, points_per_minute, blocked FROM app_rules WHERE family = ?", arguments: [family]) {
-            byDevice[row["device_id"], default: [:]][row["app"]] = (row["category"], row["points_per_minute"], row["blocked"])
+        var byDevice: [String: [String: [Period]]] = [:]
+        for row in try Row.fetchAll(cached: db, sql: """
+            SELECT device_id, app, from_ms, category, points_per_minute, blocked FROM rule_history WHERE family = ? ORDER BY from_ms
+            """, arguments: [family]) {
+            byDevice[row["device_id"], default: [:]][row["app"], default: []].append(
+                Period(from: row["from_ms"], category: row["category"], pointsPerMinute: row["points_per_minute"], blocked: row["blocked"]))
         }
         return Ratings(byDevice: byDevice, defaultPointsPerMinute: defaultPointsPerMinute)
     }
 
-    func rate(device: String, app: String, bundleId: String?, recorded: String?) -> AppRating {
-        let rule = self.byDevice[device]?[app] ?? self.byDevice[""]?[bundleId ?? app]
-        let categoryName = rule?.category ?? recorded
+    /// The app's rule on the device at `at`, the device's own first, else the family's.
+    private func rule(device: String, app: String, bundleId: String?, at: Int64) -> Period? {
+        func inForce(_ periods: [Period]?) -> Period? {
+            guard let periods, let first = periods.first else { return nil }
+            // The first rule reaches back to the app's first use.
+            let period = periods.last { $0.from <= at } ?? first
+            return period.category == Self.noRule ? nil : period
+        }
+        return inForce(self.byDevice[device]?[app]) ?? inForce(self.byDevice[""]?[bundleId ?? app])
+    }
+
+    func rate(device: String, app: String, bundleId: String?, recorded: String?, at: Int64) -> AppRating {
+        let rule = self.rule(device: device, app: app, bundleId: bundleId, at: at)
         let blocked = rule?.blocked ?? false
+        let categoryName = rule?.category ?? recorded
         guard let categoryName, let category = Category(rawValue: categoryName) else { return AppRating(category: nil, pointsPerMinute: 0, blocked: blocked) }
         return AppRating(category: category, pointsPerMinute: rule?.pointsPerMinute ?? self.defaultPointsPerMinute, blocked: blocked)
+    }
+
+    /// The moments after `start` and before `end` at which the app's rule changes (not the
+    /// start of a first rule: it reaches back).
+    func changes(device: String, app: String, bundleId: String?, from start: Int64, to end: Int64) -> [Int64] {
+        let periods = (self.byDevice[device]?[app] ?? []).dropFirst() + (self.byDevice[""]?[bundleId ?? app] ?? []).dropFirst()
+        return Set(periods.map(\.from).filter { $0 > start && $0 < end }).sorted()
     }
 }
 

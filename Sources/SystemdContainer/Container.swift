@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import ProcessSpawn
+import Synchronization
 
 /// A real systemd, booted in a container: an overlay whose lower layer is `/` (so the
 /// checkout and its build are inside) and whose upper layer is on a tmpfs, booted with
@@ -14,6 +15,8 @@ public final class Container: Sendable {
     public let systemd: pid_t
     /// Whether it was booted so that systemd can enforce `IPAddressAllow=`/`Deny=`.
     public let ipFirewall: Bool
+    /// Shut down already (its nspawn reaped): a second shutdown must not wait for it.
+    private let down = Mutex(false)
 
     /// The container's file system, seen from the host.
     public var root: String { self.base + "/root" }
@@ -196,7 +199,9 @@ public final class Container: Sendable {
     }
 
     /// Powers the container's systemd off and waits for nspawn to exit; the overlay stays.
+    /// Once only: after a reboot the old value's nspawn is gone, and its pid may be another's.
     private func shutDown() async {
+        guard !self.down.withLock({ down in defer { down = true }; return down }) else { return }
         _ = try? await self.run("systemctl", "poweroff")
         let deadline = ContinuousClock.now + .seconds(30)
         while ChildExit.poll(self.nspawn) == nil {

@@ -67,7 +67,8 @@ public struct DayTotals: Sendable, Hashable {
     /// - sessions of the same app overlapping in time count once (their union);
     /// - an app's seconds are whole seconds, rounded down, of that union;
     /// - a learning app earns `floor(seconds × pointsPerMinute / 60)` points for the day
-    ///   (per app and day, so splitting a session in two never loses a point);
+    ///   (per app and day, so splitting a session in two never loses a point; the aggregator
+    ///   counts an app's parts under different rules as keys of their own, each rounded);
     /// - an app of neither category counts in `apps` but not in the totals;
     /// - a blocked app counts in `apps` (marked `blocked`) but not in the totals: it earns
     ///   no points and spends no earned time.
@@ -97,6 +98,29 @@ public struct DayTotals: Sendable, Hashable {
         }
         totals.apps.sort { ($0.seconds, $1.app) > ($1.seconds, $0.app) }
         return totals
+    }
+
+    /// The same day with its apps renamed by `name` (several keys may name one app: its
+    /// parts under different rules), the entries of one app, category and block merged
+    /// (seconds and points added), most used first. The totals do not change.
+    public func merged(_ name: (String) -> String) -> DayTotals {
+        struct Key: Hashable { var app: String; var category: Category?; var blocked: Bool? }
+        var byKey: [Key: AppUsage] = [:]
+        for usage in self.apps {
+            let key = Key(app: name(usage.app), category: usage.category, blocked: usage.blocked)
+            if var known = byKey[key] {
+                known.seconds += usage.seconds
+                known.points += usage.points
+                byKey[key] = known
+            } else {
+                var renamed = usage
+                renamed.app = key.app
+                byKey[key] = renamed
+            }
+        }
+        var result = self
+        result.apps = byKey.values.sorted { ($0.seconds, $1.app) > ($1.seconds, $0.app) }
+        return result
     }
 
     /// The length of the union of intervals, in whole milliseconds.

@@ -75,6 +75,51 @@ struct AlertTests {
         }
     }
 
+    @Test("rules count from their save: a session across a rate change counts each part at its rate; blocking an app leaves what it was used for before as it was (no refund, no alert) and blocks only what comes after")
+    func rulesOverTime() async throws {
+        try await AggregatorStack.inProcess(withPush: true) { stack in
+            let alerts = parentAlerts(stack)
+            try await stack.rule(bundleId: "org.khan", "learning", pointsPerMinute: 2)
+            try await stack.rule(bundleId: "com.youtube", "reward", pointsPerMinute: 0)
+            // Yesterday: 40 min of learning (80 points), 20 min of YouTube, allowed then.
+            try await stack.session("k1", from: stack.at("2026-11-20 09:00"), to: stack.at("2026-11-20 09:40"))
+            try await stack.session("y1", app: "com.youtube", category: "reward", from: stack.at("2026-11-20 16:00"), to: stack.at("2026-11-20 16:20"))
+            try await stack.waitForBalance { $0?.fields["pointsBalance"]?.intValue == 80 && $0?.fields["rewardSecondsUsed"]?.intValue == 1200 }
+
+            // Now YouTube is blocked and Khan Academy earns 4 a minute.
+            let saved = try await stack.parentStore.call(StoreMethods.modify, ModifyParams(family: stack.family.family, zone: StoreNames.defaultZone, saves: [
+                RecordSave(recordType: "AppRule", recordName: "rule-com.youtube", fields: [
+                    "familyRef": .reference(stack.family.family, zone: StoreNames.defaultZone), "bundleId": "com.youtube", "classification": "reward",
+                    "pointsPerMinute": 0, "isEnabled": true, "blockingEnabled": true, "displayName": "YouTube",
+                ]),
+            ], savePolicy: .allKeys, atomic: true))
+            #expect(saved.allSucceeded)
+            let changed = Date()
+            try await stack.rule(bundleId: "org.khan", "learning", pointsPerMinute: 4)
+            _ = try await AggregatorServiceTests.statusOnceCaughtUp(stack)
+            try await stack.settle(sessions: 2)
+            let unchanged = try await stack.balance()
+            #expect(unchanged?.fields["pointsBalance"]?.intValue == 80 && unchanged?.fields["rewardSecondsUsed"]?.intValue == 1200,
+                    "a rule change rewrote the past: \(String(describing: unchanged?.fields))")
+            try await alerts.expectQuiet(beyond: 0)
+
+            // A session across the rate change: 10 min before it at 2, 10 min after at 4.
+            let after = Date()
+            try await stack.session("k2", from: after.addingTimeInterval(-600), to: after.addingTimeInterval(600))
+            // YouTube after the block: recorded, not spent, alerted.
+            try await stack.session("y2", app: "com.youtube", category: "reward", from: after, to: after.addingTimeInterval(300))
+            let blocked = try await alerts.wait(for: 1)
+            #expect(blocked[0].fields?["alert"] == "blockedApp" && blocked[0].fields?["seconds"] == 300)
+            let balance = try await stack.waitForBalance { ($0?.fields["pointsBalance"]?.intValue ?? 0) > 80 }
+            let earned = (balance?.fields["pointsBalance"]?.intValue ?? 0) - 80
+            // The change happened between `changed` and `after`: at least 10 min at the old rate
+            // minus that gap, the rest at the new one; never all at one rate (40 or 80).
+            let gap = Int64(after.timeIntervalSince(changed) / 60) + 1
+            #expect(earned >= 60 - 2 * gap && earned <= 60 + 2, "\(earned) points for 10 min at 2 and 10 min at 4")
+            #expect(balance?.fields["rewardSecondsUsed"]?.intValue == 1200, "blocked use spent earned time")
+        }
+    }
+
     @Test("running out of earned time alerts once, as the shield goes up; earning it back re-arms the alert")
     func balanceExhausted() async throws {
         try await AggregatorStack.inProcess(withPush: true) { stack in

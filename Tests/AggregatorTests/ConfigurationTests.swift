@@ -64,6 +64,35 @@ struct ConfigurationTests {
         }
     }
 
+    @Test("a replacement tablet for the same child: the old one revoked, the new one gets the rules at once; the child's balance, accruals and days carry on, the old tablet's usage still counted")
+    func replacement() async throws {
+        try await AggregatorStack.inProcess { stack in
+            let old = stack.child
+            try await stack.rule(bundleId: "org.khan", "learning", pointsPerMinute: 2)
+            try await stack.session("old-1", from: stack.at("2026-11-20 09:00"), to: stack.at("2026-11-20 09:30"))
+            try await stack.waitForBalance { $0?.fields["pointsBalance"]?.intValue == 60 }
+            _ = try await stack.family.parent.call(PairingMethods.revokeDevice, DeviceParams(deviceId: old.deviceId))
+
+            let replacement = try await stack.family.pairChild(stack.harness, device: "emma-tablet-2")
+            let snapshot = try await Self.waitForSnapshot(stack, replacement) { $0.rules.map(\.bundleId) == ["org.khan"] }
+            #expect(snapshot.rules.first?.pointsPerMinute == 2)
+            // Usage on the new tablet adds to the same child's day and balance.
+            let result = try await replacement.store.call(StoreMethods.modify, ModifyParams(family: stack.family.family, zone: replacement.zone, saves: [
+                RecordSave(recordType: "UsageRecord", recordName: "new-1", fields: [
+                    "logicalID": "org.khan", "deviceID": .string(replacement.deviceId), "category": "learning",
+                    "sessionStart": .date(stack.at("2026-11-20 15:00")), "sessionEnd": .date(stack.at("2026-11-20 15:15")), "totalSeconds": 900,
+                ]),
+            ], savePolicy: .allKeys, atomic: true))
+            #expect(result.allSucceeded)
+            let balance = try await stack.waitForBalance { $0?.fields["pointsBalance"]?.intValue == 90 }
+            #expect(balance?.fields["balanceSeconds"] == .int(90 * 60))
+            let accrual = try await stack.parentStore.call(StoreMethods.fetch, FetchParams(
+                family: stack.family.family, zone: StoreNames.defaultZone, recordNames: ["accrual-\(stack.childRef)-2026-11-20"])).records.first
+            #expect(accrual?.fields["amount"]?.intValue == 90, "the day's accrual counts both tablets")
+            #expect(try await stack.summary("2026-11-20")?.points == 60, "the old tablet's day is kept")
+        }
+    }
+
     /// The device's configuration, as the parent reads it from the device's zone.
     static func snapshot(_ stack: AggregatorStack, _ device: PairedChild) async throws -> ConfigurationSnapshot? {
         let record = try await stack.parentStore.call(StoreMethods.fetch, FetchParams(

@@ -66,9 +66,10 @@ struct DailySummaryTests {
         }
     }
 
-    @Test("a rule for an app nobody used changes no summary, accrual or balance (no new change tag, so no notification); a rule for an app used changes each once")
+    @Test("a rule for an app nobody used changes no summary, accrual or balance (no new change tag, so no notification); a new rate for an app used changes nothing earned before it, and counts from its save")
     func sameNumbersAreNoChange() async throws {
         try await AggregatorStack.inProcess { stack in
+            try await stack.rule(bundleId: "org.khan", "learning", pointsPerMinute: 1)
             try await stack.session("s1", from: stack.at("2026-11-20 09:00"), to: stack.at("2026-11-20 09:20"))
             let summary = try #require(try await stack.waitForSummary("2026-11-20") { $0?.points == 20 })
             let balance = try #require(try await stack.waitForBalance { $0?.fields["pointsBalance"]?.intValue == 20 })
@@ -90,12 +91,15 @@ struct DailySummaryTests {
                 #expect(now == before, "rule \(round) for an unused app rewrote a record: \(before) → \(now)")
             }
 
+            // A new rate for the app used: what was earned stays (the same records); usage
+            // after it earns at the new rate, and the balance grows by that alone.
             try await stack.rule(bundleId: "org.khan", "learning", pointsPerMinute: 3)
-            try await stack.waitForSummary("2026-11-20") { $0?.points == 60 }
-            try await stack.waitForBalance { $0?.fields["pointsBalance"]?.intValue == 60 }
+            _ = try await AggregatorServiceTests.statusOnceCaughtUp(stack)
             try await stack.settle(sessions: 1)
-            let after = try await tags()
-            #expect(zip(before, after).allSatisfy { $0 != $1 }, "each record changed: \(before) → \(after)")
+            #expect(try await tags() == before, "a rate change rewrote what was earned")
+            let now = Date()
+            try await stack.session("s2", from: now, to: now.addingTimeInterval(60))
+            try await stack.waitForBalance { $0?.fields["pointsBalance"]?.intValue == 23 }
         }
     }
 
@@ -118,9 +122,15 @@ struct DailySummaryTests {
             #expect(day?.apps.first { $0.app == "youtube" }?.category == nil, "a disabled app counts for nothing")
             try await stack.waitForSummary("2026-11-21") { $0?.points == 2 && $0?.learning == 40 }
 
-            // A new rate re-rates the days held in detail.
+            // A new rate applies from its save on: what was earned before stays as it was,
+            // and usage after it earns at the new rate.
             try await stack.rule(bundleId: "org.khan.app", "learning", pointsPerMinute: 6)
-            try await stack.waitForSummary("2026-11-20") { $0?.points == 65 }
+            let now = Date()
+            let today = stack.days.day(containing: now)
+            try await stack.session("k4", app: "khan", from: now, to: now.addingTimeInterval(60), bundleId: "org.khan.app")
+            try await stack.waitForSummary(today) { $0?.points == 6 }
+            try await stack.settle(sessions: 6)
+            #expect(try await stack.summary("2026-11-20")?.points == 32, "a rate change rewrote a past day")
         }
     }
 

@@ -58,9 +58,13 @@ struct GatewayEndToEndTests {
         let bootstrap = PairingURI(server: "x", family: "smith", invitationId: "x", secret: "x", urls: endpoint.urls, pin: endpoint.pin)
         let parent = try Self.remoteKit(stack, "parent", bootstrap)
         let first = endpoint
-        _ = try await within(.seconds(60), "the parent enrolled") {
-            try await parent.pairing.enroll(family: "smith", code: code.code, deviceId: "mum-phone", deviceName: "Mum's phone",
-                                            urls: first.urls, pin: first.pin)
+        do {
+            _ = try await within(.seconds(60), "the parent enrolled") {
+                try await parent.pairing.enroll(family: "smith", code: code.code, deviceId: "mum-phone", deviceName: "Mum's phone",
+                                                urls: first.urls, pin: first.pin)
+            }
+        } catch {
+            throw TestFailure("enrolling through the gateway failed: \(error)\nthe gateway's log:\n\(gateway.log.suffix(4000))")
         }
         let invitation = try await parent.pairing.inviteChild(childId: "emma")
         // The server's own pairing URI (version 2) carries the gateway: the child needs nothing else.

@@ -128,7 +128,8 @@ extension BrowserDevice {
                 var what = fields["commandType"]?.stringValue ?? "command"
                 if let snapshot = ConfigurationSnapshot(commandType: what, payloadJSON: fields["payloadJSON"]?.stringValue) {
                     what = "The family's rules (\(snapshot.rules.count == 1 ? "1 app" : "\(snapshot.rules.count) apps"))"
-                } else if what == "updateAppRule", let app = payload?["displayName"]?.stringValue ?? payload?["bundleId"]?.stringValue { what = "Rule for \(app)" }
+                } else if what == "updateAppRule", // written by clients before the server sent configurations
+                           let app = payload?["displayName"]?.stringValue ?? payload?["bundleId"]?.stringValue { what = "Rule for \(app)" }
                 else if what == "shieldRewardApps" { what = "Shield reward apps" }
                 else if what == "unshieldRewardApps" { what = "Unshield reward apps" }
                 var item: [String: Any] = [
@@ -183,6 +184,7 @@ extension BrowserDevice {
         let page = try await self.call(StoreMethods.query, QueryParams(
             family: self.family, zone: StoreNames.defaultZone, recordType: RecordTypes.auditEntry, sort: QuerySort("timestamp", descending: true), limit: 200))
         var alerts: [[String: Any]] = [], log: [[String: Any]] = []
+        let names = AuditWords.Names(try await self.devices())
         for record in page.records {
             let fields = record.fields
             let when = fields["timestamp"]?.stringValue.flatMap(StoreDates.parse) ?? record.createdAt
@@ -195,9 +197,11 @@ extension BrowserDevice {
                     "title": metadata?["title"]?.stringValue ?? action, "body": metadata?["body"]?.stringValue ?? "",
                 ])
             } else if log.count < 50 {
+                let metadata = fields["metadata"]?.stringValue.flatMap { try? JSONParser.parse($0) }
                 log.append([
                     "when": clock.time(when), "ago": clock.ago(when), "action": action,
-                    "actor": fields["actor"]?.stringValue ?? record.createdBy, "target": fields["target"]?.stringValue ?? "",
+                    "actor": AuditWords.actor(fields["actor"]?.stringValue ?? record.createdBy, names),
+                    "what": AuditWords.sentence(action: action, target: fields["target"]?.stringValue ?? "", metadata: metadata, names),
                 ])
             }
         }

@@ -317,7 +317,7 @@ enum Templates {
     static let activity = #"""
         <h1>Activity</h1>
         <p class="hint">The alerts sent to the family's parents (a reward limit reached, earned time used up, a device
-        gone quiet; set them in <a href="/settings">Settings</a>) and what the parents (and the server's administrator)
+        gone quiet: set those in <a href="/settings">Settings</a>; and always, a blocked app used anyway) and what the parents (and the server's administrator)
         did, newest first. New ones appear here as they come.</p>
         <div id="live" data-live="/activity?fragment=1">{{{live}}}</div>
         """#
@@ -335,8 +335,8 @@ enum Templates {
           {{^entries}}<p class="empty">Nothing yet.</p>{{/entries}}
           {{#hasEntries}}
           <div class="table-wrap"><table class="stack">
-            <thead><tr><th scope="col">When</th><th scope="col">Who</th><th scope="col">What</th><th scope="col">On</th></tr></thead>
-            <tbody>{{#entries}}<tr data-action="{{action}}"><td data-label="When"><span title="{{when}}">{{ago}}</span></td><td data-label="Who">{{actor}}</td><td data-label="What">{{action}}</td><td data-label="On">{{target}}</td></tr>{{/entries}}</tbody>
+            <thead><tr><th scope="col">When</th><th scope="col">Who</th><th scope="col">What</th></tr></thead>
+            <tbody>{{#entries}}<tr data-action="{{action}}"><td data-label="When"><span title="{{when}}">{{ago}}</span></td><td data-label="Who">{{actor}}</td><td data-label="What">{{what}}</td></tr>{{/entries}}</tbody>
           </table></div>
           {{/hasEntries}}
         </section>

@@ -127,7 +127,19 @@ public struct ChildFlows: Sendable {
             // changedKeys: a child may write only the status fields of its commands.
             saves.append(RecordSave(recordType: ConfigurationCommand.recordType, recordName: command.recordName, fields: fields))
         }
-        var batches = guarded
+        // The configuration's status goes at once: a `conflict` means a newer configuration
+        // came meanwhile (it stays pending, and is applied next), which is no failure to keep.
+        // Only when it cannot go now does it wait in the queue like the other statuses.
+        var batches: [ModifyParams] = []
+        for batch in guarded {
+            do {
+                _ = try await self.session.call(StoreMethods.modify, batch)
+            } catch where error.code == .conflict {
+                continue
+            } catch {
+                batches.append(batch)
+            }
+        }
         if !saves.isEmpty { batches.append(ModifyParams(family: identity.family, zone: zone, saves: saves, savePolicy: .changedKeys, atomic: true)) }
         if !batches.isEmpty { report.statusUpdates = try self.queue.enqueue(batches, label: "command-status") }
         return report

@@ -10,7 +10,7 @@ public typealias AppRuleChange = ConfigurationSnapshot.Rule
 
 /// What ``ParentFlows/setAppRule(_:)`` queued.
 public struct AppRuleUpdate: Sendable {
-    /// `app-<bundleId>` in `default`.
+    /// The AppRule's record name in `default` (`app-<bundleId>` for a new one).
     public var ruleName: String
     /// The request id of the rule's batch in the offline queue.
     public var requestIds: [String]
@@ -40,7 +40,11 @@ public struct ParentFlows: Sendable {
     /// device itself.
     public func setAppRule(_ rule: AppRuleChange) async throws(RPCError) -> AppRuleUpdate {
         let identity = try self.me()
-        let ruleName = Self.ruleName(rule.bundleId)
+        // One rule per app and family (the store's uniqueness): the one there is, whatever
+        // client named it (an older kit wrote `rule-<bundleId>`); when the server cannot be
+        // asked now, the name every client gives.
+        let existing = try? await self.records.queryAll(AppRule.self, in: "default", where: [QueryFilter("bundleId", .equal, .string(rule.bundleId))])
+        let ruleName = existing?.first?.recordName ?? Self.ruleName(rule.bundleId)
         let appRule = AppRule(
             familyRef: RecordReference(identity.family, zone: "default"), bundleId: rule.bundleId, classification: rule.classification,
             source: "override", pointsPerMinute: rule.pointsPerMinute, isEnabled: rule.isEnabled, blockingEnabled: rule.blockingEnabled,

@@ -36,7 +36,7 @@ public enum QueueEvent: Sendable {
     /// It could not be sent now; the queue tries again after `after`.
     case willRetry(QueuedBatch, RPCError, after: Duration)
     /// The server removed this device from the family (`device_revoked`): the batch stays
-    /// queued, and nothing is sent until the device is paired again.
+    /// queued, and nothing is sent.
     case held(QueuedBatch, RPCError)
 }
 
@@ -46,8 +46,9 @@ public enum QueueEvent: Sendable {
 /// sent (the server unreachable, a timeout, a device not confirmed yet) is retried with
 /// backoff when the connection returns; one the store refuses (invalid, forbidden, a
 /// conflict) is set aside as failed and reported, never dropped. A device removed from
-/// its family (`device_revoked`) keeps its queue, unsent (``QueueEvent/held(_:_:)``),
-/// until it is paired again.
+/// its family (`device_revoked`) keeps its queue, unsent (``QueueEvent/held(_:_:)``); its
+/// batches name the old pairing's zone, so once paired again the store refuses them and
+/// they are set aside as failed.
 public final class SyncQueue: Sendable {
     private let store: LocalStore
     private let session: Session

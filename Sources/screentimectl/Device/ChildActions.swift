@@ -83,6 +83,8 @@ extension Device {
                 done = "could not apply: \(failure!)"
             }
         case "updateAppRule":
+            // One app's rule, as parents' clients sent it before the server sent the whole
+            // configuration: still applied if such a command waits on a device.
             if let bundleId = payload["bundleId"]?.stringValue, let category = payload["classification"]?.stringValue {
                 let rule = Profile.AppRule(category: category, pointsPerMinute: payload["pointsPerMinute"]?.intValue.map(Int.init),
                                            isEnabled: payload["isEnabled"]?.boolValue, blockingEnabled: payload["blockingEnabled"]?.boolValue)

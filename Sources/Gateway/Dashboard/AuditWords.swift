@@ -1,0 +1,43 @@
+import PairingAPI
+import RPCCore
+
+/// An audit entry as a parent reads it: who (a device's name, "The server") and what they
+/// did, in a sentence naming devices, children and roles, never ids, zones or action codes.
+enum AuditWords {
+    struct Names {
+        /// Device ids to names; child devices' zones to their device's name.
+        var devices: [String: String]
+        var zones: [String: String]
+
+        init(_ devices: [DeviceInfo]) {
+            self.devices = Dictionary(devices.map { ($0.deviceId, $0.deviceName ?? $0.deviceId) }, uniquingKeysWith: { first, _ in first })
+            self.zones = Dictionary(devices.compactMap { device in device.zone.map { ($0, device.deviceName ?? device.deviceId) } }, uniquingKeysWith: { first, _ in first })
+        }
+
+        func device(_ id: String) -> String { self.devices[id] ?? "a device no longer in the family" }
+    }
+
+    static func actor(_ actor: String, _ names: Names) -> String {
+        if actor == "server" { return "The server" }
+        if actor.hasPrefix("device:") { return names.device(String(actor.dropFirst("device:".count))) }
+        return actor
+    }
+
+    static func sentence(action: String, target: String, metadata: JSONValue?, _ names: Names) -> String {
+        switch action {
+        case "family.create": return "created the family"
+        case "parent.invite": return target == "admin" ? "made a code for another admin parent to join" : "made a code for a co-parent to join"
+        case "parent.enroll": return "joined the family as a parent"
+        case "invitation.create":
+            let child = metadata?["childId"]?.stringValue
+            return child.map { "invited a device for \($0)" } ?? "invited a child's device"
+        case "invitation.accept": return "accepted an invitation, waiting for a parent's confirmation"
+        case "device.confirm": return "confirmed \(names.device(target))"
+        case "invitation.reject": return "rejected \(names.devices[target] ?? "a device that asked to join")"
+        case "device.revoke": return "removed \(names.device(target)) from the family"
+        case "child.remove": return "removed \(target) and their devices"
+        case "credential.rotate": return "renewed its credential"
+        default: return action
+        }
+    }
+}
