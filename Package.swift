@@ -557,6 +557,7 @@ let package = Package(
                 "screentime-pairingd",
                 "screentime-pushd",
                 "screentime-aggregatord",
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict
         ),

@@ -1,5 +1,6 @@
 import AggregatorAPI
 import Foundation
+import class GRDB.DatabaseQueue
 import PairingAPI
 import RPCCore
 import StackSupport
@@ -93,6 +94,33 @@ struct ConfigurationTests {
         }
     }
 
+    @Test("a database from before the configuration migration (devices with no pairing status): at its next start the aggregator reads them from the store and sends the active device its configuration again")
+    func refreshAfterUpgrade() async throws {
+        let stack = try await AggregatorStack.start()
+        defer { stack.stopNow() }
+        try await stack.rule(bundleId: "org.khan", "learning", pointsPerMinute: 2)
+        try await Self.waitForSnapshot(stack, stack.child) { $0.rules.count == 1 }
+        let before = try #require(try await Self.command(stack, stack.child))
+        await stack.kill()
+        // As an older aggregator left it: devices without a status, nothing queued.
+        let database = try DatabaseQueue(path: stack.harness.state + "/aggregator.sqlite")
+        try await database.write { db in try db.execute(sql: "UPDATE devices SET status = NULL; DELETE FROM config_outbox") }
+        try await database.close()
+        try await stack.restart()
+        let after = try await eventually("the configuration sent again", detail: stack.aggregatorLog) { seen in
+            let command = try await Self.command(stack, stack.child)
+            seen = String(describing: command?.changeTag)
+            return command.flatMap { $0.changeTag != before.changeTag ? $0 : nil }
+        }
+        #expect(ConfigurationSnapshot(commandType: after.fields["commandType"]?.stringValue, payloadJSON: after.fields["payloadJSON"]?.stringValue)?.rules.count == 1)
+        #expect(stack.aggregatorLog.contains("devices and rules read again from the store"))
+    }
+
+    static func command(_ stack: AggregatorStack, _ device: PairedChild) async throws -> StoreAPI.Record? {
+        try await stack.parentStore.call(StoreMethods.fetch, FetchParams(
+            family: stack.family.family, zone: device.zone, recordNames: [ConfigurationSnapshot.recordName])).records.first
+    }
+
     /// The device's configuration, as the parent reads it from the device's zone.
     static func snapshot(_ stack: AggregatorStack, _ device: PairedChild) async throws -> ConfigurationSnapshot? {
         let record = try await stack.parentStore.call(StoreMethods.fetch, FetchParams(
@@ -109,7 +137,7 @@ struct ConfigurationTests {
         }
     }
 
-    static func pendingCommands(_ device: PairedChild, _ stack: AggregatorStack) async throws -> [Record] {
+    static func pendingCommands(_ device: PairedChild, _ stack: AggregatorStack) async throws -> [StoreAPI.Record] {
         try await device.store.call(StoreMethods.query, QueryParams(family: stack.family.family, zone: device.zone, recordType: "ConfigurationCommand",
                                                                     filters: [QueryFilter("status", .equal, "pending")])).records
     }
