@@ -3,7 +3,9 @@ import Foundation
 /// Learning vs reward time per period, as grouped bars, in SVG: written by
 /// `screentimectl report --svg` and shown by the dashboard's Reports page.
 public enum ReportChart {
-    public static func svg(_ report: Report) -> String {
+    /// `subject`: whose report, as a person reads it (the child's name); by default the
+    /// child's id or the device.
+    public static func svg(_ report: Report, subject: String? = nil) -> String {
         let rows = report.rows
         let left = 56.0, top = 48.0, bottom = 64.0, right = 16.0
         let slot = max(14.0, min(48.0, 900.0 / Double(max(rows.count, 1))))
@@ -17,7 +19,7 @@ public enum ReportChart {
             <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(width))" height="\(Int(height))" viewBox="0 0 \(Int(width)) \(Int(height))" font-family="sans-serif" font-size="11">
             <title>\(Self.escape("Learning and reward time, \(report.from) to \(report.to)"))</title>
             <rect width="100%" height="100%" fill="white"/>
-            <text x="\(left)" y="18" font-size="13" font-weight="bold">\(Self.escape("\(report.child.map { "Child \($0)" } ?? "Device \(report.deviceId ?? "")"): learning vs reward, by \(report.by.rawValue)"))</text>
+            <text x="\(left)" y="18" font-size="13" font-weight="bold">\(Self.escape("\(subject ?? report.child ?? "Device \(report.deviceId ?? "")"): learning vs reward, by \(report.by.rawValue)"))</text>
             <rect x="\(left)" y="24" width="10" height="10" fill="#2e7d32"/><text x="\(left + 14)" y="33">learning</text>
             <rect x="\(left + 74)" y="24" width="10" height="10" fill="#ef6c00"/><text x="\(left + 88)" y="33">reward</text>
 

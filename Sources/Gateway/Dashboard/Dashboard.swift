@@ -389,14 +389,16 @@ struct Dashboard: Sendable {
         if !children.isEmpty {
             do throws(RPCError) {
                 let report = try await session.device.call(AggregatorMethods.report, ReportParams(child: child, from: from, to: to, by: by))
+                let appNames = try await session.device.appNames()
+                let childName = children.first { $0.id == child }?.name ?? child
                 let csvQuery = "child=\(FormData.encode(child))&from=\(FormData.encode(from))&to=\(FormData.encode(to))"
                 data["report"] = [
-                    "childName": children.first { $0.id == child }?.name ?? child, "from": from, "to": to,
+                    "childName": childName, "from": from, "to": to,
                     "learning": FamilyClock.duration(report.learningSeconds), "reward": FamilyClock.duration(report.rewardSeconds), "points": report.points,
-                    "period": by == .day ? "day" : "week", "chart": ReportChart.svg(report),
+                    "period": by == .day ? "day" : "week", "chart": ReportChart.svg(report, subject: childName),
                     "csvLink": "/reports.csv?\(csvQuery)", "csvName": "screentime-\(child)-\(from)-\(to).csv",
                     "rows": report.rows.map { ["period": $0.period, "learning": FamilyClock.duration($0.learningSeconds), "reward": FamilyClock.duration($0.rewardSeconds), "points": $0.points] as [String: Any] },
-                    "topApps": report.topApps.map { ["app": $0.app, "category": $0.category ?? "uncategorised", "time": FamilyClock.duration($0.seconds), "points": $0.points] as [String: Any] },
+                    "topApps": report.topApps.map { ["app": appNames[$0.app] ?? $0.app, "category": $0.category ?? "uncategorised", "time": FamilyClock.duration($0.seconds), "points": $0.points] as [String: Any] },
                 ] as [String: Any]
             } catch {
                 data["error"] = error.message

@@ -79,6 +79,14 @@ extension BrowserDevice {
     }
 
     /// The family's app rules, filtered by a search text and a category.
+    /// The names parents gave apps (their rules' `displayName`), by bundle id.
+    func appNames() async throws(RPCError) -> [String: String] {
+        Dictionary(try await self.all(RecordTypes.appRule, zone: StoreNames.defaultZone).compactMap { rule in
+            guard let bundleId = rule.fields["bundleId"]?.stringValue, let name = rule.fields["displayName"]?.stringValue, !name.isEmpty else { return nil }
+            return (bundleId, name)
+        }, uniquingKeysWith: { first, _ in first })
+    }
+
     func appRules(search: String, category: String) async throws(RPCError) -> [[String: Any]] {
         let rules = try await self.all(RecordTypes.appRule, zone: StoreNames.defaultZone)
         return rules.compactMap { rule -> [String: Any]? in
