@@ -304,11 +304,11 @@ struct Dashboard: Sendable {
 
     func devicesPage(_ session: Session, fragment: Bool, query: [String: String], headers: HTTPFields, parentCode: [String: Any]? = nil) async throws(RPCError) -> Response {
         let clock = try await session.device.clock()
-        let (rows, hidden) = try await session.device.deviceRows(clock, all: query["all"] == "1")
+        let (rows, hidden, admin) = try await session.device.deviceRows(clock, all: query["all"] == "1")
         let live = Templates.render("devicesLive", ["devices": rows, "hasDevices": !rows.isEmpty, "csrf": session.csrf,
                                                     "hasHiddenBrowsers": hidden > 0, "hiddenBrowsers": hidden, "hiddenPlural": hidden == 1 ? "" : "s"])
         if fragment { return WebResponse.html(live) }
-        var data: [String: Any] = ["live": live, "navDevices": true, "all": query["all"] == "1"]
+        var data: [String: Any] = ["live": live, "navDevices": true, "all": query["all"] == "1", "admin": admin]
         if let revoked = query["revoked"] { data["notice"] = "\(revoked) is revoked: it was cut off." }
         if let parentCode { data["parentCode"] = parentCode }
         return self.page(.ok, "devices", title: "Devices", session: session, clock: clock, data: data)
@@ -386,7 +386,10 @@ struct Dashboard: Sendable {
             "children": children.map { ["id": $0.id, "name": $0.name, "selected": $0.id == child] as [String: Any] }, "hasChildren": !children.isEmpty,
             "from": from, "to": to, "byDay": by == .day, "byWeek": by == .week, "navReports": true,
         ]
-        if !children.isEmpty {
+        if !children.isEmpty && to < from {
+            // Said as a parent reads it, not as the aggregator names its parameters.
+            data["error"] = "The end date (\(to)) is before the start date (\(from)): pick an end on or after the start."
+        } else if !children.isEmpty {
             do throws(RPCError) {
                 let report = try await session.device.call(AggregatorMethods.report, ReportParams(child: child, from: from, to: to, by: by))
                 let appNames = try await session.device.appNames()

@@ -156,8 +156,9 @@ extension BrowserDevice {
     /// The devices page's rows.
     /// The devices page's rows: signed-out browsers (revoked browser sessions) left out
     /// unless `all`, and how many were.
-    func deviceRows(_ clock: FamilyClock, all: Bool) async throws(RPCError) -> (rows: [[String: Any]], hiddenBrowsers: Int) {
+    func deviceRows(_ clock: FamilyClock, all: Bool) async throws(RPCError) -> (rows: [[String: Any]], hiddenBrowsers: Int, admin: Bool) {
         let devices = try await self.devices()
+        let admin = devices.first { $0.deviceId == self.deviceId }?.role == .admin
         let shown = devices.filter { all || !($0.isBrowserSession && $0.status == .revoked) }
         // Whether each child device has the family's rules, as the aggregator knows it
         // (left blank when the aggregator cannot say).
@@ -181,7 +182,7 @@ extension BrowserDevice {
             }
             return row
         }
-        return (rows, devices.count - shown.count)
+        return (rows, devices.count - shown.count, admin)
     }
 
 

@@ -134,11 +134,14 @@ enum Templates {
         </section>
         <section class="card">
           <h2>Invite a parent</h2>
-          <p>Another parent (or another browser) signs in with a one-time code. Only admin parents may invite.</p>
+          {{#admin}}
+          <p>Another parent (or another browser) signs in with a one-time code.</p>
           <form method="post" action="/devices/invite-parent">
             <input type="hidden" name="csrf" value="{{csrf}}">
             <button type="submit" id="invite-parent">Make a code</button>
           </form>
+          {{/admin}}
+          {{^admin}}<p id="invite-admin-only">Another parent signs in with a one-time code, which only an admin parent of the family can make.</p>{{/admin}}
           {{#parentCode}}
           <p>Code for family <code>{{family}}</code>, valid until {{expires}}: <code id="parent-code">{{code}}</code></p>
           <p>Or open: <a href="{{link}}" id="parent-link">{{link}}</a></p>

@@ -115,6 +115,10 @@ struct DashboardHTTPTests {
         // only), from the page as from a phone; a local-only method stays refused.
         let invited = try browser.post("/devices/invite-parent", form: ["csrf": csrf], headers: [origin]).0
         #expect(invited.status == 403 && invited.body.contains("Not allowed"), "\(invited.body)")
+        // ... and is not shown the button.
+        let devicesPage = try browser.get("/devices").0
+        #expect(devicesPage.status == 200 && !devicesPage.body.contains("id=\"invite-parent\"") && devicesPage.body.contains("only an admin parent"),
+                "\(devicesPage.body.prefix(3000))")
         let local = try stack.rpc("pairing.createFamily", ["family": "other"], token: session)
         #expect(local.status == 403 && local.errorCode == "forbidden")
         // (The WebSocket's origin rule: DashboardOriginTests; swift-websocket's client sets

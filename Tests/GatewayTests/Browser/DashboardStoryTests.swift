@@ -132,6 +132,10 @@ struct DashboardStoryTests {
         #expect(csv.hasPrefix("200 text/csv"), "\(csv)")
         #expect(csv.contains("date,device_id,app,category,seconds,points") && csv.contains("org.khanacademy,learning,600,20"), "\(csv)")
         try await shots.take("reports")
+        // A range the wrong way round is explained, in words.
+        try await browser.go(stack.url + "/reports?child=emma&from=2026-11-20&to=2026-11-10")
+        let backwards = try await browser.pageText()
+        #expect(backwards.contains("The end date (2026-11-10) is before the start date (2026-11-20)") && !backwards.contains("params."), "\(backwards.prefix(800))")
         try await self.noConsoleErrors(browser)
 
         // 6. Alerts as they come: a reward limit set in Settings; the child's reward time
