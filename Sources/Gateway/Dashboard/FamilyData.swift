@@ -49,7 +49,9 @@ extension BrowserDevice {
             var lastSync: Date?
             for device in own {
                 if let seen = device.lastSeenAt, seen > (lastSync ?? .distantPast) { lastSync = seen }
-                guard let zone = device.zone, device.status != .revoked else { continue }
+                // A child's day is what happened on any of its devices, removed ones too
+                // (as Reports, the CSV, `summary` and the balance count it).
+                guard let zone = device.zone else { continue }
                 let summary = try await self.call(StoreMethods.fetch, FetchParams(family: self.family, zone: zone, recordNames: ["\(device.deviceId)_\(clock.today)"]))
                 guard let fields = summary.records.first?.fields else { continue }
                 learning += fields["totalLearningSeconds"]?.intValue ?? 0

@@ -28,10 +28,11 @@ public struct ParentFlows: Sendable {
         return identity
     }
 
-    /// The child's paired devices (not revoked): their ids and zones.
-    public func devices(of childId: String) async throws(RPCError) -> [DeviceInfo] {
+    /// The child's paired devices (not revoked; `includingRevoked`: those removed from the
+    /// family too, whose usage still counts): their ids and zones.
+    public func devices(of childId: String, includingRevoked: Bool = false) async throws(RPCError) -> [DeviceInfo] {
         let devices = try await self.session.call(PairingMethods.listDevices, Empty()).devices
-        return devices.filter { $0.childId == childId && $0.status != .revoked && $0.zone != nil }
+        return devices.filter { $0.childId == childId && (includingRevoked || $0.status != .revoked) && $0.zone != nil }
     }
 
     /// Sets an app's rule for the family: the AppRule, queued and sent exactly once (it
@@ -58,14 +59,15 @@ public struct ParentFlows: Sendable {
     /// An app's rule's record name: one per app and family, the same from every client.
     public static func ruleName(_ bundleId: String) -> String { "app-\(bundleId)" }
 
-    /// Today's DailySummary of each of the child's devices (today in the family's time
-    /// zone); a device with no usage today has none.
+    /// Today's DailySummary of each of the child's devices, removed ones included (today in
+    /// the family's time zone); a device with no usage today has none.
     public func todaySummary(for childId: String, now: Date = Date()) async throws(RPCError) -> [TypedRecord<DailySummary>] {
         let identity = try self.me()
         let family = try await self.records.fetch(Family.self, identity.family, in: "default")
         let day = Self.localDay(now, timeZone: family?.fields.timeZone)
         var summaries: [TypedRecord<DailySummary>] = []
-        for device in try await self.devices(of: childId) {
+        // A child's day is what happened on any of its devices, removed ones too.
+        for device in try await self.devices(of: childId, includingRevoked: true) {
             guard let zone = device.zone else { continue }
             if let summary = try await self.records.fetch(DailySummary.self, "\(device.deviceId)_\(day)", in: zone) { summaries.append(summary) }
         }

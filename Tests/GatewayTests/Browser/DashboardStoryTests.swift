@@ -173,6 +173,10 @@ struct DashboardStoryTests {
         try await browser.waitFor("the device revoked", "tr[data-device='\(childDevice)'] [data-field='status']") { $0 == "revoked" }
         let refused = try await ctl(["usage", "add", "--profile", "emma-tablet", "org.khanacademy", "--minutes", "5"])
         #expect(refused.status != 0, "a revoked device's upload went through: \(refused)")
+        // What the removed tablet recorded today still counts: the Overview says what
+        // Reports say.
+        try await browser.go(stack.url + "/")
+        try await browser.waitFor("Emma's day with the removed tablet's usage", "[data-child='emma'] [data-field='learning']") { $0 == "10 min" }
         try await self.noConsoleErrors(browser)
 
         // 8. Activity: the parents' actions, the revocation among them. Settings: the family's
