@@ -67,6 +67,10 @@ extension BrowserDevice {
                 "learning": FamilyClock.duration(learning), "reward": FamilyClock.duration(reward),
                 "pointsToday": earnedToday, "points": balance?["pointsBalance"]?.intValue ?? 0,
                 "balance": balanceSeconds.map(FamilyClock.duration) ?? "none yet",
+                // One relation, the same on every view: the points are worth so much reward
+                // time, what was used is taken off, the rest is left.
+                "worth": FamilyClock.duration((balanceSeconds ?? 0) + (balance?["rewardSecondsUsed"]?.intValue ?? 0)),
+                "used": FamilyClock.duration(balance?["rewardSecondsUsed"]?.intValue ?? 0),
                 "shielded": shielded, "activeDevices": own.filter { $0.status == .active }.count,
                 "hasDevices": !own.isEmpty,
             ]

@@ -106,7 +106,8 @@ enum Templates {
             <div><dt>Learning today</dt><dd class="learning" data-field="learning">{{learning}}</dd></div>
             <div><dt>Reward today</dt><dd data-field="reward">{{reward}}</dd></div>
             <div><dt>Points earned today</dt><dd data-field="pointsToday">{{pointsToday}}</dd></div>
-            <div><dt>Points balance</dt><dd data-field="points">{{points}}</dd></div>
+            <div><dt>Points</dt><dd><span data-field="points">{{points}}</span> <span class="hint">worth <span data-field="worth">{{worth}}</span></span></dd></div>
+            <div><dt>Reward time used</dt><dd data-field="used">{{used}}</dd></div>
             <div><dt>Earned time left</dt><dd data-field="balance">{{balance}}</dd></div>
             <div><dt>Reward apps</dt><dd data-field="shield">{{#shielded}}<span class="badge warn">Shielded</span>{{/shielded}}{{^shielded}}<span class="badge ok">Open</span>{{/shielded}}</dd></div>
           </dl>

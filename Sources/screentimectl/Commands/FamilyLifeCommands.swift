@@ -379,11 +379,15 @@ struct BalanceCommand: AsyncParsableCommand {
             let parent = try self.device.device(.parent)
             let balances = try await parent.balances(child: self.child)
             if balances.isEmpty { return print(self.child.map { "\($0) has no balance yet (no usage counted)." } ?? "No balances yet (no usage counted).") }
-            print(Table.render(["CHILD", "EARNED TIME", "POINTS", "REWARD USED", "SHIELDED"], balances.map { balance in
+            // One relation, said the same everywhere: the points are worth so much reward
+            // time; what was used of it is taken off; the rest is left.
+            print(Table.render(["CHILD", "POINTS", "WORTH", "USED", "TIME LEFT", "SHIELDED"], balances.map { balance in
                 let child = balance.fields["childRef"]?["recordName"]?.stringValue.map { String($0.dropFirst("child-".count)) } ?? balance.recordName
-                return [child, Table.time(balance.fields["balanceSeconds"]?.intValue ?? 0), String(balance.fields["pointsBalance"]?.intValue ?? 0),
-                        Table.time(balance.fields["rewardSecondsUsed"]?.intValue ?? 0), (balance.fields["shielded"]?.boolValue ?? false) ? "yes" : "no"]
-            }, rightAligned: [1, 2, 3]), terminator: "")
+                let left = balance.fields["balanceSeconds"]?.intValue ?? 0, used = balance.fields["rewardSecondsUsed"]?.intValue ?? 0
+                return [child, String(balance.fields["pointsBalance"]?.intValue ?? 0), Table.time(left + used), Table.time(used), Table.time(left),
+                        (balance.fields["shielded"]?.boolValue ?? false) ? "yes" : "no"]
+            }, rightAligned: [1, 2, 3, 4]), terminator: "")
+            print("Time left = what the points are worth − reward time used.")
         }
     }
 }
