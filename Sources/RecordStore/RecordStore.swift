@@ -16,11 +16,16 @@ public final class RecordStore: Sendable {
         public var tombstoneGrace: Duration
         /// Stop migrating at this schema version (upgrade tests only).
         public var schemaVersion: Int?
+        /// The time writes are stamped with (records' times, the change log's): the wall
+        /// clock, or a test's own (a simulated family life of weeks in seconds).
+        public var clock: @Sendable () -> Date
 
-        public init(stateDirectory: String, tombstoneGrace: Duration = .seconds(30 * 86_400), schemaVersion: Int? = nil) {
+        public init(stateDirectory: String, tombstoneGrace: Duration = .seconds(30 * 86_400), schemaVersion: Int? = nil,
+                    clock: @escaping @Sendable () -> Date = { Date() }) {
             self.stateDirectory = stateDirectory
             self.tombstoneGrace = tombstoneGrace
             self.schemaVersion = schemaVersion
+            self.clock = clock
         }
     }
 
@@ -92,7 +97,8 @@ public final class RecordStore: Sendable {
 
     private func write<T: Sendable>(_ auth: Auth?, _ body: @escaping @Sendable (Principal, Int64, Database) throws -> T) async throws -> T {
         do {
-            return try await self.writer.write { db in try body(try self.resolve(auth, db), Millis.now(), db) }
+            let clock = self.configuration.clock
+            return try await self.writer.write { db in try body(try self.resolve(auth, db), Millis.of(clock()), db) }
         } catch {
             throw self.surface(error)
         }

@@ -58,8 +58,9 @@ final class AggregatorStack: @unchecked Sendable {
     /// push's) engines serving in this process (`configure` changes the aggregator's
     /// configuration), then stops them gracefully.
     static func inProcess<T: Sendable>(withPush: Bool = false, configure: @escaping @Sendable (inout AggregatorConfiguration) -> Void = { _ in },
+                                       storeClock: @escaping @Sendable () -> Date = { Date() },
                                        _ body: @Sendable (AggregatorStack) async throws -> T) async throws -> T {
-        try await PairingHarness.inProcess { harness in
+        try await PairingHarness.inProcess(storeClock: storeClock) { harness in
             let family = try await Bootstrapped.make(harness)
             let child = try await family.pairChild(harness)
             @Sendable func run() async throws -> T {

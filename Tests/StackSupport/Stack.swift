@@ -51,9 +51,10 @@ public final class PairingHarness: @unchecked Sendable {
     /// writes `home.example` into its URIs; `configure` changes the rest), then stops both
     /// gracefully.
     public static func inProcess<T: Sendable>(configure: @escaping @Sendable (inout PairingConfiguration) -> Void = { _ in },
+                                              storeClock: @escaping @Sendable () -> Date = { Date() },
                                               _ body: @Sendable (PairingHarness) async throws -> T) async throws -> T {
         let directory = TemporaryDirectory()
-        return try await withService("store", in: directory, setup: { try await .store(StoreConfiguration(), environment: $0) }) { store in
+        return try await withService("store", in: directory, setup: { try await .store(StoreConfiguration(clock: storeClock), environment: $0) }) { store in
             let setup: @Sendable (ServiceEnvironment) async throws -> ServiceSetup = { environment in
                 var configuration = PairingConfiguration(storeSocket: store.socketPath, serverAddress: "home.example")
                 configure(&configuration)

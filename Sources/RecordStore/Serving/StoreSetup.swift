@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import ServiceKit
 import ServiceLifecycle
@@ -11,12 +12,16 @@ public struct StoreConfiguration: Sendable {
     public var wake: [WakeTarget]?
     /// Stop migrating at this schema version (upgrade tests only).
     public var schemaVersion: Int?
+    /// The time writes are stamped with: the wall clock, or a test's (simulated time).
+    public var clock: @Sendable () -> Date
 
-    public init(tombstoneGrace: Duration = .seconds(30 * 86_400), purgeInterval: Duration = .seconds(3600), wake: [WakeTarget]? = nil, schemaVersion: Int? = nil) {
+    public init(tombstoneGrace: Duration = .seconds(30 * 86_400), purgeInterval: Duration = .seconds(3600), wake: [WakeTarget]? = nil, schemaVersion: Int? = nil,
+                clock: @escaping @Sendable () -> Date = { Date() }) {
         self.tombstoneGrace = tombstoneGrace
         self.purgeInterval = purgeInterval
         self.wake = wake
         self.schemaVersion = schemaVersion
+        self.clock = clock
     }
 }
 
@@ -26,7 +31,7 @@ extension ServiceSetup {
     public static func store(_ configuration: StoreConfiguration, environment: ServiceEnvironment) async throws -> ServiceSetup {
         let store = try RecordStore(
             configuration: .init(stateDirectory: environment.paths.stateDirectory, tombstoneGrace: configuration.tombstoneGrace,
-                                 schemaVersion: configuration.schemaVersion),
+                                 schemaVersion: configuration.schemaVersion, clock: configuration.clock),
             logger: environment.logger)
         environment.logger.info("database open", metadata: [
             "path": "\(store.databasePath)", "schema_version": "\(store.schemaVersion)", "head": "\(store.head)",

@@ -1,0 +1,287 @@
+import AggregatorAPI
+import Foundation
+import PairingAPI
+import RPCCore
+import StackSupport
+import StoreAPI
+import Synchronization
+import Testing
+import TestSupport
+
+/// A family's life over weeks, simulated in seconds: the store's clock is the test's, so
+/// rules change at moments of the simulated days; devices are paired, replaced and revoked;
+/// usage is uploaded late and twice. After every day the server's numbers are checked
+/// against the test's own model of what happened.
+///
+/// It runs with a fixed seed (printed, so a failure can be replayed); a longer randomized
+/// run: `SCREENTIME_LIFE_SEED=$RANDOM SCREENTIME_LIFE_DAYS=365 swift test --filter FamilyLifeTests`.
+@Suite("A family's months, simulated", .serialized)
+struct FamilyLifeTests {
+    @Test("a family of three children lives for weeks: each day's points are the rates in force when the apps were used, every view agrees (accruals, daily summaries, report, balance), each active device holds the family's rules, nothing counts twice")
+    func life() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        let seed = environment["SCREENTIME_LIFE_SEED"].flatMap(UInt64.init) ?? 20_261_127
+        let days = environment["SCREENTIME_LIFE_DAYS"].flatMap(Int.init) ?? 60
+        print("family life: seed \(seed), \(days) days (replay: SCREENTIME_LIFE_SEED=\(seed) SCREENTIME_LIFE_DAYS=\(days) swift test --filter FamilyLifeTests)")
+        let calendar = { () -> Calendar in
+            var calendar = Calendar(identifier: .gregorian)
+            calendar.timeZone = TimeZone(identifier: "Europe/Paris")!
+            return calendar
+        }()
+        // The simulated days end yesterday, so that nothing is in the future of the
+        // aggregator's own clock.
+        let firstDay = calendar.startOfDay(for: calendar.date(byAdding: .day, value: -(days + 1), to: Date())!)
+        let clock = SimulatedClock(firstDay)
+
+        try await AggregatorStack.inProcess(configure: { $0.retentionDays = 3650 }, storeClock: { clock.now }) { stack in
+            var random = SeededRandom(seed)
+            var model = LifeModel()
+            let learning = ["org.khan", "com.duolingo"], reward = "com.game"
+            for app in learning { try await stack.rule(bundleId: app, "learning", pointsPerMinute: 1) ; model.setRate(app, 1, at: firstDay) }
+            try await stack.rule(bundleId: reward, "reward", pointsPerMinute: 0)
+            model.devices[stack.child.deviceId] = .init(child: "emma", paired: stack.child, active: true)
+            for child in ["leo", "mia"] {
+                let device = try await stack.family.pairChild(stack.harness, child: child, device: "\(child)-1")
+                model.devices[device.deviceId] = .init(child: child, paired: device, active: true)
+            }
+            var held: [LifeModel.Session] = []
+            var uploaded = Set<String>()
+
+            for day in 0..<days {
+                let dayStart = calendar.date(byAdding: .day, value: day, to: firstDay)!
+                let dayName = stack.days.day(containing: dayStart.addingTimeInterval(3600))
+
+                // 06:00: sometimes a new rate, sometimes a tablet replaced.
+                clock.set(dayStart.addingTimeInterval(6 * 3600))
+                if random.chance(0.3) {
+                    let app = learning[random.below(learning.count)], rate = 1 + random.below(5)
+                    try await stack.rule(bundleId: app, "learning", pointsPerMinute: Int64(rate))
+                    model.setRate(app, rate, at: clock.now)
+                }
+                if random.chance(0.1), let old = model.activeDevices.randomElement(using: &random) {
+                    _ = try await stack.family.parent.call(PairingMethods.revokeDevice, DeviceParams(deviceId: old.key))
+                    model.devices[old.key]?.active = false
+                    let replacement = try await stack.family.pairChild(stack.harness, child: old.value.child, device: "\(old.value.child)-\(day)")
+                    model.devices[replacement.deviceId] = .init(child: old.value.child, paired: replacement, active: true)
+                }
+
+                // The day's usage, on each active device: sessions between 08:00 and 21:00.
+                var today: [LifeModel.Session] = []
+                for (deviceId, device) in model.activeDevices.sorted(by: { $0.key < $1.key }) {
+                    var at = dayStart.addingTimeInterval(8 * 3600 + Double(random.below(60)) * 60)
+                    for index in 0..<(1 + random.below(3)) {
+                        let minutes = 5 + random.below(36)
+                        let apps = learning + [reward]
+                        let session = LifeModel.Session(name: "\(deviceId)-\(day)-\(index)", device: deviceId, child: device.child, app: apps[random.below(apps.count)],
+                                                        start: at, end: at.addingTimeInterval(Double(minutes * 60)))
+                        today.append(session)
+                        at = session.end.addingTimeInterval(Double(10 + random.below(90)) * 60)
+                        if at > dayStart.addingTimeInterval(21 * 3600) { break }
+                    }
+                }
+                // 22:00: uploaded, some only tomorrow (late), some twice.
+                clock.set(dayStart.addingTimeInterval(22 * 3600))
+                var sending = held
+                held = []
+                for session in today {
+                    if random.chance(0.15) { held.append(session) } else { sending.append(session) }
+                }
+                for session in sending {
+                    var sent = false
+                    for _ in 0..<(random.chance(0.1) ? 2 : 1) {
+                        sent = try await Self.upload(session, model, stack) || sent
+                    }
+                    // A device revoked since it recorded the session could not send it.
+                    guard sent else { continue }
+                    uploaded.insert(session.name)
+                    model.sessions[session.name] = session
+                }
+
+                try await stack.settle(sessions: uploaded.count, timeout: .seconds(60))
+                try await Self.check(model, stack, through: dayName, first: stack.days.day(containing: firstDay.addingTimeInterval(3600)), day: day, seed: seed)
+            }
+        }
+    }
+
+    /// A child device's save of one session (the same record name each time); false when
+    /// the device was removed from the family meanwhile.
+    static func upload(_ session: LifeModel.Session, _ model: LifeModel, _ stack: AggregatorStack) async throws -> Bool {
+        guard let device = model.devices[session.device] else { return false }
+        let result: ModifyResult
+        do {
+            result = try await device.paired.store.call(StoreMethods.modify, ModifyParams(family: stack.family.family, zone: device.paired.zone, saves: [
+                RecordSave(recordType: "UsageRecord", recordName: session.name, fields: [
+                    "logicalID": .string(session.app), "deviceID": .string(session.device), "sessionStart": .date(session.start), "sessionEnd": .date(session.end),
+                    "totalSeconds": .int(Int64(session.end.timeIntervalSince(session.start))),
+                ]),
+            ], savePolicy: .allKeys, atomic: true))
+        } catch {
+            if error.code == .deviceRevoked && !device.active { return false }
+            throw error
+        }
+        #expect(result.allSucceeded, "\(session.name)")
+        return true
+    }
+
+    /// Every record of a type in a zone, page after page.
+    static func all(_ stack: AggregatorStack, zone: String, type: String) async throws -> [StoreAPI.Record] {
+        var records: [StoreAPI.Record] = []
+        var cursor: String?
+        repeat {
+            let page = try await stack.parentStore.call(StoreMethods.query, QueryParams(family: stack.family.family, zone: zone, recordType: type, limit: 400, cursor: cursor))
+            records += page.records
+            cursor = page.cursor
+        } while cursor != nil
+        return records
+    }
+
+    /// The server against the model, through `through`.
+    static func check(_ model: LifeModel, _ stack: AggregatorStack, through last: String, first: String, day: Int, seed: UInt64) async throws {
+        let context = "day \(day) (\(last)), seed \(seed)"
+        for child in ["emma", "leo", "mia"] {
+            let expected = model.days(of: child)
+            // Each day's accrual, and the summaries of the child's devices that day, are what
+            // the rates in force make of the sessions.
+            let accruals = try await Self.all(stack, zone: StoreNames.defaultZone, type: "PointsLedgerEntry")
+                .filter { $0.recordName.hasPrefix("accrual-child-\(child)-") }
+            let byDay = Dictionary(accruals.map { (String($0.recordName.dropFirst("accrual-child-\(child)-".count)), $0.fields["amount"]?.intValue ?? -1) },
+                                   uniquingKeysWith: { first, _ in first })
+            for (dayName, totals) in expected where totals.points > 0 {
+                #expect(byDay[dayName] == totals.points, "\(child) on \(dayName): accrual \(byDay[dayName] ?? 0), expected \(totals.points); \(context)")
+            }
+            #expect(byDay.keys.allSatisfy { (expected[$0]?.points ?? 0) > 0 }, "\(child): accruals for days without points; \(context)")
+            // The DailySummary records of the child's devices (removed ones too) add up to it.
+            var summed: [String: Int64] = [:]
+            for device in model.devices.values where device.child == child {
+                for summary in try await Self.all(stack, zone: device.paired.zone, type: "DailySummary") {
+                    let dayName = String(summary.recordName.dropFirst(device.paired.deviceId.count + 1))
+                    summed[dayName, default: 0] += summary.fields["totalPointsEarned"]?.intValue ?? 0
+                }
+            }
+            for (dayName, totals) in expected {
+                #expect((summed[dayName] ?? 0) == totals.points, "\(child) on \(dayName): daily summaries say \(summed[dayName] ?? 0) points, expected \(totals.points); \(context)")
+            }
+
+            // The report over every day so far says the same.
+            let report = try await stack.local.call(AggregatorMethods.report, ReportParams(family: stack.family.family, child: child, from: first, to: last, by: .day))
+            let learning = expected.values.reduce(0) { $0 + $1.learning }, reward = expected.values.reduce(0) { $0 + $1.reward }
+            let points = expected.values.reduce(0) { $0 + $1.points }
+            #expect(report.learningSeconds == learning && report.rewardSeconds == reward && report.points == points,
+                    "\(child): report \(report.learningSeconds) s / \(report.rewardSeconds) s / \(report.points) pts, expected \(learning) / \(reward) / \(points); \(context)")
+
+            // The balance: every point earned, reward time taken off.
+            let balance = try await stack.parentStore.call(StoreMethods.fetch, FetchParams(
+                family: stack.family.family, zone: StoreNames.defaultZone, recordNames: ["balance-child-\(child)"])).records.first
+            // (No balance yet when nothing was counted yet.)
+            #expect((balance?.fields["pointsBalance"]?.intValue ?? 0) == points && (balance?.fields["balanceSeconds"]?.intValue ?? 0) == points * 60 - reward,
+                    "\(child): balance \(String(describing: balance?.fields)), expected \(points) points, \(points * 60 - reward) s; \(context)")
+        }
+        // Each active device holds the family's rules as they are now.
+        for (deviceId, device) in model.activeDevices {
+            let rates = model.currentRates
+            _ = try await eventually("\(deviceId)'s configuration with the current rates; \(context)") { seen in
+                let record = try await stack.parentStore.call(StoreMethods.fetch, FetchParams(
+                    family: stack.family.family, zone: device.paired.zone, recordNames: [ConfigurationSnapshot.recordName])).records.first
+                let snapshot = record.flatMap { ConfigurationSnapshot(commandType: $0.fields["commandType"]?.stringValue, payloadJSON: $0.fields["payloadJSON"]?.stringValue) }
+                let held = Dictionary((snapshot?.rules ?? []).filter { $0.classification == "learning" }.map { ($0.bundleId, Int($0.pointsPerMinute ?? -1)) },
+                                      uniquingKeysWith: { first, _ in first })
+                seen = "\(held) vs \(rates)"
+                return held == rates ? () : nil
+            }
+        }
+    }
+}
+
+/// What the test knows happened.
+struct LifeModel {
+    struct Device {
+        var child: String
+        var paired: PairedChild
+        var active: Bool
+    }
+
+    struct Session {
+        var name: String
+        var device: String
+        var child: String
+        var app: String
+        var start: Date
+        var end: Date
+    }
+
+    struct Totals {
+        var learning: Int64 = 0
+        var reward: Int64 = 0
+        var points: Int64 = 0
+    }
+
+    var devices: [String: Device] = [:]
+    var sessions: [String: Session] = [:]
+    /// Each learning app's rate from each moment on.
+    var rates: [String: [(from: Date, rate: Int)]] = [:]
+
+    var activeDevices: [String: Device] { self.devices.filter(\.value.active) }
+    var currentRates: [String: Int] { self.rates.mapValues { $0.last!.rate } }
+
+    mutating func setRate(_ app: String, _ rate: Int, at: Date) { self.rates[app, default: []].append((at, rate)) }
+
+    func rate(_ app: String, at: Date) -> Int? {
+        guard let periods = self.rates[app] else { return nil }
+        return (periods.last { $0.from <= at } ?? periods.first)?.rate
+    }
+
+    /// A child's days: for each device, day and app, the whole seconds of its sessions (they
+    /// never overlap on one device), and the points at the rate in force then (rates change
+    /// at 06:00, sessions start after 08:00: one rate per app and day).
+    func days(of child: String) -> [String: Totals] {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "Europe/Paris")!
+        let formatter = { (date: Date) -> String in
+            let parts = calendar.dateComponents([.year, .month, .day], from: date)
+            return String(format: "%04d-%02d-%02d", parts.year!, parts.month!, parts.day!)
+        }
+        struct Key: Hashable { var device: String; var day: String; var app: String }
+        var seconds: [Key: Int64] = [:]
+        var rateOf: [Key: Int] = [:]
+        for session in self.sessions.values where session.child == child {
+            let key = Key(device: session.device, day: formatter(session.start), app: session.app)
+            seconds[key, default: 0] += Int64(session.end.timeIntervalSince(session.start))
+            if let rate = self.rate(session.app, at: session.start) { rateOf[key] = rate }
+        }
+        var days: [String: Totals] = [:]
+        for (key, total) in seconds {
+            if let rate = rateOf[key] {
+                days[key.day, default: Totals()].learning += total
+                days[key.day, default: Totals()].points += total * Int64(rate) / 60
+            } else {
+                days[key.day, default: Totals()].reward += total
+            }
+        }
+        return days
+    }
+}
+
+/// The store's clock in the simulation.
+final class SimulatedClock: Sendable {
+    private let instant: Mutex<Date>
+    init(_ start: Date) { self.instant = Mutex(start) }
+    var now: Date { self.instant.withLock { $0 } }
+    func set(_ date: Date) { self.instant.withLock { $0 = date } }
+}
+
+/// A small, fixed pseudo-random sequence (SplitMix64): the same seed, the same life.
+struct SeededRandom: RandomNumberGenerator {
+    private var state: UInt64
+    init(_ seed: UInt64) { self.state = seed }
+
+    mutating func next() -> UInt64 {
+        self.state &+= 0x9E37_79B9_7F4A_7C15
+        var z = self.state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func below(_ bound: Int) -> Int { Int(self.next() % UInt64(bound)) }
+    mutating func chance(_ probability: Double) -> Bool { Double(self.next() % 1_000_000) / 1_000_000 < probability }
+}
