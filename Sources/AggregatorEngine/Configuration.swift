@@ -106,6 +106,22 @@ extension AggregatorDatabase {
         }
     }
 
+    /// The names parents gave the family's apps (their rules' `displayName`) and its child
+    /// devices (their RegisteredDevice), by id.
+    func names(family: String) async throws -> (apps: [String: String], devices: [String: String]) {
+        try await self.pool.read { db in
+            var apps: [String: String] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT app, display_name FROM app_rules WHERE family = ? AND display_name IS NOT NULL ORDER BY device_id DESC", arguments: [family]) {
+                apps[row["app"]] = row["display_name"]
+            }
+            var devices: [String: String] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT device_id, device_name FROM devices WHERE family = ? AND device_id IS NOT NULL AND device_name IS NOT NULL", arguments: [family]) {
+                devices[row["device_id"]] = row["device_name"]
+            }
+            return (apps, devices)
+        }
+    }
+
     /// Each child device's configuration state, for a parent (`aggregator.devices`).
     func configurationStates(family: String) async throws -> [DeviceConfigurationState] {
         try await self.pool.read { db in

@@ -43,10 +43,13 @@ struct Reports: Sendable {
 
     func exportCSV(_ params: ReportParams, auth: Auth?) async throws -> CSVExport {
         let scope = try await self.scope(params, auth: auth)
-        var lines = ["date,device_id,app,category,seconds,points"]
+        // The ids for programs, the names parents gave (the app's rule, the device) for people.
+        var lines = ["date,device_id,app,category,seconds,points,app_name,device_name"]
+        let names = try await self.database.names(family: scope.family)
         for row in try await self.database.days(family: scope.family, devices: scope.devices, from: params.from, to: params.to) {
             for app in row.apps {
-                lines.append([row.day, row.deviceId, app.app, app.category?.rawValue ?? "", String(app.seconds), String(app.points)].map(CSV.field).joined(separator: ","))
+                lines.append([row.day, row.deviceId, app.app, app.category?.rawValue ?? "", String(app.seconds), String(app.points),
+                              names.apps[app.app] ?? "", names.devices[row.deviceId] ?? ""].map(CSV.field).joined(separator: ","))
             }
         }
         return CSVExport(csv: lines.joined(separator: "\n") + "\n", lines: lines.count - 1)

@@ -48,10 +48,10 @@ struct ReportTests {
             let export = try await stack.local.call(AggregatorMethods.exportCSV, ReportParams(family: "smith", child: "emma", from: "2026-11-16", to: "2026-11-17"))
             let device = stack.child.deviceId
             #expect(export.csv == """
-                date,device_id,app,category,seconds,points
-                2026-11-16,\(device),org.khan,learning,3600,60
-                2026-11-16,\(device),com.duolingo,learning,1200,20
-                2026-11-17,\(device),com.roblox,reward,1800,0
+                date,device_id,app,category,seconds,points,app_name,device_name
+                2026-11-16,\(device),org.khan,learning,3600,60,,emma's device
+                2026-11-16,\(device),com.duolingo,learning,1200,20,,emma's device
+                2026-11-17,\(device),com.roblox,reward,1800,0,,emma's device
 
                 """)
             #expect(export.lines == 3)
@@ -112,7 +112,7 @@ struct ReportTests {
         #expect(svg.contains("<svg") && svg.contains("2026-11-16: 1h 20m") && svg.contains("2026-11-17: 30m"))
         let png = try await runCommand("/usr/bin/rsvg-convert", ["-o", dir.file("emma.png"), dir.file("emma.svg")])
         #expect(png.status == 0, "the chart is an SVG a renderer accepts: \(png.stderr)")
-        #expect(try String(contentsOfFile: dir.file("emma.csv"), encoding: .utf8).hasPrefix("date,device_id,app,category,seconds,points\n"))
+        #expect(try String(contentsOfFile: dir.file("emma.csv"), encoding: .utf8).hasPrefix("date,device_id,app,category,seconds,points,app_name,device_name\n"))
 
         let weekly = try await runCommand(ctl, ["report", "--family", "smith", "--child", "emma", "--from", "2026-11-16", "--to", "2026-11-29", "--by", "week", "--json", "--compact"], environment: environment)
         let report = try RPCJSON.makeDecoder().decode(Report.self, from: Data(weekly.stdout.utf8))

@@ -130,7 +130,7 @@ struct DashboardStoryTests {
               .catch(function (e) { done('failed ' + e); });
             """).stringValue ?? ""
         #expect(csv.hasPrefix("200 text/csv"), "\(csv)")
-        #expect(csv.contains("date,device_id,app,category,seconds,points") && csv.contains("org.khanacademy,learning,600,20"), "\(csv)")
+        #expect(csv.contains("date,device_id,app,category,seconds,points") && csv.contains("org.khanacademy,learning,600,20,Khan Academy,Emma's tablet"), "\(csv)")
         try await shots.take("reports")
         // A range the wrong way round is explained, in words.
         try await browser.go(stack.url + "/reports?child=emma&from=2026-11-20&to=2026-11-10")
