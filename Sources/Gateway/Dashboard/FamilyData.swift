@@ -170,6 +170,7 @@ extension BrowserDevice {
         // (left blank when the aggregator cannot say).
         let configurations = (try? await self.call(AggregatorMethods.devices, Empty()).devices) ?? []
         let states = Dictionary(configurations.map { ($0.deviceId, $0) }, uniquingKeysWith: { first, _ in first })
+        let connected = self.gateway.credentialWatch.connected(family: self.family)
         let rows = shown.sorted { ($0.role.rawValue, $0.deviceName ?? $0.deviceId) < ($1.role.rawValue, $1.deviceName ?? $1.deviceId) }.map { device in
             var row: [String: Any] = [
                 "deviceId": device.deviceId, "name": device.deviceName ?? device.deviceId,
@@ -183,6 +184,8 @@ extension BrowserDevice {
                 row["lastSeen"] = clock.ago(seen)
                 row["lastSeenTime"] = clock.time(seen)
             }
+            // Its app holds a connection to this gateway now (a phone with the app open).
+            if connected.contains(device.deviceId) && device.status == .active { row["connected"] = true }
             if device.role == .child, device.status == .active, let state = states[device.deviceId] {
                 row["rules"] = state.summary.prefix(1).uppercased() + state.summary.dropFirst()
             }

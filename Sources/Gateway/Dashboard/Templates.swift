@@ -166,7 +166,7 @@ enum Templates {
             <td data-label="Role">{{role}}</td><td data-label="Child">{{child}}</td>
             <td data-label="State" data-field="status">{{#active}}<span class="badge ok">active</span>{{/active}}{{#revoked}}<span class="badge off">revoked</span>{{/revoked}}{{^active}}{{^revoked}}<span class="badge warn">{{status}}</span>{{/revoked}}{{/active}}</td>
             <td data-label="Rules" data-field="rules">{{rules}}</td>
-            <td data-label="Last seen">{{#lastSeen}}<span title="{{lastSeenTime}}">{{lastSeen}}</span>{{/lastSeen}}{{^lastSeen}}—{{/lastSeen}}</td>
+            <td data-label="Last seen" data-field="seen">{{#connected}}<span class="badge ok">connected now</span>{{/connected}}{{^connected}}{{#lastSeen}}<span title="{{lastSeenTime}}">{{lastSeen}}</span>{{/lastSeen}}{{^lastSeen}}—{{/lastSeen}}{{/connected}}</td>
             <td>{{#revocable}}
               <form method="post" action="/devices/revoke" data-confirm="Revoke {{name}}? It is cut off at once.">
                 <input type="hidden" name="csrf" value="{{csrf}}">

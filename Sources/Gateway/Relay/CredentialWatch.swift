@@ -51,6 +51,11 @@ final class CredentialWatch: Sendable {
         }
     }
 
+    /// The devices of a family with a WebSocket open to this gateway now.
+    func connected(family: String) -> Set<String> {
+        self.sockets.withLock { Set(($0[family] ?? [:]).values.map(\.identity.deviceId)) }
+    }
+
     /// Until cancelled: a round every period.
     func run() async {
         while !Task.isCancelled {

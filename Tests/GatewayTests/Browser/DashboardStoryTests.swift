@@ -167,6 +167,14 @@ struct DashboardStoryTests {
         let childDevice = try #require(try await browser.script("var row = [...document.querySelectorAll('tr[data-device]')].find(r => r.textContent.includes(\"Emma's tablet\")); return row ? row.dataset.device : null").stringValue)
         // The tablet applied the family's rules (step 3): the page says so.
         try await browser.waitFor("the tablet's rules up to date", "tr[data-device='\(childDevice)'] [data-field='rules']") { $0 == "Up to date" }
+        // This browser holds the live connection: connected now, not "last seen".
+        let browserSeen = try await eventually("this browser shown connected now") { seen in
+            try await browser.go(stack.url + "/devices")
+            let text = try await browser.script("var row = [...document.querySelectorAll('tr[data-device]')].find(r => r.textContent.includes('this browser')); return row ? row.querySelector(\"[data-field='seen']\").textContent.trim() : null").stringValue
+            seen = text ?? "no row"
+            return text == "connected now" ? text : nil
+        }
+        #expect(browserSeen == "connected now")
         try await shots.take("devices")
         try await browser.click("tr[data-device='\(childDevice)'] button.danger")
         try await browser.acceptAlert()
