@@ -170,6 +170,29 @@ struct RemoteCLITests {
         #expect(info.stdout == "200")
     }
 
+    @Test("a gateway nobody answers at: exit 69 and a sentence naming the address, never a SwiftNIO error value; a child accepts a link with no --server, from the link's own gateway and pin")
+    func unreachableAndLinkOnly() async throws {
+        let stack = try await KitStack.start(["store", "pairing", "push", "aggregator"])
+        defer { stack.stopAll() }
+        let (gateway, endpoint) = try await GatewayEndToEndTests.startGateway(stack)
+        defer { gateway.stopNow() }
+        let parent = Machine(home: stack.directory.file("parent-home"))
+        let code = try await stack.admin("pairing").call(PairingMethods.createFamily, NewFamilyParams(family: "smith", timeZone: "UTC"))
+        try await parent.ctl("parent", "enroll", "--profile", "mum", "--family", "smith", "--code", code.code, "--server", endpoint.urls[0], "--pin", endpoint.pin)
+
+        // Port 1 on this machine: nothing listens there.
+        let nowhere = try await parent.ctl("devices", "--profile", "mum", "--server", "https://127.0.0.1:1", expect: 69)
+        #expect(nowhere.stderr.contains("nothing answered at 127.0.0.1:1") && nowhere.stderr.contains("connection refused")
+                && !nowhere.stderr.contains("SingleConnectionFailure") && !nowhere.stderr.contains("NIOConnectionError"), "\(nowhere.stderr)")
+
+        // The link alone: its url= and pin= (the child's machine has no server of its own).
+        let invited = try await parent.ctl("child", "invite", "--profile", "mum", "emma", "--no-qr", "--no-wait")
+        let link = try #require(invited.stdout.range(of: #"screentime://[^' \n]+"#, options: .regularExpression).map { String(invited.stdout[$0]) })
+        let child = Machine(home: stack.directory.file("child-home"))  // no local server (its runtime directory does not exist)
+        let accepted = try await child.ctl("child", "accept", "--profile", "emma-tablet", link)
+        #expect(accepted.stdout.contains("joined smith"), "\(accepted)")
+    }
+
     /// The notification numbers a watch printed (`#N …` lines).
     static func seqs(_ file: String) -> [Int] {
         ((try? String(contentsOfFile: file, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { line in
