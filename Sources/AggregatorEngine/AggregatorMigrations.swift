@@ -194,8 +194,9 @@ extension AggregatorDatabase {
                 -- a rule that blocks its app, and the app's name for people
                 ALTER TABLE app_rules ADD COLUMN blocked INTEGER NOT NULL DEFAULT 0;
                 ALTER TABLE app_rules ADD COLUMN display_name TEXT;
-                -- each rule as it was from a moment on (its save; category NULL: no rule from
-                -- then): usage counts at the rule in force when it was used
+                -- each rule as it was from a moment on (its save; category '': no rule from
+                -- then, NULL: a rule naming no category): usage counts at the rule in force
+                -- when it was used
                 CREATE TABLE rule_history (
                     family TEXT NOT NULL,
                     device_id TEXT NOT NULL,  -- '' for the family's AppRule

@@ -110,8 +110,17 @@ extension AggregatorDatabase {
     /// devices (their RegisteredDevice), by id.
     func names(family: String) async throws -> (apps: [String: String], devices: [String: String]) {
         try await self.pool.read { db in
+            // By the app as sessions name it (their logical id): the family's rule names it by
+            // bundle id, a device's own rule by the logical id (that one wins).
             var apps: [String: String] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT app, display_name FROM app_rules WHERE family = ? AND display_name IS NOT NULL ORDER BY device_id DESC", arguments: [family]) {
+            for row in try Row.fetchAll(db, sql: """
+                SELECT DISTINCT s.app, r.display_name FROM sessions s
+                JOIN app_rules r ON r.family = s.family AND r.device_id = '' AND r.app = coalesce(s.bundle_id, s.app)
+                WHERE s.family = ? AND r.display_name IS NOT NULL
+                """, arguments: [family]) {
+                apps[row["app"]] = row["display_name"]
+            }
+            for row in try Row.fetchAll(db, sql: "SELECT app, display_name FROM app_rules WHERE family = ? AND device_id != '' AND display_name IS NOT NULL", arguments: [family]) {
                 apps[row["app"]] = row["display_name"]
             }
             var devices: [String: String] = [:]

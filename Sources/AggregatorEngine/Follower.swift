@@ -28,10 +28,15 @@ struct Follower: Service {
             do {
                 try await self.refreshFromStore()
                 break
-            } catch {
+            } catch let error as RPCError where [.unavailable, .timeout, .cancelled].contains(error.code) {
                 self.logger.warning("reading devices and rules from the store failed; retrying", metadata: ["error": "\(error)", "retry_in_ms": "\(backoff.microseconds / 1000)"])
                 try? await Task.sleep(for: backoff)
                 backoff = min(backoff * 2, .seconds(60))
+            } catch {
+                // Not a passing trouble: following the store's changes matters more; those
+                // devices get their configuration at their next MonitoringSession change.
+                self.logger.error("reading devices and rules from the store failed; going on without", metadata: ["error": "\(error)"])
+                break
             }
         }
         let feed = ChangeFeed(store: self.store, watcher: "aggregator", recordTypes: Ingest.recordTypes, batchSize: 2000, logger: self.logger)
@@ -83,7 +88,11 @@ struct Follower: Service {
             changes += try await self.records(family, zone, RecordTypes.registeredDevice)
         }
         let ingest = self.ingest, read = changes
-        try await self.database.pool.write { db in _ = try ingest.apply(read, db) }
+        try await self.database.pool.write { db in
+            _ = try ingest.apply(read, db)
+            // A zone whose session the store no longer has: not asked about again.
+            try db.execute(sql: "UPDATE devices SET status = 'unknown' WHERE status IS NULL AND device_id IS NOT NULL")
+        }
         self.summaries.signal()
         self.logger.notice("devices and rules read again from the store", metadata: ["devices": "\(stale.count)", "records": "\(changes.count)"])
     }

@@ -161,7 +161,7 @@ struct Ingest {
         let at = Millis.of(change.at ?? Date())
         // What was there ends now (a deleted rule: no rule from this moment on).
         for row in try Row.fetchAll(cached: db, sql: "SELECT device_id, app FROM app_rules WHERE family = ? AND record = ?", arguments: [change.family, record]) {
-            try Self.ruleFrom(family: change.family, device: row["device_id"], app: row["app"], at: at, category: nil, pointsPerMinute: nil, blocked: false, db)
+            try Self.ruleFrom(family: change.family, device: row["device_id"], app: row["app"], at: at, category: Ratings.noRule, pointsPerMinute: nil, blocked: false, db)
         }
         try db.execute(cached: "DELETE FROM app_rules WHERE family = ? AND record = ?", arguments: [change.family, record])
         guard !change.deleted else { return }
@@ -181,8 +181,18 @@ struct Ingest {
                           pointsPerMinute: fields[RecordFieldNames.pointsPerMinute]?.intValue, blocked: fields[RecordFieldNames.blockingEnabled]?.boolValue == true, db)
     }
 
-    /// The rule in force for an app from `at` on (a later save at the same moment replaces it).
+    /// The rule in force for an app from `at` on (a later save at the same moment replaces
+    /// it). The same rule as the one in force before is no change: no period begins (a
+    /// display name edited, a rule read again, must not cut sessions in two).
     private static func ruleFrom(family: String, device: String, app: String, at: Int64, category: String?, pointsPerMinute: Int64?, blocked: Bool, _ db: Database) throws {
+        if let before = try Row.fetchOne(cached: db, sql: """
+            SELECT category, points_per_minute, blocked FROM rule_history WHERE family = ? AND device_id = ? AND app = ? AND from_ms < ?
+            ORDER BY from_ms DESC LIMIT 1
+            """, arguments: [family, device, app, at]),
+           before["category"] as String? == category, before["points_per_minute"] as Int64? == pointsPerMinute, before["blocked"] as Bool == blocked {
+            try db.execute(cached: "DELETE FROM rule_history WHERE family = ? AND device_id = ? AND app = ? AND from_ms = ?", arguments: [family, device, app, at])
+            return
+        }
         try db.execute(cached: """
             INSERT INTO rule_history(family, device_id, app, from_ms, category, points_per_minute, blocked) VALUES (?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(family, device_id, app, from_ms) DO UPDATE SET category = excluded.category,
@@ -361,15 +371,21 @@ struct Ratings {
         return Ratings(byDevice: byDevice, defaultPointsPerMinute: defaultPointsPerMinute)
     }
 
-    /// The app's rule on the device at `at`, the device's own first, else the family's.
+    /// The app's rule on the device at `at`: the device's own, else the family's, else (an
+    /// app not rated yet then) the first rule it got later, which reaches back for its
+    /// category and rate but never blocks what came before it.
     private func rule(device: String, app: String, bundleId: String?, at: Int64) -> Period? {
         func inForce(_ periods: [Period]?) -> Period? {
-            guard let periods, let first = periods.first else { return nil }
-            // The first rule reaches back to the app's first use.
-            let period = periods.last { $0.from <= at } ?? first
+            guard let period = periods?.last(where: { $0.from <= at }) else { return nil }
             return period.category == Self.noRule ? nil : period
         }
-        return inForce(self.byDevice[device]?[app]) ?? inForce(self.byDevice[""]?[bundleId ?? app])
+        func reachingBack(_ periods: [Period]?) -> Period? {
+            guard var first = periods?.first, first.category != Self.noRule else { return nil }
+            first.blocked = false
+            return first
+        }
+        let own = self.byDevice[device]?[app], family = self.byDevice[""]?[bundleId ?? app]
+        return inForce(own) ?? inForce(family) ?? reachingBack(family) ?? reachingBack(own)
     }
 
     func rate(device: String, app: String, bundleId: String?, recorded: String?, at: Int64) -> AppRating {
@@ -381,9 +397,10 @@ struct Ratings {
     }
 
     /// The moments after `start` and before `end` at which the app's rule changes (not the
-    /// start of a first rule: it reaches back).
+    /// start of the family's first rule: it reaches back; a device's own first rule replaces
+    /// the family's from its save).
     func changes(device: String, app: String, bundleId: String?, from start: Int64, to end: Int64) -> [Int64] {
-        let periods = (self.byDevice[device]?[app] ?? []).dropFirst() + (self.byDevice[""]?[bundleId ?? app] ?? []).dropFirst()
+        let periods = (self.byDevice[device]?[app] ?? []) + (self.byDevice[""]?[bundleId ?? app] ?? []).dropFirst()
         return Set(periods.map(\.from).filter { $0 > start && $0 < end }).sorted()
     }
 }

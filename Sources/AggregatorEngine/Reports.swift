@@ -48,8 +48,8 @@ struct Reports: Sendable {
         let names = try await self.database.names(family: scope.family)
         for row in try await self.database.days(family: scope.family, devices: scope.devices, from: params.from, to: params.to) {
             for app in row.apps {
-                lines.append([row.day, row.deviceId, app.app, app.category?.rawValue ?? "", String(app.seconds), String(app.points),
-                              names.apps[app.app] ?? "", names.devices[row.deviceId] ?? ""].map(CSV.field).joined(separator: ","))
+                lines.append(([row.day, row.deviceId].map(CSV.field) + [CSV.text(app.app), CSV.field(app.category?.rawValue ?? ""),
+                              String(app.seconds), String(app.points), CSV.text(names.apps[app.app] ?? ""), CSV.text(names.devices[row.deviceId] ?? "")]).joined(separator: ","))
             }
         }
         return CSVExport(csv: lines.joined(separator: "\n") + "\n", lines: lines.count - 1)
@@ -130,6 +130,14 @@ struct Tally {
 }
 
 enum CSV {
+    /// Text a person or a child's device wrote (a name, an app id): as `field`, but one that
+    /// a spreadsheet would read as a formula (`=`, `+`, `-`, `@`, a tab or a CR first) is
+    /// made plain text with a leading `'`.
+    static func text(_ text: String) -> String {
+        guard let first = text.first, "=+-@\t\r".contains(first) else { return Self.field(text) }
+        return Self.field("'" + text)
+    }
+
     /// RFC 4180: quoted when it holds a comma, a quote or a line break; quotes doubled.
     static func field(_ text: String) -> String {
         guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }

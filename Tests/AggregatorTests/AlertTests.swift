@@ -55,23 +55,25 @@ struct AlertTests {
                 ]),
             ], atomic: true))
             #expect(saved.allSucceeded)
-            try await stack.session("k1", from: stack.at("2026-11-20 09:00"), to: stack.at("2026-11-20 09:30"))
-            try await stack.session("y1", app: "com.youtube", category: "reward", from: stack.at("2026-11-20 16:00"), to: stack.at("2026-11-20 16:45"))
+            // The block counts from its save on: days after it (a block never reaches back).
+            let day = stack.days.day(containing: Date().addingTimeInterval(2 * 86_400)), next = stack.days.day(containing: Date().addingTimeInterval(3 * 86_400))
+            try await stack.session("k1", from: stack.at("\(day) 09:00"), to: stack.at("\(day) 09:30"))
+            try await stack.session("y1", app: "com.youtube", category: "reward", from: stack.at("\(day) 16:00"), to: stack.at("\(day) 16:45"))
             let alert = try await alerts.wait(for: 1)
             #expect(alert[0].alert?.title == "YouTube was used for 45 min while blocked on emma's device", "\(String(describing: alert[0].alert))")
             #expect(alert[0].fields?["alert"] == "blockedApp" && alert[0].fields?["seconds"] == 2700)
             // Recorded in the day, marked blocked; not counted as reward time.
-            let summary = try await stack.waitForSummary("2026-11-20") { $0?.apps.count == 2 }
+            let summary = try await stack.waitForSummary(day) { $0?.apps.count == 2 }
             #expect(summary?.reward == 0 && summary?.learning == 1800)
             let balance = try await stack.waitForBalance { $0?.fields["pointsBalance"]?.intValue == 30 }
             #expect(balance?.fields["rewardSecondsUsed"]?.intValue == 0, "blocked use spent earned time: \(String(describing: balance?.fields))")
             // More of it that day: no second alert; the next day: one more.
-            try await stack.session("y2", app: "com.youtube", category: "reward", from: stack.at("2026-11-20 18:00"), to: stack.at("2026-11-20 18:10"))
+            try await stack.session("y2", app: "com.youtube", category: "reward", from: stack.at("\(day) 18:00"), to: stack.at("\(day) 18:10"))
             try await stack.settle(sessions: 3)
             try await alerts.expectQuiet(beyond: 1)
-            try await stack.session("y3", app: "com.youtube", category: "reward", from: stack.at("2026-11-21 18:00"), to: stack.at("2026-11-21 18:10"))
-            let next = try await alerts.wait(for: 2)
-            #expect(next[1].fields?["day"] == "2026-11-21")
+            try await stack.session("y3", app: "com.youtube", category: "reward", from: stack.at("\(next) 18:00"), to: stack.at("\(next) 18:10"))
+            let second = try await alerts.wait(for: 2)
+            #expect(second[1].fields?["day"] == .string(next))
         }
     }
 

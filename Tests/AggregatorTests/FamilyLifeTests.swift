@@ -51,13 +51,8 @@ struct FamilyLifeTests {
                 let dayStart = calendar.date(byAdding: .day, value: day, to: firstDay)!
                 let dayName = stack.days.day(containing: dayStart.addingTimeInterval(3600))
 
-                // 06:00: sometimes a new rate, sometimes a tablet replaced.
+                // 06:00: sometimes a tablet replaced.
                 clock.set(dayStart.addingTimeInterval(6 * 3600))
-                if random.chance(0.3) {
-                    let app = learning[random.below(learning.count)], rate = 1 + random.below(5)
-                    try await stack.rule(bundleId: app, "learning", pointsPerMinute: Int64(rate))
-                    model.setRate(app, rate, at: clock.now)
-                }
                 if random.chance(0.1), let old = model.activeDevices.randomElement(using: &random) {
                     _ = try await stack.family.parent.call(PairingMethods.revokeDevice, DeviceParams(deviceId: old.key))
                     model.devices[old.key]?.active = false
@@ -70,14 +65,29 @@ struct FamilyLifeTests {
                 for (deviceId, device) in model.activeDevices.sorted(by: { $0.key < $1.key }) {
                     var at = dayStart.addingTimeInterval(8 * 3600 + Double(random.below(60)) * 60)
                     for index in 0..<(1 + random.below(3)) {
-                        let minutes = 5 + random.below(36)
+                        let seconds = 5 * 60 + random.below(35 * 60)
                         let apps = learning + [reward]
                         let session = LifeModel.Session(name: "\(deviceId)-\(day)-\(index)", device: deviceId, child: device.child, app: apps[random.below(apps.count)],
-                                                        start: at, end: at.addingTimeInterval(Double(minutes * 60)))
+                                                        start: at, end: at.addingTimeInterval(Double(seconds)))
                         today.append(session)
                         at = session.end.addingTimeInterval(Double(10 + random.below(90)) * 60)
                         if at > dayStart.addingTimeInterval(21 * 3600) { break }
                     }
+                }
+                // Sometimes a new rate, at any second of the day: often inside a session, which
+                // then counts its two parts at their own rates.
+                if random.chance(0.3) {
+                    let app = learning[random.below(learning.count)], rate = 1 + random.below(5)
+                    let using = today.filter { $0.app == app }
+                    if !using.isEmpty && random.chance(0.7) {
+                        // While the app is in use: a second inside one of its sessions.
+                        let session = using[random.below(using.count)]
+                        clock.set(session.start.addingTimeInterval(Double(1 + random.below(max(1, Int(session.end.timeIntervalSince(session.start)) - 2)))))
+                    } else {
+                        clock.set(dayStart.addingTimeInterval(Double(7 * 3600 + random.below(14 * 3600))))
+                    }
+                    try await stack.rule(bundleId: app, "learning", pointsPerMinute: Int64(rate))
+                    model.setRate(app, rate, at: clock.now)
                 }
                 // 22:00: uploaded, some only tomorrow (late), some twice.
                 clock.set(dayStart.addingTimeInterval(22 * 3600))
@@ -100,6 +110,8 @@ struct FamilyLifeTests {
                 try await stack.settle(sessions: uploaded.count, timeout: .seconds(60))
                 try await Self.check(model, stack, through: dayName, first: stack.days.day(containing: firstDay.addingTimeInterval(3600)), day: day, seed: seed)
             }
+            print("family life: \(model.sessions.count) sessions, \(model.crossings) of them across a rate change, \(model.devices.count) devices (\(model.activeDevices.count) active)")
+            #expect(days < 30 || model.crossings > 0, "no session crossed a rate change: the splitting was not tried")
         }
     }
 
@@ -223,16 +235,23 @@ struct LifeModel {
     var activeDevices: [String: Device] { self.devices.filter(\.value.active) }
     var currentRates: [String: Int] { self.rates.mapValues { $0.last!.rate } }
 
-    mutating func setRate(_ app: String, _ rate: Int, at: Date) { self.rates[app, default: []].append((at, rate)) }
-
-    func rate(_ app: String, at: Date) -> Int? {
-        guard let periods = self.rates[app] else { return nil }
-        return (periods.last { $0.from <= at } ?? periods.first)?.rate
+    /// A rate saved: the same rate again is no change (no new period).
+    mutating func setRate(_ app: String, _ rate: Int, at: Date) {
+        if self.rates[app]?.last?.rate == rate { return }
+        self.rates[app, default: []].append((at, rate))
     }
 
-    /// A child's days: for each device, day and app, the whole seconds of its sessions (they
-    /// never overlap on one device), and the points at the rate in force then (rates change
-    /// at 06:00, sessions start after 08:00: one rate per app and day).
+    /// Sessions a rate change fell inside of (their parts count at two rates).
+    var crossings: Int {
+        self.sessions.values.filter { session in
+            (self.rates[session.app] ?? []).dropFirst().contains { $0.from > session.start && $0.from < session.end }
+        }.count
+    }
+
+    /// A child's days, as docs/protocol.md counts them: each session cut where its app's rate
+    /// changed; for each device, day, app and rate period, the whole seconds of its parts
+    /// (sessions never overlap on one device), rounded down, and the points at that rate,
+    /// rounded down.
     func days(of child: String) -> [String: Totals] {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = TimeZone(identifier: "Europe/Paris")!
@@ -240,21 +259,29 @@ struct LifeModel {
             let parts = calendar.dateComponents([.year, .month, .day], from: date)
             return String(format: "%04d-%02d-%02d", parts.year!, parts.month!, parts.day!)
         }
-        struct Key: Hashable { var device: String; var day: String; var app: String }
-        var seconds: [Key: Int64] = [:]
+        struct Key: Hashable { var device: String; var day: String; var app: String; var period: Date? }
+        var milliseconds: [Key: Int64] = [:]
         var rateOf: [Key: Int] = [:]
+        let millis = { (date: Date) in Int64((date.timeIntervalSince1970 * 1000).rounded()) }
         for session in self.sessions.values where session.child == child {
-            let key = Key(device: session.device, day: formatter(session.start), app: session.app)
-            seconds[key, default: 0] += Int64(session.end.timeIntervalSince(session.start))
-            if let rate = self.rate(session.app, at: session.start) { rateOf[key] = rate }
+            let periods = self.rates[session.app] ?? []
+            // The first rate reaches back; later ones cut the session.
+            let cuts = periods.dropFirst().map(\.from).filter { $0 > session.start && $0 < session.end }
+            for (from, to) in zip([session.start] + cuts, cuts + [session.end]) {
+                let period = periods.last { $0.from <= from } ?? periods.first
+                let key = Key(device: session.device, day: formatter(from), app: session.app, period: period?.from)
+                milliseconds[key, default: 0] += millis(to) - millis(from)
+                if let period { rateOf[key] = period.rate }
+            }
         }
         var days: [String: Totals] = [:]
-        for (key, total) in seconds {
+        for (key, total) in milliseconds {
+            let seconds = total / 1000
             if let rate = rateOf[key] {
-                days[key.day, default: Totals()].learning += total
-                days[key.day, default: Totals()].points += total * Int64(rate) / 60
+                days[key.day, default: Totals()].learning += seconds
+                days[key.day, default: Totals()].points += seconds * Int64(rate) / 60
             } else {
-                days[key.day, default: Totals()].reward += total
+                days[key.day, default: Totals()].reward += seconds
             }
         }
         return days

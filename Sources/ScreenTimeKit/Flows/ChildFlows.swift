@@ -121,7 +121,10 @@ public struct ChildFlows: Sendable {
                 // meanwhile stays pending (this update then fails with `conflict`).
                 var save = try command.save()
                 save.fields.merge(fields) { _, new in new }
-                guarded.append(ModifyParams(family: identity.family, zone: zone, saves: [save], savePolicy: .ifServerRecordUnchanged, atomic: true))
+                // A request id of its own: if it has to wait in the queue after all, a retry
+                // of what the store did apply is answered as before, not refused.
+                guarded.append(ModifyParams(family: identity.family, zone: zone, saves: [save], savePolicy: .ifServerRecordUnchanged, atomic: true,
+                                            requestId: "status-\(UUID().uuidString.lowercased())"))
                 continue
             }
             // changedKeys: a child may write only the status fields of its commands.
