@@ -67,6 +67,8 @@ struct DashboardStoryTests {
 
         // 2. Pair a child's device: the page shows the QR code and the link; the child's
         //    screentimectl "scans" the link and shows its emoji, which the page must match.
+        //    As on a phone: the taps at 390 px.
+        try await browser.resize(width: 390, height: 844)
         try await browser.go(stack.url + "/devices")
         try await browser.type("#childId", "emma")
         try await browser.type("#childName", "Emma")
@@ -82,8 +84,10 @@ struct DashboardStoryTests {
         let pageEmoji = try await browser.waitFor("the short code on the page", "#short-code") { !$0.isEmpty }
         #expect(childEmoji.hasPrefix(pageEmoji), "the child shows \(childEmoji), the page \(pageEmoji)")
         try await shots.take("pair-code")
+        try await browser.resize(width: 390, height: 844)
         try await browser.click("#confirm")
         try await browser.waitFor("the pairing confirmed", "#pair-done") { $0.contains("is paired") }
+        try await browser.resize(width: 1280, height: 900)
         try await self.noConsoleErrors(browser)
 
         // 3. An app rule: saved from the page, sent to the child's device as a pending
