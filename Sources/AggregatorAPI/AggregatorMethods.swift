@@ -53,6 +53,8 @@ public struct DeviceConfigurationState: Codable, Sendable, Hashable {
     public var behind: Int64
     /// When it last executed its configuration; nil: never.
     public var appliedAt: Date?
+    /// The app's version, as the device last said (its RegisteredDevice's `appVersion`).
+    public var appVersion: String?
 
     public init(deviceId: String, appliedVersion: Int64, currentVersion: Int64, appliedAt: Date?) {
         self.deviceId = deviceId

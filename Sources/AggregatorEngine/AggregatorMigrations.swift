@@ -191,6 +191,7 @@ extension AggregatorDatabase {
                 ALTER TABLE devices ADD COLUMN applied_at_ms INTEGER;
                 -- the device's name (its RegisteredDevice), for the parents' alerts
                 ALTER TABLE devices ADD COLUMN device_name TEXT;
+                ALTER TABLE devices ADD COLUMN app_version TEXT;
                 -- a rule that blocks its app, and the app's name for people
                 ALTER TABLE app_rules ADD COLUMN blocked INTEGER NOT NULL DEFAULT 0;
                 ALTER TABLE app_rules ADD COLUMN display_name TEXT;

@@ -200,11 +200,13 @@ struct Ingest {
             """, arguments: [family, device, app, at, category, pointsPerMinute, blocked])
     }
 
-    /// A child device's RegisteredDevice (in its zone): the device's name, for alerts.
+    /// A child device's RegisteredDevice (in its zone): the device's name, for alerts, and
+    /// its app's version, for the parents.
     private func applyDeviceName(_ change: Change, _ db: Database) throws {
         guard !change.deleted, let deviceId = change.fields[RecordFieldNames.deviceID]?.stringValue,
               let name = change.fields[RecordFieldNames.deviceName]?.stringValue else { return }
-        try db.execute(cached: "UPDATE devices SET device_name = ? WHERE family = ? AND device_id = ?", arguments: [name, change.family, deviceId])
+        try db.execute(cached: "UPDATE devices SET device_name = ?, app_version = ? WHERE family = ? AND device_id = ?",
+                       arguments: [name, change.fields[RecordFieldNames.appVersion]?.stringValue, change.family, deviceId])
     }
 
     /// A child's zone's MonitoringSession: its device, its child, the child's name as the

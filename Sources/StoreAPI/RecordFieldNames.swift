@@ -10,6 +10,7 @@ public enum RecordFieldNames {
     public static let actor = "actor"
     public static let actorParentRef = "actorParentRef"
     public static let alertNoDataHours = "alertNoDataHours"
+    public static let appVersion = "appVersion"
     public static let alertOnBalanceExhausted = "alertOnBalanceExhausted"
     public static let alertRewardMinutesPerDay = "alertRewardMinutesPerDay"
     public static let amount = "amount"
@@ -95,7 +96,7 @@ public enum RecordFieldNames {
     /// Every one of them.
     public static let all: Set<String> = [
         acceptedAt, action, actor, actorParentRef, alertNoDataHours, alertOnBalanceExhausted,
-        alertRewardMinutesPerDay, amount, appsUsedJSON, balanceSeconds, blockingEnabled, bundleId,
+        alertRewardMinutesPerDay, amount, appVersion, appsUsedJSON, balanceSeconds, blockingEnabled, bundleId,
         bundleIdentifier, category, childName, childOpaqueId, childRef, classification, code, commandID,
         commandType, createdAt, createdBy, date, dateAdded, deviceID, deviceIds, deviceName, deviceType,
         displayName, earnedPoints, errorMessage, executedAt, expiresAt, failedAttempts, familyRef,

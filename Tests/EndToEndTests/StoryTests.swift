@@ -50,8 +50,8 @@ struct StoryTests {
         #expect(applied.stdout.contains("org.khan is learning, 2 points/min") && applied.stdout.contains("com.roblox is reward"), "\(applied)")
         #expect(try await stack.ctl("commands", "--profile", "emma-tablet").stdout.contains("No pending commands"))
         // The parent sees that the tablet has the family's rules.
-        try await story.waitFor("the tablet's rules up to date", "devices", "--profile", "mum") {
-            $0.split(separator: "\n").contains { $0.contains(childDevice) && $0.contains("up to date") }
+        try await story.waitFor("the tablet's rules up to date, and the version it runs", "devices", "--profile", "mum") {
+            $0.split(separator: "\n").contains { $0.contains(childDevice) && $0.contains("up to date") && $0.contains("screentimectl ") }
         }
         // Asking again: the same configuration, applied again.
         let resynced = try await stack.ctl("commands", "resync", "--profile", "emma-tablet")

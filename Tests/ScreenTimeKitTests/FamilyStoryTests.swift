@@ -58,6 +58,11 @@ struct FamilyStoryTests {
         #expect(try await child.child.pendingCommands().isEmpty)
         let rule = try #require(try await parent.records.fetch(AppRule.self, "app-org.khanacademy", in: "default"))
         #expect(rule.fields.classification == "learning")
+        // The app tells the parents which version it runs.
+        try child.child.reportAppVersion("2.1.0")
+        await child.queue.waitUntilDrained()
+        let registered = try #require(try await parent.records.queryAll(RegisteredDevice.self, in: childZone).first)
+        #expect(registered.fields.appVersion == "2.1.0")
 
         // Flow 4: the child uploads usage; the aggregator sums it up; the parent reads it.
         try child.child.uploadUsage([

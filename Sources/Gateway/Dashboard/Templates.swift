@@ -162,7 +162,7 @@ enum Templates {
           <tbody>
           {{#devices}}
           <tr data-device="{{deviceId}}">
-            <th scope="row">{{name}}{{#me}} <span class="badge">this browser</span>{{/me}}{{^me}}{{#browser}} <span class="badge">browser</span>{{/browser}}{{/me}}<br><span class="hint">{{deviceId}}</span></th>
+            <th scope="row">{{name}}{{#me}} <span class="badge">this browser</span>{{/me}}{{^me}}{{#browser}} <span class="badge">browser</span>{{/browser}}{{/me}}<br><span class="hint">{{deviceId}}{{#appVersion}} · <span data-field="app-version">{{appVersion}}</span>{{/appVersion}}</span></th>
             <td data-label="Role">{{role}}</td><td data-label="Child">{{child}}</td>
             <td data-label="State" data-field="status">{{#active}}<span class="badge ok">active</span>{{/active}}{{#revoked}}<span class="badge off">revoked</span>{{/revoked}}{{^active}}{{^revoked}}<span class="badge warn">{{status}}</span>{{/revoked}}{{/active}}</td>
             <td data-label="Rules" data-field="rules">{{rules}}</td>

@@ -24,7 +24,7 @@ struct SchemaVersion: Sendable {
 
 /// Every schema version, oldest first. Add new versions at the end.
 enum SchemaHistory {
-    static let versions: [SchemaVersion] = [version1, version2, version3, version4, version5, version6]
+    static let versions: [SchemaVersion] = [version1, version2, version3, version4, version5, version6, version7]
 
     static var latest: Int { versions.last!.number }
 
@@ -208,5 +208,11 @@ enum SchemaHistory {
                 int("ledgerEntriesPruned", minimum: 0), json("appsUsedJSON"), date("lastUpdated"),
             ],
             unique: [["childRef", "weekStart"]])),
+    ])
+
+    /// The version of the app on a device, as the device says (its own RegisteredDevice):
+    /// what the parents see beside each device.
+    static let version7 = SchemaVersion(number: 7, name: "app-version", steps: [
+        .addField(recordType: RecordTypes.registeredDevice, string("appVersion")),
     ])
 }

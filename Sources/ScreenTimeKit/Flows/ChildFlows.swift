@@ -78,6 +78,18 @@ public struct ChildFlows: Sendable {
         return try self.queue.enqueue(batches, label: "usage")
     }
 
+    /// Tells the parents which version of the app this device runs (its RegisteredDevice's
+    /// `appVersion`, `device-<deviceId>` in its zone), through the offline queue. Call it at
+    /// start with the app's version; the same version again changes nothing.
+    @discardableResult
+    public func reportAppVersion(_ version: String) throws(RPCError) -> String {
+        let (identity, zone) = try self.me()
+        let save = RecordSave(recordType: RegisteredDevice.recordType, recordName: "device-\(identity.deviceId)", fields: [
+            "deviceID": .string(identity.deviceId), "appVersion": .string(version),
+        ])
+        return try self.queue.enqueue(ModifyParams(family: identity.family, zone: zone, saves: [save], savePolicy: .changedKeys, atomic: true), label: "app-version")
+    }
+
     /// Asks the server for this device's configuration again (`aggregator.resync`): the
     /// family's rules and the shield come as a pending `applyConfiguration` command within
     /// a second, its notification with it. Returns the configuration version to expect.

@@ -122,9 +122,13 @@ public struct RegisteredDevice: RecordFields {
     public var registrationDate: Date?
     public var lastSyncDate: Date?
     public var isActive: Bool?
+    /// The app's version, as the device says (schema v7): shown to the parents.
+    public var appVersion: String?
 
     public init(deviceID: String, deviceName: String, deviceType: String, childName: String? = nil, parentDeviceID: String? = nil,
-                childRef: RecordReference? = nil, registrationDate: Date? = nil, lastSyncDate: Date? = nil, isActive: Bool? = nil) {
+                childRef: RecordReference? = nil, registrationDate: Date? = nil, lastSyncDate: Date? = nil, isActive: Bool? = nil,
+                appVersion: String? = nil) {
+        self.appVersion = appVersion
         self.deviceID = deviceID
         self.deviceName = deviceName
         self.deviceType = deviceType

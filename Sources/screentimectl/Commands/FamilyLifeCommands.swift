@@ -117,6 +117,8 @@ struct CommandsCommand: AsyncParsableCommand {
         func run() async throws {
             try await Output.orExit {
                 var child = try self.device.device(.child)
+                // The parents see which version each device runs.
+                try await child.reportAppVersion()
                 let commands = try await child.pendingCommands()
                 if commands.isEmpty { return print("No pending commands.") }
                 for command in commands {

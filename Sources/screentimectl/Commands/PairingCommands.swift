@@ -186,9 +186,10 @@ struct DevicesCommand: AsyncParsableCommand {
             let states = (try? await parent.aggregator.call(AggregatorMethods.devices, Empty()).devices) ?? []
             let byDevice = Dictionary(states.map { ($0.deviceId, $0) }, uniquingKeysWith: { first, _ in first })
             if self.json { return Output.print(try JSONValue(encoding: devices), pretty: self.device.connection.prettyOutput) }
-            print(Table.render(["DEVICE", "NAME", "ROLE", "STATUS", "CHILD", "RULES", "LAST SEEN"], devices.map { device in
+            print(Table.render(["DEVICE", "NAME", "ROLE", "STATUS", "CHILD", "RULES", "APP", "LAST SEEN"], devices.map { device in
                 [device.deviceId, device.deviceName ?? "", device.role.rawValue, device.status.rawValue, device.childId ?? "",
                  device.role == .child && device.status == .active ? byDevice[device.deviceId]?.summary ?? "" : "",
+                 byDevice[device.deviceId]?.appVersion ?? "",
                  device.lastSeenAt?.formatted(date: .abbreviated, time: .shortened) ?? ""]
             }), terminator: "")
             let hidden = listed.count - devices.count

@@ -3,6 +3,7 @@ import Foundation
 import PairingAPI
 import RPCCore
 import ScreenTimeKit
+import ServerVersion
 import StoreAPI
 import Synchronization
 
@@ -55,6 +56,21 @@ extension Device {
         try await self.all(RecordTypes.configurationCommand, zone: self.zone, filters: [
             QueryFilter("targetDeviceID", .equal, .string(self.profile.deviceId)), QueryFilter("status", .equal, "pending"),
         ]).sorted { ($0.fields["createdAt"]?.stringValue ?? "", $0.recordName) < ($1.fields["createdAt"]?.stringValue ?? "", $1.recordName) }
+    }
+
+    /// Tells the parents which version this device runs (`screentimectl <version>`, its
+    /// RegisteredDevice's `appVersion`), once per version.
+    mutating func reportAppVersion() async throws {
+        let version = "screentimectl \(ServerVersion.current)"
+        guard self.profile.reportedAppVersion != version else { return }
+        let saved = try await self.store.call(StoreMethods.modify, ModifyParams(family: self.family, zone: self.zone, saves: [
+            RecordSave(recordType: RecordTypes.registeredDevice, recordName: "device-\(self.profile.deviceId)", fields: [
+                RecordFieldNames.deviceID: .string(self.profile.deviceId), RecordFieldNames.appVersion: .string(version),
+            ]),
+        ], savePolicy: .changedKeys, atomic: true))
+        guard saved.allSucceeded else { return }
+        self.profile.reportedAppVersion = version
+        try self.save()
     }
 
     /// Applies a command on this device (its profile) and marks it executed (or failed) in

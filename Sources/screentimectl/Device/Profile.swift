@@ -26,6 +26,8 @@ struct Profile: Codable {
     /// Every later command goes there, through ScreenTimeKit; none: the local sockets.
     var gatewayURLs: [String]?
     var gatewayPin: String?
+    /// The version this device last told the parents it runs (its RegisteredDevice).
+    var reportedAppVersion: String?
 
     struct AppRule: Codable, Equatable {
         var category: String
