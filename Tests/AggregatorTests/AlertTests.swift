@@ -106,7 +106,8 @@ struct AlertTests {
             try await alerts.expectQuiet(beyond: 0)
 
             // A session across the rate change: 10 min before it at 2, 10 min after at 4.
-            let after = Date()
+            // (On a whole second: the store keeps milliseconds, and 300 s must stay 300 s.)
+            let after = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.up))
             try await stack.session("k2", from: after.addingTimeInterval(-600), to: after.addingTimeInterval(600))
             // YouTube after the block: recorded, not spent, alerted.
             try await stack.session("y2", app: "com.youtube", category: "reward", from: after, to: after.addingTimeInterval(300))

@@ -97,7 +97,7 @@ struct DailySummaryTests {
             _ = try await AggregatorServiceTests.statusOnceCaughtUp(stack)
             try await stack.settle(sessions: 1)
             #expect(try await tags() == before, "a rate change rewrote what was earned")
-            let now = Date()
+            let now = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.up))  // whole seconds: a minute stays a minute
             try await stack.session("s2", from: now, to: now.addingTimeInterval(60))
             try await stack.waitForBalance { $0?.fields["pointsBalance"]?.intValue == 23 }
         }
@@ -125,7 +125,7 @@ struct DailySummaryTests {
             // A new rate applies from its save on: what was earned before stays as it was,
             // and usage after it earns at the new rate.
             try await stack.rule(bundleId: "org.khan.app", "learning", pointsPerMinute: 6)
-            let now = Date()
+            let now = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.up))  // whole seconds: a minute stays a minute
             let today = stack.days.day(containing: now)
             try await stack.session("k4", app: "khan", from: now, to: now.addingTimeInterval(60), bundleId: "org.khan.app")
             try await stack.waitForSummary(today) { $0?.points == 6 }
