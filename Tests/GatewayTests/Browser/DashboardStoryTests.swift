@@ -115,7 +115,13 @@ struct DashboardStoryTests {
         try await browser.waitFor("Emma's card", "[data-child='emma'] [data-field='learning']") { $0 == "0 min" }
         try await browser.waitFor("the live connection", "#live-status") { $0 == "Live" }
         try await browser.script("window.__sameDocument = 'still'")
-        _ = try await must(["usage", "add", "--profile", "emma-tablet", "org.khanacademy", "--minutes", "10"])
+        // Ten minutes ending now, or, within ten minutes after the family's midnight, the
+        // first ten of the day: all of it today, whenever the test runs.
+        var paris = Calendar(identifier: .gregorian)
+        paris.timeZone = TimeZone(identifier: "Europe/Paris")!
+        let midnight = paris.startOfDay(for: Date())
+        let learningStart = max(Date().addingTimeInterval(-600), midnight.addingTimeInterval(1))
+        _ = try await must(["usage", "add", "--profile", "emma-tablet", "org.khanacademy", "--minutes", "10", "--start", StoreDates.format(learningStart)])
         try await browser.waitFor("the learning time, live", "[data-child='emma'] [data-field='learning']") { $0 == "10 min" }
         try await browser.waitFor("the points, live", "[data-child='emma'] [data-field='pointsToday']") { $0 == "20" }
         #expect(try await browser.script("return window.__sameDocument") == "still")
