@@ -14,7 +14,9 @@ import WSClient
 struct HostileInputTests {
     @Test("plain HTTP, garbage, oversized heads and bodies, unknown paths, slow clients, binary frames, invalid UTF-8")
     func badInput() async throws {
-        let stack = try await GatewayStack.start(gatewayArguments: ["--request-timeout", "1", "--max-body-size", "4096", "--max-header-size", "4096", "--max-message-size", "4096"])
+        // A request timeout short enough for the slow client below, long enough for a TLS
+        // handshake and an upgrade on a loaded two-core machine (1 s was not).
+        let stack = try await GatewayStack.start(gatewayArguments: ["--request-timeout", "3", "--max-body-size", "4096", "--max-header-size", "4096", "--max-message-size", "4096"])
         defer { stack.stopNow() }
         let family = try await Bootstrapped.make(stack.harness)
         let token = family.parentCredential.token
