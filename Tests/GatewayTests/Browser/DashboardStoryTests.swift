@@ -160,7 +160,8 @@ struct DashboardStoryTests {
         try await browser.waitFor("the live connection", "#live-status") { $0 == "Live" }
         try await browser.script("window.__sameDocument = 'activity'")
         // Twenty minutes ago: before the learning session of step 4, which ended at about now.
-        let rewardStart = StoreDates.format(Date().addingTimeInterval(-20 * 60))
+        // (Within the family's today too, whatever the hour.)
+        let rewardStart = StoreDates.format(max(Date().addingTimeInterval(-20 * 60), midnight.addingTimeInterval(12 * 60)))
         _ = try await must(["usage", "add", "--profile", "emma-tablet", "com.example.game", "--category", "reward", "--minutes", "2", "--start", rewardStart])
         let alert = try await browser.waitFor("the reward alert, live", "[data-alert='rewardToday'] strong") { $0.contains("2 min of reward apps") }
         #expect(alert.hasPrefix("Emma: 2 min of reward apps on "), "\(alert)")
