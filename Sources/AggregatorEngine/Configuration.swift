@@ -188,22 +188,14 @@ struct ConfigurationWriter: Sendable {
 
     /// Every AppRule of the family, by bundle id.
     private func rules(family: String) async throws -> [ConfigurationSnapshot.Rule] {
-        var rules: [ConfigurationSnapshot.Rule] = []
-        var cursor: String?
-        repeat {
-            let page = try await self.store.call(StoreMethods.query, QueryParams(
-                family: family, zone: StoreNames.defaultZone, recordType: RecordTypes.appRule, limit: 400, cursor: cursor))
-            for record in page.records {
-                let fields = record.fields
-                guard let bundleId = fields[RecordFieldNames.bundleId]?.stringValue,
-                      let classification = fields[RecordFieldNames.classification]?.stringValue else { continue }
-                rules.append(ConfigurationSnapshot.Rule(
-                    bundleId: bundleId, classification: classification, pointsPerMinute: fields[RecordFieldNames.pointsPerMinute]?.intValue,
-                    isEnabled: fields[RecordFieldNames.isEnabled]?.boolValue, blockingEnabled: fields[RecordFieldNames.blockingEnabled]?.boolValue,
-                    displayName: fields[RecordFieldNames.displayName]?.stringValue))
-            }
-            cursor = page.cursor
-        } while cursor != nil
-        return rules.sorted { $0.bundleId < $1.bundleId }
+        try await self.store.records(family: family, zone: StoreNames.defaultZone, type: RecordTypes.appRule).compactMap { record in
+            let fields = record.fields
+            guard let bundleId = fields[RecordFieldNames.bundleId]?.stringValue,
+                  let classification = fields[RecordFieldNames.classification]?.stringValue else { return nil }
+            return ConfigurationSnapshot.Rule(
+                bundleId: bundleId, classification: classification, pointsPerMinute: fields[RecordFieldNames.pointsPerMinute]?.intValue,
+                isEnabled: fields[RecordFieldNames.isEnabled]?.boolValue, blockingEnabled: fields[RecordFieldNames.blockingEnabled]?.boolValue,
+                displayName: fields[RecordFieldNames.displayName]?.stringValue)
+        }.sorted { $0.bundleId < $1.bundleId }
     }
 }

@@ -99,20 +99,14 @@ struct Follower: Service {
 
     /// A zone's records of a type, as changes (none when the zone is gone).
     private func records(_ family: String, _ zone: String, _ type: String) async throws -> [Ingest.Change] {
-        var changes: [Ingest.Change] = []
-        var cursor: String?
-        repeat {
-            let page: QueryResult
-            do {
-                page = try await self.store.call(StoreMethods.query, QueryParams(family: family, zone: zone, recordType: type, limit: 400, cursor: cursor))
-            } catch {
-                if error.code == .notFound { return changes }
-                throw error
-            }
-            changes += page.records.map { Ingest.Change(deleted: false, family: family, zone: zone, recordType: type, recordName: $0.recordName, fields: $0.fields, at: $0.modifiedAt) }
-            cursor = page.cursor
-        } while cursor != nil
-        return changes
+        let records: [StoreAPI.Record]
+        do {
+            records = try await self.store.records(family: family, zone: zone, type: type)
+        } catch {
+            if error.code == .notFound { return [] }
+            throw error
+        }
+        return records.map { Ingest.Change(deleted: false, family: family, zone: zone, recordType: type, recordName: $0.recordName, fields: $0.fields, at: $0.modifiedAt) }
     }
 
     private func apply(_ batch: [ChangeEvent]) async throws {

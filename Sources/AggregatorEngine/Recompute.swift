@@ -67,14 +67,7 @@ struct Recompute: Sendable {
     }
 
     private func all(family: String, zone: String, type: String) async throws -> [StoreAPI.Record] {
-        var records: [StoreAPI.Record] = []
-        var cursor: String?
-        repeat {
-            let page = try await self.store.call(StoreMethods.query, QueryParams(family: family, zone: zone, recordType: type, limit: 400, cursor: cursor))
-            records += page.records
-            cursor = page.cursor
-        } while cursor != nil
-        return records
+        try await self.store.records(family: family, zone: zone, type: type)
     }
 
     private struct Snapshot {

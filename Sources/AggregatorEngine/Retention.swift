@@ -5,7 +5,7 @@ import GRDB
 import StoreAPI
 import UsageModel
 
-/// Retention (seed 003: detail kept 90 days, then weekly aggregates). Every whole week
+/// Retention (detail kept 90 days, then weekly aggregates). Every whole week
 /// (Monday to Sunday, local time) that ended more than the retention period ago is sealed:
 ///
 /// - its UsageRecords and the parents' ledger entries are pruned from the store, and so

@@ -53,6 +53,18 @@ struct SummaryWriter: Sendable {
 }
 
 extension RPCClient {
+    /// Every record of a type in a zone, page after page (`store.query`).
+    func records(family: String, zone: String, type: String) async throws(RPCError) -> [StoreAPI.Record] {
+        var records: [StoreAPI.Record] = []
+        var cursor: String?
+        repeat {
+            let page = try await self.call(StoreMethods.query, QueryParams(family: family, zone: zone, recordType: type, limit: 400, cursor: cursor))
+            records += page.records
+            cursor = page.cursor
+        } while cursor != nil
+        return records
+    }
+
     /// `store.modify` for the aggregator's own records: returns the store's refusal of the
     /// whole call (to retry, or to drop when the zone is gone). Items the store refused one
     /// by one (a uniqueness conflict with a record someone else wrote, say) are logged as

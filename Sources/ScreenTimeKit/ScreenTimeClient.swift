@@ -19,7 +19,7 @@ public final class ScreenTimeClient: Sendable {
     public let transport: any Transport
     /// The family's records (`CKDatabase`).
     public let records: RecordDatabase
-    /// The offline queue (the seeds' `SyncQueue`): writes persisted, then sent exactly once.
+    /// The offline queue: writes persisted, then sent exactly once.
     public let queue: SyncQueue
     /// Subscriptions and the notification stream.
     public let notifications: Notifications

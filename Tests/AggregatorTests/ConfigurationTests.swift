@@ -50,6 +50,13 @@ struct ConfigurationTests {
             let asked = try await stack.local.call(AggregatorMethods.resync, Empty(), actingFor: Auth(token: first.token))
             let again = try await Self.waitForSnapshot(stack, first) { $0.version == asked.version }
             #expect(again.rules.count == 2)
+            // A device not confirmed yet has no configuration to ask for; a local caller is
+            // no device at all; the service goes on answering.
+            let waiting = try await stack.family.pairChild(stack.harness, child: "leo", device: "leo-phone", confirm: false)
+            await expectError(.notFound) { _ = try await stack.local.call(AggregatorMethods.resync, Empty(), actingFor: Auth(token: waiting.token)) }
+            await expectError(.unauthorized) { _ = try await stack.local.call(AggregatorMethods.resync, Empty()) }
+            await expectError(.unauthorized) { _ = try await stack.local.call(AggregatorMethods.resync, Empty(), actingFor: Auth(token: "not-a-credential")) }
+            _ = try await stack.local.call(AggregatorMethods.resync, Empty(), actingFor: Auth(token: first.token))
             // A parent may not resync; a child may not list devices.
             await #expect(throws: RPCError.self) { _ = try await stack.local.call(AggregatorMethods.resync, Empty(), actingFor: Auth(token: stack.family.parentCredential.token)) }
             await #expect(throws: RPCError.self) { _ = try await stack.local.call(AggregatorMethods.devices, Empty(), actingFor: Auth(token: first.token)) }

@@ -5,13 +5,11 @@ import RPCCore
 /// did, in a sentence naming devices, children and roles, never ids, zones or action codes.
 enum AuditWords {
     struct Names {
-        /// Device ids to names; child devices' zones to their device's name.
+        /// Device ids to names.
         var devices: [String: String]
-        var zones: [String: String]
 
         init(_ devices: [DeviceInfo]) {
             self.devices = Dictionary(devices.map { ($0.deviceId, $0.deviceName ?? $0.deviceId) }, uniquingKeysWith: { first, _ in first })
-            self.zones = Dictionary(devices.compactMap { device in device.zone.map { ($0, device.deviceName ?? device.deviceId) } }, uniquingKeysWith: { first, _ in first })
         }
 
         func device(_ id: String) -> String { self.devices[id] ?? "a device no longer in the family" }

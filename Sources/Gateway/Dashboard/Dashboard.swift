@@ -9,7 +9,7 @@ import QRCode
 import RPCCore
 import StoreAPI
 
-/// The parent's web dashboard (issue 28), on the gateway's origin and TLS: pages rendered
+/// The parent's web dashboard, on the gateway's origin and TLS: pages rendered
 /// here from Mustache templates, a little JavaScript for live updates over `/v1/ws`.
 ///
 /// The browser is a parent device of its own, enrolled with an enrollment code; its

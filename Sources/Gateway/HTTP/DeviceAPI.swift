@@ -130,7 +130,7 @@ struct DeviceAPI: Sendable {
         return token.isEmpty ? nil : token
     }
 
-    /// The dashboard's session cookie (issue 28): `screentime_session=<token>`, taken only
+    /// The dashboard's session cookie: `screentime_session=<token>`, taken only
     /// from a page of this origin (a WebSocket is not bound by the same-origin policy, so
     /// another site's page must not open one with the browser's cookie).
     ///

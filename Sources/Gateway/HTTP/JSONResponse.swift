@@ -8,7 +8,7 @@ import RPCCore
 /// server's software.
 enum JSONResponse {
     /// HSTS: a year. The gateway serves only HTTPS, so a browser that saw it once never
-    /// tries plain HTTP (issue 26; the dashboard's cookies depend on it).
+    /// tries plain HTTP (the dashboard's cookies depend on it).
     static let strictTransportSecurity = "max-age=31536000"
 
     static func make(_ status: HTTPResponse.Status, bytes: some Sequence<UInt8>, extra: HTTPFields = [:]) -> Response {

@@ -49,8 +49,9 @@ enum SchemaHistory {
 
     private static let categories = ["learning", "reward"]
 
-    /// The record types of the seeds (`003` data model, `000` CloudKit record types, `004`
-    /// pairing). Where the seeds disagree both fields are kept; `docs/protocol.md` maps them.
+    /// The app's record types as it used them with CloudKit (data model, CloudKit types,
+    /// pairing). Where two named one thing differently both fields are kept;
+    /// docs/protocol.md ("Record types") maps them. (The migration's name stays as shipped.)
     static let version1 = SchemaVersion(number: 1, name: "seed-record-types", steps: [
         .addRecordType(RecordTypeDefinition(
             name: RecordTypes.family, summary: "The family itself; one per family, in the default zone, named by the family id.",
@@ -69,13 +70,13 @@ enum SchemaHistory {
             ],
             unique: [["familyRef", "childOpaqueId"]])),
         .addRecordType(RecordTypeDefinition(
-            name: RecordTypes.monitoringSession, summary: "The root record of a child device's zone (seed 004).",
+            name: RecordTypes.monitoringSession, summary: "The root record of a child device's zone.",
             fields: [
                 reference("childRef"), string("deviceID", indexed: true), string("parentDeviceID", indexed: true),
                 string("status", indexed: true, allowed: ["pending", "active", "revoked"]), string("title"),
             ])),
         .addRecordType(RecordTypeDefinition(
-            name: RecordTypes.registeredDevice, summary: "A device, parent or child (seed 000).",
+            name: RecordTypes.registeredDevice, summary: "A device, parent or child.",
             fields: [
                 string("deviceID", required: true, indexed: true), string("deviceName", required: true),
                 string("deviceType", required: true, indexed: true, allowed: ["parent", "child"]), string("childName"),
@@ -84,7 +85,7 @@ enum SchemaHistory {
             ],
             childAccess: .write, ownerField: "deviceID")),
         .addRecordType(RecordTypeDefinition(
-            name: RecordTypes.appRule, summary: "A family-wide rule for an app (seed 003).",
+            name: RecordTypes.appRule, summary: "A family-wide rule for an app.",
             fields: [
                 reference("familyRef", required: true), string("bundleId", required: true, indexed: true),
                 string("classification", required: true, allowed: categories), string("source", allowed: ["default", "override"]),
@@ -92,7 +93,7 @@ enum SchemaHistory {
             ],
             unique: [["familyRef", "bundleId"]])),
         .addRecordType(RecordTypeDefinition(
-            name: RecordTypes.appConfiguration, summary: "A per-device app configuration (seed 000).",
+            name: RecordTypes.appConfiguration, summary: "A per-device app configuration.",
             fields: [
                 string("logicalID", required: true, indexed: true), string("tokenHash"), string("bundleIdentifier", indexed: true),
                 string("displayName"), string("sfSymbolName"), string("category", indexed: true, allowed: categories),
@@ -100,7 +101,7 @@ enum SchemaHistory {
                 date("lastModified", indexed: true), string("deviceID", indexed: true),
             ])),
         .addRecordType(RecordTypeDefinition(
-            name: RecordTypes.shieldPolicy, summary: "Which reward apps and categories get shielded (seed 003).",
+            name: RecordTypes.shieldPolicy, summary: "Which reward apps and categories get shielded.",
             fields: [
                 reference("familyRef", required: true), reference("childRef", action: .deleteSelf),
                 strings("rewardCategories"), strings("rewardApps"),
@@ -116,7 +117,7 @@ enum SchemaHistory {
             childAccess: .updateFields, childWritableFields: ["status", "executedAt", "errorMessage"],
             ownerField: "targetDeviceID")),
         .addRecordType(RecordTypeDefinition(
-            name: RecordTypes.usageRecord, summary: "One session of one app on one child device (seed 000).",
+            name: RecordTypes.usageRecord, summary: "One session of one app on one child device.",
             fields: [
                 string("recordID"), string("logicalID", required: true, indexed: true), string("bundleId", indexed: true),
                 string("displayName"), date("sessionStart", required: true, indexed: true), date("sessionEnd", required: true, indexed: true),
@@ -132,7 +133,7 @@ enum SchemaHistory {
                 int("totalPointsEarned", minimum: 0), json("appsUsedJSON"), date("lastUpdated"),
             ])),
         .addRecordType(RecordTypeDefinition(
-            name: RecordTypes.pointsLedgerEntry, summary: "Points earned, redeemed or adjusted (positive amounts; seed 003).",
+            name: RecordTypes.pointsLedgerEntry, summary: "Points earned, redeemed or adjusted (positive amounts).",
             fields: [
                 reference("familyRef", required: true), reference("childRef", required: true, action: .deleteSelf),
                 string("type", required: true, indexed: true, allowed: ["accrual", "redemption", "adjustment"]),
@@ -194,7 +195,7 @@ enum SchemaHistory {
         .addField(recordType: RecordTypes.family, FieldDefinition(name: "alertNoDataHours", type: .int64, minimum: 1)),
     ])
 
-    /// Retention (seed 003: detail kept 90 days, then weekly aggregates): the aggregator
+    /// Retention (detail kept 90 days, then weekly aggregates): the aggregator
     /// rolls a child's old weeks into one record each before it prunes their usage records
     /// and ledger entries.
     static let version6 = SchemaVersion(number: 6, name: "weekly-summaries", steps: [

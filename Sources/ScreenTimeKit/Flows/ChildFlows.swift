@@ -3,9 +3,9 @@ import Foundation
 import RPCCore
 import StoreAPI
 
-/// One app session to upload: what the child device measured (seed 000's UsageRecord).
+/// One app session to upload: what the child device measured (UsageRecord).
 public struct UsageSession: Sendable, Hashable {
-    /// The app's stable id on the device (seed 000's `logicalID`).
+    /// The app's stable id on the device (`logicalID`).
     public var logicalID: String
     public var bundleId: String?
     public var displayName: String?
@@ -39,7 +39,7 @@ public struct AppliedCommands: Sendable {
     public var statusUpdates: [String]
 }
 
-/// The child device's flows (brief flows 3 and 4), one call each.
+/// The child device's flows, one call each.
 public struct ChildFlows: Sendable {
     let session: Session
     let records: RecordDatabase

@@ -16,7 +16,7 @@ public struct AppRuleUpdate: Sendable {
     public var requestIds: [String]
 }
 
-/// The parent device's flows (brief flows 3 and 4), one call each.
+/// The parent device's flows, one call each.
 public struct ParentFlows: Sendable {
     let session: Session
     let records: RecordDatabase

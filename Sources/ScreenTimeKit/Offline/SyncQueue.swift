@@ -5,7 +5,7 @@ import RPCCore
 import StoreAPI
 import Synchronization
 
-/// A `store.modify` batch waiting in the offline queue (the seeds' `SyncQueueItem`).
+/// A `store.modify` batch waiting in the offline queue.
 public struct QueuedBatch: Sendable, Hashable {
     /// Its place in the queue: batches are sent in this order.
     public var seq: Int64
@@ -40,7 +40,7 @@ public enum QueueEvent: Sendable {
     case held(QueuedBatch, RPCError)
 }
 
-/// The offline queue (the seeds' `SyncQueue`): writes are persisted first (SQLite on the
+/// The offline queue: writes are persisted first (SQLite on the
 /// device), then sent in order, each batch with the same request id every time, so a replay
 /// after a lost reply, a reconnect or a crash never applies twice. A batch that cannot be
 /// sent (the server unreachable, a timeout, a device not confirmed yet) is retried with

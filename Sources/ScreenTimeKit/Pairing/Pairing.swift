@@ -3,7 +3,7 @@ import PairingAPI
 import RPCCore
 import StoreAPI
 
-/// Pairing, from either side (seed 004, brief flow 2). A child device accepts an
+/// Pairing, from either side. A child device accepts an
 /// invitation, shows the verification code, and waits for the parent's confirmation; a
 /// parent enrolls, invites children and co-parents, confirms, rejects and revokes.
 public struct Pairing: Sendable {

@@ -2,8 +2,8 @@ import Foundation
 import RPCCore
 import StoreAPI
 
-/// A save refused because the server's record changed since the caller's copy (seed 003:
-/// save only if unchanged, else rebase). Carries what the server has now, to rebase on.
+/// A save refused because the server's record changed since the caller's copy (save only
+/// if unchanged, else rebase). Carries what the server has now, to rebase on.
 public struct SaveConflict: Error, Sendable, CustomStringConvertible {
     public var zone: String
     /// The save that was refused.
@@ -20,7 +20,7 @@ public struct SaveConflict: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// Seed 003's merge of concurrent edits, field by field.
+/// The merge of concurrent edits, field by field.
 ///
 /// - A field the caller changed (it differs from the copy the caller started from) takes
 ///   the caller's value: the caller's save comes later by server time, so it is the last

@@ -85,7 +85,7 @@ public struct RecordDatabase: Sendable {
     }
 
     /// Saves a record edited from `base` (the copy the caller read), rebasing on the
-    /// server's record as often as it changed meanwhile (seed 003): fields the caller
+    /// server's record as often as it changed meanwhile: fields the caller
     /// changed win, the others keep the server's value, set-like lists merge by union.
     @discardableResult
     public func save<F: RecordFields>(_ record: TypedRecord<F>, rebasingFrom base: TypedRecord<F>?, attempts: Int = 5) async throws -> TypedRecord<F> {

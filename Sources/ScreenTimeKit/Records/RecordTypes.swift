@@ -9,7 +9,7 @@ import StoreAPI
 public protocol RecordFields: Codable, Sendable, Hashable {
     /// The schema's record type name (`AppRule`).
     static var recordType: String { get }
-    /// Lists that merge by union when two devices change them at once (seed 003).
+    /// Lists that merge by union when two devices change them at once.
     static var setFields: Set<String> { get }
 }
 
@@ -28,7 +28,7 @@ public struct RecordReference: Codable, Sendable, Hashable {
     }
 }
 
-/// The family itself (seed 003): one per family, in `default`, named by the family id.
+/// The family itself: one per family, in `default`, named by the family id.
 public struct Family: RecordFields {
     public static let recordType = "Family"
     public var code: String?
@@ -55,7 +55,7 @@ public struct Family: RecordFields {
     }
 }
 
-/// A parent (seed 003): `parent-<deviceId>` in `default`.
+/// A parent: `parent-<deviceId>` in `default`.
 public struct ParentProfile: RecordFields {
     public static let recordType = "ParentProfile"
     public static let setFields: Set<String> = ["deviceIds"]
@@ -73,7 +73,7 @@ public struct ParentProfile: RecordFields {
     }
 }
 
-/// A child, by an opaque id (seed 003): `child-<childId>` in `default`.
+/// A child, by an opaque id: `child-<childId>` in `default`.
 public struct ChildContext: RecordFields {
     public static let recordType = "ChildContext"
     public static let setFields: Set<String> = ["pairedDeviceIds"]
@@ -90,7 +90,7 @@ public struct ChildContext: RecordFields {
     }
 }
 
-/// The root record of a child device's zone (seed 004): `session`.
+/// The root record of a child device's zone: `session`.
 public struct MonitoringSession: RecordFields {
     public static let recordType = "MonitoringSession"
     public var childRef: RecordReference?
@@ -109,7 +109,7 @@ public struct MonitoringSession: RecordFields {
     }
 }
 
-/// A device, parent or child (seed 000): `device-<deviceId>`.
+/// A device, parent or child: `device-<deviceId>`.
 public struct RegisteredDevice: RecordFields {
     public static let recordType = "RegisteredDevice"
     public var deviceID: String
@@ -141,7 +141,7 @@ public struct RegisteredDevice: RecordFields {
     }
 }
 
-/// A family-wide rule for an app (seed 003), unique per (familyRef, bundleId).
+/// A family-wide rule for an app, unique per (familyRef, bundleId).
 public struct AppRule: RecordFields {
     public static let recordType = "AppRule"
     public var familyRef: RecordReference
@@ -168,7 +168,7 @@ public struct AppRule: RecordFields {
     }
 }
 
-/// A per-device app configuration (seed 000's AppConfiguration).
+/// A per-device app configuration (AppConfiguration).
 public struct AppConfiguration: RecordFields {
     public static let recordType = "AppConfiguration"
     public var logicalID: String
@@ -203,7 +203,7 @@ public struct AppConfiguration: RecordFields {
     }
 }
 
-/// Which reward apps and categories get shielded (seed 003).
+/// Which reward apps and categories get shielded.
 public struct ShieldPolicy: RecordFields {
     public static let recordType = "ShieldPolicy"
     public static let setFields: Set<String> = ["rewardCategories", "rewardApps"]
@@ -220,7 +220,7 @@ public struct ShieldPolicy: RecordFields {
     }
 }
 
-/// A change for a child device to apply (seed 000); the child reports its status.
+/// A change for a child device to apply; the child reports its status.
 public struct ConfigurationCommand: RecordFields {
     public static let recordType = "ConfigurationCommand"
     public var commandID: String?
@@ -260,7 +260,7 @@ public struct ConfigurationCommand: RecordFields {
     }
 }
 
-/// One session of one app on one child device (seed 000).
+/// One session of one app on one child device.
 public struct UsageRecord: RecordFields {
     public static let recordType = "UsageRecord"
     public var recordID: String?
@@ -318,7 +318,7 @@ public struct DailySummary: RecordFields {
     }
 }
 
-/// Points earned, redeemed or adjusted (seed 003), in `default`.
+/// Points earned, redeemed or adjusted, in `default`.
 public struct PointsLedgerEntry: RecordFields {
     public static let recordType = "PointsLedgerEntry"
     public var familyRef: RecordReference
