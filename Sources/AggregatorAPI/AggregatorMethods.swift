@@ -55,6 +55,9 @@ public struct DeviceConfigurationState: Codable, Sendable, Hashable {
     public var appliedAt: Date?
     /// The app's version, as the device last said (its RegisteredDevice's `appVersion`).
     public var appVersion: String?
+    /// How far the device's clock was ahead of the server's (negative: behind) by the last
+    /// usage it sent, in seconds (whole minutes); absent when it is right.
+    public var clockOffsetSeconds: Int64?
 
     public init(deviceId: String, appliedVersion: Int64, currentVersion: Int64, appliedAt: Date?) {
         self.deviceId = deviceId

@@ -38,12 +38,14 @@ final class AggregatorDatabase: StoreLogFollowerDatabase {
     func counts(family: String? = nil) async throws -> Counts {
         try await self.pool.read { db in
             // Two forms of each statement, so that one family's count uses the family index.
-            let only = family == nil ? "" : " WHERE family = ?1"
             let arguments: StatementArguments = family.map { [$0] } ?? []
-            func count(_ table: String) throws -> Int { try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)\(only)", arguments: arguments) ?? 0 }
+            func count(_ table: String, where condition: String? = nil) throws -> Int {
+                let filter = [family == nil ? nil : "family = ?1", condition].compactMap { $0 }
+                return try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)" + (filter.isEmpty ? "" : " WHERE " + filter.joined(separator: " AND ")), arguments: arguments) ?? 0
+            }
             return Counts(
                 sessions: try count("sessions"), days: try count("days"), pendingSummaries: try count("summary_outbox"),
-                pendingChildWrites: try count("child_outbox"), pendingRetentionWrites: try count("week_outbox") + count("prune_outbox"),
+                pendingChildWrites: try count("child_outbox") + count("accruals", where: "written = 0"), pendingRetentionWrites: try count("week_outbox") + count("prune_outbox"),
                 pendingConfigurations: try count("config_outbox"))
         }
     }
@@ -100,15 +102,11 @@ extension AggregatorDatabase {
 // MARK: Children's records to write back
 
 extension AggregatorDatabase {
-    /// A child's accrual for a day (`day`), or its balance (`day` nil), to write.
+    /// A child's balance to write.
     struct PendingChildWrite: Sendable {
         var family: String
         var child: String
-        var day: String?
         var version: Int64
-        var timeZone: String
-        /// An accrual's points that day (0: no entry).
-        var points: Int64
         var balance: Balance?
 
         struct Balance: Sendable {
@@ -124,12 +122,8 @@ extension AggregatorDatabase {
     func pendingChildWrites(limit: Int) async throws -> [PendingChildWrite] {
         try await self.pool.read { db in
             try PendingChildWrite.fetchAll(db, sql: """
-                SELECT o.family, o.child, o.day, o.version, coalesce(f.time_zone, 'UTC') AS time_zone,
-                    (SELECT coalesce(sum(d.points), 0) FROM days d JOIN devices v ON v.family = d.family AND v.device_id = d.device_id
-                     WHERE o.day != '' AND d.family = o.family AND v.child_ref = o.child AND d.day = o.day) AS day_points,
-                    c.points, c.reward_seconds, c.balance_seconds, c.shielded, c.shield_version, c.commands_version
+                SELECT o.family, o.child, o.version, c.points, c.reward_seconds, c.balance_seconds, c.shielded, c.shield_version, c.commands_version
                 FROM child_outbox o
-                LEFT JOIN families f ON f.family = o.family
                 LEFT JOIN children c ON c.family = o.family AND c.child = o.child
                 ORDER BY o.family, o.child LIMIT ?
                 """, arguments: [limit])
@@ -139,8 +133,52 @@ extension AggregatorDatabase {
     func childWritesDone(_ done: [PendingChildWrite]) async throws {
         try await self.pool.write { db in
             for item in done {
-                try db.execute(sql: "DELETE FROM child_outbox WHERE family = ? AND child = ? AND day = ? AND version = ?",
-                               arguments: [item.family, item.child, item.day ?? "", item.version])
+                try db.execute(sql: "DELETE FROM child_outbox WHERE family = ? AND child = ? AND day = '' AND version = ?",
+                               arguments: [item.family, item.child, item.version])
+            }
+        }
+    }
+
+    /// One of the aggregator's own ledger entries, not yet written to the store.
+    struct PendingAccrual: Sendable, FetchableRecord {
+        var family: String
+        var child: String
+        var day: String
+        var seq: Int64
+        var type: String
+        var amount: Int64
+        var atMillis: Int64
+        /// An entry of the earlier naming (one rewritten entry per day) to delete with it.
+        var replaces: String?
+
+        /// `accrual-<childRecordName>-<YYYY-MM-DD>-<seq>`: its idempotency key too.
+        var recordName: String { "accrual-\(self.child)-\(self.day)-\(self.seq)" }
+
+        init(row: Row) {
+            self.family = row["family"]
+            self.child = row["child"]
+            self.day = row["day"]
+            self.seq = row["seq"]
+            self.type = row["type"]
+            self.amount = row["amount"]
+            self.atMillis = row["at_ms"]
+            self.replaces = row["replaces"]
+        }
+    }
+
+    func pendingAccruals(limit: Int) async throws -> [PendingAccrual] {
+        try await self.pool.read { db in
+            try PendingAccrual.fetchAll(db, sql: """
+                SELECT family, child, day, seq, type, amount, at_ms, replaces FROM accruals WHERE written = 0 ORDER BY family LIMIT ?
+                """, arguments: [limit])
+        }
+    }
+
+    func accrualsWritten(_ done: [PendingAccrual]) async throws {
+        try await self.pool.write { db in
+            for item in done {
+                try db.execute(sql: "UPDATE accruals SET written = 1 WHERE family = ? AND child = ? AND day = ? AND seq = ?",
+                               arguments: [item.family, item.child, item.day, item.seq])
             }
         }
     }
@@ -257,18 +295,15 @@ extension AggregatorDatabase.PendingSummary: FetchableRecord {
 
 extension AggregatorDatabase.PendingChildWrite: FetchableRecord {
     enum Columns {
-        static let family = Column("family"), child = Column("child"), day = Column("day"), version = Column("version")
-        static let timeZone = Column("time_zone"), dayPoints = Column("day_points")
+        static let family = Column("family"), child = Column("child"), version = Column("version")
         static let balancePoints = Column("points"), rewardSeconds = Column("reward_seconds"), balanceSeconds = Column("balance_seconds")
         static let shielded = Column("shielded"), shieldVersion = Column("shield_version"), commandsVersion = Column("commands_version")
     }
 
     init(row: Row) {
-        let day: String = row[Columns.day]
         let balancePoints: Int64? = row[Columns.balancePoints]
         self.init(
-            family: row[Columns.family], child: row[Columns.child], day: day.isEmpty ? nil : day, version: row[Columns.version],
-            timeZone: row[Columns.timeZone], points: row[Columns.dayPoints],
+            family: row[Columns.family], child: row[Columns.child], version: row[Columns.version],
             balance: balancePoints.map {
                 Balance(points: $0, rewardSeconds: row[Columns.rewardSeconds], balanceSeconds: row[Columns.balanceSeconds],
                         shielded: row[Columns.shielded], shieldVersion: row[Columns.shieldVersion], commandsVersion: row[Columns.commandsVersion])

@@ -224,6 +224,38 @@ extension AggregatorDatabase {
             // their pairing and names, and their families' rules, from the store again
             // (Follower.refreshFromStore), and sends the active ones their configuration.
         }
+        migrator.registerMigration("aggregator-v7-ledger-and-clocks") { db in
+            try db.execute(sql: """
+                -- the aggregator's own ledger entries, each written to the store once and never
+                -- changed: per child and day, entries whose sum (reversals taken off) is the
+                -- day's points; seq numbers them in the day
+                CREATE TABLE accruals (
+                    family TEXT NOT NULL,
+                    child TEXT NOT NULL,
+                    day TEXT NOT NULL,
+                    seq INTEGER NOT NULL,
+                    type TEXT NOT NULL,  -- accrual, or reversal: points counted and taken back
+                    amount INTEGER NOT NULL,
+                    at_ms INTEGER NOT NULL,
+                    written INTEGER NOT NULL DEFAULT 0,
+                    replaces TEXT,  -- an entry of the day's earlier single accrual, deleted when this is written
+                    PRIMARY KEY (family, child, day, seq)
+                ) WITHOUT ROWID;
+                CREATE INDEX accruals_to_write ON accruals(family) WHERE written = 0;
+                -- each day's accrual as one rewritten entry before: now the day's first entry
+                INSERT INTO accruals(family, child, day, seq, type, amount, at_ms, replaces)
+                    SELECT d.family, v.child_ref, d.day, 1, 'accrual', sum(d.points), ?, 'accrual-' || v.child_ref || '-' || d.day
+                    FROM days d JOIN devices v ON v.family = d.family AND v.device_id = d.device_id
+                    LEFT JOIN families f ON f.family = d.family
+                    WHERE v.child_ref IS NOT NULL AND d.day >= coalesce(f.sealed_before, '')
+                    GROUP BY d.family, v.child_ref, d.day HAVING sum(d.points) > 0;
+                -- child_outbox keeps balances only (day = '')
+                DELETE FROM child_outbox WHERE day != '';
+                -- how far the device's clock was ahead of the server's (seconds), by its
+                -- newest session
+                ALTER TABLE devices ADD COLUMN clock_offset_s INTEGER NOT NULL DEFAULT 0;
+                """, arguments: [Millis.of(Date())])
+        }
         return migrator
     }
 }

@@ -11,10 +11,32 @@ import RPCCore
 /// - `balanceExhausted`: a child's earned time ran out (`Family.alertOnBalanceExhausted`);
 /// - `noData`: a device's newest usage ends more than `Family.alertNoDataHours` ago;
 /// - `blockedApp`: an app its rule blocks was used on a device (the shield was bypassed or
-///   not applied yet), once per device, app and local day.
+///   not applied yet), once per device, app and local day;
+/// - `clockOff`: a device's clock is more than `clockTolerance` off the server's (by the
+///   sessions it sends), once until it is right again.
 enum Alerts {
     enum Kind: String {
-        case rewardToday, balanceExhausted, noData, blockedApp
+        case rewardToday, balanceExhausted, noData, blockedApp, clockOff
+    }
+
+    /// How far a device's clock may be off before the parents hear of it (seconds).
+    static let clockTolerance: Int64 = 300
+
+    /// The clock offset a device's session came with: kept for the parents' device list,
+    /// and alerted on when it is over `clockTolerance`.
+    static func noteClock(family: String, deviceId: String, offsetSeconds: Int64, _ db: Database) throws {
+        try db.execute(cached: "UPDATE devices SET clock_offset_s = ? WHERE family = ? AND device_id = ?", arguments: [offsetSeconds, family, deviceId])
+        try Self.crossing(.clockOff, family: family, subject: deviceId, day: "", over: abs(offsetSeconds) > Self.clockTolerance, db) {
+            let device = (try? Row.fetchOne(cached: db, sql: "SELECT device_name, child_name, child_ref FROM devices WHERE family = ? AND device_id = ?",
+                                            arguments: [family, deviceId])) ?? nil
+            let deviceName = (device?["device_name"] as String?) ?? (device?["child_name"] as String?).map { "\($0)'s device" } ?? "A child's device"
+            let minutes = (abs(offsetSeconds) + 30) / 60
+            let amount = minutes < 120 ? "\(minutes) min" : minutes % 60 == 0 ? "\(minutes / 60) h" : "\(minutes / 60) h \(minutes % 60) min"
+            var data: [String: JSONValue] = ["deviceId": .string(deviceId), "deviceName": .string(deviceName), "clockOffsetSeconds": .int(offsetSeconds)]
+            if let child = device?["child_ref"] as String? { data["child"] = .string(Self.name(child)) }
+            return ("\(deviceName)'s clock is \(amount) \(offsetSeconds > 0 ? "ahead" : "behind")",
+                    "Its usage is placed by the server's time, so its days and limits stay right. Setting the date and time to automatic fixes it.", data)
+        }
     }
 
     /// A blocked app's usage on a device that day (computed again); it earned and spent nothing.

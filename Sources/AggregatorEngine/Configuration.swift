@@ -136,12 +136,14 @@ extension AggregatorDatabase {
         try await self.pool.read { db in
             let version = try Int64.fetchOne(db, sql: "SELECT config_version FROM families WHERE family = ?", arguments: [family]) ?? 0
             return try Row.fetchAll(db, sql: """
-                SELECT device_id, applied_version, applied_at_ms, app_version FROM devices WHERE family = ? AND device_id IS NOT NULL ORDER BY device_id
+                SELECT device_id, applied_version, applied_at_ms, app_version, clock_offset_s FROM devices WHERE family = ? AND device_id IS NOT NULL ORDER BY device_id
                 """, arguments: [family]).map { row in
                 let applied: Int64 = row["applied_version"]
                 var state = DeviceConfigurationState(deviceId: row["device_id"], appliedVersion: applied, currentVersion: version,
                                                      appliedAt: (row["applied_at_ms"] as Int64?).map(Millis.date))
                 state.appVersion = row["app_version"]
+                let offset: Int64 = row["clock_offset_s"]
+                state.clockOffsetSeconds = offset == 0 ? nil : offset
                 return state
             }
         }

@@ -7,7 +7,7 @@ import UsageModel
 
 /// Points and earned reward time, per child (across the child's devices):
 ///
-///     points         = accruals (learning points of every day) + adjustments − redemptions
+///     points         = accruals − reversals (learning points of every day) + adjustments − redemptions
 ///                      (those pruned by retention included: see `Retention`)
 ///     balanceSeconds = points × the family's rewardSecondsPerPoint − reward seconds used
 ///
@@ -20,12 +20,15 @@ enum EarnedTime {
         var child: String
     }
 
+    /// The ledger entries parents post; accruals and reversals are the aggregator's own.
+    static let parentsEntryTypes: Set<String> = ["redemption", "adjustment"]
+
     /// Mirrors a parent's redemption or adjustment; returns the child whose balance moves.
     static func applyLedger(_ change: Ingest.Change, days: LocalDays, seal: Retention.Seal, _ db: Database) throws -> Child? {
         let old = try String.fetchOne(cached: db, sql: "SELECT child FROM ledger WHERE family = ? AND record_name = ?", arguments: [change.family, change.recordName])
         try db.execute(cached: "DELETE FROM ledger WHERE family = ? AND record_name = ?", arguments: [change.family, change.recordName])
         let fields = change.fields
-        guard !change.deleted, let type = fields[RecordFieldNames.type]?.stringValue, type != "accrual",
+        guard !change.deleted, let type = fields[RecordFieldNames.type]?.stringValue, Self.parentsEntryTypes.contains(type),
               let child = fields[RecordFieldNames.childRef]?.objectValue?["recordName"]?.stringValue, let amount = fields[RecordFieldNames.amount]?.intValue
         else { return old.map { Child(family: change.family, child: $0) } }
         let at = fields[RecordFieldNames.timestamp]?.stringValue.flatMap(StoreDates.parse).map(Millis.of) ?? Millis.of(Date())
@@ -52,15 +55,35 @@ enum EarnedTime {
         Set(try String.fetchAll(cached: db, sql: "SELECT child FROM children WHERE family = ?", arguments: [family]).map { Child(family: family, child: $0) })
     }
 
-    /// Queues the accrual of each child-day whose devices' days were computed again;
-    /// returns those days by child (their balance moves too).
-    static func queueAccruals(for days: Set<Ingest.DeviceDay>, _ db: Database) throws -> [Child: Set<String>] {
+    /// Brings the ledger of each child-day whose devices' days were computed again up to
+    /// the day's points: a new entry for the difference (an `accrual`, or a `reversal` when
+    /// the day counts fewer points than were entered), dated `now` within the day. Entries
+    /// already made are never changed. Returns those days by child (their balance moves too).
+    static func recordAccruals(for days: Set<Ingest.DeviceDay>, now: Int64, calendar: (String) throws -> LocalDays, _ db: Database) throws -> [Child: Set<String>] {
         var children: [Child: Set<String>] = [:]
         for item in days {
             guard let child = try String.fetchOne(cached: db, sql: "SELECT child_ref FROM devices WHERE family = ? AND device_id = ? AND child_ref IS NOT NULL",
                                                   arguments: [item.family, item.deviceId]) else { continue }
             children[Child(family: item.family, child: child), default: []].insert(item.day)
-            try Self.queue(item.family, child, day: item.day, db)
+        }
+        for (child, childDays) in children {
+            for day in childDays {
+                let points = try Int64.fetchOne(cached: db, sql: """
+                    SELECT coalesce(sum(d.points), 0) FROM days d JOIN devices v ON v.family = d.family AND v.device_id = d.device_id
+                    WHERE d.family = ? AND v.child_ref = ? AND d.day = ?
+                    """, arguments: [child.family, child.child, day]) ?? 0
+                let entered = try Row.fetchOne(cached: db, sql: """
+                    SELECT coalesce(sum(CASE type WHEN 'reversal' THEN -amount ELSE amount END), 0) AS points, coalesce(max(seq), 0) AS seq
+                    FROM accruals WHERE family = ? AND child = ? AND day = ?
+                    """, arguments: [child.family, child.child, day])
+                let difference = points - (entered?["points"] ?? 0)
+                guard difference != 0 else { continue }
+                let bounds = try calendar(child.family).bounds(of: day)
+                let at = bounds.map { min(max(now, Millis.of($0.start)), Millis.of($0.end) - 1) } ?? now
+                try db.execute(cached: """
+                    INSERT INTO accruals(family, child, day, seq, type, amount, at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)
+                    """, arguments: [child.family, child.child, day, (entered?["seq"] ?? 0) + 1, difference > 0 ? "accrual" : "reversal", abs(difference), at])
+            }
         }
         return children
     }

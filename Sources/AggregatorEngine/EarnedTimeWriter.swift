@@ -1,3 +1,4 @@
+import DurableSQLite
 import Foundation
 import Logging
 import RPCClient
@@ -6,8 +7,8 @@ import StoreAPI
 import UsageModel
 
 /// Writes children's points and earned time to the store, in the family's default zone:
-/// an accrual PointsLedgerEntry per child and day (`accrual-<child>-<YYYY-MM-DD>`, its
-/// idempotency key the same), the EarnedTimeBalance (`balance-<child>`), and on each shield
+/// the aggregator's ledger entries (`accrual-<child>-<YYYY-MM-DD>-<n>`, each written once,
+/// its idempotency key the same), the EarnedTimeBalance (`balance-<child>`), and on each shield
 /// crossing a ConfigurationCommand to every device of the child (`shield-<n>`, in the
 /// device's zone).
 struct EarnedTimeWriter: Sendable {
@@ -19,39 +20,56 @@ struct EarnedTimeWriter: Sendable {
     static let unshieldCommand = "unshieldRewardApps"
 
     func flush() async throws -> Int {
+        try await self.flushAccruals() + self.flushBalances()
+    }
+
+    /// The ledger's new entries: each saved once with what it will always say (saved again
+    /// after a crash, the same content is no change).
+    private func flushAccruals() async throws -> Int {
+        let pending = try await self.database.pendingAccruals(limit: 400)
+        guard !pending.isEmpty else { return 0 }
+        for group in Dictionary(grouping: pending, by: \.family).values {
+            let family = group[0].family
+            let saves = group.map { entry in
+                RecordSave(recordType: RecordTypes.pointsLedgerEntry, recordName: entry.recordName, fields: [
+                    RecordFieldNames.familyRef: .reference(family, zone: StoreNames.defaultZone),
+                    RecordFieldNames.childRef: .reference(entry.child, zone: StoreNames.defaultZone),
+                    RecordFieldNames.type: .string(entry.type), RecordFieldNames.amount: .int(entry.amount),
+                    RecordFieldNames.reason: .string(entry.type == "reversal" ? "learning on \(entry.day) counted again: fewer points" : "learning on \(entry.day)"),
+                    RecordFieldNames.timestamp: .date(Millis.date(entry.atMillis)), RecordFieldNames.idempotencyKey: .string(entry.recordName),
+                ])
+            }
+            let deletes = group.compactMap(\.replaces).map { RecordDelete(recordName: $0) }
+            let params = ModifyParams(family: family, zone: StoreNames.defaultZone, saves: saves, deletes: deletes, savePolicy: .allKeys)
+            if let error = await self.store.write(params, logger: self.logger) {
+                guard error.code == .notFound else { throw error }
+                self.logger.info("ledger entries dropped: the family is gone", metadata: ["family": "\(family)"])
+            }
+        }
+        try await self.database.accrualsWritten(pending)
+        return pending.count
+    }
+
+    private func flushBalances() async throws -> Int {
         let pending = try await self.database.pendingChildWrites(limit: 400)
         guard !pending.isEmpty else { return 0 }
         for group in Dictionary(grouping: pending, by: \.family).values {
             let family = group[0].family
-            var saves: [RecordSave] = []
-            var deletes: [RecordDelete] = []
-            for item in group {
-                let childRef = JSONValue.reference(item.child, zone: StoreNames.defaultZone)
-                if let day = item.day {
-                    let name = "accrual-\(item.child)-\(day)"
-                    guard item.points > 0 else {
-                        deletes.append(RecordDelete(recordName: name))
-                        continue
-                    }
-                    var fields: [String: JSONValue] = [
-                        RecordFieldNames.familyRef: .reference(family, zone: StoreNames.defaultZone), RecordFieldNames.childRef: childRef, RecordFieldNames.type: "accrual",
-                        RecordFieldNames.amount: .int(item.points), RecordFieldNames.reason: .string("learning on \(day)"), RecordFieldNames.idempotencyKey: .string(name),
-                    ]
-                    fields[RecordFieldNames.timestamp] = LocalDays(timeZone: item.timeZone)?.bounds(of: day).map { .date($0.start) } ?? .date(Date())
-                    saves.append(RecordSave(recordType: RecordTypes.pointsLedgerEntry, recordName: name, fields: fields))
-                } else if let balance = item.balance {
-                    saves.append(RecordSave(recordType: RecordTypes.earnedTimeBalance, recordName: "balance-\(item.child)", fields: [
-                        RecordFieldNames.childRef: childRef, RecordFieldNames.balanceSeconds: .int(balance.balanceSeconds), RecordFieldNames.pointsBalance: .int(balance.points),
-                        RecordFieldNames.rewardSecondsUsed: .int(balance.rewardSeconds), RecordFieldNames.shielded: .bool(balance.shielded), RecordFieldNames.updatedAt: .date(Date()),
-                    ]))
+            let saves = group.compactMap { item in
+                item.balance.map { balance in
+                    RecordSave(recordType: RecordTypes.earnedTimeBalance, recordName: "balance-\(item.child)", fields: [
+                        RecordFieldNames.childRef: .reference(item.child, zone: StoreNames.defaultZone), RecordFieldNames.balanceSeconds: .int(balance.balanceSeconds),
+                        RecordFieldNames.pointsBalance: .int(balance.points), RecordFieldNames.rewardSecondsUsed: .int(balance.rewardSeconds),
+                        RecordFieldNames.shielded: .bool(balance.shielded), RecordFieldNames.updatedAt: .date(Date()),
+                    ])
                 }
             }
-            let params = ModifyParams(family: family, zone: StoreNames.defaultZone, saves: saves, deletes: deletes, savePolicy: .allKeys)
+            let params = ModifyParams(family: family, zone: StoreNames.defaultZone, saves: saves, savePolicy: .allKeys)
             if let error = await self.store.write(params, logger: self.logger) {
                 guard error.code == .notFound else { throw error }
-                self.logger.info("children's records dropped: the family is gone", metadata: ["family": "\(family)"])
+                self.logger.info("children's balances dropped: the family is gone", metadata: ["family": "\(family)"])
             }
-            for item in group where item.day == nil {
+            for item in group {
                 if let balance = item.balance, balance.shieldVersion > balance.commandsVersion {
                     try await self.sendShieldCommands(family: family, child: item.child, balance: balance)
                 }

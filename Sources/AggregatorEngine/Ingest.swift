@@ -107,7 +107,10 @@ struct Ingest {
             ratings[item.family] = rating
             if try Self.compute(item, days: calendar(item.family), rating: rating, db) { changed.insert(item) }
         }
-        let childDays = try EarnedTime.queueAccruals(for: changed, db)
+        // The ledger's new entries are dated by the newest change of the batch (the store's
+        // clock), so that a replayed or simulated history dates them as it happened.
+        let now = changes.compactMap(\.at).max().map(Millis.of) ?? Millis.of(Date())
+        let childDays = try EarnedTime.recordAccruals(for: changed, now: now, calendar: calendar, db)
         children.formUnion(childDays.keys)
         try Alerts.checkRewardDays(childDays, db)
         for child in children { try EarnedTime.computeBalance(child, db) }
@@ -134,6 +137,7 @@ struct Ingest {
             """, arguments: [change.family, change.zone, change.recordName, session.deviceId, session.app, session.bundleId, session.category,
                              Millis.of(session.start), Millis.of(session.end)])
         touched.formUnion(Self.days(family: change.family, device: session.deviceId, session.start, session.end, days))
+        try Alerts.noteClock(family: change.family, deviceId: session.deviceId, offsetSeconds: session.clockOffsetSeconds, db)
         return touched
     }
 
@@ -316,6 +320,7 @@ struct Ingest {
 
 /// A UsageRecord's fields, checked: nil when it cannot be counted (no app, no device, an
 /// end not after its start). A session longer than a day counts as its first 24 hours.
+/// Its times are the server's: the device's, less how far the device's clock was ahead.
 struct Session {
     static let longest: Int64 = 86_400_000
 
@@ -325,6 +330,9 @@ struct Session {
     var deviceId: String
     var start: Date
     var end: Date
+    /// How far the device's clock was ahead of the server's when it sent the session
+    /// (written by the store); the session is placed by the server's time.
+    var clockOffsetSeconds: Int64
 
     init?(_ fields: [String: JSONValue]) {
         guard let app = fields[RecordFieldNames.logicalID]?.stringValue, let device = fields[RecordFieldNames.deviceID]?.stringValue,
@@ -334,9 +342,11 @@ struct Session {
         self.app = app
         self.bundleId = fields[RecordFieldNames.bundleId]?.stringValue
         self.category = fields[RecordFieldNames.category]?.stringValue
+        let offset = fields[RecordFieldNames.clockOffsetSeconds]?.intValue ?? 0
+        self.clockOffsetSeconds = offset
         self.deviceId = device
-        self.start = start
-        self.end = min(end, start.addingTimeInterval(Double(Self.longest) / 1000))
+        self.start = start.addingTimeInterval(-Double(offset))
+        self.end = min(end, start.addingTimeInterval(Double(Self.longest) / 1000)).addingTimeInterval(-Double(offset))
     }
 }
 

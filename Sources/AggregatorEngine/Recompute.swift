@@ -30,11 +30,12 @@ struct Recompute: Sendable {
         var usage: [Ingest.Change] = []
         for zone in zones {
             for record in try await self.all(family: params.family, zone: zone.zone, type: RecordTypes.usageRecord) {
-                usage.append(Ingest.Change(deleted: false, family: params.family, zone: zone.zone, recordType: RecordTypes.usageRecord, recordName: record.recordName, fields: record.fields))
+                usage.append(Ingest.Change(deleted: false, family: params.family, zone: zone.zone, recordType: RecordTypes.usageRecord, recordName: record.recordName,
+                                           fields: record.fields, at: record.modifiedAt))
             }
         }
         let ledger = try await self.all(family: params.family, zone: StoreNames.defaultZone, type: RecordTypes.pointsLedgerEntry).filter {
-            $0.fields[RecordFieldNames.childRef]?.objectValue?["recordName"]?.stringValue == child && $0.fields[RecordFieldNames.type]?.stringValue != "accrual"
+            $0.fields[RecordFieldNames.childRef]?.objectValue?["recordName"]?.stringValue == child && EarnedTime.parentsEntryTypes.contains($0.fields[RecordFieldNames.type]?.stringValue ?? "")
         }.map { Ingest.Change(deleted: false, family: params.family, zone: StoreNames.defaultZone, recordType: RecordTypes.pointsLedgerEntry, recordName: $0.recordName, fields: $0.fields) }
 
         let ingest = self.ingest

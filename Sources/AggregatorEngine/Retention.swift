@@ -101,17 +101,27 @@ enum Retention {
         }
         try db.execute(sql: "DELETE FROM ledger WHERE family = ? AND at_ms < ?", arguments: [family, cutoffMillis])
 
-        // The aggregator's own accruals of the newly sealed days.
-        let sealedDays = try Row.fetchAll(db, sql: """
-            SELECT DISTINCT v.child_ref AS child, d.day FROM days d JOIN devices v ON v.family = d.family AND v.device_id = d.device_id
-            WHERE d.family = ? AND d.day >= ? AND d.day < ? AND v.child_ref IS NOT NULL
+        // The aggregator's own ledger entries of the newly sealed days (their points stay
+        // counted in the days kept).
+        let sealedEntries = try Row.fetchAll(db, sql: """
+            SELECT child, day, seq, replaces FROM accruals WHERE family = ? AND day >= ? AND day < ?
             """, arguments: [family, old.day, cutoff])
-        for row in sealedDays {
+        for row in sealedEntries {
             let child: String = row["child"]
             let day: String = row["day"]
-            try Self.prune(family, StoreNames.defaultZone, "accrual-\(child)-\(day)", db)
-            try db.execute(sql: "DELETE FROM child_outbox WHERE family = ? AND child = ? AND day = ?", arguments: [family, child, day])
+            let seq: Int64 = row["seq"]
+            try Self.prune(family, StoreNames.defaultZone, "accrual-\(child)-\(day)-\(seq)", db)
+            if let replaced: String = row["replaces"] { try Self.prune(family, StoreNames.defaultZone, replaced, db) }
             weeks.insert([child, days.monday(of: day) ?? day])
+        }
+        try db.execute(sql: "DELETE FROM accruals WHERE family = ? AND day >= ? AND day < ?", arguments: [family, old.day, cutoff])
+        // Every week with usage gets its summary, points or not.
+        for row in try Row.fetchAll(db, sql: """
+            SELECT DISTINCT v.child_ref AS child, d.day FROM days d JOIN devices v ON v.family = d.family AND v.device_id = d.device_id
+            WHERE d.family = ? AND d.day >= ? AND d.day < ? AND v.child_ref IS NOT NULL
+            """, arguments: [family, old.day, cutoff]) {
+            let day: String = row["day"]
+            weeks.insert([row["child"], days.monday(of: day) ?? day])
         }
 
         try db.execute(sql: """
@@ -121,7 +131,7 @@ enum Retention {
         for week in weeks { try Self.queueWeek(family, week[0], week[1], db) }
         return FamilyRollUp(
             family: family, sealedBefore: cutoff, weeks: weeks.map { "\($0[0]) \($0[1])" }.sorted(),
-            usageRecordsPruned: sessions.count, ledgerEntriesPruned: entries.count, accrualsPruned: sealedDays.count)
+            usageRecordsPruned: sessions.count, ledgerEntriesPruned: entries.count, accrualsPruned: sealedEntries.count)
     }
 
     /// Every family the aggregator knows.

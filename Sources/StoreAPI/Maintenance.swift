@@ -136,10 +136,15 @@ public struct RecordTypeInfo: Codable, Sendable, Hashable {
     public var childWritableFields: [String]?
     /// For child writers: this field must hold the writing device's id.
     public var ownerField: String?
+    /// Records of the type are never changed once written, and only the server's own
+    /// services delete them (the points ledger); absent: false.
+    public var appendOnly: Bool?
+    /// A date field a save may not set after the server's time.
+    public var notInFuture: NotInFutureInfo?
 
     public init(
         name: String, summary: String, fields: [FieldInfo], unique: [[String]], childAccess: ChildAccess,
-        childWritableFields: [String]? = nil, ownerField: String? = nil
+        childWritableFields: [String]? = nil, ownerField: String? = nil, appendOnly: Bool? = nil, notInFuture: NotInFutureInfo? = nil
     ) {
         self.name = name
         self.summary = summary
@@ -148,6 +153,24 @@ public struct RecordTypeInfo: Codable, Sendable, Hashable {
         self.childAccess = childAccess
         self.childWritableFields = childWritableFields
         self.ownerField = ownerField
+        self.appendOnly = appendOnly
+        self.notInFuture = notInFuture
+    }
+}
+
+/// `field` may not be later than the server's time plus `toleranceSeconds`, read by the
+/// writer's clock: the store sets `offsetField` to how far the writer's clock
+/// (`ModifyParams.deviceClock`) was ahead of the server's (seconds, whole minutes; absent
+/// when the call has no clock) and moves `field` back by it before it judges.
+public struct NotInFutureInfo: Codable, Sendable, Hashable {
+    public var field: String
+    public var offsetField: String
+    public var toleranceSeconds: Int
+
+    public init(field: String, offsetField: String, toleranceSeconds: Int) {
+        self.field = field
+        self.offsetField = offsetField
+        self.toleranceSeconds = toleranceSeconds
     }
 }
 

@@ -27,10 +27,13 @@ public struct ModifyParams: Codable, Sendable, Hashable {
     /// Makes a retry safe: a second call with the same request id (same caller, same family)
     /// returns the first call's result without applying anything again.
     public var requestId: String?
+    /// The writer's clock when it sent this call (set again on each retry): how far a
+    /// device's clock is off, for record types whose dates the server checks (UsageRecord).
+    public var deviceClock: Date?
 
     public init(
         family: String, zone: String, saves: [RecordSave]? = nil, deletes: [RecordDelete]? = nil,
-        savePolicy: SavePolicy? = nil, atomic: Bool? = nil, requestId: String? = nil
+        savePolicy: SavePolicy? = nil, atomic: Bool? = nil, requestId: String? = nil, deviceClock: Date? = nil
     ) {
         self.family = family
         self.zone = zone
@@ -39,6 +42,7 @@ public struct ModifyParams: Codable, Sendable, Hashable {
         self.savePolicy = savePolicy
         self.atomic = atomic
         self.requestId = requestId
+        self.deviceClock = deviceClock
     }
 
     public static let maximumItems = 400

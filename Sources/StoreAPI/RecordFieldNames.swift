@@ -18,6 +18,7 @@ public enum RecordFieldNames {
     public static let balanceSeconds = "balanceSeconds"
     public static let blockingEnabled = "blockingEnabled"
     public static let bundleId = "bundleId"
+    public static let clockOffsetSeconds = "clockOffsetSeconds"
     public static let bundleIdentifier = "bundleIdentifier"
     public static let category = "category"
     public static let childName = "childName"
@@ -97,7 +98,7 @@ public enum RecordFieldNames {
     public static let all: Set<String> = [
         acceptedAt, action, actor, actorParentRef, alertNoDataHours, alertOnBalanceExhausted,
         alertRewardMinutesPerDay, amount, appVersion, appsUsedJSON, balanceSeconds, blockingEnabled, bundleId,
-        bundleIdentifier, category, childName, childOpaqueId, childRef, classification, code, commandID,
+        bundleIdentifier, category, childName, clockOffsetSeconds, childOpaqueId, childRef, classification, code, commandID,
         commandType, createdAt, createdBy, date, dateAdded, deviceID, deviceIds, deviceName, deviceType,
         displayName, earnedPoints, errorMessage, executedAt, expiresAt, failedAttempts, familyRef,
         idempotencyKey, isActive, isEnabled, kind, lastModified, lastSyncDate, lastUpdated,

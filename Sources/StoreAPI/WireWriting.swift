@@ -166,6 +166,7 @@ extension ModifyParams: JSONWritable {
         writer.member("savePolicy", self.savePolicy?.rawValue)
         writer.member("atomic", self.atomic)
         writer.member("requestId", self.requestId)
+        writer.member("deviceClock", self.deviceClock)
         writer.endObject()
     }
 }
@@ -192,7 +193,8 @@ extension ModifyParams: JSONReadable {
             saves: try object.readIfPresent("saves", asArrayOf: RecordSave.self),
             deletes: try object.readIfPresent("deletes", asArrayOf: RecordDelete.self),
             savePolicy: try object.enumerationIfPresent("savePolicy", as: SavePolicy.self),
-            atomic: try object.boolIfPresent("atomic"), requestId: try object.stringIfPresent("requestId"))
+            atomic: try object.boolIfPresent("atomic"), requestId: try object.stringIfPresent("requestId"),
+            deviceClock: try object.dateIfPresent("deviceClock"))
     }
 }
 

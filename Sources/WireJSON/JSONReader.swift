@@ -51,6 +51,12 @@ public struct JSONObjectReader {
         return date
     }
 
+    public func dateIfPresent(_ key: String) throws -> Date? {
+        guard let text = try self.stringIfPresent(key) else { return nil }
+        guard let date = RFC3339.parse(text) else { throw Mismatch() }
+        return date
+    }
+
     private func required<T>(_ key: String, _ extract: (JSONValue) -> T?) throws -> T {
         guard let value = self.members[key].flatMap(extract) else { throw Mismatch() }
         return value

@@ -122,8 +122,10 @@ final class AggregatorStack: @unchecked Sendable {
         return calendar.date(from: DateComponents(year: year, month: month, day: day, hour: clock[0], minute: clock[1], second: clock.count > 2 ? clock[2] : 0))!
     }
 
-    /// The child device saves (or replaces) a usage session.
-    func session(_ name: String, app: String = "org.khan", category: String? = "learning", from start: Date, to end: Date, bundleId: String? = nil) async throws {
+    /// The child device saves (or replaces) a usage session (sent at `deviceClock` by the
+    /// device's clock, when given).
+    func session(_ name: String, app: String = "org.khan", category: String? = "learning", from start: Date, to end: Date, bundleId: String? = nil,
+                 deviceClock: Date? = nil) async throws {
         var fields: [String: JSONValue] = [
             "logicalID": .string(app), "deviceID": .string(self.child.deviceId), "sessionStart": .date(start), "sessionEnd": .date(end),
             "totalSeconds": .int(max(0, Int64(end.timeIntervalSince(start)))),
@@ -132,7 +134,7 @@ final class AggregatorStack: @unchecked Sendable {
         if let bundleId { fields["bundleId"] = .string(bundleId) }
         let result = try await self.child.store.call(StoreMethods.modify, ModifyParams(
             family: self.family.family, zone: self.child.zone, saves: [RecordSave(recordType: "UsageRecord", recordName: name, fields: fields)],
-            savePolicy: .allKeys, atomic: true))
+            savePolicy: .allKeys, atomic: true, deviceClock: deviceClock))
         #expect(result.allSucceeded)
     }
 
@@ -201,6 +203,21 @@ extension AggregatorStack {
     func shieldCommands() async throws -> [Record] {
         try await self.child.store.call(StoreMethods.query, QueryParams(family: self.family.family, zone: self.child.zone, recordType: "ConfigurationCommand"))
             .records.filter { $0.recordName.hasPrefix("shield-") }.sorted { Int($0.recordName.dropFirst(7))! < Int($1.recordName.dropFirst(7))! }
+    }
+
+    /// The aggregator's ledger entries for one of the child's days, oldest first.
+    func accruals(_ day: String) async throws -> [Record] {
+        let prefix = "accrual-\(self.childRef)-\(day)-"
+        return try await self.parentStore.call(StoreMethods.query, QueryParams(family: self.family.family, zone: StoreNames.defaultZone, recordType: "PointsLedgerEntry"))
+            .records.filter { $0.recordName.hasPrefix(prefix) }.sorted { Int($0.recordName.dropFirst(prefix.count))! < Int($1.recordName.dropFirst(prefix.count))! }
+    }
+
+    /// What the ledger holds for the day: its accruals less its reversals.
+    func accrued(_ day: String) async throws -> Int64 {
+        try await self.accruals(day).reduce(0) { sum, entry in
+            let amount = entry.fields["amount"]?.intValue ?? 0
+            return sum + (entry.fields["type"] == "reversal" ? -amount : amount)
+        }
     }
 
     /// A parent's redemption or adjustment.

@@ -46,7 +46,9 @@ struct AlertTests {
 
     @Test("a blocked app used anyway is recorded, earns and spends nothing, and alerts the parents once per device, app and day, by name")
     func blockedAppUsed() async throws {
-        try await AggregatorStack.inProcess(withPush: true) { stack in
+        let clock = SimulatedClock(Date())
+        try await AggregatorStack.inProcess(withPush: true, storeClock: { clock.now }) { stack in
+            clock.set(stack.at("2026-11-21 08:00"))
             let alerts = parentAlerts(stack)
             let saved = try await stack.parentStore.call(StoreMethods.modify, ModifyParams(family: stack.family.family, zone: StoreNames.defaultZone, saves: [
                 RecordSave(recordType: "AppRule", recordName: "app-com.youtube", fields: [
@@ -56,7 +58,8 @@ struct AlertTests {
             ], atomic: true))
             #expect(saved.allSucceeded)
             // The block counts from its save on: days after it (a block never reaches back).
-            let day = stack.days.day(containing: Date().addingTimeInterval(2 * 86_400)), next = stack.days.day(containing: Date().addingTimeInterval(3 * 86_400))
+            let day = "2026-11-22", next = "2026-11-23"
+            clock.set(stack.at("2026-11-24 12:00"))
             try await stack.session("k1", from: stack.at("\(day) 09:00"), to: stack.at("\(day) 09:30"))
             try await stack.session("y1", app: "com.youtube", category: "reward", from: stack.at("\(day) 16:00"), to: stack.at("\(day) 16:45"))
             let alert = try await alerts.wait(for: 1)
@@ -79,7 +82,9 @@ struct AlertTests {
 
     @Test("rules count from their save: a session across a rate change counts each part at its rate; blocking an app leaves what it was used for before as it was (no refund, no alert) and blocks only what comes after")
     func rulesOverTime() async throws {
-        try await AggregatorStack.inProcess(withPush: true) { stack in
+        let clock = SimulatedClock(Date())
+        try await AggregatorStack.inProcess(withPush: true, storeClock: { clock.now }) { stack in
+            clock.set(stack.at("2026-11-21 08:00"))
             let alerts = parentAlerts(stack)
             try await stack.rule(bundleId: "org.khan", "learning", pointsPerMinute: 2)
             try await stack.rule(bundleId: "com.youtube", "reward", pointsPerMinute: 0)
@@ -88,7 +93,8 @@ struct AlertTests {
             try await stack.session("y1", app: "com.youtube", category: "reward", from: stack.at("2026-11-20 16:00"), to: stack.at("2026-11-20 16:20"))
             try await stack.waitForBalance { $0?.fields["pointsBalance"]?.intValue == 80 && $0?.fields["rewardSecondsUsed"]?.intValue == 1200 }
 
-            // Now YouTube is blocked and Khan Academy earns 4 a minute.
+            // At 10:00, YouTube is blocked and Khan Academy earns 4 a minute.
+            clock.set(stack.at("2026-11-21 10:00"))
             let saved = try await stack.parentStore.call(StoreMethods.modify, ModifyParams(family: stack.family.family, zone: StoreNames.defaultZone, saves: [
                 RecordSave(recordType: "AppRule", recordName: "rule-com.youtube", fields: [
                     "familyRef": .reference(stack.family.family, zone: StoreNames.defaultZone), "bundleId": "com.youtube", "classification": "reward",
@@ -96,7 +102,6 @@ struct AlertTests {
                 ]),
             ], savePolicy: .allKeys, atomic: true))
             #expect(saved.allSucceeded)
-            let changed = Date()
             try await stack.rule(bundleId: "org.khan", "learning", pointsPerMinute: 4)
             _ = try await AggregatorServiceTests.statusOnceCaughtUp(stack)
             try await stack.settle(sessions: 2)
@@ -106,19 +111,14 @@ struct AlertTests {
             try await alerts.expectQuiet(beyond: 0)
 
             // A session across the rate change: 10 min before it at 2, 10 min after at 4.
-            // (On a whole second: the store keeps milliseconds, and 300 s must stay 300 s.)
-            let after = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.up))
-            try await stack.session("k2", from: after.addingTimeInterval(-600), to: after.addingTimeInterval(600))
+            clock.set(stack.at("2026-11-21 10:30"))
+            try await stack.session("k2", from: stack.at("2026-11-21 09:50"), to: stack.at("2026-11-21 10:10"))
             // YouTube after the block: recorded, not spent, alerted.
-            try await stack.session("y2", app: "com.youtube", category: "reward", from: after, to: after.addingTimeInterval(300))
+            try await stack.session("y2", app: "com.youtube", category: "reward", from: stack.at("2026-11-21 10:00"), to: stack.at("2026-11-21 10:05"))
             let blocked = try await alerts.wait(for: 1)
             #expect(blocked[0].fields?["alert"] == "blockedApp" && blocked[0].fields?["seconds"] == 300)
             let balance = try await stack.waitForBalance { ($0?.fields["pointsBalance"]?.intValue ?? 0) > 80 }
-            let earned = (balance?.fields["pointsBalance"]?.intValue ?? 0) - 80
-            // The change happened between `changed` and `after`: at least 10 min at the old rate
-            // minus that gap, the rest at the new one; never all at one rate (40 or 80).
-            let gap = Int64(after.timeIntervalSince(changed) / 60) + 1
-            #expect(earned >= 60 - 2 * gap && earned <= 60 + 2, "\(earned) points for 10 min at 2 and 10 min at 4")
+            #expect(balance?.fields["pointsBalance"]?.intValue == Int64(80 + 20 + 40), "10 min at 2 and 10 min at 4: \(String(describing: balance?.fields))")
             #expect(balance?.fields["rewardSecondsUsed"]?.intValue == 1200, "blocked use spent earned time")
         }
     }

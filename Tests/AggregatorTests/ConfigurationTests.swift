@@ -94,9 +94,7 @@ struct ConfigurationTests {
             #expect(result.allSucceeded)
             let balance = try await stack.waitForBalance { $0?.fields["pointsBalance"]?.intValue == 90 }
             #expect(balance?.fields["balanceSeconds"] == .int(90 * 60))
-            let accrual = try await stack.parentStore.call(StoreMethods.fetch, FetchParams(
-                family: stack.family.family, zone: StoreNames.defaultZone, recordNames: ["accrual-\(stack.childRef)-2026-11-20"])).records.first
-            #expect(accrual?.fields["amount"]?.intValue == 90, "the day's accrual counts both tablets")
+            #expect(try await stack.accrued("2026-11-20") == 90, "the day's accruals count both tablets")
             #expect(try await stack.summary("2026-11-20")?.points == 60, "the old tablet's day is kept")
         }
     }

@@ -73,7 +73,7 @@ struct DailySummaryTests {
             try await stack.session("s1", from: stack.at("2026-11-20 09:00"), to: stack.at("2026-11-20 09:20"))
             let summary = try #require(try await stack.waitForSummary("2026-11-20") { $0?.points == 20 })
             let balance = try #require(try await stack.waitForBalance { $0?.fields["pointsBalance"]?.intValue == 20 })
-            let accrual = "accrual-\(stack.childRef)-2026-11-20"
+            let accrual = "accrual-\(stack.childRef)-2026-11-20-1"
             let tags = { () async throws -> [String?] in
                 let day = try await stack.summary("2026-11-20")?.changeTag
                 let records = try await stack.parentStore.call(StoreMethods.fetch, FetchParams(

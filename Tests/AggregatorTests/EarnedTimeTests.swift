@@ -46,7 +46,7 @@ struct EarnedTimeTests {
             let entries = try await stack.parentStore.call(StoreMethods.query, QueryParams(
                 family: stack.family.family, zone: StoreNames.defaultZone, recordType: "PointsLedgerEntry")).records
             #expect(Dictionary(uniqueKeysWithValues: entries.map { ($0.recordName, $0.fields["amount"]) })
-                    == ["accrual-child-emma-2026-11-20": 10, "accrual-child-emma-2026-11-21": 10])
+                    == ["accrual-child-emma-2026-11-20-1": 10, "accrual-child-emma-2026-11-21-1": 10])
             #expect(entries.allSatisfy { $0.fields["type"] == "accrual" && $0.fields["childRef"]?.objectValue?["recordName"] == "child-emma" })
         }
     }
@@ -71,8 +71,14 @@ struct EarnedTimeTests {
             // Redeeming more than there is spends into the negative: shielded.
             #expect(try await stack.ledger("redemption", 30, key: "big-prize").allSucceeded)
             try await stack.waitForBalance { $0?.fields["pointsBalance"] == .int(-8) && $0?.fields["shielded"] == true }
-            // Deleting that redemption gives the points back.
-            _ = try await stack.parentStore.call(StoreMethods.modify, ModifyParams(family: stack.family.family, zone: StoreNames.defaultZone, deletes: [RecordDelete(recordName: "entry-big-prize")]))
+            // An entry is never deleted nor changed: the parent corrects with a new one.
+            let deleted = try await stack.parentStore.call(StoreMethods.modify, ModifyParams(family: stack.family.family, zone: StoreNames.defaultZone, deletes: [RecordDelete(recordName: "entry-big-prize")]))
+            #expect(deleted.deleted.first?.error?.code == .forbidden && deleted.deleted.first?.error?.message.contains("never deleted") == true)
+            let changed = try await stack.parentStore.call(StoreMethods.modify, ModifyParams(family: stack.family.family, zone: StoreNames.defaultZone, saves: [
+                RecordSave(recordType: "PointsLedgerEntry", recordName: "entry-big-prize", fields: ["amount": 3]),
+            ], savePolicy: .changedKeys))
+            #expect(changed.saved.first?.error?.code == .conflict && changed.saved.first?.error?.message.contains("never changed") == true)
+            #expect(try await stack.ledger("adjustment", 30, key: "big-prize-given-back").allSucceeded)
             try await stack.waitForBalance { $0?.fields["pointsBalance"] == 22 && $0?.fields["shielded"] == false }
 
             // 30 reward seconds per point instead of 60.
@@ -86,12 +92,12 @@ struct EarnedTimeTests {
     @Test("an accrual the store refuses (a parent took its idempotency key) is logged as an error; the balance is still right and the service goes on")
     func refusedAccrual() async throws {
         try await AggregatorStack.inProcess { stack in
-            #expect(try await stack.ledger("adjustment", 1, key: "accrual-child-emma-2026-11-20").allSucceeded)
+            #expect(try await stack.ledger("adjustment", 1, key: "accrual-child-emma-2026-11-20-1").allSucceeded)
             try await stack.session("learn", from: stack.at("2026-11-20 08:00"), to: stack.at("2026-11-20 08:10"))
             try await stack.waitForBalance { $0?.fields["pointsBalance"] == 11 }
             try await stack.settle(sessions: 1)
             #expect(stack.aggregatorLog.contains("the store refused a record the aggregator wrote"))
-            #expect(stack.aggregatorLog.contains("accrual-child-emma-2026-11-20"))
+            #expect(stack.aggregatorLog.contains("accrual-child-emma-2026-11-20-1"))
             try await stack.session("learn-more", from: stack.at("2026-11-21 08:00"), to: stack.at("2026-11-21 08:05"))
             try await stack.waitForBalance { $0?.fields["pointsBalance"] == 16 }
         }

@@ -46,6 +46,7 @@ struct FamilyLifeTests {
             }
             var held: [LifeModel.Session] = []
             var uploaded = Set<String>()
+            var ledgerSeen: [String: StoreAPI.Record] = [:]
 
             for day in 0..<days {
                 let dayStart = calendar.date(byAdding: .day, value: day, to: firstDay)!
@@ -108,7 +109,8 @@ struct FamilyLifeTests {
                 }
 
                 try await stack.settle(sessions: uploaded.count, timeout: .seconds(60))
-                try await Self.check(model, stack, through: dayName, first: stack.days.day(containing: firstDay.addingTimeInterval(3600)), day: day, seed: seed)
+                try await Self.check(model, stack, through: dayName, first: stack.days.day(containing: firstDay.addingTimeInterval(3600)), day: day, seed: seed,
+                                     ledgerSeen: &ledgerSeen)
             }
             print("family life: \(model.sessions.count) sessions, \(model.crossings) of them across a rate change, \(model.devices.count) devices (\(model.activeDevices.count) active)")
             #expect(days < 30 || model.crossings > 0, "no session crossed a rate change: the splitting was not tried")
@@ -148,20 +150,34 @@ struct FamilyLifeTests {
     }
 
     /// The server against the model, through `through`.
-    static func check(_ model: LifeModel, _ stack: AggregatorStack, through last: String, first: String, day: Int, seed: UInt64) async throws {
+    static func check(_ model: LifeModel, _ stack: AggregatorStack, through last: String, first: String, day: Int, seed: UInt64,
+                      ledgerSeen: inout [String: StoreAPI.Record]) async throws {
         let context = "day \(day) (\(last)), seed \(seed)"
+        // The ledger is a record of what happened: an entry once written never changes and
+        // never goes away (retention is off here).
+        let ledger = try await Self.all(stack, zone: StoreNames.defaultZone, type: "PointsLedgerEntry")
+        let now = Dictionary(uniqueKeysWithValues: ledger.map { ($0.recordName, $0) })
+        for (name, entry) in ledgerSeen {
+            #expect(now[name]?.changeTag == entry.changeTag && now[name]?.fields == entry.fields,
+                    "ledger entry \(name) changed: \(entry.fields) → \(String(describing: now[name]?.fields)); \(context)")
+        }
+        ledgerSeen = now
         for child in ["emma", "leo", "mia"] {
             let expected = model.days(of: child)
             // Each day's accrual, and the summaries of the child's devices that day, are what
             // the rates in force make of the sessions.
-            let accruals = try await Self.all(stack, zone: StoreNames.defaultZone, type: "PointsLedgerEntry")
-                .filter { $0.recordName.hasPrefix("accrual-child-\(child)-") }
-            let byDay = Dictionary(accruals.map { (String($0.recordName.dropFirst("accrual-child-\(child)-".count)), $0.fields["amount"]?.intValue ?? -1) },
-                                   uniquingKeysWith: { first, _ in first })
+            let accruals = ledger.filter { $0.recordName.hasPrefix("accrual-child-\(child)-") }
+            var byDay: [String: Int64] = [:]
+            for entry in accruals {
+                // accrual-child-<name>-<YYYY-MM-DD>-<n>
+                let dayName = String(entry.recordName.dropFirst("accrual-child-\(child)-".count).prefix(10))
+                let amount = entry.fields["amount"]?.intValue ?? 0
+                byDay[dayName, default: 0] += entry.fields["type"] == "reversal" ? -amount : amount
+            }
             for (dayName, totals) in expected where totals.points > 0 {
                 #expect(byDay[dayName] == totals.points, "\(child) on \(dayName): accrual \(byDay[dayName] ?? 0), expected \(totals.points); \(context)")
             }
-            #expect(byDay.keys.allSatisfy { (expected[$0]?.points ?? 0) > 0 }, "\(child): accruals for days without points; \(context)")
+            #expect(byDay.allSatisfy { $0.value == 0 || (expected[$0.key]?.points ?? 0) > 0 }, "\(child): accruals for days without points; \(context)")
             // The DailySummary records of the child's devices (removed ones too) add up to it.
             var summed: [String: Int64] = [:]
             for device in model.devices.values where device.child == child {

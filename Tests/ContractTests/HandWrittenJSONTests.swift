@@ -75,7 +75,7 @@ struct HandWrittenJSONTests {
         Example([RecordDelete(recordName: "d", changeTag: "1"), RecordDelete(recordName: "e")]),
         Example([
             ModifyParams(family: "f", zone: "z", saves: [Self.save], deletes: [RecordDelete(recordName: "d", changeTag: "1")],
-                         savePolicy: .changedKeys, atomic: true, requestId: "req-1"),
+                         savePolicy: .changedKeys, atomic: true, requestId: "req-1", deviceClock: Date(timeIntervalSince1970: 1_790_000_000.25)),
             ModifyParams(family: "f", zone: "z"),
         ]),
         Example([FetchParams(family: "f", zone: "z", recordNames: ["a", "b"])]),

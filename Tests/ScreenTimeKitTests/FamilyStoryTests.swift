@@ -66,13 +66,13 @@ struct FamilyStoryTests {
 
         // Flow 4: the child uploads usage; the aggregator sums it up; the parent reads it.
         try child.child.uploadUsage([
-            UsageSession(logicalID: "org.khanacademy", bundleId: "org.khanacademy", category: "learning", start: todayUTC(0, 1), end: todayUTC(0, 21)),
-            UsageSession(logicalID: "com.game", category: "reward", start: todayUTC(0, 30), end: todayUTC(0, 35)),
+            UsageSession(logicalID: "org.khanacademy", bundleId: "org.khanacademy", category: "learning", start: usageUTC(0, 1), end: usageUTC(0, 21)),
+            UsageSession(logicalID: "com.game", category: "reward", start: usageUTC(0, 30), end: usageUTC(0, 35)),
         ])
         await child.queue.waitUntilDrained()
         _ = try await parentHeard.wait(for: 1, timeout: .seconds(20), "the parent's summary notification")
         let summary = try await eventually("today's summary counts both sessions", timeout: .seconds(20), detail: stack.log("aggregator")) { seen in
-            let summaries = try await parent.parent.todaySummary(for: "emma")
+            let summaries = try await parent.parent.todaySummary(for: "emma", now: usageUTC(12, 0))
             seen = "\(summaries.map(\.fields))"
             guard let first = summaries.first, first.fields.totalLearningSeconds == 1200, first.fields.totalRewardSeconds == 300 else { return nil as TypedRecord<DailySummary>? }
             return first
@@ -85,7 +85,7 @@ struct FamilyStoryTests {
             return balance?.fields.pointsBalance == 40 ? balance : nil
         }
         #expect(balance.fields.rewardSecondsUsed == 300)
-        let day = ISO8601DateFormatter.string(from: Date(), timeZone: TimeZone(identifier: "UTC")!, formatOptions: [.withFullDate])
+        let day = ISO8601DateFormatter.string(from: usageDayUTC, timeZone: TimeZone(identifier: "UTC")!, formatOptions: [.withFullDate])
         let weekly = try await parent.parent.report(for: "emma", from: day, to: day)
         #expect(weekly.learningSeconds == 1200)
         #expect(weekly.points == 40)
@@ -118,7 +118,7 @@ struct FamilyStoryTests {
         let child = try stack.kit("child")
         let pending = try await child.pairing.accept(uri: invitation.uri, deviceId: "stranger", deviceName: "Not Emma's")
         // Not confirmed yet: writes wait in the queue (pairing_unconfirmed is "not yet").
-        try child.child.uploadUsage([UsageSession(logicalID: "x", start: todayUTC(0, 1), end: todayUTC(0, 2))])
+        try child.child.uploadUsage([UsageSession(logicalID: "x", start: usageUTC(0, 1), end: usageUTC(0, 2))])
         _ = try await parent.pairing.waitForAcceptance(of: invitation)
         try await parent.pairing.reject(invitation)
         await #expect(throws: RPCError.self) { try await pending.waitForConfirmation(timeout: .seconds(10)) }

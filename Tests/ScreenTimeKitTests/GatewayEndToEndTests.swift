@@ -96,7 +96,7 @@ struct GatewayEndToEndTests {
         await gateway.stop()
         try await waitUntil("the child sees the gateway gone", timeout: .seconds(30)) { child.transport.state == .offline }
         await #expect(throws: RPCError.self) { _ = try await child.child.pendingCommands() }
-        let ids = try child.child.uploadUsage([UsageSession(logicalID: "org.khan", category: "learning", start: todayUTC(0, 1), end: todayUTC(0, 11))])
+        let ids = try child.child.uploadUsage([UsageSession(logicalID: "org.khan", category: "learning", start: usageUTC(0, 1), end: usageUTC(0, 11))])
         _ = try await log.events.wait(for: 1, timeout: .seconds(30), "an attempt that could not be sent")
         #expect(log.applied.isEmpty)
         // A rule set while the child is cut off (the parent here on the server's own sockets):
@@ -180,7 +180,7 @@ struct GatewayEndToEndTests {
 
         // A write while revoked: kept, held, never sent.
         let log = QueueLog(child.queue)
-        _ = try child.child.uploadUsage([UsageSession(logicalID: "org.khan", category: "learning", start: todayUTC(0, 1), end: todayUTC(0, 11))])
+        _ = try child.child.uploadUsage([UsageSession(logicalID: "org.khan", category: "learning", start: usageUTC(0, 1), end: usageUTC(0, 11))])
         let held = try await log.events.wait(for: 1, timeout: .seconds(30), "the write held")
         guard case .held(_, let why) = held[0] else { Issue.record("not held: \(held[0])"); return }
         #expect(why.code == .deviceRevoked)

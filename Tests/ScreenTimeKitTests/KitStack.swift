@@ -104,11 +104,21 @@ final class QueueLog: Sendable {
 }
 
 /// Today at `hour:minute` UTC.
-func todayUTC(_ hour: Int, _ minute: Int) -> Date {
+func usageUTC(_ hour: Int, _ minute: Int) -> Date {
     var calendar = Calendar(identifier: .gregorian)
     calendar.timeZone = TimeZone(identifier: "UTC")!
-    return calendar.date(bySettingHour: hour, minute: minute, second: 0, of: Date())!
+    return calendar.date(bySettingHour: hour, minute: minute, second: 0, of: usageDayUTC)!
 }
+
+/// The UTC day the tests' usage sessions go on (early in it, 00:00 to 01:00): today, or in
+/// the first hours after midnight yesterday, since the store refuses a session that ends
+/// in the future.
+let usageDayUTC: Date = {
+    var calendar = Calendar(identifier: .gregorian)
+    calendar.timeZone = TimeZone(identifier: "UTC")!
+    let now = Date()
+    return calendar.component(.hour, from: now) < 2 ? now.addingTimeInterval(-86_400) : now
+}()
 
 /// Runs `body`, failing the test if it has not returned within `limit` (a wait that would
 /// otherwise hang the run; the body is cancelled and left behind).

@@ -19,7 +19,7 @@ struct OfflineQueueTests {
 
     static func sessions(_ count: Int, from minute: Int) -> [UsageSession] {
         (0..<count).map { index in
-            UsageSession(logicalID: "org.khan", category: "learning", start: todayUTC(0, minute + index), end: todayUTC(0, minute + index).addingTimeInterval(30))
+            UsageSession(logicalID: "org.khan", category: "learning", start: usageUTC(0, minute + index), end: usageUTC(0, minute + index).addingTimeInterval(30))
         }
     }
 

@@ -24,7 +24,7 @@ struct RecordTests {
         #expect(try await child.records.fetch(AppConfiguration.self, "nothing", in: zone) == nil)
 
         // Five sessions, read back two at a time.
-        try child.child.uploadUsage((0..<5).map { UsageSession(logicalID: "app-\($0)", start: todayUTC(0, $0), end: todayUTC(0, $0).addingTimeInterval(60)) })
+        try child.child.uploadUsage((0..<5).map { UsageSession(logicalID: "app-\($0)", start: usageUTC(0, $0), end: usageUTC(0, $0).addingTimeInterval(60)) })
         await child.queue.waitUntilDrained()
         var pages: [[TypedRecord<UsageRecord>]] = []
         for try await page in parent.records.query(UsageRecord.self, in: zone, sort: QuerySort("sessionStart", descending: true), pageSize: 2) {
@@ -42,7 +42,7 @@ struct RecordTests {
         try await parent.records.fetchChanges(in: zone) { page in seen += page.records.map(\.recordName) }
         #expect(seen.isEmpty)
 
-        try child.child.uploadUsage([UsageSession(logicalID: "app-9", start: todayUTC(0, 30), end: todayUTC(0, 31))])
+        try child.child.uploadUsage([UsageSession(logicalID: "app-9", start: usageUTC(0, 30), end: usageUTC(0, 31))])
         await child.queue.waitUntilDrained()
         struct Interrupted: Error {}
         await #expect(throws: Interrupted.self) { try await parent.records.fetchChanges(in: zone) { _ in throw Interrupted() } }

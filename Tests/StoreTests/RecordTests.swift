@@ -197,6 +197,40 @@ struct RecordTests {
         #expect(afterRestart.replayed)
     }
 
+    @Test("a session that ends in the future is refused with a sentence, judged by the device's own clock: the store writes how far that clock is off into the record; a retry stamped later is the same request")
+    func sessionsInTheFuture() async throws {
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            let now = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
+            // No clock sent: judged as it is, with two minutes' grace.
+            #expect(try await family.child1.save([Make.usage("soon", start: now.addingTimeInterval(-600), seconds: 660)], zone: FamilyFixture.zone1).allSucceeded)
+            let late = try await family.child1.save([Make.usage("later", start: now, seconds: 3600)], zone: FamilyFixture.zone1)
+            let refusal = try #require(late.saved.first?.error)
+            #expect(refusal.code == .invalidParams && refusal.field == "sessionEnd")
+            #expect(refusal.message.contains("after the server's time") && refusal.message.contains("check the device's date and time"), "\(refusal.message)")
+
+            // A clock 3 h ahead: what it calls the last half hour was the half hour before the
+            // server's now. Kept as sent, with the offset beside it.
+            let ahead = now.addingTimeInterval(3 * 3600)
+            let saved = try await family.child1.save([Make.usage("ahead", start: ahead.addingTimeInterval(-1800), seconds: 1800)], zone: FamilyFixture.zone1, deviceClock: ahead)
+            #expect(saved.allSucceeded)
+            #expect(saved.saved.first?.record?.fields["clockOffsetSeconds"] == .int(3 * 3600))
+            #expect(saved.saved.first?.record?.fields["sessionStart"] == .date(ahead.addingTimeInterval(-1800)))
+            // The same clock, a session an hour after it: refused, saying the clock was corrected for.
+            let future = try await family.child1.save([Make.usage("ahead-future", start: ahead, seconds: 3600)], zone: FamilyFixture.zone1, deviceClock: ahead)
+            #expect(future.saved.first?.error?.message.contains("after correcting for this device's clock, 3 h ahead") == true, "\(String(describing: future.saved.first?.error))")
+            // A clock 20 s off is the time on the way: no offset.
+            let close = try await family.child1.save([Make.usage("close", start: now.addingTimeInterval(-300), seconds: 60)], zone: FamilyFixture.zone1, deviceClock: now.addingTimeInterval(20))
+            #expect(close.allSucceeded && close.saved.first?.record?.fields["clockOffsetSeconds"] == nil, "\(String(describing: close.saved.first?.record?.fields))")
+
+            // The same batch sent again a minute later (its clock stamped anew) is a retry.
+            let batch = [Make.usage("retried", start: now.addingTimeInterval(-900), seconds: 300)]
+            let first = try await family.child1.save(batch, zone: FamilyFixture.zone1, requestId: "clock-1", deviceClock: now)
+            let again = try await family.child1.save(batch, zone: FamilyFixture.zone1, requestId: "clock-1", deviceClock: now.addingTimeInterval(61))
+            #expect(first.replayed == false && again.replayed == true)
+        }
+    }
+
     @Test("batches over 400 items get limit_exceeded; a record twice in one batch is refused")
     func batchLimits() async throws {
         try await StoreHarness.inProcess { store in

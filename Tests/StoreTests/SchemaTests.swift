@@ -100,7 +100,7 @@ struct SchemaTests {
     func describesSchema() async throws {
         try await StoreHarness.inProcess { store in
             let schema = try await store.client().call(StoreMethods.schema, Empty())
-            #expect(schema.version == 7)
+            #expect(schema.version == 8)
             #expect(schema.recordTypes.first { $0.name == "RegisteredDevice" }?.fields.contains { $0.name == "appVersion" } == true)
             let names = Set(schema.recordTypes.map(\.name))
             for name in ["Family", "ParentProfile", "ChildContext", "MonitoringSession", "RegisteredDevice", "AppRule", "AppConfiguration",
@@ -112,8 +112,11 @@ struct SchemaTests {
             #expect(child.unique == [["familyRef", "childOpaqueId"]])
             #expect(child.fields.first { $0.name == "pairedDeviceIds" }?.mergeAsSet == true)
             let ledger = try #require(schema.recordTypes.first { $0.name == "PointsLedgerEntry" })
-            #expect(ledger.fields.first { $0.name == "type" }?.allowedValues == ["accrual", "redemption", "adjustment"])
-            #expect(ledger.childAccess == .none)
+            #expect(ledger.fields.first { $0.name == "type" }?.allowedValues == ["accrual", "redemption", "adjustment", "reversal"])
+            #expect(ledger.childAccess == .none && ledger.appendOnly == true)
+            let usage = try #require(schema.recordTypes.first { $0.name == "UsageRecord" })
+            #expect(usage.notInFuture == NotInFutureInfo(field: "sessionEnd", offsetField: "clockOffsetSeconds", toleranceSeconds: 120))
+            #expect(usage.appendOnly == nil)
         }
     }
 
@@ -133,7 +136,7 @@ struct SchemaTests {
 
         try await store.restart()
         let parent = store.client(token: FamilyFixture.parentToken)
-        #expect(try await parent.call(StoreMethods.schema, Empty()).version == 7)
+        #expect(try await parent.call(StoreMethods.schema, Empty()).version == 8)
         let familyRecord = try #require(try await parent.fetch([FamilyFixture.family]).records.first)
         #expect(familyRecord.fields["timeZone"] == "UTC" && familyRecord.fields["displayName"] == "Smiths")
         let rewards = try await parent.call(StoreMethods.query, byClass)

@@ -64,7 +64,7 @@ enum SchemaBackfill {
         schema.apply(version)
         for step in version.steps {
             switch step {
-            case .addRecordType:
+            case .addRecordType, .allowValues, .makeAppendOnly, .notInFuture:
                 continue
             case .addField(let type, let field):
                 guard let value = field.defaultValue else { continue }

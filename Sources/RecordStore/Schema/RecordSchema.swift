@@ -1,3 +1,5 @@
+import DurableSQLite
+import Foundation
 import RPCCore
 import StoreAPI
 
@@ -37,6 +39,12 @@ struct RecordTypeDefinition: Sendable {
     var childWritableFields: Set<String> = []
     /// For child writers: the field that must hold the writer's own device id.
     var ownerField: String? = nil
+    /// Never changed once written; deleted only by local services (the points ledger).
+    var appendOnly = false
+    /// A date field that may not be after the server's time (beyond `ClockCheck.tolerance`),
+    /// judged by the writer's clock (`ModifyParams.deviceClock`), whose offset the store
+    /// writes into the record.
+    var notInFuture: ClockCheck? = nil
 
     func field(_ name: String) -> FieldDefinition? {
         self.fields.first { $0.name == name }
@@ -51,7 +59,8 @@ struct RecordTypeDefinition: Sendable {
             name: self.name, summary: self.summary, fields: self.fields.map(\.info), unique: self.unique,
             childAccess: self.childAccess,
             childWritableFields: self.childAccess == .updateFields ? self.childWritableFields.sorted() : nil,
-            ownerField: self.ownerField
+            ownerField: self.ownerField, appendOnly: self.appendOnly ? true : nil,
+            notInFuture: self.notInFuture.map { NotInFutureInfo(field: $0.field, offsetField: $0.offsetField, toleranceSeconds: Int(ClockCheck.tolerance / 1000)) }
         )
     }
 }
@@ -85,6 +94,13 @@ struct SchemaRegistry: Sendable {
                 self.types[type]!.fields[position].indexed = true
             case .addUnique(let type, let fields):
                 self.types[type]!.unique.append(fields)
+            case .allowValues(let type, let field, let values):
+                let position = self.types[type]!.fields.firstIndex { $0.name == field }!
+                self.types[type]!.fields[position].allowedValues! += values
+            case .makeAppendOnly(let type):
+                self.types[type]!.appendOnly = true
+            case .notInFuture(let type, let field, let offsetField):
+                self.types[type]!.notInFuture = ClockCheck(field: field, offsetField: offsetField)
             }
         }
         self.version = version.number
@@ -97,5 +113,46 @@ struct SchemaRegistry: Sendable {
     /// "unknown record type" with the list of known ones, for error messages.
     func unknownType(_ name: String, parameter: String) -> RPCError {
         RPCError.invalidParams(parameter, "is \"\(name)\", not a known record type; known: \(self.order.joined(separator: ", "))")
+    }
+}
+
+/// A date field that may not be in the future by the server's clock. A device's clock can
+/// be wrong (set ahead on purpose, to beat a limit): the writer's clock when it sent the call
+/// (`ModifyParams.deviceClock`) tells how far off it is; the store writes that offset into
+/// the record (`offsetField`, whole minutes in seconds: a difference under half a minute is
+/// the time the request spent on its way, not a wrong clock) and judges the field as moved
+/// back by it.
+struct ClockCheck: Sendable {
+    /// How far in the future a value may be (milliseconds): clocks that agree to within a
+    /// couple of minutes.
+    static let tolerance: Int64 = 120_000
+
+    var field: String
+    var offsetField: String
+
+    /// The writer's clock less the server's, rounded to whole minutes; nil without a clock.
+    static func offsetSeconds(deviceClock: Date?, now: Int64) -> Int64? {
+        deviceClock.map { clock in
+            let millis = Millis.of(clock) - now
+            return Int64((Double(millis) / 60_000).rounded()) * 60
+        }
+    }
+
+    /// Nil when `fields` pass at the server's `now`, else the refusal.
+    func refusal(_ fields: [String: JSONValue], offsetSeconds: Int64, now: Int64) -> ItemError? {
+        guard let value = fields[self.field]?.stringValue.flatMap(StoreDates.parse).map(Millis.of) else { return nil }
+        let ahead = value - offsetSeconds * 1000 - now
+        guard ahead > Self.tolerance else { return nil }
+        let clockNote = offsetSeconds == 0 ? "" : " (after correcting for this device's clock, \(Self.describe(abs(offsetSeconds) * 1000)) \(offsetSeconds > 0 ? "ahead" : "behind"))"
+        return ItemError(code: .invalidParams, message: "\(self.field) is \(Self.describe(ahead)) after the server's time\(clockNote): "
+                         + "a session cannot end in the future; check the device's date and time", field: self.field)
+    }
+
+    private static func describe(_ millis: Int64) -> String {
+        let seconds = millis / 1000
+        if seconds < 120 { return "\(seconds) s" }
+        if seconds < 7200 { return "\(seconds / 60) min" }
+        if seconds < 172_800 { return seconds % 3600 < 60 ? "\(seconds / 3600) h" : "\(seconds / 3600) h \(seconds % 3600 / 60) min" }
+        return "\(seconds / 86400) days"
     }
 }

@@ -11,6 +11,12 @@ enum SchemaStep: Sendable {
     case addIndex(recordType: String, field: String)
     /// Adds a uniqueness constraint; refused on start if existing records break it.
     case addUnique(recordType: String, fields: [String])
+    /// More values a string field with a list of allowed values accepts.
+    case allowValues(recordType: String, field: String, values: [String])
+    /// Records of the type are never changed once written (see `RecordTypeDefinition.appendOnly`).
+    case makeAppendOnly(recordType: String)
+    /// A date field may not be in the future (see `RecordTypeDefinition.notInFuture`).
+    case notInFuture(recordType: String, field: String, offsetField: String)
 }
 
 struct SchemaVersion: Sendable {
@@ -24,7 +30,7 @@ struct SchemaVersion: Sendable {
 
 /// Every schema version, oldest first. Add new versions at the end.
 enum SchemaHistory {
-    static let versions: [SchemaVersion] = [version1, version2, version3, version4, version5, version6, version7]
+    static let versions: [SchemaVersion] = [version1, version2, version3, version4, version5, version6, version7, version8]
 
     static var latest: Int { versions.last!.number }
 
@@ -215,5 +221,18 @@ enum SchemaHistory {
     /// what the parents see beside each device.
     static let version7 = SchemaVersion(number: 7, name: "app-version", steps: [
         .addField(recordType: RecordTypes.registeredDevice, string("appVersion")),
+    ])
+
+    /// The points ledger is a record of what happened: an entry is never changed (a
+    /// correction is a new entry), and points counted and then taken back (usage deleted,
+    /// or counted again lower) are a `reversal`. A device's clock can be wrong: the store
+    /// writes into each UsageRecord how far the sender's clock was off
+    /// (`clockOffsetSeconds`, from the call's `deviceClock`), refuses a session that ends
+    /// in the future, and the aggregator places sessions by the server's time.
+    static let version8 = SchemaVersion(number: 8, name: "ledger-and-clocks", steps: [
+        .allowValues(recordType: RecordTypes.pointsLedgerEntry, field: "type", values: ["reversal"]),
+        .makeAppendOnly(recordType: RecordTypes.pointsLedgerEntry),
+        .addField(recordType: RecordTypes.usageRecord, int("clockOffsetSeconds")),
+        .notInFuture(recordType: RecordTypes.usageRecord, field: "sessionEnd", offsetField: "clockOffsetSeconds"),
     ])
 }

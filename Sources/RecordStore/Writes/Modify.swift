@@ -235,10 +235,25 @@ struct ModifyOperation: Sendable {
         for field in type.fields where field.required && merged[field.name] == nil {
             throw ItemError(code: .invalidParams, message: "field \(field.name) is required for \(type.name) records", field: field.name)
         }
+        if let check = type.notInFuture {
+            let offset = ClockCheck.offsetSeconds(deviceClock: self.params.deviceClock, now: self.now)
+            // A clock right to the minute is no offset: the field is absent.
+            // (`Optional.none`, not `nil`: JSONValue takes a nil literal as its own `null`.)
+            let written: JSONValue? = offset.map { $0 == 0 ? Optional.none : .int($0) } ?? Optional.none
+            if merged[check.offsetField] != written {
+                merged[check.offsetField] = written
+                text = nil
+            }
+            if before != merged, let refusal = check.refusal(merged, offsetSeconds: offset ?? 0, now: self.now) { throw refusal }
+        }
         if case .device(let device) = self.principal, device.role == .child {
             try AccessControl.checkChildSave(device, type: type, existing: before, merged: merged)
         }
 
+        if type.appendOnly, let before, before != merged {
+            throw ItemError(code: .conflict, message: "\(type.name) records are never changed once written; post a new entry instead (an adjustment or a redemption)",
+                serverRecord: try live?.record(zone: zone.name))
+        }
         if let before, before == merged {
             return CheckedSave(save: save, type: type, existing: existing, live: live, fields: merged, fieldsText: "", uniqueKeys: [], unchanged: true)
         }
@@ -292,8 +307,13 @@ struct ModifyOperation: Sendable {
             throw ItemError(code: .conflict, message: "record \(delete.recordName) changed on the server since change tag \(tag); not deleted",
                 serverRecord: try existing.record(zone: zone.name))
         }
-        if case .device(let device) = self.principal, device.role == .child {
-            try AccessControl.checkChildDelete(device, type: self.schema[existing.type], existing: try existing.fields())
+        if case .device(let device) = self.principal {
+            if self.schema[existing.type]?.appendOnly == true {
+                throw ItemError(code: .forbidden, message: "\(existing.type) records are never deleted from a device; post a new entry instead (an adjustment or a redemption)")
+            }
+            if device.role == .child {
+                try AccessControl.checkChildDelete(device, type: self.schema[existing.type], existing: try existing.fields())
+            }
         }
         return existing
     }
@@ -307,10 +327,13 @@ struct ModifyOperation: Sendable {
         }
     }
 
+    /// The same request is the same whatever clock it was sent at (a retry stamps its own).
     static func hash(_ params: ModifyParams) throws -> String {
         let encoder = RPCJSON.makeEncoder()
         encoder.outputFormatting.insert(.sortedKeys)
-        return SHA256Hex.of(try encoder.encode(params))
+        var request = params
+        request.deviceClock = nil
+        return SHA256Hex.of(try encoder.encode(request))
     }
 }
 

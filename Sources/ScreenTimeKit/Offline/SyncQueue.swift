@@ -203,7 +203,12 @@ public final class SyncQueue: Sendable {
             if Task.isCancelled { return }
             self.publish(.sending(next))
             do {
-                let result = try await self.session.call(StoreMethods.modify, next.params)
+                // Stamped with this device's clock as it is sent (a batch queued offline for a
+                // day is still judged by the clock now): the server measures how far off the
+                // clock is and places the usage by its own time.
+                var params = next.params
+                params.deviceClock = Date()
+                let result = try await self.session.call(StoreMethods.modify, params)
                 try self.remove(next.requestId)
                 attempt = 0
                 self.publish(.applied(next, result))

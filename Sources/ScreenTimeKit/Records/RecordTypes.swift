@@ -274,6 +274,10 @@ public struct UsageRecord: RecordFields {
     /// `learning` or `reward`.
     public var category: String?
     public var deviceID: String
+    /// Written by the server: how far this device's clock was ahead of the server's when it
+    /// sent the session (seconds, negative behind; nil when right). The session counts at
+    /// its times less this.
+    public var clockOffsetSeconds: Int64?
 
     public init(recordID: String? = nil, logicalID: String, bundleId: String? = nil, displayName: String? = nil, sessionStart: Date, sessionEnd: Date,
                 totalSeconds: Int64, earnedPoints: Int64? = nil, category: String? = nil, deviceID: String) {
@@ -323,7 +327,8 @@ public struct PointsLedgerEntry: RecordFields {
     public static let recordType = "PointsLedgerEntry"
     public var familyRef: RecordReference
     public var childRef: RecordReference
-    /// `accrual`, `redemption`, `adjustment`.
+    /// `accrual`, `redemption`, `adjustment`, `reversal` (points counted, then taken back:
+    /// the day's usage came to less). Entries are never changed once written.
     public var type: String
     public var amount: Int64
     public var timestamp: Date

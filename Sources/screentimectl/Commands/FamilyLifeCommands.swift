@@ -426,7 +426,7 @@ struct LedgerCommand: AsyncParsableCommand {
             print(Table.render(["WHEN", "TYPE", "POINTS", "REASON"], entries.prefix(self.limit).map { entry in
                 let type = entry.fields["type"]?.stringValue ?? ""
                 let amount = entry.fields["amount"]?.intValue ?? 0
-                return [entry.fields["timestamp"]?.stringValue ?? "", type, type == "redemption" ? "-\(amount)" : "+\(amount)", entry.fields["reason"]?.stringValue ?? ""]
+                return [entry.fields["timestamp"]?.stringValue ?? "", type, type == "redemption" || type == "reversal" ? "-\(amount)" : "+\(amount)", entry.fields["reason"]?.stringValue ?? ""]
             }, rightAligned: [2]), terminator: "")
         }
     }

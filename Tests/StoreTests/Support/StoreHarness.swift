@@ -149,9 +149,9 @@ extension RPCClient {
     /// `store.modify` of saves in one zone.
     @discardableResult
     func save(_ saves: [RecordSave], zone: String = "default", family: String = FamilyFixture.family, policy: SavePolicy? = nil,
-              atomic: Bool? = nil, requestId: String? = nil) async throws -> ModifyResult {
+              atomic: Bool? = nil, requestId: String? = nil, deviceClock: Date? = nil) async throws -> ModifyResult {
         try await self.call(StoreMethods.modify, ModifyParams(
-            family: family, zone: zone, saves: saves, savePolicy: policy, atomic: atomic, requestId: requestId))
+            family: family, zone: zone, saves: saves, savePolicy: policy, atomic: atomic, requestId: requestId, deviceClock: deviceClock))
     }
 
     func fetch(_ names: [String], zone: String = "default", family: String = FamilyFixture.family) async throws -> FetchResult {
