@@ -21,7 +21,7 @@ final class AggregatorStack: @unchecked Sendable {
     let harness: PairingHarness
     let aggregatorSocket: String
     private var process: ServiceProcess?
-    private let inProcessLog: CapturedLog?
+    private let engine: RestartableService?
     /// With `withPush`, as a process: the push service, for alerts.
     private let pushProcess: ServiceProcess?
     let family: Bootstrapped
@@ -29,12 +29,12 @@ final class AggregatorStack: @unchecked Sendable {
     let days = LocalDays(timeZone: "Europe/Paris")!
     private let aggregatorArguments: [String]
 
-    private init(harness: PairingHarness, aggregatorSocket: String, process: ServiceProcess?, log: CapturedLog?, push: ServiceProcess?,
+    private init(harness: PairingHarness, aggregatorSocket: String, process: ServiceProcess?, engine: RestartableService?, push: ServiceProcess?,
                  family: Bootstrapped, child: PairedChild, aggregatorArguments: [String]) {
         self.harness = harness
         self.aggregatorSocket = aggregatorSocket
         self.process = process
-        self.inProcessLog = log
+        self.engine = engine
         self.pushProcess = push
         self.family = family
         self.child = child
@@ -50,7 +50,7 @@ final class AggregatorStack: @unchecked Sendable {
         let push = withPush ? try await ServiceProcess.start("screentime-pushd", service: "push", in: harness.directory, stateDirectory: harness.state) : nil
         let aggregator = try await ServiceProcess.start("screentime-aggregatord", service: "aggregator", in: harness.directory,
                                                         stateDirectory: harness.state, arguments: aggregatorArguments)
-        return AggregatorStack(harness: harness, aggregatorSocket: aggregator.socketPath, process: aggregator, log: nil, push: push,
+        return AggregatorStack(harness: harness, aggregatorSocket: aggregator.socketPath, process: aggregator, engine: nil, push: push,
                                family: family, child: child, aggregatorArguments: aggregatorArguments)
     }
 
@@ -69,11 +69,18 @@ final class AggregatorStack: @unchecked Sendable {
                     configure(&configuration)
                     return try await .aggregator(configuration, environment: environment)
                 }
-                return try await withService("aggregator", in: harness.directory, setup: setup) { aggregator in
-                    let stack = AggregatorStack(harness: harness, aggregatorSocket: aggregator.socketPath, process: nil, log: aggregator.log, push: nil,
-                                                family: family, child: child, aggregatorArguments: [])
-                    return try await withCleanup { try await body(stack) } afterwards: { await stack.local.close() }
+                let aggregator = try await RestartableService("aggregator", in: harness.directory, setup: setup)
+                let stack = AggregatorStack(harness: harness, aggregatorSocket: aggregator.socketPath, process: nil, engine: aggregator, push: nil,
+                                            family: family, child: child, aggregatorArguments: [])
+                let result: T
+                do {
+                    result = try await withCleanup { try await body(stack) } afterwards: { await stack.local.close() }
+                } catch {
+                    try? await aggregator.stop()
+                    throw error
                 }
+                try await aggregator.stop()
+                return result
             }
             guard withPush else { return try await run() }
             return try await withService("push", in: harness.directory, setup: { environment in
@@ -89,7 +96,14 @@ final class AggregatorStack: @unchecked Sendable {
     }
 
     /// What the aggregator logged so far.
-    var aggregatorLog: String { self.inProcessLog?.text ?? self.aggregator.log }
+    var aggregatorLog: String { self.engine?.log ?? self.aggregator.log }
+
+    /// In process: stops the aggregator's engine gracefully and starts it again on its
+    /// database, as a restart of its service would.
+    func restartEngine() async throws {
+        guard let engine = self.engine else { preconditionFailure("the aggregator runs as a process: use restart()") }
+        try await engine.restart()
+    }
 
     /// The aggregator as a local service, and the parent's connection to the store (what the
     /// parent's app reads): one each, kept for the stack's life.

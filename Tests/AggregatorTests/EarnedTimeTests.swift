@@ -1,5 +1,6 @@
 import AggregatorAPI
 import Foundation
+import GRDB
 import RPCCore
 import StoreAPI
 import Testing
@@ -101,5 +102,89 @@ struct EarnedTimeTests {
             try await stack.session("learn-more", from: stack.at("2026-11-21 08:00"), to: stack.at("2026-11-21 08:05"))
             try await stack.waitForBalance { $0?.fields["pointsBalance"] == 16 }
         }
+    }
+
+    @Test("the ledger only grows: more learning that day is a new accrual beside the first, usage taken back is a reversal, a rate change and a recompute add nothing; no entry ever changes")
+    func ledgerOnlyGrows() async throws {
+        try await AggregatorStack.inProcess { stack in
+            try await stack.rule(bundleId: "org.khan", "learning", pointsPerMinute: 1)
+            try await stack.session("s1", from: stack.at("2026-11-20 08:00"), to: stack.at("2026-11-20 08:20"))
+            try await stack.waitForBalance { $0?.fields["pointsBalance"] == 20 }
+            try await stack.settle(sessions: 1)
+            let first = try await stack.accruals("2026-11-20")
+            #expect(first.map(\.recordName) == ["accrual-child-emma-2026-11-20-1"] && first[0].fields["amount"] == 20 && first[0].fields["type"] == "accrual")
+            #expect(first[0].fields["reason"] == "learning on 2026-11-20" && first[0].fields["idempotencyKey"] == "accrual-child-emma-2026-11-20-1")
+
+            try await stack.session("s2", from: stack.at("2026-11-20 09:00"), to: stack.at("2026-11-20 09:10"))
+            try await stack.waitForBalance { $0?.fields["pointsBalance"] == 30 }
+            try await stack.settle(sessions: 2)
+            let second = try await stack.accruals("2026-11-20")
+            #expect(second.map { [$0.fields["type"], $0.fields["amount"]] } == [["accrual", 20], ["accrual", 10]])
+            #expect(second[0].changeTag == first[0].changeTag, "the first entry was written again")
+
+            try await stack.deleteSession("s2")
+            try await stack.waitForBalance { $0?.fields["pointsBalance"] == 20 }
+            try await stack.settle(sessions: 1)
+            let third = try await stack.accruals("2026-11-20")
+            #expect(third.map { [$0.fields["type"], $0.fields["amount"]] } == [["accrual", 20], ["accrual", 10], ["reversal", 10]])
+            #expect(third[0].changeTag == first[0].changeTag && third[1].changeTag == second[1].changeTag)
+            #expect(third[2].fields["reason"] == "learning on 2026-11-20 counted again: fewer points")
+            #expect(try await stack.accrued("2026-11-20") == 20)
+
+            try await stack.rule(bundleId: "org.khan", "learning", pointsPerMinute: 3)
+            _ = try await stack.local.call(AggregatorMethods.recompute, RecomputeParams(family: "smith", child: "emma"))
+            _ = try await AggregatorServiceTests.statusOnceCaughtUp(stack)
+            try await stack.settle(sessions: 1)
+            #expect(try await stack.accruals("2026-11-20").map(\.changeTag) == third.map(\.changeTag), "a rule change or a recompute touched the ledger")
+        }
+    }
+
+    @Test("upgrading an aggregator that kept one rewritten accrual per day: each becomes the day's first entry, the old record goes, the balance stays")
+    func upgradeFromOneAccrualPerDay() async throws {
+        let stack = try await AggregatorStack.start()
+        defer { stack.stopNow() }
+        try await stack.session("s1", from: stack.at("2026-11-20 08:00"), to: stack.at("2026-11-20 08:25"))
+        try await stack.session("s2", from: stack.at("2026-11-21 08:00"), to: stack.at("2026-11-21 08:05"))
+        try await stack.waitForBalance { $0?.fields["pointsBalance"] == 30 }
+        try await stack.settle(sessions: 2)
+        await stack.kill()
+        // As the older aggregator left it: in the store, one `accrual-<child>-<day>` per day;
+        // in its database, no record of entries.
+        let store = stack.harness.storeClient()
+        let entries = try await store.call(StoreMethods.query, QueryParams(family: "smith", zone: StoreNames.defaultZone, recordType: "PointsLedgerEntry")).records
+        var saves: [RecordSave] = []
+        for entry in entries {
+            var fields = entry.fields
+            let old = String(entry.recordName.dropLast(2))
+            fields["idempotencyKey"] = .string(old)
+            saves.append(RecordSave(recordType: "PointsLedgerEntry", recordName: old, fields: fields))
+        }
+        let rewound = try await store.call(StoreMethods.modify, ModifyParams(family: "smith", zone: StoreNames.defaultZone, saves: saves,
+                                                                             deletes: entries.map { RecordDelete(recordName: $0.recordName) }, atomic: true))
+        #expect(rewound.allSucceeded)
+        let database = try DatabaseQueue(path: stack.harness.state + "/aggregator.sqlite")
+        try await database.write { db in
+            try db.execute(sql: """
+                DROP TABLE accruals; ALTER TABLE devices DROP COLUMN clock_offset_s;
+                DELETE FROM grdb_migrations WHERE identifier = 'aggregator-v7-ledger-and-clocks'
+                """)
+        }
+        try await database.close()
+
+        try await stack.restart()
+        let names = try await eventually("the ledger in its new form", detail: stack.aggregatorLog) { seen in
+            let names = try await store.call(StoreMethods.query, QueryParams(family: "smith", zone: StoreNames.defaultZone, recordType: "PointsLedgerEntry")).records
+                .map { "\($0.recordName) \($0.fields["amount"]?.intValue ?? 0)" }.sorted()
+            seen = "\(names)"
+            return names.contains { $0.hasPrefix("accrual-child-emma-2026-11-20 ") } ? nil : names
+        }
+        #expect(names == ["accrual-child-emma-2026-11-20-1 25", "accrual-child-emma-2026-11-21-1 5"])
+        try await stack.settle(sessions: 2)
+        #expect(try await stack.balance()?.fields["pointsBalance"] == 30)
+        // And it goes on as it does now.
+        try await stack.session("s3", from: stack.at("2026-11-21 09:00"), to: stack.at("2026-11-21 09:05"))
+        try await stack.waitForBalance { $0?.fields["pointsBalance"] == 35 }
+        try await stack.settle(sessions: 3)
+        #expect(try await stack.accruals("2026-11-21").map(\.recordName) == ["accrual-child-emma-2026-11-21-1", "accrual-child-emma-2026-11-21-2"])
     }
 }

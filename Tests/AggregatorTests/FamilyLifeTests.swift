@@ -9,15 +9,18 @@ import Testing
 import TestSupport
 
 /// A family's life over weeks, simulated in seconds: the store's clock is the test's, so
-/// rules change at moments of the simulated days; devices are paired, replaced and revoked;
-/// usage is uploaded late and twice. After every day the server's numbers are checked
-/// against the test's own model of what happened.
+/// rules change at moments of the simulated days; devices are paired, replaced and revoked,
+/// go offline for a week, or have their clock set hours wrong; usage is uploaded late and
+/// twice; the store, pairing and the aggregator are restarted in the middle of days; the
+/// days include both daylight-saving changes. After every day the server's numbers are
+/// checked against the test's own model of what happened, and the ledger's entries
+/// against every entry seen before (none may change).
 ///
 /// It runs with a fixed seed (printed, so a failure can be replayed); a longer randomized
 /// run: `SCREENTIME_LIFE_SEED=$RANDOM SCREENTIME_LIFE_DAYS=365 swift test --filter FamilyLifeTests`.
 @Suite("A family's months, simulated", .serialized)
 struct FamilyLifeTests {
-    @Test("a family of three children lives for weeks: each day's points are the rates in force when the apps were used, every view agrees (accruals, daily summaries, report, balance), each active device holds the family's rules, nothing counts twice")
+    @Test("a family of three children lives for weeks across both daylight-saving changes, with engines restarted mid-day, devices offline for a week or with clocks set wrong: each day's points are the rates in force when the apps were used (by the server's time), every view agrees (ledger, daily summaries, report, balance), no ledger entry ever changes, each active device holds the family's rules, nothing counts twice")
     func life() async throws {
         let environment = ProcessInfo.processInfo.environment
         let seed = environment["SCREENTIME_LIFE_SEED"].flatMap(UInt64.init) ?? 20_261_127
@@ -28,9 +31,10 @@ struct FamilyLifeTests {
             calendar.timeZone = TimeZone(identifier: "Europe/Paris")!
             return calendar
         }()
-        // The simulated days end yesterday, so that nothing is in the future of the
-        // aggregator's own clock.
-        let firstDay = calendar.startOfDay(for: calendar.date(byAdding: .day, value: -(days + 1), to: Date())!)
+        let dayStarts = Self.dayStarts(days, calendar)
+        let firstDay = dayStarts[0]
+        let hours = Set(dayStarts.map { Int(calendar.date(byAdding: .day, value: 1, to: $0)!.timeIntervalSince($0) / 3600) })
+        #expect(days < 30 || hours == [23, 24, 25], "the days lived have \(hours.sorted()) hours: both daylight-saving changes must be among them")
         let clock = SimulatedClock(firstDay)
 
         try await AggregatorStack.inProcess(configure: { $0.retentionDays = 3650 }, storeClock: { clock.now }) { stack in
@@ -47,9 +51,14 @@ struct FamilyLifeTests {
             var held: [LifeModel.Session] = []
             var uploaded = Set<String>()
             var ledgerSeen: [String: StoreAPI.Record] = [:]
+            // A device offline until that day (its sessions wait on it), and by how much a
+            // device's clock is wrong (seconds ahead).
+            var offlineUntil: [String: Int] = [:]
+            var offlineHeld: [String: [LifeModel.Session]] = [:]
+            var skew: [String: Int] = [:]
+            var restarts: [String: Int] = [:]
 
-            for day in 0..<days {
-                let dayStart = calendar.date(byAdding: .day, value: day, to: firstDay)!
+            for (day, dayStart) in dayStarts.enumerated() {
                 let dayName = stack.days.day(containing: dayStart.addingTimeInterval(3600))
 
                 // 06:00: sometimes a tablet replaced.
@@ -59,6 +68,12 @@ struct FamilyLifeTests {
                     model.devices[old.key]?.active = false
                     let replacement = try await stack.family.pairChild(stack.harness, child: old.value.child, device: "\(old.value.child)-\(day)")
                     model.devices[replacement.deviceId] = .init(child: old.value.child, paired: replacement, active: true)
+                }
+                // Sometimes a device goes offline for a week, or its clock is set hours wrong
+                // (or right again).
+                for deviceId in model.activeDevices.keys.sorted() {
+                    if offlineUntil[deviceId] == nil && random.chance(0.03) { offlineUntil[deviceId] = day + 7 }
+                    if random.chance(0.05) { skew[deviceId] = [0, 0, 3 * 3600, -2 * 3600, 45 * 60][random.below(5)] }
                 }
 
                 // The day's usage, on each active device: sessions between 08:00 and 21:00.
@@ -90,45 +105,99 @@ struct FamilyLifeTests {
                     try await stack.rule(bundleId: app, "learning", pointsPerMinute: Int64(rate))
                     model.setRate(app, rate, at: clock.now)
                 }
-                // 22:00: uploaded, some only tomorrow (late), some twice.
+                // 22:00: uploaded, some only tomorrow (late), some twice; a device offline
+                // keeps its sessions until it is back.
                 clock.set(dayStart.addingTimeInterval(22 * 3600))
                 var sending = held
                 held = []
                 for session in today {
-                    if random.chance(0.15) { held.append(session) } else { sending.append(session) }
+                    if offlineUntil[session.device] != nil {
+                        offlineHeld[session.device, default: []].append(session)
+                    } else if random.chance(0.15) {
+                        held.append(session)
+                    } else {
+                        sending.append(session)
+                    }
                 }
-                for session in sending {
+                for (deviceId, until) in offlineUntil where until <= day {
+                    sending += offlineHeld.removeValue(forKey: deviceId) ?? []
+                    offlineUntil[deviceId] = nil
+                }
+                // Sometimes an engine restarts in the middle of it (gracefully, as systemd
+                // restarts a service), the uploads going on around it.
+                let restartAt = random.chance(0.2) ? random.below(sending.count + 1) : -1
+                for (index, session) in sending.enumerated() {
+                    if index == restartAt { try await Self.restartOne(stack, &random, &restarts) }
                     var sent = false
                     for _ in 0..<(random.chance(0.1) ? 2 : 1) {
-                        sent = try await Self.upload(session, model, stack) || sent
+                        sent = try await Self.upload(session, model, stack, clockAhead: skew[session.device] ?? 0, now: clock.now) || sent
                     }
                     // A device revoked since it recorded the session could not send it.
                     guard sent else { continue }
                     uploaded.insert(session.name)
                     model.sessions[session.name] = session
                 }
+                if restartAt == sending.count { try await Self.restartOne(stack, &random, &restarts) }
 
                 try await stack.settle(sessions: uploaded.count, timeout: .seconds(60))
                 try await Self.check(model, stack, through: dayName, first: stack.days.day(containing: firstDay.addingTimeInterval(3600)), day: day, seed: seed,
                                      ledgerSeen: &ledgerSeen)
             }
-            print("family life: \(model.sessions.count) sessions, \(model.crossings) of them across a rate change, \(model.devices.count) devices (\(model.activeDevices.count) active)")
+            print("family life: \(model.sessions.count) sessions, \(model.crossings) of them across a rate change, \(model.devices.count) devices (\(model.activeDevices.count) active), restarts \(restarts.sorted { $0.key < $1.key })")
             #expect(days < 30 || model.crossings > 0, "no session crossed a rate change: the splitting was not tried")
+            #expect(days < 30 || restarts.values.reduce(0, +) > 0, "no engine was restarted")
         }
     }
 
-    /// A child device's save of one session (the same record name each time); false when
-    /// the device was removed from the family meanwhile.
-    static func upload(_ session: LifeModel.Session, _ model: LifeModel, _ stack: AggregatorStack) async throws -> Bool {
+    /// The simulated days, each a local midnight: by default half of them around the
+    /// spring daylight-saving change and half around the autumn one of the last year (the
+    /// months between pass with nothing), so a short run has a 23-hour and a 25-hour day;
+    /// a longer run lives its days one after another, ending yesterday. Nothing is in the
+    /// future of the server's own clock.
+    static func dayStarts(_ days: Int, _ calendar: Calendar) -> [Date] {
+        let yesterday = calendar.startOfDay(for: calendar.date(byAdding: .day, value: -1, to: Date())!)
+        var transitions: [Date] = []
+        var after = calendar.date(byAdding: .day, value: -420, to: yesterday)!
+        while let next = calendar.timeZone.nextDaylightSavingTimeTransition(after: after), next < calendar.date(byAdding: .day, value: -(days / 2 + 2), to: yesterday)! {
+            transitions.append(next)
+            after = next
+        }
+        guard days <= 120, transitions.count >= 2 else {
+            return (0..<days).map { calendar.date(byAdding: .day, value: $0 - days + 1, to: yesterday)! }
+        }
+        let half = days / 2
+        return transitions.suffix(2).enumerated().flatMap { index, transition in
+            let first = calendar.date(byAdding: .day, value: -(half / 2), to: calendar.startOfDay(for: transition))!
+            return (0..<(index == 0 ? half : days - half)).map { calendar.date(byAdding: .day, value: $0, to: first)! }
+        }
+    }
+
+    /// Restarts the store, pairing or the aggregator, gracefully.
+    static func restartOne(_ stack: AggregatorStack, _ random: inout SeededRandom, _ counts: inout [String: Int]) async throws {
+        let engine = ["store", "pairing", "aggregator"][random.below(3)]
+        switch engine {
+        case "store": try await stack.harness.restartStoreEngine()
+        case "pairing": try await stack.harness.restartPairingEngine()
+        default: try await stack.restartEngine()
+        }
+        counts[engine, default: 0] += 1
+    }
+
+    /// A child device's save of one session (the same record name each time), as the
+    /// device sees it: its clock `clockAhead` seconds ahead, the session's times by that
+    /// clock; false when the device was removed from the family meanwhile.
+    static func upload(_ session: LifeModel.Session, _ model: LifeModel, _ stack: AggregatorStack, clockAhead: Int, now: Date) async throws -> Bool {
         guard let device = model.devices[session.device] else { return false }
         let result: ModifyResult
+        let ahead = Double(clockAhead)
         do {
             result = try await device.paired.store.call(StoreMethods.modify, ModifyParams(family: stack.family.family, zone: device.paired.zone, saves: [
                 RecordSave(recordType: "UsageRecord", recordName: session.name, fields: [
-                    "logicalID": .string(session.app), "deviceID": .string(session.device), "sessionStart": .date(session.start), "sessionEnd": .date(session.end),
+                    "logicalID": .string(session.app), "deviceID": .string(session.device),
+                    "sessionStart": .date(session.start.addingTimeInterval(ahead)), "sessionEnd": .date(session.end.addingTimeInterval(ahead)),
                     "totalSeconds": .int(Int64(session.end.timeIntervalSince(session.start))),
                 ]),
-            ], savePolicy: .allKeys, atomic: true))
+            ], savePolicy: .allKeys, atomic: true, deviceClock: now.addingTimeInterval(ahead)))
         } catch {
             if error.code == .deviceRevoked && !device.active { return false }
             throw error

@@ -21,17 +21,21 @@ public final class PairingHarness: @unchecked Sendable {
     public let storeSocket: String
     public let pairingSocket: String
     private let processes: (store: ServiceProcess, pairing: ServiceProcess)?
+    /// In process: the store's and pairing's engines, which a test may restart.
+    private let engines: (store: RestartableService, pairing: RestartableService)?
     private var restartedPairing: ServiceProcess?
     private let pairingArguments: [String]
     private let clients = Mutex<[RPCClient]>([])
 
     private init(directory: TemporaryDirectory, state: String, storeSocket: String, pairingSocket: String,
-                 processes: (store: ServiceProcess, pairing: ServiceProcess)?, pairingArguments: [String]) {
+                 processes: (store: ServiceProcess, pairing: ServiceProcess)?, engines: (store: RestartableService, pairing: RestartableService)? = nil,
+                 pairingArguments: [String]) {
         self.directory = directory
         self.state = state
         self.storeSocket = storeSocket
         self.pairingSocket = pairingSocket
         self.processes = processes
+        self.engines = engines
         self.pairingArguments = pairingArguments
     }
 
@@ -54,18 +58,45 @@ public final class PairingHarness: @unchecked Sendable {
                                               storeClock: @escaping @Sendable () -> Date = { Date() },
                                               _ body: @Sendable (PairingHarness) async throws -> T) async throws -> T {
         let directory = TemporaryDirectory()
-        return try await withService("store", in: directory, setup: { try await .store(StoreConfiguration(clock: storeClock), environment: $0) }) { store in
-            let setup: @Sendable (ServiceEnvironment) async throws -> ServiceSetup = { environment in
-                var configuration = PairingConfiguration(storeSocket: store.socketPath, serverAddress: "home.example")
+        let store = try await RestartableService("store", in: directory, setup: { try await .store(StoreConfiguration(clock: storeClock), environment: $0) })
+        let storeSocket = store.socketPath
+        let pairing: RestartableService
+        do {
+            pairing = try await RestartableService("pairing", in: directory, setup: { environment in
+                var configuration = PairingConfiguration(storeSocket: storeSocket, serverAddress: "home.example")
                 configure(&configuration)
                 return try await .pairing(configuration, environment: environment)
-            }
-            return try await withService("pairing", in: directory, setup: setup) { pairing in
-                let harness = PairingHarness(directory: directory, state: store.environment.paths.stateDirectory, storeSocket: store.socketPath,
-                                             pairingSocket: pairing.socketPath, processes: nil, pairingArguments: [])
-                return try await withCleanup { try await body(harness) } afterwards: { await harness.closeClients() }
-            }
+            })
+        } catch {
+            try? await store.stop()
+            throw error
         }
+        let harness = PairingHarness(directory: directory, state: directory.file("state"), storeSocket: storeSocket,
+                                     pairingSocket: pairing.socketPath, processes: nil, engines: (store, pairing), pairingArguments: [])
+        let result: T
+        do {
+            result = try await withCleanup { try await body(harness) } afterwards: { await harness.closeClients() }
+        } catch {
+            try? await pairing.stop()
+            try? await store.stop()
+            throw error
+        }
+        try await pairing.stop()
+        try await store.stop()
+        return result
+    }
+
+    /// In process: stops the store's engine gracefully and starts it again (pairing and
+    /// the services beside it keep running, and connect again).
+    public func restartStoreEngine() async throws {
+        guard let engines = self.engines else { preconditionFailure("the services run as processes") }
+        try await engines.store.restart()
+    }
+
+    /// In process: stops pairing's engine gracefully and starts it again.
+    public func restartPairingEngine() async throws {
+        guard let engines = self.engines else { preconditionFailure("the services run as processes") }
+        try await engines.pairing.restart()
     }
 
     /// The store's process (a harness made by ``start(pairingArguments:activated:storeArguments:)`` only).
