@@ -17,6 +17,10 @@ public enum PushMethods {
         "push.listSubscriptions", summary: "The calling device's subscriptions (local services: a family's).",
         callers: [.local, .parent, .child],
         errors: [.unauthorized, .invalidParams])
+    public static let listening = MethodSpec<ListeningParams, ListeningResult>(
+        "push.listening", summary: "The devices of a family connected now: those with a push.listen stream open (a parent: its own family's; a local service: any family's).",
+        callers: [.local, .parent],
+        errors: [.unauthorized, .forbidden, .invalidParams])
     public static let listen = StreamSpec<ListenParams, PushNotification, ListenEnd>(
         "push.listen", summary: "The calling device's notifications: first those queued and not acknowledged, then live ones, each with the device's next sequence number.",
         callers: .devices,
@@ -50,6 +54,7 @@ extension PushMethods {
         subscribe,
         unsubscribe,
         listSubscriptions,
+        listening,
         listen,
         ack,
         notify,

@@ -134,6 +134,19 @@ public struct ListSubscriptionsParams: Codable, Sendable, Hashable {
     public init(family: String? = nil) { self.family = family }
 }
 
+/// `push.listening`.
+public struct ListeningParams: Codable, Sendable, Hashable {
+    /// Local services only: the family whose devices to list.
+    public var family: String?
+    public init(family: String? = nil) { self.family = family }
+}
+
+public struct ListeningResult: Codable, Sendable, Hashable {
+    /// The devices with at least one `push.listen` stream open, sorted.
+    public var deviceIds: [String]
+    public init(deviceIds: [String]) { self.deviceIds = deviceIds }
+}
+
 public struct ListSubscriptionsResult: Codable, Sendable, Hashable {
     public var subscriptions: [Subscription]
     public init(subscriptions: [Subscription]) { self.subscriptions = subscriptions }

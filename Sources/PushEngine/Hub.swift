@@ -392,6 +392,11 @@ final class Hub: Sendable {
 
     func isListening(_ key: DeviceKey) -> Bool { self.state.withLock { $0.byDevice[key] != nil } }
 
+    /// A family's devices with a listener now, sorted.
+    func listeningDevices(family: String) -> [String] {
+        self.state.withLock { $0.byDevice.keys.filter { $0.family == family }.map(\.deviceId) }.sorted()
+    }
+
     /// The families with someone listening now.
     var listeningFamilies: Set<String> { self.state.withLock { Set($0.byDevice.keys.map(\.family)) } }
 }

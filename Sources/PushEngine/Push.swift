@@ -76,6 +76,25 @@ struct Push: Sendable {
         return ListSubscriptionsResult(subscriptions: self.registry.listing(device.family, deviceId: device.deviceId))
     }
 
+    /// The family's devices listening now: the dashboard's and `screentimectl devices`'
+    /// "connected now" (an app with its connection open listens).
+    func listening(_ params: ListeningParams, auth: Auth?) async throws -> ListeningResult {
+        guard auth != nil else {
+            guard let family = params.family else {
+                throw RPCError.invalidParams("params.family", "is required for a local service: which family?")
+            }
+            return ListeningResult(deviceIds: self.hub.listeningDevices(family: family))
+        }
+        let device = try await self.device(auth)
+        if device.role == .child {
+            throw RPCError(.forbidden, "only a parent may see which devices are connected; device \(device.deviceId) is a child device")
+        }
+        if let family = params.family, family != device.family {
+            throw RPCError(.forbidden, "device \(device.deviceId) does not belong to family \(family)")
+        }
+        return ListeningResult(deviceIds: self.hub.listeningDevices(family: device.family))
+    }
+
     // MARK: Delivery
 
     /// `send` writes one item and waits while the peer is slow; `sink` writes live items

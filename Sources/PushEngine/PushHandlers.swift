@@ -9,6 +9,7 @@ enum PushHandlers {
         methods.on(PushMethods.subscribe) { params, context in try await push.subscribe(params, auth: context.auth) }
         methods.on(PushMethods.unsubscribe) { params, context in try await push.unsubscribe(params, auth: context.auth) }
         methods.on(PushMethods.listSubscriptions) { params, context in try await push.listSubscriptions(params, auth: context.auth) }
+        methods.on(PushMethods.listening) { params, context in try await push.listening(params, auth: context.auth) }
         methods.on(PushMethods.listen) { params, stream, context in
             try await push.listen(params, auth: context.auth, connection: context.connectionID, sink: stream.sink) { notification in try await stream.yield(encoded: notification) }
         }

@@ -53,6 +53,12 @@ struct StoryTests {
         try await story.waitFor("the tablet's rules up to date, and the version it runs", "devices", "--profile", "mum") {
             $0.split(separator: "\n").contains { $0.contains(childDevice) && $0.contains("up to date") && $0.contains("screentimectl ") }
         }
+        // The parent's own watch holds its connection open: connected now; the tablet, whose
+        // watch ended, is not.
+        try await story.waitFor("the parent's phone connected now", "devices", "--profile", "mum") { table in
+            let rows = table.split(separator: "\n")
+            return rows.contains { $0.contains(" admin ") && $0.contains("connected now") } && !rows.contains { $0.contains(childDevice) && $0.contains("connected now") }
+        }
         // Asking again: the same configuration, applied again.
         let resynced = try await stack.ctl("commands", "resync", "--profile", "emma-tablet")
         #expect(resynced.status == 0 && resynced.stdout.contains("org.khan is learning, 2 points/min"), "\(resynced)")

@@ -55,6 +55,31 @@ struct DeliveryTests {
         }
     }
 
+    @Test("push.listening names the family's devices with a stream open now, to a parent and to a local service; not another family's; a stream ended is gone from it")
+    func connectedNow() async throws {
+        try await PushStack.inProcess { stack in
+            let listening = { (client: RPCClient, family: String?) in try await client.call(PushMethods.listening, ListeningParams(family: family)).deviceIds }
+            #expect(try await listening(stack.parent, nil).isEmpty)
+            let child = Listening(stack.client(token: stack.child.token))
+            try await eventually("the child's stream counted") { seen in
+                let ids = try await listening(stack.parent, nil)
+                seen = "\(ids)"
+                return ids == [stack.child.deviceId] ? () : nil
+            }
+            #expect(try await listening(stack.local, stack.family.family) == [stack.child.deviceId])
+            let error = await expectError(.invalidParams) { _ = try await listening(stack.local, nil) }
+            #expect(error?.message.contains("params.family") == true)
+            await expectError(.forbidden) { _ = try await listening(stack.parent, "another-family") }
+            await expectError(.forbidden) { _ = try await listening(stack.client(token: stack.child.token), nil) }
+            child.cancel()
+            try await eventually("the ended stream gone") { seen in
+                let ids = try await listening(stack.parent, nil)
+                seen = "\(ids)"
+                return ids.isEmpty ? () : nil
+            }
+        }
+    }
+
     @Test("firesOnce: the subscription fires once and is gone")
     func firesOnce() async throws {
         try await PushStack.inProcess { stack in

@@ -2,6 +2,7 @@ import AggregatorAPI
 import ArgumentParser
 import Foundation
 import PairingAPI
+import PushAPI
 import QRCode
 import RPCCore
 import StoreAPI
@@ -185,12 +186,16 @@ struct DevicesCommand: AsyncParsableCommand {
             // cannot say now).
             let states = (try? await parent.aggregator.call(AggregatorMethods.devices, Empty()).devices) ?? []
             let byDevice = Dictionary(states.map { ($0.deviceId, $0) }, uniquingKeysWith: { first, _ in first })
+            // Connected now: an app with its connection open listens for notifications
+            // (nothing said when push cannot tell now).
+            let connected = Set((try? await parent.push.call(PushMethods.listening, ListeningParams()).deviceIds) ?? [])
             if self.json { return Output.print(try JSONValue(encoding: devices), pretty: self.device.connection.prettyOutput) }
             print(Table.render(["DEVICE", "NAME", "ROLE", "STATUS", "CHILD", "RULES", "APP", "LAST SEEN"], devices.map { device in
                 [device.deviceId, device.deviceName ?? "", device.role.rawValue, device.status.rawValue, device.childId ?? "",
                  device.role == .child && device.status == .active ? byDevice[device.deviceId]?.summary ?? "" : "",
                  byDevice[device.deviceId]?.appVersion ?? "",
-                 device.lastSeenAt?.formatted(date: .abbreviated, time: .shortened) ?? ""]
+                 connected.contains(device.deviceId) && device.status == .active
+                     ? "connected now" : device.lastSeenAt?.formatted(date: .abbreviated, time: .shortened) ?? ""]
             }), terminator: "")
             let hidden = listed.count - devices.count
             if hidden > 0 { print("(\(Output.count(hidden, "signed-out browser", "signed-out browsers")) not shown: --all)") }

@@ -67,12 +67,12 @@ struct DashboardStoryTests {
 
         // 2. Pair a child's device: the page shows the QR code and the link; the child's
         //    screentimectl "scans" the link and shows its emoji, which the page must match.
-        //    As on a phone: the taps at 390 px.
-        try await browser.resize(width: 390, height: 844)
+        //    As on a phone: a finger's taps at 390 px.
+        try await browser.emulatePhone()
         try await browser.go(stack.url + "/devices")
         try await browser.type("#childId", "emma")
         try await browser.type("#childName", "Emma")
-        try await browser.click("#pair-child")
+        try await browser.tap("#pair-child")
         let uri = try await browser.waitFor("the pairing link", "#pair-uri") { $0.hasPrefix("screentime://pair?") }
         #expect(try await browser.text("h1") == "Pair Emma's device", "the heading names the child by name")
         #expect(try await browser.element(".qr svg") != nil)
@@ -84,10 +84,10 @@ struct DashboardStoryTests {
         let pageEmoji = try await browser.waitFor("the short code on the page", "#short-code") { !$0.isEmpty }
         #expect(childEmoji.hasPrefix(pageEmoji), "the child shows \(childEmoji), the page \(pageEmoji)")
         try await shots.take("pair-code")
-        try await browser.resize(width: 390, height: 844)
-        try await browser.click("#confirm")
+        try await browser.emulatePhone()
+        try await browser.tap("#confirm")
         try await browser.waitFor("the pairing confirmed", "#pair-done") { $0.contains("is paired") }
-        try await browser.resize(width: 1280, height: 900)
+        try await browser.emulateLaptop()
         try await self.noConsoleErrors(browser)
 
         // 3. An app rule: saved from the page, sent to the child's device as a pending

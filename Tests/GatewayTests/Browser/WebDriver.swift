@@ -146,6 +146,35 @@ final class Browser: @unchecked Sendable {
         }
     }
 
+    /// As a phone: 390 × 844 with touch input (Chromium's own emulation, through the
+    /// DevTools protocol chromedriver passes on), so that ``tap(_:)`` is a finger's.
+    func emulatePhone() async throws {
+        try await self.resize(width: 390, height: 844)
+        try await self.command("POST", "/goog/cdp/execute", ["cmd": "Emulation.setTouchEmulationEnabled", "params": ["enabled": true, "maxTouchPoints": 5]])
+    }
+
+    /// Back to a laptop: 1280 px, no touch.
+    func emulateLaptop() async throws {
+        try await self.command("POST", "/goog/cdp/execute", ["cmd": "Emulation.setTouchEmulationEnabled", "params": ["enabled": false]])
+        try await self.resize(width: 1280, height: 900)
+    }
+
+    /// A finger's tap on the element (touch down and up at its centre: W3C actions with a
+    /// touch pointer), where a click would be a mouse's. The element must be in view and
+    /// not covered, as for a person.
+    func tap(_ selector: String) async throws {
+        let element = try await self.require(selector)
+        _ = try await self.script("arguments[0].scrollIntoView({block: 'center'})", [["element-6066-11e4-a52e-4f735466cecf": .string(element)]])
+        try await self.command("POST", "/actions", ["actions": [[
+            "type": "pointer", "id": "finger", "parameters": ["pointerType": "touch"],
+            "actions": [
+                ["type": "pointerMove", "duration": 0, "origin": ["element-6066-11e4-a52e-4f735466cecf": .string(element)], "x": 0, "y": 0],
+                ["type": "pointerDown", "button": 0], ["type": "pause", "duration": 60], ["type": "pointerUp", "button": 0],
+            ],
+        ]]])
+        try await self.command("DELETE", "/actions")
+    }
+
     func type(_ selector: String, _ text: String, clear: Bool = true) async throws {
         let element = try await self.require(selector)
         if clear { try await self.command("POST", "/element/\(element)/clear") }
