@@ -1,3 +1,4 @@
+import Foundation
 import MemoryReturn
 import PushAPI
 import ServiceKit
@@ -9,6 +10,11 @@ struct Dispatch: Sendable {
     let hub: Hub
     /// Nil when outbound delivery is off.
     let webhooks: Webhooks?
+    /// How long a change's notification with a collapse key is held (see ``Deferred``);
+    /// zero: not held.
+    let collapseWindow: Duration
+    /// Wakes ``Deferred`` when a draft is held.
+    let held: Wakeup
 
     struct Webhooks: Sendable {
         let registry: WebhookRegistry
@@ -20,11 +26,31 @@ struct Dispatch: Sendable {
 
     /// Live listeners get the notifications as soon as they are numbered; the call returns
     /// once they are committed to the devices' queues.
-    func queue(_ drafts: [PushDatabase.Draft], removing fired: [PushDatabase.SubscriptionKey] = [], position: Int64? = nil) async throws -> [PushDatabase.Queued] {
+    func queue(_ drafts: [PushDatabase.Draft], removing fired: [PushDatabase.SubscriptionKey] = [], position: Int64? = nil,
+               releasing: [Deferred.Key] = []) async throws -> [PushDatabase.Queued] {
+        try await self.queue(drafts, deferring: [], removing: fired, position: position, releasing: releasing)
+    }
+
+    /// A batch of changes' notifications: those with a collapse key are held for the
+    /// collapse window (in the transaction that moves the position), the others queued and
+    /// sent now.
+    func queueChanges(_ drafts: [PushDatabase.Draft], removing fired: [PushDatabase.SubscriptionKey], position: Int64?) async throws -> [PushDatabase.Queued] {
+        guard self.collapseWindow > .zero else { return try await self.queue(drafts, removing: fired, position: position) }
+        let held = drafts.filter { $0.notification.collapseKey != nil }
+        let queued = try await self.queue(drafts.filter { $0.notification.collapseKey == nil }, deferring: held, removing: fired, position: position, releasing: [])
+        if !held.isEmpty { self.held.signal() }
+        return queued
+    }
+
+    private func queue(_ drafts: [PushDatabase.Draft], deferring: [PushDatabase.Draft], removing fired: [PushDatabase.SubscriptionKey], position: Int64?,
+                       releasing: [Deferred.Key]) async throws -> [PushDatabase.Queued] {
         let hub = self.hub
         let batch = hub.newBatch()
         defer { hub.settle(batch) }
-        let queued = try await self.database.enqueue(drafts, removing: fired, position: position, post: self.post) { queued in
+        let window = self.collapseWindow.components
+        let due = Date().addingTimeInterval(Double(window.seconds) + Double(window.attoseconds) / 1e18)
+        let queued = try await self.database.enqueue(drafts, removing: fired, position: position, deferring: deferring, due: due, releasing: releasing,
+                                                     post: self.post) { queued in
             hub.deliver(queued.map { (Hub.DeviceKey(family: $0.family, deviceId: $0.deviceId), $0.outgoing) }, batch: batch)
         }
         if queued.contains(where: \.posted) { self.webhooks?.wakeup.signal() }

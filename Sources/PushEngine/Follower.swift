@@ -41,7 +41,7 @@ struct Follower: Service {
         let started = ContinuousClock.now
         let outcome = try await self.fanout.process(batch)
         let matched = ContinuousClock.now
-        let queued = try await self.dispatch.queue(outcome.drafts, removing: outcome.fired, position: batch.last?.seq)
+        let queued = try await self.dispatch.queueChanges(outcome.drafts, removing: outcome.fired, position: batch.last?.seq)
         self.registry.remove(outcome.fired)
         if !queued.isEmpty {
             self.logger.debug("notifications queued", metadata: [

@@ -88,10 +88,16 @@ final class PushDatabase: StoreLogFollowerDatabase {
     ///
     /// The critical section runs on ``DatabaseThreads``: numbering may read the database and
     /// wait for the writer, which must not hold an event loop (push.notify runs on one).
+    ///
+    /// `deferring` drafts are held for the collapse window instead (see ``Deferred``), due
+    /// at `due`; `releasing` are held drafts that `drafts` now queue, deleted in the same
+    /// transaction.
     func enqueue(_ drafts: [Draft], removing fired: [SubscriptionKey] = [], position: Int64? = nil,
+                 deferring: [Draft] = [], due: Date = Date(), releasing: [Deferred.Key] = [],
                  post: @escaping @Sendable (_ family: String, _ deviceId: String) -> Bool = { _, _ in false },
                  deliver: @escaping @Sendable ([Queued]) -> Void = { _ in }) async throws -> [Queued] {
-        try await withCheckedThrowingContinuation { continuation in
+        let held = try deferring.map { draft in (draft, try Coding.encode(draft.notification)) }
+        return try await withCheckedThrowingContinuation { continuation in
             DatabaseThreads.execute { self.numbering.withLock { numbering in
                 do {
                     let seqs = try self.number(drafts, &numbering)
@@ -104,6 +110,8 @@ final class PushDatabase: StoreLogFollowerDatabase {
                     self.pool.asyncWrite({ db in
                         try Self.insert(stored, bodies: bodies, db)
                         try Self.addToOutbox(stored.filter(\.posted), db)
+                        try Deferred.hold(held, due: due, db)
+                        try Deferred.delete(releasing, db)
                         for key in fired {
                             try db.execute(sql: "DELETE FROM subscriptions WHERE family = ? AND device_id = ? AND id = ?", arguments: [key.family, key.deviceId, key.id])
                         }
@@ -348,6 +356,9 @@ final class PushDatabase: StoreLogFollowerDatabase {
     /// A notification to queue for a device; its `seq` is set when queued. Drafts with the
     /// same `group` carry the same notification (one change, one subscription spec, many
     /// devices), which is then encoded once.
+    /// A stored body that is not a notification.
+    struct Unreadable: Error {}
+
     struct Draft: Sendable {
         var family: String
         var deviceId: String

@@ -118,6 +118,23 @@ extension PushDatabase {
                         FROM queue_latest l JOIN notifications n ON n.id = l.notification_id;
                 """)
         }
+        migrator.registerMigration("push-v4-collapse-window") { db in
+            try db.execute(sql: """
+                -- a change's notification held for the collapse window: a burst of changes
+                -- for one device and collapse key becomes its last one (version counts the
+                -- replacements, so a release deletes only what it sent)
+                CREATE TABLE deferred (
+                    family TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    collapse_key TEXT NOT NULL,
+                    due_ms INTEGER NOT NULL,
+                    version INTEGER NOT NULL DEFAULT 1,
+                    body TEXT NOT NULL,
+                    PRIMARY KEY (family, device_id, collapse_key)
+                ) WITHOUT ROWID;
+                CREATE INDEX deferred_by_due ON deferred(due_ms);
+                """)
+        }
         return migrator
     }
 }

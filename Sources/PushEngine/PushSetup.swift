@@ -24,6 +24,9 @@ public struct PushConfiguration: Sendable {
     public var accessRefresh: Duration
     /// Between drops of expired notifications and checks of listeners' credentials.
     public var maintenanceInterval: Duration
+    /// How long a change's notification with a collapse key is held, so that a burst of
+    /// changes arrives as one (see `Deferred`); zero: not held.
+    public var collapseWindow: Duration
     /// Webhook delivery; nil: off.
     public var webhooks: WebhookDelivery?
     /// The service's version, as its User-Agent says.
@@ -43,8 +46,8 @@ public struct PushConfiguration: Sendable {
 
     public init(storeSocket: String, listenerBuffer: Int = 1024, listenerBufferBytes: Int = 512 * 1024, connectionBufferBytes: Int = 4 << 20,
                 maximumListenersPerDevice: Int = 4, maximumListenersPerConnection: Int = 64, maximumSubscriptions: Int = 100, defaultTTL: Duration = .seconds(7 * 86_400),
-                accessRefresh: Duration = .seconds(30), maintenanceInterval: Duration = .seconds(60), webhooks: WebhookDelivery? = nil,
-                version: String) {
+                accessRefresh: Duration = .seconds(30), maintenanceInterval: Duration = .seconds(60), collapseWindow: Duration = .milliseconds(250),
+                webhooks: WebhookDelivery? = nil, version: String) {
         self.storeSocket = storeSocket
         self.listenerBuffer = listenerBuffer
         self.listenerBufferBytes = listenerBufferBytes
@@ -55,6 +58,7 @@ public struct PushConfiguration: Sendable {
         self.defaultTTL = defaultTTL
         self.accessRefresh = accessRefresh
         self.maintenanceInterval = maintenanceInterval
+        self.collapseWindow = collapseWindow
         self.webhooks = webhooks
         self.version = version
     }
@@ -77,7 +81,7 @@ extension ServiceSetup {
         let database = try PushDatabase(path: environment.paths.stateDirectory + "/" + PushDatabase.fileName, logger: logger)
         let registry = SubscriptionRegistry(try await database.allSubscriptions())
         let webhooks = configuration.webhooks == nil ? nil : Dispatch.Webhooks(registry: WebhookRegistry(try await database.activeWebhooks()), wakeup: Wakeup())
-        let dispatch = Dispatch(database: database, hub: hub, webhooks: webhooks)
+        let dispatch = Dispatch(database: database, hub: hub, webhooks: webhooks, collapseWindow: configuration.collapseWindow, held: Wakeup())
         let position = try await database.position()
         logger.info("database open", metadata: [
             "path": "\(database.path)", "subscriptions": "\(registry.count)", "position": "\(position)",
@@ -89,6 +93,7 @@ extension ServiceSetup {
                                 access: access, logger: logger)
         var background: [any Service] = [
             follower,
+            Deferred(database: database, dispatch: dispatch, wakeup: dispatch.held, logger: logger),
             Periodic(every: configuration.maintenanceInterval, Maintenance(database: database, follower: follower, access: access, logger: logger).run),
         ]
         if let webhooks, let delivery = configuration.webhooks {

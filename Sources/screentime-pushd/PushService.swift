@@ -48,6 +48,9 @@ struct PushService: AsyncParsableCommand {
     @Option(name: .customLong("maintenance-interval"), help: ArgumentHelp("Seconds between drops of expired notifications and checks of listeners' credentials.", valueName: "seconds"))
     var maintenanceSeconds: Double = 60
 
+    @Option(name: .customLong("collapse-window"), help: ArgumentHelp("Milliseconds a change's notification with a collapse key (a zone or family subscription's) is held: a burst of changes within it reaches each device as one notification, the last. 0: none held.", valueName: "ms"))
+    var collapseWindowMilliseconds: Int = 250
+
     @Flag(help: ArgumentHelp("Post notifications to devices' HTTP endpoints (UnifiedPush, ntfy) when they are not listening.", discussion: "Off by default: the service then needs no network. Devices set their endpoint with push.setWebhook."))
     var webhooks = false
 
@@ -70,6 +73,7 @@ struct PushService: AsyncParsableCommand {
         guard (1...30 * 86_400).contains(self.defaultTTLSeconds) else { throw ValidationError("--default-ttl must be between 1 second and 30 days") }
         guard (0.1...3600).contains(self.accessRefreshSeconds) else { throw ValidationError("--access-refresh must be between 0.1 and 3600 seconds") }
         guard (0.1...86_400).contains(self.maintenanceSeconds) else { throw ValidationError("--maintenance-interval must be between 0.1 and 86400 seconds") }
+        guard (0...10_000).contains(self.collapseWindowMilliseconds) else { throw ValidationError("--collapse-window must be between 0 and 10000 ms") }
         guard (0.5...120).contains(self.webhookTimeoutSeconds) else { throw ValidationError("--webhook-timeout must be between 0.5 and 120 seconds") }
         guard (1...100).contains(self.webhookAttempts) else { throw ValidationError("--webhook-attempts must be between 1 and 100") }
         guard (0.01...3600).contains(self.webhookRetrySeconds) else { throw ValidationError("--webhook-retry must be between 0.01 and 3600 seconds") }
@@ -87,6 +91,7 @@ struct PushService: AsyncParsableCommand {
             defaultTTL: .milliseconds(Int64(self.defaultTTLSeconds * 1000)),
             accessRefresh: .milliseconds(Int64(self.accessRefreshSeconds * 1000)),
             maintenanceInterval: .milliseconds(Int64(self.maintenanceSeconds * 1000)),
+            collapseWindow: .milliseconds(Int64(self.collapseWindowMilliseconds)),
             webhooks: self.webhooks ? PushConfiguration.WebhookDelivery(
                 timeout: .milliseconds(Int64(self.webhookTimeoutSeconds * 1000)), attempts: self.webhookAttempts,
                 firstRetry: .milliseconds(Int64(self.webhookRetrySeconds * 1000))) : nil,

@@ -80,6 +80,56 @@ struct DeliveryTests {
         }
     }
 
+    @Test("a burst of changes within the collapse window reaches each listener as one notification, the last; a change alone goes out within the window; a query subscription without a key hears every change")
+    func collapseWindow() async throws {
+        try await PushStack.inProcess { stack in
+            let child = stack.client(token: stack.child.token)
+            _ = try await child.call(PushMethods.subscribe, SubscribeParams(subscriptionId: "zone", kind: .zone, zone: stack.child.zone))
+            _ = try await child.call(PushMethods.subscribe, SubscribeParams(subscriptionId: "each", kind: .query, recordType: "UsageRecord"))
+            let first = Listening(child, only: .zoneChanged), second = Listening(stack.client(token: stack.child.token), only: .zoneChanged)
+            let queries = Listening(stack.client(token: stack.child.token), only: .recordCreated)
+            try await eventually("three streams open") { seen in
+                let ids = try await stack.parent.call(PushMethods.listening, ListeningParams()).deviceIds
+                seen = "\(ids)"
+                return ids == [stack.child.deviceId] ? () : nil
+            }
+            // Five records saved one after another, well within the window.
+            for index in 1...5 { try await stack.saveUsage("burst-\(index)", seconds: Int64(60 * index)) }
+            for listening in [first, second] {
+                let heard = try await listening.wait(for: 1)
+                #expect(heard[0].recordName == "burst-5", "the last of the burst: \(heard.map(\.recordName))")
+                try await listening.expectQuiet(beyond: 1, for: .milliseconds(800))
+            }
+            #expect(try await queries.wait(for: 5).count == 5, "a query subscription without a collapse key hears each one")
+
+            // A change alone, later: one more, within the window (and the wait's margin).
+            let started = ContinuousClock.now
+            try await stack.saveUsage("alone")
+            #expect(try await first.wait(for: 2)[1].recordName == "alone")
+            #expect(ContinuousClock.now - started < .seconds(5))
+            // Acknowledged in order: nothing is left behind the held one.
+            let acked = try await child.call(PushMethods.ack, AckParams(upTo: first.notifications.last!.seq))
+            #expect(acked.pending == 0)
+        }
+    }
+
+    @Test("with --collapse-window 0 every change is its own notification")
+    func noCollapseWindow() async throws {
+        try await PushStack.inProcess(configure: { $0.collapseWindow = .zero }) { stack in
+            let child = stack.client(token: stack.child.token)
+            _ = try await child.call(PushMethods.subscribe, SubscribeParams(subscriptionId: "zone", kind: .zone, zone: stack.child.zone))
+            let listening = Listening(child)
+            try await eventually("the stream open") { _ in
+                try await stack.parent.call(PushMethods.listening, ListeningParams()).deviceIds.isEmpty ? nil : ()
+            }
+            for index in 1...3 {
+                try await stack.saveUsage("each-\(index)")
+                _ = try await listening.wait(for: index)
+            }
+            #expect(listening.notifications.map(\.recordName) == ["each-1", "each-2", "each-3"])
+        }
+    }
+
     @Test("firesOnce: the subscription fires once and is gone")
     func firesOnce() async throws {
         try await PushStack.inProcess { stack in

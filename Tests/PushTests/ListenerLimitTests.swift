@@ -131,7 +131,7 @@ struct ListenerLimitTests {
 struct ListenerLimitOptionTests {
     @Test("each listener limit out of range is refused at start with a usage error that names it", arguments: [
         ["--connection-buffer-bytes", "1024"], ["--listener-buffer-bytes", "0"], ["--listener-buffer", "1"],
-        ["--max-listeners-per-connection", "0"], ["--max-listeners-per-device", "0"],
+        ["--max-listeners-per-connection", "0"], ["--max-listeners-per-device", "0"], ["--collapse-window", "10001"],
     ])
     func outOfRange(_ arguments: [String]) async throws {
         let directory = TemporaryDirectory()

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import PushAPI
 import RPCClient
 import RPCCore
@@ -107,6 +108,29 @@ struct ServiceTests {
         #expect((end.errorData?["lastSeq"] as? NSNumber)?.intValue == 1)
         #expect(try listener.isClosedByPeer())
         #expect(try await stack.push.waitForExit() == 0)
+    }
+
+    @Test("kill -9 while a change's notification is held for the collapse window: after the restart it goes out, once")
+    func heldNotificationSurvivesACrash() async throws {
+        let stack = try await PushStack.start(pushArguments: ["--collapse-window", "10000"])
+        defer { stack.stopNow() }
+        let child = stack.client(token: stack.child.token)
+        _ = try await child.call(PushMethods.subscribe, SubscribeParams(subscriptionId: "zone", kind: .zone, zone: stack.child.zone))
+        try await stack.saveUsage("held")
+        try await stack.waitUntilCaughtUp()
+        let database = try DatabaseQueue(path: stack.harness.state + "/push.sqlite", configuration: {
+            var configuration = Configuration()
+            configuration.readonly = true
+            return configuration
+        }())
+        #expect(try await database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM deferred") } == 1, "held, not queued yet")
+        try await database.close()
+        await stack.kill()
+        try await stack.startPush()
+        let listening = Listening(stack.client(token: stack.child.token), reconnecting: true)
+        let heard = try await listening.wait(for: 1, timeout: .seconds(30))
+        #expect(heard[0].reason == .zoneChanged && heard[0].recordName == "held")
+        try await listening.expectQuiet(beyond: 1, for: .seconds(1))
     }
 
     @Test("half-closing a connection ends its push.listen with one final cancelled reply, then the service closes it")

@@ -161,18 +161,26 @@ final class Browser: @unchecked Sendable {
 
     /// A finger's tap on the element (touch down and up at its centre: W3C actions with a
     /// touch pointer), where a click would be a mouse's. The element must be in view and
-    /// not covered, as for a person.
+    /// not covered, as for a person. Finds it again if the page's live part replaced it.
     func tap(_ selector: String) async throws {
-        let element = try await self.require(selector)
-        _ = try await self.script("arguments[0].scrollIntoView({block: 'center'})", [["element-6066-11e4-a52e-4f735466cecf": .string(element)]])
-        try await self.command("POST", "/actions", ["actions": [[
-            "type": "pointer", "id": "finger", "parameters": ["pointerType": "touch"],
-            "actions": [
-                ["type": "pointerMove", "duration": 0, "origin": ["element-6066-11e4-a52e-4f735466cecf": .string(element)], "x": 0, "y": 0],
-                ["type": "pointerDown", "button": 0], ["type": "pause", "duration": 60], ["type": "pointerUp", "button": 0],
-            ],
-        ]]])
-        try await self.command("DELETE", "/actions")
+        var attempt = 0
+        while true {
+            do {
+                let element: JSONValue = ["element-6066-11e4-a52e-4f735466cecf": .string(try await self.require(selector))]
+                _ = try await self.script("arguments[0].scrollIntoView({block: 'center'})", [element])
+                try await self.command("POST", "/actions", ["actions": [[
+                    "type": "pointer", "id": "finger", "parameters": ["pointerType": "touch"],
+                    "actions": [
+                        ["type": "pointerMove", "duration": 0, "origin": element, "x": 0, "y": 0],
+                        ["type": "pointerDown", "button": 0], ["type": "pause", "duration": 60], ["type": "pointerUp", "button": 0],
+                    ],
+                ]]])
+                try await self.command("DELETE", "/actions")
+                return
+            } catch let failure as TestFailure where failure.description.contains("stale element") && attempt < 5 {
+                attempt += 1
+            }
+        }
     }
 
     func type(_ selector: String, _ text: String, clear: Bool = true) async throws {
