@@ -1,6 +1,8 @@
 import AggregatorAPI
 import Foundation
 import PairingAPI
+import PushAPI
+import RPCClient
 import RPCCore
 import StackSupport
 import StoreAPI
@@ -34,10 +36,13 @@ struct FamilyLifeTests {
         let dayStarts = Self.dayStarts(days, calendar)
         let firstDay = dayStarts[0]
         let hours = Set(dayStarts.map { Int(calendar.date(byAdding: .day, value: 1, to: $0)!.timeIntervalSince($0) / 3600) })
-        #expect(days < 30 || hours == [23, 24, 25], "the days lived have \(hours.sorted()) hours: both daylight-saving changes must be among them")
+        // Both changes: in the default layout, and in a year or more lived in a row.
+        let bothChanges = days <= 120 || days >= 366
+        #expect(days < 30 || (bothChanges ? hours == [23, 24, 25] : hours.count > 1 || days < 183),
+                "the days lived have \(hours.sorted()) hours: the daylight-saving changes must be among them")
         let clock = SimulatedClock(firstDay)
 
-        try await AggregatorStack.inProcess(configure: { $0.retentionDays = 3650 }, storeClock: { clock.now }) { stack in
+        try await AggregatorStack.inProcess(withPush: true, configure: { $0.retentionDays = 3650 }, storeClock: { clock.now }) { stack in
             var random = SeededRandom(seed)
             var model = LifeModel()
             let learning = ["org.khan", "com.duolingo"], reward = "com.game"
@@ -47,6 +52,16 @@ struct FamilyLifeTests {
             for child in ["leo", "mia"] {
                 let device = try await stack.family.pairChild(stack.harness, child: child, device: "\(child)-1")
                 model.devices[device.deviceId] = .init(child: child, paired: device, active: true)
+            }
+            // Two parents, each following the whole family as the parents' app does.
+            let code = try await stack.family.parent.call(PairingMethods.inviteParent, InviteParentParams())
+            let dad = try await stack.harness.pairingClient().call(PairingMethods.enrollParent, EnrollParentParams(
+                family: stack.family.family, code: code.code, deviceId: "dad-phone", deviceName: "Dad's phone"))
+            var parents: [Listening] = []
+            for token in [stack.family.parentCredential.token, dad.token] {
+                let push = RPCClient(configuration: ClientConfiguration(socketPath: stack.harness.socketPath(for: "push"), connectTimeout: .seconds(20), auth: Auth(token: token)))
+                _ = try await push.call(PushMethods.subscribe, SubscribeParams(subscriptionId: "family", kind: .family))
+                parents.append(Listening(push, reconnecting: true, only: .zoneChanged))
             }
             var held: [LifeModel.Session] = []
             var uploaded = Set<String>()
@@ -142,10 +157,27 @@ struct FamilyLifeTests {
                 try await stack.settle(sessions: uploaded.count, timeout: .seconds(60))
                 try await Self.check(model, stack, through: dayName, first: stack.days.day(containing: firstDay.addingTimeInterval(3600)), day: day, seed: seed,
                                      ledgerSeen: &ledgerSeen)
+                try await Self.checkNotified(parents, stack, context: "day \(day) (\(dayName)), seed \(seed)")
             }
             print("family life: \(model.sessions.count) sessions, \(model.crossings) of them across a rate change, \(model.devices.count) devices (\(model.activeDevices.count) active), restarts \(restarts.sorted { $0.key < $1.key })")
             #expect(days < 30 || model.crossings > 0, "no session crossed a rate change: the splitting was not tried")
             #expect(days < 30 || restarts.values.reduce(0, +) > 0, "no engine was restarted")
+        }
+    }
+
+    /// Each parent heard of the family's changes: never of one change twice, and of the
+    /// newest (the children's balances, as the aggregator last wrote them).
+    static func checkNotified(_ parents: [Listening], _ stack: AggregatorStack, context: String) async throws {
+        let balances = try await stack.parentStore.call(StoreMethods.query, QueryParams(family: stack.family.family, zone: StoreNames.defaultZone, recordType: "EarnedTimeBalance")).records
+        let newest = balances.compactMap { Int64($0.changeTag, radix: 36) }.max() ?? 0
+        for (index, listening) in parents.enumerated() {
+            _ = try await eventually("parent \(index + 1) hearing of change \(newest); \(context)", timeout: .seconds(30)) { seen in
+                let heard = listening.notifications.compactMap(\.changeSeq)
+                seen = "up to \(heard.max() ?? 0)"
+                return (heard.max() ?? 0) >= newest ? () : nil
+            }
+            let heard = listening.notifications.compactMap(\.changeSeq)
+            #expect(Set(heard).count == heard.count, "parent \(index + 1) heard of a change twice; \(context)")
         }
     }
 
