@@ -73,6 +73,10 @@ struct StoryTests {
         try await story.waitFor("the day's summary", "summary", "--profile", "mum", "--child", "emma", "--day", Self.day) { $0.contains("1h 00m") && $0.contains("120") }
         try await story.waitFor("the balance", "balance", "--profile", "mum", "--child", "emma") { $0.contains("2h 00m") && $0.contains("120") }
         #expect(try await stack.ctl("ledger", "--profile", "mum", "--child", "emma").stdout.contains("accrual"))
+        // A session that would end three hours from now (a clock set ahead): refused, saying why.
+        let ahead = ISO8601DateFormatter().string(from: Date().addingTimeInterval(3 * 3600))
+        let future = try await stack.ctl("usage", "add", "--profile", "emma-tablet", "org.khan", "--minutes", "10", "--start", ahead)
+        #expect(future.status != 0 && future.stderr.contains("after the server's time") && future.stderr.contains("check the device's date and time"), "\(future)")
 
         // 5. Earned time runs out: the shield command, applied; reward apps refused; a bonus lifts it.
         #expect(try await stack.ctl("usage", "add", "--profile", "emma-tablet", "com.roblox", "--minutes", "130", "--start", "\(Self.day)T15:00:00Z").status == 0)
