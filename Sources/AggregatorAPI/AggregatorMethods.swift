@@ -67,6 +67,23 @@ public struct DeviceConfigurationState: Codable, Sendable, Hashable {
         self.appliedAt = appliedAt
     }
 
+    /// How far off a device's clock may be before parents are told (seconds).
+    public static let clockTolerance: Int64 = 300
+
+    /// The device's clock in words when it is more than ``clockTolerance`` off: "2 h
+    /// ahead", "40 min behind"; nil when it is right.
+    public var clockOff: String? {
+        guard let offset = self.clockOffsetSeconds, abs(offset) > Self.clockTolerance else { return nil }
+        return Self.clockWords(offset)
+    }
+
+    /// "2 h ahead", "2 h 5 min ahead", "40 min behind" for an offset in seconds.
+    public static func clockWords(_ offsetSeconds: Int64) -> String {
+        let minutes = (abs(offsetSeconds) + 30) / 60
+        let amount = minutes < 120 ? "\(minutes) min" : minutes % 60 == 0 ? "\(minutes / 60) h" : "\(minutes / 60) h \(minutes % 60) min"
+        return "\(amount) \(offsetSeconds > 0 ? "ahead" : "behind")"
+    }
+
     /// In words: "up to date", "2 changes behind", "not applied yet".
     public var summary: String {
         if self.appliedAt == nil { return "not applied yet" }

@@ -1,3 +1,4 @@
+import AggregatorAPI
 import Foundation
 import DurableSQLite
 import GRDB
@@ -20,7 +21,7 @@ enum Alerts {
     }
 
     /// How far a device's clock may be off before the parents hear of it (seconds).
-    static let clockTolerance: Int64 = 300
+    static let clockTolerance = DeviceConfigurationState.clockTolerance
 
     /// The clock offset a device's session came with: kept for the parents' device list,
     /// and alerted on when it is over `clockTolerance`.
@@ -30,11 +31,9 @@ enum Alerts {
             let device = (try? Row.fetchOne(cached: db, sql: "SELECT device_name, child_name, child_ref FROM devices WHERE family = ? AND device_id = ?",
                                             arguments: [family, deviceId])) ?? nil
             let deviceName = (device?["device_name"] as String?) ?? (device?["child_name"] as String?).map { "\($0)'s device" } ?? "A child's device"
-            let minutes = (abs(offsetSeconds) + 30) / 60
-            let amount = minutes < 120 ? "\(minutes) min" : minutes % 60 == 0 ? "\(minutes / 60) h" : "\(minutes / 60) h \(minutes % 60) min"
             var data: [String: JSONValue] = ["deviceId": .string(deviceId), "deviceName": .string(deviceName), "clockOffsetSeconds": .int(offsetSeconds)]
             if let child = device?["child_ref"] as String? { data["child"] = .string(Self.name(child)) }
-            return ("\(deviceName)'s clock is \(amount) \(offsetSeconds > 0 ? "ahead" : "behind")",
+            return ("\(deviceName)'s clock is \(DeviceConfigurationState.clockWords(offsetSeconds))",
                     "Its usage is placed by the server's time, so its days and limits stay right. Setting the date and time to automatic fixes it.", data)
         }
     }

@@ -187,6 +187,7 @@ extension BrowserDevice {
             // Its app holds a connection to this gateway now (a phone with the app open).
             if connected.contains(device.deviceId) && device.status == .active { row["connected"] = true }
             if let version = states[device.deviceId]?.appVersion { row["appVersion"] = version }
+            if device.status == .active, let clockOff = states[device.deviceId]?.clockOff { row["clockOff"] = clockOff }
             if device.role == .child, device.status == .active, let state = states[device.deviceId] {
                 row["rules"] = state.summary.prefix(1).uppercased() + state.summary.dropFirst()
             }

@@ -164,7 +164,7 @@ enum Templates {
           <tr data-device="{{deviceId}}">
             <th scope="row">{{name}}{{#me}} <span class="badge">this browser</span>{{/me}}{{^me}}{{#browser}} <span class="badge">browser</span>{{/browser}}{{/me}}<br><span class="hint">{{deviceId}}{{#appVersion}} · <span data-field="app-version">{{appVersion}}</span>{{/appVersion}}</span></th>
             <td data-label="Role">{{role}}</td><td data-label="Child">{{child}}</td>
-            <td data-label="State" data-field="status">{{#active}}<span class="badge ok">active</span>{{/active}}{{#revoked}}<span class="badge off">revoked</span>{{/revoked}}{{^active}}{{^revoked}}<span class="badge warn">{{status}}</span>{{/revoked}}{{/active}}</td>
+            <td data-label="State" data-field="status">{{#active}}<span class="badge ok">active</span>{{/active}}{{#clockOff}} <span class="badge warn" data-field="clock" title="Its usage is placed by the server's time; setting the date and time to automatic fixes it">clock {{clockOff}}</span>{{/clockOff}}{{#revoked}}<span class="badge off">revoked</span>{{/revoked}}{{^active}}{{^revoked}}<span class="badge warn">{{status}}</span>{{/revoked}}{{/active}}</td>
             <td data-label="Rules" data-field="rules">{{rules}}</td>
             <td data-label="Last seen" data-field="seen">{{#connected}}<span class="badge ok">connected now</span>{{/connected}}{{^connected}}{{#lastSeen}}<span title="{{lastSeenTime}}">{{lastSeen}}</span>{{/lastSeen}}{{^lastSeen}}—{{/lastSeen}}{{/connected}}</td>
             <td>{{#revocable}}

@@ -191,7 +191,8 @@ struct DevicesCommand: AsyncParsableCommand {
             let connected = Set((try? await parent.push.call(PushMethods.listening, ListeningParams()).deviceIds) ?? [])
             if self.json { return Output.print(try JSONValue(encoding: devices), pretty: self.device.connection.prettyOutput) }
             print(Table.render(["DEVICE", "NAME", "ROLE", "STATUS", "CHILD", "RULES", "APP", "LAST SEEN"], devices.map { device in
-                [device.deviceId, device.deviceName ?? "", device.role.rawValue, device.status.rawValue, device.childId ?? "",
+                [device.deviceId, device.deviceName ?? "", device.role.rawValue,
+                 device.status.rawValue + (device.status == .active ? byDevice[device.deviceId]?.clockOff.map { ", clock \($0)" } ?? "" : ""), device.childId ?? "",
                  device.role == .child && device.status == .active ? byDevice[device.deviceId]?.summary ?? "" : "",
                  byDevice[device.deviceId]?.appVersion ?? "",
                  connected.contains(device.deviceId) && device.status == .active

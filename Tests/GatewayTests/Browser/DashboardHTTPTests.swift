@@ -1,6 +1,7 @@
 import Foundation
 import PairingAPI
 import RPCCore
+import StoreAPI
 import StackSupport
 import Testing
 import TestSupport
@@ -132,6 +133,35 @@ struct DashboardHTTPTests {
         #expect(afterHeaders.contains("screentime_session=; Path=/; Max-Age=0"))
         let fragment = try Client(stack: stack, jar: directory.file("jar-3")).get("/?fragment=1", headers: ["Cookie: screentime_session=\(session)"]).0
         #expect(fragment.status == 401)
+    }
+
+    @Test("a child's device whose clock is hours ahead shows it on the Devices page, in words, beside its state")
+    func clockShown() async throws {
+        let stack = try await GatewayStack.start()
+        defer { stack.stopNow() }
+        let family = try await Bootstrapped.make(stack.harness)
+        let child = try await family.pairChild(stack.harness)
+        let now = Date()
+        let ahead = now.addingTimeInterval(2 * 3600)
+        let saved = try await child.store.call(StoreMethods.modify, ModifyParams(family: family.family, zone: child.zone, saves: [
+            RecordSave(recordType: "UsageRecord", recordName: "ahead", fields: [
+                "logicalID": "org.khan", "deviceID": .string(child.deviceId), "category": "learning",
+                "sessionStart": .date(ahead.addingTimeInterval(-1200)), "sessionEnd": .date(ahead.addingTimeInterval(-600)), "totalSeconds": 600,
+            ]),
+        ], atomic: true, deviceClock: ahead))
+        #expect(saved.allSucceeded)
+
+        let browser = Client(stack: stack, jar: stack.harness.directory.file("jar-clock"))
+        let code = try await family.parent.call(PairingMethods.inviteParent, InviteParentParams(role: .coParent))
+        let token = try #require(Client.csrf(try browser.get("/signin").0.body))
+        let signedIn = try browser.post("/signin", form: ["csrf": token, "family": "smith", "code": code.code, "deviceName": "Laptop"], headers: ["Origin: \(stack.url)"]).0
+        #expect(signedIn.status == 303, "\(signedIn.body)")
+        let page = try await eventually("the clock on the Devices page") { seen in
+            let body = try browser.get("/devices").0.body
+            seen = String(body.prefix(200))
+            return body.contains("clock 2 h ahead") ? body : nil
+        }
+        #expect(page.contains("data-field=\"clock\""))
     }
 
     @Test("sign-out revokes the browser's credential; the family's last admin cannot sign out")
