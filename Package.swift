@@ -17,6 +17,7 @@ let package = Package(
         .executable(name: "screentime-bench", targets: ["screentime-bench"]),
         .executable(name: "screentime-dev", targets: ["screentime-dev"]),
         .executable(name: "screentime-gatewayd", targets: ["screentime-gatewayd"]),
+        .executable(name: "screentime-relayd", targets: ["screentime-relayd"]),
         .library(name: "StoreAPI", targets: ["StoreAPI"]),
         .library(name: "PairingAPI", targets: ["PairingAPI"]),
         .library(name: "PushAPI", targets: ["PushAPI"]),
@@ -372,6 +373,43 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The wake relay the app's publisher runs: sealing handles, verifying wakes signed
+        // with a home server's key, the APNs request and its provider token. No Linux-only
+        // API: the app and the home server use its types too.
+        .target(
+            name: "RelayCore",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: strict
+        ),
+        // The relay's HTTP service (Hummingbird over TLS) and its APNs client.
+        .target(
+            name: "RelayServer",
+            dependencies: [
+                "RelayCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "screentime-relayd",
+            dependencies: [
+                "RelayCore",
+                "RelayServer",
+                "ServerVersion",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "screentime-gatewayd",
             dependencies: [
@@ -628,6 +666,28 @@ let package = Package(
                 "screentime-pushd",
                 "screentime-aggregatord",
                 "screentime-gatewayd",
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "RelayTests",
+            dependencies: [
+                "TestSupport",
+                "RelayCore",
+                "RelayServer",
+                "screentime-relayd",
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),

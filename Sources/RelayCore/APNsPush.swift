@@ -1,0 +1,70 @@
+import Foundation
+
+/// One push as APNs takes it: `POST /3/device/<token>` on HTTP/2 with these headers and
+/// payload (see Apple's "Sending notification requests to APNs").
+public struct APNsPush: Sendable, Hashable {
+    public var token: String
+    public var headers: [(String, String)]
+    public var payload: [UInt8]
+
+    public static func == (lhs: APNsPush, rhs: APNsPush) -> Bool {
+        lhs.token == rhs.token && lhs.payload == rhs.payload && lhs.headers.map { "\($0.0): \($0.1)" } == rhs.headers.map { "\($0.0): \($0.1)" }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(self.token)
+        hasher.combine(self.payload)
+    }
+
+    public var path: String { "/3/device/\(self.token)" }
+
+    /// The push for a wake: `background` is silent (`content-available`, priority 5, as
+    /// Apple requires for background pushes); `alert` is a visible, content-free "New
+    /// activity" with `mutable-content`, priority 10, that the app's notification service
+    /// extension replaces after fetching from the home server.
+    public static func wake(_ kind: WakeRequest.Kind, registration: WakeRegistration, providerToken: String, collapseId: String?,
+                            ttlSeconds: Int?, now: Date = Date()) -> APNsPush {
+        var headers: [(String, String)] = [
+            ("authorization", "bearer \(providerToken)"),
+            ("apns-topic", registration.topic),
+            ("apns-push-type", kind == .background ? "background" : "alert"),
+            ("apns-priority", kind == .background ? "5" : "10"),
+            ("apns-expiration", String(ttlSeconds.map { Int64(now.timeIntervalSince1970) + Int64($0) } ?? 0)),
+        ]
+        if let collapseId { headers.append(("apns-collapse-id", collapseId)) }
+        let payload = kind == .background
+            ? #"{"aps":{"content-available":1}}"#
+            : #"{"aps":{"alert":{"title":"New activity"},"mutable-content":1,"sound":"default"}}"#
+        return APNsPush(token: registration.token, headers: headers, payload: Array(payload.utf8))
+    }
+
+    /// APNs's hosts.
+    public static func host(_ environment: WakeRegistration.Environment) -> String {
+        environment == .production ? "https://api.push.apple.com" : "https://api.sandbox.push.apple.com"
+    }
+}
+
+/// What APNs answered, as the relay acts on it.
+public enum APNsOutcome: Sendable, Equatable {
+    case delivered(apnsId: String?)
+    /// 410, or 400 `BadDeviceToken` / `DeviceTokenNotForTopic`: the token is gone.
+    case unregistered(reason: String)
+    /// 403 `ExpiredProviderToken`: renew the provider token and send again (once).
+    case expiredProviderToken
+    /// 429 and 5xx: try again later.
+    case retry(status: Int, reason: String)
+    /// Anything else: the request itself is wrong (a bug, or a misconfigured relay).
+    case refused(status: Int, reason: String)
+
+    public static func of(status: Int, apnsId: String?, body: [UInt8]) -> APNsOutcome {
+        let reason = (try? JSONDecoder().decode([String: String].self, from: Data(body)))?["reason"] ?? ""
+        switch status {
+        case 200: return .delivered(apnsId: apnsId)
+        case 410: return .unregistered(reason: reason.isEmpty ? "Unregistered" : reason)
+        case 400 where ["BadDeviceToken", "DeviceTokenNotForTopic"].contains(reason): return .unregistered(reason: reason)
+        case 403 where reason == "ExpiredProviderToken": return .expiredProviderToken
+        case 429, 500...599: return .retry(status: status, reason: reason)
+        default: return .refused(status: status, reason: reason)
+        }
+    }
+}

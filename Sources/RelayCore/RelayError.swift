@@ -1,0 +1,48 @@
+/// Why the relay refuses a request: each with the HTTP status it answers with, a stable
+/// code, and a sentence for the operator of the home server.
+public enum RelayError: Error, Sendable, Equatable {
+    case invalidRequest(String)
+    case invalidHandle
+    case badSignature(String)
+    case wrongServer
+    case rateLimited(retryAfterSeconds: Int)
+    /// APNs says the token is no longer valid: drop the registration.
+    case unregistered(reason: String)
+    /// APNs could not be reached, or failed after retries.
+    case apnsUnavailable(String)
+
+    public var status: Int {
+        switch self {
+        case .invalidRequest, .invalidHandle: 400
+        case .badSignature: 401
+        case .wrongServer: 403
+        case .unregistered: 410
+        case .rateLimited: 429
+        case .apnsUnavailable: 502
+        }
+    }
+
+    public var code: String {
+        switch self {
+        case .invalidRequest: "invalid_request"
+        case .invalidHandle: "invalid_handle"
+        case .badSignature: "bad_signature"
+        case .wrongServer: "wrong_server"
+        case .unregistered: "unregistered"
+        case .rateLimited: "rate_limited"
+        case .apnsUnavailable: "apns_unavailable"
+        }
+    }
+
+    public var message: String {
+        switch self {
+        case .invalidRequest(let why): why
+        case .invalidHandle: "the handle was not sealed by this relay, or was changed: the device must register for wakes again"
+        case .badSignature(let why): "the wake is not signed as the relay requires: \(why)"
+        case .wrongServer: "this handle belongs to another home server: a wake must be signed with the key the device paired with"
+        case .rateLimited(let seconds): "too many wakes from this server; try again in \(seconds) s"
+        case .unregistered(let reason): "APNs no longer knows this device (\(reason)): drop the registration until the device registers again"
+        case .apnsUnavailable(let why): "APNs did not take the wake: \(why)"
+        }
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+import Logging
+import RelayCore
+import Synchronization
+
+/// The relay's logic, apart from HTTP: seals device tokens into handles, and turns a home
+/// server's signed wake into an APNs push. It keeps no registration: everything it needs is
+/// in the handle, which only it can read.
+struct Relay: Sendable {
+    let sealer: HandleSealer
+    /// The app topics (bundle ids) this relay's APNs key may push to.
+    let topics: Set<String>
+    let apns: APNsClient
+    let limiter: WakeLimiter
+    let logger: Logger
+
+    func seal(_ request: SealRequest) throws(RelayError) -> SealResponse {
+        guard request.token.count >= 32, request.token.count <= 200, request.token.allSatisfy(\.isHexDigit) else {
+            throw .invalidRequest("token must be the APNs device token in hex")
+        }
+        guard self.topics.contains(request.topic) else {
+            throw .invalidRequest("this relay does not push to \(request.topic); it serves \(self.topics.sorted().joined(separator: ", "))")
+        }
+        guard let pin = Data(base64Encoded: request.pin), pin.count == 32 else {
+            throw .invalidRequest("pin must be the home server's key pin (base64 of 32 bytes)")
+        }
+        let registration = WakeRegistration(token: request.token.lowercased(), topic: request.topic, environment: request.environment, pin: request.pin)
+        do {
+            return SealResponse(handle: try self.sealer.seal(registration))
+        } catch {
+            throw .invalidRequest("the handle could not be sealed: \(error)")
+        }
+    }
+
+    /// Verifies a wake (its signature, its handle, the pin in both) and pushes it.
+    func wake(body: [UInt8], key: String?, time: String?, signature: String?, now: Date = Date()) async throws(RelayError) -> WakeResponse {
+        let pin = try WakeSignature.verify(body: body, key: key, time: time, signature: signature, now: now)
+        guard let request = try? JSONDecoder().decode(WakeRequest.self, from: Data(body)) else {
+            throw .invalidRequest("the body must be {handle, kind: background|alert, collapseId?, ttlSeconds?}")
+        }
+        if let collapseId = request.collapseId, collapseId.utf8.count > 64 { throw .invalidRequest("collapseId must be at most 64 bytes") }
+        if let ttl = request.ttlSeconds, !(0...2_592_000).contains(ttl) { throw .invalidRequest("ttlSeconds must be between 0 and 30 days") }
+        let registration = try self.sealer.open(request.handle)
+        guard registration.pin == pin else { throw .wrongServer }
+        try self.limiter.take(pin: pin, now: now)
+        let outcome = await self.apns.send(request.kind, to: registration, collapseId: request.collapseId, ttlSeconds: request.ttlSeconds)
+        var fields: Logger.Metadata = ["pin": "\(pin)", "kind": "\(request.kind.rawValue)", "environment": "\(registration.environment.rawValue)"]
+        switch outcome {
+        case .delivered(let apnsId):
+            fields["apns_id"] = "\(apnsId ?? "")"
+            self.logger.info("wake sent", metadata: fields)
+            return WakeResponse(apnsId: apnsId)
+        case .unregistered(let reason):
+            fields["reason"] = "\(reason)"
+            self.logger.info("wake for a device APNs no longer knows", metadata: fields)
+            throw .unregistered(reason: reason)
+        case .expiredProviderToken:
+            self.logger.error("APNs refused the provider token twice: check the key id, team id and .p8 key", metadata: fields)
+            throw .apnsUnavailable("APNs refused the relay's provider token")
+        case .retry(let status, let reason), .refused(let status, let reason):
+            fields["status"] = "\(status)"
+            fields["reason"] = "\(reason)"
+            self.logger.warning("APNs did not take a wake", metadata: fields)
+            throw .apnsUnavailable(status == 0 ? reason : "HTTP \(status) \(reason)")
+        }
+    }
+}
+
+/// Wakes per home server (by pin): a token bucket of `perMinute`, so that no server can
+/// spend the relay's standing with APNs for the others.
+final class WakeLimiter: Sendable {
+    let perMinute: Int
+    private let buckets = Mutex<[String: (tokens: Double, at: Date)]>([:])
+
+    init(perMinute: Int) { self.perMinute = perMinute }
+
+    func take(pin: String, now: Date) throws(RelayError) {
+        let rate = Double(self.perMinute) / 60
+        let capacity = Double(self.perMinute)
+        let granted: Bool = self.buckets.withLock { buckets in
+            if buckets.count > 100_000 { buckets = buckets.filter { now.timeIntervalSince($0.value.at) < 120 } }
+            var bucket = buckets[pin] ?? (capacity, now)
+            bucket.tokens = min(capacity, bucket.tokens + max(0, now.timeIntervalSince(bucket.at)) * rate)
+            bucket.at = now
+            guard bucket.tokens >= 1 else {
+                buckets[pin] = bucket
+                return false
+            }
+            bucket.tokens -= 1
+            buckets[pin] = bucket
+            return true
+        }
+        if !granted { throw .rateLimited(retryAfterSeconds: max(1, Int((1 / rate).rounded(.up)))) }
+    }
+}

@@ -1,0 +1,196 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import Logging
+import NIOCore
+import NIOSSL
+import RelayCore
+import RelayServer
+import ServiceLifecycle
+import Synchronization
+import Testing
+import TestSupport
+
+/// The wake relay through real TLS: an app seals its token, a home server signs wakes with
+/// its gateway's key, and the relay pushes to the APNs stand-in, keeping nothing.
+@Suite("Relay: sealed handles, signed wakes, APNs", .serialized)
+struct RelayTests {
+    /// A relay in this process on a free port, its TLS certificate, and a client for it.
+    final class RelayUnderTest: Sendable {
+        let apns: APNsStandIn
+        let directory = TemporaryDirectory()
+        let client: HTTPClient
+        let url: String
+        let sealingKey: String
+        private let task: Task<Void, any Error>
+
+        init(apns: APNsStandIn, sealingKey: String = HandleSealer.newKeyText(), wakesPerMinute: Int = 120) async throws {
+            self.apns = apns
+            self.sealingKey = sealingKey
+            let authority = try TestCA(in: self.directory, name: "relay")
+            let configuration = RelayConfiguration(
+                host: "127.0.0.1", port: 0, tls: (authority.certificateFile, authority.keyFile), sealingKey: sealingKey,
+                topics: [apns.topic], apnsKeyId: apns.keyId, apnsTeamId: apns.teamId, apnsKey: apns.p8, apnsURL: apns.url,
+                apnsCAFile: apns.certificateFile, wakesPerMinutePerServer: wakesPerMinute)
+            let ready = AsyncStream<Int>.makeStream()
+            let service = try RelayService(configuration, logger: Logger(label: "relay")) { port in ready.continuation.yield(port) }
+            self.task = Task { try await service.run() }
+            var port = 0
+            for await bound in ready.stream {
+                port = bound
+                break
+            }
+            self.url = "https://localhost:\(port)"
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.trustRoots = .file(authority.caFile)
+            self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: HTTPClient.Configuration(tlsConfiguration: tls))
+        }
+
+        func stop() async {
+            try? await self.client.shutdown()
+            self.task.cancel()
+            _ = try? await self.task.value
+        }
+
+        /// POSTs JSON; returns the status and the body's JSON object.
+        func post(_ path: String, _ body: [UInt8], headers: [(String, String)] = []) async throws -> (status: Int, body: [String: Any], headers: [String: String]) {
+            var request = HTTPClientRequest(url: self.url + path)
+            request.method = .POST
+            request.headers.add(name: "content-type", value: "application/json")
+            for (name, value) in headers { request.headers.add(name: name, value: value) }
+            request.body = .bytes(ByteBuffer(bytes: body))
+            let response = try await self.client.execute(request, timeout: .seconds(30))
+            let data = try await response.body.collect(upTo: 1 << 20)
+            let object = (try? JSONSerialization.jsonObject(with: Data(Array(buffer: data)))) as? [String: Any] ?? [:]
+            return (Int(response.status.code), object, Dictionary(response.headers.map { ($0.name.lowercased(), $0.value) }, uniquingKeysWith: { first, _ in first }))
+        }
+
+        func seal(token: String, pin: String, environment: String = "production") async throws -> String {
+            let body = try JSONSerialization.data(withJSONObject: ["token": token, "topic": self.apns.topic, "environment": environment, "pin": pin])
+            let reply = try await self.post("/v1/seal", Array(body))
+            return try #require(reply.body["handle"] as? String, "\(reply)")
+        }
+
+        /// A home server's wake, signed with its key.
+        func wake(_ handle: String, kind: String = "background", as server: P256.Signing.PrivateKey, collapseId: String? = nil,
+                  time: Date = Date()) async throws -> (status: Int, body: [String: Any], headers: [String: String]) {
+            var fields: [String: Any] = ["handle": handle, "kind": kind]
+            if let collapseId { fields["collapseId"] = collapseId }
+            let body = Array(try JSONSerialization.data(withJSONObject: fields))
+            return try await self.post("/v1/wake", body, headers: try WakeSignature.headers(body: body, key: server, time: time))
+        }
+    }
+
+    static func token(_ byte: UInt8) -> String { String(repeating: String(format: "%02x", byte), count: 32) }
+    static func pin(_ key: P256.Signing.PrivateKey) -> String { WakeSignature.pin(spki: key.publicKey.derRepresentation) }
+
+    @Test("an app seals its token for its home server; the server's signed wake reaches APNs as one silent background push, over HTTP/2, with a valid provider token; an alert is content-free")
+    func sealAndWake() async throws {
+        let apns = try await APNsStandIn()
+        defer { apns.stop() }
+        let relay = try await RelayUnderTest(apns: apns)
+        defer { Task { await relay.stop() } }
+        let server = P256.Signing.PrivateKey()
+        let handle = try await relay.seal(token: Self.token(0xab), pin: Self.pin(server))
+        #expect(handle.hasPrefix("v1.") && !handle.contains(Self.token(0xab)), "the handle hides the token")
+
+        let woken = try await relay.wake(handle, as: server, collapseId: "config")
+        #expect(woken.status == 200 && (woken.body["apnsId"] as? String)?.isEmpty == false, "\(woken)")
+        let push = try #require(apns.pushes.first)
+        #expect(apns.pushes.count == 1 && push.token == Self.token(0xab) && push.http2)
+        #expect(push.headers["apns-push-type"] == "background" && push.headers["apns-priority"] == "5" && push.headers["apns-topic"] == apns.topic)
+        #expect(push.headers["apns-collapse-id"] == "config" && push.payload == #"{"aps":{"content-available":1}}"#)
+
+        let alert = try await relay.wake(handle, kind: "alert", as: server)
+        #expect(alert.status == 200)
+        let shown = try #require(apns.pushes.last)
+        #expect(shown.headers["apns-push-type"] == "alert" && shown.headers["apns-priority"] == "10")
+        #expect(shown.payload.contains("New activity") && shown.payload.contains(#""mutable-content":1"#))
+    }
+
+    @Test("a handle woken by another server's key, a changed handle, a bad or stale signature and bad input are refused with a code and a sentence; nothing reaches APNs")
+    func refusals() async throws {
+        let apns = try await APNsStandIn()
+        defer { apns.stop() }
+        let relay = try await RelayUnderTest(apns: apns)
+        defer { Task { await relay.stop() } }
+        let server = P256.Signing.PrivateKey(), thief = P256.Signing.PrivateKey()
+        let handle = try await relay.seal(token: Self.token(0x01), pin: Self.pin(server))
+
+        let stolen = try await relay.wake(handle, as: thief)
+        #expect(stolen.status == 403 && stolen.body["error"] as? String == "wrong_server", "\(stolen)")
+        var tampered = Array(handle)
+        tampered[10] = tampered[10] == "A" ? "B" : "A"
+        let changed = try await relay.wake(String(tampered), as: server)
+        #expect(changed.status == 400 && changed.body["error"] as? String == "invalid_handle")
+        let stale = try await relay.wake(handle, as: server, time: Date().addingTimeInterval(-3600))
+        #expect(stale.status == 401 && (stale.body["message"] as? String)?.contains("clock") == true, "\(stale)")
+        let body = Array(try JSONSerialization.data(withJSONObject: ["handle": handle, "kind": "background"]))
+        var headers = try WakeSignature.headers(body: body, key: server)
+        headers[2].1 = try WakeSignature.headers(body: Array("other".utf8), key: server)[2].1
+        let forged = try await relay.post("/v1/wake", body, headers: headers)
+        #expect(forged.status == 401 && forged.body["error"] as? String == "bad_signature")
+        let unsigned = try await relay.post("/v1/wake", body)
+        #expect(unsigned.status == 401 && (unsigned.body["message"] as? String)?.contains(WakeSignature.keyHeader) == true)
+        let otherTopic = try await relay.post("/v1/seal", Array(try JSONSerialization.data(withJSONObject: [
+            "token": Self.token(0x02), "topic": "com.other.app", "environment": "production", "pin": Self.pin(server)])))
+        #expect(otherTopic.status == 400 && (otherTopic.body["message"] as? String)?.contains("does not push to com.other.app") == true)
+        let notJSON = try await relay.post("/v1/seal", Array("nope".utf8))
+        #expect(notJSON.status == 400 && notJSON.body["error"] as? String == "invalid_request")
+        #expect(apns.pushes.isEmpty)
+    }
+
+    @Test("APNs's answers: 410 and BadDeviceToken say the device is gone (410), 429 and 500 are retried, an expired provider token is renewed once")
+    func apnsAnswers() async throws {
+        let apns = try await APNsStandIn()
+        defer { apns.stop() }
+        let relay = try await RelayUnderTest(apns: apns)
+        defer { Task { await relay.stop() } }
+        let server = P256.Signing.PrivateKey()
+        let gone = Self.token(0x10), bad = Self.token(0x11), busy = Self.token(0x12), expired = Self.token(0x13), down = Self.token(0x14)
+        apns.answer(gone, [(410, "Unregistered")])
+        apns.answer(bad, [(400, "BadDeviceToken")])
+        apns.answer(busy, [(429, "TooManyRequests"), (500, "InternalServerError")])
+        apns.answer(expired, [(403, "ExpiredProviderToken")])
+        apns.answer(down, [(503, "ServiceUnavailable"), (503, "ServiceUnavailable"), (503, "ServiceUnavailable")])
+        for token in [gone, bad] {
+            let reply = try await relay.wake(try await relay.seal(token: token, pin: Self.pin(server)), as: server)
+            #expect(reply.status == 410 && reply.body["error"] as? String == "unregistered", "\(reply)")
+        }
+        #expect(try await relay.wake(try await relay.seal(token: busy, pin: Self.pin(server)), as: server).status == 200)
+        #expect(try await relay.wake(try await relay.seal(token: expired, pin: Self.pin(server)), as: server).status == 200)
+        let unavailable = try await relay.wake(try await relay.seal(token: down, pin: Self.pin(server)), as: server)
+        #expect(unavailable.status == 502 && unavailable.body["error"] as? String == "apns_unavailable")
+        #expect(apns.pushes.map(\.token) == [busy, expired])
+    }
+
+    @Test("wakes are limited per home server: one past the limit gets 429 with Retry-After, another server is not held up")
+    func limitPerServer() async throws {
+        let apns = try await APNsStandIn()
+        defer { apns.stop() }
+        let relay = try await RelayUnderTest(apns: apns, wakesPerMinute: 3)
+        defer { Task { await relay.stop() } }
+        let busy = P256.Signing.PrivateKey(), quiet = P256.Signing.PrivateKey()
+        let handle = try await relay.seal(token: Self.token(0x20), pin: Self.pin(busy))
+        for _ in 1...3 { #expect(try await relay.wake(handle, as: busy).status == 200) }
+        let limited = try await relay.wake(handle, as: busy)
+        #expect(limited.status == 429 && limited.headers["retry-after"] != nil, "\(limited)")
+        #expect(try await relay.wake(try await relay.seal(token: Self.token(0x21), pin: Self.pin(quiet)), as: quiet).status == 200)
+    }
+
+    @Test("the relay keeps no state: a handle sealed before a restart wakes after it, with the same sealing key")
+    func restartKeepsNothing() async throws {
+        let apns = try await APNsStandIn()
+        defer { apns.stop() }
+        let server = P256.Signing.PrivateKey()
+        let first = try await RelayUnderTest(apns: apns)
+        let handle = try await first.seal(token: Self.token(0x30), pin: Self.pin(server))
+        await first.stop()
+        let second = try await RelayUnderTest(apns: apns, sealingKey: first.sealingKey)
+        defer { Task { await second.stop() } }
+        #expect(try await second.wake(handle, as: server).status == 200)
+        let otherKey = try await RelayUnderTest(apns: apns)
+        defer { Task { await otherKey.stop() } }
+        #expect(try await otherKey.wake(handle, as: server).status == 400, "another sealing key cannot read it")
+    }
+}
