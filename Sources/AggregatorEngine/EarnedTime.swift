@@ -66,6 +66,34 @@ enum EarnedTime {
                                                   arguments: [item.family, item.deviceId]) else { continue }
             children[Child(family: item.family, child: child), default: []].insert(item.day)
         }
+        try Self.enterDifferences(children, now: now, calendar: calendar, db)
+        return children
+    }
+
+    /// One of the aggregator's own entries as the store holds it (its change, coming back,
+    /// or one written before this database existed: a database made again from the store's
+    /// history). The store's entry is the record: the day's row takes what it says, and
+    /// returns the child-day, whose difference from its points is entered again.
+    static func adoptEntry(_ change: Ingest.Change, seal: Retention.Seal, _ db: Database) throws -> (child: Child, day: String)? {
+        guard !change.deleted, change.zone == StoreNames.defaultZone, let name = AccrualName(change.recordName), !seal.covers(day: name.day),
+              let type = change.fields[RecordFieldNames.type]?.stringValue, type == "accrual" || type == "reversal",
+              let amount = change.fields[RecordFieldNames.amount]?.intValue
+        else { return nil }
+        let at = change.fields[RecordFieldNames.timestamp]?.stringValue.flatMap(StoreDates.parse).map(Millis.of) ?? Millis.of(change.at ?? Date())
+        let known = try Row.fetchOne(cached: db, sql: "SELECT type, amount, written FROM accruals WHERE family = ? AND child = ? AND day = ? AND seq = ?",
+                                     arguments: [change.family, name.child, name.day, name.seq])
+        if let known, known["type"] as String == type, known["amount"] as Int64 == amount, known["written"] as Bool { return nil }
+        try db.execute(cached: """
+            INSERT INTO accruals(family, child, day, seq, type, amount, at_ms, written) VALUES (?, ?, ?, ?, ?, ?, ?, 1)
+            ON CONFLICT(family, child, day, seq) DO UPDATE SET type = excluded.type, amount = excluded.amount, at_ms = excluded.at_ms,
+                written = 1, replaces = NULL
+            """, arguments: [change.family, name.child, name.day, name.seq, type, amount, at])
+        return (Child(family: change.family, child: name.child), name.day)
+    }
+
+    /// For each child-day, one more entry when the day's points differ from what its
+    /// entries hold.
+    static func enterDifferences(_ children: [Child: Set<String>], now: Int64, calendar: (String) throws -> LocalDays, _ db: Database) throws {
         for (child, childDays) in children {
             for day in childDays {
                 let points = try Int64.fetchOne(cached: db, sql: """
@@ -85,7 +113,23 @@ enum EarnedTime {
                     """, arguments: [child.family, child.child, day, (entered?["seq"] ?? 0) + 1, difference > 0 ? "accrual" : "reversal", abs(difference), at])
             }
         }
-        return children
+    }
+
+    /// `accrual-<childRecordName>-<YYYY-MM-DD>-<n>`, read back.
+    struct AccrualName {
+        var child: String
+        var day: String
+        var seq: Int64
+
+        init?(_ name: String) {
+            guard name.hasPrefix("accrual-"), let dash = name.lastIndex(of: "-"), let seq = Int64(name[name.index(after: dash)...]) else { return nil }
+            let rest = name[name.index(name.startIndex, offsetBy: 8)..<dash]
+            guard rest.count > 11, rest[rest.index(rest.endIndex, offsetBy: -11)] == "-" else { return nil }
+            self.day = String(rest.suffix(10))
+            self.child = String(rest.dropLast(11))
+            self.seq = seq
+            guard LocalDays.parse(self.day) != nil, !self.child.isEmpty else { return nil }
+        }
     }
 
     /// Computes a child's balance, notes a shield crossing, and queues the balance record.

@@ -4,6 +4,7 @@ import Logging
 import RPCClient
 import RPCCore
 import StoreAPI
+import Synchronization
 import UsageModel
 
 /// Writes children's points and earned time to the store, in the family's default zone:
@@ -28,6 +29,7 @@ struct EarnedTimeWriter: Sendable {
     private func flushAccruals() async throws -> Int {
         let pending = try await self.database.pendingAccruals(limit: 400)
         guard !pending.isEmpty else { return 0 }
+        var adopted: [(family: String, record: StoreAPI.Record)] = []
         for group in Dictionary(grouping: pending, by: \.family).values {
             let family = group[0].family
             let saves = group.map { entry in
@@ -41,13 +43,43 @@ struct EarnedTimeWriter: Sendable {
             }
             let deletes = group.compactMap(\.replaces).map { RecordDelete(recordName: $0) }
             let params = ModifyParams(family: family, zone: StoreNames.defaultZone, saves: saves, deletes: deletes, savePolicy: .allKeys)
-            if let error = await self.store.write(params, logger: self.logger) {
+            // An entry of that name already in the store, saying something else (written
+            // before this database was made again from the store's history): the store's
+            // is the record. It is adopted (EarnedTime.adoptEntry), and the day's
+            // difference entered anew.
+            let found = Mutex<[StoreAPI.Record]>([])
+            if let error = await self.store.write(params, logger: self.logger, accepting: { outcome in
+                guard outcome.error?.code == .conflict, let record = outcome.error?.serverRecord, record.recordType == RecordTypes.pointsLedgerEntry else { return false }
+                self.logger.info("a ledger entry of that name is already in the store; the store's is kept", metadata: ["family": "\(family)", "record_name": "\(outcome.recordName)"])
+                found.withLock { $0.append(record) }
+                return true
+            }) {
                 guard error.code == .notFound else { throw error }
                 self.logger.info("ledger entries dropped: the family is gone", metadata: ["family": "\(family)"])
             }
+            adopted += found.withLock { $0 }.map { (family, $0) }
         }
         try await self.database.accrualsWritten(pending)
+        try await self.adopt(adopted)
         return pending.count
+    }
+
+    /// The store's own entries where this database's differed: taken as the record, each
+    /// day's difference entered again (written at the next flush).
+    private func adopt(_ records: [(family: String, record: StoreAPI.Record)]) async throws {
+        guard !records.isEmpty else { return }
+        try await self.database.pool.write { db in
+            var days: [EarnedTime.Child: Set<String>] = [:]
+            for (family, record) in records {
+                let change = Ingest.Change(deleted: false, family: family, zone: StoreNames.defaultZone, recordType: record.recordType,
+                                           recordName: record.recordName, fields: record.fields, at: record.modifiedAt)
+                let calendar = try Ingest.localDays(of: family, db)
+                if let adopted = try EarnedTime.adoptEntry(change, seal: try Retention.seal(of: family, days: calendar, db), db) {
+                    days[adopted.child, default: []].insert(adopted.day)
+                }
+            }
+            try EarnedTime.enterDifferences(days, now: Millis.of(Date()), calendar: { try Ingest.localDays(of: $0, db) }, db)
+        }
     }
 
     private func flushBalances() async throws -> Int {

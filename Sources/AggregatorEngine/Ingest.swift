@@ -53,6 +53,9 @@ struct Ingest {
             calendars[family] = days
             return days
         }
+        // Child-days whose ledger entries came from the store different from what this
+        // database held (see EarnedTime.adoptEntry).
+        var adoptedDays: [EarnedTime.Child: Set<String>] = [:]
         var seals: [String: Retention.Seal] = [:]
         func seal(_ family: String) throws -> Retention.Seal {
             if let known = seals[family] { return known }
@@ -88,6 +91,7 @@ struct Ingest {
                 try self.applyDeviceName(change, db)
             case RecordTypes.pointsLedgerEntry:
                 if let child = try EarnedTime.applyLedger(change, days: calendar(change.family), seal: seal(change.family), db) { children.insert(child) }
+                if let adopted = try EarnedTime.adoptEntry(change, seal: seal(change.family), db) { adoptedDays[adopted.child, default: []].insert(adopted.day) }
             case RecordTypes.shieldPolicy:
                 try EarnedTime.applyShieldPolicy(change, db)
                 configurations.insert(change.family)
@@ -111,6 +115,7 @@ struct Ingest {
         // clock), so that a replayed or simulated history dates them as it happened.
         let now = changes.compactMap(\.at).max().map(Millis.of) ?? Millis.of(Date())
         let childDays = try EarnedTime.recordAccruals(for: changed, now: now, calendar: calendar, db)
+        try EarnedTime.enterDifferences(adoptedDays, now: now, calendar: calendar, db)
         children.formUnion(childDays.keys)
         try Alerts.checkRewardDays(childDays, db)
         for child in children { try EarnedTime.computeBalance(child, db) }

@@ -68,8 +68,9 @@ extension RPCClient {
     /// `store.modify` for the aggregator's own records: returns the store's refusal of the
     /// whole call (to retry, or to drop when the zone is gone). Items the store refused one
     /// by one (a uniqueness conflict with a record someone else wrote, say) are logged as
-    /// errors and not retried: the same write would get the same answer.
-    func write(_ params: ModifyParams, logger: Logger) async -> RPCError? {
+    /// errors and not retried: the same write would get the same answer; unless `accepting`
+    /// takes the refusal (it dealt with it).
+    func write(_ params: ModifyParams, logger: Logger, accepting: (SaveOutcome) -> Bool = { _ in false }) async -> RPCError? {
         let result: ModifyResult
         do {
             result = try await self.call(StoreMethods.modify, params)
@@ -77,7 +78,7 @@ extension RPCClient {
             return error
         }
         // Deleting a record that is already gone is done, not refused.
-        let refused = result.saved.compactMap { outcome in outcome.error.map { (outcome.recordName, $0) } }
+        let refused = result.saved.compactMap { outcome in outcome.error.flatMap { accepting(outcome) ? nil : (outcome.recordName, $0) } }
             + result.deleted.compactMap { outcome in outcome.error.flatMap { $0.code == .notFound ? nil : (outcome.recordName, $0) } }
         for (name, error) in refused {
             logger.error("the store refused a record the aggregator wrote", metadata: [

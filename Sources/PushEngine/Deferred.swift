@@ -7,17 +7,17 @@ import RPCCore
 import ServiceKit
 import ServiceLifecycle
 
-/// The collapse window: a change's notification that has a collapse key (a zone or family
-/// subscription's "fetch changes" hint, or a query subscription's own key) is held for the
-/// window before it is numbered and sent, and a later one for the same device and key
-/// replaces it meanwhile. So a burst of changes (a summary and a balance written one after
+/// The collapse window: a change's "fetch changes" hint (a zone or family subscription's
+/// notification, which says only "this zone changed") is held for the window before it is
+/// numbered and sent, and a later one for the same device and key replaces it meanwhile. So a burst of changes (a summary and a balance written one after
 /// the other, a rule saved five times in a second) reaches each listener as one
 /// notification, the last, at most one window after the first. Held drafts are rows of the
 /// `deferred` table, written in the transaction that moves the change-log position: a
 /// crash loses none; they go out at the next start.
 ///
-/// Notifications without a collapse key, and `push.notify`'s, are not held: each one
-/// counts (and numbered in order, so that acknowledging one never covers one still held).
+/// A query subscription's notifications (each carries its record's fields) and
+/// `push.notify`'s are not held: each one counts. Held hints are numbered when released, so
+/// that acknowledging one notification never covers one still held.
 struct Deferred: Service {
     struct Key: Sendable, Hashable {
         var family: String

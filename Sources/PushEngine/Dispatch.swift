@@ -10,7 +10,7 @@ struct Dispatch: Sendable {
     let hub: Hub
     /// Nil when outbound delivery is off.
     let webhooks: Webhooks?
-    /// How long a change's notification with a collapse key is held (see ``Deferred``);
+    /// How long a change's "fetch changes" hint is held (see ``Deferred``);
     /// zero: not held.
     let collapseWindow: Duration
     /// Wakes ``Deferred`` when a draft is held.
@@ -31,13 +31,14 @@ struct Dispatch: Sendable {
         try await self.queue(drafts, deferring: [], removing: fired, position: position, releasing: releasing)
     }
 
-    /// A batch of changes' notifications: those with a collapse key are held for the
-    /// collapse window (in the transaction that moves the position), the others queued and
-    /// sent now.
+    /// A batch of changes' notifications: "fetch changes" hints (zone and family
+    /// subscriptions') are held for the collapse window (in the transaction that moves the
+    /// position), the others queued and sent now.
     func queueChanges(_ drafts: [PushDatabase.Draft], removing fired: [PushDatabase.SubscriptionKey], position: Int64?) async throws -> [PushDatabase.Queued] {
         guard self.collapseWindow > .zero else { return try await self.queue(drafts, removing: fired, position: position) }
-        let held = drafts.filter { $0.notification.collapseKey != nil }
-        let queued = try await self.queue(drafts.filter { $0.notification.collapseKey == nil }, deferring: held, removing: fired, position: position, releasing: [])
+        let isHint = { (draft: PushDatabase.Draft) in draft.notification.reason == .zoneChanged && draft.notification.collapseKey != nil }
+        let held = drafts.filter(isHint)
+        let queued = try await self.queue(drafts.filter { !isHint($0) }, deferring: held, removing: fired, position: position, releasing: [])
         if !held.isEmpty { self.held.signal() }
         return queued
     }

@@ -24,7 +24,7 @@ public struct PushConfiguration: Sendable {
     public var accessRefresh: Duration
     /// Between drops of expired notifications and checks of listeners' credentials.
     public var maintenanceInterval: Duration
-    /// How long a change's notification with a collapse key is held, so that a burst of
+    /// How long a change's "fetch changes" hint (zone and family subscriptions') is held, so that a burst of
     /// changes arrives as one (see `Deferred`); zero: not held.
     public var collapseWindow: Duration
     /// Webhook delivery; nil: off.

@@ -48,7 +48,7 @@ struct PushService: AsyncParsableCommand {
     @Option(name: .customLong("maintenance-interval"), help: ArgumentHelp("Seconds between drops of expired notifications and checks of listeners' credentials.", valueName: "seconds"))
     var maintenanceSeconds: Double = 60
 
-    @Option(name: .customLong("collapse-window"), help: ArgumentHelp("Milliseconds a change's notification with a collapse key (a zone or family subscription's) is held: a burst of changes within it reaches each device as one notification, the last. 0: none held.", valueName: "ms"))
+    @Option(name: .customLong("collapse-window"), help: ArgumentHelp("Milliseconds a change's \"fetch changes\" hint (a zone or family subscription's notification) is held: a burst of changes within it reaches each device as one notification, the last. 0: none held.", valueName: "ms"))
     var collapseWindowMilliseconds: Int = 250
 
     @Flag(help: ArgumentHelp("Post notifications to devices' HTTP endpoints (UnifiedPush, ntfy) when they are not listening.", discussion: "Off by default: the service then needs no network. Devices set their endpoint with push.setWebhook."))

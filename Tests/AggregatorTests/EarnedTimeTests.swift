@@ -187,4 +187,32 @@ struct EarnedTimeTests {
         try await stack.settle(sessions: 3)
         #expect(try await stack.accruals("2026-11-21").map(\.recordName) == ["accrual-child-emma-2026-11-21-1", "accrual-child-emma-2026-11-21-2"])
     }
+
+    @Test("an aggregator whose database is made again from the store's history (lost, or an old backup) takes its own ledger entries from the store: the same entries, none changed, no refusal, and it goes on numbering after them")
+    func rebuiltDatabaseAdoptsTheLedger() async throws {
+        let stack = try await AggregatorStack.start()
+        defer { stack.stopNow() }
+        try await stack.session("s1", from: stack.at("2026-11-20 08:00"), to: stack.at("2026-11-20 08:20"))
+        try await stack.waitForBalance { $0?.fields["pointsBalance"] == 20 }
+        try await stack.session("s2", from: stack.at("2026-11-20 09:00"), to: stack.at("2026-11-20 09:05"))
+        try await stack.waitForBalance { $0?.fields["pointsBalance"] == 25 }
+        try await stack.settle(sessions: 2)
+        let before = try await stack.accruals("2026-11-20")
+        #expect(before.count == 2)
+        await stack.kill()
+        for file in ["aggregator.sqlite", "aggregator.sqlite-wal", "aggregator.sqlite-shm"] {
+            try? FileManager.default.removeItem(atPath: stack.harness.state + "/" + file)
+        }
+        try await stack.restart()
+        try await stack.settle(sessions: 2, timeout: .seconds(30))
+        try await stack.waitForBalance { $0?.fields["pointsBalance"] == 25 }
+        let after = try await stack.accruals("2026-11-20")
+        #expect(after.map(\.recordName) == before.map(\.recordName) && after.map(\.changeTag) == before.map(\.changeTag), "\(after.map(\.recordName))")
+        #expect(!stack.aggregatorLog.contains("the store refused a record the aggregator wrote"), "\(stack.aggregatorLog.suffix(2000))")
+        try await stack.session("s3", from: stack.at("2026-11-20 10:00"), to: stack.at("2026-11-20 10:10"))
+        try await stack.waitForBalance { $0?.fields["pointsBalance"] == 35 }
+        try await stack.settle(sessions: 3)
+        #expect(try await stack.accruals("2026-11-20").map(\.recordName).last == "accrual-child-emma-2026-11-20-3")
+        #expect(try await stack.accrued("2026-11-20") == 35)
+    }
 }

@@ -75,6 +75,9 @@ struct AggregatorServiceTests {
         defer { stack.stopNow() }
         try await stack.session("fine", from: stack.at("2026-11-20 11:00"), to: stack.at("2026-11-20 11:05"))
         try await stack.waitForSummary("2026-11-20") { $0?.learning == 300 }
+        // (Its own writes, the ledger and balance included, all done first.)
+        try await stack.settle(sessions: 1)
+        _ = try await Self.statusOnceCaughtUp(stack)
         // Changes the aggregator does not follow (audit entries) move the store's head on.
         let family = stack.family.family
         for index in 0..<3 {

@@ -80,7 +80,7 @@ struct DeliveryTests {
         }
     }
 
-    @Test("a burst of changes within the collapse window reaches each listener as one notification, the last; a change alone goes out within the window; a query subscription without a key hears every change")
+    @Test("a burst of changes within the collapse window reaches each listener as one zone hint, the last; a change alone goes out within the window; a query subscription hears every change")
     func collapseWindow() async throws {
         try await PushStack.inProcess { stack in
             let child = stack.client(token: stack.child.token)
