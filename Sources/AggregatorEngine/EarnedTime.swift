@@ -122,8 +122,10 @@ enum EarnedTime {
         var seq: Int64
 
         init?(_ name: String) {
-            guard name.hasPrefix("accrual-"), let dash = name.lastIndex(of: "-"), let seq = Int64(name[name.index(after: dash)...]) else { return nil }
-            let rest = name[name.index(name.startIndex, offsetBy: 8)..<dash]
+            let start = name.index(name.startIndex, offsetBy: 8, limitedBy: name.endIndex) ?? name.endIndex
+            guard name.hasPrefix("accrual-"), let dash = name.lastIndex(of: "-"), dash >= start,
+                  let seq = Int64(name[name.index(after: dash)...]), (1...1_000_000).contains(seq) else { return nil }
+            let rest = name[start..<dash]
             guard rest.count > 11, rest[rest.index(rest.endIndex, offsetBy: -11)] == "-" else { return nil }
             self.day = String(rest.suffix(10))
             self.child = String(rest.dropLast(11))

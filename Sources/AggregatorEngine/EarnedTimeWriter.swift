@@ -27,7 +27,8 @@ struct EarnedTimeWriter: Sendable {
     /// The ledger's new entries: each saved once with what it will always say (saved again
     /// after a crash, the same content is no change).
     private func flushAccruals() async throws -> Int {
-        let pending = try await self.database.pendingAccruals(limit: 400)
+        // 200: an entry may carry a delete (the earlier naming's), and a call holds at most 400 items.
+        let pending = try await self.database.pendingAccruals(limit: ModifyParams.maximumItems / 2)
         guard !pending.isEmpty else { return 0 }
         var adopted: [(family: String, record: StoreAPI.Record)] = []
         for group in Dictionary(grouping: pending, by: \.family).values {

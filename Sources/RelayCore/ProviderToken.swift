@@ -34,7 +34,15 @@ public final class ProviderToken: Sendable {
         return try self.renew(now: now)
     }
 
-    /// A new token (after APNs said `ExpiredProviderToken`).
+    /// A new token in place of `expired` (after APNs said `ExpiredProviderToken`), unless
+    /// another request renewed it already.
+    @discardableResult
+    public func renew(replacing expired: String, now: Date = Date()) throws -> String {
+        if let current = self.current.withLock({ $0 }), current.token != expired { return current.token }
+        return try self.renew(now: now)
+    }
+
+    /// A new token.
     @discardableResult
     public func renew(now: Date = Date()) throws -> String {
         let header = try JSONSerialization.data(withJSONObject: ["alg": "ES256", "kid": self.keyId], options: [.sortedKeys])

@@ -33,9 +33,11 @@ struct APNsClient: Sendable {
         var renewed = false
         var delay = Duration.milliseconds(200)
         var outcome = APNsOutcome.retry(status: 0, reason: "not sent")
+        var used = ""
         for attempt in 1...self.attempts {
             do {
                 let token = try self.providerToken.token()
+                used = token
                 let push = APNsPush.wake(kind, registration: registration, providerToken: token, collapseId: collapseId, ttlSeconds: ttlSeconds)
                 outcome = try await self.post(push, environment: registration.environment)
             } catch {
@@ -44,7 +46,8 @@ struct APNsClient: Sendable {
             switch outcome {
             case .expiredProviderToken where !renewed:
                 renewed = true
-                _ = try? self.providerToken.renew()
+                // Renewed once for all the requests that failed with it (Apple throttles renewals).
+                _ = try? self.providerToken.renew(replacing: used)
                 continue
             case .retry where attempt < self.attempts:
                 self.logger.info("APNs asked to retry", metadata: ["attempt": "\(attempt)", "outcome": "\(outcome)"])

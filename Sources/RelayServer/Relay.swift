@@ -15,9 +15,9 @@ struct Relay: Sendable {
     let logger: Logger
 
     func seal(_ request: SealRequest) throws(RelayError) -> SealResponse {
-        guard request.token.count >= 32, request.token.count <= 200, request.token.allSatisfy(\.isHexDigit) else {
-            throw .invalidRequest("token must be the APNs device token in hex")
-        }
+        guard (32...200).contains(request.token.utf8.count), request.token.utf8.count % 2 == 0,
+              request.token.utf8.allSatisfy({ (48...57).contains($0) || (65...70).contains($0) || (97...102).contains($0) })
+        else { throw .invalidRequest("token must be the APNs device token in hex") }
         guard self.topics.contains(request.topic) else {
             throw .invalidRequest("this relay does not push to \(request.topic); it serves \(self.topics.sorted().joined(separator: ", "))")
         }
@@ -42,7 +42,10 @@ struct Relay: Sendable {
         if let ttl = request.ttlSeconds, !(0...2_592_000).contains(ttl) { throw .invalidRequest("ttlSeconds must be between 0 and 30 days") }
         let registration = try self.sealer.open(request.handle)
         guard registration.pin == pin else { throw .wrongServer }
+        // Per server, and per device (pins cost nothing to make: one device is not woken
+        // more often however many keys ask).
         try self.limiter.take(pin: pin, now: now)
+        try self.limiter.take(pin: "device " + registration.token, now: now)
         let outcome = await self.apns.send(request.kind, to: registration, collapseId: request.collapseId, ttlSeconds: request.ttlSeconds)
         var fields: Logger.Metadata = ["pin": "\(pin)", "kind": "\(request.kind.rawValue)", "environment": "\(registration.environment.rawValue)"]
         switch outcome {

@@ -141,10 +141,13 @@ public struct RecordTypeInfo: Codable, Sendable, Hashable {
     public var appendOnly: Bool?
     /// A date field a save may not set after the server's time.
     public var notInFuture: NotInFutureInfo?
+    /// Per field, values only the server's own services may write (a device gets `forbidden`).
+    public var serverOnlyValues: [String: [String]]?
 
     public init(
         name: String, summary: String, fields: [FieldInfo], unique: [[String]], childAccess: ChildAccess,
-        childWritableFields: [String]? = nil, ownerField: String? = nil, appendOnly: Bool? = nil, notInFuture: NotInFutureInfo? = nil
+        childWritableFields: [String]? = nil, ownerField: String? = nil, appendOnly: Bool? = nil, notInFuture: NotInFutureInfo? = nil,
+        serverOnlyValues: [String: [String]]? = nil
     ) {
         self.name = name
         self.summary = summary
@@ -155,6 +158,7 @@ public struct RecordTypeInfo: Codable, Sendable, Hashable {
         self.ownerField = ownerField
         self.appendOnly = appendOnly
         self.notInFuture = notInFuture
+        self.serverOnlyValues = serverOnlyValues
     }
 }
 

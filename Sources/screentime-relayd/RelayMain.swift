@@ -83,7 +83,11 @@ struct RelayMain: AsyncParsableCommand {
 
     /// The sealing key from its file, made (0600) when there is none.
     private func sealingKey(_ logger: Logger) throws -> String {
-        if let text = try? String(contentsOfFile: self.sealingKeyFile, encoding: .utf8) {
+        if FileManager.default.fileExists(atPath: self.sealingKeyFile) {
+            // Never made again over one that exists: that would void every handle.
+            guard let text = try? String(contentsOfFile: self.sealingKeyFile, encoding: .utf8) else {
+                throw ValidationError("cannot read --sealing-key-file \(self.sealingKeyFile); it is kept as it is")
+            }
             guard HandleSealer.key(fromText: text) != nil else {
                 throw ValidationError("\(self.sealingKeyFile) is not a sealing key (base64 of 32 bytes); move it away to have one made (handles made with it stop working)")
             }

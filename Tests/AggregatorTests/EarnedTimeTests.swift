@@ -215,4 +215,24 @@ struct EarnedTimeTests {
         #expect(try await stack.accruals("2026-11-20").map(\.recordName).last == "accrual-child-emma-2026-11-20-3")
         #expect(try await stack.accrued("2026-11-20") == 35)
     }
+
+    @Test("accrual and reversal entries are the server's own: a parent's is refused; a parent's entry named like the aggregator's (any name at all) is only an adjustment")
+    func serverOwnEntryTypes() async throws {
+        try await AggregatorStack.inProcess { stack in
+            let refused = try await stack.ledger("accrual", 100, key: "free-points")
+            #expect(refused.saved.first?.error?.code == .forbidden && refused.saved.first?.error?.message.contains("server's own") == true,
+                    "\(String(describing: refused.saved.first?.error))")
+            for (index, name) in ["accrual-5", "accrual-child-emma-2026-11-20-9223372036854775807", "accrual--2026-11-20-1", "accrual-"].enumerated() {
+                let saved = try await stack.parentStore.call(StoreMethods.modify, ModifyParams(family: stack.family.family, zone: StoreNames.defaultZone, saves: [
+                    RecordSave(recordType: "PointsLedgerEntry", recordName: name, fields: [
+                        "familyRef": .reference(stack.family.family, zone: StoreNames.defaultZone), "childRef": .reference(stack.childRef, zone: StoreNames.defaultZone),
+                        "type": "adjustment", "amount": 1, "timestamp": .date(Date()), "idempotencyKey": .string("odd-\(index)"),
+                    ]),
+                ], savePolicy: .allKeys))
+                #expect(saved.allSucceeded, "\(name)")
+            }
+            try await stack.waitForBalance { $0?.fields["pointsBalance"] == 4 }
+            _ = try await stack.local.call(AggregatorMethods.status, Empty())
+        }
+    }
 }

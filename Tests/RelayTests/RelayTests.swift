@@ -89,7 +89,6 @@ struct RelayTests {
         let apns = try await APNsStandIn()
         defer { apns.stop() }
         let relay = try await RelayUnderTest(apns: apns)
-        defer { Task { await relay.stop() } }
         let server = P256.Signing.PrivateKey()
         let handle = try await relay.seal(token: Self.token(0xab), pin: Self.pin(server))
         #expect(handle.hasPrefix("v1.") && !handle.contains(Self.token(0xab)), "the handle hides the token")
@@ -106,6 +105,7 @@ struct RelayTests {
         let shown = try #require(apns.pushes.last)
         #expect(shown.headers["apns-push-type"] == "alert" && shown.headers["apns-priority"] == "10")
         #expect(shown.payload.contains("New activity") && shown.payload.contains(#""mutable-content":1"#))
+        await relay.stop()
     }
 
     @Test("a handle woken by another server's key, a changed handle, a bad or stale signature and bad input are refused with a code and a sentence; nothing reaches APNs")
@@ -113,7 +113,6 @@ struct RelayTests {
         let apns = try await APNsStandIn()
         defer { apns.stop() }
         let relay = try await RelayUnderTest(apns: apns)
-        defer { Task { await relay.stop() } }
         let server = P256.Signing.PrivateKey(), thief = P256.Signing.PrivateKey()
         let handle = try await relay.seal(token: Self.token(0x01), pin: Self.pin(server))
 
@@ -138,6 +137,7 @@ struct RelayTests {
         let notJSON = try await relay.post("/v1/seal", Array("nope".utf8))
         #expect(notJSON.status == 400 && notJSON.body["error"] as? String == "invalid_request")
         #expect(apns.pushes.isEmpty)
+        await relay.stop()
     }
 
     @Test("APNs's answers: 410 and BadDeviceToken say the device is gone (410), 429 and 500 are retried, an expired provider token is renewed once")
@@ -145,7 +145,6 @@ struct RelayTests {
         let apns = try await APNsStandIn()
         defer { apns.stop() }
         let relay = try await RelayUnderTest(apns: apns)
-        defer { Task { await relay.stop() } }
         let server = P256.Signing.PrivateKey()
         let gone = Self.token(0x10), bad = Self.token(0x11), busy = Self.token(0x12), expired = Self.token(0x13), down = Self.token(0x14)
         apns.answer(gone, [(410, "Unregistered")])
@@ -162,6 +161,7 @@ struct RelayTests {
         let unavailable = try await relay.wake(try await relay.seal(token: down, pin: Self.pin(server)), as: server)
         #expect(unavailable.status == 502 && unavailable.body["error"] as? String == "apns_unavailable")
         #expect(apns.pushes.map(\.token) == [busy, expired])
+        await relay.stop()
     }
 
     @Test("wakes are limited per home server: one past the limit gets 429 with Retry-After, another server is not held up")
@@ -169,13 +169,13 @@ struct RelayTests {
         let apns = try await APNsStandIn()
         defer { apns.stop() }
         let relay = try await RelayUnderTest(apns: apns, wakesPerMinute: 3)
-        defer { Task { await relay.stop() } }
         let busy = P256.Signing.PrivateKey(), quiet = P256.Signing.PrivateKey()
         let handle = try await relay.seal(token: Self.token(0x20), pin: Self.pin(busy))
         for _ in 1...3 { #expect(try await relay.wake(handle, as: busy).status == 200) }
         let limited = try await relay.wake(handle, as: busy)
         #expect(limited.status == 429 && limited.headers["retry-after"] != nil, "\(limited)")
         #expect(try await relay.wake(try await relay.seal(token: Self.token(0x21), pin: Self.pin(quiet)), as: quiet).status == 200)
+        await relay.stop()
     }
 
     @Test("the relay keeps no state: a handle sealed before a restart wakes after it, with the same sealing key")
@@ -187,10 +187,10 @@ struct RelayTests {
         let handle = try await first.seal(token: Self.token(0x30), pin: Self.pin(server))
         await first.stop()
         let second = try await RelayUnderTest(apns: apns, sealingKey: first.sealingKey)
-        defer { Task { await second.stop() } }
         #expect(try await second.wake(handle, as: server).status == 200)
+        await second.stop()
         let otherKey = try await RelayUnderTest(apns: apns)
-        defer { Task { await otherKey.stop() } }
         #expect(try await otherKey.wake(handle, as: server).status == 400, "another sealing key cannot read it")
+        await otherKey.stop()
     }
 }

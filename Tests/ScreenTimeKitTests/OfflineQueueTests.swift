@@ -55,6 +55,28 @@ struct OfflineQueueTests {
         await parent.close()
     }
 
+    @Test("a batch with one session that would end in the future: that one is set aside as failed, with the server's sentence; the others arrive")
+    func partlyRefusedBatch() async throws {
+        let stack = try await KitStack.start()
+        defer { stack.stopAll() }
+        let (parent, child, zone) = try await stack.family()
+        let log = QueueLog(child.queue)
+        let ahead = Date().addingTimeInterval(3 * 3600)
+        _ = try child.child.uploadUsage(Self.sessions(2, from: 0) + [UsageSession(logicalID: "org.khan", category: "learning", start: ahead, end: ahead.addingTimeInterval(60))])
+        try await waitUntil("the refused part reported") { !log.failed.isEmpty }
+        await child.queue.waitUntilDrained()
+        let failed = try child.queue.failures()
+        #expect(failed.count == 1 && failed[0].params.saves?.count == 1, "\(failed.map(\.params.saves))")
+        #expect(failed.first?.lastError?.message.contains("after the server's time") == true, "\(String(describing: failed.first?.lastError))")
+        _ = try await eventually("the two others stored") { seen in
+            let count = try await Self.usageRecords(parent, zone).count
+            seen = "\(count)"
+            return count == 2 ? () : nil
+        }
+        await child.close()
+        await parent.close()
+    }
+
     @Test("a kit dropped mid-replay, after the store applied a batch: the next kit on the same queue replays it without applying it twice")
     func droppedMidReplay() async throws {
         let stack = try await KitStack.start()

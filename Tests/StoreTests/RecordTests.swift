@@ -255,7 +255,7 @@ struct RecordTests {
                 Make.child("child-1", opaque: "o1"),
                 RecordSave(recordType: "EarnedTimeBalance", recordName: "balance-child-1", fields: ["childRef": .reference("child-1"), "balanceSeconds": 600]),
                 RecordSave(recordType: "PointsLedgerEntry", recordName: "ledger-1", fields: [
-                    "familyRef": .reference(FamilyFixture.family), "childRef": .reference("child-1"), "type": "accrual", "amount": 10,
+                    "familyRef": .reference(FamilyFixture.family), "childRef": .reference("child-1"), "type": "adjustment", "amount": 10,
                     "timestamp": .date(Date()),
                 ]),
             ])

@@ -64,7 +64,7 @@ enum SchemaBackfill {
         schema.apply(version)
         for step in version.steps {
             switch step {
-            case .addRecordType, .allowValues, .makeAppendOnly, .notInFuture:
+            case .addRecordType, .allowValues, .makeAppendOnly, .notInFuture, .serverOnlyValues:
                 continue
             case .addField(let type, let field):
                 guard let value = field.defaultValue else { continue }

@@ -45,6 +45,9 @@ struct RecordTypeDefinition: Sendable {
     /// judged by the writer's clock (`ModifyParams.deviceClock`), whose offset the store
     /// writes into the record.
     var notInFuture: ClockCheck? = nil
+    /// Values of a field that only local services (the server's own) may write: a device
+    /// that saves one gets `forbidden` (the aggregator's own ledger entry types).
+    var serverOnlyValues: [String: Set<String>] = [:]
 
     func field(_ name: String) -> FieldDefinition? {
         self.fields.first { $0.name == name }
@@ -60,7 +63,8 @@ struct RecordTypeDefinition: Sendable {
             childAccess: self.childAccess,
             childWritableFields: self.childAccess == .updateFields ? self.childWritableFields.sorted() : nil,
             ownerField: self.ownerField, appendOnly: self.appendOnly ? true : nil,
-            notInFuture: self.notInFuture.map { NotInFutureInfo(field: $0.field, offsetField: $0.offsetField, toleranceSeconds: Int(ClockCheck.tolerance / 1000)) }
+            notInFuture: self.notInFuture.map { NotInFutureInfo(field: $0.field, offsetField: $0.offsetField, toleranceSeconds: Int(ClockCheck.tolerance / 1000)) },
+            serverOnlyValues: self.serverOnlyValues.isEmpty ? nil : self.serverOnlyValues.mapValues { $0.sorted() }
         )
     }
 }
@@ -101,6 +105,8 @@ struct SchemaRegistry: Sendable {
                 self.types[type]!.appendOnly = true
             case .notInFuture(let type, let field, let offsetField):
                 self.types[type]!.notInFuture = ClockCheck(field: field, offsetField: offsetField)
+            case .serverOnlyValues(let type, let field, let values):
+                self.types[type]!.serverOnlyValues[field, default: []].formUnion(values)
             }
         }
         self.version = version.number

@@ -17,6 +17,9 @@ enum SchemaStep: Sendable {
     case makeAppendOnly(recordType: String)
     /// A date field may not be in the future (see `RecordTypeDefinition.notInFuture`).
     case notInFuture(recordType: String, field: String, offsetField: String)
+    /// Values of a field only the server's own services may write (see
+    /// `RecordTypeDefinition.serverOnlyValues`).
+    case serverOnlyValues(recordType: String, field: String, values: [String])
 }
 
 struct SchemaVersion: Sendable {
@@ -225,13 +228,15 @@ enum SchemaHistory {
 
     /// The points ledger is a record of what happened: an entry is never changed (a
     /// correction is a new entry), and points counted and then taken back (usage deleted,
-    /// or counted again lower) are a `reversal`. A device's clock can be wrong: the store
+    /// or counted again lower) are a `reversal`; accruals and reversals are the
+    /// aggregator's alone. A device's clock can be wrong: the store
     /// writes into each UsageRecord how far the sender's clock was off
     /// (`clockOffsetSeconds`, from the call's `deviceClock`), refuses a session that ends
     /// in the future, and the aggregator places sessions by the server's time.
     static let version8 = SchemaVersion(number: 8, name: "ledger-and-clocks", steps: [
         .allowValues(recordType: RecordTypes.pointsLedgerEntry, field: "type", values: ["reversal"]),
         .makeAppendOnly(recordType: RecordTypes.pointsLedgerEntry),
+        .serverOnlyValues(recordType: RecordTypes.pointsLedgerEntry, field: "type", values: ["accrual", "reversal"]),
         .addField(recordType: RecordTypes.usageRecord, int("clockOffsetSeconds")),
         .notInFuture(recordType: RecordTypes.usageRecord, field: "sessionEnd", offsetField: "clockOffsetSeconds"),
     ])

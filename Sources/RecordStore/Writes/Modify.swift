@@ -246,6 +246,13 @@ struct ModifyOperation: Sendable {
             }
             if before != merged, let refusal = check.refusal(merged, offsetSeconds: offset ?? 0, now: self.now) { throw refusal }
         }
+        if case .device = self.principal {
+            for (field, values) in type.serverOnlyValues {
+                if let value = merged[field]?.stringValue, values.contains(value), merged[field] != before?[field] {
+                    throw ItemError(code: .forbidden, message: "\(type.name) records with \(field) \(value) are the server's own; devices may write \(field) \(Set(type.field(field)?.allowedValues ?? []).subtracting(values).sorted().joined(separator: " or "))", field: field)
+                }
+            }
+        }
         if case .device(let device) = self.principal, device.role == .child {
             try AccessControl.checkChildSave(device, type: type, existing: before, merged: merged)
         }

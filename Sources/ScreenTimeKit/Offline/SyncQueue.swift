@@ -231,10 +231,14 @@ public final class SyncQueue: Sendable {
                     self.logger.debug("queued batch not sent", metadata: ["request_id": "\(next.requestId)", "code": "\(error.code)"])
                     try? await Task.sleep(for: delay)
                 } else {
+                    // Refused for some of its items only (a session that would end in the
+                    // future, say): those are set aside, the others go on as a new batch.
+                    let refused = (try? self.splitOffRefused(next, error)) ?? nil
                     try? self.recordAttempt(next.requestId, error, failed: true)
                     var failed = next
                     failed.failed = true
                     failed.lastError = error
+                    if let refused { failed.params = refused }
                     self.logger.warning("queued batch refused", metadata: ["request_id": "\(next.requestId)", "code": "\(error.code)", "error": "\(error.message)"])
                     self.publish(.failed(failed, error))
                 }
@@ -242,6 +246,38 @@ public final class SyncQueue: Sendable {
                 try? await Task.sleep(for: self.backoff.delay(attempt: attempt))
             }
         }
+    }
+
+    /// For an atomic batch the store refused because of some of its items (`data.failures`):
+    /// keeps only those in the batch (to be reported as failed) and queues the others as a
+    /// new batch after it. Returns the refused part; nil when every item failed, or the
+    /// error names none.
+    private func splitOffRefused(_ batch: QueuedBatch, _ error: RPCError) throws -> ModifyParams? {
+        guard case .array(let items)? = error.data?["failures"] else { return nil }
+        let failures = try items.map { try JSONValueDecoding.decode(ItemFailure.self, from: $0) }
+        let saves = batch.params.saves ?? [], deletes = batch.params.deletes ?? []
+        let failedSaves = Set(failures.filter { $0.kind == "save" }.map(\.index))
+        let failedDeletes = Set(failures.filter { $0.kind == "delete" }.map(\.index))
+        guard !failures.isEmpty, failedSaves.count + failedDeletes.count < saves.count + deletes.count else { return nil }
+        var refused = batch.params, rest = batch.params
+        refused.saves = saves.enumerated().filter { failedSaves.contains($0.offset) }.map(\.element)
+        refused.deletes = deletes.enumerated().filter { failedDeletes.contains($0.offset) }.map(\.element)
+        rest.saves = saves.enumerated().filter { !failedSaves.contains($0.offset) }.map(\.element)
+        rest.deletes = deletes.enumerated().filter { !failedDeletes.contains($0.offset) }.map(\.element)
+        let id = "kit-\(UUID().uuidString.lowercased())"
+        rest.requestId = id
+        let encoder = RPCJSON.makeEncoder()
+        try self.store.database.write { db in
+            try db.execute(sql: "UPDATE outbox SET params = ? WHERE requestId = ?",
+                           arguments: [String(decoding: try encoder.encode(refused), as: UTF8.self), batch.requestId])
+            try db.execute(sql: "INSERT INTO outbox (requestId, family, zone, params, label, createdAt) VALUES (?, ?, ?, ?, ?, ?)",
+                           arguments: [id, rest.family, rest.zone, String(decoding: try encoder.encode(rest), as: UTF8.self), batch.label,
+                                       batch.createdAt.timeIntervalSince1970])
+        }
+        self.logger.info("queued batch partly refused; the rest goes on", metadata: [
+            "request_id": "\(batch.requestId)", "refused": "\(failures.count)", "rest_request_id": "\(id)",
+        ])
+        return refused
     }
 
     /// The longest wait between attempts while the device is not confirmed yet.
