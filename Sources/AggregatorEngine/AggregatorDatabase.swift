@@ -150,6 +150,8 @@ extension AggregatorDatabase {
         var atMillis: Int64
         /// An entry of the earlier naming (one rewritten entry per day) to delete with it.
         var replaces: String?
+        /// The family's time zone (an entry that replaces one is dated at its day's start, as that one was).
+        var timeZone: String
 
         /// `accrual-<childRecordName>-<YYYY-MM-DD>-<seq>`: its idempotency key too.
         var recordName: String { "accrual-\(self.child)-\(self.day)-\(self.seq)" }
@@ -163,13 +165,15 @@ extension AggregatorDatabase {
             self.amount = row["amount"]
             self.atMillis = row["at_ms"]
             self.replaces = row["replaces"]
+            self.timeZone = row["time_zone"]
         }
     }
 
     func pendingAccruals(limit: Int) async throws -> [PendingAccrual] {
         try await self.pool.read { db in
             try PendingAccrual.fetchAll(db, sql: """
-                SELECT family, child, day, seq, type, amount, at_ms, replaces FROM accruals WHERE written = 0 ORDER BY family LIMIT ?
+                SELECT a.family, a.child, a.day, a.seq, a.type, a.amount, a.at_ms, a.replaces, coalesce(f.time_zone, 'UTC') AS time_zone
+                FROM accruals a LEFT JOIN families f ON f.family = a.family WHERE a.written = 0 ORDER BY a.family LIMIT ?
                 """, arguments: [limit])
         }
     }

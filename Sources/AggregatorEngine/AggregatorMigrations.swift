@@ -249,11 +249,17 @@ extension AggregatorDatabase {
                     LEFT JOIN families f ON f.family = d.family
                     WHERE v.child_ref IS NOT NULL AND d.day >= coalesce(f.sealed_before, '')
                     GROUP BY d.family, v.child_ref, d.day HAVING sum(d.points) > 0;
+                -- a day whose points fell to nothing had its entry's delete queued: still deleted
+                INSERT OR IGNORE INTO prune_outbox(family, zone, record_name)
+                    SELECT o.family, 'default', 'accrual-' || o.child || '-' || o.day FROM child_outbox o
+                    WHERE o.day != '' AND NOT EXISTS (SELECT 1 FROM accruals a WHERE a.family = o.family AND a.child = o.child AND a.day = o.day);
                 -- child_outbox keeps balances only (day = '')
                 DELETE FROM child_outbox WHERE day != '';
                 -- how far the device's clock was ahead of the server's (seconds), by its
                 -- newest session
                 ALTER TABLE devices ADD COLUMN clock_offset_s INTEGER NOT NULL DEFAULT 0;
+                -- when that session was sent (an older one, replayed, does not count)
+                ALTER TABLE devices ADD COLUMN clock_at_ms INTEGER NOT NULL DEFAULT 0;
                 """, arguments: [Millis.of(Date())])
         }
         return migrator

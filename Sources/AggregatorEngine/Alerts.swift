@@ -23,10 +23,13 @@ enum Alerts {
     /// How far a device's clock may be off before the parents hear of it (seconds).
     static let clockTolerance = DeviceConfigurationState.clockTolerance
 
-    /// The clock offset a device's session came with: kept for the parents' device list,
-    /// and alerted on when it is over `clockTolerance`.
-    static func noteClock(family: String, deviceId: String, offsetSeconds: Int64, _ db: Database) throws {
-        try db.execute(cached: "UPDATE devices SET clock_offset_s = ? WHERE family = ? AND device_id = ?", arguments: [offsetSeconds, family, deviceId])
+    /// The clock offset a device's session came with (sent at `at`): kept for the parents'
+    /// device list, and alerted on when it is over `clockTolerance`. Only the newest
+    /// session sent counts (one replayed or recomputed from before does not).
+    static func noteClock(family: String, deviceId: String, offsetSeconds: Int64, at: Int64, _ db: Database) throws {
+        try db.execute(cached: "UPDATE devices SET clock_offset_s = ?, clock_at_ms = ? WHERE family = ? AND device_id = ? AND clock_at_ms <= ?",
+                       arguments: [offsetSeconds, at, family, deviceId, at])
+        guard db.changesCount > 0 else { return }
         try Self.crossing(.clockOff, family: family, subject: deviceId, day: "", over: abs(offsetSeconds) > Self.clockTolerance, db) {
             let device = (try? Row.fetchOne(cached: db, sql: "SELECT device_name, child_name, child_ref FROM devices WHERE family = ? AND device_id = ?",
                                             arguments: [family, deviceId])) ?? nil

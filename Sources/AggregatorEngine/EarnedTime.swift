@@ -75,6 +75,15 @@ enum EarnedTime {
     /// history). The store's entry is the record: the day's row takes what it says, and
     /// returns the child-day, whose difference from its points is entered again.
     static func adoptEntry(_ change: Ingest.Change, seal: Retention.Seal, _ db: Database) throws -> (child: Child, day: String)? {
+        // A day's single entry of the earlier naming, met again in the store's history (an
+        // upgraded store, this database made again): the numbered entries replace it.
+        if !change.deleted, change.zone == StoreNames.defaultZone, change.fields[RecordFieldNames.type]?.stringValue == "accrual",
+           let child = change.fields[RecordFieldNames.childRef]?.objectValue?["recordName"]?.stringValue,
+           change.recordName.hasPrefix("accrual-\(child)-"), LocalDays.parse(String(change.recordName.dropFirst("accrual-\(child)-".count))) != nil {
+            try db.execute(cached: "INSERT OR IGNORE INTO prune_outbox(family, zone, record_name) VALUES (?, ?, ?)",
+                           arguments: [change.family, StoreNames.defaultZone, change.recordName])
+            return nil
+        }
         guard !change.deleted, change.zone == StoreNames.defaultZone, let name = AccrualName(change.recordName), !seal.covers(day: name.day),
               let type = change.fields[RecordFieldNames.type]?.stringValue, type == "accrual" || type == "reversal",
               let amount = change.fields[RecordFieldNames.amount]?.intValue

@@ -34,12 +34,14 @@ struct EarnedTimeWriter: Sendable {
         for group in Dictionary(grouping: pending, by: \.family).values {
             let family = group[0].family
             let saves = group.map { entry in
-                RecordSave(recordType: RecordTypes.pointsLedgerEntry, recordName: entry.recordName, fields: [
+                // An entry that replaces a day's single entry of the earlier naming keeps its date.
+                let at = entry.replaces == nil ? nil : LocalDays(timeZone: entry.timeZone)?.bounds(of: entry.day)?.start
+                return RecordSave(recordType: RecordTypes.pointsLedgerEntry, recordName: entry.recordName, fields: [
                     RecordFieldNames.familyRef: .reference(family, zone: StoreNames.defaultZone),
                     RecordFieldNames.childRef: .reference(entry.child, zone: StoreNames.defaultZone),
                     RecordFieldNames.type: .string(entry.type), RecordFieldNames.amount: .int(entry.amount),
                     RecordFieldNames.reason: .string(entry.type == "reversal" ? "learning on \(entry.day) counted again: fewer points" : "learning on \(entry.day)"),
-                    RecordFieldNames.timestamp: .date(Millis.date(entry.atMillis)), RecordFieldNames.idempotencyKey: .string(entry.recordName),
+                    RecordFieldNames.timestamp: .date(at ?? Millis.date(entry.atMillis)), RecordFieldNames.idempotencyKey: .string(entry.recordName),
                 ])
             }
             let deletes = group.compactMap(\.replaces).map { RecordDelete(recordName: $0) }

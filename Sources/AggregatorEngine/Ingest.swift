@@ -142,7 +142,7 @@ struct Ingest {
             """, arguments: [change.family, change.zone, change.recordName, session.deviceId, session.app, session.bundleId, session.category,
                              Millis.of(session.start), Millis.of(session.end)])
         touched.formUnion(Self.days(family: change.family, device: session.deviceId, session.start, session.end, days))
-        try Alerts.noteClock(family: change.family, deviceId: session.deviceId, offsetSeconds: session.clockOffsetSeconds, db)
+        try Alerts.noteClock(family: change.family, deviceId: session.deviceId, offsetSeconds: session.clockOffsetSeconds, at: Millis.of(change.at ?? Date()), db)
         return touched
     }
 

@@ -165,7 +165,7 @@ struct EarnedTimeTests {
         let database = try DatabaseQueue(path: stack.harness.state + "/aggregator.sqlite")
         try await database.write { db in
             try db.execute(sql: """
-                DROP TABLE accruals; ALTER TABLE devices DROP COLUMN clock_offset_s;
+                DROP TABLE accruals; ALTER TABLE devices DROP COLUMN clock_offset_s; ALTER TABLE devices DROP COLUMN clock_at_ms;
                 DELETE FROM grdb_migrations WHERE identifier = 'aggregator-v7-ledger-and-clocks'
                 """)
         }
@@ -179,6 +179,8 @@ struct EarnedTimeTests {
             return names.contains { $0.hasPrefix("accrual-child-emma-2026-11-20 ") } ? nil : names
         }
         #expect(names == ["accrual-child-emma-2026-11-20-1 25", "accrual-child-emma-2026-11-21-1 5"])
+        let first = try #require(try await stack.accruals("2026-11-20").first)
+        #expect(first.fields["timestamp"] == .date(stack.at("2026-11-20 00:00")), "dated as the entry it replaces: \(first.fields)")
         try await stack.settle(sessions: 2)
         #expect(try await stack.balance()?.fields["pointsBalance"] == 30)
         // And it goes on as it does now.
