@@ -36,9 +36,11 @@ public final class ScreenTimeClient: Sendable {
     /// `credentials`, the kit's own database at `databasePath` (created if needed), and the
     /// offline queue's replay started.
     /// With `startReplay` false the queue waits for ``SyncQueue/start()`` (to listen to its
-    /// events from the first one).
+    /// events from the first one). `clock` is the device's wall clock (tests and simulations
+    /// set their own).
     public init(transport: any Transport, credentials: any CredentialStore, databasePath: String, backoff: Backoff = Backoff(),
-                startReplay: Bool = true, logger: Logger = Logger(label: "screentimekit")) throws(RPCError) {
+                startReplay: Bool = true, clock: @escaping @Sendable () -> Date = { Date() },
+                logger: Logger = Logger(label: "screentimekit")) throws(RPCError) {
         let identity: DeviceIdentity?
         do { identity = try credentials.load() } catch {
             throw RPCError(.internal, "the stored credential could not be read: \(error)")
@@ -49,7 +51,7 @@ public final class ScreenTimeClient: Sendable {
         self.session = session
         self.credentials = credentials
         let records = RecordDatabase(session: session, store: store)
-        let queue = SyncQueue(store: store, session: session, backoff: backoff, logger: logger)
+        let queue = SyncQueue(store: store, session: session, backoff: backoff, clock: clock, logger: logger)
         self.records = records
         self.queue = queue
         self.notifications = Notifications(session: session, store: store, backoff: backoff, logger: logger)

@@ -48,23 +48,23 @@ final class KitStack: @unchecked Sendable {
     }
 
     /// A kit on the local sockets, its database and credential in files named `name`.
-    func kit(_ name: String, transport: (any Transport)? = nil) throws -> ScreenTimeClient {
+    func kit(_ name: String, transport: (any Transport)? = nil, clock: @escaping @Sendable () -> Date = { Date() }) throws -> ScreenTimeClient {
         try ScreenTimeClient(
             transport: transport ?? UnixSocketTransport(runtimeDirectory: self.directory.path, backoff: Self.fast),
             credentials: FileCredentialStore(path: self.directory.file("\(name).credential")),
-            databasePath: self.directory.file("\(name).sqlite"), backoff: Self.fast)
+            databasePath: self.directory.file("\(name).sqlite"), backoff: Self.fast, clock: clock)
     }
 
     static let fast = Backoff(initial: .milliseconds(20), maximum: .milliseconds(300), attemptsBeforeOffline: 2)
 
     /// A family with its admin parent enrolled through the kit (`parent`), and a child
     /// device paired through the kit (`child`), confirmed.
-    func family(timeZone: String = "UTC") async throws -> (parent: ScreenTimeClient, child: ScreenTimeClient, childZone: String) {
+    func family(timeZone: String = "UTC", childClock: @escaping @Sendable () -> Date = { Date() }) async throws -> (parent: ScreenTimeClient, child: ScreenTimeClient, childZone: String) {
         let code = try await self.admin("pairing").call(PairingMethods.createFamily, NewFamilyParams(family: "smith", displayName: "The Smiths", timeZone: timeZone))
         let parent = try self.kit("parent")
         try await parent.pairing.enroll(family: "smith", code: code.code, deviceId: "mum-phone", deviceName: "Mum's phone", displayName: "Mum")
         let invitation = try await parent.pairing.inviteChild(childId: "emma", childName: "Emma")
-        let child = try self.kit("child")
+        let child = try self.kit("child", clock: childClock)
         let pending = try await child.pairing.accept(uri: invitation.uri, deviceId: "emma-ipad", deviceName: "Emma's iPad")
         let parentSees = try await parent.pairing.waitForAcceptance(of: invitation)
         #expect(parentSees == pending.shortCode)

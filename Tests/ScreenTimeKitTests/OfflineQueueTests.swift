@@ -77,6 +77,31 @@ struct OfflineQueueTests {
         await parent.close()
     }
 
+    @Test("a clock set ahead after the usage was queued does not move it: the batch carries the clock it was queued with, carried forward by the uptime; usage queued with the clock ahead carries the offset")
+    func clockChangedAfterQueueing() async throws {
+        let stack = try await KitStack.start()
+        defer { stack.stopAll() }
+        let ahead = Mutex<TimeInterval>(0)
+        let (parent, child, zone) = try await stack.family(childClock: { Date().addingTimeInterval(ahead.withLock { $0 }) })
+        await stack.stop("store")
+        let now = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
+        _ = try child.child.uploadUsage([UsageSession(logicalID: "org.khan", category: "learning", start: now.addingTimeInterval(-1200), end: now.addingTimeInterval(-600))])
+        // The child sets the clock two hours ahead before the tablet is online again.
+        ahead.withLock { $0 = 7200 }
+        try await stack.start("store")
+        await child.queue.waitUntilDrained()
+        var records = try await Self.usageRecords(parent, zone)
+        #expect(records.count == 1 && records[0].fields.clockOffsetSeconds == nil, "moved by a clock changed after it was recorded: \(records.map(\.fields))")
+        // Usage recorded with the clock ahead: the server sees the offset.
+        let deviceNow = now.addingTimeInterval(7200)
+        _ = try child.child.uploadUsage([UsageSession(logicalID: "org.khan", category: "learning", start: deviceNow.addingTimeInterval(-300), end: deviceNow.addingTimeInterval(-60))])
+        await child.queue.waitUntilDrained()
+        records = try await Self.usageRecords(parent, zone)
+        #expect(records.count == 2 && records.contains { $0.fields.clockOffsetSeconds == 7200 }, "\(records.map(\.fields))")
+        await child.close()
+        await parent.close()
+    }
+
     @Test("a kit dropped mid-replay, after the store applied a batch: the next kit on the same queue replays it without applying it twice")
     func droppedMidReplay() async throws {
         let stack = try await KitStack.start()

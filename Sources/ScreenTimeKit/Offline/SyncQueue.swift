@@ -54,16 +54,22 @@ public final class SyncQueue: Sendable {
     private let session: Session
     private let backoff: Backoff
     private let logger: Logger
+    /// The device's wall clock.
+    private let clock: @Sendable () -> Date
     private let listeners = Mutex<[Int: AsyncStream<QueueEvent>.Continuation]>([:])
     private let nextListener = Atomic<Int>(0)
     private let wake = Mutex<[CheckedContinuation<Void, Never>]>([])
     private let worker = Mutex<Task<Void, Never>?>(nil)
     private let drained = Mutex<[CheckedContinuation<Void, Never>]>([])
+    /// For batches queued by this process: the device's clock then, and the system's
+    /// uptime (a clock nobody can set). See ``deviceClock(for:)``.
+    private let queuedAt = Mutex<[String: (clock: Date, uptime: TimeInterval)]>([:])
 
-    init(store: LocalStore, session: Session, backoff: Backoff, logger: Logger) {
+    init(store: LocalStore, session: Session, backoff: Backoff, clock: @escaping @Sendable () -> Date = { Date() }, logger: Logger) {
         self.store = store
         self.session = session
         self.backoff = backoff
+        self.clock = clock
         self.logger = logger
     }
 
@@ -85,6 +91,8 @@ public final class SyncQueue: Sendable {
                     try db.execute(sql: "INSERT INTO outbox (requestId, family, zone, params, label, createdAt) VALUES (?, ?, ?, ?, ?, ?)",
                                    arguments: [id, batch.family, batch.zone, params, label, Date().timeIntervalSince1970])
                     ids.append(id)
+                    let stamp = (self.clock(), ProcessInfo.processInfo.systemUptime)
+                    self.queuedAt.withLock { $0[id] = stamp }
                 }
             }
         } catch {
@@ -203,11 +211,10 @@ public final class SyncQueue: Sendable {
             if Task.isCancelled { return }
             self.publish(.sending(next))
             do {
-                // Stamped with this device's clock as it is sent (a batch queued offline for a
-                // day is still judged by the clock now): the server measures how far off the
-                // clock is and places the usage by its own time.
+                // Stamped with this device's clock (see deviceClock(for:)): the server
+                // measures how far off it is and places the usage by its own time.
                 var params = next.params
-                params.deviceClock = Date()
+                params.deviceClock = self.deviceClock(for: next.requestId)
                 let result = try await self.session.call(StoreMethods.modify, params)
                 try self.remove(next.requestId)
                 attempt = 0
@@ -266,6 +273,7 @@ public final class SyncQueue: Sendable {
         rest.deletes = deletes.enumerated().filter { !failedDeletes.contains($0.offset) }.map(\.element)
         let id = "kit-\(UUID().uuidString.lowercased())"
         rest.requestId = id
+        self.queuedAt.withLock { $0[id] = $0[batch.requestId] }
         let encoder = RPCJSON.makeEncoder()
         try self.store.database.write { db in
             try db.execute(sql: "UPDATE outbox SET params = ? WHERE requestId = ?",
@@ -278,6 +286,16 @@ public final class SyncQueue: Sendable {
             "request_id": "\(batch.requestId)", "refused": "\(failures.count)", "rest_request_id": "\(id)",
         ])
         return refused
+    }
+
+    /// The device's clock as it was when the batch was queued, carried forward by the
+    /// system's uptime: a clock set ahead (or back) after the usage was recorded does not
+    /// move that usage. For a batch queued by an earlier run of the app (its uptime is of
+    /// no use across a restart or a reboot), the clock now.
+    private func deviceClock(for requestId: String) -> Date {
+        guard let queued = self.queuedAt.withLock({ $0[requestId] }) else { return self.clock() }
+        let elapsed = ProcessInfo.processInfo.systemUptime - queued.uptime
+        return elapsed >= 0 ? queued.clock.addingTimeInterval(elapsed) : self.clock()
     }
 
     /// The longest wait between attempts while the device is not confirmed yet.
@@ -351,6 +369,7 @@ public final class SyncQueue: Sendable {
 
     private func remove(_ requestId: String) throws {
         try self.store.database.write { db in try db.execute(sql: "DELETE FROM outbox WHERE requestId = ?", arguments: [requestId]) }
+        _ = self.queuedAt.withLock { $0.removeValue(forKey: requestId) }
     }
 
     private func recordAttempt(_ requestId: String, _ error: RPCError, failed: Bool) throws {
