@@ -12,6 +12,8 @@ struct Relay: Sendable {
     let topics: Set<String>
     let apns: APNsClient
     let limiter: WakeLimiter
+    /// Signatures already taken: a wake captured on its way cannot be sent again.
+    let seen = SeenSignatures()
     let logger: Logger
 
     func seal(_ request: SealRequest) throws(RelayError) -> SealResponse {
@@ -35,6 +37,7 @@ struct Relay: Sendable {
     /// Verifies a wake (its signature, its handle, the pin in both) and pushes it.
     func wake(body: [UInt8], key: String?, time: String?, signature: String?, now: Date = Date()) async throws(RelayError) -> WakeResponse {
         let pin = try WakeSignature.verify(body: body, key: key, time: time, signature: signature, now: now)
+        guard let signature, self.seen.insert(signature, now: now) else { throw .badSignature("this wake was sent already (each signed wake is taken once)") }
         guard let request = try? JSONDecoder().decode(WakeRequest.self, from: Data(body)) else {
             throw .invalidRequest("the body must be {handle, kind: background|alert, collapseId?, ttlSeconds?}")
         }
@@ -94,5 +97,21 @@ final class WakeLimiter: Sendable {
             return true
         }
         if !granted { throw .rateLimited(retryAfterSeconds: max(1, Int((1 / rate).rounded(.up)))) }
+    }
+}
+
+/// The signatures of the wakes taken in the last `WakeSignature.maximumAge` (older ones
+/// are refused for their time anyway): a replayed wake is refused.
+final class SeenSignatures: Sendable {
+    private let seen = Mutex<[String: Date]>([:])
+
+    /// False when `signature` was taken already.
+    func insert(_ signature: String, now: Date) -> Bool {
+        self.seen.withLock { seen in
+            if seen.count > 10_000 { seen = seen.filter { now.timeIntervalSince($0.value) <= 2 * WakeSignature.maximumAge } }
+            guard seen[signature] == nil else { return false }
+            seen[signature] = now
+            return true
+        }
     }
 }

@@ -108,7 +108,7 @@ struct RelayTests {
         await relay.stop()
     }
 
-    @Test("a handle woken by another server's key, a changed handle, a bad or stale signature and bad input are refused with a code and a sentence; nothing reaches APNs")
+    @Test("a handle woken by another server's key, a changed handle, a bad, stale or replayed signature and bad input are refused with a code and a sentence; nothing of them reaches APNs")
     func refusals() async throws {
         let apns = try await APNsStandIn()
         defer { apns.stop() }
@@ -129,6 +129,10 @@ struct RelayTests {
         headers[2].1 = try WakeSignature.headers(body: Array("other".utf8), key: server)[2].1
         let forged = try await relay.post("/v1/wake", body, headers: headers)
         #expect(forged.status == 401 && forged.body["error"] as? String == "bad_signature")
+        let signed = try WakeSignature.headers(body: body, key: server)
+        #expect(try await relay.post("/v1/wake", body, headers: signed).status == 200)
+        let replayed = try await relay.post("/v1/wake", body, headers: signed)
+        #expect(replayed.status == 401 && (replayed.body["message"] as? String)?.contains("sent already") == true, "\(replayed)")
         let unsigned = try await relay.post("/v1/wake", body)
         #expect(unsigned.status == 401 && (unsigned.body["message"] as? String)?.contains(WakeSignature.keyHeader) == true)
         let otherTopic = try await relay.post("/v1/seal", Array(try JSONSerialization.data(withJSONObject: [
@@ -136,7 +140,7 @@ struct RelayTests {
         #expect(otherTopic.status == 400 && (otherTopic.body["message"] as? String)?.contains("does not push to com.other.app") == true)
         let notJSON = try await relay.post("/v1/seal", Array("nope".utf8))
         #expect(notJSON.status == 400 && notJSON.body["error"] as? String == "invalid_request")
-        #expect(apns.pushes.isEmpty)
+        #expect(apns.pushes.count == 1, "only the one signed wake, once")
         await relay.stop()
     }
 
