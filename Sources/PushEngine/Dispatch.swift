@@ -49,7 +49,7 @@ struct Dispatch: Sendable {
         let batch = hub.newBatch()
         defer { hub.settle(batch) }
         let window = self.collapseWindow.components
-        let due = Date().addingTimeInterval(Double(window.seconds) + Double(window.attoseconds) / 1e18)
+        let due = deferring.isEmpty ? Date.distantPast : Date().addingTimeInterval(Double(window.seconds) + Double(window.attoseconds) / 1e18)
         let queued = try await self.database.enqueue(drafts, removing: fired, position: position, deferring: deferring, due: due, releasing: releasing,
                                                      post: self.post) { queued in
             hub.deliver(queued.map { (Hub.DeviceKey(family: $0.family, deviceId: $0.deviceId), $0.outgoing) }, batch: batch)

@@ -2,19 +2,10 @@ import Foundation
 
 /// One push as APNs takes it: `POST /3/device/<token>` on HTTP/2 with these headers and
 /// payload (see Apple's "Sending notification requests to APNs").
-public struct APNsPush: Sendable, Hashable {
+public struct APNsPush: Sendable {
     public var token: String
     public var headers: [(String, String)]
     public var payload: [UInt8]
-
-    public static func == (lhs: APNsPush, rhs: APNsPush) -> Bool {
-        lhs.token == rhs.token && lhs.payload == rhs.payload && lhs.headers.map { "\($0.0): \($0.1)" } == rhs.headers.map { "\($0.0): \($0.1)" }
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(self.token)
-        hasher.combine(self.payload)
-    }
 
     public var path: String { "/3/device/\(self.token)" }
 

@@ -47,8 +47,8 @@ struct Relay: Sendable {
         guard registration.pin == pin else { throw .wrongServer }
         // Per server, and per device (pins cost nothing to make: one device is not woken
         // more often however many keys ask).
-        try self.limiter.take(pin: pin, now: now)
-        try self.limiter.take(pin: "device " + registration.token, now: now)
+        try self.limiter.take("server " + pin, now: now)
+        try self.limiter.take("device " + registration.token, now: now)
         let outcome = await self.apns.send(request.kind, to: registration, collapseId: request.collapseId, ttlSeconds: request.ttlSeconds)
         var fields: Logger.Metadata = ["pin": "\(pin)", "kind": "\(request.kind.rawValue)", "environment": "\(registration.environment.rawValue)"]
         switch outcome {
@@ -72,28 +72,28 @@ struct Relay: Sendable {
     }
 }
 
-/// Wakes per home server (by pin): a token bucket of `perMinute`, so that no server can
-/// spend the relay's standing with APNs for the others.
+/// Wakes per key (a home server's pin, a device's token): a token bucket of `perMinute`,
+/// so that no server can spend the relay's standing with APNs for the others.
 final class WakeLimiter: Sendable {
     let perMinute: Int
     private let buckets = Mutex<[String: (tokens: Double, at: Date)]>([:])
 
     init(perMinute: Int) { self.perMinute = perMinute }
 
-    func take(pin: String, now: Date) throws(RelayError) {
+    func take(_ key: String, now: Date) throws(RelayError) {
         let rate = Double(self.perMinute) / 60
         let capacity = Double(self.perMinute)
         let granted: Bool = self.buckets.withLock { buckets in
             if buckets.count > 100_000 { buckets = buckets.filter { now.timeIntervalSince($0.value.at) < 120 } }
-            var bucket = buckets[pin] ?? (capacity, now)
+            var bucket = buckets[key] ?? (capacity, now)
             bucket.tokens = min(capacity, bucket.tokens + max(0, now.timeIntervalSince(bucket.at)) * rate)
             bucket.at = now
             guard bucket.tokens >= 1 else {
-                buckets[pin] = bucket
+                buckets[key] = bucket
                 return false
             }
             bucket.tokens -= 1
-            buckets[pin] = bucket
+            buckets[key] = bucket
             return true
         }
         if !granted { throw .rateLimited(retryAfterSeconds: max(1, Int((1 / rate).rounded(.up)))) }
