@@ -213,10 +213,13 @@ let package = Package(
                 "RPCCore",
                 "RPCServer",
                 "RPCClient",
+                "RelayCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strict
         ),
@@ -603,6 +606,8 @@ let package = Package(
             name: "PushTests",
             dependencies: [
                 "TestSupport",
+                "APNsStandIn",
+                .product(name: "Crypto", package: "swift-crypto"),
                 "StackSupport",
                 "ServiceHarness",
                 "PushEngine",
@@ -669,19 +674,36 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .testTarget(
-            name: "RelayTests",
+        .target(
+            // The APNs stand-in (HTTP/2 over TLS, checking what Apple checks) and a test CA:
+            // for the relay's tests, the wake tests through the whole stack, and the benchmark.
+            name: "APNsStandIn",
             dependencies: [
                 "TestSupport",
                 "RelayCore",
                 "RelayServer",
-                "screentime-relayd",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/APNsStandIn",
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "RelayTests",
+            dependencies: [
+                "TestSupport",
+                "APNsStandIn",
+                "RelayCore",
+                "RelayServer",
+                "screentime-relayd",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

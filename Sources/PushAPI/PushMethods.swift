@@ -45,6 +45,22 @@ public enum PushMethods {
         "push.removeWebhook", summary: "Removes the calling device's webhook; what was waiting to be posted is dropped (it stays in the device's queue).",
         callers: .devices,
         errors: [.unauthorized])
+    public static let registerWake = MethodSpec<RegisterWakeParams, WakeInfo>(
+        "push.registerWake", summary: "Registers the calling device for wakes: the handle a wake relay sealed for its APNs token. When the device is not listening (or does not acknowledge in time), the server asks the relay to wake it. Only when the service runs with --wake-relay.",
+        callers: .devices,
+        errors: [.unauthorized, .invalidParams, .unavailable])
+    public static let getWake = MethodSpec<Empty, WakeInfo>(
+        "push.getWake", summary: "The calling device's wake registration: active or gone, and how the last wake went.",
+        callers: .devices,
+        errors: [.unauthorized, .notFound])
+    public static let removeWake = MethodSpec<Empty, RemoveWakeResult>(
+        "push.removeWake", summary: "Removes the calling device's wake registration: it is no longer woken.",
+        callers: .devices,
+        errors: [.unauthorized])
+    public static let listWakes = MethodSpec<ListWakesParams, ListWakesResult>(
+        "push.listWakes", summary: "The wake registrations of a family's devices and how their last wakes went (a parent: its own family's; a local service: any family's).",
+        callers: [.local, .parent],
+        errors: [.unauthorized, .forbidden, .invalidParams])
 }
 
 extension PushMethods {
@@ -61,5 +77,9 @@ extension PushMethods {
         setWebhook,
         getWebhook,
         removeWebhook,
+        registerWake,
+        getWake,
+        removeWake,
+        listWakes,
     ])
 }

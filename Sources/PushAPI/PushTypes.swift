@@ -243,7 +243,13 @@ public struct ListenParams: Codable, Sendable, Hashable {
     /// Start after this sequence number; default after the device's last acknowledgement.
     /// Notifications at or below the last acknowledgement are gone either way.
     public var after: Int64?
-    public init(after: Int64? = nil) { self.after = after }
+    /// True: send what is queued, then end the stream (what an app woken in the background
+    /// does in the seconds it has); default: go on with live notifications.
+    public var backlogOnly: Bool?
+    public init(after: Int64? = nil, backlogOnly: Bool? = nil) {
+        self.after = after
+        self.backlogOnly = backlogOnly
+    }
 }
 
 public struct ListenEnd: Codable, Sendable, Hashable {

@@ -3,13 +3,16 @@ import MemoryReturn
 import PushAPI
 import ServiceKit
 
-/// Queues notifications, then sends them on: live to the device's listeners, and to its
-/// webhook if it has one and nobody is listening for it.
+/// Queues notifications, then sends them on: live to the device's listeners, to its
+/// webhook if it has one and nobody is listening for it, and a wake if it is registered
+/// for wakes and nobody is listening (or it does not acknowledge in time).
 struct Dispatch: Sendable {
     let database: PushDatabase
     let hub: Hub
     /// Nil when outbound delivery is off.
     let webhooks: Webhooks?
+    /// Nil when wakes are off.
+    let wakes: Wakes?
     /// How long a change's "fetch changes" hint is held (see ``Deferred``);
     /// zero: not held.
     let collapseWindow: Duration
@@ -17,8 +20,16 @@ struct Dispatch: Sendable {
     let held: Wakeup
 
     struct Webhooks: Sendable {
-        let registry: WebhookRegistry
+        let registry: DeviceRegistry
         let wakeup: Wakeup
+    }
+
+    struct Wakes: Sendable {
+        let registry: DeviceRegistry
+        let wakeup: Wakeup
+        /// How long a listening device has to acknowledge before it is woken anyway (an
+        /// app suspended with its connection still open listens, and reads nothing).
+        let ackWait: Duration
     }
 
     /// Notifications in one batch past which its memory is given back once batches pause.
@@ -51,10 +62,11 @@ struct Dispatch: Sendable {
         let window = self.collapseWindow.components
         let due = deferring.isEmpty ? Date.distantPast : Date().addingTimeInterval(Double(window.seconds) + Double(window.attoseconds) / 1e18)
         let queued = try await self.database.enqueue(drafts, removing: fired, position: position, deferring: deferring, due: due, releasing: releasing,
-                                                     post: self.post) { queued in
+                                                     route: self.route) { queued in
             hub.deliver(queued.map { (Hub.DeviceKey(family: $0.family, deviceId: $0.deviceId), $0.outgoing) }, batch: batch)
         }
         if queued.contains(where: \.posted) { self.webhooks?.wakeup.signal() }
+        if queued.contains(where: { $0.wake != nil }) { self.wakes?.wakeup.signal() }
         // A change for thousands of devices takes megabytes for a moment (the batch, its
         // queue rows, a write to each listener), which glibc keeps unless it is asked to
         // give them back: it is, once such fan-outs pause.
@@ -62,13 +74,19 @@ struct Dispatch: Sendable {
         return queued
     }
 
-    /// Whether a notification for this device also goes to its webhook.
-    private var post: @Sendable (_ family: String, _ deviceId: String) -> Bool {
-        guard let registry = self.webhooks?.registry else { return { _, _ in false } }
+    /// Where a notification for this device goes besides its listeners.
+    private var route: @Sendable (_ family: String, _ deviceId: String) -> PushDatabase.Route {
+        let webhooks = self.webhooks?.registry
+        let wakes = self.wakes
+        guard webhooks != nil || wakes != nil else { return { _, _ in PushDatabase.Route() } }
         let hub = self.hub
         return { family, deviceId in
             let key = Hub.DeviceKey(family: family, deviceId: deviceId)
-            return registry.contains(key) && !hub.isListening(key)
+            let listening = hub.isListening(key)
+            var route = PushDatabase.Route()
+            route.post = webhooks?.contains(key) == true && !listening
+            if let wakes, wakes.registry.contains(key) { route.wakeAfter = listening ? wakes.ackWait : .zero }
+            return route
         }
     }
 }

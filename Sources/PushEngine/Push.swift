@@ -21,6 +21,8 @@ struct Push: Sendable {
     let hub: Hub
     let dispatch: Dispatch
     let settings: Settings
+    /// The wake relay's base URL; nil: wakes are off.
+    let wakeRelay: String?
     let schema: SchemaCache
     let logger: Logger
 
@@ -122,7 +124,8 @@ struct Push: Sendable {
             try await send(notification.json)
             last = notification.seq
         }
-        guard let sink else { return ListenEnd(lastSeq: last) }  // one-way: nobody listens
+        // One-way (nobody listens), or the backlog was all that was asked for.
+        guard let sink, params.backlogOnly != true else { return ListenEnd(lastSeq: last) }
         // Live: what arrived meanwhile, then each new notification, written by the hub.
         await listener.goDirect(sink, after: last)
         let (ending, lastWritten) = await listener.waitForEnd()
@@ -226,6 +229,74 @@ struct Push: Sendable {
         self.dispatch.webhooks?.registry.remove(Hub.DeviceKey(family: device.family, deviceId: device.deviceId))
         if removed { self.logger.info("webhook removed", metadata: ["family": "\(device.family)", "device_id": "\(device.deviceId)"]) }
         return RemoveWebhookResult(removed: removed)
+    }
+
+    // MARK: Wakes
+
+    func registerWake(_ params: RegisterWakeParams, auth: Auth?) async throws -> WakeInfo {
+        let device = try await self.device(auth)
+        guard let relay = self.wakeRelay, let wakes = self.dispatch.wakes else {
+            throw RPCError(.unavailable, "wakes are off on this server; its administrator turns them on with screentime-pushd --wake-relay")
+        }
+        guard (1...1024).contains(params.handle.utf8.count),
+              params.handle.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0.value != 0x7F })
+        else { throw RPCError.invalidParams("params.handle", "must be the relay's handle: 1 to 1024 printable ASCII characters") }
+        guard Self.sameRelay(params.relay, relay) else {
+            throw RPCError(.invalidParams, "params.relay must be the relay this server sends wakes through, \(relay): seal the device's token with that relay",
+                           data: ["parameter": .string("params.relay"), "relay": .string(relay)])
+        }
+        let info = try await self.database.registerWake(family: device.family, deviceId: device.deviceId, handle: params.handle, relay: relay, now: Date())
+        wakes.registry.insert(Hub.DeviceKey(family: device.family, deviceId: device.deviceId))
+        self.logger.info("wake registered", metadata: ["family": "\(device.family)", "device_id": "\(device.deviceId)", "relay": "\(info.relayHost)"])
+        return info
+    }
+
+    func getWake(auth: Auth?) async throws -> WakeInfo {
+        let device = try await self.device(auth)
+        guard let info = try await self.database.wakeInfo(family: device.family, deviceId: device.deviceId, now: Date()) else {
+            throw RPCError(.notFound, "this device is not registered for wakes; register with push.registerWake")
+        }
+        return info
+    }
+
+    func removeWake(auth: Auth?) async throws -> RemoveWakeResult {
+        let device = try await self.device(auth)
+        let removed = try await self.database.removeWake(family: device.family, deviceId: device.deviceId)
+        self.dispatch.wakes?.registry.remove(Hub.DeviceKey(family: device.family, deviceId: device.deviceId))
+        if removed { self.logger.info("wake registration removed", metadata: ["family": "\(device.family)", "device_id": "\(device.deviceId)"]) }
+        return RemoveWakeResult(removed: removed)
+    }
+
+    func listWakes(_ params: ListWakesParams, auth: Auth?) async throws -> ListWakesResult {
+        guard auth != nil else {
+            guard let family = params.family else {
+                throw RPCError.invalidParams("params.family", "is required for a local service: which family?")
+            }
+            try Check.identifier("params.family", family)
+            return ListWakesResult(wakes: try await self.database.wakeInfos(family: family, now: Date()))
+        }
+        let device = try await self.device(auth)
+        if device.role == .child {
+            throw RPCError(.forbidden, "only a parent may see the devices' wake registrations; device \(device.deviceId) is a child device")
+        }
+        if let family = params.family, family != device.family {
+            throw RPCError(.forbidden, "device \(device.deviceId) does not belong to family \(family)")
+        }
+        return ListWakesResult(wakes: try await self.database.wakeInfos(family: device.family, now: Date()))
+    }
+
+    /// Two spellings of one relay's base URL: the scheme and host in any case, a trailing
+    /// slash or not.
+    static func sameRelay(_ a: String, _ b: String) -> Bool {
+        func normal(_ text: String) -> String? {
+            guard var parts = URLComponents(string: text), let scheme = parts.scheme?.lowercased(), let host = parts.host?.lowercased() else { return nil }
+            parts.scheme = scheme
+            parts.host = host
+            while parts.path.hasSuffix("/") { parts.path.removeLast() }
+            return parts.string
+        }
+        guard let a = normal(a), let b = normal(b) else { return false }
+        return a == b
     }
 
     // MARK: Callers

@@ -12,7 +12,7 @@ import Synchronization
 final class PushDatabase: StoreLogFollowerDatabase {
     let pool: DatabasePool
     let path: String
-    /// The numbers handed out and reserved (see ``enqueue(_:removing:position:post:deliver:)``).
+    /// The numbers handed out and reserved (see ``enqueue(_:removing:position:deferring:due:releasing:route:deliver:)``).
     private let numbering = Mutex(Numbering())
     /// Each device's last number in a committed queue row: an acknowledgement stops there.
     private let committed = Mutex<[DeviceKey: Int64]>([:])
@@ -83,8 +83,9 @@ final class PushDatabase: StoreLogFollowerDatabase {
     ///
     /// One change may go to thousands of devices: its notification is stored once, each
     /// device's queue gets a small row pointing at it, written a few hundred per statement.
-    /// `post` says which devices also get the notification posted to their webhook (an
-    /// outbox row, in the same transaction).
+    /// `route` says which devices also get the notification posted to their webhook (an
+    /// outbox row, in the same transaction) and which are to be woken (their wake
+    /// registration's pending wake, in the same transaction).
     ///
     /// The critical section runs on ``DatabaseThreads``: numbering may read the database and
     /// wait for the writer, which must not hold an event loop (push.notify runs on one).
@@ -94,14 +95,14 @@ final class PushDatabase: StoreLogFollowerDatabase {
     /// transaction.
     func enqueue(_ drafts: [Draft], removing fired: [SubscriptionKey] = [], position: Int64? = nil,
                  deferring: [Draft] = [], due: Date = Date(), releasing: [Deferred.Key] = [],
-                 post: @escaping @Sendable (_ family: String, _ deviceId: String) -> Bool = { _, _ in false },
+                 route: @escaping @Sendable (_ family: String, _ deviceId: String) -> Route = { _, _ in Route() },
                  deliver: @escaping @Sendable ([Queued]) -> Void = { _ in }) async throws -> [Queued] {
         let held = try deferring.map { draft in (draft, try Coding.encode(draft.notification)) }
         return try await withCheckedThrowingContinuation { continuation in
             DatabaseThreads.execute { self.numbering.withLock { numbering in
                 do {
                     let seqs = try self.number(drafts, &numbering)
-                    let (queued, bodies) = try Self.prepare(drafts, seqs: seqs, post: post)
+                    let (queued, bodies) = try Self.prepare(drafts, seqs: seqs, route: route)
                     deliver(queued)
                     let stored = Self.survivors(queued)
                     var last: [DeviceKey: Int64] = [:]
@@ -110,6 +111,7 @@ final class PushDatabase: StoreLogFollowerDatabase {
                     self.pool.asyncWrite({ db in
                         try Self.insert(stored, bodies: bodies, db)
                         try Self.addToOutbox(stored.filter(\.posted), db)
+                        try Self.scheduleWakes(stored, db)
                         try Deferred.hold(held, due: due, db)
                         try Deferred.delete(releasing, db)
                         for key in fired {
@@ -131,7 +133,7 @@ final class PushDatabase: StoreLogFollowerDatabase {
     /// The drafts as numbered notifications, ready to send; drafts of one group carry the
     /// same notification, encoded once without a seq (each device's number goes in front
     /// when it is sent). `bodies` holds each distinct notification's JSON once.
-    private static func prepare(_ drafts: [Draft], seqs: [Int64], post: (_ family: String, _ deviceId: String) -> Bool) throws -> (queued: [Queued], bodies: [String]) {
+    private static func prepare(_ drafts: [Draft], seqs: [Int64], route: (_ family: String, _ deviceId: String) -> Route) throws -> (queued: [Queued], bodies: [String]) {
         var bodies: [String] = []
         var bodyOfGroup: [Int: Int] = [:]
         var queued: [Queued] = []
@@ -147,13 +149,15 @@ final class PushDatabase: StoreLogFollowerDatabase {
             }
             let expiresAt = draft.notification.expiresAt
             let outgoing = Outgoing(seq: seq, expiresAt: expiresAt, json: PushNotification.numbered(seq, unnumbered: EncodedJSON(bodies[body])))
+            let route = route(draft.family, draft.deviceId)
             queued.append(Queued(family: draft.family, deviceId: draft.deviceId, seq: seq, collapseKey: draft.notification.collapseKey,
-                                 expiresAt: expiresAt, outgoing: outgoing, body: body, posted: post(draft.family, draft.deviceId)))
+                                 expiresAt: expiresAt, outgoing: outgoing, body: body, posted: route.post,
+                                 wake: route.wakeAfter.flatMap { after in WakeKind.of(draft.notification).map { Wake(kind: $0, after: after) } }))
         }
         return (queued, bodies)
     }
 
-    private struct DeviceKey: Hashable {
+    struct DeviceKey: Hashable {
         var family: String
         var deviceId: String
     }
@@ -324,6 +328,8 @@ final class PushDatabase: StoreLogFollowerDatabase {
             for table in ["queue", "queue_latest", "outbox"] {
                 try db.execute(sql: "DELETE FROM \(table) WHERE family = ? AND device_id = ? AND seq <= ?", arguments: [family, deviceId, acked])
             }
+            // Acknowledged in time: the device needs no wake for it.
+            try Self.cancelWake(family: family, deviceId: deviceId, upTo: acked, db)
             let pending = try Int.fetchOne(db, sql: """
                 SELECT (SELECT count(*) FROM queue WHERE family = ?1 AND device_id = ?2) + (SELECT count(*) FROM queue_latest WHERE family = ?1 AND device_id = ?2)
                 """, arguments: [family, deviceId]) ?? 0
@@ -379,6 +385,21 @@ final class PushDatabase: StoreLogFollowerDatabase {
         var body: Int
         /// Also to be posted to the device's webhook.
         var posted: Bool
+        /// The device is to be woken for it (unless it acknowledges first).
+        var wake: Wake?
+    }
+
+    /// Where a device's notification goes besides its listeners.
+    struct Route: Sendable {
+        /// To its webhook.
+        var post = false
+        /// A wake, due after this long (zero: the device is not listening); nil: none.
+        var wakeAfter: Duration?
+    }
+
+    struct Wake: Sendable {
+        var kind: WakeKind
+        var after: Duration
     }
 
     struct SubscriptionKey: Sendable, Hashable {

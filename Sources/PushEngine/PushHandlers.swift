@@ -18,6 +18,10 @@ enum PushHandlers {
         methods.on(PushMethods.setWebhook) { params, context in try await push.setWebhook(params, auth: context.auth) }
         methods.on(PushMethods.getWebhook) { _, context in try await push.getWebhook(auth: context.auth) }
         methods.on(PushMethods.removeWebhook) { _, context in try await push.removeWebhook(auth: context.auth) }
+        methods.on(PushMethods.registerWake) { params, context in try await push.registerWake(params, auth: context.auth) }
+        methods.on(PushMethods.getWake) { _, context in try await push.getWake(auth: context.auth) }
+        methods.on(PushMethods.removeWake) { _, context in try await push.removeWake(auth: context.auth) }
+        methods.on(PushMethods.listWakes) { params, context in try await push.listWakes(params, auth: context.auth) }
         return methods
     }
 }

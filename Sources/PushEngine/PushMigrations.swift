@@ -135,6 +135,34 @@ extension PushDatabase {
                 CREATE INDEX deferred_by_due ON deferred(due_ms);
                 """)
         }
+        migrator.registerMigration("push-v5-wakes") { db in
+            try db.execute(sql: """
+                -- a device's wake registration (the relay's sealed handle for its APNs token)
+                -- and its one pending wake: more notifications for a device already due to
+                -- be woken only raise the wake's kind and sequence number
+                CREATE TABLE wakes (
+                    family TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    handle TEXT NOT NULL,
+                    relay TEXT NOT NULL,
+                    status TEXT NOT NULL DEFAULT 'active',
+                    registered_at INTEGER NOT NULL,
+                    -- the pending wake: when, up to which notification, background or alert
+                    due_ms INTEGER,
+                    due_seq INTEGER,
+                    due_kind TEXT,
+                    due_expires_ms INTEGER,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    -- the times (ms) of the background wakes sent in the last hour, comma separated
+                    recent TEXT NOT NULL DEFAULT '',
+                    last_wake_at INTEGER,
+                    last_outcome TEXT,
+                    last_error TEXT,
+                    PRIMARY KEY (family, device_id)
+                ) WITHOUT ROWID;
+                CREATE INDEX wakes_by_due ON wakes(due_ms) WHERE due_ms IS NOT NULL;
+                """)
+        }
         return migrator
     }
 }

@@ -29,6 +29,8 @@ public struct PushConfiguration: Sendable {
     public var collapseWindow: Duration
     /// Webhook delivery; nil: off.
     public var webhooks: WebhookDelivery?
+    /// Wakes through a wake relay; nil: off.
+    public var wakes: WakeDelivery?
     /// The service's version, as its User-Agent says.
     public var version: String
 
@@ -44,10 +46,34 @@ public struct PushConfiguration: Sendable {
         }
     }
 
+    public struct WakeDelivery: Sendable {
+        /// The relay's base URL (`https://relay.example.org`).
+        public var relay: String
+        /// A CA to trust for the relay (a private one); nil: the system's.
+        public var relayCAFile: String?
+        /// The gateway's private key (PEM, P-256): wakes are signed with it.
+        public var signingKeyFile: String
+        /// How long a listening device has to acknowledge before it is woken anyway.
+        public var ackWait: Duration
+        /// Background wakes per device in any hour.
+        public var perHour: Int
+        /// Tries of one wake before it is left to the device's next connection.
+        public var attempts: Int
+
+        public init(relay: String, relayCAFile: String? = nil, signingKeyFile: String, ackWait: Duration = .seconds(5), perHour: Int = 3, attempts: Int = 6) {
+            self.relay = relay
+            self.relayCAFile = relayCAFile
+            self.signingKeyFile = signingKeyFile
+            self.ackWait = ackWait
+            self.perHour = perHour
+            self.attempts = attempts
+        }
+    }
+
     public init(storeSocket: String, listenerBuffer: Int = 1024, listenerBufferBytes: Int = 512 * 1024, connectionBufferBytes: Int = 4 << 20,
                 maximumListenersPerDevice: Int = 4, maximumListenersPerConnection: Int = 64, maximumSubscriptions: Int = 100, defaultTTL: Duration = .seconds(7 * 86_400),
                 accessRefresh: Duration = .seconds(30), maintenanceInterval: Duration = .seconds(60), collapseWindow: Duration = .milliseconds(250),
-                webhooks: WebhookDelivery? = nil, version: String) {
+                webhooks: WebhookDelivery? = nil, wakes: WakeDelivery? = nil, version: String) {
         self.storeSocket = storeSocket
         self.listenerBuffer = listenerBuffer
         self.listenerBufferBytes = listenerBufferBytes
@@ -60,6 +86,7 @@ public struct PushConfiguration: Sendable {
         self.maintenanceInterval = maintenanceInterval
         self.collapseWindow = collapseWindow
         self.webhooks = webhooks
+        self.wakes = wakes
         self.version = version
     }
 }
@@ -80,12 +107,17 @@ extension ServiceSetup {
         try FileManager.default.createDirectory(atPath: environment.paths.stateDirectory, withIntermediateDirectories: true)
         let database = try PushDatabase(path: environment.paths.stateDirectory + "/" + PushDatabase.fileName, logger: logger)
         let registry = SubscriptionRegistry(try await database.allSubscriptions())
-        let webhooks = configuration.webhooks == nil ? nil : Dispatch.Webhooks(registry: WebhookRegistry(try await database.activeWebhooks()), wakeup: Wakeup())
-        let dispatch = Dispatch(database: database, hub: hub, webhooks: webhooks, collapseWindow: configuration.collapseWindow, held: Wakeup())
+        let webhooks = configuration.webhooks == nil ? nil : Dispatch.Webhooks(registry: DeviceRegistry(try await database.activeWebhooks()), wakeup: Wakeup())
+        var wakes: Dispatch.Wakes?
+        if let delivery = configuration.wakes {
+            wakes = Dispatch.Wakes(registry: DeviceRegistry(try await database.activeWakes()), wakeup: Wakeup(), ackWait: delivery.ackWait)
+        }
+        let dispatch = Dispatch(database: database, hub: hub, webhooks: webhooks, wakes: wakes, collapseWindow: configuration.collapseWindow, held: Wakeup())
         let position = try await database.position()
         logger.info("database open", metadata: [
             "path": "\(database.path)", "subscriptions": "\(registry.count)", "position": "\(position)",
             "store_socket": "\(configuration.storeSocket)", "webhooks": "\(webhooks == nil ? "off" : "on")",
+            "wake_relay": "\(configuration.wakes?.relay ?? "off")",
         ])
 
         let fanout = Fanout(registry: registry, access: access, store: StoreReader(client: store), defaultTTL: settings.defaultTTL)
@@ -103,8 +135,16 @@ extension ServiceSetup {
                                                  userAgent: "screentime-pushd/\(configuration.version)"),
                 logger: logger))
         }
+        if let wakes, let delivery = configuration.wakes {
+            background.append(WakeSender(
+                database: database, registry: wakes.registry, wakeup: wakes.wakeup,
+                client: RelayClient(http: RelayClient.makeHTTPClient(trusting: delivery.relayCAFile), relay: delivery.relay,
+                                    signingKey: RelayClient.SigningKey(path: delivery.signingKeyFile), userAgent: "screentime-pushd/\(configuration.version)"),
+                settings: WakeSender.Settings(perHour: delivery.perHour, attempts: delivery.attempts), logger: logger))
+        }
         let methods = PushHandlers.table(Push(
             store: store, database: database, registry: registry, access: access, hub: hub, dispatch: dispatch, settings: settings,
+            wakeRelay: configuration.wakes?.relay,
             schema: SchemaCache(), logger: logger))
         return ServiceSetup(methods: methods, background: background) {
             // A clean stop gives back the numbers reserved and not used: no gap after a restart.

@@ -22,7 +22,7 @@ struct WebhookSender: Service {
     }
 
     let database: PushDatabase
-    let registry: WebhookRegistry
+    let registry: DeviceRegistry
     let wakeup: Wakeup
     let settings: Settings
     let logger: Logger
@@ -131,12 +131,8 @@ struct WebhookSender: Service {
         }
     }
 
-    /// `firstRetry`, doubling per attempt up to `longestRetry`, with ±20% jitter so that
-    /// many deliveries failing together do not retry together.
     func backoff(afterAttempt attempt: Int) -> Duration {
-        let base = self.settings.firstRetry.seconds * pow(2, Double(min(attempt - 1, 30)))
-        let capped = min(base, self.settings.longestRetry.seconds)
-        return .milliseconds(Int64(capped * Double.random(in: 0.8...1.2) * 1000))
+        Backoff.delay(afterAttempt: attempt, first: self.settings.firstRetry, longest: self.settings.longestRetry)
     }
 
     private static func host(_ delivery: PushDatabase.Delivery) -> String {

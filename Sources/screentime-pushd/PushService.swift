@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import PushEngine
 import ServerVersion
 import ServiceKit
@@ -63,6 +64,21 @@ struct PushService: AsyncParsableCommand {
     @Option(name: .customLong("webhook-retry"), help: ArgumentHelp("Seconds before the first retry; each next one waits twice as long, up to 15 minutes.", valueName: "seconds"))
     var webhookRetrySeconds: Double = 5
 
+    @Option(name: .customLong("wake-relay"), help: ArgumentHelp("Wake sleeping iPhones through this wake relay (the app publisher's screentime-relayd, https://…).", discussion: "Off by default. Devices register with push.registerWake; a device not listening (or not acknowledging within --wake-after) is woken with a content-free push. Needs outbound HTTPS (the webhooks drop-in).", valueName: "url"))
+    var wakeRelay: String?
+
+    @Option(name: .customLong("wake-relay-ca"), help: ArgumentHelp("A CA certificate (PEM) to trust for the wake relay instead of the system's.", valueName: "path"))
+    var wakeRelayCA: String?
+
+    @Option(name: .customLong("wake-key"), help: ArgumentHelp("The gateway's private key (PEM, P-256): wakes are signed with it, and the relay checks it against the pin the device paired with.", discussion: "Default: <state-dir>/gateway/key.pem, the key the gateway makes.", valueName: "path"))
+    var wakeKey: String?
+
+    @Option(name: .customLong("wake-after"), help: ArgumentHelp("Seconds a listening device has to acknowledge a notification before it is woken anyway (an app suspended with its connection open).", valueName: "seconds"))
+    var wakeAfterSeconds: Double = 5
+
+    @Option(name: .customLong("wakes-per-hour"), help: ArgumentHelp("Background wakes per device in any hour (Apple's guidance: two or three); alerts are not counted.", valueName: "count"))
+    var wakesPerHour: Int = 3
+
     mutating func validate() throws {
         guard (16...1_000_000).contains(self.listenerBuffer) else { throw ValidationError("--listener-buffer must be between 16 and 1000000") }
         guard (16 * 1024...1 << 30).contains(self.listenerBufferBytes) else { throw ValidationError("--listener-buffer-bytes must be between 16384 and 1073741824") }
@@ -77,6 +93,13 @@ struct PushService: AsyncParsableCommand {
         guard (0.5...120).contains(self.webhookTimeoutSeconds) else { throw ValidationError("--webhook-timeout must be between 0.5 and 120 seconds") }
         guard (1...100).contains(self.webhookAttempts) else { throw ValidationError("--webhook-attempts must be between 1 and 100") }
         guard (0.01...3600).contains(self.webhookRetrySeconds) else { throw ValidationError("--webhook-retry must be between 0.01 and 3600 seconds") }
+        if let relay = self.wakeRelay {
+            guard let url = URLComponents(string: relay), ["https", "http"].contains(url.scheme?.lowercased() ?? ""), url.host?.isEmpty == false,
+                  url.user == nil, url.password == nil, url.query == nil
+            else { throw ValidationError("--wake-relay must be the relay's base URL, such as https://relay.example.org") }
+        }
+        guard (0.1...600).contains(self.wakeAfterSeconds) else { throw ValidationError("--wake-after must be between 0.1 and 600 seconds") }
+        guard (1...60).contains(self.wakesPerHour) else { throw ValidationError("--wakes-per-hour must be between 1 and 60") }
     }
 
     func run() async throws {
@@ -95,6 +118,12 @@ struct PushService: AsyncParsableCommand {
             webhooks: self.webhooks ? PushConfiguration.WebhookDelivery(
                 timeout: .milliseconds(Int64(self.webhookTimeoutSeconds * 1000)), attempts: self.webhookAttempts,
                 firstRetry: .milliseconds(Int64(self.webhookRetrySeconds * 1000))) : nil,
+            wakes: self.wakeRelay.map { relay in
+                PushConfiguration.WakeDelivery(
+                    relay: relay.hasSuffix("/") ? String(relay.dropLast()) : relay, relayCAFile: self.wakeRelayCA,
+                    signingKeyFile: self.wakeKey ?? ServicePaths(options: self.options).stateDirectory + "/gateway/key.pem",
+                    ackWait: .milliseconds(Int64(self.wakeAfterSeconds * 1000)), perHour: self.wakesPerHour)
+            },
             version: ServerVersion.current)
         try await ServiceMain.run(service: "push", identifier: "screentime-pushd", version: ServerVersion.current, options: self.options) { environment in
             try await .push(configuration, environment: environment)

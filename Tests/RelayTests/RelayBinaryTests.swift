@@ -1,3 +1,4 @@
+import APNsStandIn
 import AsyncHTTPClient
 import Crypto
 import Foundation

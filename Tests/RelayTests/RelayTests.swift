@@ -1,3 +1,4 @@
+import APNsStandIn
 import AsyncHTTPClient
 import Crypto
 import Foundation
@@ -15,80 +16,14 @@ import TestSupport
 /// its gateway's key, and the relay pushes to the APNs stand-in, keeping nothing.
 @Suite("Relay: sealed handles, signed wakes, APNs", .serialized)
 struct RelayTests {
-    /// A relay in this process on a free port, its TLS certificate, and a client for it.
-    final class RelayUnderTest: Sendable {
-        let apns: APNsStandIn
-        let directory = TemporaryDirectory()
-        let client: HTTPClient
-        let url: String
-        let sealingKey: String
-        private let task: Task<Void, any Error>
-
-        init(apns: APNsStandIn, sealingKey: String = HandleSealer.newKeyText(), wakesPerMinute: Int = 120) async throws {
-            self.apns = apns
-            self.sealingKey = sealingKey
-            let authority = try TestCA(in: self.directory, name: "relay")
-            let configuration = RelayConfiguration(
-                host: "127.0.0.1", port: 0, tls: (authority.certificateFile, authority.keyFile), sealingKey: sealingKey,
-                topics: [apns.topic], apnsKeyId: apns.keyId, apnsTeamId: apns.teamId, apnsKey: apns.p8, apnsURL: apns.url,
-                apnsCAFile: apns.certificateFile, wakesPerMinutePerServer: wakesPerMinute)
-            let ready = AsyncStream<Int>.makeStream()
-            let service = try RelayService(configuration, logger: Logger(label: "relay")) { port in ready.continuation.yield(port) }
-            self.task = Task { try await service.run() }
-            var port = 0
-            for await bound in ready.stream {
-                port = bound
-                break
-            }
-            self.url = "https://localhost:\(port)"
-            var tls = TLSConfiguration.makeClientConfiguration()
-            tls.trustRoots = .file(authority.caFile)
-            self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: HTTPClient.Configuration(tlsConfiguration: tls))
-        }
-
-        func stop() async {
-            try? await self.client.shutdown()
-            self.task.cancel()
-            _ = try? await self.task.value
-        }
-
-        /// POSTs JSON; returns the status and the body's JSON object.
-        func post(_ path: String, _ body: [UInt8], headers: [(String, String)] = []) async throws -> (status: Int, body: [String: Any], headers: [String: String]) {
-            var request = HTTPClientRequest(url: self.url + path)
-            request.method = .POST
-            request.headers.add(name: "content-type", value: "application/json")
-            for (name, value) in headers { request.headers.add(name: name, value: value) }
-            request.body = .bytes(ByteBuffer(bytes: body))
-            let response = try await self.client.execute(request, timeout: .seconds(30))
-            let data = try await response.body.collect(upTo: 1 << 20)
-            let object = (try? JSONSerialization.jsonObject(with: Data(Array(buffer: data)))) as? [String: Any] ?? [:]
-            return (Int(response.status.code), object, Dictionary(response.headers.map { ($0.name.lowercased(), $0.value) }, uniquingKeysWith: { first, _ in first }))
-        }
-
-        func seal(token: String, pin: String, environment: String = "production") async throws -> String {
-            let body = try JSONSerialization.data(withJSONObject: ["token": token, "topic": self.apns.topic, "environment": environment, "pin": pin])
-            let reply = try await self.post("/v1/seal", Array(body))
-            return try #require(reply.body["handle"] as? String, "\(reply)")
-        }
-
-        /// A home server's wake, signed with its key.
-        func wake(_ handle: String, kind: String = "background", as server: P256.Signing.PrivateKey, collapseId: String? = nil,
-                  time: Date = Date()) async throws -> (status: Int, body: [String: Any], headers: [String: String]) {
-            var fields: [String: Any] = ["handle": handle, "kind": kind]
-            if let collapseId { fields["collapseId"] = collapseId }
-            let body = Array(try JSONSerialization.data(withJSONObject: fields))
-            return try await self.post("/v1/wake", body, headers: try WakeSignature.headers(body: body, key: server, time: time))
-        }
-    }
-
-    static func token(_ byte: UInt8) -> String { String(repeating: String(format: "%02x", byte), count: 32) }
-    static func pin(_ key: P256.Signing.PrivateKey) -> String { WakeSignature.pin(spki: key.publicKey.derRepresentation) }
+    static func token(_ byte: UInt8) -> String { LocalRelay.token(byte) }
+    static func pin(_ key: P256.Signing.PrivateKey) -> String { LocalRelay.pin(key) }
 
     @Test("an app seals its token for its home server; the server's signed wake reaches APNs as one silent background push, over HTTP/2, with a valid provider token; an alert is content-free")
     func sealAndWake() async throws {
         let apns = try await APNsStandIn()
         defer { apns.stop() }
-        let relay = try await RelayUnderTest(apns: apns)
+        let relay = try await LocalRelay(apns: apns)
         let server = P256.Signing.PrivateKey()
         let handle = try await relay.seal(token: Self.token(0xab), pin: Self.pin(server))
         #expect(handle.hasPrefix("v1.") && !handle.contains(Self.token(0xab)), "the handle hides the token")
@@ -112,7 +47,7 @@ struct RelayTests {
     func refusals() async throws {
         let apns = try await APNsStandIn()
         defer { apns.stop() }
-        let relay = try await RelayUnderTest(apns: apns)
+        let relay = try await LocalRelay(apns: apns)
         let server = P256.Signing.PrivateKey(), thief = P256.Signing.PrivateKey()
         let handle = try await relay.seal(token: Self.token(0x01), pin: Self.pin(server))
 
@@ -148,7 +83,7 @@ struct RelayTests {
     func apnsAnswers() async throws {
         let apns = try await APNsStandIn()
         defer { apns.stop() }
-        let relay = try await RelayUnderTest(apns: apns)
+        let relay = try await LocalRelay(apns: apns)
         let server = P256.Signing.PrivateKey()
         let gone = Self.token(0x10), bad = Self.token(0x11), busy = Self.token(0x12), expired = Self.token(0x13), down = Self.token(0x14)
         apns.answer(gone, [(410, "Unregistered")])
@@ -172,7 +107,7 @@ struct RelayTests {
     func limitPerServer() async throws {
         let apns = try await APNsStandIn()
         defer { apns.stop() }
-        let relay = try await RelayUnderTest(apns: apns, wakesPerMinute: 3)
+        let relay = try await LocalRelay(apns: apns, wakesPerMinute: 3)
         let busy = P256.Signing.PrivateKey(), quiet = P256.Signing.PrivateKey()
         let handle = try await relay.seal(token: Self.token(0x20), pin: Self.pin(busy))
         for _ in 1...3 { #expect(try await relay.wake(handle, as: busy).status == 200) }
@@ -187,13 +122,13 @@ struct RelayTests {
         let apns = try await APNsStandIn()
         defer { apns.stop() }
         let server = P256.Signing.PrivateKey()
-        let first = try await RelayUnderTest(apns: apns)
+        let first = try await LocalRelay(apns: apns)
         let handle = try await first.seal(token: Self.token(0x30), pin: Self.pin(server))
         await first.stop()
-        let second = try await RelayUnderTest(apns: apns, sealingKey: first.sealingKey)
+        let second = try await LocalRelay(apns: apns, sealingKey: first.sealingKey)
         #expect(try await second.wake(handle, as: server).status == 200)
         await second.stop()
-        let otherKey = try await RelayUnderTest(apns: apns)
+        let otherKey = try await LocalRelay(apns: apns)
         #expect(try await otherKey.wake(handle, as: server).status == 400, "another sealing key cannot read it")
         await otherKey.stop()
     }

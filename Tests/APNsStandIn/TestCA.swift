@@ -7,12 +7,12 @@ import X509
 /// A certificate authority of the test's own and a server certificate it signed for
 /// `localhost`: what the relay and the APNs stand-in serve, and what their clients trust
 /// (a CA, as Apple's and a publisher's are; the gateway's own certificate is pinned instead).
-struct TestCA {
-    let caFile: String
-    let certificateFile: String
-    let keyFile: String
+public struct TestCA {
+    public let caFile: String
+    public let certificateFile: String
+    public let keyFile: String
 
-    init(in directory: TemporaryDirectory, name: String) throws {
+    public init(in directory: TemporaryDirectory, name: String) throws {
         let caKey = P256.Signing.PrivateKey(), serverKey = P256.Signing.PrivateKey()
         let caName = try DistinguishedName { CommonName("\(name) test CA") }
         let now = Date()

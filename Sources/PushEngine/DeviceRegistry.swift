@@ -1,8 +1,8 @@
 import Synchronization
 
-/// The devices whose webhook takes deliveries, in memory: consulted for every queued
-/// notification, so it must not cost a query.
-final class WebhookRegistry: Sendable {
+/// A set of devices kept in memory (those whose webhook takes deliveries, those registered
+/// for wakes): consulted for every queued notification, so it must not cost a query.
+final class DeviceRegistry: Sendable {
     private let active: Mutex<Set<Hub.DeviceKey>>
 
     init(_ devices: [(family: String, deviceId: String)]) {

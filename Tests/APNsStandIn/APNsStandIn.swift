@@ -15,38 +15,44 @@ import TestSupport
 /// `kid`, `iss` and age; the topic, push type and priority; the 4 KB payload limit; the
 /// token's form) and answering as Apple does: 200 with an `apns-id`, or Apple's status and
 /// JSON reason for the tokens a test chooses.
-final class APNsStandIn: Sendable {
-    struct Received: Sendable {
-        var token: String
-        var headers: [String: String]
-        var payload: String
-        var http2: Bool
+public final class APNsStandIn: Sendable {
+    public struct Received: Sendable {
+        public var token: String
+        public var headers: [String: String]
+        public var payload: String
+        public var http2: Bool
     }
 
-    let keyId = "ABC123DEFG"
-    let teamId = "DEF123GHIJ"
-    let topic = "com.example.screentime"
+    public let keyId = "ABC123DEFG"
+    public let teamId = "DEF123GHIJ"
+    public let topic = "com.example.screentime"
     /// The app's APNs key (its raw scalar: swift-crypto's keys are not Sendable).
     private let keyBytes = P256.Signing.PrivateKey().rawRepresentation
     private var key: P256.Signing.PrivateKey { try! P256.Signing.PrivateKey(rawRepresentation: self.keyBytes) }
-    let directory = TemporaryDirectory()
+    public let directory = TemporaryDirectory()
     /// The CA of the stand-in's certificate (the relay trusts it with --apns-ca-file).
-    let certificateFile: String
-    private let received = Mutex<[Received]>([])
+    public let certificateFile: String
+    private let received = Arrivals<Received>()
     private let answers = Mutex<[String: [(status: Int, reason: String)]]>([:])
     private let task = Mutex<Task<Void, any Error>?>(nil)
     private let port = Mutex<Int?>(nil)
 
-    var p8: String { self.key.pemRepresentation }
-    var url: String { "https://localhost:\(self.port.withLock { $0 ?? 0 })" }
-    var pushes: [Received] { self.received.withLock { $0 } }
+    public var p8: String { self.key.pemRepresentation }
+    public var url: String { "https://localhost:\(self.port.withLock { $0 ?? 0 })" }
+    public var pushes: [Received] { self.received.all }
+
+    /// Waits until `count` pushes were taken in all; returns them all.
+    @discardableResult
+    public func wait(for count: Int, timeout: Duration = .seconds(10)) async throws -> [Received] {
+        try await self.received.wait(for: count, timeout: timeout, "pushes") { $0.map { "\($0.headers["apns-push-type"] ?? "?") to \($0.token.prefix(8))…" }.description }
+    }
 
     /// The next answers for `token`, in order (then 200).
-    func answer(_ token: String, _ answers: [(status: Int, reason: String)]) {
+    public func answer(_ token: String, _ answers: [(status: Int, reason: String)]) {
         self.answers.withLock { $0[token] = answers }
     }
 
-    init() async throws {
+    public init() async throws {
         let authority = try TestCA(in: self.directory, name: "apns")
         self.certificateFile = authority.caFile
         let chain = try NIOSSLCertificate.fromPEMFile(authority.certificateFile).map { NIOSSLCertificateSource.certificate($0) }
@@ -70,7 +76,7 @@ final class APNsStandIn: Sendable {
         }
     }
 
-    func stop() {
+    public func stop() {
         self.task.withLock { $0?.cancel() }
     }
 
@@ -98,7 +104,7 @@ final class APNsStandIn: Sendable {
             return first
         }
         if let next { return reason(next.status, next.reason) }
-        self.received.withLock { $0.append(Received(token: token, headers: headers, payload: String(decoding: payload, as: UTF8.self), http2: http2)) }
+        self.received.append(Received(token: token, headers: headers, payload: String(decoding: payload, as: UTF8.self), http2: http2))
         return Response(status: .ok, headers: [HTTPField.Name("apns-id")!: UUID().uuidString])
     }
 

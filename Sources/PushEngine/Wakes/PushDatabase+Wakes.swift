@@ -1,0 +1,231 @@
+import DurableSQLite
+import Foundation
+import GRDB
+import PushAPI
+
+/// What kind of wake a notification asks for.
+enum WakeKind: String, Sendable {
+    /// A silent background push: the app wakes and fetches.
+    case background
+    /// A visible, content-free alert that the app's notification service extension fills in.
+    case alert
+
+    /// Low-priority notifications wake nobody; one with an alert asks for an alert.
+    static func of(_ notification: PushNotification) -> WakeKind? {
+        if notification.priority == .low { return nil }
+        return notification.alert == nil ? .background : .alert
+    }
+}
+
+/// Wake registrations and their pending wakes: at most one per device, raised (never
+/// duplicated) by each notification queued for it and cleared by its acknowledgement.
+extension PushDatabase {
+    /// A wake due to be sent.
+    struct DueWake: Sendable {
+        var family: String
+        var deviceId: String
+        var handle: String
+        var relay: String
+        /// The last notification it is for.
+        var seq: Int64
+        var kind: WakeKind
+        var expiresAt: Date
+        /// Attempts made already.
+        var attempts: Int
+        /// Background wakes sent in the last hour.
+        var recent: [Int64]
+    }
+
+    static let hour: Int64 = 3_600_000
+
+    func registerWake(family: String, deviceId: String, handle: String, relay: String, now: Date) async throws -> WakeInfo {
+        try await self.pool.write { db in
+            // A new registration keeps the hour's count: registering again does not reset the cap.
+            try db.execute(sql: """
+                INSERT INTO wakes(family, device_id, handle, relay, status, registered_at) VALUES (?, ?, ?, ?, 'active', ?)
+                ON CONFLICT(family, device_id) DO UPDATE SET handle = excluded.handle, relay = excluded.relay, status = 'active',
+                    registered_at = excluded.registered_at, attempts = 0, last_error = NULL
+                """, arguments: [family, deviceId, handle, relay, Millis.of(now)])
+            return try Self.wakeInfos(family: family, deviceId: deviceId, now: now, db)[0]
+        }
+    }
+
+    func wakeInfo(family: String, deviceId: String, now: Date) async throws -> WakeInfo? {
+        try await self.pool.read { db in try Self.wakeInfos(family: family, deviceId: deviceId, now: now, db).first }
+    }
+
+    func wakeInfos(family: String, now: Date) async throws -> [WakeInfo] {
+        try await self.pool.read { db in try Self.wakeInfos(family: family, deviceId: nil, now: now, db) }
+    }
+
+    /// False when there was none.
+    func removeWake(family: String, deviceId: String) async throws -> Bool {
+        try await self.pool.write { db in
+            try db.execute(sql: "DELETE FROM wakes WHERE family = ? AND device_id = ?", arguments: [family, deviceId])
+            return db.changesCount > 0
+        }
+    }
+
+    /// The devices whose registration is active.
+    func activeWakes() async throws -> [(family: String, deviceId: String)] {
+        try await self.pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT family, device_id FROM wakes WHERE status = 'active'").map { ($0["family"], $0["device_id"]) }
+        }
+    }
+
+    /// Each device's notifications of the batch ask for one wake: the earliest due, the
+    /// strongest kind, the last notification, the latest expiry.
+    static func scheduleWakes(_ queued: [Queued], _ db: Database) throws {
+        struct Pending {
+            var due: Int64
+            var seq: Int64
+            var kind: WakeKind
+            var expires: Int64
+        }
+        var byDevice: [DeviceKey: Pending] = [:]
+        let now = Millis.now()
+        for item in queued {
+            guard let wake = item.wake else { continue }
+            let due = now + Int64(wake.after.seconds * 1000)
+            let key = DeviceKey(family: item.family, deviceId: item.deviceId)
+            var pending = byDevice[key] ?? Pending(due: due, seq: item.seq, kind: wake.kind, expires: Millis.of(item.expiresAt))
+            pending.due = min(pending.due, due)
+            pending.seq = max(pending.seq, item.seq)
+            if wake.kind == .alert { pending.kind = .alert }
+            pending.expires = max(pending.expires, Millis.of(item.expiresAt))
+            byDevice[key] = pending
+        }
+        for (key, pending) in byDevice {
+            try db.cachedStatement(sql: """
+                UPDATE wakes SET due_ms = CASE WHEN due_ms IS NULL OR due_ms > ?1 THEN ?1 ELSE due_ms END,
+                    due_seq = max(coalesce(due_seq, 0), ?2),
+                    due_kind = CASE WHEN ?3 = 'alert' OR due_kind = 'alert' THEN 'alert' ELSE 'background' END,
+                    due_expires_ms = max(coalesce(due_expires_ms, 0), ?4)
+                WHERE family = ?5 AND device_id = ?6 AND status = 'active'
+                """).execute(arguments: [pending.due, pending.seq, pending.kind.rawValue, pending.expires, key.family, key.deviceId])
+        }
+    }
+
+    /// The device acknowledged up to `upTo`: a wake for no more than that is not needed.
+    static func cancelWake(family: String, deviceId: String, upTo: Int64, _ db: Database) throws {
+        try db.cachedStatement(sql: """
+            UPDATE wakes SET due_ms = NULL, due_seq = NULL, due_kind = NULL, due_expires_ms = NULL, attempts = 0
+            WHERE family = ? AND device_id = ? AND due_seq <= ?
+            """).execute(arguments: [family, deviceId, upTo])
+    }
+
+    /// Up to `limit` wakes due by `now`, earliest first. A wake whose notifications were
+    /// all acknowledged or expired meanwhile is dropped on the way.
+    func dueWakes(now: Date, limit: Int) async throws -> [DueWake] {
+        try await self.pool.write { db in
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT w.family, w.device_id, w.handle, w.relay, w.due_seq, w.due_kind, w.due_expires_ms, w.attempts, w.recent,
+                    coalesce(d.acked, 0) AS acked
+                FROM wakes w LEFT JOIN devices d ON d.family = w.family AND d.device_id = w.device_id
+                WHERE w.due_ms IS NOT NULL AND w.due_ms <= ? AND w.status = 'active' ORDER BY w.due_ms LIMIT ?
+                """, arguments: [Millis.of(now), limit])
+            var due: [DueWake] = []
+            for row in rows {
+                let family: String = row["family"], deviceId: String = row["device_id"]
+                let seq: Int64 = row["due_seq"] ?? 0, acked: Int64 = row["acked"], expires: Int64 = row["due_expires_ms"] ?? 0
+                guard seq > acked, expires > Millis.of(now) else {
+                    try Self.clearWake(family: family, deviceId: deviceId, db)
+                    continue
+                }
+                due.append(DueWake(
+                    family: family, deviceId: deviceId, handle: row["handle"], relay: row["relay"], seq: seq,
+                    kind: WakeKind(rawValue: row["due_kind"] ?? "") ?? .background, expiresAt: Millis.date(expires), attempts: row["attempts"],
+                    recent: Self.recent(row["recent"], now: Millis.of(now))))
+            }
+            return due
+        }
+    }
+
+    /// When the next wake is due, if any.
+    func nextWakeDue() async throws -> Date? {
+        try await self.pool.read { db in
+            try Int64.fetchOne(db, sql: "SELECT min(due_ms) FROM wakes WHERE status = 'active'").map(Millis.date)
+        }
+    }
+
+    /// The relay took it. Notifications queued since it was read keep a wake, due once the
+    /// device has had `settle` to wake and fetch them.
+    func wakeSent(_ wake: DueWake, at now: Date, settle: Duration) async throws {
+        let recent = wake.kind == .background ? wake.recent + [Millis.of(now)] : wake.recent
+        try await self.pool.write { db in
+            try db.execute(sql: """
+                UPDATE wakes SET last_wake_at = ?1, last_outcome = 'sent', last_error = NULL, attempts = 0, recent = ?2,
+                    due_ms = CASE WHEN due_seq > ?3 THEN max(due_ms, ?4) END,
+                    due_seq = CASE WHEN due_seq > ?3 THEN due_seq END,
+                    due_kind = CASE WHEN due_seq > ?3 THEN due_kind END,
+                    due_expires_ms = CASE WHEN due_seq > ?3 THEN due_expires_ms END
+                WHERE family = ?5 AND device_id = ?6
+                """, arguments: [Millis.of(now), recent.map(String.init).joined(separator: ","), wake.seq,
+                                 Millis.of(now) + Int64(settle.seconds * 1000), wake.family, wake.deviceId])
+        }
+    }
+
+    /// The hour's background wakes are spent: this one waits until `until`.
+    func wakeHeld(_ wake: DueWake, until: Date, now: Date) async throws {
+        try await self.pool.write { db in
+            try db.execute(sql: "UPDATE wakes SET due_ms = ?, last_outcome = 'held' WHERE family = ? AND device_id = ? AND due_ms IS NOT NULL",
+                           arguments: [Millis.of(until), wake.family, wake.deviceId])
+        }
+    }
+
+    /// Tries again at `due`.
+    func wakeRetry(_ wake: DueWake, at due: Date, error: String, now: Date) async throws {
+        try await self.pool.write { db in
+            try db.execute(sql: """
+                UPDATE wakes SET attempts = attempts + 1, due_ms = ?, last_error = ?, last_wake_at = ?, last_outcome = 'failed'
+                WHERE family = ? AND device_id = ? AND due_ms IS NOT NULL
+                """, arguments: [Millis.of(due), error, Millis.of(now), wake.family, wake.deviceId])
+        }
+    }
+
+    /// Gives up on this wake (the notifications stay queued for the device's next connection).
+    func wakeAbandoned(_ wake: DueWake, error: String, now: Date) async throws {
+        try await self.pool.write { db in
+            try Self.clearWake(family: wake.family, deviceId: wake.deviceId, db)
+            try db.execute(sql: "UPDATE wakes SET last_error = ?, last_wake_at = ?, last_outcome = 'failed' WHERE family = ? AND device_id = ?",
+                           arguments: [error, Millis.of(now), wake.family, wake.deviceId])
+        }
+    }
+
+    /// The registration is no use any more: marked gone until the device registers again.
+    func wakeGone(_ wake: DueWake, outcome: WakeOutcome, error: String, now: Date) async throws {
+        try await self.pool.write { db in
+            try Self.clearWake(family: wake.family, deviceId: wake.deviceId, db)
+            try db.execute(sql: """
+                UPDATE wakes SET status = 'gone', last_error = ?, last_wake_at = ?, last_outcome = ? WHERE family = ? AND device_id = ? AND handle = ?
+                """, arguments: [error, Millis.of(now), outcome.rawValue, wake.family, wake.deviceId, wake.handle])
+        }
+    }
+
+    private static func clearWake(family: String, deviceId: String, _ db: Database) throws {
+        try db.execute(sql: """
+            UPDATE wakes SET due_ms = NULL, due_seq = NULL, due_kind = NULL, due_expires_ms = NULL, attempts = 0 WHERE family = ? AND device_id = ?
+            """, arguments: [family, deviceId])
+    }
+
+    /// The times in `text` within the hour before `now`.
+    static func recent(_ text: String, now: Int64) -> [Int64] {
+        text.split(separator: ",").compactMap { Int64($0) }.filter { $0 > now - Self.hour }
+    }
+
+    private static func wakeInfos(family: String, deviceId: String?, now: Date, _ db: Database) throws -> [WakeInfo] {
+        let rows = try Row.fetchAll(db, sql: """
+            SELECT device_id, relay, status, registered_at, last_wake_at, last_outcome, last_error, recent, due_ms
+            FROM wakes WHERE family = ? AND (?2 IS NULL OR device_id = ?2) ORDER BY device_id
+            """, arguments: [family, deviceId])
+        return rows.map { row in
+            let relay: String = row["relay"]
+            let lastWake: Int64? = row["last_wake_at"], due: Int64? = row["due_ms"]
+            return WakeInfo(
+                deviceId: row["device_id"], relayHost: URL(string: relay)?.host ?? relay,
+                status: WakeStatus(rawValue: row["status"]) ?? .gone, registeredAt: Millis.date(row["registered_at"]),
+                lastWakeAt: lastWake.map(Millis.date), lastOutcome: (row["last_outcome"] as String?).flatMap(WakeOutcome.init(rawValue:)),
+                lastError: row["last_error"], wakesLastHour: Self.recent(row["recent"], now: Millis.of(now)).count, dueAt: due.map(Millis.date))
+        }
+    }
+}
