@@ -458,6 +458,7 @@ let package = Package(
                 "PairingAPI",
                 "PushAPI",
                 "AggregatorAPI",
+                "RelayCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -750,6 +751,7 @@ let package = Package(
             name: "ScreenTimeKitTests",
             dependencies: [
                 "ScreenTimeKit",
+                "APNsStandIn",
                 "TestSupport",
                 "StackSupport",
                 "RPCCore",

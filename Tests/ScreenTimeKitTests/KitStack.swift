@@ -15,19 +15,28 @@ final class KitStack: @unchecked Sendable {
     let directory = TemporaryDirectory()
     var state: String { self.directory.file("state") }
     private(set) var services: [String: ServiceProcess] = [:]
+    /// Each service's options beyond the usual (kept for its restarts).
+    private var arguments: [String: [String]] = [:]
     private static let executables = ["store": "screentime-stored", "pairing": "screentime-pairingd", "push": "screentime-pushd",
                                       "aggregator": "screentime-aggregatord"]
 
-    static func start(_ services: [String] = ["store", "pairing"]) async throws -> KitStack {
+    static func start(_ services: [String] = ["store", "pairing"], arguments: [String: [String]] = [:]) async throws -> KitStack {
         let stack = KitStack()
+        stack.arguments = arguments
         for service in services { try await stack.start(service) }
         return stack
     }
 
     func start(_ service: String) async throws {
-        let arguments = service == "pairing" ? ["--server-address", "home.example"] : []
+        let arguments = (service == "pairing" ? ["--server-address", "home.example"] : []) + (self.arguments[service] ?? [])
         self.services[service] = try await ServiceProcess.start(Self.executables[service]!, service: service, in: self.directory,
                                                                 stateDirectory: self.state, arguments: arguments)
+    }
+
+    /// Starts a service with options beyond the usual (kept for its restarts).
+    func start(_ service: String, arguments: [String]) async throws {
+        self.arguments[service] = arguments
+        try await self.start(service)
     }
 
     /// Stops a service (SIGTERM) and waits for it to exit.

@@ -1,0 +1,131 @@
+import Crypto
+import Foundation
+import PushAPI
+import RelayCore
+import RPCCore
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Wakes: how a suspended iPhone app hears that something is waiting for it. The app gives
+/// its APNs device token to the app publisher's wake relay, which seals it for this
+/// device's home server (the server never sees the token); the server asks the relay to
+/// wake the app when it is not listening; the woken app fetches what is pending.
+extension Notifications {
+    /// The APNs environment the app's token belongs to: `development` for builds run from
+    /// Xcode, `production` for TestFlight and the App Store.
+    public typealias APNsEnvironment = WakeRegistration.Environment
+
+    /// Registers this device for wakes (`registerForRemoteNotifications`'s token in
+    /// `application(_:didRegisterForRemoteNotificationsWithDeviceToken:)`): seals the token
+    /// with `relay` for the home server's key pin, and gives the handle to the server. Call
+    /// it on every launch: the token can change, and a registration the server dropped
+    /// (the app reinstalled, the token unregistered) is made again. The relay is asked only
+    /// when the token, relay or pin changed since the last time.
+    @discardableResult
+    public func enableWakes(apnsToken: Data, relay: URL, topic: String? = nil, environment: APNsEnvironment = .production) async throws(RPCError) -> WakeInfo {
+        let identity = try self.session.requireIdentity()
+        guard let pin = identity.pin else {
+            throw RPCError(.invalidParams, "wakes are for a device that reaches its server through the gateway: this one has no key pin")
+        }
+        guard let topic = topic ?? Bundle.main.bundleIdentifier else {
+            throw RPCError.invalidParams("topic", "is required: the app's bundle id (there is no main bundle to read it from)")
+        }
+        let token = apnsToken.map { String(format: "%02x", $0) }.joined()
+        let base = relay.absoluteString.hasSuffix("/") ? String(relay.absoluteString.dropLast()) : relay.absoluteString
+        // What the handle was sealed for, without the token itself.
+        let sealedFor = Data(SHA256.hash(data: Data("\(token)|\(topic)|\(environment.rawValue)|\(pin)|\(base)".utf8))).base64EncodedString()
+        var handle: String
+        if let cached = try self.store.value(Self.wakeHandleKey), cached.hasPrefix(sealedFor + " ") {
+            handle = String(cached.dropFirst(sealedFor.count + 1))
+        } else {
+            handle = try await Self.seal(SealRequest(token: token, topic: topic, environment: environment, pin: pin), relay: base)
+            try self.store.setValue(sealedFor + " " + handle, for: Self.wakeHandleKey)
+        }
+        do {
+            return try await self.session.call(PushMethods.registerWake, RegisterWakeParams(handle: handle, relay: base))
+        } catch {
+            // A handle the server cannot use is sealed again next time.
+            if error.code == .invalidParams { try? self.store.setValue(nil, for: Self.wakeHandleKey) }
+            throw error
+        }
+    }
+
+    /// Stops wakes for this device (the user turned notifications off, the device is
+    /// handed on).
+    public func disableWakes() async throws(RPCError) {
+        _ = try await self.session.call(PushMethods.removeWake, Empty())
+        try self.store.setValue(nil, for: Self.wakeHandleKey)
+    }
+
+    /// The device's wake registration, as the server sees it.
+    public func wakeStatus() async throws(RPCError) -> WakeInfo {
+        try await self.session.call(PushMethods.getWake, Empty())
+    }
+
+    /// The wake registrations of the family's devices and how their last wakes went (a
+    /// parent's view).
+    public func familyWakes() async throws(RPCError) -> [WakeInfo] {
+        try await self.session.call(PushMethods.listWakes, ListWakesParams()).wakes
+    }
+
+    /// What an app woken by a wake does (`application(_:didReceiveRemoteNotification:)`,
+    /// or a notification service extension): fetches the notifications waiting on the
+    /// server, runs `handler` on each in order, acknowledges them, and returns how many,
+    /// all within `limit` (iOS allows about 30 s). A handler that throws stops there;
+    /// what it did not finish comes again.
+    @discardableResult
+    public func handleWake(within limit: Duration = .seconds(25), _ handler: @escaping @Sendable (PushNotification) async throws -> Void) async throws -> Int {
+        try await withThrowingTaskGroup(of: Int?.self) { group in
+            group.addTask { try await self.fetchPending(handler) }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                return nil
+            }
+            let first = try await group.next() ?? nil
+            group.cancelAll()
+            guard let handled = first else {
+                await self.acknowledge()
+                throw RPCError(.timeout, "the notifications waiting on the server were not all fetched within \(limit); the rest come on the next wake or launch")
+            }
+            return handled
+        }
+    }
+
+    private func fetchPending(_ handler: @Sendable (PushNotification) async throws -> Void) async throws -> Int {
+        var handled = 0
+        let stream = try self.session.stream(PushMethods.listen, ListenParams(after: try self.lastHandled, backlogOnly: true))
+        for try await event in stream {
+            guard case .item(let value) = event else { break }
+            let notification = try WireValues.decode(PushNotification.self, from: value, what: "a notification")
+            if notification.seq <= (try self.lastHandled) { continue }
+            try await handler(notification)
+            try self.markHandled(notification.seq)
+            handled += 1
+        }
+        await self.acknowledge()
+        return handled
+    }
+
+    static let wakeHandleKey = "wakes:handle"
+
+    /// `POST <relay>/v1/seal`: the relay's handle for this token and pin.
+    static func seal(_ request: SealRequest, relay: String) async throws(RPCError) -> String {
+        guard let url = URL(string: relay + "/v1/seal") else { throw RPCError.invalidParams("relay", "must be the wake relay's URL") }
+        var http = URLRequest(url: url, timeoutInterval: 20)
+        http.httpMethod = "POST"
+        http.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        let data: Data, response: URLResponse
+        do {
+            http.httpBody = try JSONEncoder().encode(request)
+            (data, response) = try await URLSession.shared.data(for: http)
+        } catch {
+            throw RPCError(.unavailable, "the wake relay \(url.host ?? relay) could not be reached: \(error.localizedDescription)")
+        }
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        if status == 200, let sealed = try? JSONDecoder().decode(SealResponse.self, from: data) { return sealed.handle }
+        let refusal = try? JSONDecoder().decode(RelayErrorBody.self, from: data)
+        let reason = refusal.map { "\($0.message) (\($0.error))" } ?? "HTTP \(status)"
+        throw RPCError(status == 429 || status >= 500 ? .unavailable : .invalidParams, "the wake relay did not seal the token: \(reason)")
+    }
+}

@@ -1,0 +1,93 @@
+import APNsStandIn
+import Foundation
+import PairingAPI
+import PushAPI
+import RPCCore
+import ScreenTimeKit
+import StoreAPI
+import Testing
+import TestSupport
+
+/// Wakes from end to end, with the real binaries: the kit seals its APNs token with the
+/// relay and registers through the gateway; push signs wakes with the gateway's own key
+/// (the pin the devices paired with), the relay pushes to the APNs stand-in, and the woken
+/// app fetches what waits for it.
+@Suite("ScreenTimeKit: wakes through the gateway, the relay and APNs", .serialized)
+struct WakeEndToEndTests {
+    @Test("a child's app registers for wakes and closes its connection; the parent changes a rule; APNs gets one background push for its token; the app, woken, fetches and applies the rule. An alert to two parents is two content-free alert pushes")
+    func ruleChangeWakesTheChild() async throws {
+        let apns = try await APNsStandIn()
+        defer { apns.stop() }
+        // Plain HTTP, as behind the publisher's reverse proxy: the kit's URLSession on Linux
+        // cannot be told to trust a test CA (the relay's TLS is proven in RelayTests).
+        let relay = try await LocalRelay(apns: apns, tls: false)
+        let stack = try await KitStack.start(["store", "pairing", "aggregator"])
+        defer { stack.stopAll() }
+        try await stack.start("push", arguments: ["--wake-relay", relay.url, "--wake-key", stack.state + "/gateway/key.pem", "--wake-after", "2"])
+        let (gateway, endpoint) = try await GatewayEndToEndTests.startGateway(stack)
+        defer { gateway.stopNow() }
+
+        // A family over the network: a parent, a co-parent, a child.
+        let code = try await stack.admin("pairing").call(PairingMethods.createFamily, NewFamilyParams(family: "smith", timeZone: "UTC"))
+        let bootstrap = PairingURI(server: "x", family: "smith", invitationId: "x", secret: "x", urls: endpoint.urls, pin: endpoint.pin)
+        let mum = try GatewayEndToEndTests.remoteKit(stack, "mum", bootstrap)
+        _ = try await within(.seconds(60), "mum enrolled") {
+            try await mum.pairing.enroll(family: "smith", code: code.code, deviceId: "mum-phone", deviceName: "Mum's phone", urls: endpoint.urls, pin: endpoint.pin)
+        }
+        let dadCode = try await mum.pairing.inviteParent()
+        let dad = try GatewayEndToEndTests.remoteKit(stack, "dad", bootstrap)
+        _ = try await within(.seconds(60), "dad enrolled") {
+            try await dad.pairing.enroll(family: "smith", code: dadCode.code, deviceId: "dad-phone", deviceName: "Dad's phone", urls: endpoint.urls, pin: endpoint.pin)
+        }
+        let invitation = try await mum.pairing.inviteChild(childId: "emma")
+        var child = try GatewayEndToEndTests.remoteKit(stack, "child", try #require(PairingURI(invitation.uri)))
+        let pending = try await child.pairing.accept(uri: invitation.uri, deviceId: "emma-iphone", deviceName: "Emma's iPhone")
+        _ = try await mum.pairing.waitForAcceptance(of: invitation, poll: .milliseconds(50), timeout: .seconds(30))
+        try await mum.pairing.confirm(invitation)
+        _ = try await within(.seconds(30), "the child confirmed") { try await pending.waitForConfirmation() }
+
+        // The child's app: subscribes to its commands, registers for wakes, goes to the background.
+        try await child.notifications.subscribe(to: "ConfigurationCommand", in: invitation.zone, where: [QueryFilter("status", .equal, "pending")], firesOn: [.create, .update])
+        let childToken = Data(repeating: 0x5a, count: 32)
+        let registered = try await child.notifications.enableWakes(apnsToken: childToken, relay: URL(string: relay.url)!, topic: apns.topic)
+        #expect(registered.status == .active && registered.deviceId == "emma-iphone")
+        await child.close()
+
+        // The parent changes a rule: one silent push reaches the sleeping phone.
+        _ = try await mum.parent.setAppRule(AppRuleChange(bundleId: "org.khanacademy", classification: "learning"))
+        try await within(.seconds(30), "mum's queue drained") { await mum.queue.waitUntilDrained() }
+        let push = try await apns.wait(for: 1, timeout: .seconds(30))[0]
+        #expect(push.token == LocalRelay.token(0x5a) && push.headers["apns-push-type"] == "background" && push.payload == #"{"aps":{"content-available":1}}"#)
+
+        // Woken, the app opens the kit again, fetches what waits, acknowledges, and applies it.
+        child = try GatewayEndToEndTests.remoteKit(stack, "child")
+        let heard = Arrivals<PushNotification>()
+        let handled = try await child.notifications.handleWake { heard.append($0) }
+        #expect(handled >= 1 && heard.all.contains { $0.recordType == "ConfigurationCommand" }, "\(heard.all)")
+        let applied = try await child.child.applyPendingCommands { _ in }
+        #expect(applied.executed.count == 1)
+        let status = try await child.notifications.wakeStatus()
+        #expect(status.lastOutcome == .sent && status.wakesLastHour == 1 && status.dueAt == nil, "\(status)")
+        // Launched again, the app registers again (its sealed handle is kept: the relay is asked only for a new token).
+        _ = try await child.notifications.enableWakes(apnsToken: childToken, relay: URL(string: relay.url)!, topic: apns.topic)
+
+        // Both parents' phones asleep: an alert for the parents is two alert pushes, with no content.
+        _ = try await mum.notifications.enableWakes(apnsToken: Data(repeating: 0x6b, count: 32), relay: URL(string: relay.url)!, topic: apns.topic)
+        _ = try await dad.notifications.enableWakes(apnsToken: Data(repeating: 0x7c, count: 32), relay: URL(string: relay.url)!, topic: apns.topic)
+        _ = try await stack.admin("push").call(PushMethods.notify, NotifyParams(
+            family: "smith", parents: true, alert: Alert(title: "Emma asked for 15 more minutes", body: "for Minecraft"), priority: .high))
+        let all = try await apns.wait(for: 3, timeout: .seconds(30))
+        let alerts = all.dropFirst()
+        #expect(Set(alerts.map(\.token)) == [LocalRelay.token(0x6b), LocalRelay.token(0x7c)])
+        #expect(alerts.allSatisfy { $0.headers["apns-push-type"] == "alert" && !$0.payload.contains("Emma") && !$0.payload.contains("Minecraft") })
+        // The parents' list shows each device's registration by name of device.
+        let wakes = try await mum.notifications.familyWakes()
+        #expect(Set(wakes.map(\.deviceId)) == ["mum-phone", "dad-phone", "emma-iphone"])
+
+        await child.close()
+        await mum.close()
+        await dad.close()
+        await relay.stop()
+        #expect(apns.pushes.count == 3, "one wake for the rule, one alert per parent: \(apns.pushes.map(\.token))")
+    }
+}
