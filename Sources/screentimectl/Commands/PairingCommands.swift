@@ -189,12 +189,16 @@ struct DevicesCommand: AsyncParsableCommand {
             // Connected now: an app with its connection open listens for notifications
             // (nothing said when push cannot tell now).
             let connected = Set((try? await parent.push.call(PushMethods.listening, ListeningParams()).deviceIds) ?? [])
+            // Whether each device can be woken when its app sleeps, and how the last wake went.
+            let wakes = Dictionary(((try? await parent.push.call(PushMethods.listWakes, ListWakesParams()).wakes) ?? []).map { ($0.deviceId, $0) },
+                                   uniquingKeysWith: { first, _ in first })
             if self.json { return Output.print(try JSONValue(encoding: devices), pretty: self.device.connection.prettyOutput) }
-            print(Table.render(["DEVICE", "NAME", "ROLE", "STATUS", "CHILD", "RULES", "APP", "LAST SEEN"], devices.map { device in
+            print(Table.render(["DEVICE", "NAME", "ROLE", "STATUS", "CHILD", "RULES", "APP", "WAKES", "LAST SEEN"], devices.map { device in
                 [device.deviceId, device.deviceName ?? "", device.role.rawValue,
                  device.status.rawValue + (device.status == .active ? byDevice[device.deviceId]?.clockOff.map { ", clock \($0)" } ?? "" : ""), device.childId ?? "",
                  device.role == .child && device.status == .active ? byDevice[device.deviceId]?.summary ?? "" : "",
                  byDevice[device.deviceId]?.appVersion ?? "",
+                 device.status == .active ? wakes[device.deviceId]?.summary ?? "" : "",
                  connected.contains(device.deviceId) && device.status == .active
                      ? "connected now" : device.lastSeenAt?.formatted(date: .abbreviated, time: .shortened) ?? ""]
             }), terminator: "")
@@ -218,6 +222,21 @@ struct DeviceCommand: AsyncParsableCommand {
                 let info = try await parent.pairing.call(PairingMethods.revokeDevice, DeviceParams(deviceId: self.deviceId))
                 print("\(info.deviceName ?? info.deviceId) (\(info.deviceId)) is \(info.status.rawValue).")
             }
+        }
+    }
+}
+
+extension WakeInfo {
+    /// For the devices table: whether the device is woken when its app sleeps, and how the
+    /// last wake went.
+    var summary: String {
+        switch (self.status, self.lastOutcome) {
+        case (.gone, .refused): return "off: registered with another server"
+        case (.gone, _): return "off: the app is no longer registered with Apple"
+        case (.active, .sent): return "on, woken " + (self.lastWakeAt?.formatted(date: .omitted, time: .shortened) ?? "")
+        case (.active, .held): return "on, hourly limit reached"
+        case (.active, .failed): return "on, last wake failed"
+        default: return "on"
         }
     }
 }
