@@ -13,8 +13,9 @@ Usage: deploy/install.sh [--prefix DIR] [--bin-dir DIR] [--webhooks] [--internet
                   DIR/bin/screentimectl, DIR/share/doc/screentime-server)
   --bin-dir DIR   install the binaries already built in DIR instead of building them
                   (deploy/build-release.sh: release, --static-swift-stdlib)
-  --webhooks      let the push service reach phones over HTTP (installs the network
-                  drop-in; also add --webhooks to OPTIONS in /etc/screentime/push.env)
+  --webhooks      let the push service reach phones over HTTP, or the wake relay
+                  (installs the network drop-in; also add --webhooks, or
+                  --wake-relay URL, to OPTIONS in /etc/screentime/push.env)
   --internet      let devices reach the gateway from any address (a port forward from the
                   internet), not only from the home network (installs the drop-in)
   --no-start      install and enable, but do not start the sockets now

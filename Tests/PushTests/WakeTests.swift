@@ -241,4 +241,37 @@ struct WakeTests {
         #expect(wakes.apns.pushes.isEmpty)
         await wakes.stop()
     }
+
+    @Test("a wake due when push is killed (-9) is sent after it starts again, and the registration still wakes the device afterwards")
+    func wakeSurvivesACrash() async throws {
+        let wakes = try await Wakes()
+        let stack = try await PushStack.start(pushArguments: [
+            "--wake-relay", wakes.relay.url, "--wake-relay-ca", wakes.relay.caFile!, "--wake-key", wakes.keyFile, "--wake-after", "8",
+        ])
+        defer { stack.stopNow() }
+        let child = stack.client(token: stack.child.token)
+        _ = try await wakes.register(child, token: LocalRelay.token(0x47))
+        let listening = Listening(child)
+        _ = try await eventually("the child listens") { _ in
+            try await stack.local.call(PushMethods.listening, ListeningParams(family: stack.family.family)).deviceIds.contains(stack.child.deviceId) ? true : nil
+        }
+        _ = try await Self.notifyChild(stack)
+        _ = try await listening.wait(for: 1)  // read, never acknowledged: a wake is due in 8 s
+        listening.cancel()
+        await stack.kill()
+        #expect(wakes.apns.pushes.isEmpty, "killed before the wake was due")
+        try await stack.startPush()
+        try await wakes.apns.wait(for: 1, timeout: .seconds(30))
+        // Woken and fetched; the next notification wakes it again (the registration was read back at start).
+        let info = try await eventually("the wake recorded") { seen in
+            let info = try await child.call(PushMethods.getWake, Empty())
+            seen = "\(info)"
+            return info.lastOutcome == .sent ? info : nil
+        }
+        #expect(info.status == .active)
+        _ = try await child.call(PushMethods.ack, AckParams(upTo: 1))
+        _ = try await Self.notifyChild(stack)
+        try await wakes.apns.wait(for: 2, timeout: .seconds(30))
+        await wakes.stop()
+    }
 }
