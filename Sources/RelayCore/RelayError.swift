@@ -2,6 +2,8 @@
 /// code, and a sentence for the operator of the home server.
 public enum RelayError: Error, Sendable, Equatable {
     case invalidRequest(String)
+    /// The body is over the limit (bytes).
+    case tooLarge(Int)
     case invalidHandle
     case badSignature(String)
     case wrongServer
@@ -14,6 +16,7 @@ public enum RelayError: Error, Sendable, Equatable {
     public var status: Int {
         switch self {
         case .invalidRequest, .invalidHandle: 400
+        case .tooLarge: 413
         case .badSignature: 401
         case .wrongServer: 403
         case .unregistered: 410
@@ -25,6 +28,7 @@ public enum RelayError: Error, Sendable, Equatable {
     public var code: String {
         switch self {
         case .invalidRequest: "invalid_request"
+        case .tooLarge: "too_large"
         case .invalidHandle: "invalid_handle"
         case .badSignature: "bad_signature"
         case .wrongServer: "wrong_server"
@@ -37,10 +41,11 @@ public enum RelayError: Error, Sendable, Equatable {
     public var message: String {
         switch self {
         case .invalidRequest(let why): why
+        case .tooLarge(let limit): "the body is over \(limit) bytes; a seal or a wake is a few hundred"
         case .invalidHandle: "the handle was not sealed by this relay, or was changed: the device must register for wakes again"
         case .badSignature(let why): "the wake is not signed as the relay requires: \(why)"
         case .wrongServer: "this handle belongs to another home server: a wake must be signed with the key the device paired with"
-        case .rateLimited(let seconds): "too many wakes from this server; try again in \(seconds) s"
+        case .rateLimited(let seconds): "too many requests from this server or address; try again in \(seconds) s"
         case .unregistered(let reason): "APNs no longer knows this device (\(reason)): drop the registration until the device registers again"
         case .apnsUnavailable(let why): "APNs did not take the wake: \(why)"
         }

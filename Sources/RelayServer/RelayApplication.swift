@@ -28,11 +28,16 @@ public struct RelayConfiguration: Sendable {
     /// A CA to trust for APNs (a stand-in's, in tests); nil: the system's.
     public var apnsCAFile: String?
     public var wakesPerMinutePerServer: Int
+    /// Seals one client address may ask for a minute.
+    public var sealsPerMinutePerAddress: Int
+    /// Behind a reverse proxy: the client's address is the last `X-Forwarded-For` entry
+    /// (the one the proxy added), not the connection's.
+    public var trustForwardedFor: Bool
     public var apnsAttempts: Int
 
     public init(host: String, port: Int, tls: (certificateFile: String, keyFile: String)?, sealingKey: String, topics: Set<String>,
                 apnsKeyId: String, apnsTeamId: String, apnsKey: String, apnsURL: String? = nil, apnsCAFile: String? = nil,
-                wakesPerMinutePerServer: Int = 120, apnsAttempts: Int = 3) {
+                wakesPerMinutePerServer: Int = 120, sealsPerMinutePerAddress: Int = 60, trustForwardedFor: Bool = false, apnsAttempts: Int = 3) {
         self.host = host
         self.port = port
         self.tls = tls
@@ -44,6 +49,8 @@ public struct RelayConfiguration: Sendable {
         self.apnsURL = apnsURL
         self.apnsCAFile = apnsCAFile
         self.wakesPerMinutePerServer = wakesPerMinutePerServer
+        self.sealsPerMinutePerAddress = sealsPerMinutePerAddress
+        self.trustForwardedFor = trustForwardedFor
         self.apnsAttempts = apnsAttempts
     }
 }
@@ -59,7 +66,7 @@ public enum RelayConfigurationError: Error, CustomStringConvertible {
 
 /// The relay's HTTP service: `POST /v1/seal`, `POST /v1/wake`, `GET /v1/health`.
 public struct RelayService: Service {
-    let application: Application<RouterResponder<BasicRequestContext>>
+    let application: Application<RouterResponder<RelayRequestContext>>
     let http: HTTPClient
 
     public init(_ configuration: RelayConfiguration, logger: Logger, onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws {
@@ -78,10 +85,19 @@ public struct RelayService: Service {
             sealer: HandleSealer(key: sealingKey), topics: configuration.topics,
             apns: APNsClient(http: http, providerToken: providerToken, baseURL: { apnsURL ?? APNsPush.host($0) }, attempts: configuration.apnsAttempts, logger: logger),
             limiter: WakeLimiter(perMinute: configuration.wakesPerMinutePerServer), logger: logger)
-        let router = Router()
+        let sealLimiter = WakeLimiter(perMinute: configuration.sealsPerMinutePerAddress)
+        let trustForwardedFor = configuration.trustForwardedFor
+        let router = Router(context: RelayRequestContext.self)
         router.get("/v1/health") { _, _ in Self.json(200, ["status": "ok"]) }
-        router.post("/v1/seal") { request, _ -> Response in
-            let body = try await request.body.collect(upTo: 16 * 1024)
+        router.post("/v1/seal") { request, context -> Response in
+            // Sealing is free to ask for: one address may not make the relay do it without end.
+            let address = context.clientAddress(request, trustForwardedFor: trustForwardedFor)
+            do {
+                try sealLimiter.take("address " + address, now: Date())
+            } catch {
+                return Self.error(error)
+            }
+            guard let body = try? await request.body.collect(upTo: Self.bodyLimit) else { return Self.error(RelayError.tooLarge(Self.bodyLimit)) }
             guard let seal = try? JSONDecoder().decode(SealRequest.self, from: Data(Array(buffer: body))) else {
                 return Self.error(RelayError.invalidRequest("the body must be {token, topic, environment: production|development, pin}"))
             }
@@ -92,7 +108,7 @@ public struct RelayService: Service {
             }
         }
         router.post("/v1/wake") { request, _ -> Response in
-            let body = try await request.body.collect(upTo: 16 * 1024)
+            guard let body = try? await request.body.collect(upTo: Self.bodyLimit) else { return Self.error(RelayError.tooLarge(Self.bodyLimit)) }
             let header = { (name: String) in HTTPField.Name(name).flatMap { request.headers[$0] } }
             do {
                 return Self.json(200, try await relay.wake(body: Array(buffer: body), key: header(WakeSignature.keyHeader),
@@ -126,6 +142,9 @@ public struct RelayService: Service {
         try await self.http.shutdown()
     }
 
+    /// The largest body either endpoint takes (a seal or a wake is a few hundred bytes).
+    static let bodyLimit = 16 * 1024
+
     static func json<T: Encodable>(_ status: Int, _ value: T) -> Response {
         let data = (try? JSONEncoder().encode(value)) ?? Data("{}".utf8)
         return Response(status: .init(code: status), headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
@@ -136,5 +155,27 @@ public struct RelayService: Service {
         var response = Self.json(relayError.status, RelayErrorBody(error: relayError.code, message: relayError.message))
         if case .rateLimited(let seconds) = relayError { response.headers[.retryAfter] = String(seconds) }
         return response
+    }
+}
+
+/// A request's context, with the connection's remote address for the per-address limit.
+public struct RelayRequestContext: RequestContext, RemoteAddressRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let remoteAddress: SocketAddress?
+
+    public init(source: ApplicationRequestContextSource) {
+        self.coreContext = .init(source: source)
+        self.remoteAddress = source.channel.remoteAddress
+    }
+
+    /// The client's address: the connection's, or behind a trusted proxy the last entry
+    /// of `X-Forwarded-For` (what the proxy itself appended; earlier ones are the client's
+    /// to invent).
+    func clientAddress(_ request: Request, trustForwardedFor: Bool) -> String {
+        if trustForwardedFor, let forwarded = request.headers[.init("X-Forwarded-For")!],
+           let last = forwarded.split(separator: ",").last?.trimmingCharacters(in: .whitespaces), !last.isEmpty {
+            return last
+        }
+        return self.remoteAddress?.ipAddress ?? "unknown"
     }
 }

@@ -38,6 +38,8 @@ struct RelayMain: AsyncParsableCommand {
     @Option(name: .customLong("apns-team-id"), help: ArgumentHelp("The developer team id (10 characters).", valueName: "id")) var apnsTeamId: String
     @Option(name: .customLong("topic"), help: ArgumentHelp("An app bundle id the key may push to (repeat for several).", valueName: "bundle-id")) var topics: [String] = []
     @Option(name: .customLong("wakes-per-minute"), help: ArgumentHelp("Wakes one home server may send a minute.", valueName: "count")) var wakesPerMinute = 120
+    @Option(name: .customLong("seals-per-minute"), help: ArgumentHelp("Seals one client address may ask for a minute (an app seals at most once a launch).", valueName: "count")) var sealsPerMinute = 60
+    @Flag(name: .customLong("trust-forwarded-for"), help: "Behind a reverse proxy: take the client's address from the last X-Forwarded-For entry (the proxy's), for --seals-per-minute.") var trustForwardedFor = false
     @Option(name: .customLong("apns-url"), help: ArgumentHelp("APNs's base URL instead of Apple's (a stand-in for tests).", valueName: "url")) var apnsURL: String?
     @Option(name: .customLong("apns-ca-file"), help: ArgumentHelp("A CA to trust for APNs instead of the system's (a stand-in's).", valueName: "file")) var apnsCAFile: String?
     @Option(name: .customLong("log-level"), help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level")) var logLevel = "info"
@@ -47,6 +49,7 @@ struct RelayMain: AsyncParsableCommand {
         if self.tlsCertificate == nil && !self.plainHTTP { throw ValidationError("give --tls-certificate and --tls-key, or --plain-http behind a reverse proxy that terminates TLS") }
         if self.topics.isEmpty { throw ValidationError("give at least one --topic (the app's bundle id)") }
         if !(1...100_000).contains(self.wakesPerMinute) { throw ValidationError("--wakes-per-minute must be between 1 and 100000") }
+        if !(1...100_000).contains(self.sealsPerMinute) { throw ValidationError("--seals-per-minute must be between 1 and 100000") }
         if !(0...65535).contains(self.port) { throw ValidationError("--port must be between 0 and 65535") }
         if Logger.Level(rawValue: self.logLevel) == nil { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
     }
@@ -68,7 +71,8 @@ struct RelayMain: AsyncParsableCommand {
         let configuration = RelayConfiguration(
             host: self.host, port: self.port, tls: self.tlsCertificate.map { ($0, self.tlsKey!) }, sealingKey: try self.sealingKey(logger),
             topics: Set(self.topics), apnsKeyId: self.apnsKeyId, apnsTeamId: self.apnsTeamId, apnsKey: apnsKey,
-            apnsURL: self.apnsURL, apnsCAFile: self.apnsCAFile, wakesPerMinutePerServer: self.wakesPerMinute)
+            apnsURL: self.apnsURL, apnsCAFile: self.apnsCAFile, wakesPerMinutePerServer: self.wakesPerMinute,
+            sealsPerMinutePerAddress: self.sealsPerMinute, trustForwardedFor: self.trustForwardedFor)
         let service: RelayService
         do {
             service = try RelayService(configuration, logger: logger) { port in

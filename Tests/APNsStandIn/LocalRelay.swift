@@ -23,7 +23,7 @@ public final class LocalRelay: Sendable {
 
     /// `tls` false: plain HTTP, as behind a reverse proxy (what an app's URLSession on
     /// Linux can reach without trusting a test CA).
-    public init(apns: APNsStandIn, sealingKey: String = HandleSealer.newKeyText(), wakesPerMinute: Int = 120, tls: Bool = true) async throws {
+    public init(apns: APNsStandIn, sealingKey: String = HandleSealer.newKeyText(), wakesPerMinute: Int = 120, sealsPerMinute: Int = 60, tls: Bool = true) async throws {
         self.apns = apns
         self.sealingKey = sealingKey
         let authority = try TestCA(in: self.directory, name: "relay")
@@ -31,7 +31,7 @@ public final class LocalRelay: Sendable {
         let configuration = RelayConfiguration(
             host: "127.0.0.1", port: 0, tls: tls ? (authority.certificateFile, authority.keyFile) : nil, sealingKey: sealingKey,
             topics: [apns.topic], apnsKeyId: apns.keyId, apnsTeamId: apns.teamId, apnsKey: apns.p8, apnsURL: apns.url,
-            apnsCAFile: apns.certificateFile, wakesPerMinutePerServer: wakesPerMinute)
+            apnsCAFile: apns.certificateFile, wakesPerMinutePerServer: wakesPerMinute, sealsPerMinutePerAddress: sealsPerMinute)
         let ready = AsyncStream<Int>.makeStream()
         let service = try RelayService(configuration, logger: Logger(label: "relay")) { port in ready.continuation.yield(port) }
         self.task = Task { try await service.run() }

@@ -132,4 +132,24 @@ struct RelayTests {
         #expect(try await otherKey.wake(handle, as: server).status == 400, "another sealing key cannot read it")
         await otherKey.stop()
     }
+
+    @Test("a body over 16 KiB is refused with 413 and a sentence, and the relay goes on serving; one address asking for too many seals gets 429 with Retry-After")
+    func oversizedBodiesAndSealFloods() async throws {
+        let apns = try await APNsStandIn()
+        defer { apns.stop() }
+        let relay = try await LocalRelay(apns: apns, sealsPerMinute: 3)
+        let server = P256.Signing.PrivateKey()
+        let huge = Array(repeating: UInt8(ascii: "a"), count: 17 * 1024)
+        for path in ["/v1/seal", "/v1/wake"] {
+            let refused = try await relay.post(path, huge)
+            #expect(refused.status == 413 && refused.body["error"] as? String == "too_large" && (refused.body["message"] as? String)?.contains("16384") == true, "\(path): \(refused)")
+        }
+        var handle = ""
+        for byte in UInt8(0x50)...0x51 { handle = try await relay.seal(token: Self.token(byte), pin: Self.pin(server)) }
+        #expect(try await relay.wake(handle, as: server).status == 200, "still serving")
+        let flooded = try await relay.post("/v1/seal", Array(try JSONSerialization.data(withJSONObject: [
+            "token": Self.token(0x53), "topic": apns.topic, "environment": "production", "pin": Self.pin(server)])))
+        #expect(flooded.status == 429 && flooded.body["error"] as? String == "rate_limited" && flooded.headers["retry-after"] != nil, "\(flooded)")
+        await relay.stop()
+    }
 }
