@@ -214,6 +214,7 @@ let package = Package(
                 "RPCServer",
                 "RPCClient",
                 "RelayCore",
+                "APNs",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -384,11 +385,24 @@ let package = Package(
             dependencies: [.product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strict
         ),
-        // The relay's HTTP service (Hummingbird over TLS) and its APNs client.
+        // APNs over HTTP/2 with a provider token: for the relay, and for push in direct mode.
+        .target(
+            name: "APNs",
+            dependencies: [
+                "RelayCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // The relay's HTTP service (Hummingbird over TLS).
         .target(
             name: "RelayServer",
             dependencies: [
                 "RelayCore",
+                "APNs",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),

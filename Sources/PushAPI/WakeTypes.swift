@@ -1,19 +1,39 @@
 import Foundation
 import RPCCore
 
-/// `push.registerWake`: the handle a wake relay sealed for this device's APNs token (the
-/// device sends `POST /v1/seal` to the relay itself; the server never sees the token).
+/// `push.registerWake`. Through a relay (the server's `--wake-relay`): the handle the relay
+/// sealed for this device's APNs token (the device sends `POST /v1/seal` to the relay
+/// itself; the server never sees the token). Direct (the server holds the family's own
+/// APNs key): the token, topic and environment.
 public struct RegisterWakeParams: Codable, Sendable, Hashable {
     /// The relay's opaque handle, at most 1024 characters.
-    public var handle: String
+    public var handle: String?
     /// The relay's base URL the handle was sealed by (`https://relay.example.org`): it must
     /// be the relay this server sends wakes through.
-    public var relay: String
+    public var relay: String?
+    /// Direct: the APNs device token, hex.
+    public var token: String?
+    /// Direct: the app's bundle id.
+    public var topic: String?
+    /// Direct: the token's APNs environment (default production).
+    public var environment: APNsEnvironment?
 
     public init(handle: String, relay: String) {
         self.handle = handle
         self.relay = relay
     }
+
+    public init(token: String, topic: String, environment: APNsEnvironment = .production) {
+        self.token = token
+        self.topic = topic
+        self.environment = environment
+    }
+}
+
+/// Which APNs an app's token belongs to: `development` for builds run from Xcode,
+/// `production` for TestFlight and the App Store.
+public enum APNsEnvironment: String, StringEnum {
+    case production, development
 }
 
 public enum WakeStatus: String, StringEnum {
@@ -44,7 +64,7 @@ public enum WakeOutcome: String, StringEnum {
 /// `push.listWakes` show it.
 public struct WakeInfo: Codable, Sendable, Hashable {
     public var deviceId: String
-    /// The relay's host.
+    /// The relay's host, or `APNs` when the server sends to APNs itself.
     public var relayHost: String
     public var status: WakeStatus
     public var registeredAt: Date

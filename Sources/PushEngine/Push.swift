@@ -4,6 +4,7 @@ import PushAPI
 import RPCClient
 import RPCCore
 import RPCServer
+import RelayCore
 import StoreAPI
 import Synchronization
 
@@ -21,8 +22,15 @@ struct Push: Sendable {
     let hub: Hub
     let dispatch: Dispatch
     let settings: Settings
-    /// The wake relay's base URL; nil: wakes are off.
-    let wakeRelay: String?
+    /// How wakes are sent; nil: wakes are off.
+    let wakeMode: WakeMode?
+
+    enum WakeMode: Sendable {
+        /// Through the relay at this base URL.
+        case relay(String)
+        /// Straight to APNs, for these app topics.
+        case direct(topics: Set<String>)
+    }
     let schema: SchemaCache
     let logger: Logger
 
@@ -235,17 +243,37 @@ struct Push: Sendable {
 
     func registerWake(_ params: RegisterWakeParams, auth: Auth?) async throws -> WakeInfo {
         let device = try await self.device(auth)
-        guard let relay = self.wakeRelay, let wakes = self.dispatch.wakes else {
-            throw RPCError(.unavailable, "wakes are off on this server; its administrator turns them on with screentime-pushd --wake-relay")
+        guard let mode = self.wakeMode, let wakes = self.dispatch.wakes else {
+            throw RPCError(.unavailable, "wakes are off on this server; its administrator turns them on with screentime-pushd --wake-relay (or --apns-key-file)")
         }
-        guard (1...1024).contains(params.handle.utf8.count),
-              params.handle.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0.value != 0x7F })
-        else { throw RPCError.invalidParams("params.handle", "must be the relay's handle: 1 to 1024 printable ASCII characters") }
-        guard Self.sameRelay(params.relay, relay) else {
-            throw RPCError(.invalidParams, "params.relay must be the relay this server sends wakes through, \(relay): seal the device's token with that relay",
-                           data: ["parameter": .string("params.relay"), "relay": .string(relay)])
+        let handle: String, relay: String
+        switch mode {
+        case .relay(let url):
+            guard let given = params.handle else {
+                throw RPCError.invalidParams("params.handle", "is required: this server wakes devices through the relay \(url); seal the device's token there")
+            }
+            guard (1...1024).contains(given.utf8.count), given.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0.value != 0x7F }) else {
+                throw RPCError.invalidParams("params.handle", "must be the relay's handle: 1 to 1024 printable ASCII characters")
+            }
+            guard let sealedBy = params.relay, Self.sameRelay(sealedBy, url) else {
+                throw RPCError(.invalidParams, "params.relay must be the relay this server sends wakes through, \(url): seal the device's token with that relay",
+                               data: ["parameter": .string("params.relay"), "relay": .string(url)])
+            }
+            (handle, relay) = (given, url)
+        case .direct(let topics):
+            guard let token = params.token else {
+                throw RPCError.invalidParams("params.token", "is required: this server sends to APNs itself; give the APNs device token, topic and environment")
+            }
+            guard (32...200).contains(token.utf8.count), token.utf8.count % 2 == 0, token.allSatisfy(\.isHexDigit) else {
+                throw RPCError.invalidParams("params.token", "must be the APNs device token in hex")
+            }
+            guard let topic = params.topic, topics.contains(topic) else {
+                throw RPCError.invalidParams("params.topic", "must be an app this server's APNs key pushes to: \(topics.sorted().joined(separator: ", "))")
+            }
+            let environment = WakeRegistration.Environment(rawValue: (params.environment ?? .production).rawValue) ?? .production
+            (handle, relay) = (DirectAPNs.handle(WakeRegistration(token: token.lowercased(), topic: topic, environment: environment, pin: "")), DirectAPNs.marker)
         }
-        let info = try await self.database.registerWake(family: device.family, deviceId: device.deviceId, handle: params.handle, relay: relay, now: Date())
+        let info = try await self.database.registerWake(family: device.family, deviceId: device.deviceId, handle: handle, relay: relay, now: Date())
         wakes.registry.insert(Hub.DeviceKey(family: device.family, deviceId: device.deviceId))
         self.logger.info("wake registered", metadata: ["family": "\(device.family)", "device_id": "\(device.deviceId)", "relay": "\(info.relayHost)"])
         return info

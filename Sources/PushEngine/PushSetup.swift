@@ -1,5 +1,7 @@
+import APNs
 import Foundation
 import Logging
+import RelayCore
 import RPCClient
 import ServiceKit
 import ServiceLifecycle
@@ -47,12 +49,37 @@ public struct PushConfiguration: Sendable {
     }
 
     public struct WakeDelivery: Sendable {
-        /// The relay's base URL (`https://relay.example.org`).
-        public var relay: String
-        /// A CA to trust for the relay (a private one); nil: the system's.
-        public var relayCAFile: String?
-        /// The gateway's private key (PEM, P-256): wakes are signed with it.
-        public var signingKeyFile: String
+        public enum Route: Sendable {
+            /// Through the app publisher's relay (its base URL, a CA to trust for it or the
+            /// system's), signed with the gateway's private key (PEM, P-256).
+            case relay(url: String, caFile: String?, signingKeyFile: String)
+            /// Straight to APNs with the family's own APNs key.
+            case direct(DirectAPNsKey)
+        }
+
+        /// A family's own APNs key, for an app it builds with its own developer account.
+        public struct DirectAPNsKey: Sendable {
+            public var keyId: String
+            public var teamId: String
+            /// The `.p8` key's PEM.
+            public var p8: String
+            /// The app bundle ids it may push to.
+            public var topics: Set<String>
+            /// APNs's base URL instead of Apple's (a stand-in, in tests).
+            public var apnsURL: String?
+            public var apnsCAFile: String?
+
+            public init(keyId: String, teamId: String, p8: String, topics: Set<String>, apnsURL: String? = nil, apnsCAFile: String? = nil) {
+                self.keyId = keyId
+                self.teamId = teamId
+                self.p8 = p8
+                self.topics = topics
+                self.apnsURL = apnsURL
+                self.apnsCAFile = apnsCAFile
+            }
+        }
+
+        public var route: Route
         /// How long a listening device has to acknowledge before it is woken anyway.
         public var ackWait: Duration
         /// Background wakes per device in any hour.
@@ -60,13 +87,15 @@ public struct PushConfiguration: Sendable {
         /// Tries of one wake before it is left to the device's next connection.
         public var attempts: Int
 
-        public init(relay: String, relayCAFile: String? = nil, signingKeyFile: String, ackWait: Duration = .seconds(5), perHour: Int = 3, attempts: Int = 6) {
-            self.relay = relay
-            self.relayCAFile = relayCAFile
-            self.signingKeyFile = signingKeyFile
+        public init(route: Route, ackWait: Duration = .seconds(5), perHour: Int = 3, attempts: Int = 6) {
+            self.route = route
             self.ackWait = ackWait
             self.perHour = perHour
             self.attempts = attempts
+        }
+
+        public init(relay: String, relayCAFile: String? = nil, signingKeyFile: String, ackWait: Duration = .seconds(5), perHour: Int = 3, attempts: Int = 6) {
+            self.init(route: .relay(url: relay, caFile: relayCAFile, signingKeyFile: signingKeyFile), ackWait: ackWait, perHour: perHour, attempts: attempts)
         }
     }
 
@@ -117,7 +146,7 @@ extension ServiceSetup {
         logger.info("database open", metadata: [
             "path": "\(database.path)", "subscriptions": "\(registry.count)", "position": "\(position)",
             "store_socket": "\(configuration.storeSocket)", "webhooks": "\(webhooks == nil ? "off" : "on")",
-            "wake_relay": "\(configuration.wakes?.relay ?? "off")",
+            "wakes": "\(configuration.wakes.map { delivery in if case .relay(let url, _, _) = delivery.route { url } else { "direct to APNs" } } ?? "off")",
         ])
 
         let fanout = Fanout(registry: registry, access: access, store: StoreReader(client: store), defaultTTL: settings.defaultTTL)
@@ -135,16 +164,34 @@ extension ServiceSetup {
                                                  userAgent: "screentime-pushd/\(configuration.version)"),
                 logger: logger))
         }
+        var wakeMode: Push.WakeMode?
         if let wakes, let delivery = configuration.wakes {
+            let route: any WakeRoute
+            switch delivery.route {
+            case .relay(let url, let caFile, let signingKeyFile):
+                route = RelayClient(http: RelayClient.makeHTTPClient(trusting: caFile), relay: url,
+                                    signingKey: RelayClient.SigningKey(path: signingKeyFile), userAgent: "screentime-pushd/\(configuration.version)")
+                wakeMode = .relay(url)
+            case .direct(let key):
+                let providerToken: ProviderToken
+                do {
+                    providerToken = try ProviderToken(keyId: key.keyId, teamId: key.teamId, p8: key.p8)
+                } catch {
+                    throw PushSetupError("the APNs key is not a P-256 PKCS#8 PEM (.p8) key: \(error)")
+                }
+                let apnsURL = key.apnsURL
+                route = DirectAPNs(client: APNsClient(
+                    http: try APNsClient.makeHTTPClient(trusting: key.apnsCAFile), providerToken: providerToken,
+                    baseURL: { apnsURL ?? APNsPush.host($0) }, attempts: 3, logger: logger))
+                wakeMode = .direct(topics: key.topics)
+            }
             background.append(WakeSender(
-                database: database, registry: wakes.registry, wakeup: wakes.wakeup,
-                client: RelayClient(http: RelayClient.makeHTTPClient(trusting: delivery.relayCAFile), relay: delivery.relay,
-                                    signingKey: RelayClient.SigningKey(path: delivery.signingKeyFile), userAgent: "screentime-pushd/\(configuration.version)"),
+                database: database, registry: wakes.registry, wakeup: wakes.wakeup, route: route,
                 settings: WakeSender.Settings(perHour: delivery.perHour, attempts: delivery.attempts), logger: logger))
         }
         let methods = PushHandlers.table(Push(
             store: store, database: database, registry: registry, access: access, hub: hub, dispatch: dispatch, settings: settings,
-            wakeRelay: configuration.wakes?.relay,
+            wakeMode: wakeMode,
             schema: SchemaCache(), logger: logger))
         return ServiceSetup(methods: methods, background: background) {
             // A clean stop gives back the numbers reserved and not used: no gap after a restart.
@@ -152,4 +199,10 @@ extension ServiceSetup {
             try? database.releaseReservations()
         }
     }
+}
+
+/// A configuration the push service cannot start with.
+struct PushSetupError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }

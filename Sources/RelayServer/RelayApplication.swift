@@ -1,3 +1,4 @@
+import APNs
 import AsyncHTTPClient
 import Foundation
 import HTTPTypes

@@ -79,6 +79,24 @@ struct PushService: AsyncParsableCommand {
     @Option(name: .customLong("wakes-per-hour"), help: ArgumentHelp("Background wakes per device in any hour (Apple's guidance: two or three); alerts are not counted.", valueName: "count"))
     var wakesPerHour: Int = 3
 
+    @Option(name: .customLong("apns-key-file"), help: ArgumentHelp("Direct mode, instead of --wake-relay: the family's own APNs key (.p8), for an app it builds with its own developer account; push then sends wakes to APNs itself.", valueName: "path"))
+    var apnsKeyFile: String?
+
+    @Option(name: .customLong("apns-key-id"), help: ArgumentHelp("Direct mode: the APNs key's id (10 characters).", valueName: "id"))
+    var apnsKeyId: String?
+
+    @Option(name: .customLong("apns-team-id"), help: ArgumentHelp("Direct mode: the developer team id (10 characters).", valueName: "id"))
+    var apnsTeamId: String?
+
+    @Option(name: .customLong("apns-topic"), help: ArgumentHelp("Direct mode: the app's bundle id (repeat for several).", valueName: "bundle-id"))
+    var apnsTopics: [String] = []
+
+    @Option(name: .customLong("apns-url"), help: ArgumentHelp(visibility: .hidden))
+    var apnsURL: String?
+
+    @Option(name: .customLong("apns-ca-file"), help: ArgumentHelp(visibility: .hidden))
+    var apnsCAFile: String?
+
     mutating func validate() throws {
         guard (16...1_000_000).contains(self.listenerBuffer) else { throw ValidationError("--listener-buffer must be between 16 and 1000000") }
         guard (16 * 1024...1 << 30).contains(self.listenerBufferBytes) else { throw ValidationError("--listener-buffer-bytes must be between 16384 and 1073741824") }
@@ -98,8 +116,33 @@ struct PushService: AsyncParsableCommand {
                   url.user == nil, url.password == nil, url.query == nil
             else { throw ValidationError("--wake-relay must be the relay's base URL, such as https://relay.example.org") }
         }
+        if self.apnsKeyFile != nil {
+            guard self.wakeRelay == nil else { throw ValidationError("give --wake-relay or --apns-key-file, not both: wakes go through the publisher's relay or straight to APNs") }
+            guard self.apnsKeyId?.count == 10, self.apnsTeamId?.count == 10 else {
+                throw ValidationError("direct mode needs --apns-key-id and --apns-team-id (10 characters each) with --apns-key-file")
+            }
+            guard !self.apnsTopics.isEmpty else { throw ValidationError("direct mode needs --apns-topic, the app's bundle id") }
+        } else if self.apnsKeyId != nil || self.apnsTeamId != nil || !self.apnsTopics.isEmpty {
+            throw ValidationError("--apns-key-id, --apns-team-id and --apns-topic go with --apns-key-file")
+        }
         guard (0.1...600).contains(self.wakeAfterSeconds) else { throw ValidationError("--wake-after must be between 0.1 and 600 seconds") }
         guard (1...60).contains(self.wakesPerHour) else { throw ValidationError("--wakes-per-hour must be between 1 and 60") }
+    }
+
+    /// Where wakes go, if anywhere.
+    func wakeRoute() throws -> PushConfiguration.WakeDelivery.Route? {
+        if let relay = self.wakeRelay {
+            return .relay(url: relay.hasSuffix("/") ? String(relay.dropLast()) : relay, caFile: self.wakeRelayCA,
+                          signingKeyFile: self.wakeKey ?? ServicePaths(options: self.options).stateDirectory + "/gateway/key.pem")
+        }
+        guard let keyFile = self.apnsKeyFile, let keyId = self.apnsKeyId, let teamId = self.apnsTeamId else { return nil }
+        let p8: String
+        do {
+            p8 = try String(contentsOfFile: keyFile, encoding: .utf8)
+        } catch {
+            throw ValidationError("cannot read --apns-key-file \(keyFile): \(error.localizedDescription)")
+        }
+        return .direct(.init(keyId: keyId, teamId: teamId, p8: p8, topics: Set(self.apnsTopics), apnsURL: self.apnsURL, apnsCAFile: self.apnsCAFile))
     }
 
     func run() async throws {
@@ -118,11 +161,8 @@ struct PushService: AsyncParsableCommand {
             webhooks: self.webhooks ? PushConfiguration.WebhookDelivery(
                 timeout: .milliseconds(Int64(self.webhookTimeoutSeconds * 1000)), attempts: self.webhookAttempts,
                 firstRetry: .milliseconds(Int64(self.webhookRetrySeconds * 1000))) : nil,
-            wakes: self.wakeRelay.map { relay in
-                PushConfiguration.WakeDelivery(
-                    relay: relay.hasSuffix("/") ? String(relay.dropLast()) : relay, relayCAFile: self.wakeRelayCA,
-                    signingKeyFile: self.wakeKey ?? ServicePaths(options: self.options).stateDirectory + "/gateway/key.pem",
-                    ackWait: .milliseconds(Int64(self.wakeAfterSeconds * 1000)), perHour: self.wakesPerHour)
+            wakes: try self.wakeRoute().map { route in
+                PushConfiguration.WakeDelivery(route: route, ackWait: .milliseconds(Int64(self.wakeAfterSeconds * 1000)), perHour: self.wakesPerHour)
             },
             version: ServerVersion.current)
         try await ServiceMain.run(service: "push", identifier: "screentime-pushd", version: ServerVersion.current, options: self.options) { environment in

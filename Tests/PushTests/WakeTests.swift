@@ -274,4 +274,62 @@ struct WakeTests {
         try await wakes.apns.wait(for: 2, timeout: .seconds(30))
         await wakes.stop()
     }
+
+    @Test("direct mode: push holds the family's own APNs key and sends to APNs itself; the device registers its token; 410 marks it gone; a relay's handle or an unknown topic is refused")
+    func directMode() async throws {
+        let apns = try await APNsStandIn()
+        defer { apns.stop() }
+        let key = PushConfiguration.WakeDelivery.DirectAPNsKey(
+            keyId: apns.keyId, teamId: apns.teamId, p8: apns.p8, topics: [apns.topic], apnsURL: apns.url, apnsCAFile: apns.certificateFile)
+        try await PushStack.inProcess(configure: { $0.wakes = .init(route: .direct(key)) }) { stack in
+            let child = stack.client(token: stack.child.token)
+            await expectError(.invalidParams, containing: "params.token") {
+                _ = try await child.call(PushMethods.registerWake, RegisterWakeParams(handle: "v1.abc", relay: "https://relay.example.org"))
+            }
+            await expectError(.invalidParams, containing: apns.topic) {
+                _ = try await child.call(PushMethods.registerWake, RegisterWakeParams(token: LocalRelay.token(0x48), topic: "com.other.app"))
+            }
+            await expectError(.invalidParams, containing: "hex") {
+                _ = try await child.call(PushMethods.registerWake, RegisterWakeParams(token: "not-a-token", topic: apns.topic))
+            }
+            let registered = try await child.call(PushMethods.registerWake, RegisterWakeParams(token: LocalRelay.token(0x48).uppercased(), topic: apns.topic))
+            #expect(registered.status == .active && registered.relayHost == "APNs")
+            _ = try await Self.notifyChild(stack)
+            let push = try await apns.wait(for: 1)[0]
+            #expect(push.token == LocalRelay.token(0x48) && push.headers["apns-push-type"] == "background" && push.http2)
+
+            // The parent's phone: APNs says the token is gone.
+            let parent = stack.parent
+            apns.answer(LocalRelay.token(0x49), [(410, "Unregistered")])
+            _ = try await parent.call(PushMethods.registerWake, RegisterWakeParams(token: LocalRelay.token(0x49), topic: apns.topic, environment: .development))
+            _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: stack.family.family, parents: true, alert: Alert(title: "Emma asked for more time")))
+            let gone = try await eventually("the parent's registration gone") { seen in
+                let info = try await parent.call(PushMethods.getWake, Empty())
+                seen = "\(info)"
+                return info.status == .gone ? info : nil
+            }
+            #expect(gone.lastOutcome == .unregistered && gone.lastError?.contains("Unregistered") == true)
+        }
+        #expect(apns.pushes.count == 1)
+    }
+
+    @Test("wake options that cannot work are refused with a usage error that says what to give")
+    func badOptions() async throws {
+        let cases: [([String], String)] = [
+            (["--wake-relay", "relay.example.org"], "base URL"),
+            (["--wake-relay", "https://user:secret@relay.example.org"], "base URL"),
+            (["--wake-relay", "https://relay.example.org", "--apns-key-file", "/nonexistent.p8"], "not both"),
+            (["--apns-key-file", "/nonexistent.p8", "--apns-topic", "com.example.app"], "--apns-key-id and --apns-team-id"),
+            (["--apns-key-file", "/nonexistent.p8", "--apns-key-id", "ABC123DEFG", "--apns-team-id", "DEF123GHIJ"], "--apns-topic"),
+            (["--apns-topic", "com.example.app"], "go with --apns-key-file"),
+            (["--apns-key-file", "/nonexistent.p8", "--apns-key-id", "ABC123DEFG", "--apns-team-id", "DEF123GHIJ", "--apns-topic", "a.b"], "cannot read --apns-key-file"),
+            (["--wakes-per-hour", "0"], "--wakes-per-hour must be between"),
+            (["--wake-after", "0"], "--wake-after must be between"),
+        ]
+        let directory = TemporaryDirectory()
+        for (arguments, message) in cases {
+            let result = try await runCommand(Binaries.path("screentime-pushd"), ["--runtime-dir", directory.path, "--state-dir", directory.file("state")] + arguments)
+            #expect(result.status == 64 && result.stderr.contains(message), "\(arguments): \(result.stderr)")
+        }
+    }
 }

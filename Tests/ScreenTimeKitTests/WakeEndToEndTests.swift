@@ -90,4 +90,29 @@ struct WakeEndToEndTests {
         await relay.stop()
         #expect(apns.pushes.count == 3, "one wake for the rule, one alert per parent: \(apns.pushes.map(\.token))")
     }
+
+    @Test("direct mode, the same app code with no relay: the kit gives the server its APNs token, and push sends to APNs with the family's own key")
+    func directModeThroughTheKit() async throws {
+        let apns = try await APNsStandIn()
+        defer { apns.stop() }
+        let stack = try await KitStack.start(["store", "pairing", "aggregator"])
+        defer { stack.stopAll() }
+        let p8 = stack.directory.file("AuthKey.p8")
+        try apns.p8.write(toFile: p8, atomically: true, encoding: .utf8)
+        try await stack.start("push", arguments: [
+            "--apns-key-file", p8, "--apns-key-id", apns.keyId, "--apns-team-id", apns.teamId, "--apns-topic", apns.topic,
+            "--apns-url", apns.url, "--apns-ca-file", apns.certificateFile,
+        ])
+        let (parent, child, zone) = try await stack.family()
+        try await child.notifications.subscribe(to: "ConfigurationCommand", in: zone, where: [QueryFilter("status", .equal, "pending")], firesOn: [.create, .update])
+        let registered = try await child.notifications.enableWakes(apnsToken: Data(repeating: 0x3c, count: 32), relay: nil, topic: apns.topic, environment: .development)
+        #expect(registered.relayHost == "APNs" && registered.status == .active)
+        _ = try await parent.parent.setAppRule(AppRuleChange(bundleId: "org.khanacademy", classification: "learning"))
+        try await within(.seconds(30), "the parent's queue drained") { await parent.queue.waitUntilDrained() }
+        let push = try await apns.wait(for: 1, timeout: .seconds(30))[0]
+        #expect(push.token == LocalRelay.token(0x3c) && push.headers["apns-push-type"] == "background")
+        #expect(try await child.notifications.handleWake { _ in } >= 1)
+        await child.close()
+        await parent.close()
+    }
 }

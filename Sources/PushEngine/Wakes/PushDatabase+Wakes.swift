@@ -222,7 +222,7 @@ extension PushDatabase {
             let relay: String = row["relay"]
             let lastWake: Int64? = row["last_wake_at"], due: Int64? = row["due_ms"]
             return WakeInfo(
-                deviceId: row["device_id"], relayHost: URL(string: relay)?.host ?? relay,
+                deviceId: row["device_id"], relayHost: relay == DirectAPNs.marker ? "APNs" : URL(string: relay)?.host ?? relay,
                 status: WakeStatus(rawValue: row["status"]) ?? .gone, registeredAt: Millis.date(row["registered_at"]),
                 lastWakeAt: lastWake.map(Millis.date), lastOutcome: (row["last_outcome"] as String?).flatMap(WakeOutcome.init(rawValue:)),
                 lastError: row["last_error"], wakesLastHour: Self.recent(row["recent"], now: Millis.of(now)).count, dueAt: due.map(Millis.date))

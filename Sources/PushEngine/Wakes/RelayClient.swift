@@ -10,22 +10,11 @@ import Synchronization
 /// Sends a home server's wakes to the wake relay: `POST <relay>/v1/wake`, signed with the
 /// gateway's key (the key the devices pinned, which the relay checks against the pin
 /// sealed in each handle).
-struct RelayClient: Sendable {
+struct RelayClient: WakeRoute {
     let http: HTTPClient
     let relay: String
     let signingKey: SigningKey
     let userAgent: String
-
-    /// What the relay's answer means for the registration.
-    enum Answer: Equatable {
-        case sent(apnsId: String?)
-        /// APNs no longer knows the device, or the handle is not this server's or this
-        /// relay's: the registration is no use any more.
-        case gone(WakeOutcome, String)
-        case retry(reason: String, after: Duration?)
-        /// This wake will never be taken (malformed): dropped.
-        case drop(String)
-    }
 
     static func makeHTTPClient(trusting caFile: String?) -> HTTPClient {
         var configuration = HTTPClient.Configuration()
@@ -39,7 +28,7 @@ struct RelayClient: Sendable {
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }
 
-    func wake(handle: String, kind: WakeKind, ttlSeconds: Int, now: Date = Date()) async -> Answer {
+    func wake(handle: String, kind: WakeKind, ttlSeconds: Int, now: Date) async -> WakeAnswer {
         let body: [UInt8]
         let headers: [(String, String)]
         do {
@@ -83,6 +72,8 @@ struct RelayClient: Sendable {
     }
 
     var host: String { URL(string: self.relay)?.host ?? self.relay }
+
+    func shutdown() async { try? await self.http.shutdown() }
 
     /// The gateway's private key, read from its PEM file when first needed (the gateway
     /// may make it after this service starts) and again after the relay refused a

@@ -26,7 +26,7 @@ struct WakeSender: Service {
     let database: PushDatabase
     let registry: DeviceRegistry
     let wakeup: Wakeup
-    let client: RelayClient
+    let route: any WakeRoute
     let settings: Settings
     let logger: Logger
 
@@ -52,14 +52,14 @@ struct WakeSender: Service {
                 }
             }
         }
-        try? await self.client.http.shutdown()
+        await self.route.shutdown()
     }
 
     private func send(_ wake: PushDatabase.DueWake) async {
         let now = Date()
         var metadata: Logger.Metadata = [
             "family": "\(wake.family)", "device_id": "\(wake.deviceId)", "kind": "\(wake.kind.rawValue)", "seq": "\(wake.seq)",
-            "attempt": "\(wake.attempts + 1)", "relay": "\(self.client.host)",
+            "attempt": "\(wake.attempts + 1)", "via": "\(self.route.host)",
         ]
         do {
             if wake.kind == .background, wake.recent.count >= self.settings.perHour, let oldest = wake.recent.min() {
@@ -70,7 +70,7 @@ struct WakeSender: Service {
                 return
             }
             let ttl = max(0, min(self.settings.longestTTL, Int(wake.expiresAt.timeIntervalSince(now))))
-            let answer = await self.client.wake(handle: wake.handle, kind: wake.kind, ttlSeconds: ttl, now: now)
+            let answer = await self.route.wake(handle: wake.handle, kind: wake.kind, ttlSeconds: ttl, now: now)
             switch answer {
             case .sent(let apnsId):
                 try await self.database.wakeSent(wake, at: now, settle: self.settings.settle)

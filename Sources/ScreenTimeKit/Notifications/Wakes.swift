@@ -12,34 +12,37 @@ import FoundationNetworking
 /// device's home server (the server never sees the token); the server asks the relay to
 /// wake the app when it is not listening; the woken app fetches what is pending.
 extension Notifications {
-    /// The APNs environment the app's token belongs to: `development` for builds run from
-    /// Xcode, `production` for TestFlight and the App Store.
-    public typealias APNsEnvironment = WakeRegistration.Environment
-
     /// Registers this device for wakes (`registerForRemoteNotifications`'s token in
     /// `application(_:didRegisterForRemoteNotificationsWithDeviceToken:)`): seals the token
     /// with `relay` for the home server's key pin, and gives the handle to the server. Call
     /// it on every launch: the token can change, and a registration the server dropped
     /// (the app reinstalled, the token unregistered) is made again. The relay is asked only
     /// when the token, relay or pin changed since the last time.
+    ///
+    /// `relay` nil: the home server holds the family's own APNs key (an app the family
+    /// builds with its own developer account) and is given the token itself.
     @discardableResult
-    public func enableWakes(apnsToken: Data, relay: URL, topic: String? = nil, environment: APNsEnvironment = .production) async throws(RPCError) -> WakeInfo {
+    public func enableWakes(apnsToken: Data, relay: URL?, topic: String? = nil, environment: APNsEnvironment = .production) async throws(RPCError) -> WakeInfo {
         let identity = try self.session.requireIdentity()
-        guard let pin = identity.pin else {
-            throw RPCError(.invalidParams, "wakes are for a device that reaches its server through the gateway: this one has no key pin")
-        }
         guard let topic = topic ?? Bundle.main.bundleIdentifier else {
             throw RPCError.invalidParams("topic", "is required: the app's bundle id (there is no main bundle to read it from)")
         }
         let token = apnsToken.map { String(format: "%02x", $0) }.joined()
+        guard let relay else {
+            return try await self.session.call(PushMethods.registerWake, RegisterWakeParams(token: token, topic: topic, environment: environment))
+        }
+        guard let pin = identity.pin else {
+            throw RPCError(.invalidParams, "wakes through a relay are for a device that reaches its server through the gateway: this one has no key pin")
+        }
         let base = relay.absoluteString.hasSuffix("/") ? String(relay.absoluteString.dropLast()) : relay.absoluteString
         // What the handle was sealed for, without the token itself.
         let sealedFor = Data(SHA256.hash(data: Data("\(token)|\(topic)|\(environment.rawValue)|\(pin)|\(base)".utf8))).base64EncodedString()
-        var handle: String
+        let handle: String
         if let cached = try self.store.value(Self.wakeHandleKey), cached.hasPrefix(sealedFor + " ") {
             handle = String(cached.dropFirst(sealedFor.count + 1))
         } else {
-            handle = try await Self.seal(SealRequest(token: token, topic: topic, environment: environment, pin: pin), relay: base)
+            let request = SealRequest(token: token, topic: topic, environment: environment == .production ? .production : .development, pin: pin)
+            handle = try await Self.seal(request, relay: base)
             try self.store.setValue(sealedFor + " " + handle, for: Self.wakeHandleKey)
         }
         do {

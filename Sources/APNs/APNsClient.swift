@@ -8,15 +8,24 @@ import RelayCore
 /// Sends pushes to APNs over HTTP/2 (async-http-client negotiates it by ALPN, as Apple
 /// requires), with the provider token; retries 429 and 5xx with backoff and renews an
 /// expired provider token once.
-struct APNsClient: Sendable {
-    let http: HTTPClient
+public struct APNsClient: Sendable {
+    public let http: HTTPClient
     let providerToken: ProviderToken
     /// APNs's base URL per environment (Apple's, or a stand-in's in tests).
     let baseURL: @Sendable (WakeRegistration.Environment) -> String
     let attempts: Int
     let logger: Logger
 
-    static func makeHTTPClient(trusting caFile: String?) throws -> HTTPClient {
+    public init(http: HTTPClient, providerToken: ProviderToken, baseURL: @escaping @Sendable (WakeRegistration.Environment) -> String,
+                attempts: Int, logger: Logger) {
+        self.http = http
+        self.providerToken = providerToken
+        self.baseURL = baseURL
+        self.attempts = attempts
+        self.logger = logger
+    }
+
+    public static func makeHTTPClient(trusting caFile: String?) throws -> HTTPClient {
         var configuration = HTTPClient.Configuration()
         configuration.httpVersion = .automatic
         if let caFile {
@@ -29,7 +38,7 @@ struct APNsClient: Sendable {
     }
 
     /// Sends a wake; returns APNs's final answer.
-    func send(_ kind: WakeRequest.Kind, to registration: WakeRegistration, collapseId: String?, ttlSeconds: Int?) async -> APNsOutcome {
+    public func send(_ kind: WakeRequest.Kind, to registration: WakeRegistration, collapseId: String?, ttlSeconds: Int?) async -> APNsOutcome {
         var renewed = false
         var delay = Duration.milliseconds(200)
         var outcome = APNsOutcome.retry(status: 0, reason: "not sent")
