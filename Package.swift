@@ -621,7 +621,7 @@ let package = Package(
             name: "PushTests",
             dependencies: [
                 "TestSupport",
-                "APNsStandIn",
+                "WakeTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 "StackSupport",
                 "ServiceHarness",
@@ -690,14 +690,11 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(
-            // The APNs stand-in (HTTP/2 over TLS, checking what Apple checks) and a test CA:
-            // for the relay's tests, the wake tests through the whole stack, and the benchmark.
+            // APNs on this machine (HTTP/2 over TLS, checking what Apple checks) and a CA of
+            // its own: for the wake tests and the wake benchmark.
             name: "APNsStandIn",
             dependencies: [
-                "TestSupport",
                 "RelayCore",
-                "RelayServer",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -708,14 +705,31 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            path: "Tests/APNsStandIn",
+            swiftSettings: strict
+        ),
+        .target(
+            // The stand-in as tests use it (its pushes as arrivals), and a relay in the
+            // test's own process.
+            name: "WakeTestSupport",
+            dependencies: [
+                "TestSupport",
+                "APNsStandIn",
+                "RelayCore",
+                "RelayServer",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/WakeTestSupport",
             swiftSettings: strict
         ),
         .testTarget(
             name: "RelayTests",
             dependencies: [
                 "TestSupport",
-                "APNsStandIn",
+                "WakeTestSupport",
                 "RelayCore",
                 "RelayServer",
                 "screentime-relayd",
@@ -765,7 +779,7 @@ let package = Package(
             name: "ScreenTimeKitTests",
             dependencies: [
                 "ScreenTimeKit",
-                "APNsStandIn",
+                "WakeTestSupport",
                 "TestSupport",
                 "StackSupport",
                 "RPCCore",

@@ -1,4 +1,4 @@
-import APNsStandIn
+import WakeTestSupport
 import Crypto
 import Foundation
 import PushAPI
@@ -16,7 +16,7 @@ import TestSupport
 struct WakeTests {
     /// The relay and APNs, and the "gateway" key wakes are signed with.
     final class Wakes: Sendable {
-        let apns: APNsStandIn
+        let apns: TestAPNs
         let relay: LocalRelay
         let directory = TemporaryDirectory()
         let keyFile: String
@@ -26,7 +26,7 @@ struct WakeTests {
         var pin: String { LocalRelay.pin(self.key) }
 
         init() async throws {
-            self.apns = try await APNsStandIn()
+            self.apns = try await TestAPNs()
             self.relay = try await LocalRelay(apns: self.apns)
             let key = P256.Signing.PrivateKey()
             self.keyBytes = key.rawRepresentation
@@ -277,7 +277,7 @@ struct WakeTests {
 
     @Test("direct mode: push holds the family's own APNs key and sends to APNs itself; the device registers its token; 410 marks it gone; a relay's handle or an unknown topic is refused")
     func directMode() async throws {
-        let apns = try await APNsStandIn()
+        let apns = try await TestAPNs()
         defer { apns.stop() }
         let key = PushConfiguration.WakeDelivery.DirectAPNsKey(
             keyId: apns.keyId, teamId: apns.teamId, p8: apns.p8, topics: [apns.topic], apnsURL: apns.url, apnsCAFile: apns.certificateFile)

@@ -1,4 +1,4 @@
-import APNsStandIn
+import WakeTestSupport
 import AsyncHTTPClient
 import Crypto
 import Foundation
@@ -27,7 +27,7 @@ struct RelayBinaryTests {
 
     @Test("started by hand: makes its sealing key once (0600) and keeps it across a restart, seals and wakes through the APNs stand-in, and stops cleanly on SIGTERM")
     func runsAndStops() async throws {
-        let apns = try await APNsStandIn()
+        let apns = try await TestAPNs()
         defer { apns.stop() }
         let directory = TemporaryDirectory()
         try apns.p8.write(toFile: directory.file("apns.p8"), atomically: true, encoding: .utf8)

@@ -1,4 +1,4 @@
-import APNsStandIn
+import WakeTestSupport
 import AsyncHTTPClient
 import Crypto
 import Foundation
@@ -21,7 +21,7 @@ struct RelayTests {
 
     @Test("an app seals its token for its home server; the server's signed wake reaches APNs as one silent background push, over HTTP/2, with a valid provider token; an alert is content-free")
     func sealAndWake() async throws {
-        let apns = try await APNsStandIn()
+        let apns = try await TestAPNs()
         defer { apns.stop() }
         let relay = try await LocalRelay(apns: apns)
         let server = P256.Signing.PrivateKey()
@@ -45,7 +45,7 @@ struct RelayTests {
 
     @Test("a handle woken by another server's key, a changed handle, a bad, stale or replayed signature and bad input are refused with a code and a sentence; nothing of them reaches APNs")
     func refusals() async throws {
-        let apns = try await APNsStandIn()
+        let apns = try await TestAPNs()
         defer { apns.stop() }
         let relay = try await LocalRelay(apns: apns)
         let server = P256.Signing.PrivateKey(), thief = P256.Signing.PrivateKey()
@@ -81,7 +81,7 @@ struct RelayTests {
 
     @Test("APNs's answers: 410 and BadDeviceToken say the device is gone (410), 429 and 500 are retried, an expired provider token is renewed once")
     func apnsAnswers() async throws {
-        let apns = try await APNsStandIn()
+        let apns = try await TestAPNs()
         defer { apns.stop() }
         let relay = try await LocalRelay(apns: apns)
         let server = P256.Signing.PrivateKey()
@@ -105,7 +105,7 @@ struct RelayTests {
 
     @Test("wakes are limited per home server: one past the limit gets 429 with Retry-After, another server is not held up")
     func limitPerServer() async throws {
-        let apns = try await APNsStandIn()
+        let apns = try await TestAPNs()
         defer { apns.stop() }
         let relay = try await LocalRelay(apns: apns, wakesPerMinute: 3)
         let busy = P256.Signing.PrivateKey(), quiet = P256.Signing.PrivateKey()
@@ -119,7 +119,7 @@ struct RelayTests {
 
     @Test("the relay keeps no state: a handle sealed before a restart wakes after it, with the same sealing key")
     func restartKeepsNothing() async throws {
-        let apns = try await APNsStandIn()
+        let apns = try await TestAPNs()
         defer { apns.stop() }
         let server = P256.Signing.PrivateKey()
         let first = try await LocalRelay(apns: apns)
@@ -135,7 +135,7 @@ struct RelayTests {
 
     @Test("a body over 16 KiB is refused with 413 and a sentence, and the relay goes on serving; one address asking for too many seals gets 429 with Retry-After")
     func oversizedBodiesAndSealFloods() async throws {
-        let apns = try await APNsStandIn()
+        let apns = try await TestAPNs()
         defer { apns.stop() }
         let relay = try await LocalRelay(apns: apns, sealsPerMinute: 3)
         let server = P256.Signing.PrivateKey()

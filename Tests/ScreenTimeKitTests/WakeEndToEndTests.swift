@@ -1,4 +1,4 @@
-import APNsStandIn
+import WakeTestSupport
 import Foundation
 import PairingAPI
 import PushAPI
@@ -16,7 +16,7 @@ import TestSupport
 struct WakeEndToEndTests {
     @Test("a child's app registers for wakes and closes its connection; the parent changes a rule; APNs gets one background push for its token; the app, woken, fetches and applies the rule. An alert to two parents is two content-free alert pushes")
     func ruleChangeWakesTheChild() async throws {
-        let apns = try await APNsStandIn()
+        let apns = try await TestAPNs()
         defer { apns.stop() }
         // Plain HTTP, as behind the publisher's reverse proxy: the kit's URLSession on Linux
         // cannot be told to trust a test CA (the relay's TLS is proven in RelayTests).
@@ -93,7 +93,7 @@ struct WakeEndToEndTests {
 
     @Test("direct mode, the same app code with no relay: the kit gives the server its APNs token, and push sends to APNs with the family's own key")
     func directModeThroughTheKit() async throws {
-        let apns = try await APNsStandIn()
+        let apns = try await TestAPNs()
         defer { apns.stop() }
         let stack = try await KitStack.start(["store", "pairing", "aggregator"])
         defer { stack.stopAll() }

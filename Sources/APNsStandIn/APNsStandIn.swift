@@ -8,9 +8,8 @@ import NIOCore
 import NIOSSL
 import RelayCore
 import Synchronization
-import TestSupport
 
-/// APNs as the relay sees it, on this machine: HTTP/2 over TLS (by ALPN, as Apple), checking
+/// APNs as the relay sees it, on this machine (tests and benchmarks): HTTP/2 over TLS (by ALPN, as Apple), checking
 /// what Apple checks (the provider token's ES256 signature with the key's public half, its
 /// `kid`, `iss` and age; the topic, push type and priority; the 4 KB payload limit; the
 /// token's form) and answering as Apple does: 200 with an `apns-id`, or Apple's status and
@@ -29,31 +28,32 @@ public final class APNsStandIn: Sendable {
     /// The app's APNs key (its raw scalar: swift-crypto's keys are not Sendable).
     private let keyBytes = P256.Signing.PrivateKey().rawRepresentation
     private var key: P256.Signing.PrivateKey { try! P256.Signing.PrivateKey(rawRepresentation: self.keyBytes) }
-    public let directory = TemporaryDirectory()
     /// The CA of the stand-in's certificate (the relay trusts it with --apns-ca-file).
     public let certificateFile: String
-    private let received = Arrivals<Received>()
+    private let received = Mutex<[Received]>([])
+    /// Told of each push taken, on the server's event loop.
+    private let onPush: @Sendable (Received) -> Void
+    private let keeping: Bool
     private let answers = Mutex<[String: [(status: Int, reason: String)]]>([:])
     private let task = Mutex<Task<Void, any Error>?>(nil)
     private let port = Mutex<Int?>(nil)
 
     public var p8: String { self.key.pemRepresentation }
     public var url: String { "https://localhost:\(self.port.withLock { $0 ?? 0 })" }
-    public var pushes: [Received] { self.received.all }
-
-    /// Waits until `count` pushes were taken in all; returns them all.
-    @discardableResult
-    public func wait(for count: Int, timeout: Duration = .seconds(10)) async throws -> [Received] {
-        try await self.received.wait(for: count, timeout: timeout, "pushes") { $0.map { "\($0.headers["apns-push-type"] ?? "?") to \($0.token.prefix(8))…" }.description }
-    }
+    /// The pushes taken so far (when not counted only).
+    public var pushes: [Received] { self.received.withLock { $0 } }
 
     /// The next answers for `token`, in order (then 200).
     public func answer(_ token: String, _ answers: [(status: Int, reason: String)]) {
         self.answers.withLock { $0[token] = answers }
     }
 
-    public init() async throws {
-        let authority = try TestCA(in: self.directory, name: "apns")
+    /// Serves on a free port of 127.0.0.1, its certificate files in `directory`. With
+    /// `keeping` false the pushes are only handed to `onPush` (a benchmark's millions).
+    public init(directory: String, keeping: Bool = true, onPush: @escaping @Sendable (Received) -> Void = { _ in }) async throws {
+        self.onPush = onPush
+        self.keeping = keeping
+        let authority = try LocalCA(in: directory, name: "apns")
         self.certificateFile = authority.caFile
         let chain = try NIOSSLCertificate.fromPEMFile(authority.certificateFile).map { NIOSSLCertificateSource.certificate($0) }
         let tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .file(authority.keyFile))
@@ -104,7 +104,9 @@ public final class APNsStandIn: Sendable {
             return first
         }
         if let next { return reason(next.status, next.reason) }
-        self.received.append(Received(token: token, headers: headers, payload: String(decoding: payload, as: UTF8.self), http2: http2))
+        let push = Received(token: token, headers: headers, payload: String(decoding: payload, as: UTF8.self), http2: http2)
+        if self.keeping { self.received.withLock { $0.append(push) } }
+        self.onPush(push)
         return Response(status: .ok, headers: [HTTPField.Name("apns-id")!: UUID().uuidString])
     }
 

@@ -1,3 +1,4 @@
+import APNsStandIn
 import AsyncHTTPClient
 import Crypto
 import Foundation
@@ -6,13 +7,12 @@ import NIOCore
 import NIOSSL
 import RelayCore
 import RelayServer
-import Testing
 import TestSupport
 
 /// A wake relay in this process on a free port, with its TLS certificate from a test CA,
 /// pushing to an APNs stand-in; and a client for it.
 public final class LocalRelay: Sendable {
-    public let apns: APNsStandIn
+    public let apns: TestAPNs
     public let directory = TemporaryDirectory()
     public let client: HTTPClient
     public let url: String
@@ -23,10 +23,10 @@ public final class LocalRelay: Sendable {
 
     /// `tls` false: plain HTTP, as behind a reverse proxy (what an app's URLSession on
     /// Linux can reach without trusting a test CA).
-    public init(apns: APNsStandIn, sealingKey: String = HandleSealer.newKeyText(), wakesPerMinute: Int = 120, sealsPerMinute: Int = 60, tls: Bool = true) async throws {
+    public init(apns: TestAPNs, sealingKey: String = HandleSealer.newKeyText(), wakesPerMinute: Int = 120, sealsPerMinute: Int = 60, tls: Bool = true) async throws {
         self.apns = apns
         self.sealingKey = sealingKey
-        let authority = try TestCA(in: self.directory, name: "relay")
+        let authority = try LocalCA(in: self.directory.path, name: "relay")
         self.caFile = tls ? authority.caFile : nil
         let configuration = RelayConfiguration(
             host: "127.0.0.1", port: 0, tls: tls ? (authority.certificateFile, authority.keyFile) : nil, sealingKey: sealingKey,
@@ -68,7 +68,8 @@ public final class LocalRelay: Sendable {
     public func seal(token: String, pin: String, environment: String = "production") async throws -> String {
         let body = try JSONSerialization.data(withJSONObject: ["token": token, "topic": self.apns.topic, "environment": environment, "pin": pin])
         let reply = try await self.post("/v1/seal", Array(body))
-        return try #require(reply.body["handle"] as? String, "\(reply)")
+        guard let handle = reply.body["handle"] as? String else { throw TestFailure("the relay sealed nothing: \(reply)") }
+        return handle
     }
 
     /// A home server's wake, signed with its key.

@@ -1,18 +1,18 @@
 import Crypto
 import Foundation
 import SwiftASN1
-import TestSupport
 import X509
 
-/// A certificate authority of the test's own and a server certificate it signed for
-/// `localhost`: what the relay and the APNs stand-in serve, and what their clients trust
-/// (a CA, as Apple's and a publisher's are; the gateway's own certificate is pinned instead).
-public struct TestCA {
+/// A certificate authority of its own and a server certificate it signed for `localhost`
+/// (tests and benchmarks): what the relay and the APNs stand-in serve, and what their
+/// clients trust (a CA, as Apple's and a publisher's are; the gateway's own certificate is
+/// pinned instead). Files in `directory`, named after `name`.
+public struct LocalCA {
     public let caFile: String
     public let certificateFile: String
     public let keyFile: String
 
-    public init(in directory: TemporaryDirectory, name: String) throws {
+    public init(in directory: String, name: String) throws {
         let caKey = P256.Signing.PrivateKey(), serverKey = P256.Signing.PrivateKey()
         let caName = try DistinguishedName { CommonName("\(name) test CA") }
         let now = Date()
@@ -36,9 +36,9 @@ public struct TestCA {
                 SubjectAlternativeNames([.dnsName("localhost")])
             },
             issuerPrivateKey: .init(caKey))
-        self.caFile = directory.file("\(name)-ca.pem")
-        self.certificateFile = directory.file("\(name)-certificate.pem")
-        self.keyFile = directory.file("\(name)-key.pem")
+        self.caFile = directory + "/\(name)-ca.pem"
+        self.certificateFile = directory + "/\(name)-certificate.pem"
+        self.keyFile = directory + "/\(name)-key.pem"
         try ca.serializeAsPEM().pemString.write(toFile: self.caFile, atomically: true, encoding: .utf8)
         try server.serializeAsPEM().pemString.write(toFile: self.certificateFile, atomically: true, encoding: .utf8)
         try serverKey.pemRepresentation.write(toFile: self.keyFile, atomically: true, encoding: .utf8)
