@@ -298,6 +298,9 @@ let package = Package(
         .executableTarget(
             name: "screentime-bench",
             dependencies: [
+                "APNs",
+                "APNsStandIn",
+                "RelayCore",
                 "DurableSQLite",
                 "RPCCore",
                 "RPCClient",

@@ -68,12 +68,20 @@ public final class APNsStandIn: Sendable {
         let started = AsyncStream<Int>.makeStream()
         let application = Application(
             router: router, server: try .http2Upgrade(tlsConfiguration: tls), configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in started.continuation.yield(channel.localAddress?.port ?? 0) }, logger: Logger(label: "apns-stand-in"))
+            onServerRunning: { channel in started.continuation.yield(channel.localAddress?.port ?? 0) }, logger: Self.quietLogger)
         self.task.withLock { $0 = Task { try await application.runService(gracefulShutdownSignals: []) } }
         for await port in started.stream {
             self.port.withLock { $0 = port }
             break
         }
+    }
+
+    /// Hummingbird's own lines (started, and errors when a stop cuts its connections) say
+    /// nothing about APNs.
+    private static var quietLogger: Logger {
+        var logger = Logger(label: "apns-stand-in")
+        logger.logLevel = .critical
+        return logger
     }
 
     public func stop() {

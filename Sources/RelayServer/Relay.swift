@@ -102,16 +102,32 @@ final class WakeLimiter: Sendable {
 }
 
 /// The signatures of the wakes taken in the last `WakeSignature.maximumAge` (older ones
-/// are refused for their time anyway): a replayed wake is refused.
+/// are refused for their time anyway): a replayed wake is refused. Kept in the order taken,
+/// so the expired ones leave from the front, a few at each insert: no insert ever scans
+/// them all, however many a busy relay holds.
 final class SeenSignatures: Sendable {
-    private let seen = Mutex<[String: Date]>([:])
+    private struct State {
+        var seen: [String: Date] = [:]
+        var order: [(signature: String, at: Date)] = []
+        var head = 0
+    }
+
+    private let state = Mutex(State())
 
     /// False when `signature` was taken already.
     func insert(_ signature: String, now: Date) -> Bool {
-        self.seen.withLock { seen in
-            if seen.count > 10_000 { seen = seen.filter { now.timeIntervalSince($0.value) <= 2 * WakeSignature.maximumAge } }
-            guard seen[signature] == nil else { return false }
-            seen[signature] = now
+        self.state.withLock { state in
+            while state.head < state.order.count, now.timeIntervalSince(state.order[state.head].at) > 2 * WakeSignature.maximumAge {
+                state.seen[state.order[state.head].signature] = nil
+                state.head += 1
+            }
+            if state.head > 4096, state.head * 2 > state.order.count {
+                state.order.removeFirst(state.head)
+                state.head = 0
+            }
+            guard state.seen[signature] == nil else { return false }
+            state.seen[signature] = now
+            state.order.append((signature, now))
             return true
         }
     }
