@@ -476,6 +476,8 @@ let package = Package(
                 "PushAPI",
                 "AggregatorAPI",
                 "RelayCore",
+                // The wake relay's one request (URLSession on Apple's platforms).
+                .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(platforms: [.linux])),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

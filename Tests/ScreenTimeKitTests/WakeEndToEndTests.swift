@@ -83,6 +83,18 @@ struct WakeEndToEndTests {
         // The parents' list shows each device's registration by name of device.
         let wakes = try await mum.notifications.familyWakes()
         #expect(Set(wakes.map(\.deviceId)) == ["mum-phone", "dad-phone", "emma-iphone"])
+        // A parent at a terminal sees, in sentences, which devices are woken and how it went.
+        let gran = RemoteCLITests.Machine(home: stack.directory.file("gran"))
+        try FileManager.default.createDirectory(atPath: gran.home, withIntermediateDirectories: true)
+        let granCode = try await mum.pairing.inviteParent()
+        try await gran.ctl("parent", "enroll", "--profile", "gran", "--family", "smith", "--code", granCode.code,
+                           "--server", endpoint.urls[0], "--pin", endpoint.pin)
+        let listing = try await gran.ctl("devices", "--profile", "gran").stdout
+        let row = { (device: String) in listing.split(separator: "\n").first { $0.hasPrefix(device + " ") }.map(String.init) ?? "" }
+        #expect(listing.contains("WAKES"), "\(listing)")
+        #expect(row("emma-iphone").contains("on, woken"), "\(listing)")
+        let granRow = listing.split(separator: "\n").first { $0.hasPrefix("gran") }.map(String.init) ?? ""
+        #expect(row("mum-phone").contains("on, woken") && !granRow.isEmpty && !granRow.contains("on,"), "a terminal is not woken: \(listing)")
 
         await child.close()
         await mum.close()

@@ -3,9 +3,6 @@ import Foundation
 import PushAPI
 import RelayCore
 import RPCCore
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 /// Wakes: how a suspended iPhone app hears that something is waiting for it. The app gives
 /// its APNs device token to the app publisher's wake relay, which seals it for this
@@ -114,18 +111,13 @@ extension Notifications {
 
     /// `POST <relay>/v1/seal`: the relay's handle for this token and pin.
     static func seal(_ request: SealRequest, relay: String) async throws(RPCError) -> String {
-        guard let url = URL(string: relay + "/v1/seal") else { throw RPCError.invalidParams("relay", "must be the wake relay's URL") }
-        var http = URLRequest(url: url, timeoutInterval: 20)
-        http.httpMethod = "POST"
-        http.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        let data: Data, response: URLResponse
+        guard let url = URL(string: relay + "/v1/seal"), url.host != nil else { throw RPCError.invalidParams("relay", "must be the wake relay's URL") }
+        let status: Int, data: Data
         do {
-            http.httpBody = try JSONEncoder().encode(request)
-            (data, response) = try await URLSession.shared.data(for: http)
+            (status, data) = try await RelayHTTP.post(url, body: try JSONEncoder().encode(request))
         } catch {
-            throw RPCError(.unavailable, "the wake relay \(url.host ?? relay) could not be reached: \(error.localizedDescription)")
+            throw RPCError(.unavailable, "the wake relay \(url.host ?? relay) could not be reached: \(error)")
         }
-        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
         if status == 200, let sealed = try? JSONDecoder().decode(SealResponse.self, from: data) { return sealed.handle }
         let refusal = try? JSONDecoder().decode(RelayErrorBody.self, from: data)
         let reason = refusal.map { "\($0.message) (\($0.error))" } ?? "HTTP \(status)"
