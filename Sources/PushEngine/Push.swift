@@ -89,20 +89,28 @@ struct Push: Sendable {
     /// The family's devices listening now: the dashboard's and `screentimectl devices`'
     /// "connected now" (an app with its connection open listens).
     func listening(_ params: ListeningParams, auth: Auth?) async throws -> ListeningResult {
+        let family = try await self.familyShown(params.family, auth: auth, what: "which devices are connected")
+        return ListeningResult(deviceIds: self.hub.listeningDevices(family: family))
+    }
+
+    /// The family a family-wide view is for: a local service names any; a parent's device
+    /// gets its own (naming another is `forbidden`); a child's device none.
+    private func familyShown(_ named: String?, auth: Auth?, what: String) async throws -> String {
         guard auth != nil else {
-            guard let family = params.family else {
+            guard let family = named else {
                 throw RPCError.invalidParams("params.family", "is required for a local service: which family?")
             }
-            return ListeningResult(deviceIds: self.hub.listeningDevices(family: family))
+            try Check.identifier("params.family", family)
+            return family
         }
         let device = try await self.device(auth)
         if device.role == .child {
-            throw RPCError(.forbidden, "only a parent may see which devices are connected; device \(device.deviceId) is a child device")
+            throw RPCError(.forbidden, "only a parent may see \(what); device \(device.deviceId) is a child device")
         }
-        if let family = params.family, family != device.family {
+        if let family = named, family != device.family {
             throw RPCError(.forbidden, "device \(device.deviceId) does not belong to family \(family)")
         }
-        return ListeningResult(deviceIds: self.hub.listeningDevices(family: device.family))
+        return device.family
     }
 
     // MARK: Delivery
@@ -296,21 +304,8 @@ struct Push: Sendable {
     }
 
     func listWakes(_ params: ListWakesParams, auth: Auth?) async throws -> ListWakesResult {
-        guard auth != nil else {
-            guard let family = params.family else {
-                throw RPCError.invalidParams("params.family", "is required for a local service: which family?")
-            }
-            try Check.identifier("params.family", family)
-            return ListWakesResult(wakes: try await self.database.wakeInfos(family: family, now: Date()))
-        }
-        let device = try await self.device(auth)
-        if device.role == .child {
-            throw RPCError(.forbidden, "only a parent may see the devices' wake registrations; device \(device.deviceId) is a child device")
-        }
-        if let family = params.family, family != device.family {
-            throw RPCError(.forbidden, "device \(device.deviceId) does not belong to family \(family)")
-        }
-        return ListWakesResult(wakes: try await self.database.wakeInfos(family: device.family, now: Date()))
+        let family = try await self.familyShown(params.family, auth: auth, what: "the devices' wake registrations")
+        return ListWakesResult(wakes: try await self.database.wakeInfos(family: family, now: Date()))
     }
 
     /// Two spellings of one relay's base URL: the scheme and host in any case, a trailing

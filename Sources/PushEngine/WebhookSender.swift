@@ -34,27 +34,9 @@ struct WebhookSender: Service {
         configuration.redirectConfiguration = .disallow
         configuration.timeout = .init(connect: .seconds(5), read: .seconds(Int64(self.settings.timeout.seconds.rounded(.up))))
         let http = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration, backgroundActivityLogger: self.logger)
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    let due = try await self.database.dueDeliveries(now: Date(), limit: self.settings.concurrency * 4)
-                    if due.isEmpty {
-                        let next = try await self.database.nextDue().map { max(0, $0.timeIntervalSinceNow) } ?? 60
-                        await self.wakeup.wait(upTo: .milliseconds(Int64(min(next, 60) * 1000) + 1))
-                        continue
-                    }
-                    await withTaskGroup(of: Void.self) { group in
-                        for (index, delivery) in due.enumerated() {
-                            if index >= self.settings.concurrency { await group.next() }
-                            group.addTask { await self.post(delivery, http) }
-                        }
-                    }
-                } catch {
-                    self.logger.error("webhook outbox failed; trying again in a minute", metadata: ["error": "\(error)"])
-                    await self.wakeup.wait(upTo: .seconds(60))
-                }
-            }
-        }
+        await Outbound.run(concurrency: self.settings.concurrency, wakeup: self.wakeup, logger: self.logger, what: "webhook outbox",
+                           due: { limit in try await self.database.dueDeliveries(now: Date(), limit: limit) },
+                           nextDue: { try await self.database.nextDue() }, send: { await self.post($0, http) })
         try? await http.shutdown()
     }
 
@@ -132,7 +114,7 @@ struct WebhookSender: Service {
     }
 
     func backoff(afterAttempt attempt: Int) -> Duration {
-        Backoff.delay(afterAttempt: attempt, first: self.settings.firstRetry, longest: self.settings.longestRetry)
+        Outbound.backoff(afterAttempt: attempt, first: self.settings.firstRetry, longest: self.settings.longestRetry)
     }
 
     private static func host(_ delivery: PushDatabase.Delivery) -> String {

@@ -31,27 +31,9 @@ struct WakeSender: Service {
     let logger: Logger
 
     func run() async throws {
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    let due = try await self.database.dueWakes(now: Date(), limit: self.settings.concurrency * 4)
-                    if due.isEmpty {
-                        let next = try await self.database.nextWakeDue().map { max(0, $0.timeIntervalSinceNow) } ?? 60
-                        await self.wakeup.wait(upTo: .milliseconds(Int64(min(next, 60) * 1000) + 1))
-                        continue
-                    }
-                    await withTaskGroup(of: Void.self) { group in
-                        for (index, wake) in due.enumerated() {
-                            if index >= self.settings.concurrency { await group.next() }
-                            group.addTask { await self.send(wake) }
-                        }
-                    }
-                } catch {
-                    self.logger.error("wakes failed; trying again in a minute", metadata: ["error": "\(error)"])
-                    await self.wakeup.wait(upTo: .seconds(60))
-                }
-            }
-        }
+        await Outbound.run(concurrency: self.settings.concurrency, wakeup: self.wakeup, logger: self.logger, what: "wakes",
+                           due: { limit in try await self.database.dueWakes(now: Date(), limit: limit) },
+                           nextDue: { try await self.database.nextWakeDue() }, send: self.send)
         await self.route.shutdown()
     }
 
@@ -86,7 +68,7 @@ struct WakeSender: Service {
                 metadata["error"] = "\(reason)"
                 self.logger.error("the relay refused a wake; the notifications wait for the device's next connection", metadata: metadata)
             case .retry(let reason, let after):
-                let wait = after ?? Backoff.delay(afterAttempt: wake.attempts + 1, first: self.settings.firstRetry, longest: self.settings.longestRetry)
+                let wait = after ?? Outbound.backoff(afterAttempt: wake.attempts + 1, first: self.settings.firstRetry, longest: self.settings.longestRetry)
                 let due = now.addingTimeInterval(wait.seconds)
                 metadata["error"] = "\(reason)"
                 if wake.attempts + 1 >= self.settings.attempts || due >= wake.expiresAt {
