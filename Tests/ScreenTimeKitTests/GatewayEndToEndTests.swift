@@ -40,6 +40,25 @@ struct GatewayEndToEndTests {
         return (gateway, endpoint)
     }
 
+    /// A family over the network: mum's phone enrolled (its kit `parent`), emma's device
+    /// (its kit `child`, device `childDevice`) paired and confirmed.
+    static func remoteFamily(_ stack: KitStack, _ endpoint: Endpoint, childDevice: String = "emma-ipad", childName: String = "Emma's iPad")
+        async throws -> (parent: ScreenTimeClient, child: ScreenTimeClient, invitation: ChildInvitation) {
+        let code = try await stack.admin("pairing").call(PairingMethods.createFamily, NewFamilyParams(family: "smith", timeZone: "UTC"))
+        let bootstrap = PairingURI(server: "x", family: "smith", invitationId: "x", secret: "x", urls: endpoint.urls, pin: endpoint.pin)
+        let parent = try Self.remoteKit(stack, "parent", bootstrap)
+        _ = try await within(.seconds(60), "the parent enrolled") {
+            try await parent.pairing.enroll(family: "smith", code: code.code, deviceId: "mum-phone", deviceName: "Mum's phone", urls: endpoint.urls, pin: endpoint.pin)
+        }
+        let invitation = try await parent.pairing.inviteChild(childId: "emma")
+        let child = try Self.remoteKit(stack, "child", try #require(PairingURI(invitation.uri)))
+        let pending = try await child.pairing.accept(uri: invitation.uri, deviceId: childDevice, deviceName: childName)
+        _ = try await parent.pairing.waitForAcceptance(of: invitation, poll: .milliseconds(50), timeout: .seconds(30))
+        try await parent.pairing.confirm(invitation)
+        _ = try await within(.seconds(30), "the child confirmed") { try await pending.waitForConfirmation() }
+        return (parent, child, invitation)
+    }
+
     static func remoteKit(_ stack: KitStack, _ name: String, _ link: PairingURI? = nil) throws -> ScreenTimeClient {
         try ScreenTimeClient.remote(credentials: FileCredentialStore(path: stack.directory.file("\(name).credential")),
                                     databasePath: stack.directory.file("\(name).sqlite"), link: link, backoff: KitStack.fast)
@@ -154,18 +173,7 @@ struct GatewayEndToEndTests {
         defer { stack.stopAll() }
         let (gateway, endpoint) = try await Self.startGateway(stack)
         defer { gateway.stopNow() }
-        let code = try await stack.admin("pairing").call(PairingMethods.createFamily, NewFamilyParams(family: "smith", timeZone: "UTC"))
-        let bootstrap = PairingURI(server: "x", family: "smith", invitationId: "x", secret: "x", urls: endpoint.urls, pin: endpoint.pin)
-        let parent = try Self.remoteKit(stack, "parent", bootstrap)
-        _ = try await within(.seconds(60), "the parent enrolled") {
-            try await parent.pairing.enroll(family: "smith", code: code.code, deviceId: "mum-phone", deviceName: "Mum's phone", urls: endpoint.urls, pin: endpoint.pin)
-        }
-        let invitation = try await parent.pairing.inviteChild(childId: "emma")
-        let child = try Self.remoteKit(stack, "child", try #require(PairingURI(invitation.uri)))
-        let pending = try await child.pairing.accept(uri: invitation.uri, deviceId: "emma-ipad", deviceName: "Emma's iPad")
-        _ = try await parent.pairing.waitForAcceptance(of: invitation, poll: .milliseconds(50), timeout: .seconds(30))
-        try await parent.pairing.confirm(invitation)
-        _ = try await within(.seconds(30), "the child confirmed") { try await pending.waitForConfirmation() }
+        let (parent, child, _) = try await Self.remoteFamily(stack, endpoint)
         _ = try await child.child.pendingCommands()
         let states = Arrivals<ConnectionState>()
         let watcher = Task { for await state in child.transport.states() { states.append(state) } }

@@ -28,23 +28,15 @@ struct WakeEndToEndTests {
         defer { gateway.stopNow() }
 
         // A family over the network: a parent, a co-parent, a child.
-        let code = try await stack.admin("pairing").call(PairingMethods.createFamily, NewFamilyParams(family: "smith", timeZone: "UTC"))
+        let family = try await GatewayEndToEndTests.remoteFamily(stack, endpoint, childDevice: "emma-iphone", childName: "Emma's iPhone")
+        let mum = family.parent, invitation = family.invitation
+        var child = family.child
         let bootstrap = PairingURI(server: "x", family: "smith", invitationId: "x", secret: "x", urls: endpoint.urls, pin: endpoint.pin)
-        let mum = try GatewayEndToEndTests.remoteKit(stack, "mum", bootstrap)
-        _ = try await within(.seconds(60), "mum enrolled") {
-            try await mum.pairing.enroll(family: "smith", code: code.code, deviceId: "mum-phone", deviceName: "Mum's phone", urls: endpoint.urls, pin: endpoint.pin)
-        }
         let dadCode = try await mum.pairing.inviteParent()
         let dad = try GatewayEndToEndTests.remoteKit(stack, "dad", bootstrap)
         _ = try await within(.seconds(60), "dad enrolled") {
             try await dad.pairing.enroll(family: "smith", code: dadCode.code, deviceId: "dad-phone", deviceName: "Dad's phone", urls: endpoint.urls, pin: endpoint.pin)
         }
-        let invitation = try await mum.pairing.inviteChild(childId: "emma")
-        var child = try GatewayEndToEndTests.remoteKit(stack, "child", try #require(PairingURI(invitation.uri)))
-        let pending = try await child.pairing.accept(uri: invitation.uri, deviceId: "emma-iphone", deviceName: "Emma's iPhone")
-        _ = try await mum.pairing.waitForAcceptance(of: invitation, poll: .milliseconds(50), timeout: .seconds(30))
-        try await mum.pairing.confirm(invitation)
-        _ = try await within(.seconds(30), "the child confirmed") { try await pending.waitForConfirmation() }
 
         // The child's app: subscribes to its commands, registers for wakes, goes to the background.
         try await child.notifications.subscribe(to: "ConfigurationCommand", in: invitation.zone, where: [QueryFilter("status", .equal, "pending")], firesOn: [.create, .update])
