@@ -7,13 +7,13 @@ import ServiceLifecycle
 /// due, and how long a failure waits before the next try.
 enum Outbound {
     /// Until a graceful shutdown: takes what is `due` (up to four times `concurrency`),
-    /// sends it `concurrency` at a time, and sleeps until `nextDue` (at most a minute) or
-    /// until `wakeup` is signalled. A failure to read is logged as `what` failing and tried
-    /// again in a minute.
-    static func run<Item: Sendable>(
+    /// sends it `concurrency` at a time, gives what came of the batch to `record`, and
+    /// sleeps until `nextDue` (at most a minute) or until `wakeup` is signalled. A failure
+    /// to read or record is logged as `what` failing and tried again in a minute.
+    static func run<Item: Sendable, Done: Sendable>(
         concurrency: Int, wakeup: Wakeup, logger: Logger, what: String,
         due: @escaping @Sendable (_ limit: Int) async throws -> [Item], nextDue: @escaping @Sendable () async throws -> Date?,
-        send: @escaping @Sendable (Item) async -> Void
+        send: @escaping @Sendable (Item) async -> Done?, record: @escaping @Sendable ([Done]) async throws -> Void = { _ in }
     ) async {
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
@@ -24,12 +24,16 @@ enum Outbound {
                         await wakeup.wait(upTo: .milliseconds(Int64(min(next, 60) * 1000) + 1))
                         continue
                     }
-                    await withTaskGroup(of: Void.self) { group in
+                    let done = await withTaskGroup(of: Done?.self) { group in
+                        var done: [Done] = []
                         for (index, item) in items.enumerated() {
-                            if index >= concurrency { await group.next() }
+                            if index >= concurrency, let finished = await group.next(), let finished { done.append(finished) }
                             group.addTask { await send(item) }
                         }
+                        for await finished in group { if let finished { done.append(finished) } }
+                        return done
                     }
+                    try await record(done)
                 } catch {
                     logger.error("\(what) failed; trying again in a minute", metadata: ["error": "\(error)"])
                     await wakeup.wait(upTo: .seconds(60))

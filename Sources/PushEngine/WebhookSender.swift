@@ -36,7 +36,7 @@ struct WebhookSender: Service {
         let http = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration, backgroundActivityLogger: self.logger)
         await Outbound.run(concurrency: self.settings.concurrency, wakeup: self.wakeup, logger: self.logger, what: "webhook outbox",
                            due: { limit in try await self.database.dueDeliveries(now: Date(), limit: limit) },
-                           nextDue: { try await self.database.nextDue() }, send: { await self.post($0, http) })
+                           nextDue: { try await self.database.nextDue() }, send: { delivery -> Void? in await self.post(delivery, http) })
         try? await http.shutdown()
     }
 

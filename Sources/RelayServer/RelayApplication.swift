@@ -4,6 +4,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
+import HummingbirdHTTP2
 import HummingbirdTLS
 import Logging
 import NIOCore
@@ -123,7 +124,8 @@ public struct RelayService: Service {
             let chain = try NIOSSLCertificate.fromPEMFile(tls.certificateFile).map { NIOSSLCertificateSource.certificate($0) }
             var tlsConfiguration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .file(tls.keyFile))
             tlsConfiguration.minimumTLSVersion = .tlsv12
-            server = try .tls(.http1(), tlsConfiguration: tlsConfiguration)
+            // HTTP/2 by ALPN (one connection carries a home server's wakes together), HTTP/1.1 otherwise.
+            server = try .http2Upgrade(tlsConfiguration: tlsConfiguration)
         } else {
             server = .http1()
         }

@@ -148,53 +148,56 @@ extension PushDatabase {
         }
     }
 
-    /// The relay took it. Notifications queued since it was read keep a wake, due once the
-    /// device has had `settle` to wake and fetch them.
-    func wakeSent(_ wake: DueWake, at now: Date, settle: Duration) async throws {
-        let recent = wake.kind == .background ? wake.recent + [Millis.of(now)] : wake.recent
+    /// What came of a wake, to be written with the others of its batch.
+    enum WakeResult: Sendable {
+        /// The relay (or APNs) took it. Notifications queued since it was read keep a wake,
+        /// due once the device has had `settle` to wake and fetch them.
+        case sent(DueWake, at: Date, settle: Duration)
+        /// The hour's background wakes are spent: it waits until `until`.
+        case held(DueWake, until: Date)
+        /// Tried again at `due`.
+        case retry(DueWake, at: Date, error: String, now: Date)
+        /// Given up (the notifications stay queued for the device's next connection).
+        case abandoned(DueWake, error: String, now: Date)
+        /// The registration is no use any more: marked gone until the device registers again.
+        case gone(DueWake, outcome: WakeOutcome, error: String, now: Date)
+    }
+
+    /// Writes what came of a batch of wakes, in one transaction (a rule change wakes every
+    /// device of a family at once: one commit for them all, not one each).
+    func record(_ results: [WakeResult]) async throws {
+        guard !results.isEmpty else { return }
         try await self.pool.write { db in
-            try db.execute(sql: """
+            for result in results { try Self.record(result, db) }
+        }
+    }
+
+    private static func record(_ result: WakeResult, _ db: Database) throws {
+        switch result {
+        case .sent(let wake, let now, let settle):
+            let recent = wake.kind == .background ? wake.recent + [Millis.of(now)] : wake.recent
+            try db.cachedStatement(sql: """
                 UPDATE wakes SET last_wake_at = ?1, last_outcome = 'sent', last_error = NULL, attempts = 0, recent = ?2,
                     due_ms = CASE WHEN due_seq > ?3 THEN max(due_ms, ?4) END,
                     due_seq = CASE WHEN due_seq > ?3 THEN due_seq END,
                     due_kind = CASE WHEN due_seq > ?3 THEN due_kind END,
                     due_expires_ms = CASE WHEN due_seq > ?3 THEN due_expires_ms END
                 WHERE family = ?5 AND device_id = ?6
-                """, arguments: [Millis.of(now), recent.map(String.init).joined(separator: ","), wake.seq,
-                                 Millis.of(now) + Int64(settle.seconds * 1000), wake.family, wake.deviceId])
-        }
-    }
-
-    /// The hour's background wakes are spent: this one waits until `until`.
-    func wakeHeld(_ wake: DueWake, until: Date, now: Date) async throws {
-        try await self.pool.write { db in
+                """).execute(arguments: [Millis.of(now), recent.map(String.init).joined(separator: ","), wake.seq,
+                                         Millis.of(now) + Int64(settle.seconds * 1000), wake.family, wake.deviceId])
+        case .held(let wake, let until):
             try db.execute(sql: "UPDATE wakes SET due_ms = ?, last_outcome = 'held' WHERE family = ? AND device_id = ? AND due_ms IS NOT NULL",
                            arguments: [Millis.of(until), wake.family, wake.deviceId])
-        }
-    }
-
-    /// Tries again at `due`.
-    func wakeRetry(_ wake: DueWake, at due: Date, error: String, now: Date) async throws {
-        try await self.pool.write { db in
+        case .retry(let wake, let due, let error, let now):
             try db.execute(sql: """
                 UPDATE wakes SET attempts = attempts + 1, due_ms = ?, last_error = ?, last_wake_at = ?, last_outcome = 'failed'
                 WHERE family = ? AND device_id = ? AND due_ms IS NOT NULL
                 """, arguments: [Millis.of(due), error, Millis.of(now), wake.family, wake.deviceId])
-        }
-    }
-
-    /// Gives up on this wake (the notifications stay queued for the device's next connection).
-    func wakeAbandoned(_ wake: DueWake, error: String, now: Date) async throws {
-        try await self.pool.write { db in
+        case .abandoned(let wake, let error, let now):
             try Self.clearWake(family: wake.family, deviceId: wake.deviceId, db)
             try db.execute(sql: "UPDATE wakes SET last_error = ?, last_wake_at = ?, last_outcome = 'failed' WHERE family = ? AND device_id = ?",
                            arguments: [error, Millis.of(now), wake.family, wake.deviceId])
-        }
-    }
-
-    /// The registration is no use any more: marked gone until the device registers again.
-    func wakeGone(_ wake: DueWake, outcome: WakeOutcome, error: String, now: Date) async throws {
-        try await self.pool.write { db in
+        case .gone(let wake, let outcome, let error, let now):
             try Self.clearWake(family: wake.family, deviceId: wake.deviceId, db)
             try db.execute(sql: """
                 UPDATE wakes SET status = 'gone', last_error = ?, last_wake_at = ?, last_outcome = ? WHERE family = ? AND device_id = ? AND handle = ?

@@ -20,6 +20,8 @@ struct RelayClient: WakeRoute {
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow
         configuration.timeout = .init(connect: .seconds(10), read: .seconds(30))
+        // As many connections as wakes in flight (``WakeSender``): HTTP/1.1 carries one at a time.
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 32)
         if let caFile {
             var tls = TLSConfiguration.makeClientConfiguration()
             tls.trustRoots = .file(caFile)
