@@ -7,7 +7,9 @@ let strict: [SwiftSetting] = [
 
 let package = Package(
     name: "ScreenTimeServer",
-    platforms: [.macOS(.v15)],
+    // The kit is linked into the iPhone app (Synchronization's Mutex needs iOS 18 and macOS 15);
+    // the server builds on Linux.
+    platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .executable(name: "screentimectl", targets: ["screentimectl"]),
         .executable(name: "screentime-stored", targets: ["screentime-stored"]),

@@ -1,5 +1,9 @@
 import Foundation
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The wire's one date format, RFC 3339 in UTC with milliseconds (`2026-11-22T08:30:00.000Z`),
 /// written and read by hand: every record carries dates, and Foundation's format styles

@@ -73,7 +73,10 @@ struct KitPortabilityTests {
     }
 
     static func package() async throws -> Package {
-        let result = try await runCommand("/usr/bin/env", ["swift", "package", "--package-path", Self.root, "dump-package"], timeout: .seconds(120))
+        // A scratch path of its own: the test run holds the lock on the package's .build.
+        let scratch = TemporaryDirectory()
+        let result = try await runCommand("/usr/bin/env", ["swift", "package", "--package-path", Self.root, "--scratch-path", scratch.path, "dump-package"],
+                                          timeout: .seconds(120))
         guard result.status == 0 else { throw TestFailure("swift package dump-package failed: \(result.stderr)") }
         return try JSONDecoder().decode(Package.self, from: Data(result.stdout.utf8))
     }
