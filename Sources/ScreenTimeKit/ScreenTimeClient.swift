@@ -89,6 +89,32 @@ public final class ScreenTimeClient: Sendable {
     /// Who this device is (nil before pairing).
     public var identity: DeviceIdentity? { self.session.identity }
 
+    /// The app is going to the background (`scenePhase` becomes `.background`): sends what
+    /// the offline queue holds for at most `within`, stops its replay (the rest stays on
+    /// disk), and closes the connection cleanly, so the server knows at once that the device
+    /// is asleep and wakes it (docs/kit.md, "Wakes") instead of writing to a socket iOS has
+    /// frozen. Calls fail at once with `unavailable` until ``resume()``.
+    public func suspend(within limit: Duration = .seconds(5)) async {
+        let queue = self.queue
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await queue.waitUntilDrained() }
+            group.addTask { try? await Task.sleep(for: limit) }
+            await group.next()
+            group.cancelAll()
+        }
+        await queue.stop()
+        await self.transport.suspend()
+    }
+
+    /// The app is back in the foreground (or woken): connects again and restarts the offline
+    /// queue's replay. A notification stream the app keeps running listens again after the
+    /// last notification handled; the app's `records.fetchChanges(in:)` continues from the
+    /// change token the kit keeps.
+    public func resume() async {
+        await self.transport.resume()
+        self.queue.start()
+    }
+
     /// Stops the queue's replay (what is queued stays on disk) and closes the connection.
     public func close() async {
         await self.queue.stop()

@@ -119,4 +119,49 @@ struct WakeEndToEndTests {
         await child.close()
         await parent.close()
     }
+
+    @Test("suspend() closes the connection cleanly: the server sees the device gone at once and wakes it instead; resume() connects again and the stream picks up what waited")
+    func suspendAndResume() async throws {
+        let apns = try await TestAPNs()
+        defer { apns.stop() }
+        let relay = try await LocalRelay(apns: apns, tls: false)
+        let stack = try await KitStack.start(["store", "pairing", "aggregator"])
+        defer { stack.stopAll() }
+        try await stack.start("push", arguments: ["--wake-relay", relay.url, "--wake-key", stack.state + "/gateway/key.pem"])
+        let (gateway, endpoint) = try await GatewayEndToEndTests.startGateway(stack)
+        defer { gateway.stopNow() }
+        let (parent, child, invitation) = try await GatewayEndToEndTests.remoteFamily(stack, endpoint, childDevice: "emma-iphone", childName: "Emma's iPhone")
+        try await child.notifications.subscribe(to: "ConfigurationCommand", in: invitation.zone, where: [QueryFilter("status", .equal, "pending")], firesOn: [.create, .update])
+        _ = try await child.notifications.enableWakes(apnsToken: Data(repeating: 0x2b, count: 32), relay: URL(string: relay.url)!, topic: apns.topic)
+        let heard = Arrivals<PushNotification>()
+        let listener = Task { try await child.notifications.handle { heard.append($0) } }
+        defer { listener.cancel() }
+        let push = stack.admin("push")
+        let listening = { @Sendable () async throws -> Bool in
+            try await push.call(PushMethods.listening, ListeningParams(family: "smith")).deviceIds.contains("emma-iphone")
+        }
+        _ = try await eventually("the child's app listens") { _ in try await listening() ? true : nil }
+
+        // To the background: the server knows within a second.
+        await child.suspend()
+        #expect(child.transport.state == .suspended)
+        _ = try await eventually("the server sees the child gone", timeout: .seconds(1)) { _ in try await listening() ? nil : true }
+        await expectError(.unavailable, containing: "suspended") { _ = try await child.child.pendingCommands() }
+
+        // A rule change while it sleeps: a wake, not a write to a frozen socket.
+        _ = try await parent.parent.setAppRule(AppRuleChange(bundleId: "org.khanacademy", classification: "learning"))
+        try await within(.seconds(30), "the parent's queue drained") { await parent.queue.waitUntilDrained() }
+        let wake = try await apns.wait(for: 1, timeout: .seconds(30))[0]
+        #expect(wake.token == LocalRelay.token(0x2b) && wake.headers["apns-push-type"] == "background")
+        #expect(heard.all.isEmpty)
+
+        // Back to the foreground: connected again, the stream hears what waited.
+        await child.resume()
+        _ = try await heard.wait(for: 1, timeout: .seconds(30), "the command's notification after resume")
+        #expect(try await child.child.applyPendingCommands { _ in }.executed.count == 1)
+        listener.cancel()
+        await child.close()
+        await parent.close()
+        await relay.stop()
+    }
 }

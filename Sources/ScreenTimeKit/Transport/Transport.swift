@@ -16,6 +16,10 @@ public enum ConnectionState: String, Sendable, Hashable {
     /// `device_revoked`; the offline queue keeps its writes, unsent. Only a new credential
     /// (pairing the device again) leaves this state. Reported once, as a state change.
     case revoked
+    /// The app went to the background (``ScreenTimeClient/suspend(within:)``): the
+    /// connection was closed cleanly and none is made until ``Transport/resume()``; calls
+    /// fail at once with `unavailable`.
+    case suspended
 }
 
 /// One request envelope, before the transport gives it an id: the method, its parameters
@@ -73,10 +77,20 @@ public protocol Transport: Sendable {
     /// (rather than each request) connects again with the new one; a `revoked` transport
     /// starts again with it.
     func credentialsChanged() async
+
+    /// Closes the connection cleanly, so the server knows at once the device is gone (and
+    /// wakes it instead), and makes none until ``resume()``. Returns once it is closed.
+    func suspend() async
+
+    /// Connects again after ``suspend()``.
+    func resume() async
 }
 
 extension Transport {
     public func credentialsChanged() async {}
+    /// A transport with no lasting connection to the server has nothing to close.
+    public func suspend() async {}
+    public func resume() async {}
 }
 
 extension Transport {

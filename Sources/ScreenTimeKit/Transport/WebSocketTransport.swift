@@ -71,6 +71,8 @@ public final class WebSocketTransport: Transport {
         var closed = false
         /// The server's `device_revoked`: no more connections until a new credential.
         var revoked: RPCError?
+        /// The app is in the background: no connection until resumed.
+        var suspended = false
     }
 
     private enum Waiter: Sendable {
@@ -191,16 +193,38 @@ public final class WebSocketTransport: Transport {
         try? await writer?.close(.normalClosure, reason: "new credential")
     }
 
+    public func suspend() async {
+        let writer = self.link.withLock { link in
+            link.suspended = true
+            return link.writer
+        }
+        // The close handshake: the gateway ends the device's streams as it reads it.
+        try? await writer?.close(.goingAway, reason: "suspended")
+        for await state in self.broadcast.stream() where state == .suspended || state == .offline { break }
+    }
+
+    public func resume() async {
+        self.link.withLock { $0.suspended = false }
+        self.revive()
+    }
+
     // MARK: The connection loop
 
     private func run() async {
         var attempt = 0
         while !Task.isCancelled, !self.link.withLock({ $0.closed }) {
+            if self.link.withLock({ $0.suspended }) {
+                self.failAll(RPCError(.unavailable, "the kit is suspended (the app is in the background): resume() connects again"))
+                self.broadcast.set(.suspended)
+                await self.waitForRevival { !$0.suspended || $0.closed }
+                attempt = 0
+                continue
+            }
             if let revoked = self.link.withLock({ $0.revoked }) {
                 // Terminal until the device is paired again: no more connections.
                 self.failAll(revoked)
                 self.broadcast.set(.revoked)
-                await self.waitForNewCredential()
+                await self.waitForRevival { $0.revoked == nil || $0.closed }
                 attempt = 0
                 continue
             }
@@ -223,7 +247,7 @@ public final class WebSocketTransport: Transport {
                 if connected.get() || Task.isCancelled { break }
             }
             if Task.isCancelled || self.link.withLock({ $0.closed }) { break }
-            if self.link.withLock({ $0.revoked }) != nil { continue }
+            if self.link.withLock({ $0.revoked != nil || $0.suspended }) { continue }
             attempt = connected.get() ? 0 : attempt + 1
             // The explicit offline decision: enough failed attempts in a row, or a key that is
             // not the pinned one (retrying will not change it). Calls waiting for a connection
@@ -345,12 +369,13 @@ public final class WebSocketTransport: Transport {
         }
     }
 
-    private func waitForNewCredential() async {
+    /// Waits, revoked or suspended, until `done` holds (a new credential, a resume, a close).
+    private func waitForRevival(until done: @escaping @Sendable (Link) -> Bool) async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 self.revivals.withLock { $0.append(continuation) }
-                // Re-checked after registering: a credential (or a close) may have come in between.
-                if Task.isCancelled || self.link.withLock({ $0.revoked == nil || $0.closed }) { self.revive() }
+                // Re-checked after registering: it may have come in between.
+                if Task.isCancelled || self.link.withLock({ done($0) }) { self.revive() }
             }
         } onCancel: {
             self.revive()
@@ -395,6 +420,9 @@ public final class WebSocketTransport: Transport {
     /// offline, closed, or the pin was refused; `limit` (the call's deadline) bounds the wait.
     private func connectedWriter(within limit: Duration, for method: String) async throws(RPCError) -> WebSocketOutboundWriter {
         if let revoked = self.link.withLock({ $0.revoked }) { throw revoked }
+        if self.link.withLock({ $0.suspended }) {
+            throw RPCError(.unavailable, "the kit is suspended (the app is in the background): resume() connects again")
+        }
         if let writer = self.link.withLock({ $0.writer }) { return writer }
         do {
             return try await withThrowingTaskGroup(of: WebSocketOutboundWriter.self) { group in
@@ -420,6 +448,7 @@ public final class WebSocketTransport: Transport {
             if let revoked { throw revoked }
             if let writer { return writer }
             if closed { throw RPCError(.unavailable, "the transport was closed") }
+            if state == .suspended { throw RPCError(.unavailable, "the kit is suspended (the app is in the background): resume() connects again") }
             if let lastError, lastError.code == .pinMismatch { throw lastError }
             if state == .offline {
                 throw lastError.map { RPCError(.unavailable, "the gateway is unreachable: \($0.message)") }
