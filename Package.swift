@@ -300,6 +300,7 @@ let package = Package(
         .executableTarget(
             name: "screentime-bench",
             dependencies: [
+                "ScreenTimeKit",
                 "APNs",
                 "APNsStandIn",
                 "RelayCore",

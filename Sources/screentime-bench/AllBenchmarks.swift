@@ -16,7 +16,7 @@ struct AllBenchmarks: AsyncParsableCommand {
             """
     )
 
-    static let names = ["store", "pairing", "push", "gateway", "aggregator", "wake", "redis", "postgres", "coldstart"]
+    static let names = ["store", "pairing", "push", "gateway", "kit", "aggregator", "wake", "redis", "postgres", "coldstart"]
 
     @Option(name: .customLong("repeat"), help: "Runs of each benchmark (median and spread over them).")
     var repetitions = 3

@@ -15,14 +15,14 @@ struct BenchmarkTests {
                                        timeout: .seconds(900))
         #expect(run.status == 0, "\(run.stdout.suffix(3000))\(run.stderr.suffix(2000))")
         let markdown = (try? String(contentsOfFile: out.file("BENCHMARKS.md"), encoding: .utf8)) ?? ""
-        for section in ["## Targets", "## store", "## pairing", "## push", "## gateway", "## aggregator", "## wake", "## redis", "## postgres", "## coldstart"] {
+        for section in ["## Targets", "## store", "## pairing", "## push", "## gateway", "## kit", "## aggregator", "## wake", "## redis", "## postgres", "## coldstart"] {
             #expect(markdown.contains(section), "\(section) in BENCHMARKS.md")
         }
         #expect(!markdown.contains("Skipped: redis"), "redis-server and redis-tools must be installed (.ci/run installs them)")
         #expect(!markdown.contains("Skipped: PostgreSQL"), "postgresql must be installed (.ci/run installs it)")
         let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: out.file("benchmarks.json")))) as? [String: Any]
         let benchmarks = json?["benchmarks"] as? [[String: Any]] ?? []
-        #expect(benchmarks.count == 9)
+        #expect(benchmarks.count == 10)
         for benchmark in benchmarks where benchmark["skipped"] == nil {
             #expect((benchmark["runs"] as? [[Any]])?.first?.isEmpty == false, "\(benchmark["name"] ?? "?") has figures")
         }
@@ -30,7 +30,7 @@ struct BenchmarkTests {
 
         // Every benchmark left out, the earlier results reused: the report is the same figures.
         let again = TemporaryDirectory()
-        let skips = ["store", "pairing", "push", "gateway", "aggregator", "wake", "redis", "postgres", "coldstart"].flatMap { ["--skip", $0] }
+        let skips = ["store", "pairing", "push", "gateway", "kit", "aggregator", "wake", "redis", "postgres", "coldstart"].flatMap { ["--skip", $0] }
         let rerun = try await runCommand(Binaries.path("screentime-bench"),
                                          ["all", "--quick", "--repeat", "1", "--out-dir", again.path, "--reuse", out.file("benchmarks.json")] + skips,
                                          timeout: .seconds(60))
