@@ -89,6 +89,18 @@ struct RemoteCLITests {
         try await family.parent.ctl("apps", "set", "--profile", "mum", "org.khanacademy", "--category", "learning", "--points-per-minute", "2")
         #expect(try await ChildExit.wait(watcher, timeout: .seconds(30)) == 0)
         #expect(((try? String(contentsOfFile: watchOutput, encoding: .utf8)) ?? "").contains("ConfigurationCommand"))
+        // Through the kit's WebSocket, under strace: the process never listens on a socket (no
+        // local hop between its TLS connection and its WebSocket).
+        let trace = stack.directory.file("commands.strace")
+        guard let strace = ["/usr/bin/strace", "/bin/strace"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            Issue.record("strace is not installed (apt-get install strace; .ci/run installs it): the kit's no-listening-socket check cannot run")
+            return
+        }
+        let traced = try await runCommand(strace, ["-f", "-e", "trace=listen", "-o", trace, Binaries.path("screentimectl"), "commands", "--profile", "emma-tablet"],
+                                          environment: family.child.environment, timeout: .seconds(60))
+        #expect(traced.status == 0, "\(traced.stderr)")
+        let calls = ((try? String(contentsOfFile: trace, encoding: .utf8)) ?? "").split(separator: "\n").filter { $0.contains("listen(") }
+        #expect(calls.isEmpty, "the kit listened on a socket: \(calls)")
         let applied = try await family.child.ctl("commands", "apply", "--profile", "emma-tablet")
         #expect(applied.stdout.contains("the family's rules applied") && applied.stdout.contains("org.khanacademy is learning"), "\(applied.stdout)")
         let uploaded = try await family.child.ctl("usage", "add", "--profile", "emma-tablet", "org.khanacademy", "--minutes", "30")
@@ -293,3 +305,4 @@ struct RemoteCLITests {
         await gateway.stop()
     }
 }
+

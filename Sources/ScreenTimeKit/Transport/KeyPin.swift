@@ -48,38 +48,15 @@ public enum PinnedHandshake {
         host: String, port: Int, pin: KeyPin, timeout: Duration = .seconds(10),
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws(RPCError) -> (channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, certificate: NIOSSLCertificate) {
-        let seen = Locked<NIOSSLCertificate?>(nil)
-        let mismatch = Locked<String?>(nil)
-        let refusal = { (reason: String) in
-            RPCError(.pinMismatch, "refusing \(host):\(port): \(reason); pair again if the server's key really changed")
-        }
+        let check = Check(host: host, port: port, pin: pin)
         let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
         do {
-            var tls = TLSConfiguration.makeClientConfiguration()
-            tls.minimumTLSVersion = .tlsv12
-            tls.certificateVerification = .noHostnameVerification
-            let context = try NIOSSLContext(configuration: tls)
-            let serverName = Self.isAddress(host) ? nil : host
+            let context = try Self.context()
             channel = try await ClientBootstrap(group: group)
                 .connectTimeout(TimeAmount(timeout))
                 .connect(host: host, port: port) { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        let handler = try NIOSSLClientHandler(context: context, serverHostname: serverName) { certificates, promise in
-                            guard let leaf = certificates.first else {
-                                mismatch.set("the server sent no certificate")
-                                promise.succeed(.failed)
-                                return
-                            }
-                            if pin.matches(leaf) {
-                                seen.set(leaf)
-                                promise.succeed(.certificateVerified)
-                            } else {
-                                let actual = (try? KeyPin(certificate: leaf))?.description ?? "unreadable"
-                                mismatch.set("the server's key is sha256//\(actual), the pairing pinned sha256//\(pin)")
-                                promise.succeed(.failed)
-                            }
-                        }
-                        try channel.pipeline.syncOperations.addHandler(handler)
+                        try channel.pipeline.syncOperations.addHandler(try check.handler(context: context))
                         try channel.pipeline.syncOperations.addHandler(HandshakeWatcher())
                         return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
                     }
@@ -92,18 +69,70 @@ public enum PinnedHandshake {
             try await HandshakeWatcher.wait(on: channel.channel, timeout: timeout)
         } catch {
             await Self.discard(channel)
-            if let reason = mismatch.get() { throw refusal(reason) }
+            if let refusal = check.refusal { throw refusal }
             throw RPCError(.unavailable, "the TLS handshake with \(host):\(port) failed: \(error)")
         }
-        if let reason = mismatch.get() {
+        if let refusal = check.refusal {
             await Self.discard(channel)
-            throw refusal(reason)
+            throw refusal
         }
-        guard let certificate = seen.get() else {
+        guard let certificate = check.certificate else {
             await Self.discard(channel)
             throw RPCError(.unavailable, "the TLS handshake with \(host):\(port) did not complete")
         }
         return (channel, certificate)
+    }
+
+    /// The client's TLS settings: TLS 1.2 or later; the certificate is not verified by a
+    /// chain (the pin is the trust, checked by ``Check``).
+    static func context() throws -> NIOSSLContext {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        tls.certificateVerification = .noHostnameVerification
+        return try NIOSSLContext(configuration: tls)
+    }
+
+    /// One connection's pin check: the TLS handler whose verification callback accepts
+    /// only a leaf with the pinned key, and what it saw.
+    final class Check: Sendable {
+        let host: String
+        let port: Int
+        let pin: KeyPin
+        private let seen = Locked<NIOSSLCertificate?>(nil)
+        private let mismatch = Locked<String?>(nil)
+
+        init(host: String, port: Int, pin: KeyPin) {
+            self.host = host
+            self.port = port
+            self.pin = pin
+        }
+
+        /// The leaf whose key matched, once the handshake checked it.
+        var certificate: NIOSSLCertificate? { self.seen.get() }
+
+        /// `pin_mismatch` when the server showed another key (or none).
+        var refusal: RPCError? {
+            self.mismatch.get().map { RPCError(.pinMismatch, "refusing \(self.host):\(self.port): \($0); pair again if the server's key really changed") }
+        }
+
+        func handler(context: NIOSSLContext) throws -> NIOSSLClientHandler {
+            let (pin, seen, mismatch) = (self.pin, self.seen, self.mismatch)
+            return try NIOSSLClientHandler(context: context, serverHostname: PinnedHandshake.isAddress(self.host) ? nil : self.host) { certificates, promise in
+                guard let leaf = certificates.first else {
+                    mismatch.set("the server sent no certificate")
+                    promise.succeed(.failed)
+                    return
+                }
+                if pin.matches(leaf) {
+                    seen.set(leaf)
+                    promise.succeed(.certificateVerified)
+                } else {
+                    let actual = (try? KeyPin(certificate: leaf))?.description ?? "unreadable"
+                    mismatch.set("the server's key is sha256//\(actual), the pairing pinned sha256//\(pin)")
+                    promise.succeed(.failed)
+                }
+            }
+        }
     }
 
     /// The pin check alone: connects, checks, closes, and returns the leaf.

@@ -1,12 +1,10 @@
 import Foundation
-import HTTPTypes
 import Logging
 import NIOCore
 import NIOPosix
 import RPCClient
 import RPCCore
 import Synchronization
-import WSClient
 
 /// One TLS WebSocket to the gateway (`GET /v1/ws`), the server's key pinned from the
 /// pairing URI and checked in the TLS handshake (``PinnedHandshake``, ``PinnedTunnel``): each text message is one envelope, requests are pipelined and matched by
@@ -62,7 +60,7 @@ public final class WebSocketTransport: Transport {
     private let revivals = Mutex<[CheckedContinuation<Void, Never>]>([])
 
     private struct Link {
-        var writer: WebSocketOutboundWriter?
+        var writer: PinnedWebSocket?
         /// Counts connections, so the end of an old one never clears a newer one's writer.
         var generation = 0
         var nextID: Int64 = 1
@@ -124,7 +122,7 @@ public final class WebSocketTransport: Transport {
                         return
                     }
                     Task {
-                        do { try await writer.writeTextMessage(payload) } catch {
+                        do { try await writer.send(text: payload) } catch {
                             self.fail(id, RPCError(.unavailable, "could not send \(request.method): \(error)"))
                         }
                     }
@@ -155,7 +153,7 @@ public final class WebSocketTransport: Transport {
                     guard self.link.withLock({ $0.waiters.removeValue(forKey: id) }) != nil else { return }
                     Task { try? await self.send(TransportRequest(method: Builtin.cancel.name, params: ["id": Self.json(id)]), id: nil) }
                 }
-                do { try await writer.writeTextMessage(try Self.encode(id: id, request)) } catch {
+                do { try await writer.send(text: try Self.encode(id: id, request)) } catch {
                     self.fail(id, RPCError(.unavailable, "could not send \(request.method): \(error)"))
                 }
             } catch {
@@ -172,7 +170,7 @@ public final class WebSocketTransport: Transport {
             link.closed = true
             return link.writer
         }
-        try? await writer?.close(.normalClosure, reason: "client closing")
+        await writer?.close(code: .normalClosure, reason: "client closing")
         task?.cancel()
         self.revive()
         await task?.value
@@ -190,7 +188,7 @@ public final class WebSocketTransport: Transport {
             defer { link.writer = nil }
             return link.writer
         }
-        try? await writer?.close(.normalClosure, reason: "new credential")
+        await writer?.close(code: .normalClosure, reason: "new credential")
     }
 
     public func suspend() async {
@@ -199,7 +197,7 @@ public final class WebSocketTransport: Transport {
             return link.writer
         }
         // The close handshake: the gateway ends the device's streams as it reads it.
-        try? await writer?.close(.goingAway, reason: "suspended")
+        await writer?.close(code: .goingAway, reason: "suspended")
         for await state in self.broadcast.stream() where state == .suspended || state == .offline { break }
     }
 
@@ -259,58 +257,37 @@ public final class WebSocketTransport: Transport {
         self.broadcast.set(.offline)
     }
 
-    /// One connection: TLS with the pin checked in its handshake, then the WebSocket
-    /// through it (``PinnedTunnel``), until it closes.
+    /// One connection: TLS with the pin checked in its handshake, the WebSocket upgrade on
+    /// it (``PinnedWebSocket``), until it closes.
     private func connect(_ url: String, onConnected: @escaping @Sendable () -> Void) async throws {
         guard let components = URLComponents(string: url), let host = components.host, components.scheme == "https" else {
             throw RPCError(.invalidParams, "\(url) is not a gateway URL (https://host:port)")
         }
         let port = components.port ?? 443
-        let (remote, _) = try await PinnedHandshake.connect(host: host, port: port, pin: self.configuration.pin)
-        let tunnel: (port: Int, relay: Task<Void, Never>)
-        do {
-            tunnel = try await PinnedTunnel.open(to: remote)
-        } catch {
-            throw RPCError(.internal, "the local end of the TLS connection could not be opened: \(error)")
+        let socket = try await PinnedWebSocket.connect(host: host, port: port, pin: self.configuration.pin, token: self.configuration.token(),
+                                                       maximumMessageSize: self.configuration.maximumMessageSize)
+        let generation = self.link.withLock { link in
+            link.generation += 1
+            link.writer = socket
+            link.lastError = nil
+            return link.generation
         }
-        defer { tunnel.relay.cancel() }
-        var headers = HTTPFields()
-        if let token = self.configuration.token() { headers[.authorization] = "Bearer \(token)" }
-        let client = WebSocketClient(
-            url: "ws://127.0.0.1:\(tunnel.port)/v1/ws",
-            configuration: WebSocketClientConfiguration(
-                maxFrameSize: self.configuration.maximumMessageSize, additionalHeaders: headers,
-                autoPing: .enabled(timePeriod: self.configuration.keepAlive), validateUTF8: true),
-            logger: self.logger
-        ) { [weak self] inbound, outbound, _ in
-            guard let self else { return }
-            let generation = self.link.withLock { link in
-                link.generation += 1
-                link.writer = outbound
-                link.lastError = nil
-                return link.generation
-            }
-            onConnected()
-            self.broadcast.set(.connected)
-            defer {
-                self.link.withLock { link in
-                    if link.generation == generation { link.writer = nil }
-                }
-            }
-            for try await message in inbound.messages(maxSize: self.configuration.maximumMessageSize) {
-                guard case .text(let text) = message else { continue }
-                self.deliver(Data(text.utf8))
+        onConnected()
+        self.broadcast.set(.connected)
+        defer {
+            self.link.withLock { link in
+                if link.generation == generation { link.writer = nil }
             }
         }
-        let closed: WebSocketCloseFrame?
+        let closed: PinnedWebSocket.Closed
         do {
-            closed = try await client.run()
+            closed = try await socket.run(keepAlive: self.configuration.keepAlive) { [weak self] text in self?.deliver(Data(text.utf8)) }
         } catch {
             throw RPCError(.unavailable, "the WebSocket to \(host):\(port) failed: \(error)")
         }
         // The gateway says why it closed: a device removed from the family hears it from the
         // close frame too, should the error message before it have been lost.
-        if closed?.closeCode == .policyViolation, closed?.reason == "device revoked", self.link.withLock({ $0.revoked == nil }) {
+        if closed.code == .policyViolation, closed.reason == "device revoked", self.link.withLock({ $0.revoked == nil }) {
             self.markRevoked(RPCError(.deviceRevoked, "this device was removed from the family: its credential was revoked; to use it again, pair it again with a new invitation from a parent"))
         }
     }
@@ -412,20 +389,20 @@ public final class WebSocketTransport: Transport {
 
     private func send(_ request: TransportRequest, id: RequestID?) async throws {
         guard let writer = self.link.withLock({ $0.writer }) else { return }
-        try await writer.writeTextMessage(try Self.encode(id: id, request))
+        try await writer.send(text: try Self.encode(id: id, request))
     }
 
     /// The current connection's writer. While the transport is connecting it waits for the
     /// next state change (an event, not a poll); it fails at once when the transport is
     /// offline, closed, or the pin was refused; `limit` (the call's deadline) bounds the wait.
-    private func connectedWriter(within limit: Duration, for method: String) async throws(RPCError) -> WebSocketOutboundWriter {
+    private func connectedWriter(within limit: Duration, for method: String) async throws(RPCError) -> PinnedWebSocket {
         if let revoked = self.link.withLock({ $0.revoked }) { throw revoked }
         if self.link.withLock({ $0.suspended }) {
             throw RPCError(.unavailable, "the kit is suspended (the app is in the background): resume() connects again")
         }
         if let writer = self.link.withLock({ $0.writer }) { return writer }
         do {
-            return try await withThrowingTaskGroup(of: WebSocketOutboundWriter.self) { group in
+            return try await withThrowingTaskGroup(of: PinnedWebSocket.self) { group in
                 group.addTask { try await self.writerWhenConnected() }
                 group.addTask {
                     try await Task.sleep(for: limit)
@@ -441,7 +418,7 @@ public final class WebSocketTransport: Transport {
         }
     }
 
-    private func writerWhenConnected() async throws(RPCError) -> WebSocketOutboundWriter {
+    private func writerWhenConnected() async throws(RPCError) -> PinnedWebSocket {
         // The stream yields the state now, then each change: the writer is checked after each.
         for await state in self.broadcast.stream() {
             let (writer, closed, lastError, revoked) = self.link.withLock { ($0.writer, $0.closed, $0.lastError, $0.revoked) }
