@@ -7,7 +7,7 @@ import RPCCore
 import Synchronization
 
 /// One TLS WebSocket to the gateway (`GET /v1/ws`), the server's key pinned from the
-/// pairing URI and checked in the TLS handshake (``PinnedHandshake``, ``PinnedTunnel``): each text message is one envelope, requests are pipelined and matched by
+/// pairing URI and checked in the TLS handshake (``PinnedWebSocket``): each text message is one envelope, requests are pipelined and matched by
 /// id, streams reply with `"continues": true`, `rpc.cancel` ends one. The device's token
 /// goes in `Authorization: Bearer` at the upgrade.
 ///
