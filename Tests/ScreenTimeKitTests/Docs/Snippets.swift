@@ -1,6 +1,5 @@
 // Made from docs/kit.md by KitDocsTests; do not edit (change the manual, then run
 // UPDATE_KIT_SNIPPETS=1 swift test --filter KitDocsTests).
-// swiftlint:disable all
 import Foundation
 import PairingAPI
 import PushAPI
@@ -16,12 +15,12 @@ import UserNotifications
 import CloudKit
 #endif
 
-// docs/kit.md, line 23
+// docs/kit.md, Swift block 1
 // .product(name: "ScreenTimeKit", package: "ScreenTimeServer")
 
-// docs/kit.md, line 30
+// docs/kit.md, Swift block 2
 extension KitDocs {
-    static func line30() async throws {
+    static func block2() async throws {
         // On a phone: the gateway, at the URL and pin the pairing code carried.
         let kit = try ScreenTimeClient.remote(
             credentials: KeychainCredentialStore(),                 // the app's (below)
@@ -31,9 +30,9 @@ extension KitDocs {
     }
 }
 
-// docs/kit.md, line 40
+// docs/kit.md, Swift block 3
 extension KitDocs {
-    static func line40() async throws {
+    static func block3() async throws {
         // On the server itself (screentimectl, tests): the services' sockets.
         let kit = try ScreenTimeClient.local(runtimeDirectory: "/run/screentime",
                                              credentials: FileCredentialStore(path: home + "/.config/screentime/device.json"),
@@ -42,18 +41,18 @@ extension KitDocs {
     }
 }
 
-// docs/kit.md, line 85
+// docs/kit.md, Swift block 4
 extension KitDocs {
-    static func line85() async throws {
+    static func block4() async throws {
         let pending = try await kit.pairing.accept(uri: scannedText, deviceId: deviceId, deviceName: "Emma's iPad")
         show(pending.shortCode.emojiLine, pending.shortCode.namesLine)   // the same as the parent's screen
         try await pending.waitForConfirmation()                          // throws if the parent rejects
     }
 }
 
-// docs/kit.md, line 97
+// docs/kit.md, Swift block 5
 extension KitDocs {
-    static func line97() async throws {
+    static func block5() async throws {
         try await kit.pairing.enroll(family: "smith", code: codeFromAdmin, deviceId: "mum-phone", deviceName: "Mum's phone")
         let invitation = try await kit.pairing.inviteChild(childId: "emma", childName: "Emma")
         showQR(invitation.uri)                                           // CIFilter.qrCodeGenerator on iOS
@@ -65,9 +64,9 @@ extension KitDocs {
     }
 }
 
-// docs/kit.md, line 118
+// docs/kit.md, Swift block 6
 extension KitDocs {
-    static func line118() async throws {
+    static func block6() async throws {
         let rule = try await kit.records.fetch(AppRule.self, "rule-org.khanacademy", in: "default")
         show(rule?.fields.classification ?? "no rule", "for Khan Academy")
         for try await page in kit.records.query(UsageRecord.self, in: zone, where: [QueryFilter("deviceID", .equal, "emma-ipad")],
@@ -85,9 +84,9 @@ extension KitDocs {
     }
 }
 
-// docs/kit.md, line 158
+// docs/kit.md, Swift block 7
 extension KitDocs {
-    static func line158() async throws {
+    static func block7() async throws {
         for await event in kit.queue.events() {
             switch event {
             case .sending(let batch): show("sending", batch.requestId)                    // each attempt, as it starts
@@ -100,9 +99,9 @@ extension KitDocs {
     }
 }
 
-// docs/kit.md, line 190
+// docs/kit.md, Swift block 8
 extension KitDocs {
-    static func line190() async throws {
+    static func block8() async throws {
         // The server rewrites the device's configuration in place: listen to creations and
         // updates of pending commands (the device's own "executed" does not match).
         try await kit.notifications.subscribe(to: "ConfigurationCommand", in: zone,
@@ -114,7 +113,7 @@ extension KitDocs {
     }
 }
 
-// docs/kit.md, line 217
+// docs/kit.md, Swift block 9
 #if os(iOS)
 final class AppDelegate: NSObject, UIApplicationDelegate {
     let kit = try! ScreenTimeClient.remote(credentials: KeychainCredentialStore(), databasePath: appSupport + "/screentime.sqlite")
@@ -144,7 +143,7 @@ final class AppDelegate: NSObject, UIApplicationDelegate {
 }
 #endif
 
-// docs/kit.md, line 251
+// docs/kit.md, Swift block 10
 #if os(iOS)
 struct FamilyView: View {
     let kit: ScreenTimeClient
@@ -165,7 +164,7 @@ struct FamilyView: View {
 }
 #endif
 
-// docs/kit.md, line 281
+// docs/kit.md, Swift block 11
 #if canImport(CloudKit) && os(iOS)
 // CloudKit: the subscription's silent push, and the fetch it triggered
 final class CloudKitAppDelegate: NSObject, UIApplicationDelegate {
@@ -185,7 +184,7 @@ final class CloudKitAppDelegate: NSObject, UIApplicationDelegate {
 }
 #endif
 
-// docs/kit.md, line 319
+// docs/kit.md, Swift block 12
 #if os(iOS)
 final class NotificationService: UNNotificationServiceExtension {
     override func didReceive(_ request: UNNotificationRequest, withContentHandler contentHandler: @escaping (UNNotificationContent) -> Void) {
@@ -208,7 +207,7 @@ final class NotificationService: UNNotificationServiceExtension {
 }
 #endif
 
-// docs/kit.md, line 368
+// docs/kit.md, Swift block 13
 /// Parent, first launch: join the family with the administrator's code, then invite the
 /// child's device; the QR code shows `invitation.uri`.
 func parentInvitesChild(_ kit: ScreenTimeClient, enrollmentCode: String) async throws -> ChildInvitation {
