@@ -84,6 +84,8 @@ public final class APNsStandIn: Sendable {
         return logger
     }
 
+    deinit { self.task.withLock { $0?.cancel() } }
+
     public func stop() {
         self.task.withLock { $0?.cancel() }
     }

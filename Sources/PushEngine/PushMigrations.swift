@@ -156,6 +156,8 @@ extension PushDatabase {
                     -- the times (ms) of the background wakes sent in the last hour, comma separated
                     recent TEXT NOT NULL DEFAULT '',
                     last_wake_at INTEGER,
+                    -- the last notification the last wake sent was for
+                    last_wake_seq INTEGER,
                     last_outcome TEXT,
                     last_error TEXT,
                     PRIMARY KEY (family, device_id)

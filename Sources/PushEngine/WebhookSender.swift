@@ -34,7 +34,7 @@ struct WebhookSender: Service {
         configuration.redirectConfiguration = .disallow
         configuration.timeout = .init(connect: .seconds(5), read: .seconds(Int64(self.settings.timeout.seconds.rounded(.up))))
         let http = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration, backgroundActivityLogger: self.logger)
-        await Outbound.run(concurrency: self.settings.concurrency, wakeup: self.wakeup, logger: self.logger, what: "webhook outbox",
+        await OutboundDelivery.run(concurrency: self.settings.concurrency, wakeup: self.wakeup, logger: self.logger, what: "webhook outbox",
                            due: { limit in try await self.database.dueDeliveries(now: Date(), limit: limit) },
                            nextDue: { try await self.database.nextDue() }, send: { delivery -> Void? in await self.post(delivery, http) })
         try? await http.shutdown()
@@ -114,7 +114,7 @@ struct WebhookSender: Service {
     }
 
     func backoff(afterAttempt attempt: Int) -> Duration {
-        Outbound.backoff(afterAttempt: attempt, first: self.settings.firstRetry, longest: self.settings.longestRetry)
+        OutboundDelivery.backoff(afterAttempt: attempt, first: self.settings.firstRetry, longest: self.settings.longestRetry)
     }
 
     private static func host(_ delivery: PushDatabase.Delivery) -> String {

@@ -118,7 +118,10 @@ struct ConfigurationTests {
             return command.flatMap { $0.changeTag != before.changeTag ? $0 : nil }
         }
         #expect(ConfigurationSnapshot(commandType: after.fields["commandType"]?.stringValue, payloadJSON: after.fields["payloadJSON"]?.stringValue)?.rules.count == 1)
-        #expect(stack.aggregatorLog.contains("devices and rules read again from the store"))
+        // The line may reach the log file after the command reached the store.
+        try await waitUntil("the aggregator says it read them again", detail: stack.aggregatorLog) {
+            stack.aggregatorLog.contains("devices and rules read again from the store")
+        }
     }
 
     static func command(_ stack: AggregatorStack, _ device: PairedChild) async throws -> StoreAPI.Record? {

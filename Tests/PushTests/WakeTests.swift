@@ -106,6 +106,36 @@ struct WakeTests {
         await wakes.stop()
     }
 
+    @Test("after a wake, what comes before the device fetched waits for it to wake (30 s); what comes after it fetched wakes it at once")
+    func settleAfterAWake() async throws {
+        let wakes = try await Wakes()
+        try await PushStack.inProcess(configure: wakes.configure(perHour: 10)) { stack in
+            let child = stack.client(token: stack.child.token)
+            _ = try await wakes.register(child, token: LocalRelay.token(0x4a))
+            _ = try await Self.notifyChild(stack)
+            try await wakes.apns.wait(for: 1)
+            _ = try await eventually("the first wake recorded") { seen in
+                let info = try await child.call(PushMethods.getWake, Empty())
+                seen = "\(info)"
+                return info.lastOutcome == .sent ? info : nil
+            }
+            // The device is still waking: this one waits.
+            let second = try await Self.notifyChild(stack)
+            let waiting = try await eventually("the second wake scheduled") { seen in
+                let info = try await child.call(PushMethods.getWake, Empty())
+                seen = "\(info)"
+                return info.dueAt
+            }
+            #expect(waiting.timeIntervalSinceNow > 20, "held for the device to wake: \(waiting)")
+            // It woke and fetched both: the wake is not needed; the next change wakes it at once.
+            _ = try await child.call(PushMethods.ack, AckParams(upTo: second))
+            #expect(try await child.call(PushMethods.getWake, Empty()).dueAt == nil)
+            _ = try await Self.notifyChild(stack)
+            try await wakes.apns.wait(for: 2)
+        }
+        await wakes.stop()
+    }
+
     @Test("a listening device that acknowledges is not woken; one that listens and does not acknowledge (suspended) is woken after --wake-after; low priority wakes nobody")
     func listeningDevices() async throws {
         let wakes = try await Wakes()

@@ -46,6 +46,13 @@ public final class LocalRelay: Sendable {
         self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: HTTPClient.Configuration(tlsConfiguration: tls))
     }
 
+    /// A test that failed before ``stop()`` must not take the process down with it
+    /// (async-http-client traps on a client dropped without a shutdown).
+    deinit {
+        self.task.cancel()
+        try? self.client.syncShutdown()
+    }
+
     public func stop() async {
         try? await self.client.shutdown()
         self.task.cancel()

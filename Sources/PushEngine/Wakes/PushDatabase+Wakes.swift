@@ -37,6 +37,9 @@ extension PushDatabase {
     }
 
     static let hour: Int64 = 3_600_000
+    /// After a background wake, how long the device has to wake and fetch before what came
+    /// meanwhile wakes it again (iOS gives a woken app about 30 s).
+    static let settle: Int64 = 30_000
 
     func registerWake(family: String, deviceId: String, handle: String, relay: String, now: Date) async throws -> WakeInfo {
         try await self.pool.write { db in
@@ -96,13 +99,19 @@ extension PushDatabase {
             byDevice[key] = pending
         }
         for (key, pending) in byDevice {
+            // A device woken in the last 30 s that has not fetched yet is left to fetch
+            // this too; an alert goes at once.
             try db.cachedStatement(sql: """
-                UPDATE wakes SET due_ms = CASE WHEN due_ms IS NULL OR due_ms > ?1 THEN ?1 ELSE due_ms END,
+                UPDATE wakes SET due_ms = max(
+                        CASE WHEN due_ms IS NULL OR due_ms > ?1 THEN ?1 ELSE due_ms END,
+                        CASE WHEN ?3 = 'background' AND coalesce(due_kind, 'background') = 'background' AND last_outcome = 'sent'
+                                AND last_wake_seq > coalesce((SELECT acked FROM devices d WHERE d.family = wakes.family AND d.device_id = wakes.device_id), 0)
+                            THEN last_wake_at + ?7 ELSE 0 END),
                     due_seq = max(coalesce(due_seq, 0), ?2),
                     due_kind = CASE WHEN ?3 = 'alert' OR due_kind = 'alert' THEN 'alert' ELSE 'background' END,
                     due_expires_ms = max(coalesce(due_expires_ms, 0), ?4)
                 WHERE family = ?5 AND device_id = ?6 AND status = 'active'
-                """).execute(arguments: [pending.due, pending.seq, pending.kind.rawValue, pending.expires, key.family, key.deviceId])
+                """).execute(arguments: [pending.due, pending.seq, pending.kind.rawValue, pending.expires, key.family, key.deviceId, Self.settle])
         }
     }
 
@@ -151,8 +160,9 @@ extension PushDatabase {
     /// What came of a wake, to be written with the others of its batch.
     enum WakeResult: Sendable {
         /// The relay (or APNs) took it. Notifications queued since it was read keep a wake,
-        /// due once the device has had `settle` to wake and fetch them.
-        case sent(DueWake, at: Date, settle: Duration)
+        /// due once the device has had `settle` to wake and fetch them; at once when the
+        /// device has already fetched what this wake was for (it woke, and they came after).
+        case sent(DueWake, at: Date)
         /// The hour's background wakes are spent: it waits until `until`.
         case held(DueWake, until: Date)
         /// Tried again at `due`.
@@ -174,17 +184,19 @@ extension PushDatabase {
 
     private static func record(_ result: WakeResult, _ db: Database) throws {
         switch result {
-        case .sent(let wake, let now, let settle):
+        case .sent(let wake, let now):
             let recent = wake.kind == .background ? wake.recent + [Millis.of(now)] : wake.recent
             try db.cachedStatement(sql: """
-                UPDATE wakes SET last_wake_at = ?1, last_outcome = 'sent', last_error = NULL, attempts = 0, recent = ?2,
-                    due_ms = CASE WHEN due_seq > ?3 THEN max(due_ms, ?4) END,
+                UPDATE wakes SET last_wake_at = ?1, last_wake_seq = ?3, last_outcome = 'sent', last_error = NULL, attempts = 0, recent = ?2,
+                    due_ms = CASE WHEN due_seq > ?3 THEN
+                        CASE WHEN coalesce((SELECT acked FROM devices d WHERE d.family = wakes.family AND d.device_id = wakes.device_id), 0) >= ?3
+                            THEN due_ms ELSE max(due_ms, ?4) END END,
                     due_seq = CASE WHEN due_seq > ?3 THEN due_seq END,
                     due_kind = CASE WHEN due_seq > ?3 THEN due_kind END,
                     due_expires_ms = CASE WHEN due_seq > ?3 THEN due_expires_ms END
                 WHERE family = ?5 AND device_id = ?6
                 """).execute(arguments: [Millis.of(now), recent.map(String.init).joined(separator: ","), wake.seq,
-                                         Millis.of(now) + Int64(settle.seconds * 1000), wake.family, wake.deviceId])
+                                         Millis.of(now) + Self.settle, wake.family, wake.deviceId])
         case .held(let wake, let until):
             try db.execute(sql: "UPDATE wakes SET due_ms = ?, last_outcome = 'held' WHERE family = ? AND device_id = ? AND due_ms IS NOT NULL",
                            arguments: [Millis.of(until), wake.family, wake.deviceId])

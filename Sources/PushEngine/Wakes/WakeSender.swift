@@ -15,9 +15,6 @@ struct WakeSender: Service {
         var attempts: Int
         var firstRetry: Duration = .seconds(5)
         var longestRetry: Duration = .seconds(15 * 60)
-        /// After a wake, how long the device has to wake and fetch before notifications
-        /// queued meanwhile wake it again.
-        var settle: Duration = .seconds(30)
         /// The longest `apns-expiration` asked for.
         var longestTTL: Int = 86_400
         /// Wakes in flight at once (a rule change wakes every device of a family together).
@@ -32,7 +29,7 @@ struct WakeSender: Service {
     let logger: Logger
 
     func run() async throws {
-        await Outbound.run(concurrency: self.settings.concurrency, wakeup: self.wakeup, logger: self.logger, what: "wakes",
+        await OutboundDelivery.run(concurrency: self.settings.concurrency, wakeup: self.wakeup, logger: self.logger, what: "wakes",
                            due: { limit in try await self.database.dueWakes(now: Date(), limit: limit) },
                            nextDue: { try await self.database.nextWakeDue() }, send: self.send,
                            record: { results in try await self.database.record(results) })
@@ -59,7 +56,7 @@ struct WakeSender: Service {
         case .sent(let apnsId):
             metadata["apns_id"] = "\(apnsId ?? "")"
             self.logger.info("wake sent", metadata: metadata)
-            return .sent(wake, at: now, settle: self.settings.settle)
+            return .sent(wake, at: now)
         case .gone(let outcome, let reason):
             self.registry.remove(Hub.DeviceKey(family: wake.family, deviceId: wake.deviceId))
             metadata["error"] = "\(reason)"
@@ -70,7 +67,7 @@ struct WakeSender: Service {
             self.logger.error("the relay refused a wake; the notifications wait for the device's next connection", metadata: metadata)
             return .abandoned(wake, error: reason, now: now)
         case .retry(let reason, let after):
-            let wait = after ?? Outbound.backoff(afterAttempt: wake.attempts + 1, first: self.settings.firstRetry, longest: self.settings.longestRetry)
+            let wait = after ?? OutboundDelivery.backoff(afterAttempt: wake.attempts + 1, first: self.settings.firstRetry, longest: self.settings.longestRetry)
             let due = now.addingTimeInterval(wait.seconds)
             metadata["error"] = "\(reason)"
             if wake.attempts + 1 >= self.settings.attempts || due >= wake.expiresAt {

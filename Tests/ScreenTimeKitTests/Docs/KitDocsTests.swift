@@ -26,7 +26,7 @@ struct KitDocsTests {
         }
     }
 
-    @Test("the seeds' flows from the manual, run as the two apps would against the real services: enroll and invite, join, confirm and set rules, sync, check today")
+    @Test("the parent's and child's flows from the manual, run as the two apps would against the real services: enroll and invite, join, confirm and set rules, sync, check today")
     func manualFlowsRun() async throws {
         let stack = try await KitStack.start(["store", "pairing", "push", "aggregator"])
         defer { stack.stopAll() }

@@ -5,7 +5,7 @@ import ServiceLifecycle
 
 /// What outbound delivery (webhook posts, wakes) shares: the loop that sends what falls
 /// due, and how long a failure waits before the next try.
-enum Outbound {
+enum OutboundDelivery {
     /// Until a graceful shutdown: takes what is `due` (up to four times `concurrency`),
     /// sends it `concurrency` at a time, gives what came of the batch to `record`, and
     /// sleeps until `nextDue` (at most a minute) or until `wakeup` is signalled. A failure
