@@ -94,7 +94,13 @@ struct ConfigurationTests {
             #expect(result.allSucceeded)
             let balance = try await stack.waitForBalance { $0?.fields["pointsBalance"]?.intValue == 90 }
             #expect(balance?.fields["balanceSeconds"] == .int(90 * 60))
-            #expect(try await stack.accrued("2026-11-20") == 90, "the day's accruals count both tablets")
+            // The ledger entries are written back beside the balance, not before it.
+            let accrued = try await eventually("the day's accruals count both tablets") { seen in
+                let accrued = try await stack.accrued("2026-11-20")
+                seen = "\(accrued)"
+                return accrued == 90 ? accrued : nil
+            }
+            #expect(accrued == 90)
             #expect(try await stack.summary("2026-11-20")?.points == 60, "the old tablet's day is kept")
         }
     }

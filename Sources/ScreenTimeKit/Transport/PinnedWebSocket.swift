@@ -59,7 +59,9 @@ final class PinnedWebSocket: Sendable {
                             }
                         }
                         var headers = HTTPHeaders()
-                        headers.add(name: "Host", value: port == 443 ? host : "\(host):\(port)")
+                        // An IPv6 address goes in brackets (RFC 9110's authority form).
+                        let authority = host.contains(":") ? "[\(host)]" : host
+                        headers.add(name: "Host", value: port == 443 ? authority : "\(authority):\(port)")
                         if let token { headers.add(name: "Authorization", value: "Bearer \(token)") }
                         let configuration = NIOTypedHTTPClientUpgradeConfiguration<PinnedWebSocket>(
                             upgradeRequestHead: HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: headers),
