@@ -9,7 +9,7 @@ import TestSupport
 
 @Suite("Aggregator under mixed load: no database wait holds an event loop", .serialized)
 struct LoadTests {
-    /// Issue 25, fault 1: reports read the database synchronously on the event loops while a
+    /// Once, reports read the database synchronously on the event loops while a
     /// recompute's asynchronous read held a reader it could only give back on those loops:
     /// the aggregator hung for good in the first round.
     @Test("recomputes while parents ask for reports (8 connections × 30 pipelined requests, 3 reports per recompute), 3 rounds: every request is answered, and rpc.ping throughout")

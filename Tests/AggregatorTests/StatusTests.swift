@@ -9,7 +9,7 @@ import TestSupport
 
 @Suite("Aggregator: who may ask aggregator.status, and what each sees", .serialized)
 struct StatusTests {
-    /// Issue 25, fault 6: any device token got server-wide counters, a child's included.
+    /// Once, any device token got server-wide counters, a child's included.
     @Test("local callers see the whole server; a parent sees its own family's counters only (no change-log position); a child gets forbidden, a token that is no credential unauthorized")
     func statusAccess() async throws {
         try await AggregatorStack.inProcess { stack in

@@ -8,7 +8,7 @@ import StackSupport
 import TestSupport
 
 /// Who may revoke a parent: only an admin, and never so that the family is left without
-/// one (issue 25, point 7).
+/// one.
 @Suite("Parents' rights: only an admin revokes a parent; a family always keeps an admin")
 struct ParentRightsTests {
     /// Enrolls another parent with an admin's code.

@@ -7,7 +7,7 @@ import StoreAPI
 import Testing
 import TestSupport
 
-/// Issue 25, fault 4: one connection holding stalled `push.listen` streams took hundreds of
+/// Once, one connection holding stalled `push.listen` streams took hundreds of
 /// megabytes of push's memory. What a stream buffers is bounded in bytes, and streams per
 /// device and per connection are limited (defaults: 512 KiB, 4, 64), and so are the bytes
 /// all the streams of one connection hold together (4 MiB).

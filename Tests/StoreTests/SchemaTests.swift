@@ -96,7 +96,7 @@ struct SchemaTests {
         }
     }
 
-    @Test("store.schema lists the seed record types with their fields, indexes and constraints")
+    @Test("store.schema lists the record types with their fields, indexes and constraints")
     func describesSchema() async throws {
         try await StoreHarness.inProcess { store in
             let schema = try await store.client().call(StoreMethods.schema, Empty())

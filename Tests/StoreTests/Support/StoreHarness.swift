@@ -122,7 +122,7 @@ struct FamilyFixture {
     }
 }
 
-/// Records the seeds define, built with valid fields.
+/// A record of each type the schema defines, built with valid fields.
 enum Make {
     static func usage(_ name: String, device: String = "c1", app: String = "org.khanacademy", start: Date, seconds: Int64, category: String = "learning") -> RecordSave {
         RecordSave(recordType: "UsageRecord", recordName: name, fields: [
