@@ -222,7 +222,7 @@ extension AggregatorDatabase {
                 """)
             // Devices known before keep a NULL status: at its next start the aggregator reads
             // their pairing and names, and their families' rules, from the store again
-            // (Follower.refreshFromStore), and sends the active ones their configuration.
+            // (UsageFollower.refreshFromStore), and sends the active ones their configuration.
         }
         migrator.registerMigration("aggregator-v7-ledger-and-clocks") { db in
             try db.execute(sql: """

@@ -54,7 +54,7 @@ extension ServiceSetup {
             // A local caller sees the whole server; a parent its own family, without the
             // change-log position (every family's writes move it); a child nothing.
             var family: String?
-            if let auth = context.auth { family = try await Callers.parentFamily(auth, store: store, for: "aggregator.status") }
+            if let auth = context.auth { family = try await CallerIdentity.parentFamily(auth, store: store, for: "aggregator.status") }
             // The position first, then the counts: counts read after it include at least
             // what it says is applied, so `caughtUp` never comes with stale counts.
             var position: Int64?
@@ -62,7 +62,7 @@ extension ServiceSetup {
             if family == nil {
                 let applied = try await database.position()
                 position = applied
-                progress = await Follower.progress(store: store, after: applied)
+                progress = await UsageFollower.progress(store: store, after: applied)
             }
             let counts = try await database.counts(family: family)
             return AggregatorStatus(position: position, storeHead: progress?.storeHead, caughtUp: progress?.caughtUp,
@@ -78,7 +78,7 @@ extension ServiceSetup {
         let rollUps = RollUps(database: database, retentionDays: configuration.retentionDays, writeback: summaries, logger: logger)
         methods.on(AggregatorMethods.rollUp) { params, context in try await rollUps.run(params, auth: context.auth) }
         methods.on(AggregatorMethods.resync) { _, context in
-            let device = try await Callers.childDevice(context.auth, store: store, for: "aggregator.resync")
+            let device = try await CallerIdentity.childDevice(context.auth, store: store, for: "aggregator.resync")
             guard let version = try await database.resync(family: device.family, deviceId: device.deviceId) else {
                 throw RPCError(.notFound, "this device is not confirmed in its family yet (or the server has not seen it yet); try again once a parent has confirmed it")
             }
@@ -87,12 +87,12 @@ extension ServiceSetup {
         }
         methods.on(AggregatorMethods.devices) { _, context in
             guard let auth = context.auth else { throw RPCError(.forbidden, "aggregator.devices: for a parent's device; send its credential as auth.token") }
-            let family = try await Callers.parentFamily(auth, store: store, for: "aggregator.devices")
+            let family = try await CallerIdentity.parentFamily(auth, store: store, for: "aggregator.devices")
             return DeviceConfigurations(devices: try await database.configurationStates(family: family))
         }
 
         let background: [any Service] = [
-            Follower(store: store, database: database, ingest: ingest, summaries: summaries, logger: logger),
+            UsageFollower(store: store, database: database, ingest: ingest, summaries: summaries, logger: logger),
             Writeback(
                 summaries: SummaryWriter(store: store, database: database, logger: logger),
                 earnedTime: EarnedTimeWriter(store: store, database: database, logger: logger),

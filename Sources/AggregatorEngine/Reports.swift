@@ -70,7 +70,7 @@ struct Reports: Sendable {
     private func scope(_ params: ReportParams, auth: Auth?) async throws -> Scope {
         let family: String
         if let auth {
-            let own = try await Callers.parentFamily(auth, store: self.store, for: "reports")
+            let own = try await CallerIdentity.parentFamily(auth, store: self.store, for: "reports")
             guard params.family == nil || params.family == own else { throw RPCError(.forbidden, "a parent reports on their own family only") }
             family = own
         } else {

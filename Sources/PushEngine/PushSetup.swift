@@ -150,7 +150,7 @@ extension ServiceSetup {
         ])
 
         let fanout = Fanout(registry: registry, access: access, store: StoreReader(client: store), defaultTTL: settings.defaultTTL)
-        let follower = Follower(store: store, database: database, fanout: fanout, dispatch: dispatch, registry: registry, hub: hub,
+        let follower = ChangeFollower(store: store, database: database, fanout: fanout, dispatch: dispatch, registry: registry, hub: hub,
                                 access: access, logger: logger)
         var background: [any Service] = [
             follower,

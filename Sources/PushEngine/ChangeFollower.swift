@@ -12,7 +12,7 @@ import Synchronization
 /// Follows the store's change feed from the saved position: each batch of changes is
 /// queued and the position moved in one transaction, then handed to live listeners. On
 /// shutdown every listener is ended.
-struct Follower: Service {
+struct ChangeFollower: Service {
     let store: RPCClient
     let database: PushDatabase
     let fanout: Fanout
@@ -68,7 +68,7 @@ struct Follower: Service {
 /// families with listeners (a revoked parent's stream ends within a minute or so).
 struct Maintenance {
     let database: PushDatabase
-    let follower: Follower
+    let follower: ChangeFollower
     let access: AccessCache
     let logger: Logger
 

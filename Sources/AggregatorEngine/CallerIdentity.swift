@@ -3,7 +3,7 @@ import RPCCore
 import StoreAPI
 
 /// Who a device caller is, as the store says: what parents may ask of the aggregator.
-enum Callers {
+enum CallerIdentity {
     /// The family of the parent whose credential `auth` is; `unauthorized` for a token that
     /// is no device's, `forbidden` for a child's.
     static func parentFamily(_ auth: Auth, store: RPCClient, for what: String) async throws -> String {

@@ -12,7 +12,7 @@ import StoreAPI
 /// Follows the store's change feed (watcher `aggregator`) from the saved position: each
 /// batch of changes is applied and the position moved in one transaction, then the
 /// summary writer is woken.
-struct Follower: Service {
+struct UsageFollower: Service {
     let store: RPCClient
     let database: AggregatorDatabase
     let ingest: Ingest
