@@ -25,7 +25,7 @@ public struct APNsClient: Sendable {
         self.logger = logger
     }
 
-    public static func makeHTTPClient(trusting caFile: String?) throws -> HTTPClient {
+    public static func makeHTTPClient(trusting caFile: String?) -> HTTPClient {
         var configuration = HTTPClient.Configuration()
         configuration.httpVersion = .automatic
         if let caFile {

@@ -272,7 +272,7 @@ struct Push: Sendable {
             guard let token = params.token else {
                 throw RPCError.invalidParams("params.token", "is required: this server sends to APNs itself; give the APNs device token, topic and environment")
             }
-            guard (32...200).contains(token.utf8.count), token.utf8.count % 2 == 0, token.allSatisfy(\.isHexDigit) else {
+            guard WakeRegistration.isDeviceToken(token) else {
                 throw RPCError.invalidParams("params.token", "must be the APNs device token in hex")
             }
             guard let topic = params.topic, topics.contains(topic) else {

@@ -166,13 +166,17 @@ extension ServiceSetup {
         }
         var wakeMode: Push.WakeMode?
         if let wakes, let delivery = configuration.wakes {
-            let route: any WakeRoute
+            let makeRoute: @Sendable () -> any WakeRoute
+            let userAgent = "screentime-pushd/\(configuration.version)"
             switch delivery.route {
             case .relay(let url, let caFile, let signingKeyFile):
-                route = RelayClient(http: RelayClient.makeHTTPClient(trusting: caFile), relay: url,
-                                    signingKey: RelayClient.SigningKey(path: signingKeyFile), userAgent: "screentime-pushd/\(configuration.version)")
+                makeRoute = {
+                    RelayClient(http: RelayClient.makeHTTPClient(trusting: caFile), relay: url, signingKey: RelayClient.SigningKey(path: signingKeyFile),
+                                userAgent: userAgent)
+                }
                 wakeMode = .relay(url)
             case .direct(let key):
+                // Read now: a key that is not one stops the start with a sentence.
                 let providerToken: ProviderToken
                 do {
                     providerToken = try ProviderToken(keyId: key.keyId, teamId: key.teamId, p8: key.p8)
@@ -180,13 +184,14 @@ extension ServiceSetup {
                     throw PushSetupError("the APNs key is not a P-256 PKCS#8 PEM (.p8) key: \(error)")
                 }
                 let apnsURL = key.apnsURL
-                route = DirectAPNs(client: APNsClient(
-                    http: try APNsClient.makeHTTPClient(trusting: key.apnsCAFile), providerToken: providerToken,
-                    baseURL: { apnsURL ?? APNsPush.host($0) }, attempts: 3, logger: logger))
+                makeRoute = {
+                    DirectAPNs(client: APNsClient(http: APNsClient.makeHTTPClient(trusting: key.apnsCAFile), providerToken: providerToken,
+                                                  baseURL: { apnsURL ?? APNsPush.host($0) }, attempts: 3, logger: logger))
+                }
                 wakeMode = .direct(topics: key.topics)
             }
             background.append(WakeSender(
-                database: database, registry: wakes.registry, wakeup: wakes.wakeup, route: route,
+                database: database, registry: wakes.registry, wakeup: wakes.wakeup, makeRoute: makeRoute,
                 settings: WakeSender.Settings(perHour: delivery.perHour, attempts: delivery.attempts), logger: logger))
         }
         let methods = PushHandlers.table(Push(

@@ -18,6 +18,13 @@ public struct WakeRegistration: Codable, Sendable, Hashable {
     /// key a wake for this handle may be signed with.
     public var pin: String
 
+    /// Whether `text` has the form of an APNs device token: 32 to 200 ASCII hex digits, an
+    /// even number (bytes, in hex). Anything else would only be refused by APNs later.
+    public static func isDeviceToken(_ text: String) -> Bool {
+        (32...200).contains(text.utf8.count) && text.utf8.count % 2 == 0
+            && text.utf8.allSatisfy { (48...57).contains($0) || (65...70).contains($0) || (97...102).contains($0) }
+    }
+
     public init(token: String, topic: String, environment: Environment, pin: String) {
         self.token = token
         self.topic = topic

@@ -18,9 +18,7 @@ struct Relay: Sendable {
     let logger: Logger
 
     func seal(_ request: SealRequest) throws(RelayError) -> SealResponse {
-        guard (32...200).contains(request.token.utf8.count), request.token.utf8.count % 2 == 0,
-              request.token.utf8.allSatisfy({ (48...57).contains($0) || (65...70).contains($0) || (97...102).contains($0) })
-        else { throw .invalidRequest("token must be the APNs device token in hex") }
+        guard WakeRegistration.isDeviceToken(request.token) else { throw .invalidRequest("token must be the APNs device token in hex") }
         guard self.topics.contains(request.topic) else {
             throw .invalidRequest("this relay does not push to \(request.topic); it serves \(self.topics.sorted().joined(separator: ", "))")
         }

@@ -81,7 +81,7 @@ public struct RelayService: Service {
         } catch {
             throw RelayConfigurationError.unreadable("the APNs key is not a P-256 PKCS#8 PEM (.p8) key: \(error)")
         }
-        let http = try APNsClient.makeHTTPClient(trusting: configuration.apnsCAFile)
+        let http = APNsClient.makeHTTPClient(trusting: configuration.apnsCAFile)
         let apnsURL = configuration.apnsURL
         let relay = Relay(
             sealer: HandleSealer(key: sealingKey), topics: configuration.topics,

@@ -181,7 +181,7 @@ struct WakeBenchmark: AsyncParsableCommand {
     /// APNs's client as the relay runs it, pointed at the stand-in.
     static func directClient(apns: APNsStandIn, work: String) throws -> APNsClient {
         let url = apns.url
-        return APNsClient(http: try APNsClient.makeHTTPClient(trusting: apns.certificateFile),
+        return APNsClient(http: APNsClient.makeHTTPClient(trusting: apns.certificateFile),
                           providerToken: try ProviderToken(keyId: apns.keyId, teamId: apns.teamId, p8: apns.p8),
                           baseURL: { _ in url }, attempts: 1, logger: Logger(label: "bench-apns"))
     }

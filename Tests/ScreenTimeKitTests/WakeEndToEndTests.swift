@@ -164,4 +164,45 @@ struct WakeEndToEndTests {
         await parent.close()
         await relay.stop()
     }
+
+    @Test("the relay lost its sealing key: the next wake is refused and the registration gone; at the app's next launch enableWakes seals its token again, and wakes work")
+    func relayLostItsKey() async throws {
+        let apns = try await TestAPNs()
+        defer { apns.stop() }
+        let first = try await LocalRelay(apns: apns, tls: false)
+        let stack = try await KitStack.start(["store", "pairing", "aggregator"])
+        defer { stack.stopAll() }
+        try await stack.start("push", arguments: ["--wake-relay", first.url, "--wake-key", stack.state + "/gateway/key.pem"])
+        let (gateway, endpoint) = try await GatewayEndToEndTests.startGateway(stack)
+        defer { gateway.stopNow() }
+        let (parent, child, _) = try await GatewayEndToEndTests.remoteFamily(stack, endpoint, childDevice: "emma-iphone", childName: "Emma's iPhone")
+        let token = Data(repeating: 0x1d, count: 32)
+        let relayURL = URL(string: first.url)!
+        _ = try await child.notifications.enableWakes(apnsToken: token, relay: relayURL, topic: apns.topic)
+
+        // The same address, a new sealing key: the handle the device holds opens no more.
+        let port = try #require(relayURL.port)
+        await first.stop()
+        let second = try await LocalRelay(apns: apns, tls: false, port: port)
+        let notify = { @Sendable in
+            _ = try await stack.admin("push").call(PushMethods.notify, NotifyParams(family: "smith", deviceId: "emma-iphone", data: ["rules": "changed"]))
+        }
+        try await notify()
+        let gone = try await eventually("the wake refused") { seen in
+            let status = try await child.notifications.wakeStatus()
+            seen = "\(status)"
+            return status.status == .gone ? status : nil
+        }
+        #expect(gone.lastOutcome == .refused && apns.pushes.isEmpty, "\(gone)")
+
+        // Launched again: the same token, relay and server, but the handle is sealed anew.
+        let again = try await child.notifications.enableWakes(apnsToken: token, relay: relayURL, topic: apns.topic)
+        #expect(again.status == .active)
+        try await notify()
+        let push = try await apns.wait(for: 1, timeout: .seconds(30))[0]
+        #expect(push.token == LocalRelay.token(0x1d))
+        await child.close()
+        await parent.close()
+        await second.stop()
+    }
 }

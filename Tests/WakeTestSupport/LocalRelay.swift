@@ -23,13 +23,15 @@ public final class LocalRelay: Sendable {
 
     /// `tls` false: plain HTTP, as behind a reverse proxy (what an app's URLSession on
     /// Linux can reach without trusting a test CA).
-    public init(apns: TestAPNs, sealingKey: String = HandleSealer.newKeyText(), wakesPerMinute: Int = 120, sealsPerMinute: Int = 60, tls: Bool = true) async throws {
+    /// `port` 0: a free one.
+    public init(apns: TestAPNs, sealingKey: String = HandleSealer.newKeyText(), wakesPerMinute: Int = 120, sealsPerMinute: Int = 60, tls: Bool = true,
+                port: Int = 0) async throws {
         self.apns = apns
         self.sealingKey = sealingKey
         let authority = try LocalCA(in: self.directory.path, name: "relay")
         self.caFile = tls ? authority.caFile : nil
         let configuration = RelayConfiguration(
-            host: "127.0.0.1", port: 0, tls: tls ? (authority.certificateFile, authority.keyFile) : nil, sealingKey: sealingKey,
+            host: "127.0.0.1", port: port, tls: tls ? (authority.certificateFile, authority.keyFile) : nil, sealingKey: sealingKey,
             topics: [apns.topic], apnsKeyId: apns.keyId, apnsTeamId: apns.teamId, apnsKey: apns.p8, apnsURL: apns.url,
             apnsCAFile: apns.certificateFile, wakesPerMinutePerServer: wakesPerMinute, sealsPerMinutePerAddress: sealsPerMinute)
         let ready = AsyncStream<Int>.makeStream()

@@ -2,15 +2,14 @@ import DurableSQLite
 import Foundation
 import GRDB
 import PushAPI
+import RelayCore
 
-/// What kind of wake a notification asks for.
-enum WakeKind: String, Sendable {
-    /// A silent background push: the app wakes and fetches.
-    case background
-    /// A visible, content-free alert that the app's notification service extension fills in.
-    case alert
+/// A wake is the relay's `background` (silent) or `alert` (content-free, visible) push.
+typealias WakeKind = WakeRequest.Kind
 
-    /// Low-priority notifications wake nobody; one with an alert asks for an alert.
+extension WakeRequest.Kind {
+    /// What kind of wake a notification asks for: low-priority ones wake nobody; one with
+    /// an alert asks for an alert.
     static func of(_ notification: PushNotification) -> WakeKind? {
         if notification.priority == .low { return nil }
         return notification.alert == nil ? .background : .alert
@@ -25,7 +24,6 @@ extension PushDatabase {
         var family: String
         var deviceId: String
         var handle: String
-        var relay: String
         /// The last notification it is for.
         var seq: Int64
         var kind: WakeKind
@@ -99,19 +97,13 @@ extension PushDatabase {
             byDevice[key] = pending
         }
         for (key, pending) in byDevice {
-            // A device woken in the last 30 s that has not fetched yet is left to fetch
-            // this too; an alert goes at once.
             try db.cachedStatement(sql: """
-                UPDATE wakes SET due_ms = max(
-                        CASE WHEN due_ms IS NULL OR due_ms > ?1 THEN ?1 ELSE due_ms END,
-                        CASE WHEN ?3 = 'background' AND coalesce(due_kind, 'background') = 'background' AND last_outcome = 'sent'
-                                AND last_wake_seq > coalesce((SELECT acked FROM devices d WHERE d.family = wakes.family AND d.device_id = wakes.device_id), 0)
-                            THEN last_wake_at + ?7 ELSE 0 END),
+                UPDATE wakes SET due_ms = CASE WHEN due_ms IS NULL OR due_ms > ?1 THEN ?1 ELSE due_ms END,
                     due_seq = max(coalesce(due_seq, 0), ?2),
                     due_kind = CASE WHEN ?3 = 'alert' OR due_kind = 'alert' THEN 'alert' ELSE 'background' END,
                     due_expires_ms = max(coalesce(due_expires_ms, 0), ?4)
                 WHERE family = ?5 AND device_id = ?6 AND status = 'active'
-                """).execute(arguments: [pending.due, pending.seq, pending.kind.rawValue, pending.expires, key.family, key.deviceId, Self.settle])
+                """).execute(arguments: [pending.due, pending.seq, pending.kind.rawValue, pending.expires, key.family, key.deviceId])
         }
     }
 
@@ -124,12 +116,14 @@ extension PushDatabase {
     }
 
     /// Up to `limit` wakes due by `now`, earliest first. A wake whose notifications were
-    /// all acknowledged or expired meanwhile is dropped on the way.
+    /// all acknowledged or expired meanwhile is dropped on the way; a background wake for a
+    /// device woken in the last `settle` that has not yet acknowledged what that wake was
+    /// for waits until then (the woken app fetches this too; an alert never waits).
     func dueWakes(now: Date, limit: Int) async throws -> [DueWake] {
         try await self.pool.write { db in
             let rows = try Row.fetchAll(db, sql: """
-                SELECT w.family, w.device_id, w.handle, w.relay, w.due_seq, w.due_kind, w.due_expires_ms, w.attempts, w.recent,
-                    coalesce(d.acked, 0) AS acked
+                SELECT w.family, w.device_id, w.handle, w.due_seq, w.due_kind, w.due_expires_ms, w.attempts, w.recent,
+                    w.last_outcome, w.last_wake_at, w.last_wake_seq, coalesce(d.acked, 0) AS acked
                 FROM wakes w LEFT JOIN devices d ON d.family = w.family AND d.device_id = w.device_id
                 WHERE w.due_ms IS NOT NULL AND w.due_ms <= ? AND w.status = 'active' ORDER BY w.due_ms LIMIT ?
                 """, arguments: [Millis.of(now), limit])
@@ -141,10 +135,16 @@ extension PushDatabase {
                     try Self.clearWake(family: family, deviceId: deviceId, db)
                     continue
                 }
+                let kind = WakeKind(rawValue: row["due_kind"] ?? "") ?? .background
+                let lastWake: Int64? = row["last_wake_at"], lastWakeSeq: Int64 = row["last_wake_seq"] ?? 0, lastOutcome: String? = row["last_outcome"]
+                if kind == .background, lastOutcome == WakeOutcome.sent.rawValue, lastWakeSeq > acked,
+                   let lastWake, lastWake + Self.settle > Millis.of(now) {
+                    try db.execute(sql: "UPDATE wakes SET due_ms = ? WHERE family = ? AND device_id = ?", arguments: [lastWake + Self.settle, family, deviceId])
+                    continue
+                }
                 due.append(DueWake(
-                    family: family, deviceId: deviceId, handle: row["handle"], relay: row["relay"], seq: seq,
-                    kind: WakeKind(rawValue: row["due_kind"] ?? "") ?? .background, expiresAt: Millis.date(expires), attempts: row["attempts"],
-                    recent: Self.recent(row["recent"], now: Millis.of(now))))
+                    family: family, deviceId: deviceId, handle: row["handle"], seq: seq, kind: kind, expiresAt: Millis.date(expires),
+                    attempts: row["attempts"], recent: Self.recent(row["recent"], now: Millis.of(now))))
             }
             return due
         }
@@ -159,9 +159,8 @@ extension PushDatabase {
 
     /// What came of a wake, to be written with the others of its batch.
     enum WakeResult: Sendable {
-        /// The relay (or APNs) took it. Notifications queued since it was read keep a wake,
-        /// due once the device has had `settle` to wake and fetch them; at once when the
-        /// device has already fetched what this wake was for (it woke, and they came after).
+        /// The relay (or APNs) took it. Notifications queued since it was read keep their
+        /// wake (``dueWakes(now:limit:)`` gives the device `settle` to fetch them first).
         case sent(DueWake, at: Date)
         /// The hour's background wakes are spent: it waits until `until`.
         case held(DueWake, until: Date)
@@ -188,15 +187,12 @@ extension PushDatabase {
             let recent = wake.kind == .background ? wake.recent + [Millis.of(now)] : wake.recent
             try db.cachedStatement(sql: """
                 UPDATE wakes SET last_wake_at = ?1, last_wake_seq = ?3, last_outcome = 'sent', last_error = NULL, attempts = 0, recent = ?2,
-                    due_ms = CASE WHEN due_seq > ?3 THEN
-                        CASE WHEN coalesce((SELECT acked FROM devices d WHERE d.family = wakes.family AND d.device_id = wakes.device_id), 0) >= ?3
-                            THEN due_ms ELSE max(due_ms, ?4) END END,
+                    due_ms = CASE WHEN due_seq > ?3 THEN due_ms END,
                     due_seq = CASE WHEN due_seq > ?3 THEN due_seq END,
                     due_kind = CASE WHEN due_seq > ?3 THEN due_kind END,
                     due_expires_ms = CASE WHEN due_seq > ?3 THEN due_expires_ms END
-                WHERE family = ?5 AND device_id = ?6
-                """).execute(arguments: [Millis.of(now), recent.map(String.init).joined(separator: ","), wake.seq,
-                                         Millis.of(now) + Self.settle, wake.family, wake.deviceId])
+                WHERE family = ?4 AND device_id = ?5
+                """).execute(arguments: [Millis.of(now), recent.map(String.init).joined(separator: ","), wake.seq, wake.family, wake.deviceId])
         case .held(let wake, let until):
             try db.execute(sql: "UPDATE wakes SET due_ms = ?, last_outcome = 'held' WHERE family = ? AND device_id = ? AND due_ms IS NOT NULL",
                            arguments: [Millis.of(until), wake.family, wake.deviceId])

@@ -35,7 +35,7 @@ struct RelayClient: WakeRoute {
         let headers: [(String, String)]
         do {
             body = Array(try JSONEncoder().encode(WakeRequest(
-                handle: handle, kind: kind == .alert ? .alert : .background, collapseId: "screentime-\(kind.rawValue)", ttlSeconds: ttlSeconds)))
+                handle: handle, kind: kind, collapseId: "screentime-\(kind.rawValue)", ttlSeconds: ttlSeconds)))
             headers = try WakeSignature.headers(body: body, key: try self.signingKey.key(), time: now)
         } catch {
             return .retry(reason: "cannot sign the wake: \(error)", after: .seconds(60))

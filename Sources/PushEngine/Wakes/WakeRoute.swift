@@ -44,7 +44,7 @@ struct DirectAPNs: WakeRoute {
         guard let registration = try? JSONDecoder().decode(WakeRegistration.self, from: Data(handle.utf8)) else {
             return .gone(.refused, "the registration is not a direct one (it was made through a relay): the device must register again")
         }
-        let outcome = await self.client.send(kind == .alert ? .alert : .background, to: registration, collapseId: "screentime-\(kind.rawValue)", ttlSeconds: ttlSeconds)
+        let outcome = await self.client.send(kind, to: registration, collapseId: "screentime-\(kind.rawValue)", ttlSeconds: ttlSeconds)
         switch outcome {
         case .delivered(let apnsId): return .sent(apnsId: apnsId)
         case .unregistered(let reason): return .gone(.unregistered, "APNs no longer knows this device (\(reason))")

@@ -24,25 +24,27 @@ struct WakeSender: Service {
     let database: PushDatabase
     let registry: DeviceRegistry
     let wakeup: Wakeup
-    let route: any WakeRoute
+    /// Made when the sender runs (its HTTP client is shut down when it stops).
+    let makeRoute: @Sendable () -> any WakeRoute
     let settings: Settings
     let logger: Logger
 
     func run() async throws {
+        let route = self.makeRoute()
         await OutboundDelivery.run(concurrency: self.settings.concurrency, wakeup: self.wakeup, logger: self.logger, what: "wakes",
                            due: { limit in try await self.database.dueWakes(now: Date(), limit: limit) },
-                           nextDue: { try await self.database.nextWakeDue() }, send: self.send,
+                           nextDue: { try await self.database.nextWakeDue() }, send: { await self.send($0, via: route) },
                            record: { results in try await self.database.record(results) })
-        await self.route.shutdown()
+        await route.shutdown()
     }
 
     /// Sends one wake (or holds it for the hourly cap) and says what came of it; the
     /// batch's results are written together.
-    private func send(_ wake: PushDatabase.DueWake) async -> PushDatabase.WakeResult? {
+    private func send(_ wake: PushDatabase.DueWake, via route: any WakeRoute) async -> PushDatabase.WakeResult? {
         let now = Date()
         var metadata: Logger.Metadata = [
             "family": "\(wake.family)", "device_id": "\(wake.deviceId)", "kind": "\(wake.kind.rawValue)", "seq": "\(wake.seq)",
-            "attempt": "\(wake.attempts + 1)", "via": "\(self.route.host)",
+            "attempt": "\(wake.attempts + 1)", "via": "\(route.host)",
         ]
         if wake.kind == .background, wake.recent.count >= self.settings.perHour, let oldest = wake.recent.min() {
             let until = Date(timeIntervalSince1970: Double(oldest + PushDatabase.hour) / 1000)
@@ -51,7 +53,7 @@ struct WakeSender: Service {
             return .held(wake, until: until)
         }
         let ttl = max(0, min(self.settings.longestTTL, Int(wake.expiresAt.timeIntervalSince(now))))
-        let answer = await self.route.wake(handle: wake.handle, kind: wake.kind, ttlSeconds: ttl, now: now)
+        let answer = await route.wake(handle: wake.handle, kind: wake.kind, ttlSeconds: ttl, now: now)
         switch answer {
         case .sent(let apnsId):
             metadata["apns_id"] = "\(apnsId ?? "")"

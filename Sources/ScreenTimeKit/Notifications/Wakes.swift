@@ -14,7 +14,8 @@ extension Notifications {
     /// with `relay` for the home server's key pin, and gives the handle to the server. Call
     /// it on every launch: the token can change, and a registration the server dropped
     /// (the app reinstalled, the token unregistered) is made again. The relay is asked only
-    /// when the token, relay or pin changed since the last time.
+    /// when the token, relay or pin changed since the last time, or when the server found
+    /// the handle refused (the relay lost its sealing key).
     ///
     /// `relay` nil: the home server holds the family's own APNs key (an app the family
     /// builds with its own developer account) and is given the token itself.
@@ -35,7 +36,7 @@ extension Notifications {
         // What the handle was sealed for, without the token itself.
         let sealedFor = Data(SHA256.hash(data: Data("\(token)|\(topic)|\(environment.rawValue)|\(pin)|\(base)".utf8))).base64EncodedString()
         let handle: String
-        if let cached = try self.store.value(Self.wakeHandleKey), cached.hasPrefix(sealedFor + " ") {
+        if let cached = try self.store.value(Self.wakeHandleKey), cached.hasPrefix(sealedFor + " "), try await !self.handleRefused() {
             handle = String(cached.dropFirst(sealedFor.count + 1))
         } else {
             let request = SealRequest(token: token, topic: topic, environment: environment == .production ? .production : .development, pin: pin)
@@ -48,6 +49,17 @@ extension Notifications {
             // A handle the server cannot use is sealed again next time.
             if error.code == .invalidParams { try? self.store.setValue(nil, for: Self.wakeHandleKey) }
             throw error
+        }
+    }
+
+    /// Whether the server's last wake for this device was refused by the relay (a handle
+    /// it cannot open any more): then the cached handle is no use.
+    private func handleRefused() async throws(RPCError) -> Bool {
+        do {
+            let status = try await self.wakeStatus()
+            return status.status == .gone && status.lastOutcome == .refused
+        } catch where error.code == .notFound {
+            return false
         }
     }
 
