@@ -138,6 +138,45 @@ extension TransportUnitTests {
         #expect(echoed == "hello through the pin")
     }
 
+    @Test("suspend() with no connection returns at once; the transport then makes none and calls fail at once saying it is suspended; resume() tries again")
+    func suspendWhileUnreachable() async throws {
+        let server = try await TLSTestServer.start()
+        let port = server.port, pin = server.pin
+        server.stop()
+        let transport = WebSocketTransport(configuration: .init(
+            urls: ["https://127.0.0.1:\(port)"], pin: pin,
+            backoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(100), attemptsBeforeOffline: 2)))
+        try await within(.seconds(10), "suspend() with no connection") { await transport.suspend() }
+        for await state in transport.states() where state == .suspended { break }
+        do {
+            _ = try await transport.call(TransportRequest(method: "rpc.ping", timeout: .seconds(60)))
+            Issue.record("a call went through a suspended transport")
+        } catch {
+            #expect(error.code == .unavailable && error.message.contains("suspended"), "\(error)")
+        }
+        await transport.resume()
+        for await state in transport.states() where state != .suspended { break }
+        #expect(transport.state != .suspended)
+        await transport.close()
+    }
+
+    @Test("a server that takes the connection and never answers (no TLS, no upgrade) fails the connection within its timeout, as unavailable; it never holds the transport")
+    func silentServer() async throws {
+        let listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .bind(host: "127.0.0.1", port: 0).get()
+        defer { listener.close(promise: nil) }
+        let port = try #require(listener.localAddress?.port)
+        let pin = try #require(KeyPin(Data(SHA256.hash(data: Data("any key".utf8))).base64EncodedString()))
+        do {
+            _ = try await within(.seconds(30), "the silent server's refusal") {
+                try await PinnedWebSocket.connect(host: "127.0.0.1", port: port, pin: pin, token: nil, maximumMessageSize: 1 << 20, timeout: .milliseconds(300))
+            }
+            Issue.record("a connection to a silent server succeeded")
+        } catch let error as RPCError {
+            #expect(error.code == .unavailable, "\(error)")
+        }
+    }
+
     @Test("the WebSocket transport with no server: reconnecting, then offline after its attempts, and calls fail unavailable at once (the offline decision, not a timeout)")
     func webSocketUnreachable() async throws {
         // A port that was just free: nothing listens there.

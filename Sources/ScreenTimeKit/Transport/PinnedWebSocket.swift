@@ -39,7 +39,8 @@ final class PinnedWebSocket: Sendable {
 
     /// Connects to `host:port`, checks the server's key against `pin` in the TLS handshake,
     /// and upgrades `GET path` to a WebSocket (with `Authorization: Bearer token` when
-    /// given). Throws `pin_mismatch` for another key, `unavailable` otherwise.
+    /// given), all within `timeout`. Throws `pin_mismatch` for another key, `unavailable`
+    /// otherwise.
     static func connect(host: String, port: Int, path: String = "/v1/ws", pin: KeyPin, token: String?, maximumMessageSize: Int,
                         timeout: Duration = .seconds(10), group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws(RPCError) -> PinnedWebSocket {
         let check = PinnedHandshake.Check(host: host, port: port, pin: pin)
@@ -70,7 +71,12 @@ final class PinnedWebSocket: Sendable {
                                 channel.close(promise: nil)
                                 return channel.eventLoop.makeFailedFuture(RPCError(.unavailable, "the gateway at \(host):\(port) did not accept the WebSocket on \(path)"))
                             })
-                        return try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(configuration: .init(upgradeConfiguration: configuration))
+                        let upgraded = try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(configuration: .init(upgradeConfiguration: configuration))
+                        // The TLS handshake and the upgrade within `timeout` too: a gateway that
+                        // takes the connection and says nothing must not hold the transport.
+                        let deadline = channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) { channel.close(promise: nil) }
+                        upgraded.whenComplete { _ in deadline.cancel() }
+                        return upgraded
                     }
                 }
         } catch {
@@ -171,8 +177,16 @@ final class PinnedWebSocket: Sendable {
         }
     }
 
+    /// Closes a connection that will not be used (the transport was suspended while it was
+    /// being made): no close handshake, the gateway sees it end.
+    func discard() async {
+        try? await self.channel.executeThenClose { _, _ in }
+    }
+
     private func outbound() async -> NIOAsyncChannelOutboundWriter<WebSocketFrame>? {
-        await withCheckedContinuation { continuation in
+        // While the connection runs (every send but the first few): no continuation.
+        if let outbound = self.state.withLock({ $0.outbound }) { return outbound }
+        return await withCheckedContinuation { continuation in
             let ready = self.state.withLock { state -> (Bool, NIOAsyncChannelOutboundWriter<WebSocketFrame>?) in
                 if state.ended { return (true, nil) }
                 if let outbound = state.outbound { return (true, outbound) }

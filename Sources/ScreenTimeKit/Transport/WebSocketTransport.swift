@@ -191,14 +191,20 @@ public final class WebSocketTransport: Transport {
         await writer?.close(code: .normalClosure, reason: "new credential")
     }
 
+    /// What a call gets while the transport is suspended.
+    static let suspendedError = RPCError(.unavailable, "the kit is suspended (the app is in the background): resume() connects again")
+
     public func suspend() async {
         let writer = self.link.withLock { link in
             link.suspended = true
             return link.writer
         }
+        // Not connected (between attempts, revoked, or a connection still being made, which
+        // closes itself when it finds the transport suspended): nothing to wait for.
+        guard let writer else { return }
         // The close handshake: the gateway ends the device's streams as it reads it.
-        await writer?.close(code: .goingAway, reason: "suspended")
-        for await state in self.broadcast.stream() where state == .suspended || state == .offline { break }
+        await writer.close(code: .goingAway, reason: "suspended")
+        for await state in self.broadcast.stream() where state != .connected { break }
     }
 
     public func resume() async {
@@ -212,7 +218,7 @@ public final class WebSocketTransport: Transport {
         var attempt = 0
         while !Task.isCancelled, !self.link.withLock({ $0.closed }) {
             if self.link.withLock({ $0.suspended }) {
-                self.failAll(RPCError(.unavailable, "the kit is suspended (the app is in the background): resume() connects again"))
+                self.failAll(Self.suspendedError)
                 self.broadcast.set(.suspended)
                 await self.waitForRevival { !$0.suspended || $0.closed }
                 attempt = 0
@@ -242,7 +248,7 @@ public final class WebSocketTransport: Transport {
                     break
                 }
                 self.failAll(RPCError(.unavailable, "the connection to the gateway was lost"))
-                if connected.get() || Task.isCancelled { break }
+                if connected.get() || Task.isCancelled || self.link.withLock({ $0.suspended }) { break }
             }
             if Task.isCancelled || self.link.withLock({ $0.closed }) { break }
             if self.link.withLock({ $0.revoked != nil || $0.suspended }) { continue }
@@ -266,12 +272,16 @@ public final class WebSocketTransport: Transport {
         let port = components.port ?? 443
         let socket = try await PinnedWebSocket.connect(host: host, port: port, pin: self.configuration.pin, token: self.configuration.token(),
                                                        maximumMessageSize: self.configuration.maximumMessageSize)
-        let generation = self.link.withLock { link in
+        // The writer is set and the suspension read under one lock: a suspend() either sees
+        // this connection and closes it, or this sees the suspension and drops it unused.
+        let generation: Int? = self.link.withLock { link in
+            guard !link.suspended else { return nil }
             link.generation += 1
             link.writer = socket
             link.lastError = nil
             return link.generation
         }
+        guard let generation else { return await socket.discard() }
         onConnected()
         self.broadcast.set(.connected)
         defer {
@@ -398,7 +408,7 @@ public final class WebSocketTransport: Transport {
     private func connectedWriter(within limit: Duration, for method: String) async throws(RPCError) -> PinnedWebSocket {
         if let revoked = self.link.withLock({ $0.revoked }) { throw revoked }
         if self.link.withLock({ $0.suspended }) {
-            throw RPCError(.unavailable, "the kit is suspended (the app is in the background): resume() connects again")
+            throw Self.suspendedError
         }
         if let writer = self.link.withLock({ $0.writer }) { return writer }
         do {
@@ -425,7 +435,7 @@ public final class WebSocketTransport: Transport {
             if let revoked { throw revoked }
             if let writer { return writer }
             if closed { throw RPCError(.unavailable, "the transport was closed") }
-            if state == .suspended { throw RPCError(.unavailable, "the kit is suspended (the app is in the background): resume() connects again") }
+            if state == .suspended { throw Self.suspendedError }
             if let lastError, lastError.code == .pinMismatch { throw lastError }
             if state == .offline {
                 throw lastError.map { RPCError(.unavailable, "the gateway is unreachable: \($0.message)") }
