@@ -7,7 +7,6 @@ import RPCClient
 import RPCCore
 import ScreenTimeKit
 import StoreAPI
-import Synchronization
 
 /// ScreenTimeKit's WebSocket transport, as an app uses it, through the real gateway: a
 /// round trip (`rpc.ping`, one at a time), and notifications received per second by one
@@ -68,10 +67,10 @@ struct KitBenchmark: AsyncParsableCommand {
         _ = try await transport.call(TransportRequest(method: "rpc.ping", auth: auth))
         let kitPing = try await GatewayBenchmark.timed(iterations) { _ = try await transport.call(TransportRequest(method: "rpc.ping", auth: auth)) }
         _ = try await transport.call(PushMethods.subscribe, GatewayBenchmark.subscription, auth: auth)
-        let kitCount = ArrivalCounter()
+        let kitCount = Receipts()
         let kitListener = Task {
             for try await event in transport.stream(PushMethods.listen, ListenParams(), auth: auth) {
-                if case .item = event { kitCount.add() }
+                if case .item = event { kitCount.arrived("") }
             }
         }
         defer { kitListener.cancel() }
@@ -79,13 +78,13 @@ struct KitBenchmark: AsyncParsableCommand {
         // The floor: device 1 on a bare NIO client.
         let group = MultiThreadedEventLoopGroup.singleton
         let context = try BenchWebSocket.clientContext()
-        let floorCount = ArrivalCounter()
+        let floorCount = Receipts()
         let socket = try await BenchWebSocket.connect(group: group, port: port, token: tokens[1], context: context)
         let ping = #"{"id":1,"method":"rpc.ping"}"#
         let floorPing = try await GatewayBenchmark.timed(iterations) { _ = try await socket.call(ping) }
         await socket.close()
         let listener = try await BenchWebSocket.connect(group: group, port: port, token: tokens[1], context: context) { message in
-            if String(buffer: message).contains("\"continues\":true") { floorCount.add() }
+            if String(buffer: message).contains("\"continues\":true") { floorCount.arrived("") }
         }
         let subscribe = String(decoding: try RPCJSON.makeEncoder().encode(
             ["id": JSONValue.int(1), "method": "push.subscribe", "params": try JSONValue(encoding: GatewayBenchmark.subscription)]), as: UTF8.self)
@@ -95,16 +94,16 @@ struct KitBenchmark: AsyncParsableCommand {
         // Each device in turn gets a burst of notifications, sent 16 at a time by a local
         // service: what one device receives per second.
         let pushClient = RPCClient(configuration: ClientConfiguration(socketPath: work + "/push.sock", callTimeout: .seconds(120), connectTimeout: .seconds(10)))
-        let rate = { @Sendable (deviceId: String, counter: ArrivalCounter) async throws -> Double in
-            let before = counter.value
+        let rate = { @Sendable (deviceId: String, counter: Receipts) async throws -> Double in
+            counter.expectCount(burst)
             let started = Monotonic.nanoseconds()
             try await concurrently(Array(0..<burst), width: 16) { index in
                 _ = try await pushClient.call(PushMethods.notify, NotifyParams(family: PushBenchmark.family, deviceId: deviceId, data: ["n": .int(Int64(index))]))
             }
-            guard await counter.wait(for: before + burst, timeout: .seconds(120)) else {
-                throw BenchError("\(deviceId) received \(counter.value - before) of \(burst) notifications within 2 minutes")
+            guard await counter.wait(timeout: .seconds(120)) else {
+                throw BenchError("\(deviceId) received \(counter.count) of \(burst) notifications within 2 minutes")
             }
-            return Double(burst) / (Double(counter.lastAt - started) / 1e9)
+            return Double(burst) / (Double(counter.last - started) / 1e9)
         }
         _ = try await rate("device-0", kitCount)  // warm up
         _ = try await rate("device-1", floorCount)
@@ -124,48 +123,5 @@ struct KitBenchmark: AsyncParsableCommand {
         say("  ping p50 \(Report.format(kitPing.p50)) µs (floor \(Report.format(floorPing.p50))); notifications \(Report.format(kitRate))/s (floor \(Report.format(floorRate))/s)")
         Report.print("ScreenTimeKit through the gateway\(self.common.quick ? " (quick mode)" : "")", figures)
         if let json = self.common.json { try Report.writeJSON(figures, to: json) }
-    }
-}
-
-/// Counts arrivals and notes when the last came (CLOCK_MONOTONIC nanoseconds).
-private final class ArrivalCounter: Sendable {
-    private let state = Mutex<(count: Int, at: UInt64, waiter: (Int, CheckedContinuation<Void, Never>)?)>((0, 0, nil))
-
-    var value: Int { self.state.withLock { $0.count } }
-    var lastAt: UInt64 { self.state.withLock { $0.at } }
-
-    func add() {
-        let now = Monotonic.nanoseconds()
-        let ready: CheckedContinuation<Void, Never>? = self.state.withLock { state in
-            state.count += 1
-            state.at = now
-            guard let (target, continuation) = state.waiter, state.count >= target else { return nil }
-            state.waiter = nil
-            return continuation
-        }
-        ready?.resume()
-    }
-
-    /// Waits until `count` arrived in all; false after `timeout`.
-    func wait(for count: Int, timeout: Duration) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        let timer = Task {
-            try? await Task.sleep(until: deadline)
-            let waiter = self.state.withLock { state in
-                defer { state.waiter = nil }
-                return state.waiter
-            }
-            waiter?.1.resume()
-        }
-        defer { timer.cancel() }
-        await withCheckedContinuation { continuation in
-            let done = self.state.withLock { state -> Bool in
-                if state.count >= count { return true }
-                state.waiter = (count, continuation)
-                return false
-            }
-            if done { continuation.resume() }
-        }
-        return self.value >= count
     }
 }
