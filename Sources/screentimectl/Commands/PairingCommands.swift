@@ -231,7 +231,7 @@ extension WakeInfo {
     /// last wake went.
     var summary: String {
         switch (self.status, self.lastOutcome) {
-        case (.gone, .refused): return "off: registered with another server"
+        case (.gone, .refused): return "off until the app is opened again"
         case (.gone, _): return "off: the app is no longer registered with Apple"
         case (.active, .sent): return "on, woken " + (self.lastWakeAt?.formatted(date: .omitted, time: .shortened) ?? "")
         case (.active, .held): return "on, hourly limit reached"
