@@ -107,12 +107,18 @@ struct Demo {
         self.say("parent", "saved two AppRules; the server sends the child's device the family's rules (one configuration command)")
         let ruleNotice = try await childInbox.next(within: self.wait) { $0.recordType == RecordTypes.configurationCommand }
         self.say("child", "notified (#\(ruleNotice.seq), \(ruleNotice.reason.rawValue)) \(Self.ms(ContinuousClock.now - ruleSent)) after the parent saved")
-        // The server may send both rules at once or one after the other: apply what is
-        // pending until the configuration has both.
+        // The server may send both rules at once or one after the other, and a newer
+        // configuration may come while one is applied (its status is then refused, the newer
+        // one pending): apply what is pending until nothing is and the configuration has both.
+        var rounds = 0
         while true {
-            for command in try await child.pendingCommands() {
+            let pending = try await child.pendingCommands()
+            for command in pending {
                 self.say("child", "applies \(command.recordName): \(try await child.apply(command))")
             }
+            rounds += 1
+            guard rounds < 20 else { throw CLIError(.timeout, "the child's configuration kept changing: still pending after 20 rounds") }
+            guard pending.isEmpty else { continue }
             if child.profile.rules["org.khanacademy"] != nil && child.profile.rules["com.example.game"] != nil { break }
             _ = try await childInbox.next(within: self.wait) { $0.recordType == RecordTypes.configurationCommand }
         }
