@@ -63,7 +63,7 @@ echo "installing binaries in $libexec and $prefix/bin"
 install -d -m 0755 "$libexec" "$prefix/bin" "$docdir"
 for binary in "${binaries[@]}"; do install -m 0755 "$bin_dir/$binary" "$libexec/$binary"; done
 install -m 0755 "$bin_dir/screentimectl" "$prefix/bin/screentimectl"
-install -m 0644 "$root/docs/operations.md" "$root/docs/protocol.md" "$root/docs/architecture.md" "$docdir/"
+install -m 0644 "$root/docs/operations.md" "$root/docs/protocol.md" "$root/docs/architecture.md" "$root/docs/data-model.md" "$docdir/"
 
 echo "creating the screentime user and group"
 install -D -m 0644 "$root/systemd/screentime.sysusers" /etc/sysusers.d/screentime.conf

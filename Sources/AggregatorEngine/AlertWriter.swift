@@ -24,7 +24,7 @@ struct AlertWriter: Sendable {
             let subject = data["child"]?.stringValue ?? data["deviceId"]?.stringValue ?? ""
             // The outbox's id names the entry (AUTOINCREMENT: never reused), so a retry after
             // push was away saves the same record again rather than a second one.
-            if let error = await self.store.write(Self.auditEntry(alert, data: data, subject: subject), logger: self.logger) {
+            if let error = await self.store.write(try Self.auditEntry(alert, data: data, subject: subject), logger: self.logger) {
                 guard error.code == .notFound else { throw error }  // the store is away: the alert waits
             }
             let params = NotifyParams(family: alert.family, parents: true, alert: Alert(title: alert.title, body: alert.body), data: data,
@@ -42,20 +42,14 @@ struct AlertWriter: Sendable {
         return pending.count
     }
 
-    static func auditEntry(_ alert: AggregatorDatabase.PendingAlert, data: [String: JSONValue], subject: String) -> ModifyParams {
+    static func auditEntry(_ alert: AggregatorDatabase.PendingAlert, data: [String: JSONValue], subject: String) throws(RPCError) -> ModifyParams {
         var metadata = data
         metadata["title"] = .string(alert.title)
         metadata["body"] = .string(alert.body)
         let metadataText = String(decoding: (try? RPCJSON.makeEncoder().encode(JSONValue.object(metadata))) ?? Data("{}".utf8), as: UTF8.self)
-        let fields: [String: JSONValue] = [
-            RecordFieldNames.familyRef: .reference(alert.family, zone: StoreNames.defaultZone),
-            RecordFieldNames.actorParentRef: .reference(alert.family, zone: StoreNames.defaultZone),
-            RecordFieldNames.actor: "server", RecordFieldNames.action: .string("alert.\(alert.kind)"),
-            RecordFieldNames.target: .string(subject), RecordFieldNames.timestamp: .date(Date()),
-            RecordFieldNames.metadata: .string(metadataText),
-        ]
-        return ModifyParams(family: alert.family, zone: StoreNames.defaultZone,
-                            saves: [RecordSave(recordType: RecordTypes.auditEntry, recordName: "alert-\(alert.id)", fields: fields)], atomic: true)
+        let entry = AuditEntry(familyRef: .inDefaultZone(alert.family), actorParentRef: .inDefaultZone(alert.family), action: "alert.\(alert.kind)",
+                               target: subject, timestamp: Date(), metadata: metadataText, actor: "server")
+        return ModifyParams(family: alert.family, zone: StoreNames.defaultZone, saves: [try .record(entry, named: "alert-\(alert.id)")], atomic: true)
     }
 
     private func notify(_ params: NotifyParams) async -> Result<NotifyResult, RPCError> {

@@ -36,12 +36,10 @@ enum Configuration {
 
     /// A device marked its configuration command executed: it has that version now.
     static func noteExecuted(_ change: Ingest.Change, _ db: Database) throws {
-        guard !change.deleted, change.recordName == ConfigurationSnapshot.recordName,
-              change.fields[RecordFieldNames.status]?.stringValue == "executed",
-              let snapshot = ConfigurationSnapshot(commandType: change.fields[RecordFieldNames.commandType]?.stringValue,
-                                                   payloadJSON: change.fields[RecordFieldNames.payloadJSON]?.stringValue)
+        guard !change.deleted, change.recordName == ConfigurationSnapshot.recordName, let command = change.record(ConfigurationCommand.self),
+              command.status == "executed", let snapshot = command.configuration
         else { return }
-        let at = change.fields[RecordFieldNames.executedAt]?.stringValue.flatMap(StoreDates.parse).map(Millis.of) ?? Millis.of(Date())
+        let at = command.executedAt.map(Millis.of) ?? Millis.of(Date())
         try db.execute(cached: """
             UPDATE devices SET applied_version = max(applied_version, ?), applied_at_ms = ? WHERE family = ? AND zone = ?
             """, arguments: [snapshot.version, at, change.family, change.zone])
@@ -171,12 +169,10 @@ struct ConfigurationWriter: Sendable {
                 let snapshot = ConfigurationSnapshot(version: item.configVersion, rules: rules,
                                                      shield: .init(shielded: item.shielded, rewardApps: targets.apps, rewardCategories: targets.categories))
                 let payload = String(decoding: try RPCJSON.makeEncoder().encode(snapshot), as: UTF8.self)
-                let params = ModifyParams(family: family, zone: item.zone, saves: [
-                    RecordSave(recordType: RecordTypes.configurationCommand, recordName: ConfigurationSnapshot.recordName, fields: [
-                        RecordFieldNames.commandID: .string(ConfigurationSnapshot.recordName), RecordFieldNames.targetDeviceID: .string(item.deviceId!),
-                        RecordFieldNames.commandType: .string(ConfigurationSnapshot.commandType), RecordFieldNames.payloadJSON: .string(payload),
-                        RecordFieldNames.createdAt: .date(Date()), RecordFieldNames.status: "pending",
-                    ]),
+                let params = try ModifyParams(family: family, zone: item.zone, saves: [
+                    .record(ConfigurationCommand(commandID: ConfigurationSnapshot.recordName, targetDeviceID: item.deviceId!,
+                                                 commandType: ConfigurationSnapshot.commandType, payloadJSON: payload, createdAt: Date(), status: "pending"),
+                            named: ConfigurationSnapshot.recordName),
                 ], savePolicy: .allKeys)
                 if let error = await self.store.write(params, logger: self.logger), error.code != .notFound { throw error }
                 self.logger.info("configuration sent", metadata: [
@@ -191,13 +187,10 @@ struct ConfigurationWriter: Sendable {
     /// Every AppRule of the family, by bundle id.
     private func rules(family: String) async throws -> [ConfigurationSnapshot.Rule] {
         try await self.store.records(family: family, zone: StoreNames.defaultZone, type: RecordTypes.appRule).compactMap { record in
-            let fields = record.fields
-            guard let bundleId = fields[RecordFieldNames.bundleId]?.stringValue,
-                  let classification = fields[RecordFieldNames.classification]?.stringValue else { return nil }
-            return ConfigurationSnapshot.Rule(
-                bundleId: bundleId, classification: classification, pointsPerMinute: fields[RecordFieldNames.pointsPerMinute]?.intValue,
-                isEnabled: fields[RecordFieldNames.isEnabled]?.boolValue, blockingEnabled: fields[RecordFieldNames.blockingEnabled]?.boolValue,
-                displayName: fields[RecordFieldNames.displayName]?.stringValue)
+            record.fields(as: AppRule.self).map { rule in
+                ConfigurationSnapshot.Rule(bundleId: rule.bundleId, classification: rule.classification, pointsPerMinute: rule.pointsPerMinute,
+                                           isEnabled: rule.isEnabled, blockingEnabled: rule.blockingEnabled, displayName: rule.displayName)
+            }
         }.sorted { $0.bundleId < $1.bundleId }
     }
 }

@@ -27,11 +27,10 @@ enum EarnedTime {
     static func applyLedger(_ change: Ingest.Change, days: LocalDays, seal: Retention.Seal, _ db: Database) throws -> Child? {
         let old = try String.fetchOne(cached: db, sql: "SELECT child FROM ledger WHERE family = ? AND record_name = ?", arguments: [change.family, change.recordName])
         try db.execute(cached: "DELETE FROM ledger WHERE family = ? AND record_name = ?", arguments: [change.family, change.recordName])
-        let fields = change.fields
-        guard !change.deleted, let type = fields[RecordFieldNames.type]?.stringValue, Self.parentsEntryTypes.contains(type),
-              let child = fields[RecordFieldNames.childRef]?.objectValue?["recordName"]?.stringValue, let amount = fields[RecordFieldNames.amount]?.intValue
-        else { return old.map { Child(family: change.family, child: $0) } }
-        let at = fields[RecordFieldNames.timestamp]?.stringValue.flatMap(StoreDates.parse).map(Millis.of) ?? Millis.of(Date())
+        guard !change.deleted, let entry = change.record(PointsLedgerEntry.self), Self.parentsEntryTypes.contains(entry.type) else {
+            return old.map { Child(family: change.family, child: $0) }
+        }
+        let (type, child, amount, at) = (entry.type, entry.childRef.recordName, entry.amount, Millis.of(entry.timestamp))
         if seal.covers(millis: at) {
             try Retention.carryLate(family: change.family, recordName: change.recordName, child: child, type: type, amount: amount, atMillis: at, days: days, db)
         } else {
@@ -43,10 +42,10 @@ enum EarnedTime {
 
     static func applyShieldPolicy(_ change: Ingest.Change, _ db: Database) throws {
         try db.execute(cached: "DELETE FROM shield_policies WHERE family = ? AND record_name = ?", arguments: [change.family, change.recordName])
-        guard !change.deleted else { return }
-        let child = change.fields[RecordFieldNames.childRef]?.objectValue?["recordName"]?.stringValue ?? ""
-        let apps = change.fields[RecordFieldNames.rewardApps]?.arrayValue?.compactMap(\.stringValue) ?? []
-        let categories = change.fields[RecordFieldNames.rewardCategories]?.arrayValue?.compactMap(\.stringValue) ?? []
+        guard !change.deleted, let policy = change.record(ShieldPolicy.self) else { return }
+        let child = policy.childRef?.recordName ?? ""
+        let apps = policy.rewardApps ?? []
+        let categories = policy.rewardCategories ?? []
         try db.execute(cached: "INSERT INTO shield_policies(family, record_name, child, apps, categories) VALUES (?, ?, ?, ?, ?)",
                        arguments: [change.family, change.recordName, child, try Self.json(apps), try Self.json(categories)])
     }
@@ -77,18 +76,15 @@ enum EarnedTime {
     static func adoptEntry(_ change: Ingest.Change, seal: Retention.Seal, _ db: Database) throws -> (child: Child, day: String)? {
         // A day's single entry of the earlier naming, met again in the store's history (an
         // upgraded store, this database made again): the numbered entries replace it.
-        if !change.deleted, change.zone == StoreNames.defaultZone, change.fields[RecordFieldNames.type]?.stringValue == "accrual",
-           let child = change.fields[RecordFieldNames.childRef]?.objectValue?["recordName"]?.stringValue,
-           change.recordName.hasPrefix("accrual-\(child)-"), LocalDays.parse(String(change.recordName.dropFirst("accrual-\(child)-".count))) != nil {
+        guard !change.deleted, change.zone == StoreNames.defaultZone, let entry = change.record(PointsLedgerEntry.self) else { return nil }
+        let child = entry.childRef.recordName
+        if entry.type == "accrual", change.recordName.hasPrefix("accrual-\(child)-"), LocalDays.parse(String(change.recordName.dropFirst("accrual-\(child)-".count))) != nil {
             try db.execute(cached: "INSERT OR IGNORE INTO prune_outbox(family, zone, record_name) VALUES (?, ?, ?)",
                            arguments: [change.family, StoreNames.defaultZone, change.recordName])
             return nil
         }
-        guard !change.deleted, change.zone == StoreNames.defaultZone, let name = AccrualName(change.recordName), !seal.covers(day: name.day),
-              let type = change.fields[RecordFieldNames.type]?.stringValue, type == "accrual" || type == "reversal",
-              let amount = change.fields[RecordFieldNames.amount]?.intValue
-        else { return nil }
-        let at = change.fields[RecordFieldNames.timestamp]?.stringValue.flatMap(StoreDates.parse).map(Millis.of) ?? Millis.of(change.at ?? Date())
+        let (type, amount, at) = (entry.type, entry.amount, Millis.of(entry.timestamp))
+        guard let name = AccrualName(change.recordName), !seal.covers(day: name.day), type == "accrual" || type == "reversal" else { return nil }
         let known = try Row.fetchOne(cached: db, sql: "SELECT type, amount, written FROM accruals WHERE family = ? AND child = ? AND day = ? AND seq = ?",
                                      arguments: [change.family, name.child, name.day, name.seq])
         if let known, known["type"] as String == type, known["amount"] as Int64 == amount, known["written"] as Bool { return nil }

@@ -33,16 +33,15 @@ struct EarnedTimeWriter: Sendable {
         var adopted: [(family: String, record: StoreAPI.Record)] = []
         for group in Dictionary(grouping: pending, by: \.family).values {
             let family = group[0].family
-            let saves = group.map { entry in
+            let saves = try group.map { entry throws(RPCError) in
                 // An entry that replaces a day's single entry of the earlier naming keeps its date.
                 let at = entry.replaces == nil ? nil : LocalDays(timeZone: entry.timeZone)?.bounds(of: entry.day)?.start
-                return RecordSave(recordType: RecordTypes.pointsLedgerEntry, recordName: entry.recordName, fields: [
-                    RecordFieldNames.familyRef: .reference(family, zone: StoreNames.defaultZone),
-                    RecordFieldNames.childRef: .reference(entry.child, zone: StoreNames.defaultZone),
-                    RecordFieldNames.type: .string(entry.type), RecordFieldNames.amount: .int(entry.amount),
-                    RecordFieldNames.reason: .string(entry.type == "reversal" ? "learning on \(entry.day) counted again: fewer points" : "learning on \(entry.day)"),
-                    RecordFieldNames.timestamp: .date(at ?? Millis.date(entry.atMillis)), RecordFieldNames.idempotencyKey: .string(entry.recordName),
-                ])
+                let ledgerEntry = PointsLedgerEntry(
+                    familyRef: .inDefaultZone(family), childRef: .inDefaultZone(entry.child), type: entry.type, amount: entry.amount,
+                    timestamp: at ?? Millis.date(entry.atMillis),
+                    reason: entry.type == "reversal" ? "learning on \(entry.day) counted again: fewer points" : "learning on \(entry.day)",
+                    idempotencyKey: entry.recordName)
+                return try RecordSave.record(ledgerEntry, named: entry.recordName)
             }
             let deletes = group.compactMap(\.replaces).map { RecordDelete(recordName: $0) }
             let params = ModifyParams(family: family, zone: StoreNames.defaultZone, saves: saves, deletes: deletes, savePolicy: .allKeys)
@@ -90,14 +89,11 @@ struct EarnedTimeWriter: Sendable {
         guard !pending.isEmpty else { return 0 }
         for group in Dictionary(grouping: pending, by: \.family).values {
             let family = group[0].family
-            let saves = group.compactMap { item in
-                item.balance.map { balance in
-                    RecordSave(recordType: RecordTypes.earnedTimeBalance, recordName: "balance-\(item.child)", fields: [
-                        RecordFieldNames.childRef: .reference(item.child, zone: StoreNames.defaultZone), RecordFieldNames.balanceSeconds: .int(balance.balanceSeconds),
-                        RecordFieldNames.pointsBalance: .int(balance.points), RecordFieldNames.rewardSecondsUsed: .int(balance.rewardSeconds),
-                        RecordFieldNames.shielded: .bool(balance.shielded), RecordFieldNames.updatedAt: .date(Date()),
-                    ])
-                }
+            let saves = try group.compactMap { item throws(RPCError) -> RecordSave? in
+                guard let balance = item.balance else { return nil }
+                let record = EarnedTimeBalance(childRef: .inDefaultZone(item.child), balanceSeconds: balance.balanceSeconds, updatedAt: Date(),
+                                               pointsBalance: balance.points, rewardSecondsUsed: balance.rewardSeconds, shielded: balance.shielded)
+                return try RecordSave.record(record, named: "balance-\(item.child)")
             }
             let params = ModifyParams(family: family, zone: StoreNames.defaultZone, saves: saves, savePolicy: .allKeys)
             if let error = await self.store.write(params, logger: self.logger) {
@@ -128,11 +124,9 @@ struct EarnedTimeWriter: Sendable {
         let kind = balance.shielded ? Self.shieldCommand : Self.unshieldCommand
         for device in targets.devices {
             let name = "shield-\(balance.shieldVersion)"
-            let params = ModifyParams(family: family, zone: device.zone, saves: [
-                RecordSave(recordType: RecordTypes.configurationCommand, recordName: name, fields: [
-                    RecordFieldNames.commandID: .string(name), RecordFieldNames.targetDeviceID: .string(device.deviceId), RecordFieldNames.commandType: .string(kind),
-                    RecordFieldNames.payloadJSON: .string(payloadText), RecordFieldNames.createdAt: .date(Date()), RecordFieldNames.status: "pending",
-                ]),
+            let params = try ModifyParams(family: family, zone: device.zone, saves: [
+                .record(ConfigurationCommand(commandID: name, targetDeviceID: device.deviceId, commandType: kind, payloadJSON: payloadText,
+                                             createdAt: Date(), status: "pending"), named: name),
             ], savePolicy: .allKeys)
             if let error = await self.store.write(params, logger: self.logger), error.code != .notFound { throw error }
         }

@@ -26,6 +26,11 @@ struct Ingest {
         var fields: [String: JSONValue]
         /// When it was made (the store's change time); nil: now.
         var at: Date? = nil
+
+        /// The record's fields as its typed record, when they read as one.
+        func record<F: RecordFields>(_ type: F.Type) -> F? {
+            try? JSONValueDecoding.decode(F.self, from: .object(self.fields))
+        }
     }
 
     struct DeviceDay: Hashable {
@@ -151,16 +156,17 @@ struct Ingest {
     /// What changed that matters: the time zone (every day of the family moves) or the
     /// reward seconds a point buys (every balance changes).
     private func applyFamily(_ change: Change, _ db: Database) throws -> FamilyChange {
-        guard change.zone == StoreNames.defaultZone, change.recordName == change.family, !change.deleted else { return .nothing }
-        let zone = change.fields[RecordFieldNames.timeZone]?.stringValue.flatMap { LocalDays(timeZone: $0) != nil ? $0 : nil } ?? "UTC"
-        let rate = max(0, change.fields[RecordFieldNames.rewardSecondsPerPoint]?.intValue ?? 60)
+        guard change.zone == StoreNames.defaultZone, change.recordName == change.family, !change.deleted, let family = change.record(Family.self) else {
+            return .nothing
+        }
+        let zone = family.timeZone.flatMap { LocalDays(timeZone: $0) != nil ? $0 : nil } ?? "UTC"
+        let rate = max(0, family.rewardSecondsPerPoint ?? 60)
         let old = try Row.fetchOne(cached: db, sql: "SELECT time_zone, seconds_per_point FROM families WHERE family = ?", arguments: [change.family])
         try db.execute(cached: """
             INSERT INTO families(family, time_zone, seconds_per_point, alert_reward_minutes, alert_exhausted, alert_no_data_hours) VALUES (?, ?, ?, ?, ?, ?)
             ON CONFLICT(family) DO UPDATE SET time_zone = excluded.time_zone, seconds_per_point = excluded.seconds_per_point,
                 alert_reward_minutes = excluded.alert_reward_minutes, alert_exhausted = excluded.alert_exhausted, alert_no_data_hours = excluded.alert_no_data_hours
-            """, arguments: [change.family, zone, rate, change.fields[RecordFieldNames.alertRewardMinutesPerDay]?.intValue,
-                             change.fields[RecordFieldNames.alertOnBalanceExhausted]?.boolValue ?? true, change.fields[RecordFieldNames.alertNoDataHours]?.intValue])
+            """, arguments: [change.family, zone, rate, family.alertRewardMinutesPerDay, family.alertOnBalanceExhausted ?? true, family.alertNoDataHours])
         if (old?["time_zone"] ?? "UTC") != zone { return .timeZone }
         return (old?["seconds_per_point"] ?? 60) != rate ? .rate : .nothing
     }
@@ -174,20 +180,47 @@ struct Ingest {
         }
         try db.execute(cached: "DELETE FROM app_rules WHERE family = ? AND record = ?", arguments: [change.family, record])
         guard !change.deleted else { return }
-        let fields = change.fields
-        let isRule = change.recordType == RecordTypes.appRule
-        guard let app = (isRule ? fields[RecordFieldNames.bundleId] : fields[RecordFieldNames.logicalID])?.stringValue else { return }
-        let device = isRule ? "" : (fields[RecordFieldNames.deviceID]?.stringValue ?? "")
-        var category = (isRule ? fields[RecordFieldNames.classification] : fields[RecordFieldNames.category])?.stringValue
-        if fields[RecordFieldNames.isEnabled]?.boolValue == false { category = "disabled" }
+        guard let rule = Rule(change) else { return }
+        let (app, device) = (rule.app, rule.device)
+        var category = rule.category
+        if rule.isEnabled == false { category = "disabled" }
         try db.execute(cached: """
             INSERT INTO app_rules(family, device_id, app, record, category, points_per_minute, blocked, display_name) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(family, device_id, app) DO UPDATE SET record = excluded.record, category = excluded.category,
                 points_per_minute = excluded.points_per_minute, blocked = excluded.blocked, display_name = excluded.display_name
-            """, arguments: [change.family, device, app, record, category, fields[RecordFieldNames.pointsPerMinute]?.intValue,
-                             fields[RecordFieldNames.blockingEnabled]?.boolValue == true, fields[RecordFieldNames.displayName]?.stringValue])
+            """, arguments: [change.family, device, app, record, category, rule.pointsPerMinute, rule.blockingEnabled == true, rule.displayName])
         try Self.ruleFrom(family: change.family, device: device, app: app, at: at, category: category,
-                          pointsPerMinute: fields[RecordFieldNames.pointsPerMinute]?.intValue, blocked: fields[RecordFieldNames.blockingEnabled]?.boolValue == true, db)
+                          pointsPerMinute: rule.pointsPerMinute, blocked: rule.blockingEnabled == true, db)
+    }
+
+    /// A family's AppRule (by bundle id, for every device) or a device's AppConfiguration
+    /// (by logical id), as one rule.
+    private struct Rule {
+        var app: String
+        /// '' for a family's rule.
+        var device: String
+        var category: String?
+        var pointsPerMinute: Int64?
+        var isEnabled: Bool?
+        var blockingEnabled: Bool?
+        var displayName: String?
+
+        init?(_ change: Change) {
+            if change.recordType == RecordTypes.appRule {
+                guard let rule = change.record(AppRule.self) else { return nil }
+                self.app = rule.bundleId
+                self.device = ""
+                self.category = rule.classification
+                (self.pointsPerMinute, self.isEnabled, self.blockingEnabled, self.displayName) = (rule.pointsPerMinute, rule.isEnabled, rule.blockingEnabled, rule.displayName)
+            } else {
+                guard let configuration = change.record(AppConfiguration.self) else { return nil }
+                self.app = configuration.logicalID
+                self.device = configuration.deviceID ?? ""
+                self.category = configuration.category
+                (self.pointsPerMinute, self.isEnabled, self.blockingEnabled, self.displayName) =
+                    (configuration.pointsPerMinute, configuration.isEnabled, configuration.blockingEnabled, configuration.displayName)
+            }
+        }
     }
 
     /// The rule in force for an app from `at` on (a later save at the same moment replaces
@@ -212,27 +245,24 @@ struct Ingest {
     /// A child device's RegisteredDevice (in its zone): the device's name, for alerts, and
     /// its app's version, for the parents.
     private func applyDeviceName(_ change: Change, _ db: Database) throws {
-        guard !change.deleted, let deviceId = change.fields[RecordFieldNames.deviceID]?.stringValue,
-              let name = change.fields[RecordFieldNames.deviceName]?.stringValue else { return }
+        guard !change.deleted, let device = change.record(RegisteredDevice.self) else { return }
         try db.execute(cached: "UPDATE devices SET device_name = ?, app_version = ? WHERE family = ? AND device_id = ?",
-                       arguments: [name, change.fields[RecordFieldNames.appVersion]?.stringValue, change.family, deviceId])
+                       arguments: [device.deviceName, device.appVersion, change.family, device.deviceID])
     }
 
     /// A child's zone's MonitoringSession: its device, its child, the child's name as the
     /// parent gave it when inviting (`title`), and the pairing's status. Returns whether the
     /// device became active (confirmed): it then needs the family's configuration.
     private func applyDevice(_ change: Change, _ db: Database) throws -> Bool {
-        guard !change.deleted else { return false }
-        let child = change.fields[RecordFieldNames.childRef]?.objectValue?["recordName"]?.stringValue
-        let status = change.fields[RecordFieldNames.status]?.stringValue
+        guard !change.deleted, let session = change.record(MonitoringSession.self) else { return false }
+        let status = session.status
         let before = try String.fetchOne(cached: db, sql: "SELECT status FROM devices WHERE family = ? AND zone = ?", arguments: [change.family, change.zone])
         try db.execute(cached: """
             INSERT INTO devices(family, zone, device_id, child_ref, child_name, status) VALUES (?, ?, ?, ?, ?, ?)
             ON CONFLICT(family, zone) DO UPDATE SET device_id = coalesce(excluded.device_id, device_id),
                 child_ref = coalesce(excluded.child_ref, child_ref), child_name = coalesce(excluded.child_name, child_name),
                 status = coalesce(excluded.status, status)
-            """, arguments: [change.family, change.zone, change.fields[RecordFieldNames.deviceID]?.stringValue, child,
-                             change.fields[RecordFieldNames.title]?.stringValue, status])
+            """, arguments: [change.family, change.zone, session.deviceID, session.childRef?.recordName, session.title, status])
         return status == "active" && before != "active"
     }
 
@@ -339,15 +369,17 @@ struct Session {
     /// (written by the store); the session is placed by the server's time.
     var clockOffsetSeconds: Int64
 
+    /// Read by the typed record's field names without decoding it: every usage record of a
+    /// batch passes here.
     init?(_ fields: [String: JSONValue]) {
-        guard let app = fields[RecordFieldNames.logicalID]?.stringValue, let device = fields[RecordFieldNames.deviceID]?.stringValue,
-              let start = fields[RecordFieldNames.sessionStart]?.stringValue.flatMap(StoreDates.parse),
-              let end = fields[RecordFieldNames.sessionEnd]?.stringValue.flatMap(StoreDates.parse), end > start
+        guard let app = fields[UsageRecord.Field.logicalID]?.stringValue, let device = fields[UsageRecord.Field.deviceID]?.stringValue,
+              let start = fields[UsageRecord.Field.sessionStart]?.stringValue.flatMap(StoreDates.parse),
+              let end = fields[UsageRecord.Field.sessionEnd]?.stringValue.flatMap(StoreDates.parse), end > start
         else { return nil }
         self.app = app
-        self.bundleId = fields[RecordFieldNames.bundleId]?.stringValue
-        self.category = fields[RecordFieldNames.category]?.stringValue
-        let offset = fields[RecordFieldNames.clockOffsetSeconds]?.intValue ?? 0
+        self.bundleId = fields[UsageRecord.Field.bundleId]?.stringValue
+        self.category = fields[UsageRecord.Field.category]?.stringValue
+        let offset = fields[UsageRecord.Field.clockOffsetSeconds]?.intValue ?? 0
         self.clockOffsetSeconds = offset
         self.deviceId = device
         self.start = start.addingTimeInterval(-Double(offset))

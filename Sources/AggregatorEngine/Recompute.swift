@@ -35,7 +35,8 @@ struct Recompute: Sendable {
             }
         }
         let ledger = try await self.all(family: params.family, zone: StoreNames.defaultZone, type: RecordTypes.pointsLedgerEntry).filter {
-            $0.fields[RecordFieldNames.childRef]?.objectValue?["recordName"]?.stringValue == child && EarnedTime.parentsEntryTypes.contains($0.fields[RecordFieldNames.type]?.stringValue ?? "")
+            guard let entry = $0.fields(as: PointsLedgerEntry.self) else { return false }
+            return entry.childRef.recordName == child && EarnedTime.parentsEntryTypes.contains(entry.type)
         }.map { Ingest.Change(deleted: false, family: params.family, zone: StoreNames.defaultZone, recordType: RecordTypes.pointsLedgerEntry, recordName: $0.recordName, fields: $0.fields) }
 
         let ingest = self.ingest

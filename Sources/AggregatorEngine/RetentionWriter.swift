@@ -57,15 +57,12 @@ struct RetentionWriter: Sendable {
         for group in Dictionary(grouping: pending, by: \.family).values {
             let family = group[0].family
             let saves = try group.map { item in
-                var fields: [String: JSONValue] = [
-                    RecordFieldNames.childRef: .reference(item.child, zone: StoreNames.defaultZone),
-                    RecordFieldNames.totalLearningSeconds: .int(item.days.learning), RecordFieldNames.totalRewardSeconds: .int(item.days.reward), RecordFieldNames.pointsAccrued: .int(item.days.points),
-                    RecordFieldNames.pointsRedeemed: .int(item.redeemed), RecordFieldNames.pointsAdjusted: .int(item.adjusted),
-                    RecordFieldNames.usageRecordsPruned: .int(item.usageRecords), RecordFieldNames.ledgerEntriesPruned: .int(item.ledgerEntries),
-                    RecordFieldNames.appsUsedJSON: .string(String(decoding: try JSONEncoder().encode(item.days.top()), as: UTF8.self)), RecordFieldNames.lastUpdated: .date(Date()),
-                ]
-                fields[RecordFieldNames.weekStart] = LocalDays(timeZone: item.timeZone)?.bounds(of: item.week).map { .date($0.start) } ?? .date(Date())
-                return RecordSave(recordType: RecordTypes.weeklySummary, recordName: "week-\(item.child)-\(item.week)", fields: fields)
+                let week = WeeklySummary(
+                    childRef: .inDefaultZone(item.child), weekStart: LocalDays(timeZone: item.timeZone)?.bounds(of: item.week)?.start ?? Date(),
+                    totalLearningSeconds: item.days.learning, totalRewardSeconds: item.days.reward, pointsAccrued: item.days.points,
+                    pointsRedeemed: item.redeemed, pointsAdjusted: item.adjusted, usageRecordsPruned: item.usageRecords, ledgerEntriesPruned: item.ledgerEntries,
+                    appsUsedJSON: String(decoding: try JSONEncoder().encode(item.days.top()), as: UTF8.self), lastUpdated: Date())
+                return try RecordSave.record(week, named: "week-\(item.child)-\(item.week)")
             }
             if let error = await self.store.write(ModifyParams(family: family, zone: StoreNames.defaultZone, saves: saves, savePolicy: .allKeys), logger: self.logger) {
                 guard error.code == .notFound else { throw error }

@@ -25,7 +25,7 @@ struct SummaryWriter: Sendable {
             var deletes: [RecordDelete] = []
             for item in group {
                 let name = "\(item.deviceId)_\(item.day)"
-                if let totals = item.totals { saves.append(Self.record(name, item, totals)) } else { deletes.append(RecordDelete(recordName: name)) }
+                if let totals = item.totals { saves.append(try Self.record(name, item, totals)) } else { deletes.append(RecordDelete(recordName: name)) }
             }
             let params = ModifyParams(family: first.family, zone: first.zone, saves: saves, deletes: deletes, savePolicy: .allKeys)
             if let error = await self.store.write(params, logger: self.logger) {
@@ -40,15 +40,12 @@ struct SummaryWriter: Sendable {
         return written.count
     }
 
-    static func record(_ name: String, _ item: AggregatorDatabase.PendingSummary, _ totals: AggregatorDatabase.PendingSummary.Totals) -> RecordSave {
-        var fields: [String: JSONValue] = [
-            RecordFieldNames.summaryID: .string(name), RecordFieldNames.deviceID: .string(item.deviceId),
-            RecordFieldNames.totalLearningSeconds: .int(totals.learningSeconds), RecordFieldNames.totalRewardSeconds: .int(totals.rewardSeconds),
-            RecordFieldNames.totalPointsEarned: .int(totals.points), RecordFieldNames.appsUsedJSON: .string(totals.apps), RecordFieldNames.lastUpdated: .date(Date()),
-        ]
-        if let start = LocalDays(timeZone: item.timeZone)?.bounds(of: item.day)?.start { fields[RecordFieldNames.date] = .date(start) }
-        if let child = item.childRef { fields[RecordFieldNames.childRef] = .reference(child, zone: StoreNames.defaultZone) }
-        return RecordSave(recordType: RecordTypes.dailySummary, recordName: name, fields: fields)
+    static func record(_ name: String, _ item: AggregatorDatabase.PendingSummary, _ totals: AggregatorDatabase.PendingSummary.Totals) throws(RPCError) -> RecordSave {
+        let summary = DailySummary(
+            summaryID: name, date: LocalDays(timeZone: item.timeZone)?.bounds(of: item.day)?.start ?? Date(), deviceID: item.deviceId,
+            childRef: item.childRef.map(RecordReference.inDefaultZone), totalLearningSeconds: totals.learningSeconds, totalRewardSeconds: totals.rewardSeconds,
+            totalPointsEarned: totals.points, appsUsedJSON: totals.apps, lastUpdated: Date())
+        return try .record(summary, named: name)
     }
 }
 

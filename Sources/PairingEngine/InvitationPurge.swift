@@ -35,7 +35,7 @@ struct InvitationPurge: Service {
             let stale: [Record]
             do {
                 stale = try await self.store.all(family.family, zone: PairingStore.zone, type: RecordTypes.pairingInvitation,
-                                                 filters: [QueryFilter(RecordFieldNames.expiresAt, .less, .date(cutoff))])
+                                                 filters: [QueryFilter(PairingInvitation.Field.expiresAt, .less, .date(cutoff))])
             } catch let error as RPCError where error.code == .notFound {
                 continue  // a family made through the store alone has no pairing zone
             }

@@ -3,7 +3,7 @@ import RPCServer
 
 /// Binds each `pairing.*` method to its flow.
 enum PairingHandlers {
-    static func table(_ pairing: Pairing) -> MethodTable {
+    static func table(_ pairing: PairingFlows) -> MethodTable {
         var methods = MethodTable(implementing: PairingMethods.list)
         methods.on(PairingMethods.createFamily) { params, context in try await pairing.createFamily(params, auth: context.auth) }
         methods.on(PairingMethods.enrollParent) { params, context in try await pairing.enrollParent(params, auth: context.auth) }

@@ -36,7 +36,7 @@ extension ServiceSetup {
     /// hourly purge of unusable invitations beside them.
     public static func pairing(_ configuration: PairingConfiguration, environment: ServiceEnvironment) async throws -> ServiceSetup {
         let store = PairingStore(client: RPCClient(configuration: ClientConfiguration(socketPath: configuration.storeSocket, connectTimeout: .seconds(10))))
-        var settings = Pairing.Settings(
+        var settings = PairingFlows.Settings(
             serverAddress: configuration.serverAddress,
             invitationLifetime: configuration.invitationLifetime,
             enrollmentLifetime: configuration.enrollmentLifetime)
@@ -47,7 +47,7 @@ extension ServiceSetup {
             perFamily: configuration.failuresPerFamily, window: configuration.failureWindow),
             file: attempts, logger: environment.logger)
         environment.logger.info("using the store", metadata: ["socket": "\(configuration.storeSocket)", "attempts_file": "\(attempts)"])
-        let pairing = Pairing(store: store, settings: settings, limiter: limiter, serializer: KeyedSerializer(), logger: environment.logger)
+        let pairing = PairingFlows(store: store, settings: settings, limiter: limiter, serializer: KeyedSerializer(), logger: environment.logger)
         return ServiceSetup(
             methods: PairingHandlers.table(pairing),
             background: [InvitationPurge(store: store, logger: environment.logger)])

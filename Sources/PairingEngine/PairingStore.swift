@@ -86,13 +86,10 @@ struct PairingStore: Sendable {
 
     /// An AuditEntry in the family's default zone: who did what to what, when.
     func audit(_ family: String, actor: String, parentDeviceId: String?, action: String, target: String, metadata: JSONValue? = nil) async throws {
-        var fields: [String: JSONValue] = [
-            RecordFieldNames.familyRef: .reference(family, zone: "default"),
-            RecordFieldNames.actorParentRef: parentDeviceId.map { .reference(Names.parent($0), zone: "default") } ?? .reference(family, zone: "default"),
-            RecordFieldNames.actor: .string(actor), RecordFieldNames.action: .string(action), RecordFieldNames.target: .string(target), RecordFieldNames.timestamp: .date(Date()),
-        ]
-        if let metadata { fields[RecordFieldNames.metadata] = .string(String(decoding: try RPCJSON.makeEncoder().encode(metadata), as: UTF8.self)) }
-        try await self.save(family, zone: "default", [RecordSave(recordType: RecordTypes.auditEntry, recordName: "audit-\(Secrets.identifier())", fields: fields)])
+        let entry = AuditEntry(
+            familyRef: .inDefaultZone(family), actorParentRef: .inDefaultZone(parentDeviceId.map(Names.parent) ?? family), action: action, target: target,
+            timestamp: Date(), metadata: try metadata.map { String(decoding: try RPCJSON.makeEncoder().encode($0), as: UTF8.self) }, actor: actor)
+        try await self.save(family, zone: "default", [.record(entry, named: "audit-\(Secrets.identifier())")])
     }
 }
 

@@ -59,7 +59,7 @@ final class ClientConnection: Sendable {
     /// Writes without waiting; `failed` runs if the write does not go out.
     func send(_ payload: Data, failed: @escaping @Sendable (RPCError) -> Void) {
         self.channel.writeAndFlush(ByteBuffer(bytes: payload)).whenFailure { error in
-            failed(RPCError(.unavailable, "could not send the request: \(error)"))
+            failed(RPCError.connectionFailed("could not send the request: \(error)"))
         }
     }
 
@@ -72,7 +72,7 @@ final class ClientConnection: Sendable {
             case .success:
                 self.state.withLock { _ = $0.unwritten.remove(id) }
             case .failure(let error):
-                self.fail(id, with: RPCError(.unavailable, "could not send the request: \(error)"), unsent: true)
+                self.fail(id, with: RPCError.connectionFailed("could not send the request: \(error)"), unsent: true)
             }
         }
     }
@@ -81,7 +81,7 @@ final class ClientConnection: Sendable {
         do {
             try await self.channel.writeAndFlush(ByteBuffer(bytes: payload)).get()
         } catch {
-            throw RPCError(.unavailable, "could not send the request: \(error)")
+            throw RPCError.connectionFailed("could not send the request: \(error)")
         }
     }
 
@@ -173,7 +173,7 @@ final class ReplyRouter: ChannelInboundHandler, Sendable {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        self.connection.failAll(RPCError(.unavailable, "the connection to the service closed"))
+        self.connection.failAll(RPCError.connectionFailed("the connection to the service closed"))
         context.fireChannelInactive()
     }
 
@@ -182,7 +182,7 @@ final class ReplyRouter: ChannelInboundHandler, Sendable {
         if let tooLarge = error as? FrameTooLargeError {
             reason = RPCError(.frameTooLarge, "the service sent a reply of \(tooLarge.declaredLength) bytes, over this client's limit of \(tooLarge.maximumFrameSize)")
         } else {
-            reason = RPCError(.unavailable, "the connection to the service failed: \(error)")
+            reason = RPCError.connectionFailed("the connection to the service failed: \(error)")
         }
         self.connection.failAll(reason)
         context.close(promise: nil)

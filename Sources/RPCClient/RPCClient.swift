@@ -271,7 +271,7 @@ public final class RPCClient: Sendable {
             self.link.withLock { link in
                 if case .connecting = link { link = .idle }
             }
-            throw error as? RPCError ?? RPCError(.unavailable, "\(error)")
+            throw error as? RPCError ?? RPCError.connectionFailed("\(error)")
         }
     }
 
@@ -284,7 +284,7 @@ public final class RPCClient: Sendable {
                 return try await self.connectOnce()
             } catch {
                 if ContinuousClock.now + delay > giveUp {
-                    throw RPCError(.unavailable, "cannot connect to \(path): \(Self.describe(error))", data: ["socket": .string(path)])
+                    throw RPCError.connectionFailed("cannot connect to \(path): \(Self.describe(error))", socket: path)
                 }
                 try await Task.sleep(for: delay)
                 delay = min(delay * 2, .milliseconds(500))

@@ -84,6 +84,20 @@ public struct RPCError: Error, Sendable, Hashable, Codable, CustomStringConverti
                  data: ["deviceId": .string(deviceId)])
     }
 
+    /// `unavailable` raised by a client about its own connection to a service (it could not
+    /// connect, send, or the connection closed), not a service's answer: its data says
+    /// `"connection": "failed"`, which ``isConnectionFailure`` reads.
+    public static func connectionFailed(_ message: String, socket: String? = nil) -> RPCError {
+        var data: [String: JSONValue] = ["connection": "failed"]
+        if let socket { data["socket"] = .string(socket) }
+        return RPCError(.unavailable, message, data: .object(data))
+    }
+
+    /// Whether this is a client's own connection failure (``connectionFailed(_:socket:)``).
+    public var isConnectionFailure: Bool {
+        self.code == .unavailable && self.data?["connection"] == "failed"
+    }
+
     /// `invalid_params` naming the parameter (a dotted path such as `params.zone.name`) and why.
     public static func invalidParams(_ parameter: String, _ reason: String) -> RPCError {
         RPCError(

@@ -83,7 +83,7 @@ public struct RelayService: Service {
         }
         let http = APNsClient.makeHTTPClient(trusting: configuration.apnsCAFile)
         let apnsURL = configuration.apnsURL
-        let relay = Relay(
+        let relay = WakeRelay(
             sealer: HandleSealer(key: sealingKey), topics: configuration.topics,
             apns: APNsClient(http: http, providerToken: providerToken, baseURL: { apnsURL ?? APNsPush.host($0) }, attempts: configuration.apnsAttempts, logger: logger),
             limiter: WakeLimiter(perMinute: configuration.wakesPerMinutePerServer), logger: logger)

@@ -37,6 +37,11 @@ public struct QuerySort: Codable, Sendable, Hashable {
         self.field = field
         self.descending = descending
     }
+
+    /// A sort on a typed record's field (`QuerySort(AuditEntry.Field.timestamp, descending: true)`).
+    public init<K: CodingKey>(_ field: K, descending: Bool? = nil) {
+        self.init(field.stringValue, descending: descending)
+    }
 }
 
 /// `store.query`: records of one type matching every filter.

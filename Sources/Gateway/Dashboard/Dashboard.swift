@@ -149,7 +149,7 @@ struct Dashboard: Sendable {
             guard identity.caller == .parent else { return .refused }
             return .signedIn(Session(device: BrowserDevice(identity: identity, gateway: self.gateway), token: token, csrf: self.keys.csrfToken(session: token)))
         } catch {
-            return error.code == .unauthorized || error.code == .deviceRevoked ? .refused : .unavailable(Relay.presentable(error, service: "store"))
+            return error.code == .unauthorized || error.code == .deviceRevoked ? .refused : .unavailable(ServiceRelay.presentable(error, service: "store"))
         }
     }
 
@@ -321,8 +321,7 @@ struct Dashboard: Sendable {
         // The child's name where it has one: the invitation's (the title of the MonitoringSession
         // record `session` the pairing service writes in the child's new zone), else the
         // ChildContext's (a child paired before), else its id.
-        let monitoring = try? await session.device.call(StoreMethods.fetch, FetchParams(family: session.device.family, zone: info.zone, recordNames: ["session"]))
-        var childName = monitoring?.records.first?.fields["title"]?.stringValue
+        var childName = (try? await session.device.fetch(MonitoringSession.self, "session", zone: info.zone))??.title
         if childName == nil { childName = try await session.device.children().first { $0.id == info.childId }?.name }
         var data: [String: Any] = [
             "invitationId": info.invitationId, "status": info.status.rawValue, "childName": childName ?? info.childId,
@@ -419,13 +418,13 @@ struct Dashboard: Sendable {
     }
 
     func settingsPage(_ session: Session, query: [String: String]) async throws(RPCError) -> Response {
-        let fields = try await session.device.settings()
-        let clock = FamilyClock(timeZone: fields["timeZone"]?.stringValue)
+        let family = try await session.device.settings()
+        let clock = FamilyClock(timeZone: family?.timeZone)
         var data: [String: Any] = [
             "timeZone": clock.timeZoneName, "zones": TimeZone.knownTimeZoneIdentifiers.sorted(),
-            "rewardMinutes": fields["alertRewardMinutesPerDay"]?.intValue.map { "\($0)" } ?? "",
-            "noDataHours": fields["alertNoDataHours"]?.intValue.map { "\($0)" } ?? "",
-            "balanceExhausted": fields["alertOnBalanceExhausted"]?.boolValue ?? true, "navSettings": true,
+            "rewardMinutes": family?.alertRewardMinutesPerDay.map { "\($0)" } ?? "",
+            "noDataHours": family?.alertNoDataHours.map { "\($0)" } ?? "",
+            "balanceExhausted": family?.alertOnBalanceExhausted ?? true, "navSettings": true,
         ]
         if query["saved"] != nil { data["notice"] = "Saved. Days are counted in \(clock.timeZoneName) from now on (the days held in detail are counted again)." }
         return self.page(.ok, "settings", title: "Settings", session: session, clock: clock, data: data)

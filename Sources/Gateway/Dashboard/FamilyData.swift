@@ -9,33 +9,36 @@ import StoreAPI
 extension BrowserDevice {
     /// The Family record's time zone (UTC when unset).
     func clock() async throws(RPCError) -> FamilyClock {
-        let family = try await self.call(StoreMethods.fetch, FetchParams(family: self.family, zone: StoreNames.defaultZone, recordNames: [self.family]))
-        return FamilyClock(timeZone: family.records.first?.fields["timeZone"]?.stringValue)
+        FamilyClock(timeZone: try await self.settings()?.timeZone)
     }
 
     func devices() async throws(RPCError) -> [DeviceInfo] {
         try await self.call(PairingMethods.listDevices, Empty()).devices
     }
 
-    /// Every record of a type in a zone, following the query's cursor.
-    func all(_ recordType: String, zone: String, filters: [QueryFilter]? = nil, sort: QuerySort? = nil, limit: Int = 2000) async throws(RPCError) -> [Record] {
-        var records: [Record] = []
+    /// Every record of a type in a zone, following the query's cursor (records whose fields
+    /// do not read as the type are left out).
+    func all<F: RecordFields>(_ type: F.Type, zone: String, filters: [QueryFilter]? = nil, sort: QuerySort? = nil, limit: Int = 2000) async throws(RPCError) -> [TypedRecord<F>] {
+        var records: [TypedRecord<F>] = []
         var cursor: String?
         repeat {
             let page = try await self.call(StoreMethods.query, QueryParams(
-                family: self.family, zone: zone, recordType: recordType, filters: filters, sort: sort, limit: 400, cursor: cursor))
-            records += page.records
+                family: self.family, zone: zone, recordType: F.recordType, filters: filters, sort: sort, limit: 400, cursor: cursor))
+            records += page.records.compactMap { try? TypedRecord<F>($0) }
             cursor = page.cursor
         } while cursor != nil && records.count < limit
         return records
     }
 
+    /// One record of a type, by name; nil when there is none (or it is another type).
+    func fetch<F: RecordFields>(_ type: F.Type, _ recordName: String, zone: String = StoreNames.defaultZone) async throws(RPCError) -> F? {
+        try await self.call(StoreMethods.fetch, FetchParams(family: self.family, zone: zone, recordNames: [recordName])).records.first?.fields(as: F.self)
+    }
+
     /// The children: their ChildContext records (a child exists from its first invitation).
     func children() async throws(RPCError) -> [(id: String, name: String)] {
-        try await self.all(RecordTypes.childContext, zone: StoreNames.defaultZone).compactMap { record in
-            let id = record.fields["childOpaqueId"]?.stringValue ?? (record.recordName.hasPrefix("child-") ? String(record.recordName.dropFirst(6)) : nil)
-            guard let id else { return nil }
-            return (id, record.fields["displayName"]?.stringValue ?? id)
+        try await self.all(ChildContext.self, zone: StoreNames.defaultZone).map { record in
+            (record.fields.childOpaqueId, record.fields.displayName ?? record.fields.childOpaqueId)
         }.sorted { $0.name.localizedCaseInsensitiveCompare($1.name) == .orderedAscending }
     }
 
@@ -52,25 +55,24 @@ extension BrowserDevice {
                 // A child's day is what happened on any of its devices, removed ones too
                 // (as Reports, the CSV, `summary` and the balance count it).
                 guard let zone = device.zone else { continue }
-                let summary = try await self.call(StoreMethods.fetch, FetchParams(family: self.family, zone: zone, recordNames: ["\(device.deviceId)_\(clock.today)"]))
-                guard let fields = summary.records.first?.fields else { continue }
-                learning += fields["totalLearningSeconds"]?.intValue ?? 0
-                reward += fields["totalRewardSeconds"]?.intValue ?? 0
-                earnedToday += fields["totalPointsEarned"]?.intValue ?? 0
-                if let updated = fields["lastUpdated"]?.stringValue.flatMap(StoreDates.parse), updated > (lastSync ?? .distantPast) { lastSync = updated }
+                guard let summary = try await self.fetch(DailySummary.self, "\(device.deviceId)_\(clock.today)", zone: zone) else { continue }
+                learning += summary.totalLearningSeconds ?? 0
+                reward += summary.totalRewardSeconds ?? 0
+                earnedToday += summary.totalPointsEarned ?? 0
+                if let updated = summary.lastUpdated, updated > (lastSync ?? .distantPast) { lastSync = updated }
             }
-            let balance = try await self.call(StoreMethods.fetch, FetchParams(family: self.family, zone: StoreNames.defaultZone, recordNames: ["balance-child-\(child.id)"])).records.first?.fields
-            let balanceSeconds = balance?["balanceSeconds"]?.intValue
-            let shielded = balance?["shielded"]?.boolValue ?? false
+            let balance = try await self.fetch(EarnedTimeBalance.self, "balance-child-\(child.id)")
+            let balanceSeconds = balance?.balanceSeconds
+            let shielded = balance?.shielded ?? false
             var card: [String: Any] = [
                 "id": child.id, "name": child.name,
                 "learning": FamilyClock.duration(learning), "reward": FamilyClock.duration(reward),
-                "pointsToday": earnedToday, "points": balance?["pointsBalance"]?.intValue ?? 0,
+                "pointsToday": earnedToday, "points": balance?.pointsBalance ?? 0,
                 "balance": balanceSeconds.map(FamilyClock.duration) ?? "none yet",
                 // One relation, the same on every view: the points are worth so much reward
                 // time, what was used is taken off, the rest is left.
-                "worth": FamilyClock.duration((balanceSeconds ?? 0) + (balance?["rewardSecondsUsed"]?.intValue ?? 0)),
-                "used": FamilyClock.duration(balance?["rewardSecondsUsed"]?.intValue ?? 0),
+                "worth": FamilyClock.duration((balanceSeconds ?? 0) + (balance?.rewardSecondsUsed ?? 0)),
+                "used": FamilyClock.duration(balance?.rewardSecondsUsed ?? 0),
                 "shielded": shielded, "activeDevices": own.filter { $0.status == .active }.count,
                 "hasDevices": !own.isEmpty,
             ]
@@ -87,26 +89,25 @@ extension BrowserDevice {
     /// The family's app rules, filtered by a search text and a category.
     /// The names parents gave apps (their rules' `displayName`), by bundle id.
     func appNames() async throws(RPCError) -> [String: String] {
-        Dictionary(try await self.all(RecordTypes.appRule, zone: StoreNames.defaultZone).compactMap { rule in
-            guard let bundleId = rule.fields["bundleId"]?.stringValue, let name = rule.fields["displayName"]?.stringValue, !name.isEmpty else { return nil }
-            return (bundleId, name)
+        Dictionary(try await self.all(AppRule.self, zone: StoreNames.defaultZone).compactMap { rule in
+            guard let name = rule.fields.displayName, !name.isEmpty else { return nil }
+            return (rule.fields.bundleId, name)
         }, uniquingKeysWith: { first, _ in first })
     }
 
     func appRules(search: String, category: String) async throws(RPCError) -> [[String: Any]] {
-        let rules = try await self.all(RecordTypes.appRule, zone: StoreNames.defaultZone)
+        let rules = try await self.all(AppRule.self, zone: StoreNames.defaultZone)
         return rules.compactMap { rule -> [String: Any]? in
             let fields = rule.fields
-            guard let bundleId = fields["bundleId"]?.stringValue else { return nil }
-            let name = fields["displayName"]?.stringValue ?? bundleId
-            let classification = fields["classification"]?.stringValue ?? ""
+            let bundleId = fields.bundleId
+            let name = fields.displayName ?? bundleId
+            let classification = fields.classification
             if !search.isEmpty, !name.localizedCaseInsensitiveContains(search), !bundleId.localizedCaseInsensitiveContains(search) { return nil }
             if !category.isEmpty, classification != category { return nil }
             return [
                 "bundleId": bundleId, "name": name, "key": rule.recordName,
                 "learning": classification == "learning", "reward": classification == "reward", "category": classification,
-                "pointsPerMinute": fields["pointsPerMinute"]?.intValue ?? 1,
-                "enabled": fields["isEnabled"]?.boolValue ?? true, "blocked": fields["blockingEnabled"]?.boolValue ?? false,
+                "pointsPerMinute": fields.pointsPerMinute ?? 1, "enabled": fields.isEnabled ?? true, "blocked": fields.blockingEnabled ?? false,
             ]
         }.sorted { ($0["name"] as! String).localizedCaseInsensitiveCompare($1["name"] as! String) == .orderedAscending }
     }
@@ -115,15 +116,12 @@ extension BrowserDevice {
     /// the same); the server sends each child device the family's configuration. Returns how
     /// many active child devices get it.
     func saveAppRule(bundleId: String, category: String, pointsPerMinute: Int, enabled: Bool, blocked: Bool, displayName: String?) async throws(RPCError) -> Int {
-        var fields: [String: JSONValue] = [
-            "familyRef": .reference(self.family, zone: StoreNames.defaultZone), "bundleId": .string(bundleId), "source": "override",
-            "classification": .string(category), "pointsPerMinute": .int(Int64(pointsPerMinute)),
-            "isEnabled": .bool(enabled), "blockingEnabled": .bool(blocked),
-        ]
-        if let displayName, !displayName.isEmpty { fields["displayName"] = .string(displayName) }
+        // An empty name leaves the rule's name as it was (a `changedKeys` save of the others).
+        let rule = AppRule(familyRef: .inDefaultZone(self.family), bundleId: bundleId, classification: category, source: "override",
+                           pointsPerMinute: Int64(pointsPerMinute), isEnabled: enabled, blockingEnabled: blocked,
+                           displayName: displayName?.isEmpty == false ? displayName : nil)
         let saved = try await self.call(StoreMethods.modify, ModifyParams(
-            family: self.family, zone: StoreNames.defaultZone,
-            saves: [RecordSave(recordType: RecordTypes.appRule, recordName: "app-\(bundleId)", fields: fields)], savePolicy: .changedKeys, atomic: true))
+            family: self.family, zone: StoreNames.defaultZone, saves: [try .record(rule, named: "app-\(bundleId)")], savePolicy: .changedKeys, atomic: true))
         guard saved.saved.first?.record != nil else { throw RPCError(.internal, "the rule was not saved") }
         return try await self.devices().filter { $0.role == .child && $0.status == .active }.count
     }
@@ -133,14 +131,14 @@ extension BrowserDevice {
         var commands: [(Date, [String: Any])] = []
         for device in try await self.devices() where device.role == .child {
             guard let zone = device.zone, device.status != .revoked else { continue }
-            let records = try await self.all(RecordTypes.configurationCommand, zone: zone, sort: QuerySort("createdAt", descending: true), limit: limit)
+            let records = try await self.all(ConfigurationCommand.self, zone: zone, sort: QuerySort(ConfigurationCommand.Field.createdAt, descending: true), limit: limit)
             for record in records.prefix(limit) {
                 let fields = record.fields
-                let created = fields["createdAt"]?.stringValue.flatMap(StoreDates.parse) ?? record.createdAt
-                let payload = fields["payloadJSON"]?.stringValue.flatMap { try? JSONParser.parse($0) }
-                let status = fields["status"]?.stringValue ?? "pending"
-                var what = fields["commandType"]?.stringValue ?? "command"
-                if let snapshot = ConfigurationSnapshot(commandType: what, payloadJSON: fields["payloadJSON"]?.stringValue) {
+                let created = fields.createdAt ?? record.createdAt ?? Date()
+                let payload = fields.payloadJSON.flatMap { try? JSONParser.parse($0) }
+                let status = fields.status
+                var what = fields.commandType
+                if let snapshot = fields.configuration {
                     what = "The family's rules (\(snapshot.rules.count == 1 ? "1 app" : "\(snapshot.rules.count) apps"))"
                 } else if what == "updateAppRule", // written by clients before the server sent configurations
                            let app = payload?["displayName"]?.stringValue ?? payload?["bundleId"]?.stringValue { what = "Rule for \(app)" }
@@ -151,8 +149,8 @@ extension BrowserDevice {
                     "executed": status == "executed", "failed": status == "failed", "pending": status == "pending",
                     "created": clock.time(created),
                 ]
-                if let executed = fields["executedAt"]?.stringValue.flatMap(StoreDates.parse) { item["executedAt"] = clock.time(executed) }
-                if let error = fields["errorMessage"]?.stringValue { item["error"] = error }
+                if let executed = fields.executedAt { item["executedAt"] = clock.time(executed) }
+                if let error = fields.errorMessage { item["error"] = error }
                 commands.append((created, item))
             }
         }
@@ -202,26 +200,25 @@ extension BrowserDevice {
     /// the audit log of parents' and the server's actions (newest 50).
     func activity(_ clock: FamilyClock) async throws(RPCError) -> (alerts: [[String: Any]], log: [[String: Any]]) {
         let page = try await self.call(StoreMethods.query, QueryParams(
-            family: self.family, zone: StoreNames.defaultZone, recordType: RecordTypes.auditEntry, sort: QuerySort("timestamp", descending: true), limit: 200))
+            family: self.family, zone: StoreNames.defaultZone, recordType: RecordTypes.auditEntry, sort: QuerySort(AuditEntry.Field.timestamp, descending: true), limit: 200))
         var alerts: [[String: Any]] = [], log: [[String: Any]] = []
         let names = AuditWords.Names(try await self.devices())
         for record in page.records {
-            let fields = record.fields
-            let when = fields["timestamp"]?.stringValue.flatMap(StoreDates.parse) ?? record.createdAt
-            let action = fields["action"]?.stringValue ?? "?"
+            guard let fields = record.fields(as: AuditEntry.self) else { continue }
+            let when = fields.timestamp
+            let action = fields.action
+            let metadata = fields.metadata.flatMap { try? JSONParser.parse($0) }
             if action.hasPrefix("alert.") {
                 guard alerts.count < 20 else { continue }
-                let metadata = fields["metadata"]?.stringValue.flatMap { try? JSONParser.parse($0) }
                 alerts.append([
                     "id": record.recordName, "kind": String(action.dropFirst(6)), "when": clock.time(when), "ago": clock.ago(when),
                     "title": metadata?["title"]?.stringValue ?? action, "body": metadata?["body"]?.stringValue ?? "",
                 ])
             } else if log.count < 50 {
-                let metadata = fields["metadata"]?.stringValue.flatMap { try? JSONParser.parse($0) }
                 log.append([
                     "when": clock.time(when), "ago": clock.ago(when), "action": action,
-                    "actor": AuditWords.actor(fields["actor"]?.stringValue ?? record.createdBy, names),
-                    "what": AuditWords.sentence(action: action, target: fields["target"]?.stringValue ?? "", metadata: metadata, names),
+                    "actor": AuditWords.actor(fields.actor ?? record.createdBy, names),
+                    "what": AuditWords.sentence(action: action, target: fields.target ?? "", metadata: metadata, names),
                 ])
             }
         }
@@ -229,21 +226,20 @@ extension BrowserDevice {
     }
 
     /// The Family record's settings the Settings page edits.
-    func settings() async throws(RPCError) -> [String: JSONValue] {
-        try await self.call(StoreMethods.fetch, FetchParams(family: self.family, zone: StoreNames.defaultZone, recordNames: [self.family])).records.first?.fields ?? [:]
+    func settings() async throws(RPCError) -> Family? {
+        try await self.fetch(Family.self, self.family)
     }
 
     /// Saves the family's time zone and alert thresholds (only these fields of the Family
     /// record: the aggregator re-counts the days it holds in detail in a new zone).
     func saveSettings(timeZone: String, rewardMinutes: Int?, balanceExhausted: Bool, noDataHours: Int?) async throws(RPCError) {
         guard TimeZone(identifier: timeZone) != nil else { throw RPCError.invalidParams("timeZone", "is not an IANA time zone, such as Europe/Paris") }
-        let fields: [String: JSONValue] = [
-            "timeZone": .string(timeZone), "alertOnBalanceExhausted": .bool(balanceExhausted),
-            "alertRewardMinutesPerDay": rewardMinutes.map { .int(Int64($0)) } ?? .null,
-            "alertNoDataHours": noDataHours.map { .int(Int64($0)) } ?? .null,
-        ]
+        // A threshold left empty is cleared (null), not kept.
+        let settings: RecordSave = .changes(Family.self, named: self.family, [
+            .timeZone: .string(timeZone), .alertOnBalanceExhausted: .bool(balanceExhausted),
+            .alertRewardMinutesPerDay: rewardMinutes.map { .int(Int64($0)) } ?? .null, .alertNoDataHours: noDataHours.map { .int(Int64($0)) } ?? .null,
+        ])
         _ = try await self.call(StoreMethods.modify, ModifyParams(
-            family: self.family, zone: StoreNames.defaultZone,
-            saves: [RecordSave(recordType: RecordTypes.family, recordName: self.family, fields: fields)], savePolicy: .changedKeys, atomic: true))
+            family: self.family, zone: StoreNames.defaultZone, saves: [settings], savePolicy: .changedKeys, atomic: true))
     }
 }

@@ -102,7 +102,7 @@ struct DeviceAPI: Sendable {
                 if error.code == .unauthorized, !self.gateway.rateLimiter.allow(address) {
                     return JSONResponse.error(Self.rateLimited, id: id)
                 }
-                return JSONResponse.error(Relay.presentable(error, service: "store"), id: id)
+                return JSONResponse.error(ServiceRelay.presentable(error, service: "store"), id: id)
             }
         }
         do {

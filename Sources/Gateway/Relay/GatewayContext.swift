@@ -9,7 +9,7 @@ import RPCCore
 /// limiter, and the answers to the gateway's own methods.
 final class GatewayContext: Sendable {
     let configuration: GatewayConfiguration
-    let relay: Relay
+    let relay: ServiceRelay
     let rateLimiter: RateLimiter
     let credentialWatch: CredentialWatch
     /// The gateway's own web origins, known once it listens.
@@ -20,7 +20,7 @@ final class GatewayContext: Sendable {
 
     enum Transport { case http, webSocket }
 
-    init(configuration: GatewayConfiguration, relay: Relay, logger: Logger) {
+    init(configuration: GatewayConfiguration, relay: ServiceRelay, logger: Logger) {
         self.configuration = configuration
         self.relay = relay
         self.logger = logger

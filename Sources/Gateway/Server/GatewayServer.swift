@@ -38,7 +38,7 @@ public final class GatewayServer: Service, Sendable {
         self.listen = listen
         self.keeper = keeper
         self.contexts = try TLSContextHolder(identity)
-        self.context = GatewayContext(configuration: configuration, relay: Relay(configuration: configuration), logger: logger)
+        self.context = GatewayContext(configuration: configuration, relay: ServiceRelay(configuration: configuration), logger: logger)
         self.limiter = ConnectionLimiter(
             total: configuration.limits.maximumConnections, perAddress: configuration.limits.maximumConnectionsPerAddress, logger: logger)
         self.logger = logger

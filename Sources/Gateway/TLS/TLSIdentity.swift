@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Logging
 import NIOSSL
+import SwiftASN1
 import X509
 
 /// The certificate and key the gateway serves, and what devices pin.
@@ -114,7 +115,18 @@ public struct CertificateKeeper: Sendable {
         }
         guard !chain.isEmpty else { throw CertificateError("\(certificateFile) holds no certificate") }
         return TLSIdentity(
-            certificateFile: certificateFile, pin: try KeyPin.of(leaf), notValidAfter: leaf.notValidAfter,
+            certificateFile: certificateFile, pin: try leaf.keyPin(), notValidAfter: leaf.notValidAfter,
             hostNames: SelfSignedCertificate.hostNames(of: leaf), selfMade: selfMade, chain: chain, key: key)
+    }
+}
+
+extension Certificate {
+    /// The pin of the certificate's key: SHA-256 of its DER SubjectPublicKeyInfo, base64, the
+    /// form `curl --pinnedpubkey sha256//<pin>` takes and ScreenTimeKit's `KeyPin` reads. It
+    /// names the key, not the certificate, so a certificate renewed with the same key keeps it.
+    func keyPin() throws -> String {
+        var serializer = DER.Serializer()
+        try serializer.serialize(self.publicKey)
+        return Data(SHA256.hash(data: serializer.serializedBytes)).base64EncodedString()
     }
 }

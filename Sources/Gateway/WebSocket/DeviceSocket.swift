@@ -320,7 +320,7 @@ final class DeviceSocket: Sendable {
             }
         } catch {
             await connections.release(lease)
-            await self.reply(id, error: Relay.presentable(error, service: method.service))
+            await self.reply(id, error: ServiceRelay.presentable(error, service: method.service))
             return
         }
         let outcome = await withTaskCancellationHandler {
@@ -363,7 +363,7 @@ final class DeviceSocket: Sendable {
                 if error.code == .unauthorized { _ = self.gateway.rateLimiter.allow(self.address) }
                 await self.cutOff(requestID, error)
             } else {
-                await self.reply(requestID, error: Relay.presentable(error, service: "store"))
+                await self.reply(requestID, error: ServiceRelay.presentable(error, service: "store"))
             }
             return nil
         }

@@ -59,7 +59,7 @@ final class StreamForwarder: Sendable {
                 return (ReplyEncoding.resultBytes(id: self.id, encoded: end), false)
             case .failure(let error):
                 Self.end(&state, .ended)
-                return (Array(ReplyEncoding.error(id: self.id, Relay.presentable(error, service: self.service))), false)
+                return (Array(ReplyEncoding.error(id: self.id, ServiceRelay.presentable(error, service: self.service))), false)
             }
         }
         guard let reply else { return }

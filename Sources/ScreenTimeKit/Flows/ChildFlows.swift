@@ -103,8 +103,9 @@ public struct ChildFlows: Sendable {
     public func pendingCommands() async throws(RPCError) -> [TypedRecord<ConfigurationCommand>] {
         let (identity, zone) = try self.me()
         return try await self.records.queryAll(ConfigurationCommand.self, in: zone, where: [
-            QueryFilter("targetDeviceID", .equal, .string(identity.deviceId)), QueryFilter("status", .equal, "pending"),
-        ], sort: QuerySort("createdAt"))
+            QueryFilter(ConfigurationCommand.Field.targetDeviceID, .equal, .string(identity.deviceId)),
+            QueryFilter(ConfigurationCommand.Field.status, .equal, "pending"),
+        ], sort: QuerySort(ConfigurationCommand.Field.createdAt))
     }
 
     /// Fetches the pending commands, hands each to `apply` (which enforces it locally, e.g.
@@ -116,15 +117,15 @@ public struct ChildFlows: Sendable {
         var saves: [RecordSave] = []
         var guarded: [ModifyParams] = []
         for command in try await self.pendingCommands() {
-            var fields: [String: JSONValue] = ["executedAt": .date(Date())]
+            var fields: [ConfigurationCommand.Field: JSONValue] = [.executedAt: .date(Date())]
             do {
                 try await apply(command)
-                fields["status"] = "executed"
+                fields[.status] = "executed"
                 report.executed.append(command)
             } catch {
                 let message = String(describing: error)
-                fields["status"] = "failed"
-                fields["errorMessage"] = .string(String(message.prefix(500)))
+                fields[.status] = "failed"
+                fields[.errorMessage] = .string(String(message.prefix(500)))
                 report.failed.append((command, message))
             }
             if command.fields.configuration != nil {
@@ -132,7 +133,7 @@ public struct ChildFlows: Sendable {
                 // the version applied only (its change tag), so a newer one that came
                 // meanwhile stays pending (this update then fails with `conflict`).
                 var save = try command.save()
-                save.fields.merge(fields) { _, new in new }
+                for (field, value) in fields { save.fields[field] = value }
                 // A request id of its own: if it has to wait in the queue after all, a retry
                 // of what the store did apply is answered as before, not refused.
                 guarded.append(ModifyParams(family: identity.family, zone: zone, saves: [save], savePolicy: .ifServerRecordUnchanged, atomic: true,
@@ -140,7 +141,7 @@ public struct ChildFlows: Sendable {
                 continue
             }
             // changedKeys: a child may write only the status fields of its commands.
-            saves.append(RecordSave(recordType: ConfigurationCommand.recordType, recordName: command.recordName, fields: fields))
+            saves.append(.changes(ConfigurationCommand.self, named: command.recordName, fields))
         }
         // The configuration's status goes at once: a `conflict` means a newer configuration
         // came meanwhile (it stays pending, and is applied next), which is no failure to keep.

@@ -63,9 +63,9 @@ public enum Rebase {
             base: try base.map { record throws(RPCError) in try TypedRecord<F>.wireFields(record.fields) },
             mine: try TypedRecord<F>.wireFields(mine.fields),
             server: try TypedRecord<F>.wireFields(server.fields),
-            setFields: F.setFields)
+            setFields: F.setFieldNames)
         var merged = server
-        merged.fields = try WireValues.decode(F.self, from: .object(fields), what: "the merged \(F.recordType)")
+        merged.fields = try TypedRecord<F>.fields(from: fields, what: "the merged \(F.recordType)")
         return merged
     }
 }

@@ -144,7 +144,7 @@ struct Demo {
         if let alert = try? await parentInbox.next(within: self.wait, where: { $0.alert != nil }) {
             self.say("parent", "alert: \(alert.alert?.title ?? "")")
         }
-        self.say("parent", "balance now \(Table.time(try await parent.balances(child: "sam").first?.fields["balanceSeconds"]?.intValue ?? 0)); a bonus of 30 points lifts the shield")
+        self.say("parent", "balance now \(Table.time(try await parent.balances(child: "sam").first?.fields.balanceSeconds ?? 0)); a bonus of 30 points lifts the shield")
         _ = try await parent.postLedgerEntry(child: "sam", type: "adjustment", points: 30, reason: "demo bonus", key: "\(family)-bonus")
         let unshield = try await childInbox.next(within: self.wait) { $0.recordType == RecordTypes.configurationCommand && $0.recordName?.hasPrefix("shield-") == true }
         for command in try await child.pendingCommands() {

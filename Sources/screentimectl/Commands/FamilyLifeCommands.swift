@@ -51,9 +51,8 @@ struct AppsCommand: AsyncParsableCommand {
                 let parent = try self.device.device(.parent)
                 let rules = try await parent.appRules()
                 print(Table.render(["APP", "CATEGORY", "POINTS/MIN", "ENABLED", "BLOCKED"], rules.map { rule in
-                    [rule.fields["bundleId"]?.stringValue ?? rule.recordName, rule.fields["classification"]?.stringValue ?? "",
-                     rule.fields["pointsPerMinute"]?.intValue.map { String($0) } ?? "default", rule.fields["isEnabled"]?.boolValue.map { String($0) } ?? "true",
-                     rule.fields["blockingEnabled"]?.boolValue.map { String($0) } ?? "false"]
+                    [rule.fields.bundleId, rule.fields.classification, rule.fields.pointsPerMinute.map { String($0) } ?? "default",
+                     rule.fields.isEnabled.map { String($0) } ?? "true", rule.fields.blockingEnabled.map { String($0) } ?? "false"]
                 }, rightAligned: [2]), terminator: "")
             }
         }
@@ -79,7 +78,7 @@ struct CommandsCommand: AsyncParsableCommand {
                 // The server writes it within a second: wait for it, then apply it.
                 let deadline = ContinuousClock.now + .seconds(15)
                 while true {
-                    let waiting = try await child.pendingCommands().filter { ConfigurationSnapshot(commandType: $0.fields["commandType"]?.stringValue, payloadJSON: $0.fields["payloadJSON"]?.stringValue)?.version ?? -1 >= version }
+                    let waiting = try await child.pendingCommands().filter { $0.fields.configuration?.version ?? -1 >= version }
                     if let command = waiting.first {
                         print("\(try await child.apply(command))")
                         return
@@ -103,8 +102,7 @@ struct CommandsCommand: AsyncParsableCommand {
                 let commands = try await child.pendingCommands()
                 if commands.isEmpty { return print("No pending commands.") }
                 print(Table.render(["COMMAND", "TYPE", "CREATED", "PAYLOAD"], commands.map { command in
-                    [command.recordName, command.fields["commandType"]?.stringValue ?? "", command.fields["createdAt"]?.stringValue ?? "",
-                     command.fields["payloadJSON"]?.stringValue ?? ""]
+                    [command.recordName, command.fields.commandType, command.fields.createdAt.map(StoreDates.format) ?? "", command.fields.payloadJSON ?? ""]
                 }), terminator: "")
             }
         }
@@ -361,11 +359,10 @@ struct SummaryCommand: AsyncParsableCommand {
             }
             print("\(self.child) on \(day):")
             print(Table.render(["DEVICE", "LEARNING", "REWARD", "POINTS", "APPS"], found.map { device, summary in
-                guard let fields = summary?.fields else { return [device.deviceName ?? device.deviceId, "0", "0", "0", "(no usage)"] }
-                let apps = (fields["appsUsedJSON"]?.stringValue.flatMap { try? JSONDecoder().decode(JSONValue.self, from: Data($0.utf8)) }?.arrayValue ?? [])
-                    .map { "\($0["app"]?.stringValue ?? "?") \(Table.time($0["seconds"]?.intValue ?? 0))" }.joined(separator: ", ")
-                return [device.deviceName ?? device.deviceId, Table.time(fields["totalLearningSeconds"]?.intValue ?? 0), Table.time(fields["totalRewardSeconds"]?.intValue ?? 0),
-                        String(fields["totalPointsEarned"]?.intValue ?? 0), apps]
+                guard let summary else { return [device.deviceName ?? device.deviceId, "0", "0", "0", "(no usage)"] }
+                let apps = summary.appsUsed.map { "\($0.app) \(Table.time($0.seconds))" }.joined(separator: ", ")
+                return [device.deviceName ?? device.deviceId, Table.time(summary.totalLearningSeconds ?? 0), Table.time(summary.totalRewardSeconds ?? 0),
+                        String(summary.totalPointsEarned ?? 0), apps]
             }, rightAligned: [1, 2, 3]), terminator: "")
         }
     }
@@ -384,10 +381,10 @@ struct BalanceCommand: AsyncParsableCommand {
             // One relation, said the same everywhere: the points are worth so much reward
             // time; what was used of it is taken off; the rest is left.
             print(Table.render(["CHILD", "POINTS", "WORTH", "USED", "TIME LEFT", "SHIELDED"], balances.map { balance in
-                let child = balance.fields["childRef"]?["recordName"]?.stringValue.map { String($0.dropFirst("child-".count)) } ?? balance.recordName
-                let left = balance.fields["balanceSeconds"]?.intValue ?? 0, used = balance.fields["rewardSecondsUsed"]?.intValue ?? 0
-                return [child, String(balance.fields["pointsBalance"]?.intValue ?? 0), Table.time(left + used), Table.time(used), Table.time(left),
-                        (balance.fields["shielded"]?.boolValue ?? false) ? "yes" : "no"]
+                let child = String(balance.fields.childRef.recordName.dropFirst("child-".count))
+                let left = balance.fields.balanceSeconds, used = balance.fields.rewardSecondsUsed ?? 0
+                return [child, String(balance.fields.pointsBalance ?? 0), Table.time(left + used), Table.time(used), Table.time(left),
+                        (balance.fields.shielded ?? false) ? "yes" : "no"]
             }, rightAligned: [1, 2, 3, 4]), terminator: "")
             print("Time left = what the points are worth − reward time used.")
         }
@@ -424,9 +421,9 @@ struct LedgerCommand: AsyncParsableCommand {
             let entries = try await parent.ledger(child: self.child)
             if entries.isEmpty { return print("\(self.child)'s ledger is empty.") }
             print(Table.render(["WHEN", "TYPE", "POINTS", "REASON"], entries.prefix(self.limit).map { entry in
-                let type = entry.fields["type"]?.stringValue ?? ""
-                let amount = entry.fields["amount"]?.intValue ?? 0
-                return [entry.fields["timestamp"]?.stringValue ?? "", type, type == "redemption" || type == "reversal" ? "-\(amount)" : "+\(amount)", entry.fields["reason"]?.stringValue ?? ""]
+                let type = entry.fields.type
+                let amount = entry.fields.amount
+                return [StoreDates.format(entry.fields.timestamp), type, type == "redemption" || type == "reversal" ? "-\(amount)" : "+\(amount)", entry.fields.reason ?? ""]
             }, rightAligned: [2]), terminator: "")
         }
     }

@@ -52,10 +52,11 @@ extension Device {
     var zone: String { self.profile.zone ?? StoreNames.defaultZone }
 
     /// The ConfigurationCommands waiting for this device, oldest first.
-    func pendingCommands() async throws -> [Record] {
-        try await self.all(RecordTypes.configurationCommand, zone: self.zone, filters: [
-            QueryFilter("targetDeviceID", .equal, .string(self.profile.deviceId)), QueryFilter("status", .equal, "pending"),
-        ]).sorted { ($0.fields["createdAt"]?.stringValue ?? "", $0.recordName) < ($1.fields["createdAt"]?.stringValue ?? "", $1.recordName) }
+    func pendingCommands() async throws -> [TypedRecord<ConfigurationCommand>] {
+        try await self.all(ConfigurationCommand.self, zone: self.zone, filters: [
+            QueryFilter(ConfigurationCommand.Field.targetDeviceID, .equal, .string(self.profile.deviceId)),
+            QueryFilter(ConfigurationCommand.Field.status, .equal, "pending"),
+        ]).sorted { ($0.fields.createdAt ?? .distantPast, $0.recordName) < ($1.fields.createdAt ?? .distantPast, $1.recordName) }
     }
 
     /// Tells the parents which version this device runs (`screentimectl <version>`, its
@@ -64,9 +65,7 @@ extension Device {
         let version = "screentimectl \(ServerVersion.current)"
         guard self.profile.reportedAppVersion != version else { return }
         let saved = try await self.store.call(StoreMethods.modify, ModifyParams(family: self.family, zone: self.zone, saves: [
-            RecordSave(recordType: RecordTypes.registeredDevice, recordName: "device-\(self.profile.deviceId)", fields: [
-                RecordFieldNames.deviceID: .string(self.profile.deviceId), RecordFieldNames.appVersion: .string(version),
-            ]),
+            .changes(RegisteredDevice.self, named: "device-\(self.profile.deviceId)", [.deviceID: .string(self.profile.deviceId), .appVersion: .string(version)]),
         ], savePolicy: .changedKeys, atomic: true))
         guard saved.allSucceeded else { return }
         self.profile.reportedAppVersion = version
@@ -75,14 +74,14 @@ extension Device {
 
     /// Applies a command on this device (its profile) and marks it executed (or failed) in
     /// the store. Returns what was done, in words.
-    mutating func apply(_ command: Record) async throws -> String {
-        let type = command.fields["commandType"]?.stringValue ?? "?"
-        let payload = command.fields["payloadJSON"]?.stringValue.flatMap { try? JSONDecoder().decode(JSONValue.self, from: Data($0.utf8)) } ?? [:]
+    mutating func apply(_ command: TypedRecord<ConfigurationCommand>) async throws -> String {
+        let type = command.fields.commandType
+        let payload = command.fields.payloadJSON.flatMap { try? JSONDecoder().decode(JSONValue.self, from: Data($0.utf8)) } ?? [:]
         var done: String
         var failure: String?
         switch type {
         case ConfigurationSnapshot.commandType:
-            if let snapshot = ConfigurationSnapshot(commandType: type, payloadJSON: command.fields["payloadJSON"]?.stringValue) {
+            if let snapshot = command.fields.configuration {
                 // The whole configuration: what it does not name is no rule any more.
                 self.profile.rules = Dictionary(snapshot.rules.map { rule in
                     (rule.bundleId, Profile.AppRule(category: rule.classification, pointsPerMinute: rule.pointsPerMinute.map(Int.init),
@@ -121,15 +120,18 @@ extension Device {
             done = "skipped: \(failure!)"
         }
         try self.save()
-        var fields: [String: JSONValue] = ["status": failure == nil ? "executed" : "failed", "executedAt": .date(Date())]
-        if let failure { fields["errorMessage"] = .string(failure) }
-        var save = RecordSave(recordType: RecordTypes.configurationCommand, recordName: command.recordName, fields: fields)
+        var status: [ConfigurationCommand.Field: JSONValue] = [.status: failure == nil ? "executed" : "failed", .executedAt: .date(Date())]
+        if let failure { status[.errorMessage] = .string(failure) }
+        var save = RecordSave.changes(ConfigurationCommand.self, named: command.recordName, status)
         var policy = SavePolicy.changedKeys
         if type == ConfigurationSnapshot.commandType {
             // The server rewrites its configuration in place: the status is for the version
             // applied only, so a newer one that came meanwhile stays pending.
-            save = RecordSave(recordType: RecordTypes.configurationCommand, recordName: command.recordName,
-                              fields: command.fields.merging(fields) { _, new in new }, changeTag: command.changeTag)
+            var applied = command
+            applied.fields.status = failure == nil ? "executed" : "failed"
+            applied.fields.executedAt = Date()
+            applied.fields.errorMessage = failure
+            save = try applied.save()
             policy = .ifServerRecordUnchanged
         }
         let saved = try await self.store.call(StoreMethods.modify, ModifyParams(family: self.family, zone: self.zone, saves: [save], savePolicy: policy, atomic: false))
@@ -178,11 +180,9 @@ extension Device {
                 let seconds = Int64(session.end.timeIntervalSince(session.start).rounded(.down))
                 let name = self.usageRecordName(session)
                 names.append(name)
-                saves.append(RecordSave(recordType: RecordTypes.usageRecord, recordName: name, fields: [
-                    "recordID": .string(name), "logicalID": .string(session.app), "bundleId": .string(session.app), "category": .string(category),
-                    "deviceID": .string(self.profile.deviceId), "sessionStart": .date(session.start), "sessionEnd": .date(session.end),
-                    "totalSeconds": .int(max(0, seconds)),
-                ]))
+                let usage = UsageRecord(recordID: name, logicalID: session.app, bundleId: session.app, sessionStart: session.start, sessionEnd: session.end,
+                                        totalSeconds: max(0, seconds), category: category, deviceID: self.profile.deviceId)
+                saves.append(try .record(usage, named: name))
             }
             batches.append(ModifyParams(family: self.family, zone: self.zone, saves: saves, savePolicy: .allKeys, atomic: true))
         }

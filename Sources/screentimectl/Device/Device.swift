@@ -89,13 +89,13 @@ struct Device {
     func save() throws(CLIError) { try self.options.profiles.save(self.profile) }
 
     /// Every record of a type a query returns, following its cursor.
-    func all(_ recordType: String, zone: String? = nil, filters: [QueryFilter]? = nil, sort: QuerySort? = nil) async throws -> [Record] {
-        var records: [Record] = []
+    func all<F: RecordFields>(_ type: F.Type, zone: String? = nil, filters: [QueryFilter]? = nil, sort: QuerySort? = nil) async throws -> [TypedRecord<F>] {
+        var records: [TypedRecord<F>] = []
         var cursor: String?
         repeat {
             let page = try await self.store.call(StoreMethods.query, QueryParams(
-                family: self.family, zone: zone, recordType: recordType, filters: filters, sort: sort, limit: 400, cursor: cursor))
-            records += page.records
+                family: self.family, zone: zone, recordType: F.recordType, filters: filters, sort: sort, limit: 400, cursor: cursor))
+            records += try page.records.map { record throws(RPCError) in try TypedRecord<F>(record) }
             cursor = page.cursor
         } while cursor != nil
         return records
@@ -112,7 +112,7 @@ struct Device {
 
     /// The family's children's ids (from their ChildContext records), sorted.
     func childIds() async throws -> [String] {
-        try await self.all(RecordTypes.childContext, zone: StoreNames.defaultZone).compactMap { record in
+        try await self.all(ChildContext.self, zone: StoreNames.defaultZone).compactMap { record in
             record.recordName.hasPrefix("child-") ? String(record.recordName.dropFirst("child-".count)) : nil
         }.sorted()
     }

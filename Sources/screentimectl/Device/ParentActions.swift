@@ -65,19 +65,15 @@ extension Device {
     /// Saves the family's rule for an app. The server sends every child device the family's
     /// rules (its `configuration` command) from there. Returns the devices that get it.
     func setAppRule(_ bundleId: String, category: String?, pointsPerMinute: Int?, enabled: Bool?, blocked: Bool?, displayName: String?) async throws -> [DeviceInfo] {
-        var fields: [String: JSONValue] = ["familyRef": .reference(self.family, zone: StoreNames.defaultZone), "bundleId": .string(bundleId), "source": "override"]
         let existing = try await self.store.call(StoreMethods.fetch, FetchParams(family: self.family, zone: StoreNames.defaultZone, recordNames: [Self.ruleName(bundleId)]))
-        guard let category = category ?? existing.records.first?.fields["classification"]?.stringValue else {
+        guard let category = category ?? existing.records.first?.fields(as: AppRule.self)?.classification else {
             throw CLIError(.invalidInput, "\(bundleId) has no rule yet: give its --category (learning or reward)")
         }
-        fields["classification"] = .string(category)
-        if let pointsPerMinute { fields["pointsPerMinute"] = .int(Int64(pointsPerMinute)) }
-        if let enabled { fields["isEnabled"] = .bool(enabled) }
-        if let blocked { fields["blockingEnabled"] = .bool(blocked) }
-        if let displayName { fields["displayName"] = .string(displayName) }
+        // What is not given stays as it was (a `changedKeys` save of the rest).
+        let rule = AppRule(familyRef: .inDefaultZone(self.family), bundleId: bundleId, classification: category, source: "override",
+                           pointsPerMinute: pointsPerMinute.map(Int64.init), isEnabled: enabled, blockingEnabled: blocked, displayName: displayName)
         let saved = try await self.store.call(StoreMethods.modify, ModifyParams(
-            family: self.family, zone: StoreNames.defaultZone,
-            saves: [RecordSave(recordType: RecordTypes.appRule, recordName: Self.ruleName(bundleId), fields: fields)], savePolicy: .changedKeys, atomic: true))
+            family: self.family, zone: StoreNames.defaultZone, saves: [try .record(rule, named: Self.ruleName(bundleId))], savePolicy: .changedKeys, atomic: true))
         guard saved.saved.first?.record != nil else { throw CLIError(.refused, "the rule was not saved") }
         return try await self.childDevices()
     }
@@ -85,46 +81,45 @@ extension Device {
     static func ruleName(_ bundleId: String) -> String { "app-\(bundleId)" }
 
     /// The family's app rules.
-    func appRules() async throws -> [Record] {
-        try await self.all(RecordTypes.appRule, zone: StoreNames.defaultZone).sorted { $0.recordName < $1.recordName }
+    func appRules() async throws -> [TypedRecord<AppRule>] {
+        try await self.all(AppRule.self, zone: StoreNames.defaultZone).sorted { $0.recordName < $1.recordName }
     }
 
     /// A child's DailySummary records for one local day, one per device, as the store holds them.
-    func summaries(child: String, day: String) async throws -> [(device: DeviceInfo, summary: Record?)] {
-        var found: [(DeviceInfo, Record?)] = []
+    func summaries(child: String, day: String) async throws -> [(device: DeviceInfo, summary: DailySummary?)] {
+        var found: [(DeviceInfo, DailySummary?)] = []
         // Every device the child used, removed ones too: a child's day is what happened on
         // any of them.
         for device in try await self.childDevices(of: child, includingRevoked: true) {
             guard let zone = device.zone else { continue }
             let fetched = try await self.store.call(StoreMethods.fetch, FetchParams(family: self.family, zone: zone, recordNames: ["\(device.deviceId)_\(day)"]))
-            found.append((device, fetched.records.first))
+            found.append((device, fetched.records.first?.fields(as: DailySummary.self)))
         }
         return found
     }
 
     /// The children's EarnedTimeBalance records (one child, or all).
-    func balances(child: String?) async throws -> [Record] {
+    func balances(child: String?) async throws -> [TypedRecord<EarnedTimeBalance>] {
         if let child {
-            return try await self.store.call(StoreMethods.fetch, FetchParams(family: self.family, zone: StoreNames.defaultZone, recordNames: ["balance-child-\(child)"])).records
+            return try await self.store.call(StoreMethods.fetch, FetchParams(family: self.family, zone: StoreNames.defaultZone, recordNames: ["balance-child-\(child)"]))
+                .records.map { record throws(RPCError) in try TypedRecord<EarnedTimeBalance>(record) }
         }
-        return try await self.all(RecordTypes.earnedTimeBalance, zone: StoreNames.defaultZone).sorted { $0.recordName < $1.recordName }
+        return try await self.all(EarnedTimeBalance.self, zone: StoreNames.defaultZone).sorted { $0.recordName < $1.recordName }
     }
 
     /// A child's points ledger, newest first.
-    func ledger(child: String) async throws -> [Record] {
+    func ledger(child: String) async throws -> [TypedRecord<PointsLedgerEntry>] {
         let childRef = "child-\(child)"
-        return try await self.all(RecordTypes.pointsLedgerEntry, zone: StoreNames.defaultZone, sort: QuerySort("timestamp", descending: true))
-            .filter { $0.fields["childRef"]?["recordName"]?.stringValue == childRef }
+        return try await self.all(PointsLedgerEntry.self, zone: StoreNames.defaultZone, sort: QuerySort(PointsLedgerEntry.Field.timestamp, descending: true))
+            .filter { $0.fields.childRef.recordName == childRef }
     }
 
     /// Posts a redemption or an adjustment to a child's ledger (idempotent by `key`).
     func postLedgerEntry(child: String, type: String, points: Int, reason: String?, key: String) async throws -> Record {
         let result = try await self.store.call(StoreMethods.modify, ModifyParams(family: self.family, zone: StoreNames.defaultZone, saves: [
-            RecordSave(recordType: RecordTypes.pointsLedgerEntry, recordName: "entry-\(key)", fields: [
-                "familyRef": .reference(self.family), "childRef": .reference("child-\(child)"), "type": .string(type),
-                "amount": .int(Int64(points)), "timestamp": .date(Date()), "reason": reason.map(JSONValue.string) ?? .null,
-                "actorParentRef": .reference("parent-\(self.profile.deviceId)"), "idempotencyKey": .string(key),
-            ].filter { $0.value != .null }),
+            .record(PointsLedgerEntry(familyRef: RecordReference(self.family), childRef: RecordReference("child-\(child)"), type: type, amount: Int64(points),
+                                      timestamp: Date(), reason: reason, actorParentRef: RecordReference("parent-\(self.profile.deviceId)"), idempotencyKey: key),
+                    named: "entry-\(key)"),
         ], atomic: true))
         guard let record = result.saved.first?.record else { throw CLIError(.refused, "the ledger entry was not saved") }
         return record

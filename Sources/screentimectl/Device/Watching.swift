@@ -16,20 +16,21 @@ extension Device {
         case .parent:
             subscriptions = [
                 SubscribeParams(subscriptionId: "ctl-summaries", kind: .query, recordType: RecordTypes.dailySummary, firesOn: [.create, .update],
-                                notification: NotificationSpec(includeKeys: ["deviceID", "totalLearningSeconds", "totalRewardSeconds", "totalPointsEarned"])),
+                                notification: NotificationSpec(includeKeys: DailySummary.names([.deviceID, .totalLearningSeconds, .totalRewardSeconds, .totalPointsEarned]))),
                 SubscribeParams(subscriptionId: "ctl-balances", kind: .query, zone: StoreNames.defaultZone, recordType: RecordTypes.earnedTimeBalance,
-                                notification: NotificationSpec(includeKeys: ["balanceSeconds", "pointsBalance", "shielded"])),
+                                notification: NotificationSpec(includeKeys: EarnedTimeBalance.names([.balanceSeconds, .pointsBalance, .shielded]))),
                 SubscribeParams(subscriptionId: "ctl-commands", kind: .query, recordType: RecordTypes.configurationCommand, firesOn: [.update],
-                                notification: NotificationSpec(includeKeys: ["targetDeviceID", "commandType", "status"])),
+                                notification: NotificationSpec(includeKeys: ConfigurationCommand.names([.targetDeviceID, .commandType, .status]))),
             ]
         case .child:
             subscriptions = [
                 SubscribeParams(subscriptionId: "ctl-commands", kind: .query, zone: self.zone, recordType: RecordTypes.configurationCommand,
                                 // Pending ones, created or rewritten (the server's configuration is
                                 // rewritten in place); this device's own "executed" does not match.
-                                filters: [QueryFilter("targetDeviceID", .equal, .string(self.profile.deviceId)), QueryFilter("status", .equal, "pending")],
+                                filters: [QueryFilter(ConfigurationCommand.Field.targetDeviceID, .equal, .string(self.profile.deviceId)),
+                                          QueryFilter(ConfigurationCommand.Field.status, .equal, "pending")],
                                 firesOn: [.create, .update],
-                                notification: NotificationSpec(includeKeys: ["commandType", "status"], priority: .high)),
+                                notification: NotificationSpec(includeKeys: ConfigurationCommand.names([.commandType, .status]), priority: .high)),
             ]
         }
         for subscription in subscriptions { _ = try await self.push.call(PushMethods.subscribe, subscription) }

@@ -7,7 +7,7 @@ import StoreAPI
 /// The pairing flows: bootstrap, enrollment, invitations, verification, revocation.
 /// State lives in the store: invitations in the family's `_pairing` zone, the rest as the
 /// app's own record types.
-struct Pairing: Sendable {
+struct PairingFlows: Sendable {
     struct Settings: Sendable {
         /// What devices use to reach this server, carried in pairing URIs.
         var serverAddress: String
@@ -42,9 +42,8 @@ struct Pairing: Sendable {
         }
         _ = try await self.store.client.call(StoreMethods.createFamily, StoreAPI.CreateFamilyParams(family: params.family))
         _ = try await self.store.client.call(StoreMethods.createZone, ZoneParams(family: params.family, zone: PairingStore.zone))
-        var fields: [String: JSONValue] = [RecordFieldNames.timeZone: .string(params.timeZone ?? "UTC"), RecordFieldNames.settingsVersion: 1]
-        if let name = params.displayName { fields[RecordFieldNames.displayName] = .string(name) }
-        try await self.store.save(params.family, zone: "default", [RecordSave(recordType: RecordTypes.family, recordName: params.family, fields: fields)])
+        let family = Family(settingsVersion: 1, displayName: params.displayName, timeZone: params.timeZone ?? "UTC")
+        try await self.store.save(params.family, zone: "default", [.record(family, named: params.family)])
         let code = try await self.enrollmentCode(params.family, role: .admin, createdBy: "server")
         try await self.store.audit(params.family, actor: "server", parentDeviceId: nil, action: "family.create", target: params.family)
         self.logger.notice("family created", metadata: ["family": "\(params.family)"])
@@ -64,10 +63,9 @@ struct Pairing: Sendable {
         let id = Secrets.identifier()
         let secret = Secrets.random(bytes: 16)
         let expires = Date().addingTimeInterval(self.settings.enrollmentLifetime.seconds)
-        try await self.store.save(family, zone: PairingStore.zone, [RecordSave(recordType: RecordTypes.pairingInvitation, recordName: id, fields: [
-            RecordFieldNames.kind: "parent", RecordFieldNames.role: .string(role.rawValue), RecordFieldNames.secretSHA256: .string(SHA256Hex.of(secret)),
-            RecordFieldNames.status: "open", RecordFieldNames.expiresAt: .date(expires), RecordFieldNames.failedAttempts: 0, RecordFieldNames.createdBy: .string(createdBy),
-        ])])
+        let code = PairingInvitation(kind: "parent", secretSHA256: SHA256Hex.of(secret), role: role.rawValue, status: "open", expiresAt: expires,
+                                     failedAttempts: 0, createdBy: createdBy)
+        try await self.store.save(family, zone: PairingStore.zone, [.record(code, named: id)])
         let gateway = self.settings.gateway()
         return EnrollmentCode(family: family, code: "\(id).\(secret)", role: role, expiresAt: expires, urls: gateway?.urls, pin: gateway?.pin)
     }
@@ -80,21 +78,15 @@ struct Pairing: Sendable {
             family: params.family, id: parts.first ?? "", secret: parts.count == 2 ? parts[1] : "", kind: "parent",
             status: "used", device: params.deviceId, deviceName: params.deviceName
         ) { invitation in
-            guard invitation.fields[RecordFieldNames.role]?.stringValue.flatMap(DeviceRole.init(rawValue:))?.isParent == true else { throw Self.invalid }
+            guard invitation.fields.role.flatMap(DeviceRole.init(rawValue:))?.isParent == true else { throw Self.invalid }
         }
-        guard let role = invitation.fields[RecordFieldNames.role]?.stringValue.flatMap(DeviceRole.init(rawValue:)) else { throw Self.invalid }
+        guard let role = invitation.fields.role.flatMap(DeviceRole.init(rawValue:)) else { throw Self.invalid }
 
         let credential = try await self.store.issueCredential(params.family, deviceId: params.deviceId, role: role, status: .active)
-        var profile: [String: JSONValue] = [
-            RecordFieldNames.familyRef: .reference(params.family, zone: "default"), RecordFieldNames.role: .string(role.rawValue), RecordFieldNames.deviceIds: [.string(params.deviceId)],
-        ]
-        if let name = params.displayName { profile[RecordFieldNames.displayName] = .string(name) }
+        let profile = ParentProfile(familyRef: .inDefaultZone(params.family), role: role.rawValue, deviceIds: [params.deviceId], displayName: params.displayName)
+        let device = RegisteredDevice(deviceID: params.deviceId, deviceName: params.deviceName, deviceType: "parent", registrationDate: Date(), isActive: true)
         try await self.store.save(params.family, zone: "default", [
-            RecordSave(recordType: RecordTypes.parentProfile, recordName: Names.parent(params.deviceId), fields: profile),
-            RecordSave(recordType: RecordTypes.registeredDevice, recordName: Names.device(params.deviceId), fields: [
-                RecordFieldNames.deviceID: .string(params.deviceId), RecordFieldNames.deviceName: .string(params.deviceName), RecordFieldNames.deviceType: "parent",
-                RecordFieldNames.registrationDate: .date(Date()), RecordFieldNames.isActive: true,
-            ]),
+            .record(profile, named: Names.parent(params.deviceId)), .record(device, named: Names.device(params.deviceId)),
         ], policy: .allKeys)
         try await self.store.audit(params.family, actor: "device:\(params.deviceId)", parentDeviceId: params.deviceId, action: "parent.enroll", target: params.deviceId)
         self.logger.notice("parent enrolled", metadata: ["family": "\(params.family)", "device_id": "\(params.deviceId)", "role": "\(role.rawValue)"])
@@ -118,17 +110,11 @@ struct Pairing: Sendable {
         let expires = Date().addingTimeInterval(lifetime)
 
         _ = try await self.store.client.call(StoreMethods.createZone, ZoneParams(family: parent.family, zone: zone))
-        var session: [String: JSONValue] = [
-            RecordFieldNames.childRef: .reference(Names.child(params.childId), zone: "default"), RecordFieldNames.parentDeviceID: .string(parent.deviceId), RecordFieldNames.status: "pending",
-        ]
-        if let name = params.childName { session[RecordFieldNames.title] = .string(name) }
-        try await self.store.save(parent.family, zone: zone, [RecordSave(recordType: RecordTypes.monitoringSession, recordName: Names.session, fields: session)])
-        var fields: [String: JSONValue] = [
-            RecordFieldNames.kind: "child", RecordFieldNames.secretSHA256: .string(SHA256Hex.of(secret)), RecordFieldNames.status: "open", RecordFieldNames.expiresAt: .date(expires),
-            RecordFieldNames.failedAttempts: 0, RecordFieldNames.createdBy: .string(parent.deviceId), RecordFieldNames.zone: .string(zone), RecordFieldNames.childOpaqueId: .string(params.childId),
-        ]
-        if let name = params.childName { fields[RecordFieldNames.childName] = .string(name) }
-        try await self.store.save(parent.family, zone: PairingStore.zone, [RecordSave(recordType: RecordTypes.pairingInvitation, recordName: id, fields: fields)])
+        let session = MonitoringSession(childRef: .inDefaultZone(Names.child(params.childId)), parentDeviceID: parent.deviceId, status: "pending", title: params.childName)
+        try await self.store.save(parent.family, zone: zone, [.record(session, named: Names.session)])
+        let invitation = PairingInvitation(kind: "child", secretSHA256: SHA256Hex.of(secret), status: "open", expiresAt: expires, failedAttempts: 0,
+                                           createdBy: parent.deviceId, zone: zone, childOpaqueId: params.childId, childName: params.childName)
+        try await self.store.save(parent.family, zone: PairingStore.zone, [.record(invitation, named: id)])
         try await self.store.audit(parent.family, actor: "device:\(parent.deviceId)", parentDeviceId: parent.deviceId, action: "invitation.create",
                                    target: zone, metadata: ["invitationId": .string(id), "childId": .string(params.childId)])
         self.logger.notice("invitation created", metadata: ["family": "\(parent.family)", "invitation_id": "\(id)", "zone": "\(zone)"])
@@ -146,27 +132,20 @@ struct Pairing: Sendable {
             family: params.family, id: params.invitationId, secret: params.secret, kind: "child",
             status: "accepted", device: params.deviceId, deviceName: params.deviceName
         ) { invitation in
-            guard invitation.fields[RecordFieldNames.zone]?.stringValue != nil, invitation.fields[RecordFieldNames.childOpaqueId]?.stringValue != nil,
-                  invitation.fields[RecordFieldNames.createdBy]?.stringValue != nil else { throw Self.invalid }
+            guard invitation.fields.zone != nil, invitation.fields.childOpaqueId != nil, invitation.fields.createdBy != nil else { throw Self.invalid }
         }
-        guard let zone = invitation.fields[RecordFieldNames.zone]?.stringValue, let childId = invitation.fields[RecordFieldNames.childOpaqueId]?.stringValue,
-              let parentDeviceId = invitation.fields[RecordFieldNames.createdBy]?.stringValue else { throw Self.invalid }
+        guard let zone = invitation.fields.zone, let childId = invitation.fields.childOpaqueId, let parentDeviceId = invitation.fields.createdBy else {
+            throw Self.invalid
+        }
 
-        var child: [String: JSONValue] = [
-            RecordFieldNames.familyRef: .reference(params.family, zone: "default"), RecordFieldNames.childOpaqueId: .string(childId), RecordFieldNames.pairedDeviceIds: [.string(params.deviceId)],
-        ]
-        if let name = invitation.fields[RecordFieldNames.childName] { child[RecordFieldNames.displayName] = name }
-        try await self.store.save(params.family, zone: "default", [RecordSave(recordType: RecordTypes.childContext, recordName: Names.child(childId), fields: child)],
-                                  policy: .changedKeys)
-        var device: [String: JSONValue] = [
-            RecordFieldNames.deviceID: .string(params.deviceId), RecordFieldNames.deviceName: .string(params.deviceName), RecordFieldNames.deviceType: "child",
-            RecordFieldNames.parentDeviceID: .string(parentDeviceId), RecordFieldNames.childRef: .reference(Names.child(childId), zone: "default"),
-            RecordFieldNames.registrationDate: .date(Date()), RecordFieldNames.isActive: false,
-        ]
-        if let name = invitation.fields[RecordFieldNames.childName] { device[RecordFieldNames.childName] = name }
+        let child = ChildContext(familyRef: .inDefaultZone(params.family), childOpaqueId: childId, displayName: invitation.fields.childName,
+                                 pairedDeviceIds: [params.deviceId])
+        try await self.store.save(params.family, zone: "default", [.record(child, named: Names.child(childId))], policy: .changedKeys)
+        let device = RegisteredDevice(deviceID: params.deviceId, deviceName: params.deviceName, deviceType: "child", childName: invitation.fields.childName,
+                                      parentDeviceID: parentDeviceId, childRef: .inDefaultZone(Names.child(childId)), registrationDate: Date(), isActive: false)
         try await self.store.save(params.family, zone: zone, [
-            RecordSave(recordType: RecordTypes.registeredDevice, recordName: Names.device(params.deviceId), fields: device),
-            RecordSave(recordType: RecordTypes.monitoringSession, recordName: Names.session, fields: [RecordFieldNames.deviceID: .string(params.deviceId)]),
+            .record(device, named: Names.device(params.deviceId)),
+            .changes(MonitoringSession.self, named: Names.session, [.deviceID: .string(params.deviceId)]),
         ], policy: .changedKeys)
         // The credential first: the store shares a zone only with a device of the family.
         let credential = try await self.store.issueCredential(params.family, deviceId: params.deviceId, role: .child, status: .pending)
@@ -205,8 +184,8 @@ struct Pairing: Sendable {
             throw RPCError(.conflict, "device \(deviceId) is no longer waiting for confirmation (it was revoked); invite it again")
         }
         try await self.store.save(parent.family, zone: info.zone, [
-            RecordSave(recordType: RecordTypes.monitoringSession, recordName: Names.session, fields: [RecordFieldNames.status: "active"]),
-            RecordSave(recordType: RecordTypes.registeredDevice, recordName: Names.device(deviceId), fields: [RecordFieldNames.isActive: true]),
+            .changes(MonitoringSession.self, named: Names.session, [.status: "active"]),
+            .changes(RegisteredDevice.self, named: Names.device(deviceId), [.isActive: true]),
         ], policy: .changedKeys)
         try await self.store.audit(parent.family, actor: "device:\(parent.deviceId)", parentDeviceId: parent.deviceId, action: "device.confirm", target: deviceId)
         self.logger.notice("pairing confirmed", metadata: ["family": "\(parent.family)", "invitation_id": "\(params.invitationId)", "device_id": "\(deviceId)"])
@@ -227,7 +206,7 @@ struct Pairing: Sendable {
             try await self.cutOff(parent.family, deviceId: deviceId, zone: info.zone)
         } else {
             try await self.store.save(parent.family, zone: info.zone, [
-                RecordSave(recordType: RecordTypes.monitoringSession, recordName: Names.session, fields: [RecordFieldNames.status: "revoked"]),
+                .changes(MonitoringSession.self, named: Names.session, [.status: "revoked"]),
             ], policy: .changedKeys)
         }
         try await self.store.audit(parent.family, actor: "device:\(parent.deviceId)", parentDeviceId: parent.deviceId, action: "invitation.reject",
@@ -286,7 +265,7 @@ struct Pairing: Sendable {
 
     /// Revokes a device the caller may revoke: its credential, its shares, its registrations.
     private func revoke(_ deviceId: String, by parent: PairingStore.Device) async throws -> DeviceInfo {
-        let registrations = try await self.store.all(parent.family, type: RecordTypes.registeredDevice, filters: [QueryFilter(RecordFieldNames.deviceID, .equal, .string(deviceId))])
+        let registrations = try await self.store.all(parent.family, type: RecordTypes.registeredDevice, filters: [QueryFilter(RegisteredDevice.Field.deviceID, .equal, .string(deviceId))])
         if registrations.isEmpty {
             try await self.store.setCredential(parent.family, deviceId: deviceId, .revoked)
         }
@@ -310,7 +289,7 @@ struct Pairing: Sendable {
         // Only the child's own devices: a parent's device named in the record (parents may
         // write it) keeps its credential.
         var devices: [String] = []
-        for deviceId in child.fields[RecordFieldNames.pairedDeviceIds]?.arrayValue?.compactMap(\.stringValue) ?? []
+        for deviceId in child.fields(as: ChildContext.self)?.pairedDeviceIds ?? []
         where try await self.store.credential(admin.family, deviceId: deviceId)?.role == .child {
             try await self.store.setCredential(admin.family, deviceId: deviceId, .revoked)
             devices.append(deviceId)
@@ -320,7 +299,7 @@ struct Pairing: Sendable {
         let all = try await self.store.client.call(StoreMethods.listZones, FamilyParams(family: admin.family)).zones
         for zone in all where zone.name.hasPrefix(Names.childZonePrefix) {
             let session = try await self.store.fetch(admin.family, zone: zone.name, Names.session)
-            if session?.fields[RecordFieldNames.childRef]?["recordName"]?.stringValue == Names.child(params.childId) {
+            if session?.fields(as: MonitoringSession.self)?.childRef?.recordName == Names.child(params.childId) {
                 _ = try await self.store.client.call(StoreMethods.deleteZone, ZoneParams(family: admin.family, zone: zone.name))
                 zones.append(zone.name)
             }
@@ -366,7 +345,7 @@ struct Pairing: Sendable {
     /// invitation that is not of the kind asked for. Every refusal looks the same to the
     /// caller; wrong guesses count towards the limits and the invitation's lock.
     private func take(family: String, id: String, secret: String, kind: String, status: String, device: String, deviceName: String,
-                      check: @escaping @Sendable (Record) throws -> Void) async throws -> Record {
+                      check: @escaping @Sendable (TypedRecord<PairingInvitation>) throws -> Void) async throws -> TypedRecord<PairingInvitation> {
         guard Identifiers.isValid(family) else { throw Self.invalid }
         let attempt = try self.limiter.begin(family: family)
         do {
@@ -390,26 +369,24 @@ struct Pairing: Sendable {
 
     /// The invitation, if `secret` is its secret and it is still open; `WrongGuess` for an
     /// unknown invitation or a wrong secret (counted on the invitation first).
-    private func verify(family: String, id: String, secret: String, kind: String) async throws -> Record {
-        var found: Record?
+    private func verify(family: String, id: String, secret: String, kind: String) async throws -> TypedRecord<PairingInvitation> {
+        var found: TypedRecord<PairingInvitation>?
         // An id that cannot be an invitation's, or a family with no pairing zone (none by
         // that name): the same answer as a wrong id, not counted.
         var counted = false
         if Identifiers.isValid(id) {
             do {
-                found = try await self.store.fetch(family, zone: PairingStore.zone, id)
+                found = try await self.store.fetch(family, zone: PairingStore.zone, id).flatMap { try? TypedRecord<PairingInvitation>($0) }
                 counted = true
             } catch let error as RPCError where error.code == .notFound {
                 found = nil
             }
         }
-        guard let invitation = found, invitation.fields[RecordFieldNames.kind]?.stringValue == kind,
-              let hash = invitation.fields[RecordFieldNames.secretSHA256]?.stringValue
-        else {
+        guard let invitation = found, invitation.fields.kind == kind else {
             self.logger.notice("pairing attempt with an unknown invitation", metadata: ["family": "\(family)", "invitation_id": "\(id)"])
             throw WrongGuess(counted: counted)
         }
-        guard Secrets.matches(secret, sha256Hex: hash) else {
+        guard Secrets.matches(secret, sha256Hex: invitation.fields.secretSHA256) else {
             do {
                 try await self.countWrongSecret(family, invitation)
             } catch {
@@ -420,10 +397,9 @@ struct Pairing: Sendable {
             }
             throw WrongGuess()
         }
-        let expires = invitation.fields[RecordFieldNames.expiresAt]?.stringValue.flatMap(StoreDates.parse) ?? .distantPast
-        guard invitation.fields[RecordFieldNames.status]?.stringValue == "open", Date() < expires else {
+        guard invitation.fields.status == "open", Date() < invitation.fields.expiresAt else {
             self.logger.notice("pairing attempt with a closed invitation", metadata: [
-                "family": "\(family)", "invitation_id": "\(id)", "status": "\(invitation.fields[RecordFieldNames.status]?.stringValue ?? "")",
+                "family": "\(family)", "invitation_id": "\(id)", "status": "\(invitation.fields.status)",
             ])
             throw Self.invalid
         }
@@ -433,51 +409,52 @@ struct Pairing: Sendable {
     /// One more wrong secret on an open invitation; the fifth locks it. The write is
     /// conditional on the change tag: if the invitation changed meanwhile (a parent rejected
     /// it, say), it is read again and counted on what it is now.
-    private func countWrongSecret(_ family: String, _ invitation: Record) async throws {
+    private func countWrongSecret(_ family: String, _ invitation: TypedRecord<PairingInvitation>) async throws {
         var current = invitation
-        while current.fields[RecordFieldNames.status]?.stringValue == "open" {
-            let failures = (current.fields[RecordFieldNames.failedAttempts]?.intValue ?? 0) + 1
-            var fields: [String: JSONValue] = [RecordFieldNames.failedAttempts: .int(failures)]
-            if failures >= Int64(Self.maximumWrongSecrets) { fields[RecordFieldNames.status] = "locked" }
+        while current.fields.status == "open" {
+            let failures = (current.fields.failedAttempts ?? 0) + 1
+            var counted = current
+            counted.fields.failedAttempts = failures
+            if failures >= Int64(Self.maximumWrongSecrets) { counted.fields.status = "locked" }
             do {
-                try await self.store.save(family, zone: PairingStore.zone, [Self.update(current, fields)])
+                try await self.store.save(family, zone: PairingStore.zone, [try counted.save()])
                 self.logger.warning("wrong pairing secret", metadata: [
                     "family": "\(family)", "invitation_id": "\(current.recordName)", "failed_attempts": "\(failures)",
                 ])
                 return
             } catch let error as RPCError where error.code == .conflict {
                 guard let fresh = try await self.store.fetch(family, zone: PairingStore.zone, current.recordName) else { return }
-                current = fresh
+                current = try TypedRecord(fresh)
             }
         }
         self.logger.notice("wrong pairing secret for a closed invitation", metadata: [
-            "family": "\(family)", "invitation_id": "\(current.recordName)", "status": "\(current.fields[RecordFieldNames.status]?.stringValue ?? "")",
+            "family": "\(family)", "invitation_id": "\(current.recordName)", "status": "\(current.fields.status)",
         ])
     }
 
     /// Marks the invitation taken, only if nobody else took it first (its change tag).
-    private func claim(_ family: String, _ invitation: Record, status: String, device: String, deviceName: String) async throws {
+    private func claim(_ family: String, _ invitation: TypedRecord<PairingInvitation>, status: String, device: String, deviceName: String) async throws {
+        var claimed = invitation
+        claimed.fields.status = status
+        claimed.fields.deviceID = device
+        claimed.fields.deviceName = deviceName
+        claimed.fields.acceptedAt = Date()
         do {
-            try await self.store.save(family, zone: PairingStore.zone, [Self.update(invitation, [
-                RecordFieldNames.status: .string(status), RecordFieldNames.deviceID: .string(device), RecordFieldNames.deviceName: .string(deviceName), RecordFieldNames.acceptedAt: .date(Date()),
-            ])])
+            // Saved only if nobody changed it since it was read: the store's default policy
+            // checks the change tag (`changedKeys` would not).
+            try await self.store.save(family, zone: PairingStore.zone, [try claimed.save()])
         } catch let error as RPCError where error.code == .conflict {
             throw Self.invalid  // another device got there first
         }
     }
 
-    /// The invitation with `changes`, saved only if nobody changed it since it was read
-    /// (the store's default policy checks the change tag; `changedKeys` would not).
-    private static func update(_ invitation: Record, _ changes: [String: JSONValue]) -> RecordSave {
-        RecordSave(recordType: invitation.recordType, recordName: invitation.recordName,
-                   fields: invitation.fields.merging(changes) { _, new in new }, changeTag: invitation.changeTag)
-    }
-
     /// Sets a confirmed or rejected invitation's status, only if nobody decided it since it
     /// was read; the loser of a race gets `conflict`.
-    private func decide(_ family: String, _ invitation: Record, _ status: String) async throws {
+    private func decide(_ family: String, _ invitation: TypedRecord<PairingInvitation>, _ status: String) async throws {
+        var decided = invitation
+        decided.fields.status = status
         do {
-            try await self.store.save(family, zone: PairingStore.zone, [Self.update(invitation, [RecordFieldNames.status: .string(status)])])
+            try await self.store.save(family, zone: PairingStore.zone, [try decided.save()])
         } catch let error as RPCError where error.code == .conflict {
             throw RPCError(.conflict, "invitation \(invitation.recordName) was confirmed or rejected meanwhile; see pairing.invitationStatus",
                            data: ["invitationId": .string(invitation.recordName)])
@@ -492,9 +469,9 @@ struct Pairing: Sendable {
         }
     }
 
-    private func childInvitation(_ family: String, _ id: String) async throws -> Record {
-        guard Identifiers.isValid(id), let invitation = try await self.store.fetch(family, zone: PairingStore.zone, id),
-              invitation.fields[RecordFieldNames.kind]?.stringValue == "child" else {
+    private func childInvitation(_ family: String, _ id: String) async throws -> TypedRecord<PairingInvitation> {
+        guard Identifiers.isValid(id), let record = try await self.store.fetch(family, zone: PairingStore.zone, id),
+              let invitation = try? TypedRecord<PairingInvitation>(record), invitation.fields.kind == "child" else {
             throw RPCError(.notFound, "no invitation \(id) in this family", data: ["invitationId": .string(id)])
         }
         return invitation
@@ -506,32 +483,31 @@ struct Pairing: Sendable {
         if zone != "default" {
             _ = try await self.store.client.call(StoreMethods.unshare, UnshareParams(family: family, zone: zone, deviceIds: [deviceId]))
         }
-        var saves = [RecordSave(recordType: RecordTypes.registeredDevice, recordName: Names.device(deviceId), fields: [RecordFieldNames.isActive: false])]
+        var saves: [RecordSave] = [.changes(RegisteredDevice.self, named: Names.device(deviceId), [.isActive: false])]
         if zone.hasPrefix(Names.childZonePrefix) {
-            saves.append(RecordSave(recordType: RecordTypes.monitoringSession, recordName: Names.session, fields: [RecordFieldNames.status: "revoked"]))
+            saves.append(.changes(MonitoringSession.self, named: Names.session, [.status: "revoked"]))
         }
         try await self.store.save(family, zone: zone, saves, policy: .changedKeys)
     }
 
-    static func info(_ invitation: Record) -> InvitationInfo {
-        let expires = invitation.fields[RecordFieldNames.expiresAt]?.stringValue.flatMap(StoreDates.parse) ?? .distantPast
-        var status = invitation.fields[RecordFieldNames.status]?.stringValue.flatMap(InvitationStatus.init(rawValue:)) ?? .expired
-        if status == .open, Date() >= expires { status = .expired }
+    static func info(_ invitation: TypedRecord<PairingInvitation>) -> InvitationInfo {
+        let fields = invitation.fields
+        var status = InvitationStatus(rawValue: fields.status) ?? .expired
+        if status == .open, Date() >= fields.expiresAt { status = .expired }
         return InvitationInfo(
-            invitationId: invitation.recordName, status: status, zone: invitation.fields[RecordFieldNames.zone]?.stringValue ?? "",
-            childId: invitation.fields[RecordFieldNames.childOpaqueId]?.stringValue ?? "", parentDeviceId: invitation.fields[RecordFieldNames.createdBy]?.stringValue ?? "",
-            deviceId: invitation.fields[RecordFieldNames.deviceID]?.stringValue, deviceName: invitation.fields[RecordFieldNames.deviceName]?.stringValue, expiresAt: expires)
+            invitationId: invitation.recordName, status: status, zone: fields.zone ?? "", childId: fields.childOpaqueId ?? "",
+            parentDeviceId: fields.createdBy ?? "", deviceId: fields.deviceID, deviceName: fields.deviceName, expiresAt: fields.expiresAt)
     }
 
     private func devices(_ family: String) async throws -> [DeviceInfo] {
         let credentials = try await self.store.client.call(StoreMethods.listCredentials, ListCredentialsParams(family: family)).credentials
-        let registrations = try await self.store.all(family, type: RecordTypes.registeredDevice)
+        let registrations = try await self.store.all(family, type: RecordTypes.registeredDevice).compactMap { try? TypedRecord<RegisteredDevice>($0) }
         return credentials.map { credential in
-            let registration = registrations.first { $0.fields[RecordFieldNames.deviceID]?.stringValue == credential.deviceId && $0.zone != "default" }
-                ?? registrations.first { $0.fields[RecordFieldNames.deviceID]?.stringValue == credential.deviceId }
-            let childRecord = registration?.fields[RecordFieldNames.childRef]?["recordName"]?.stringValue
+            let registration = registrations.first { $0.fields.deviceID == credential.deviceId && $0.zone != "default" }
+                ?? registrations.first { $0.fields.deviceID == credential.deviceId }
+            let childRecord = registration?.fields.childRef?.recordName
             return DeviceInfo(
-                deviceId: credential.deviceId, deviceName: registration?.fields[RecordFieldNames.deviceName]?.stringValue, role: credential.role,
+                deviceId: credential.deviceId, deviceName: registration?.fields.deviceName, role: credential.role,
                 status: credential.status, childId: childRecord.flatMap(Names.childId),
                 zone: credential.role == .child ? registration?.zone : nil, pairedAt: credential.createdAt, lastSeenAt: credential.lastSeenAt)
         }

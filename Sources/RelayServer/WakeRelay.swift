@@ -7,7 +7,7 @@ import Synchronization
 /// The relay's logic, apart from HTTP: seals device tokens into handles, and turns a home
 /// server's signed wake into an APNs push. It keeps no registration: everything it needs is
 /// in the handle, which only it can read.
-struct Relay: Sendable {
+struct WakeRelay: Sendable {
     let sealer: HandleSealer
     /// The app topics (bundle ids) this relay's APNs key may push to.
     let topics: Set<String>

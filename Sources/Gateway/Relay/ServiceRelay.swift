@@ -14,7 +14,7 @@ import RPCCore
 /// event loop's connection, so the reply comes back on the thread that writes it to the
 /// device. Streams run on connections of their own, a few streams to each
 /// (``StreamConnections``).
-public final class Relay: Sendable {
+public final class ServiceRelay: Sendable {
     public let allowlist: Allowlist
     public let authenticator: DeviceAuthenticator
     let clients: [String: RPCClient]
@@ -119,9 +119,9 @@ public final class Relay: Sendable {
 
     /// What a device is told of a failure: the services' own errors as they are, except
     /// what would describe the server (socket paths, internal failures).
-    static func presentable(_ error: RPCError, service: String) -> RPCError {
+    public static func presentable(_ error: RPCError, service: String) -> RPCError {
         switch error.code {
-        case .unavailable where error.message.contains("connect") || error.message.contains("connection"):
+        case .unavailable where error.isConnectionFailure:
             return RPCError(.unavailable, "the \(service) service is not available right now; try again shortly")
         case .internal:
             return RPCError(.internal, "the server could not handle this request; its administrator will find the details in its journal")
