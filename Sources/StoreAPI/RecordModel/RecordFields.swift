@@ -5,8 +5,8 @@ import RPCCore
 /// the fields, named exactly as in the schema (docs/data-model.md, `store.schema`). A field
 /// the store requires is a non-optional property, every other field an optional one;
 /// fields a newer server adds are ignored when reading. A contract test (ContractTests,
-/// `SchemaDocTests`) checks these
-/// types against the store's schema: every type, field, field type, index and constraint.
+/// `SchemaDocTests`) checks these types against the store's schema: every type, field,
+/// field type, index and constraint.
 public protocol RecordFields: Codable, Sendable, Hashable {
     /// The fields' names, as the wire has them (each type's own, so a name can only be one
     /// of the type's fields).
