@@ -84,8 +84,8 @@ struct DeviceAPI: Sendable {
         }
         RequestDeadline.on(channel) { $0.disarm() }
         let bytes = Array(body.readableBytesView)
-        let parsed: (head: RequestHead, params: JSONValue?)
-        switch RequestHead.parseRequest(bytes: bytes) {
+        let parsed: DeviceRequest
+        switch DeviceRequest.parse(bytes) {
         case .success(let request): parsed = request
         case .failure(let failure): return JSONResponse.error(failure.error, id: failure.id)
         }
@@ -106,7 +106,7 @@ struct DeviceAPI: Sendable {
             }
         }
         do {
-            let result = try await self.gateway.answer(parsed.head, params: parsed.params, identity: identity, address: address, transport: .http, on: channel.eventLoop)
+            let result = try await self.gateway.answer(parsed, identity: identity, address: address, on: channel.eventLoop)
             guard let id else { return JSONResponse.make(.noContent, bytes: []) }
             return JSONResponse.make(.ok, bytes: ReplyEncoding.resultBytes(id: id, encoded: result))
         } catch {

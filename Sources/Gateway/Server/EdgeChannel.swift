@@ -7,7 +7,6 @@ import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
 import NIOWebSocket
 import RPCCore
-@_spi(WSInternal) import WSCore
 
 /// One connection of the gateway, under TLS: HTTP/1.1 served by Hummingbird's responder,
 /// or a WebSocket once the first request asks for one and is accepted.
@@ -18,17 +17,21 @@ import RPCCore
 /// left unanswered until the request timeout (and logged at `error`); a refused upgrade
 /// got a bare 400 with no reason and no HSTS; and nothing of ours could sit on the
 /// WebSocket's frames before the first of them was read (the unmasked-frame check).
+/// An accepted WebSocket is then served by handlers of its own on the channel
+/// (``DeviceSocket``), not by a task: this connection's task ends as the upgrade completes.
 struct EdgeChannel: ServerChildChannel, HTTPChannelHandler {
     /// What the first request asked for, once it has been decided.
     enum Outcome: Sendable {
         case http(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
-        case webSocket(NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, WebSocketDataHandler<SocketContext>)
+        /// Served by the handlers the upgrade installed, without this connection's task.
+        case webSocket
         case refusedUpgrade(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>, UpgradeRefusal)
     }
 
-    /// Whether a request for a WebSocket is taken, and what serves it.
+    /// Whether a request for a WebSocket is taken, and what serves it: `accept`'s body
+    /// sets the socket up on the channel, on its event loop, as the upgrade completes.
     enum UpgradeDecision: Sendable {
-        case accept(WebSocketDataHandler<SocketContext>)
+        case accept(@Sendable (any Channel) throws -> Void)
         case refuse(UpgradeRefusal)
     }
 
@@ -36,10 +39,6 @@ struct EdgeChannel: ServerChildChannel, HTTPChannelHandler {
     struct UpgradeRefusal: Sendable {
         var status: HTTPResponse.Status
         var error: RPCError
-    }
-
-    struct SocketContext: WebSocketContext {
-        let logger: Logger
     }
 
     struct Value: ServerChildChannelValue {
@@ -76,11 +75,10 @@ struct EdgeChannel: ServerChildChannel, HTTPChannelHandler {
                 },
                 upgradePipelineHandler: { channel, _ in
                     channel.eventLoop.makeCompletedFuture {
-                        guard case .accept(let handler) = decision.value else { throw ChannelError.inappropriateOperationForState }
+                        guard case .accept(let open) = decision.value else { throw ChannelError.inappropriateOperationForState }
                         try ClientFrameCheck.install(on: channel)
-                        let socket = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(
-                            wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
-                        return Outcome.webSocket(socket, handler)
+                        try open(channel)
+                        return Outcome.webSocket
                     }
                 }
             )
@@ -129,18 +127,8 @@ struct EdgeChannel: ServerChildChannel, HTTPChannelHandler {
             await self.handleHTTP(asyncChannel: http, logger: logger)
         case .refusedUpgrade(let http, let refusal):
             await Self.writeRefusal(refusal, on: http, logger: logger)
-        case .webSocket(let socket, let handler):
-            do {
-                _ = try await WebSocketHandler.handle(
-                    type: .server,
-                    // No auto-ping: DeviceSocket keeps each socket alive with a timer of its own
-                    // (docs/architecture.md).
-                    configuration: .init(extensions: [], autoPing: .disabled, closeTimeout: .seconds(5),
-                                         validateUTF8: true, maxFrameSize: self.limits.maximumMessageSize),
-                    asyncChannel: socket, context: SocketContext(logger: logger), handler: handler)
-            } catch {
-                logger.debug("websocket ended with an error", metadata: ["error": "\(error)"])
-            }
+        case .webSocket:
+            break
         }
     }
 

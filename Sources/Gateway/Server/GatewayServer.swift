@@ -157,9 +157,8 @@ public final class GatewayServer: Service, Sendable {
                 }
                 let token = DeviceAPI.bearerToken(head.headerFields) ?? DeviceAPI.sessionCookie(head.headerFields, origins: context.origins)
                 let address = channel.remoteAddress?.ipAddress ?? "unknown"
-                return .accept { inbound, outbound, _ in
-                    let socket = DeviceSocket(gateway: context, address: address, channel: channel, outbound: outbound, logger: context.logger)
-                    try await socket.run(inbound: inbound, token: token)
+                return .accept { channel in
+                    try DeviceSocket(gateway: context, address: address, channel: channel, logger: context.logger).open(token: token)
                 }
             }
         )

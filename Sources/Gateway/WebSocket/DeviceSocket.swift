@@ -6,39 +6,64 @@ import NIOWebSocket
 import RPCClient
 import RPCCore
 import Synchronization
-import WSCore
 
 /// One device's WebSocket: each text message one request envelope, each reply one
 /// message, as on a service's Unix socket: requests pipelined and answered as they finish,
 /// streams replying with `"continues": true`, `rpc.cancel`, and back-pressure (a device that
 /// stops reading stops being read, and its streams wait, up to a bound).
+///
+/// It has no task of its own. ``DeviceSocketHandler`` hands it each message on the
+/// socket's event loop, where it is parsed and admitted once (``Admission``) and answered
+/// there when it can be: `rpc.ping`, `rpc.describe`, `rpc.cancel`, errors, and a unary call
+/// relayed on the loop's own connection to its service, whose reply is written from the
+/// same thread. What has to wait runs in tasks that end with it: a stream, a call whose
+/// service connection is not open yet, and, in the order they came, requests behind a
+/// credential to check with the store (the upgrade's, `gateway.authenticate`, a stale
+/// cache). An idle socket is a handler and a keep-alive timer.
 final class DeviceSocket: Sendable {
     let gateway: GatewayContext
     let address: String
     let channel: any Channel
-    let outbound: WebSocketOutboundWriter
-    /// Replies written from the event loop (streams', and calls answered there).
+    /// Every message to the device goes through it, from the event loop.
     let writer: MessageWriter
     let logger: Logger
-    private let state = Mutex(State())
+    private let opened = ContinuousClock.now
+    let state = Mutex(State())
+    /// The handler reading the socket (to read again once held reads may go on).
+    private let handler: NIOLoopBoundBox<DeviceSocketHandler?>
 
-    private struct State {
+    struct State {
         var identity: DeviceIdentity?
         var requests: [RequestID: InFlight] = [:]
         var anonymous: [UUID: Task<Void, Never>] = [:]
         var keepAlive: KeepAlive?
-        /// Reading messages: the credential given at the upgrade, if any, was accepted.
+        /// Requests served in the order they came, by one task while there are any.
+        var waiting: [Waiting] = []
+        var serving = false
+        /// The credential the upgrade carried, if any, was accepted: requests are taken.
         var reading = false
+        /// No request is taken any more (a close frame went out or came in, cut off).
         var closing = false
+        var ended = false
         var served = 0
+        var closeReason: String?
+    }
+
+    /// What waits for the in-order path.
+    enum Waiting: Sendable {
+        /// The credential the upgrade carried: checked before anything else is served.
+        case upgradeCredential(String)
+        case message(Result<DeviceRequest, RequestHead.Failure>)
     }
 
     /// A request of this socket still waiting for its reply.
-    private enum InFlight {
-        /// Served by a task of this socket.
+    enum InFlight {
+        /// Admitted; its task or call is being started.
+        case reserved
+        /// Served by a task.
         case task(Task<Void, Never>)
-        /// Relayed on the socket's event loop (``DirectRelay``); nil while the call starts.
-        case direct(RelayedCall?)
+        /// Relayed on the socket's event loop; its reply is written there.
+        case direct(RelayedCall)
 
         var task: Task<Void, Never>? {
             if case .task(let task) = self { return task }
@@ -47,248 +72,230 @@ final class DeviceSocket: Sendable {
 
         func cancel() {
             switch self {
+            case .reserved: break
             case .task(let task): task.cancel()
-            case .direct(let call): call?.cancel()
+            case .direct(let call): call.cancel()
             }
         }
     }
 
-    init(gateway: GatewayContext, address: String, channel: any Channel, outbound: WebSocketOutboundWriter, logger: Logger) {
+    init(gateway: GatewayContext, address: String, channel: any Channel, logger: Logger) {
         self.gateway = gateway
         self.address = address
         self.channel = channel
-        self.outbound = outbound
         self.writer = MessageWriter(channel: channel)
         self.logger = logger
+        self.handler = .makeEmptyBox(valueType: DeviceSocketHandler.self, eventLoop: channel.eventLoop)
     }
 
     var identity: DeviceIdentity? { self.state.withLock { $0.identity } }
 
-    /// Serves the socket until the device closes it, is cut off, or the gateway stops.
-    /// Errors of the WebSocket itself (a message too large, invalid UTF-8) are rethrown:
-    /// WSCore closes the socket with their close code.
-    func run(inbound: WebSocketInboundStream, token: String?) async throws {
-        let started = ContinuousClock.now
+    /// Starts serving the socket as its upgrade completes, on its event loop: the handler,
+    /// the keep-alive, and the credential the upgrade carried (checked first: requests that
+    /// come meanwhile wait for it). Without one, the device has `--auth-timeout` to give it.
+    func open(token: String?) throws {
         RequestDeadline.on(self.channel) { $0.disarm() }
-        self.startKeepAlive()
+        let activity = PeerActivity()
+        let pipeline = self.channel.pipeline.syncOperations
+        try pipeline.addHandler(activity, position: .first)
+        let handler = DeviceSocketHandler(socket: self, maximumMessageSize: self.gateway.configuration.limits.maximumMessageSize)
+        try pipeline.addHandler(handler)
+        self.handler.value = handler
+        self.writer.attach()
+        self.startKeepAlive(activity)
         if let token {
-            guard await self.authenticate(token, requestID: nil) != nil else { return }
-        }
-        self.logger.info("websocket opened", metadata: ["remote_address": "\(self.address)", "device_id": "\(self.identity?.deviceId ?? "")"])
-        var closeReason = "closed by the device"
-        defer { self.state.withLock { $0.keepAlive?.timer?.cancel() } }
-        self.state.withLock { $0.reading = true }
-        if self.identity == nil { self.requireCredential() }
-        do {
-            for try await message in inbound.messages(maxSize: self.gateway.configuration.limits.maximumMessageSize) {
-                if self.state.withLock({ $0.closing }) { break }
-                // Gone: what it sent before it went, still buffered here, has no one to
-                // answer (a client that pipelined thousands of requests, then closed).
-                guard self.channel.isActive else { closeReason = "closed by the device with requests unread"; break }
-                switch message {
-                case .binary:
-                    closeReason = "binary message"
-                    await self.send(ReplyEncoding.error(id: nil, RPCError(.invalidFrame, "messages must be text frames, each one JSON request envelope")))
-                    try? await self.outbound.close(.unacceptableData, reason: "text messages only")
-                    return await self.finish(started: started, reason: closeReason)
-                case .text(let text):
-                    await self.receive(Array(text.utf8))
-                }
-            }
-        } catch {
-            await self.finish(started: started, reason: "\(error)")
-            throw error
-        }
-        await self.finish(started: started, reason: closeReason)
-    }
-
-    private func finish(started: ContinuousClock.Instant, reason: String) async {
-        let (requests, keepAlive, served, identity) = self.state.withLock { state in
-            state.closing = true
-            defer { state.requests = [:]; state.anonymous = [:] }
-            return (Array(state.requests.values) + state.anonymous.values.map(InFlight.task), state.keepAlive, state.served, state.identity)
-        }
-        keepAlive?.timer?.cancel()
-        if let identity { self.gateway.credentialWatch.unwatch(ObjectIdentifier(self), family: identity.family) }
-        let reason = keepAlive?.deadPeer == true ? "no answer to ping" : reason
-        for request in requests { request.cancel() }
-        for task in requests.compactMap(\.task) { await task.value }
-        self.logger.info("websocket closed", metadata: [
-            "remote_address": "\(self.address)", "device_id": "\(identity?.deviceId ?? "")", "requests": "\(served)",
-            "duration_ms": "\(DeviceAPI.milliseconds(since: started))", "reason": "\(reason)",
-        ])
-    }
-
-    // MARK: Requests
-
-    private func receive(_ bytes: [UInt8]) async {
-        let head: RequestHead
-        let params: JSONValue?
-        switch RequestHead.parseRequest(bytes: bytes) {
-        case .success(let parsed): (head, params) = parsed
-        case .failure(let failure):
-            await self.send(ReplyEncoding.error(id: failure.id, failure.error))
-            return
-        }
-        if head.auth != nil {
-            await self.reply(head.id, error: RPCError(.invalidRequest, "on a WebSocket the credential is given once, at the upgrade or with gateway.authenticate; leave \"auth\" out"))
-            return
-        }
-        switch head.method {
-        case Builtin.cancel.name:
-            await self.cancel(head.id, params: params)
-            return
-        case GatewayMethods.authenticate.name:
-            await self.authenticateMessage(head.id, params: params)
-            return
-        default:
-            break
-        }
-        // The credential is checked again (from a cache of a few seconds) for every request.
-        var identity = self.identity
-        if let known = identity {
-            guard let current = await self.authenticate(known.token, requestID: head.id) else { return }
-            identity = current
-        }
-        let method: DeviceMethod?
-        do {
-            method = self.gateway.relay.allowlist.method(named: head.method) != nil ? try self.gateway.relay.admit(head.method, as: identity?.caller) : nil
-        } catch {
-            await self.reply(head.id, error: error)
-            return
-        }
-        let admitted: Bool = self.state.withLock { state in
-            guard state.requests.count + state.anonymous.count < self.gateway.configuration.limits.maximumInFlight else { return false }
-            if let id = head.id, state.requests[id] != nil { return false }
-            return true
-        }
-        guard admitted else {
-            let duplicate = head.id.map { id in self.state.withLock { $0.requests[id] != nil } } ?? false
-            await self.reply(head.id, error: duplicate
-                ? RPCError(.invalidRequest, "a request with id \(head.id!) is still in flight on this connection")
-                : RPCError(.limitExceeded, "too many requests in flight on this connection (limit \(self.gateway.configuration.limits.maximumInFlight)); wait for replies"))
-            return
-        }
-        if let method, method.kind == .stream {
-            guard let id = head.id else {
-                await self.reply(nil, error: RPCError(.invalidRequest, "\(head.method) is a stream; give the request an id"))
-                return
-            }
-            let identity = identity
-            self.start(id: id) { await self.stream(method, id: id, params: params, identity: identity) }
+            self.inOrder(.upgradeCredential(token))
         } else {
-            let identity = identity
-            let work: @Sendable () async -> Void = {
-                let started = ContinuousClock.now
-                do throws(RPCError) {
-                    let result = try await self.gateway.answer(head, params: params, identity: identity, address: self.address, transport: .webSocket, on: self.channel.eventLoop)
-                    if let id = head.id { await self.send(Data(ReplyEncoding.resultBytes(id: id, encoded: result))) }
-                } catch {
-                    await self.reply(head.id, error: error)
-                }
-                self.logger.debug("request", metadata: [
-                    "remote_address": "\(self.address)", "device_id": "\(identity?.deviceId ?? "")", "method": "\(head.method)",
-                    "duration_ms": "\(DeviceAPI.milliseconds(since: started))", "path": "task",
-                ])
-            }
-            if let id = head.id { self.start(id: id, work) } else { self.startAnonymous(work) }
+            self.state.withLock { $0.reading = true }
+            self.logOpened()
+            self.requireCredential()
         }
     }
 
-    /// Runs a request as a task of this socket, known by its id until it ends.
-    private func start(id: RequestID, _ work: @escaping @Sendable () async -> Void) {
-        self.state.withLock { state in
-            state.served += 1
-            state.requests[id] = .task(Task {
-                await work()
-                self.state.withLock { _ = $0.requests.removeValue(forKey: id) }
-            })
-        }
+    func logOpened() {
+        self.logger.info("websocket opened", metadata: ["remote_address": "\(self.address)", "device_id": "\(self.identity?.deviceId ?? "")"])
     }
 
-    private func startAnonymous(_ work: @escaping @Sendable () async -> Void) {
-        let key = UUID()
-        self.state.withLock { state in
-            state.served += 1
-            state.anonymous[key] = Task {
-                await work()
-                self.state.withLock { _ = $0.anonymous.removeValue(forKey: key) }
-            }
-        }
+    // MARK: Messages, on the event loop
+
+    /// A text message from the device (valid UTF-8, whole). On the loop.
+    func received(_ bytes: [UInt8]) {
+        let (closing, behind) = self.state.withLock { ($0.closing, !$0.reading || !$0.waiting.isEmpty) }
+        guard !closing else { return }
+        let parsed = DeviceRequest.parse(bytes)
+        // Behind a request that waits, in order; otherwise here, if it can be answered here.
+        if behind || !self.serveOnLoop(parsed) { self.inOrder(.message(parsed)) }
     }
 
-    /// `rpc.cancel`: ends a request of this socket still in flight with `cancelled`.
-    private func cancel(_ id: RequestID?, params: JSONValue?) async {
-        let target: CancelParams
-        do {
-            target = try ParamsDecoding.decode(CancelParams.self, params: params)
-        } catch {
-            await self.reply(id, error: error)
-            return
-        }
-        let request = self.state.withLock { $0.requests[target.id] }
-        request?.cancel()
-        if let id { await self.send((try? ReplyEncoding.result(id: id, CancelResult(cancelled: request != nil))) ?? Data()) }
+    /// A binary message: an error message, then the socket is closed (1003).
+    func receivedBinary() {
+        self.writer.write(Array(ReplyEncoding.error(id: nil, RPCError(.invalidFrame, "messages must be text frames, each one JSON request envelope"))))
+        self.close(.unacceptableData, reason: "text messages only", why: "binary message")
     }
 
-    // MARK: On the event loop
-
-    /// Answers a request on the socket's event loop, as ``DirectRelay`` reads it, when it
-    /// can be answered there at once: `rpc.ping`, or a unary call of the device whose
-    /// credential was checked within the period (no store lookup to wait for), under the
-    /// in-flight limit, with the service's connection open and the socket writable. The
-    /// reply is written from the same thread when the service's comes. Whether it took the
-    /// request: one it did not (every error included) goes the general way, ``receive(_:)``,
-    /// which answers as it always has.
-    func answerOnLoop(_ bytes: [UInt8]) -> Bool {
-        guard self.state.withLock({ $0.reading && !$0.closing }) else { return false }
-        guard case .success(let (head, params)) = RequestHead.parseRequest(bytes: bytes), head.auth == nil, let id = head.id,
-              self.channel.isWritable else { return false }
+    /// Serves a request on the loop if it needs nothing to wait for: false when it must
+    /// go the in-order way (its credential is to be checked with the store, or it is
+    /// `gateway.authenticate`).
+    private func serveOnLoop(_ parsed: Result<DeviceRequest, RequestHead.Failure>) -> Bool {
+        let request: DeviceRequest
+        switch parsed {
+        case .failure(let failure):
+            self.writer.write(Array(ReplyEncoding.error(id: failure.id, failure.error)))
+            return true
+        case .success(let parsed):
+            request = parsed
+        }
         var identity: DeviceIdentity?
         if let known = self.identity {
-            // The general path checks the credential with the store once the cache is stale.
+            // Checked again for every request, from a cache of a few seconds: once it is
+            // stale, the in-order path asks the store.
             guard let current = self.gateway.relay.authenticator.cached(known.token) else { return false }
             identity = current
         }
-        if head.method == Builtin.ping.name {
-            self.state.withLock { $0.served += 1 }
-            self.writer.write(ReplyEncoding.resultBytes(id: id, encoded: self.gateway.ping()))
+        if case .authenticate = self.serve(request, identity: identity, onLoop: true) { return false }
+        return true
+    }
+
+    /// Whether reading waits: the device is not reading its replies, or requests pile up
+    /// behind one that waits. On the loop.
+    func holdsReads(writable: Bool) -> Bool {
+        !writable || self.state.withLock { $0.waiting.count >= self.gateway.configuration.limits.maximumInFlight }
+    }
+
+    // MARK: In order
+
+    /// Queues what must be served in the order it came, and starts the task that serves it.
+    private func inOrder(_ item: Waiting) {
+        let start = self.state.withLock { state -> Bool in
+            guard !state.closing else { return false }
+            state.waiting.append(item)
+            guard !state.serving else { return false }
+            state.serving = true
             return true
         }
-        guard let identity, let method = self.gateway.relay.allowlist.method(named: head.method), method.kind != .stream,
-              (try? self.gateway.relay.admit(head.method, as: identity.caller)) != nil else { return false }
+        if start { Task { await self.serveInOrder() } }
+    }
+
+    /// Serves the queue until it is empty; the task ends then.
+    private func serveInOrder() async {
+        while let next = self.state.withLock({ state -> Waiting? in
+            guard !state.closing, !state.waiting.isEmpty else {
+                state.waiting = []
+                state.serving = false
+                return nil
+            }
+            return state.waiting.removeFirst()
+        }) {
+            switch next {
+            case .upgradeCredential(let token):
+                guard await self.authenticate(token, requestID: nil) != nil else { continue }  // cut off
+                self.state.withLock { $0.reading = true }
+                self.logOpened()
+            case .message(.failure(let failure)):
+                await self.send(ReplyEncoding.error(id: failure.id, failure.error))
+            case .message(.success(let request)):
+                var identity = self.identity
+                if let known = identity {
+                    guard let current = await self.authenticate(known.token, requestID: request.head.id) else { continue }
+                    identity = current
+                }
+                if case .authenticate(let params) = self.serve(request, identity: identity, onLoop: false) {
+                    await self.authenticateMessage(request.head.id, params)
+                }
+            }
+            let handler = self.handler
+            self.channel.eventLoop.execute { handler.value?.resumeReading() }
+        }
+    }
+
+    // MARK: Serving an admitted request
+
+    enum Served {
+        case done
+        /// `gateway.authenticate`, which waits for the store: the in-order path's.
+        case authenticate(AuthenticateParams)
+    }
+
+    /// Admits a request once and serves it: the gateway's own methods at once, a relayed
+    /// one in an in-flight slot, on the loop's connection when `onLoop` and it can start
+    /// there, else by a task.
+    private func serve(_ request: DeviceRequest, identity: DeviceIdentity?, onLoop: Bool) -> Served {
+        let id = request.head.id
+        guard request.head.auth == nil else {
+            self.reply(id, RPCError(.invalidRequest, "on a WebSocket the credential is given once, at the upgrade or with gateway.authenticate; leave \"auth\" out"))
+            return .done
+        }
+        let admission: Admission
+        do {
+            admission = try self.gateway.admit(request, identity: identity, transport: .webSocket)
+        } catch {
+            self.reply(id, error)
+            return .done
+        }
+        switch admission {
+        case .ping:
+            self.state.withLock { $0.served += 1 }
+            if let id { self.writer.write(ReplyEncoding.resultBytes(id: id, encoded: self.gateway.ping())) }
+        case .describe(let params):
+            self.state.withLock { $0.served += 1 }
+            if let id { self.writer.write(ReplyEncoding.resultBytes(id: id, encoded: GatewayContext.encoded(self.gateway.describe(params)))) }
+        case .cancel(let target):
+            self.cancel(target, id: id)
+        case .authenticate(let params):
+            return .authenticate(params)
+        case .relayed(let method):
+            guard self.reserve(id) else { return .done }
+            if method.kind == .stream, let id {
+                self.start(id) { await self.stream(method, id: id, params: request.params, identity: identity) }
+            } else if onLoop, let id, let identity, self.callOnLoop(method, id: id, params: request.params, identity: identity) {
+                break
+            } else {
+                self.startCall(method, request, identity: identity)
+            }
+        }
+        return .done
+    }
+
+    /// Takes an in-flight slot (under the limit, the id not in use), or answers why not.
+    private func reserve(_ id: RequestID?) -> Bool {
         let limit = self.gateway.configuration.limits.maximumInFlight
-        guard self.state.withLock({ state in
-            guard !state.closing, state.requests[id] == nil, state.requests.count + state.anonymous.count < limit else { return false }
-            state.requests[id] = .direct(nil)
+        let refusal = self.state.withLock { state -> RPCError? in
+            if let id, state.requests[id] != nil {
+                return RPCError(.invalidRequest, "a request with id \(id) is still in flight on this connection")
+            }
+            guard state.requests.count + state.anonymous.count < limit else {
+                return RPCError(.limitExceeded, "too many requests in flight on this connection (limit \(limit)); wait for replies")
+            }
+            if let id { state.requests[id] = .reserved }
             state.served += 1
-            return true
-        }) else { return false }
+            return nil
+        }
+        if let refusal { self.reply(id, refusal) }
+        return refusal == nil
+    }
+
+    /// Relays a unary call on the socket's event loop, if it can start at once there; its
+    /// reply is written from the same thread when the service's comes.
+    private func callOnLoop(_ method: DeviceMethod, id: RequestID, params: JSONValue?, identity: DeviceIdentity) -> Bool {
         let started = ContinuousClock.now
         let call = self.gateway.relay.callNow(method, params: params, identity: identity, on: self.channel.eventLoop) { result in
             self.answered(id, result)
             self.logger.debug("request", metadata: [
-                "remote_address": "\(self.address)", "device_id": "\(identity.deviceId)", "method": "\(head.method)",
+                "remote_address": "\(self.address)", "device_id": "\(identity.deviceId)", "method": "\(method.name)",
                 "duration_ms": "\(DeviceAPI.milliseconds(since: started))", "path": "event-loop",
             ])
         }
+        guard let call else { return false }
         self.state.withLock { state in
-            guard case .direct(nil)? = state.requests[id] else { return }  // answered already
-            if let call {
-                state.requests[id] = .direct(call)
-            } else {
-                state.requests[id] = nil
-                state.served -= 1
-            }
+            if case .reserved? = state.requests[id] { state.requests[id] = .direct(call) }  // else answered already
         }
-        return call != nil
+        return true
     }
 
-    /// Writes the reply of a request answered on the event loop; the request stays in
-    /// flight (counted against the limit) until its reply has gone to the network.
+    /// Writes the reply of a call relayed on the event loop; the request stays in flight
+    /// (counted against the limit) until its reply has gone to the network.
     private func answered(_ id: RequestID, _ result: Result<EncodedJSON, RPCError>) {
-        let closing = self.state.withLock { $0.closing }
-        guard !closing else {
+        guard !self.state.withLock({ $0.closing }) else {
             // Closed (the device is gone, or was cut off): nothing more goes to it.
             self.state.withLock { _ = $0.requests.removeValue(forKey: id) }
             return
@@ -302,202 +309,165 @@ final class DeviceSocket: Sendable {
         }
     }
 
-    // MARK: Streams
-
-    private func stream(_ method: DeviceMethod, id: RequestID, params: JSONValue?, identity: DeviceIdentity?) async {
-        guard let connections = self.gateway.relay.streams[method.service] else {
-            return await self.reply(id, error: RPCError(.internal, "the server could not handle this request; its administrator will find the details in its journal"))
-        }
-        let lease = connections.acquire(on: self.channel.eventLoop)
-        let forwarder = StreamForwarder(writer: self.writer, id: id, limit: self.gateway.configuration.limits.maximumQueuedReplies, service: method.service)
-        let started = ContinuousClock.now
-        var metadata: Logger.Metadata = ["remote_address": "\(self.address)", "device_id": "\(identity?.deviceId ?? "")", "method": "\(method.name)"]
-        self.logger.debug("stream opened", metadata: metadata)
-        let relayed: RelayedStream
-        do throws(RPCError) {
-            relayed = try await lease.client.relayStream(method.name, params: params, auth: self.gateway.relay.forwardedAuth(method, identity)) { event in
-                forwarder.deliver(event)
+    /// A unary call served by a task of its own.
+    private func startCall(_ method: DeviceMethod, _ request: DeviceRequest, identity: DeviceIdentity?) {
+        let id = request.head.id
+        let work: @Sendable () async -> Void = {
+            let started = ContinuousClock.now
+            do throws(RPCError) {
+                let result = try await self.gateway.call(method, params: request.params, identity: identity, address: self.address, on: self.channel.eventLoop)
+                if let id { await self.send(Data(ReplyEncoding.resultBytes(id: id, encoded: result))) }
+            } catch {
+                await self.send(ReplyEncoding.error(id: id, error))
             }
-        } catch {
-            await connections.release(lease)
-            await self.reply(id, error: ServiceRelay.presentable(error, service: method.service))
-            return
+            self.logger.debug("request", metadata: [
+                "remote_address": "\(self.address)", "device_id": "\(identity?.deviceId ?? "")", "method": "\(method.name)",
+                "duration_ms": "\(DeviceAPI.milliseconds(since: started))", "path": "task",
+            ])
         }
-        let outcome = await withTaskCancellationHandler {
-            await forwarder.ended()
-        } onCancel: {
-            forwarder.cancel()
-        }
-        switch outcome {
-        case .ended:
-            break
-        case .overflowed:
-            relayed.cancel()
-        case .cancelled:
-            // rpc.cancel, or the socket is closing: the service is told to stop.
-            relayed.cancel()
-            await self.reply(id, error: RPCError(.cancelled, "the request was cancelled"))
-        }
-        await connections.release(lease)
-        metadata["duration_ms"] = "\(DeviceAPI.milliseconds(since: started))"
-        metadata["outcome"] = "\(outcome)"
-        self.logger.debug("stream ended", metadata: metadata)
+        if let id { self.start(id, work) } else { self.startAnonymous(work) }
     }
 
-    // MARK: Credentials
+    /// Runs a request as a task, known by its id until it ends.
+    private func start(_ id: RequestID, _ work: @escaping @Sendable () async -> Void) {
+        self.state.withLock { state in
+            guard !state.closing else {
+                state.requests[id] = nil
+                return
+            }
+            state.requests[id] = .task(Task {
+                await work()
+                self.state.withLock { _ = $0.requests.removeValue(forKey: id) }
+            })
+        }
+    }
 
-    /// The device of `token`, or nil after telling the device why not (and cutting the
-    /// socket off when an identity it had is no longer valid).
-    private func authenticate(_ token: String, requestID: RequestID?, fresh: Bool = false) async -> DeviceIdentity? {
+    private func startAnonymous(_ work: @escaping @Sendable () async -> Void) {
+        let key = UUID()
+        self.state.withLock { state in
+            guard !state.closing else { return }
+            state.anonymous[key] = Task {
+                await work()
+                self.state.withLock { _ = $0.anonymous.removeValue(forKey: key) }
+            }
+        }
+    }
+
+    /// `rpc.cancel`: ends a request of this socket still in flight with `cancelled`.
+    private func cancel(_ target: CancelParams, id: RequestID?) {
+        let request = self.state.withLock { $0.requests[target.id] }
+        request?.cancel()
+        if let id, let reply = try? ReplyEncoding.result(id: id, CancelResult(cancelled: request != nil)) { self.writer.write(Array(reply)) }
+    }
+
+    // MARK: Closing
+
+    /// Closes the socket from the server's side: a close frame with `code`, nothing taken
+    /// after it, and the connection closed once the device answers it or after 2 s.
+    func close(_ code: WebSocketErrorCode, reason: String, why: String? = nil) {
+        self.state.withLock { state in
+            state.closing = true
+            if state.closeReason == nil { state.closeReason = why ?? reason }
+        }
+        self.writer.sendClose(code, reason: reason)
+        let channel = self.channel
+        channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
+    }
+
+    /// The device's close frame: answered with one (unless the server began the close),
+    /// then the connection is closed. On the loop.
+    func peerClosed(_ data: ByteBuffer) {
+        self.state.withLock { state in
+            state.closing = true
+            if state.closeReason == nil { state.closeReason = "closed by the device" }
+        }
+        let channel = self.channel
+        if self.writer.isClosed {
+            channel.close(promise: nil)
+        } else {
+            // A close frame's body is empty or a 2-byte code and a reason: 1 byte is wrong.
+            self.writer.sendClose(data.readableBytes == 1 ? .protocolError : .normalClosure) { channel.close(promise: nil) }
+        }
+    }
+
+    /// Why the connection failed, for the log line when it ends.
+    func noteError(_ error: any Error) {
+        self.state.withLock { state in
+            if state.closeReason == nil { state.closeReason = "\(error)" }
+        }
+    }
+
+    /// The connection is gone: every request still in flight is cancelled. On the loop.
+    func ended() {
+        let ended = self.state.withLock { state -> (requests: [InFlight], keepAlive: KeepAlive?, served: Int, identity: DeviceIdentity?, reason: String?)? in
+            guard !state.ended else { return nil }
+            state.ended = true
+            state.closing = true
+            defer {
+                state.requests = [:]
+                state.anonymous = [:]
+                state.waiting = []
+            }
+            return (Array(state.requests.values) + state.anonymous.values.map(InFlight.task), state.keepAlive, state.served, state.identity, state.closeReason)
+        }
+        guard let ended else { return }
+        ended.keepAlive?.timer?.cancel()
+        if let identity = ended.identity { self.gateway.credentialWatch.unwatch(ObjectIdentifier(self), family: identity.family) }
+        for request in ended.requests { request.cancel() }
+        let reason = ended.keepAlive?.deadPeer == true ? "no answer to ping" : (ended.reason ?? "closed by the device")
+        self.logger.info("websocket closed", metadata: [
+            "remote_address": "\(self.address)", "device_id": "\(ended.identity?.deviceId ?? "")", "requests": "\(ended.served)",
+            "duration_ms": "\(DeviceAPI.milliseconds(since: self.opened))", "reason": "\(reason)",
+        ])
+    }
+
+    // MARK: Writing
+
+    func reply(_ id: RequestID?, _ error: RPCError) {
+        self.writer.write(Array(ReplyEncoding.error(id: id, error)))
+    }
+
+    /// Writes one message and waits until it has gone to the network: a task that
+    /// writes to a device that does not read waits (back-pressure).
+    func send(_ data: Data) async {
+        guard !data.isEmpty else { return }
         do {
-            let identity = try await self.gateway.relay.authenticator.identify(token, fresh: fresh)
-            let first: Bool = self.state.withLock { state in
-                defer { state.identity = identity }
-                return state.identity == nil
-            }
-            if first { self.watchCredential(identity) }
-            return identity
+            try await self.writer.write(Array(data)).get()
         } catch {
-            if error.code == .unauthorized || error.code == .deviceRevoked {
-                // A wrong token costs its address; a revoked one is known, not a guess.
-                if error.code == .unauthorized { _ = self.gateway.rateLimiter.allow(self.address) }
-                await self.cutOff(requestID, error)
-            } else {
-                await self.reply(requestID, error: ServiceRelay.presentable(error, service: "store"))
-            }
-            return nil
+            self.logger.debug("reply not written", metadata: ["remote_address": "\(self.address)", "error": "\(error)"])
         }
     }
 
-    private func authenticateMessage(_ id: RequestID?, params: JSONValue?) async {
-        guard self.identity == nil else {
-            await self.reply(id, error: RPCError(.invalidRequest, "this connection is authenticated already"))
-            return
-        }
-        guard self.gateway.rateLimiter.allow(self.address) else {
-            await self.reply(id, error: DeviceAPI.rateLimited)
-            return
-        }
-        let given: AuthenticateParams
-        do {
-            given = try ParamsDecoding.decode(AuthenticateParams.self, params: params)
-        } catch {
-            await self.reply(id, error: error)
-            return
-        }
-        guard let identity = await self.authenticate(given.token, requestID: id) else { return }
-        if let id {
-            await self.send((try? ReplyEncoding.result(id: id, AuthenticateResult(deviceId: identity.deviceId, family: identity.family, role: identity.caller))) ?? Data())
-        }
-    }
+    // MARK: Keep-alive
 
     /// One timer per socket, on its event loop, pings the device every `--ping-interval`,
     /// and closes the socket when nothing at all came from it since the previous ping (a
     /// dead peer: phones report dead sockets as alive for minutes). A timer, not a task
     /// that sleeps: thousands of idle sockets each hold one, and a timer weighs far less
-    /// than a suspended task. This is why hummingbird-websocket's auto-ping, a sleeping
-    /// task per socket, is off (docs/architecture.md). The credential is checked again by
-    /// the gateway's ``CredentialWatch``, a family at a time.
-    private func startKeepAlive() {
+    /// than a suspended task. The credential is checked again by the gateway's
+    /// ``CredentialWatch``, a family at a time. On the loop.
+    private func startKeepAlive(_ activity: PeerActivity) {
         let ping = self.gateway.configuration.limits.pingInterval
         let channel = self.channel
-        channel.eventLoop.execute {
-            let handler = PeerActivity()
-            guard (try? channel.pipeline.syncOperations.addHandler(handler, position: .first)) != nil else { return }
-            self.writer.attach()
-            DirectRelay.install(on: channel, for: self)
-            let activity = NIOLoopBound(handler, eventLoop: channel.eventLoop)
-            let timer = channel.eventLoop.scheduleRepeatedTask(initialDelay: TimeAmount(ping), delay: TimeAmount(ping)) { timer in
-                let due = self.state.withLock { state -> KeepAlive.Due in
-                    guard !state.closing else { return .nothing }
-                    return state.keepAlive?.tick(lastRead: activity.value.lastRead) ?? .nothing
-                }
-                switch due {
-                case .close:
-                    timer.cancel()
-                    self.logger.info("websocket peer gone", metadata: ["remote_address": "\(self.address)", "device_id": "\(self.identity?.deviceId ?? "")", "ping_interval_s": "\(ping.seconds)"])
-                    channel.close(promise: nil)
-                case .ping:
-                    channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .ping, data: ByteBuffer()), promise: nil)
-                case .nothing:
-                    break
-                }
+        let lastRead = NIOLoopBound(activity, eventLoop: channel.eventLoop)
+        let timer = channel.eventLoop.scheduleRepeatedTask(initialDelay: TimeAmount(ping), delay: TimeAmount(ping)) { timer in
+            let due = self.state.withLock { state -> KeepAlive.Due in
+                guard !state.closing else { return .nothing }
+                return state.keepAlive?.tick(lastRead: lastRead.value.lastRead) ?? .nothing
             }
-            self.state.withLock { state in
-                if state.closing { timer.cancel() } else { state.keepAlive = KeepAlive(timer: timer) }
+            switch due {
+            case .close:
+                timer.cancel()
+                self.logger.info("websocket peer gone", metadata: ["remote_address": "\(self.address)", "device_id": "\(self.identity?.deviceId ?? "")", "ping_interval_s": "\(ping.seconds)"])
+                channel.close(promise: nil)
+            case .ping:
+                channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .ping, data: ByteBuffer()), promise: nil)
+            case .nothing:
+                break
             }
         }
-    }
-
-    /// A socket opened without a credential has `--auth-timeout` to give one
-    /// (`gateway.authenticate`); then it is closed with 1008.
-    private func requireCredential() {
-        let timeout = self.gateway.configuration.limits.authenticationTimeout
-        self.channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
-            guard self.identity == nil, !self.state.withLock({ $0.closing }) else { return }
-            self.logger.info("websocket closed: no credential in time", metadata: [
-                "remote_address": "\(self.address)", "auth_timeout_s": "\(timeout.seconds)",
-            ])
-            Task {
-                await self.send(ReplyEncoding.error(id: nil, RPCError(.unauthorized, "no credential was given within \(timeout.seconds) s; authenticate with gateway.authenticate right after opening")))
-                try? await self.outbound.close(.policyViolation, reason: "no credential in time")
-                let channel = self.channel
-                channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
-            }
-        }
-    }
-
-    /// From the first authentication on, the gateway's credential watch checks this
-    /// socket's credential again every `--credential-recheck`.
-    private func watchCredential(_ identity: DeviceIdentity) {
-        self.gateway.credentialWatch.watch(ObjectIdentifier(self), identity) { error in
-            await self.cutOff(nil, error)
-        }
-    }
-
-    /// Tells the device why, then closes the socket (policy violation).
-    private func cutOff(_ id: RequestID?, _ error: RPCError) async {
-        let requests = self.state.withLock { state -> [InFlight] in
-            state.closing = true
-            return Array(state.requests.values) + state.anonymous.values.map(InFlight.task)
-        }
-        for request in requests { request.cancel() }
-        // The device named even when it never authenticated here (a revoked token at the
-        // upgrade): the store says whose credential it was.
-        let deviceId = self.identity?.deviceId ?? error.data?["deviceId"]?.stringValue ?? ""
-        self.logger.notice("websocket cut off", metadata: [
-            "remote_address": "\(self.address)", "device_id": "\(deviceId)", "reason": "\(error.code)",
-        ])
-        await self.send(ReplyEncoding.error(id: id, error))
-        try? await self.outbound.close(.policyViolation, reason: error.code == .deviceRevoked ? "device revoked" : "credential not valid")
-        // A device that does not answer the close is not waited for.
-        let channel = self.channel
-        channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
-    }
-
-    // MARK: Writing
-
-    private func reply(_ id: RequestID?, error: RPCError) async {
-        await self.send(ReplyEncoding.error(id: id, error))
-    }
-
-    /// Writes one message; waits while the device is not reading (back-pressure).
-    private func send(_ data: Data) async {
-        guard !data.isEmpty else { return }
-        // A cancelled request still owes its peer a last reply (`cancelled`), and NIO's
-        // writer refuses to write from a cancelled task: write from a task of its own.
-        if Task.isCancelled {
-            await Task { await self.write(data) }.value
-        } else {
-            await self.write(data)
-        }
-    }
-
-    private func write(_ data: Data) async {
-        do {
-            try await self.outbound.write(.text(String(decoding: data, as: UTF8.self)))
-        } catch {
-            self.logger.debug("reply not written", metadata: ["remote_address": "\(self.address)", "error": "\(error)"])
+        self.state.withLock { state in
+            if state.closing { timer.cancel() } else { state.keepAlive = KeepAlive(timer: timer) }
         }
     }
 }

@@ -24,11 +24,27 @@ final class MessageWriter: Sendable {
         self.closed = .makeBoxSendingValue(false, eventLoop: channel.eventLoop)
     }
 
-    /// Whether the WebSocket is closing (``DirectRelay`` saw a close frame). On the loop.
+    /// Whether the WebSocket is closing (a close frame went out or came in). On the loop.
     var isClosed: Bool { self.closed.value }
 
     /// No message goes out from now on. On the channel's event loop.
-    func close() { self.closed.value = true }
+    func markClosed() { self.closed.value = true }
+
+    /// Sends a close frame with `code` (and a reason, at most 123 bytes), once; no message
+    /// goes out after it. `then` runs once it has gone out (or could not).
+    func sendClose(_ code: WebSocketErrorCode, reason: String? = nil, then: (@Sendable () -> Void)? = nil) {
+        let loop = self.channel.eventLoop
+        guard loop.inEventLoop else { return loop.execute { self.sendClose(code, reason: reason, then: then) } }
+        guard !self.closed.value, self.channel.isActive else {
+            then?()
+            return
+        }
+        var data = self.channel.allocator.buffer(capacity: 2 + (reason?.utf8.count ?? 0))
+        data.write(webSocketErrorCode: code)
+        if let reason { data.writeBytes(reason.utf8.prefix(123)) }
+        self.closed.value = true
+        self.channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)).whenComplete { _ in then?() }
+    }
 
     /// Finds the frame encoder. On the channel's event loop.
     func attach() {

@@ -18,8 +18,6 @@ final class GatewayContext: Sendable {
     let info: GatewayInfo
     let started = ContinuousClock.now
 
-    enum Transport { case http, webSocket }
-
     init(configuration: GatewayConfiguration, relay: ServiceRelay, logger: Logger) {
         self.configuration = configuration
         self.relay = relay
@@ -33,24 +31,24 @@ final class GatewayContext: Sendable {
             methods: relay.allowlist.all.map { InfoMethod(name: $0.name, kind: $0.kind, callers: $0.callers.list.filter { $0 != .local }) } + gatewayOwn)
     }
 
-    /// Answers one unary request of a device: the gateway's own methods here, the rest
-    /// relayed. Streams are the WebSocket's to open; on HTTP they are refused. The result
-    /// comes encoded: a relayed one as the service wrote it, passed on without parsing.
-    func answer(_ head: RequestHead, params: JSONValue?, identity: DeviceIdentity?, address: String, transport: Transport, on loop: (any EventLoop)? = nil) async throws(RPCError) -> EncodedJSON {
-        switch head.method {
-        case Builtin.ping.name:
+    /// Answers one request that came over HTTP: admitted once, then the gateway's own
+    /// answer or the service's, encoded as the service wrote it (passed on without parsing).
+    func answer(_ request: DeviceRequest, identity: DeviceIdentity?, address: String, on loop: (any EventLoop)? = nil) async throws(RPCError) -> EncodedJSON {
+        switch try self.admit(request, identity: identity, transport: .http) {
+        case .ping:
             return self.ping()
-        case Builtin.describe.name:
-            return Self.encoded(self.describe(try ParamsDecoding.decode(DescribeParams.self, params: params)))
-        case Builtin.cancel.name, GatewayMethods.authenticate.name:
-            throw RPCError(.invalidRequest, "\(head.method) is for a WebSocket at /v1/ws")
-        default:
-            break
+        case .describe(let params):
+            return Self.encoded(self.describe(params))
+        case .cancel, .authenticate:
+            throw RPCError(.invalidRequest, "\(request.head.method) is for a WebSocket at /v1/ws")  // admit refuses them over HTTP
+        case .relayed(let method):
+            return try await self.call(method, params: request.params, identity: identity, address: address, on: loop)
         }
-        let method = try self.relay.admit(head.method, as: identity?.caller)
-        if method.kind == .stream {
-            throw RPCError(.invalidRequest, "\(head.method) is a stream: call it on a WebSocket at /v1/ws, where its replies can follow one another")
-        }
+    }
+
+    /// A unary call relayed to its service as the device; one without a credential (the
+    /// pairing steps) counts against its address's limit.
+    func call(_ method: DeviceMethod, params: JSONValue?, identity: DeviceIdentity?, address: String, on loop: (any EventLoop)?) async throws(RPCError) -> EncodedJSON {
         if identity == nil, !self.rateLimiter.allow(address) { throw DeviceAPI.rateLimited }
         return try await self.relay.call(method, params: params, identity: identity, on: loop)
     }

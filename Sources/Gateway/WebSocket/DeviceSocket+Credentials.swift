@@ -1,0 +1,86 @@
+import GatewayAPI
+import NIOCore
+import RPCCore
+
+/// Who is on the socket: the credential at the upgrade or with `gateway.authenticate`,
+/// checked again for each request (from a cache of a few seconds) and by the gateway's
+/// credential watch; a socket whose credential is no longer valid is cut off.
+extension DeviceSocket {
+    /// The device of `token`, or nil after telling the device why not (and cutting the
+    /// socket off when the credential is not valid).
+    func authenticate(_ token: String, requestID: RequestID?, fresh: Bool = false) async -> DeviceIdentity? {
+        do {
+            let identity = try await self.gateway.relay.authenticator.identify(token, fresh: fresh)
+            let first: Bool = self.state.withLock { state in
+                defer { state.identity = identity }
+                return state.identity == nil
+            }
+            if first { self.watchCredential(identity) }
+            return identity
+        } catch {
+            if error.code == .unauthorized || error.code == .deviceRevoked {
+                // A wrong token costs its address; a revoked one is known, not a guess.
+                if error.code == .unauthorized { _ = self.gateway.rateLimiter.allow(self.address) }
+                self.cutOff(requestID, error)
+            } else {
+                await self.send(ReplyEncoding.error(id: requestID, ServiceRelay.presentable(error, service: "store")))
+            }
+            return nil
+        }
+    }
+
+    /// `gateway.authenticate`: the credential for the rest of the socket.
+    func authenticateMessage(_ id: RequestID?, _ given: AuthenticateParams) async {
+        guard self.identity == nil else {
+            return await self.send(ReplyEncoding.error(id: id, RPCError(.invalidRequest, "this connection is authenticated already")))
+        }
+        guard self.gateway.rateLimiter.allow(self.address) else {
+            return await self.send(ReplyEncoding.error(id: id, DeviceAPI.rateLimited))
+        }
+        guard let identity = await self.authenticate(given.token, requestID: id) else { return }
+        if let id, let reply = try? ReplyEncoding.result(id: id, AuthenticateResult(deviceId: identity.deviceId, family: identity.family, role: identity.caller)) {
+            await self.send(reply)
+        }
+    }
+
+    /// A socket opened without a credential has `--auth-timeout` to give one
+    /// (`gateway.authenticate`); then it is closed with 1008.
+    func requireCredential() {
+        let timeout = self.gateway.configuration.limits.authenticationTimeout
+        self.channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
+            guard self.identity == nil, !self.state.withLock({ $0.closing }) else { return }
+            self.logger.info("websocket closed: no credential in time", metadata: [
+                "remote_address": "\(self.address)", "auth_timeout_s": "\(timeout.seconds)",
+            ])
+            self.reply(nil, RPCError(.unauthorized, "no credential was given within \(timeout.seconds) s; authenticate with gateway.authenticate right after opening"))
+            self.close(.policyViolation, reason: "no credential in time")
+        }
+    }
+
+    /// From the first authentication on, the gateway's credential watch checks this
+    /// socket's credential again every `--credential-recheck`.
+    private func watchCredential(_ identity: DeviceIdentity) {
+        self.gateway.credentialWatch.watch(ObjectIdentifier(self), identity) { error in
+            self.cutOff(nil, error)
+        }
+    }
+
+    /// Tells the device why, then closes the socket (policy violation); its requests in
+    /// flight are cancelled.
+    func cutOff(_ id: RequestID?, _ error: RPCError) {
+        let requests = self.state.withLock { state -> [InFlight] in
+            state.closing = true
+            if state.closeReason == nil { state.closeReason = "cut off: \(error.code)" }
+            return Array(state.requests.values) + state.anonymous.values.map(InFlight.task)
+        }
+        for request in requests { request.cancel() }
+        // The device named even when it never authenticated here (a revoked token at the
+        // upgrade): the store says whose credential it was.
+        let deviceId = self.identity?.deviceId ?? error.data?["deviceId"]?.stringValue ?? ""
+        self.logger.notice("websocket cut off", metadata: [
+            "remote_address": "\(self.address)", "device_id": "\(deviceId)", "reason": "\(error.code)",
+        ])
+        self.reply(id, error)
+        self.close(.policyViolation, reason: error.code == .deviceRevoked ? "device revoked" : "credential not valid")
+    }
+}
