@@ -359,6 +359,7 @@ let package = Package(
                 "PushAPI",
                 "AggregatorAPI",
                 "SystemdKit",
+                "ServiceKit",
                 // The dashboard: its pages' templates and the pairing invitation's QR code.
                 "QRCode",
                 .product(name: "Mustache", package: "swift-mustache"),

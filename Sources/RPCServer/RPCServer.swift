@@ -63,7 +63,6 @@ public final class RPCServer: Service, Sendable {
         let drainTimer = Mutex<Task<Void, Never>?>(nil)
         await withGracefulShutdownHandler {
             await withTaskGroup(of: Void.self) { background in
-                background.addTask { await self.keepSystemdInformed() }
                 if let idle = self.configuration.idleExitAfter {
                     if case .inherited = self.configuration.endpoint {
                         background.addTask { await self.exitWhenIdle(after: idle, listeners: listeners) }
@@ -147,28 +146,11 @@ public final class RPCServer: Service, Sendable {
         )
     }
 
-    /// `WATCHDOG=1` at half the interval, but only after every event loop has run a task:
-    /// a hung loop stops the keep-alives and systemd restarts the service. Also refreshes
-    /// `STATUS=`.
-    private func keepSystemdInformed() async {
-        guard ServiceNotifier.isSupervised else { return }
-        let watchdog = ServiceNotifier.watchdogInterval()
-        let tick = watchdog.map { $0 / 2 } ?? .seconds(5)
-        while !Task.isCancelled {
-            try? await Task.sleep(for: tick)
-            if Task.isCancelled { return }
-            if watchdog != nil {
-                var loopsAlive = true
-                for loop in self.group.makeIterator() {
-                    if (try? await loop.submit({}).get()) == nil { loopsAlive = false }
-                }
-                if loopsAlive { ServiceNotifier.watchdog() }
-            }
-            if !self.state.isShuttingDown {
-                let summary = self.state.summary
-                ServiceNotifier.status("Serving: \(summary.connections) connections, \(summary.served) requests served")
-            }
-        }
+    /// What it is doing, for systemd's `STATUS=` (``SystemdKeepAlive``); nil while stopping.
+    public var statusLine: String? {
+        guard !self.state.isShuttingDown else { return nil }
+        let summary = self.state.summary
+        return "Serving: \(summary.connections) connections, \(summary.served) requests served"
     }
 
     /// Under socket activation: after `after` with no connection, stop accepting, make sure
@@ -240,3 +222,4 @@ public final class RPCServer: Service, Sendable {
         table.on(Builtin.cancel) { _, _ in CancelResult(cancelled: false) }
     }
 }
+

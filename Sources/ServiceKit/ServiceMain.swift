@@ -5,29 +5,52 @@ import RPCServer
 import ServiceLifecycle
 import SystemdKit
 
-/// What a service's setup code gets: its paths and its logger.
+/// What a service's setup code gets: its paths, its logger, and the sockets systemd passed.
 public struct ServiceEnvironment: Sendable {
     public var service: String
     public var paths: ServicePaths
     public var logger: Logger
+    /// The listening sockets systemd passed (socket activation); empty when started by hand.
+    public var inheritedSockets: [ListenFD]
 
-    public init(service: String, paths: ServicePaths, logger: Logger) {
+    public init(service: String, paths: ServicePaths, logger: Logger, inheritedSockets: [ListenFD] = []) {
         self.service = service
         self.paths = paths
         self.logger = logger
+        self.inheritedSockets = inheritedSockets
     }
 }
 
-/// What a service's engine hands its main once it has opened its state: the method table
-/// the server serves, the services that run beside it, and what to do after a clean stop.
+/// A service's own server, run in place of the RPC runtime on a Unix socket (the gateway's
+/// HTTPS listener): ``ServiceMain`` runs it first in the service group, its end stops the
+/// service, and it tells systemd it is ready itself.
+public protocol PrimaryService: Service {
+    /// What it is doing, for systemd's `STATUS=`; nil to leave it (while stopping).
+    var statusLine: String? { get }
+}
+
+/// What a service's engine hands its main once it has opened its state: what serves (the
+/// RPC runtime with its method table, or a server of its own), the services that run
+/// beside it, and what to do after a clean stop.
 public struct ServiceSetup: Sendable {
-    public var methods: MethodTable
+    public enum Server: Sendable {
+        /// The RPC runtime on the service's Unix socket, serving this method table.
+        case rpc(MethodTable)
+        /// A server of the service's own.
+        case own(any PrimaryService)
+    }
+
+    public var server: Server
     public var background: [any Service]
     /// Runs once the server and the background services have stopped cleanly.
     public var afterStop: @Sendable () async -> Void
 
     public init(methods: MethodTable, background: [any Service] = [], afterStop: @escaping @Sendable () async -> Void = {}) {
-        self.methods = methods
+        self.init(server: .rpc(methods), background: background, afterStop: afterStop)
+    }
+
+    public init(server: Server, background: [any Service] = [], afterStop: @escaping @Sendable () async -> Void = {}) {
+        self.server = server
         self.background = background
         self.afterStop = afterStop
     }
@@ -54,7 +77,6 @@ public enum ServiceMain {
         logger.logLevel = options.resolvedLogLevel
         let paths = ServicePaths(options: options)
         let openFiles = OpenFileLimit.raiseToHard()
-        let environment = ServiceEnvironment(service: service, paths: paths, logger: logger)
         logger.info("starting", metadata: ServiceEvent.started.metadata.merging([
             "version": "\(version)", "runtime_dir": "\(paths.runtimeDirectory)", "state_dir": "\(paths.stateDirectory)",
             "pid": "\(getpid())", "open_files_limit": "\(openFiles)",
@@ -66,29 +88,40 @@ public enum ServiceMain {
         }
 
         do {
-            let endpoint = try Self.endpoint(service: service, paths: paths, options: options, logger: logger)
+            let inherited = try SocketActivation.takeListenFDs()
+            if !inherited.isEmpty {
+                logger.info("using sockets passed by systemd", metadata: ["fds": "\(inherited.map { "\($0.fd):\($0.name)" })"])
+            }
+            let environment = ServiceEnvironment(service: service, paths: paths, logger: logger, inheritedSockets: inherited)
             let setup = try await setup(environment)
-            // Before anything of the service runs: a method table that is not its declared
-            // list is a bug that must stop the service, not half-start it.
-            try setup.methods.validate()
-            let server = RPCServer(
-                configuration: ServerConfiguration(
-                    service: service,
-                    version: version,
-                    endpoint: endpoint,
-                    maximumFrameSize: options.maximumFrameSize,
-                    maximumConnections: options.maximumConnections,
-                    maximumInFlightPerConnection: options.maximumInFlight,
-                    idleTimeout: options.idleTimeout,
-                    frameTimeout: options.frameTimeout,
-                    idleExitAfter: options.idleExitSeconds.map { .milliseconds(Int64($0 * 1000)) },
-                    shutdownTimeout: .milliseconds(Int64(options.shutdownTimeoutSeconds * 1000))
-                ),
-                methods: setup.methods,
-                logger: logger
-            )
+            let primary: any PrimaryService
+            switch setup.server {
+            case .own(let own):
+                primary = own
+            case .rpc(let methods):
+                // Before anything of the service runs: a method table that is not its
+                // declared list is a bug that must stop the service, not half-start it.
+                try methods.validate()
+                primary = RPCServer(
+                    configuration: ServerConfiguration(
+                        service: service,
+                        version: version,
+                        endpoint: try Self.endpoint(service: service, paths: paths, options: options, inherited: inherited),
+                        maximumFrameSize: options.maximumFrameSize,
+                        maximumConnections: options.maximumConnections,
+                        maximumInFlightPerConnection: options.maximumInFlight,
+                        idleTimeout: options.idleTimeout,
+                        frameTimeout: options.frameTimeout,
+                        idleExitAfter: options.idleExitSeconds.map { .milliseconds(Int64($0 * 1000)) },
+                        shutdownTimeout: .milliseconds(Int64(options.shutdownTimeoutSeconds * 1000))
+                    ),
+                    methods: methods,
+                    logger: logger
+                )
+            }
             let services: [ServiceGroupConfiguration.ServiceConfiguration] =
-                [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)]
+                [.init(service: primary, successTerminationBehavior: .gracefullyShutdownGroup)]
+                + [.init(service: SystemdKeepAlive { primary.statusLine }, successTerminationBehavior: .ignore)]
                 + setup.background.map { .init(service: $0) }
                 + (options.debugWedgeOnSIGUSR2 ? [.init(service: DebugWedge(logger: logger))] : [])
             var configuration = ServiceGroupConfiguration(services: services, logger: logger)
@@ -105,15 +138,13 @@ public enum ServiceMain {
         }
     }
 
-    private static func endpoint(service: String, paths: ServicePaths, options: ServiceOptions, logger: Logger) throws -> Endpoint {
-        let inherited = try SocketActivation.takeListenFDs()
-        if !inherited.isEmpty {
-            logger.info("using sockets passed by systemd", metadata: ["fds": "\(inherited.map { "\($0.fd):\($0.name)" })"])
-            return .inherited(inherited)
-        }
+    private static func endpoint(service: String, paths: ServicePaths, options: ServiceOptions, inherited: [ListenFD]) throws -> Endpoint {
+        if !inherited.isEmpty { return .inherited(inherited) }
         let path = options.socket ?? paths.socketPath(for: service)
         let directory = (path as NSString).deletingLastPathComponent
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         return .path(path, mode: UInt32(options.socketMode, radix: 8) ?? 0o660)
     }
 }
+
+extension RPCServer: PrimaryService {}

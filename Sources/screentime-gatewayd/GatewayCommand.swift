@@ -103,7 +103,9 @@ struct GatewayCommand: AsyncParsableCommand {
         guard (self.certificateFile == nil) == (self.privateKeyFile == nil) else { throw ValidationError("--certificate and --private-key go together") }
         guard (1...825).contains(self.certificateDays) else { throw ValidationError("--certificate-days must be between 1 and 825") }
         guard self.renewDays >= 1 else { throw ValidationError("--renew-days must be at least 1") }
-        if let listen { _ = try Self.parse(listen: listen) }
+        if let listen {
+            do { _ = try GatewayListen.parse(listen) } catch { throw ValidationError(error.description) }
+        }
         guard self.options.socket == nil, self.options.idleExitSeconds == nil else {
             throw ValidationError("--socket and --idle-exit are not for the gateway: it listens on TCP (--listen, or the socket systemd passes)")
         }
@@ -122,55 +124,28 @@ struct GatewayCommand: AsyncParsableCommand {
         }
     }
 
-    static func parse(listen: String) throws -> (host: String, port: Int) {
-        guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (0...65535).contains(port) else {
-            throw ValidationError("--listen must be HOST:PORT, such as 0.0.0.0:8443 or [::]:8443, not \(listen)")
+    func run() async throws {
+        let configuration = self.configuration(paths: ServicePaths(options: self.options))
+        if self.initOnly { return try self.initialize(configuration) }
+        try await ServiceMain.run(service: "gateway", identifier: "screentime-gatewayd", version: ServerVersion.current, options: self.options) { environment in
+            try .gateway(configuration, environment: environment)
         }
-        var host = String(listen[..<colon])
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        return (host.isEmpty ? "0.0.0.0" : host, port)
     }
 
-    func run() async throws {
+    /// `--init-only`: the certificate and the endpoint file, then exit (printing the pin).
+    func initialize(_ configuration: GatewayConfiguration) throws {
         ServiceLogging.bootstrap(identifier: "screentime-gatewayd", level: self.options.resolvedLogLevel, target: self.options.logTarget)
         var logger = Logger(label: "screentime.gateway")
         logger.logLevel = self.options.resolvedLogLevel
-        let paths = ServicePaths(options: self.options)
-        let openFiles = OpenFileLimit.raiseToHard()
-        let configuration = self.configuration(paths: paths)
-        logger.info("starting", metadata: [
-            "version": "\(ServerVersion.current)", "runtime_dir": "\(paths.runtimeDirectory)", "state_dir": "\(paths.stateDirectory)",
-            "pid": "\(getpid())", "open_files_limit": "\(openFiles)",
-        ])
         do {
-            let keeper = CertificateKeeper(settings: configuration.certificate, directory: configuration.gatewayDirectory, logger: logger)
-            let identity = try keeper.load()
-            let inherited = try SocketActivation.takeListenFDs()
-            let listen: GatewayListen
-            if let first = inherited.first {
-                logger.info("using the socket passed by systemd", metadata: ["fds": "\(inherited.map { "\($0.fd):\($0.name)" })"])
-                listen = .inherited(first)
-            } else {
-                let (host, port) = try Self.parse(listen: self.listen ?? "0.0.0.0:8443")
-                listen = .address(host: host, port: port)
-            }
-            let server = try GatewayServer(configuration: configuration, listen: listen, keeper: keeper, identity: identity, logger: logger)
-            if self.initOnly {
-                let port: Int
-                if case .address(_, let given) = listen, given != 0 { port = given } else { port = 8443 }
-                let endpoint = try server.publishEndpoint(port: port)
-                print("pin: sha256//\(endpoint.pin)")
-                for url in endpoint.urls { print("url: \(url)") }
-                return
-            }
-            var group = ServiceGroupConfiguration(services: [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)], logger: logger)
-            group.gracefulShutdownSignals = [.sigterm, .sigint]
-            group.maximumGracefulShutdownDuration = configuration.shutdownTimeout
-            try await ServiceGroup(configuration: group).run()
+            let server = try GatewayServer.make(configuration, inherited: nil, logger: logger)
+            var port = 8443
+            if case .address(_, let given)? = try? GatewayListen.parse(self.listen ?? "0.0.0.0:8443"), given != 0 { port = given }
+            let endpoint = try server.publishEndpoint(port: port)
+            print("pin: sha256//\(endpoint.pin)")
+            for url in endpoint.urls { print("url: \(url)") }
         } catch {
-            logger.critical("cannot run", metadata: ["error": "\(error)"])
             FileHandle.standardError.write(Data("screentime-gatewayd: \(error)\n".utf8))
-            ServiceNotifier.status("Failed: \(error)")
             Foundation.exit(1)
         }
     }

@@ -25,7 +25,7 @@ struct ActivationTests {
         // curl -k: the first connection is what starts it; its pin is only known after.
         let info = try curl("https://127.0.0.1:\(port)/v1/info", pin: nil, caFile: nil, arguments: ["-k"])
         #expect(info.status == 200, "\(info.stderr)\n\(gateway.log)")
-        #expect(gateway.log.contains("using the socket passed by systemd"))
+        #expect(gateway.log.contains("using sockets passed by systemd"))
         let endpoint = try #require(try GatewayEndpoint.read(from: GatewayEndpoint.path(stateDirectory: harness.state)))
         #expect(endpoint.urls == ["https://127.0.0.1:\(port)"])
         let pinned = try curl("https://127.0.0.1:\(port)/healthz", pin: endpoint.pin, caFile: endpoint.certificate)

@@ -47,7 +47,8 @@ public func withService<T: Sendable>(
     try FileManager.default.createDirectory(atPath: paths.runtimeDirectory, withIntermediateDirectories: true)
     let environment = ServiceEnvironment(service: service, paths: paths, logger: logger)
     let prepared = try await setup(environment)
-    try prepared.methods.validate()
+    guard case .rpc(let methods) = prepared.server else { throw HarnessError("\(service) has a server of its own, not the RPC runtime") }
+    try methods.validate()
     // The service's own event loop, as in its process: a handler that holds its loop must
     // not hold up the test's clients and the other tests running meanwhile.
     let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -55,7 +56,7 @@ public func withService<T: Sendable>(
     let server = RPCServer(
         configuration: ServerConfiguration(service: service, version: "0.0.0-test", endpoint: .path(paths.socketPath(for: service), mode: 0o600),
                                            maximumFrameSize: maximumFrameSize, shutdownTimeout: .seconds(5)),
-        methods: prepared.methods, logger: logger, eventLoopGroup: loops)
+        methods: methods, logger: logger, eventLoopGroup: loops)
     let group = ServiceGroup(configuration: ServiceGroupConfiguration(
         services: [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)] + prepared.background.map { .init(service: $0) },
         gracefulShutdownSignals: [], logger: logger))

@@ -57,11 +57,10 @@ final class CredentialWatch: Sendable {
     }
 
     /// Until cancelled: a round every period.
-    func run() async {
-        while !Task.isCancelled {
-            do { try await Task.sleep(for: self.period) } catch { return }
-            for family in self.sockets.withLock({ Array($0.keys) }) { await self.check(family) }
-        }
+    /// One round: every family with sockets open (run every `--credential-recheck` by the
+    /// gateway's service group).
+    func checkAll() async {
+        for family in self.sockets.withLock({ Array($0.keys) }) { await self.check(family) }
     }
 
     private func check(_ family: String) async {

@@ -9,22 +9,34 @@ import NIOPosix
 import PairingAPI
 import RPCCore
 import ServiceLifecycle
+import Synchronization
+import ServiceKit
 import SystemdKit
 
 /// Where the gateway listens: a socket systemd passed, or an address it binds itself.
 public enum GatewayListen: Sendable {
     case inherited(ListenFD)
     case address(host: String, port: Int)
+
+    /// `HOST:PORT` (`0.0.0.0:8443`, `[::]:8443`; an empty host is every IPv4 address).
+    public static func parse(_ text: String) throws(GatewayError) -> GatewayListen {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
+            throw GatewayError("--listen must be HOST:PORT, such as 0.0.0.0:8443 or [::]:8443, not \(text)")
+        }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return .address(host: host.isEmpty ? "0.0.0.0" : host, port: port)
+    }
 }
 
-/// The gateway as a `Service`: listens, serves TLS connections with Hummingbird's HTTP/1
-/// and WebSocket channels, tells systemd it is ready and alive, renews its certificate,
-/// and drains on SIGTERM.
+/// The gateway's server, its service's primary (``ServiceSetup/gateway(_:environment:)``):
+/// listens, serves TLS connections (HTTP/1 by Hummingbird's child channel, WebSockets by
+/// their own handlers), tells systemd it is ready, and drains on SIGTERM.
 ///
 /// Hummingbird's own `Server` binds its own address and takes no inherited descriptor, so
 /// the listening channel is SwiftNIO's `ServerBootstrap` (as the RPC runtime's), with
-/// Hummingbird's child channel (`HTTP1WebSocketUpgradeChannel`) on each connection.
-public final class GatewayServer: Service, Sendable {
+/// ``EdgeChannel`` on each connection.
+public final class GatewayServer: PrimaryService, Sendable {
     let configuration: GatewayConfiguration
     let listen: GatewayListen
     let keeper: CertificateKeeper
@@ -32,6 +44,8 @@ public final class GatewayServer: Service, Sendable {
     let context: GatewayContext
     let limiter: ConnectionLimiter
     let logger: Logger
+    /// Where it listens, once it does (what the status line and renewals say).
+    private let listening = Mutex<(label: String, port: Int)?>(nil)
 
     public init(configuration: GatewayConfiguration, listen: GatewayListen, keeper: CertificateKeeper, identity: TLSIdentity, logger: Logger) throws {
         self.configuration = configuration
@@ -87,6 +101,7 @@ public final class GatewayServer: Service, Sendable {
             label = "\(server.channel.localAddress.map { "\($0)" } ?? "\(host):\(port)")"
         }
         let port = server.channel.localAddress?.port ?? 8443
+        self.listening.withLock { $0 = (label, port) }
         let endpoint = try self.publishEndpoint(port: port)
         ServiceNotifier.ready(status: "Serving HTTPS on \(label)")
         self.logger.notice("ready", metadata: [
@@ -94,13 +109,8 @@ public final class GatewayServer: Service, Sendable {
             "certificate": "\(endpoint.certificate)", "not_valid_after": "\(endpoint.notValidAfter)",
         ])
 
-        let periodic = Task {
-            await withDiscardingTaskGroup { tasks in
-                tasks.addTask { await self.keepAlive(group: group) }
-                tasks.addTask { await self.keepRenewing(port: port) }
-                tasks.addTask { await self.context.credentialWatch.run() }
-            }
-        }
+        let drained = group.next().makePromise(of: Void.self)
+        let stopping = Mutex(false)
         await withGracefulShutdownHandler {
             // Returns once the listening socket is closed and every connection has ended:
             // on SIGTERM, each finishes what it was doing (bounded by the service group's
@@ -120,10 +130,12 @@ public final class GatewayServer: Service, Sendable {
             ServiceNotifier.stopping(status: "Stopping: finishing \(limiter.openConnections) connections")
             logger.notice("stopping", metadata: ["connections": "\(limiter.openConnections)"])
             // Stop accepting; each connection finishes its request in progress and closes,
-            // WebSockets get a close frame (Hummingbird's handlers see the shutdown too).
-            quiescing.initiateShutdown(promise: nil)
+            // WebSockets get a close frame (`goingAway`); `drained` once all have closed.
+            stopping.withLock { $0 = true }
+            quiescing.initiateShutdown(promise: drained)
         }
-        periodic.cancel()
+        // WebSockets are served without a task of their own: wait for them to close.
+        if stopping.withLock({ $0 }) { try? await drained.futureResult.get() } else { drained.succeed() }
         await self.context.relay.close()
         self.logger.notice("stopped")
     }
@@ -182,35 +194,31 @@ public final class GatewayServer: Service, Sendable {
         return endpoint
     }
 
-    /// `WATCHDOG=1` at half the unit's `WatchdogSec=`, while every event loop answers.
-    func keepAlive(group: MultiThreadedEventLoopGroup) async {
-        guard let interval = ServiceNotifier.watchdogInterval() else { return }
-        while !Task.isCancelled {
-            do { try await Task.sleep(for: interval / 2) } catch { return }
-            var alive = true
-            for loop in group.makeIterator() {
-                if (try? await loop.submit({}).get()) == nil { alive = false }
+    /// What it is doing, for systemd's `STATUS=`.
+    public var statusLine: String? {
+        guard let listening = self.listening.withLock({ $0 }) else { return nil }
+        return "Serving HTTPS on \(listening.label): \(self.limiter.openConnections) connections"
+    }
+
+    /// Serves a renewed certificate (same key, same pin) from now on, if the keeper made
+    /// one (run twice a day).
+    func renewCertificate() {
+        guard let port = self.listening.withLock({ $0?.port }) else { return }
+        do {
+            let identity = try self.keeper.load()
+            if identity.notValidAfter != self.contexts.identity.notValidAfter {
+                try self.contexts.replace(with: identity)
+                _ = try self.publishEndpoint(port: port)
+                self.logger.notice("serving the renewed certificate", metadata: ["pin": "\(identity.pin)", "not_valid_after": "\(identity.notValidAfter)"])
             }
-            if alive { ServiceNotifier.watchdog() }
+        } catch {
+            self.logger.error("cannot renew the certificate", metadata: ["error": "\(error)"])
         }
     }
 
-    /// Looks at the certificate twice a day; a renewed one (same key, same pin) is served
-    /// to connections from then on.
-    func keepRenewing(port: Int) async {
-        while !Task.isCancelled {
-            do { try await Task.sleep(for: .seconds(12 * 3600)) } catch { return }
-            do {
-                let identity = try self.keeper.load()
-                if identity.notValidAfter != self.contexts.identity.notValidAfter {
-                    try self.contexts.replace(with: identity)
-                    _ = try self.publishEndpoint(port: port)
-                    self.logger.notice("serving the renewed certificate", metadata: ["pin": "\(identity.pin)", "not_valid_after": "\(identity.notValidAfter)"])
-                }
-            } catch {
-                self.logger.error("cannot renew the certificate", metadata: ["error": "\(error)"])
-            }
-        }
+    /// One round of the open WebSockets' credential checks.
+    func checkCredentials() async {
+        await self.context.credentialWatch.checkAll()
     }
 }
 

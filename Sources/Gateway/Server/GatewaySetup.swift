@@ -1,0 +1,28 @@
+import Logging
+import ServiceKit
+import SystemdKit
+
+extension ServiceSetup {
+    /// The gateway as ``ServiceMain`` runs it: its HTTPS server (on the socket systemd
+    /// passed, else `configuration.listen`, by default `0.0.0.0:8443`) as the primary, and
+    /// beside it the certificate's renewal (twice a day) and the open WebSockets' credential
+    /// checks (every `--credential-recheck`).
+    public static func gateway(_ configuration: GatewayConfiguration, environment: ServiceEnvironment) throws -> ServiceSetup {
+        let server = try GatewayServer.make(configuration, inherited: environment.inheritedSockets.first, logger: environment.logger)
+        return ServiceSetup(server: .own(server), background: [
+            Periodic(every: .seconds(12 * 3600)) { server.renewCertificate() },
+            Periodic(every: configuration.credentialRecheck) { await server.checkCredentials() },
+        ])
+    }
+}
+
+extension GatewayServer {
+    /// The server with its certificate (made on first start, renewed when due), listening
+    /// on `inherited` or on `configuration.listen`.
+    public static func make(_ configuration: GatewayConfiguration, inherited: ListenFD?, logger: Logger) throws -> GatewayServer {
+        let keeper = CertificateKeeper(settings: configuration.certificate, directory: configuration.gatewayDirectory, logger: logger)
+        let identity = try keeper.load()
+        let listen = try inherited.map(GatewayListen.inherited) ?? GatewayListen.parse(configuration.listen ?? "0.0.0.0:8443")
+        return try GatewayServer(configuration: configuration, listen: listen, keeper: keeper, identity: identity, logger: logger)
+    }
+}
