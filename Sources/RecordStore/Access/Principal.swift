@@ -51,8 +51,8 @@ enum Credentials {
             throw RPCError(.unauthorized, "the device token is not known to this server; pair the device again")
         }
         let identity = DeviceIdentity(
-            family: row[0], deviceId: row[1], role: DeviceRole(rawValue: row[2]) ?? .child,
-            status: CredentialStatus(rawValue: row[3]) ?? .revoked)
+            family: row["family"], deviceId: row["device_id"], role: DeviceRole(rawValue: row["role"]) ?? .child,
+            status: CredentialStatus(rawValue: row["status"]) ?? .revoked)
         if identity.status == .revoked {
             throw RPCError.deviceRevoked(identity.deviceId)
         }

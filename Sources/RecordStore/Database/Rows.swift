@@ -20,7 +20,7 @@ struct ZoneRow: Sendable, Hashable {
         if let row = try Row.fetchOne(cached: db, sql: "SELECT id, created_at, incarnation, purged_seq FROM zones WHERE family = ? AND name = ? AND deleted = 0",
             arguments: [family, name])
         {
-            return ZoneRow(id: row[0], family: family, name: name, createdAt: row[1], incarnation: row[2], purgedSeq: row[3])
+            return ZoneRow(id: row["id"], family: family, name: name, createdAt: row["created_at"], incarnation: row["incarnation"], purgedSeq: row["purged_seq"])
         }
         try FamilyRow.require(db, family)
         throw RPCError(.notFound, "zone \(name) does not exist in family \(family)", data: ["zone": .string(name)])
@@ -48,7 +48,10 @@ struct RecordLocation: Sendable, Hashable {
 
 /// A record as stored.
 struct StoredRecord: Sendable {
+    /// Its columns, read by position (it is read for every record fetched, queried and
+    /// watched): a query that selects more puts them after these, from ``width`` on.
     static let columns = "r.id, r.name, r.type, r.fields, r.change_tag, r.seq, r.created_at, r.created_by, r.modified_at, r.modified_by, r.deleted"
+    static let width = 11
 
     var id: Int64
     var name: String
@@ -112,12 +115,12 @@ enum DerivedRows {
             guard values.count == constraint.count else { continue }  // a record without the fields is not constrained
             let key = UniqueKey(constraint: RecordTypeDefinition.constraintName(constraint), key: try FieldsCoding.encodeValue(.array(values)))
             if let holder = try Row.fetchOne(cached: db, sql: """
-                SELECT r.id, r.name, z.name FROM unique_keys u JOIN records r ON r.id = u.record_id JOIN zones z ON z.id = r.zone_id
+                SELECT r.id, r.name, z.name AS zone FROM unique_keys u JOIN records r ON r.id = u.record_id JOIN zones z ON z.id = r.zone_id
                 WHERE u.family = ? AND u.type = ? AND u.constraint_name = ? AND u.key = ?
-                """, arguments: [family, type.name, key.constraint, key.key]), holder[0] as Int64 != recordID
+                """, arguments: [family, type.name, key.constraint, key.key]), holder["id"] as Int64 != recordID
             {
-                let holderName: String = holder[1]
-                let holderZone: String = holder[2]
+                let holderName: String = holder["name"]
+                let holderZone: String = holder["zone"]
                 throw ItemError(
                     code: .conflict,
                     message: "another \(type.name) (\(holderName) in zone \(holderZone)) already has the same \(constraint.joined(separator: " and ")); they must be unique in the family",

@@ -83,14 +83,14 @@ enum SchemaBackfill {
     private static func reindex(_ db: Database, type: String, schema: SchemaRegistry) throws {
         guard let definition = schema[type] else { return }
         let rows = try Row.fetchAll(cached: db, sql: """
-            SELECT r.id, r.zone_id, r.fields, z.family, z.name FROM records r JOIN zones z ON z.id = r.zone_id
+            SELECT r.id, r.zone_id, r.fields, z.family, z.name AS zone FROM records r JOIN zones z ON z.id = r.zone_id
             WHERE r.type = ? AND r.deleted = 0
             """, arguments: [type])
         for row in rows {
-            let fields = try FieldsCoding.decode(row[2] as String)
-            let location = RecordLocation(family: row[3], zone: row[4], zoneID: row[1])
+            let fields = try FieldsCoding.decode(row["fields"] as String)
+            let location = RecordLocation(family: row["family"], zone: row["zone"], zoneID: row["zone_id"])
             do {
-                try DerivedRows.replace(db, recordID: row[0], type: definition, fields: fields, at: location)
+                try DerivedRows.replace(db, recordID: row["id"], type: definition, fields: fields, at: location)
             } catch let error as ItemError {
                 throw DurableSQLite.OpenError(description: "schema v\(schema.version) cannot be applied: \(error.message)")
             }

@@ -98,10 +98,10 @@ enum DatabaseChangesOperation {
         var deleted: [String] = []
         var last = since
         for row in rows.prefix(limit) {
-            let id: Int64 = row[0]
-            let name: String = row[1]
-            last = row[3]
-            let isDeleted: Bool = row[2]
+            let id: Int64 = row["id"]
+            let name: String = row["name"]
+            last = row["change_seq"]
+            let isDeleted: Bool = row["deleted"]
             if let device = principal.device {
                 // Devices never see internal zones; children see only what is shared with them now.
                 if Names.isInternalZone(name) || (device.role == .child && !(readable?.contains(id) ?? false)) { continue }
@@ -134,6 +134,12 @@ enum WatchReader {
         }
     }
 
+    /// The change log's columns as `page` selects them, by position (read for every change
+    /// watched), then the record saved with the change (``StoredRecord``).
+    private enum Column: Int {
+        case seq, family, zone, kind, recordType, recordName, at, created, oldFields, record
+    }
+
     static func page(after: Int64, params: WatchParams, limit: Int, _ db: Database) throws -> Page {
         let includeRecords = params.includeRecords ?? true
         var sql = "SELECT c.seq, c.family, c.zone, c.kind, c.record_type, c.record_name, c.at, c.created, c.old_fields"
@@ -160,19 +166,19 @@ enum WatchReader {
         let rows = try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments))
         var events: [ChangeEvent] = []
         for row in rows {
-            let seq: Int64 = row[0]
-            let zone: String = row[2]
-            let kind = ChangeKind(rawValue: row[3]) ?? .recordSaved
-            let recordName: String? = row[5]
+            let seq: Int64 = row[Column.seq.rawValue]
+            let zone: String = row[Column.zone.rawValue]
+            let kind = ChangeKind(rawValue: row[Column.kind.rawValue]) ?? .recordSaved
+            let recordName: String? = row[Column.recordName.rawValue]
             var record: Record?
-            if includeRecords, kind == .recordSaved, (row[9] as Int64?) != nil {
-                record = try StoredRecord(row, offset: 9).record(zone: zone)
+            if includeRecords, kind == .recordSaved, (row[Column.record.rawValue] as Int64?) != nil {
+                record = try StoredRecord(row, offset: Column.record.rawValue).record(zone: zone)
             }
-            let oldFields: String? = includeRecords ? row[8] : nil
+            let oldFields: String? = includeRecords ? row[Column.oldFields.rawValue] : nil
             events.append(ChangeEvent(
-                seq: seq, family: row[1], zone: zone, kind: kind, recordType: row[4], recordName: recordName,
-                changeTag: recordName != nil ? ChangeLog.changeTag(seq) : nil, record: record, at: Millis.date(row[6]),
-                created: kind == .recordSaved ? (row[7] as Bool?) : nil,
+                seq: seq, family: row[Column.family.rawValue], zone: zone, kind: kind, recordType: row[Column.recordType.rawValue], recordName: recordName,
+                changeTag: recordName != nil ? ChangeLog.changeTag(seq) : nil, record: record, at: Millis.date(row[Column.at.rawValue]),
+                created: kind == .recordSaved ? (row[Column.created.rawValue] as Bool?) : nil,
                 deletedFields: try oldFields.map(FieldsCoding.decode)))
         }
         let scanned = rows.count == limit ? (events.last?.seq ?? after) : max(head, after)

@@ -87,8 +87,8 @@ enum QueryOperation {
             try AccessControl.requireFamily(principal, params.family)
             let readable = try AccessControl.readableZoneIDs(principal, family: params.family, in: db)
             for row in try Row.fetchAll(cached: db, sql: "SELECT id, name FROM zones WHERE family = ? AND deleted = 0", arguments: [params.family]) {
-                let id: Int64 = row[0]
-                if readable?.contains(id) ?? true { zoneNames[id] = row[1] }
+                let id: Int64 = row["id"]
+                if readable?.contains(id) ?? true { zoneNames[id] = row["name"] }
             }
         }
         if zoneNames.isEmpty { return QueryResult(records: [], cursor: nil) }
@@ -153,7 +153,7 @@ enum QueryOperation {
         var records: [Record] = []
         for row in rows.prefix(limit) {
             let stored = StoredRecord(row)
-            records.append(try stored.record(zone: zoneNames[row[11]] ?? ""))
+            records.append(try stored.record(zone: zoneNames[row[StoredRecord.width]] ?? ""))  // r.zone_id
         }
         var next: String?
         if rows.count > limit, let last = rows.prefix(limit).last {

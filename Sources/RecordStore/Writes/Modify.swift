@@ -89,11 +89,11 @@ struct ModifyOperation: Sendable {
             SELECT params_sha256, result FROM idempotency WHERE family = ? AND principal = ? AND request_id = ?
             """, arguments: [self.params.family, self.principal.name, requestId])
         {
-            guard stored[0] as String == paramsHash else {
+            guard stored["params_sha256"] as String == paramsHash else {
                 throw RPCError(.conflict, "requestId \(requestId) was already used for a different batch; use a new request id for new changes",
                     data: ["requestId": .string(requestId)])
             }
-            var result = try RPCJSON.makeDecoder().decode(ModifyResult.self, from: Data((stored[1] as String).utf8))
+            var result = try RPCJSON.makeDecoder().decode(ModifyResult.self, from: Data((stored["result"] as String).utf8))
             result.replayed = true
             return result
         }
@@ -362,13 +362,15 @@ enum Tombstones {
         var work = [target]
         while let next = work.popLast() {
             let rows = try Row.fetchAll(cached: db, sql: """
-                SELECT \(StoredRecord.columns), z.id, z.name, z.created_at, z.incarnation, z.purged_seq
+                SELECT \(StoredRecord.columns), z.id AS zone_id, z.name AS zone_name, z.created_at AS zone_created_at,
+                    z.incarnation AS zone_incarnation, z.purged_seq AS zone_purged_seq
                 FROM refs f JOIN records r ON r.id = f.record_id JOIN zones z ON z.id = r.zone_id
                 WHERE f.family = ? AND f.target_zone = ? AND f.target_name = ? AND r.deleted = 0
                 """, arguments: [family, next.zone, next.recordName])
             for row in rows {
                 let record = StoredRecord(row)
-                let zone = ZoneRow(id: row[11], family: family, name: row[12], createdAt: row[13], incarnation: row[14], purgedSeq: row[15])
+                let zone = ZoneRow(id: row["zone_id"], family: family, name: row["zone_name"], createdAt: row["zone_created_at"],
+                                   incarnation: row["zone_incarnation"], purgedSeq: row["zone_purged_seq"])
                 try delete(record, in: zone, by: principal, at: now, db)
                 let id = RecordID(zone: zone.name, recordName: record.name, recordType: record.type)
                 deleted.append(id)

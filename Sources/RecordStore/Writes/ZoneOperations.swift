@@ -23,13 +23,13 @@ enum ZoneOperations {
     static func createZone(family: String, name: String, now: Int64, _ db: Database) throws -> ZoneRow {
         try FamilyRow.require(db, family)
         if let row = try Row.fetchOne(cached: db, sql: "SELECT id, deleted, incarnation FROM zones WHERE family = ? AND name = ?", arguments: [family, name]) {
-            guard row[1] as Bool else {
+            guard row["deleted"] as Bool else {
                 throw RPCError(.conflict, "zone \(name) already exists in family \(family)", data: ["zone": .string(name)])
             }
             // A deleted zone created again: a new incarnation, so old change tokens expire.
             try db.execute(cached: """
                 UPDATE zones SET deleted = 0, deleted_at = NULL, created_at = ?, incarnation = incarnation + 1, purged_seq = 0 WHERE id = ?
-                """, arguments: [now, row[0] as Int64])
+                """, arguments: [now, row["id"] as Int64])
         } else {
             try db.execute(cached: "INSERT INTO zones(family, name, created_at, change_seq) VALUES (?, ?, ?, 0)", arguments: [family, name, now])
         }
@@ -109,8 +109,8 @@ enum ZoneOperations {
 enum CredentialOperations {
     private static func info(_ row: Row) -> CredentialInfo {
         CredentialInfo(
-            family: row[0], deviceId: row[1], role: DeviceRole(rawValue: row[2]) ?? .child,
-            status: CredentialStatus(rawValue: row[3]) ?? .revoked, createdAt: Millis.date(row[4]), updatedAt: Millis.date(row[5]))
+            family: row["family"], deviceId: row["device_id"], role: DeviceRole(rawValue: row["role"]) ?? .child,
+            status: CredentialStatus(rawValue: row["status"]) ?? .revoked, createdAt: Millis.date(row["created_at"]), updatedAt: Millis.date(row["updated_at"]))
     }
 
     private static let columns = "family, device_id, role, status, created_at, updated_at"
@@ -118,7 +118,7 @@ enum CredentialOperations {
     static func put(_ params: PutCredentialParams, now: Int64, _ db: Database) throws -> CredentialInfo {
         try FamilyRow.require(db, params.family)
         if let holder = try Row.fetchOne(cached: db, sql: "SELECT family, device_id FROM credentials WHERE token_sha256 = ?", arguments: [params.tokenSHA256]),
-            holder[0] as String != params.family || holder[1] as String != params.deviceId
+            holder["family"] as String != params.family || holder["device_id"] as String != params.deviceId
         {
             throw RPCError(.conflict, "this token is already the credential of another device; issue a new random token")
         }
