@@ -197,7 +197,7 @@ let package = Package(
         // The push service's wire contract: subscriptions, notifications, listening, acks.
         .target(
             name: "PushAPI",
-            dependencies: ["RPCCore", "StoreAPI"],
+            dependencies: ["RPCCore", "StoreAPI", "RelayCore"],
             swiftSettings: strict
         ),
         // The push service's engine: subscriptions, fan-out of the store's changes, durable
@@ -386,7 +386,7 @@ let package = Package(
         // API: the app and the home server use its types too.
         .target(
             name: "RelayCore",
-            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["RPCCore", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strict
         ),
         // APNs over HTTP/2 with a provider token: for the relay, and for push in direct mode.
@@ -702,6 +702,7 @@ let package = Package(
             name: "APNsStandIn",
             dependencies: [
                 "RelayCore",
+                "WireJSON",
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import WireJSON
 import HTTPTypes
 import Hummingbird
 import HummingbirdHTTP2

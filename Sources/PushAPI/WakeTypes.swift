@@ -1,5 +1,6 @@
 import Foundation
 import RPCCore
+import RelayCore
 
 /// `push.registerWake`. Through a relay (the server's `--wake-relay`): the handle the relay
 /// sealed for this device's APNs token (the device sends `POST /v1/seal` to the relay
@@ -30,11 +31,8 @@ public struct RegisterWakeParams: Codable, Sendable, Hashable {
     }
 }
 
-/// Which APNs an app's token belongs to: `development` for builds run from Xcode,
-/// `production` for TestFlight and the App Store.
-public enum APNsEnvironment: String, StringEnum {
-    case production, development
-}
+/// Which APNs an app's token belongs to (the relay's own type, sealed into the handle).
+public typealias APNsEnvironment = WakeRegistration.Environment
 
 public enum WakeStatus: String, StringEnum {
     /// Wakes are sent when the device is not listening.

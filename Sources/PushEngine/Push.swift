@@ -278,7 +278,7 @@ struct Push: Sendable {
             guard let topic = params.topic, topics.contains(topic) else {
                 throw RPCError.invalidParams("params.topic", "must be an app this server's APNs key pushes to: \(topics.sorted().joined(separator: ", "))")
             }
-            let environment = WakeRegistration.Environment(rawValue: (params.environment ?? .production).rawValue) ?? .production
+            let environment = params.environment ?? .production
             (handle, relay) = (DirectAPNs.handle(WakeRegistration(token: token.lowercased(), topic: topic, environment: environment, pin: "")), DirectAPNs.marker)
         }
         let info = try await self.database.registerWake(family: device.family, deviceId: device.deviceId, handle: handle, relay: relay, now: Date())

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import RPCCore
 import Synchronization
 
 /// APNs's provider authentication token: a JWT signed ES256 with the publisher's `.p8`

@@ -1,11 +1,14 @@
 import Crypto
 import Foundation
+import RPCCore
 
 /// What a device's wake handle holds: its APNs device token, the app's topic, the APNs
 /// environment, and the pin of the home server allowed to wake it. Only the relay that
 /// sealed it can read it.
 public struct WakeRegistration: Codable, Sendable, Hashable {
-    public enum Environment: String, Codable, Sendable {
+    /// Which APNs the token belongs to: `development` for builds run from Xcode,
+    /// `production` for TestFlight and the App Store.
+    public enum Environment: String, StringEnum {
         case production, development
     }
 
@@ -70,19 +73,5 @@ public struct HandleSealer: Sendable {
     public static func key(fromText text: String) -> SymmetricKey? {
         guard let data = Data(base64Encoded: text.trimmingCharacters(in: .whitespacesAndNewlines)), data.count == 32 else { return nil }
         return SymmetricKey(data: data)
-    }
-}
-
-/// base64url without padding (RFC 4648 §5), as JWTs and handles use.
-public enum Base64URL {
-    public static func encode<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
-        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
-    public static func decode(_ text: String) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        return Data(base64Encoded: base64)
     }
 }

@@ -87,6 +87,12 @@ struct WakeEndToEndTests {
         #expect(row("emma-iphone").contains("on, woken"), "\(listing)")
         let granRow = listing.split(separator: "\n").first { $0.hasPrefix("gran") }.map(String.init) ?? ""
         #expect(row("mum-phone").contains("on, woken") && !granRow.isEmpty && !granRow.contains("on,"), "a terminal is not woken: \(listing)")
+        // The same in JSON, for scripts: each device with its wake and whether it listens now.
+        let json = try JSONParser.parse(try await gran.ctl("devices", "--profile", "gran", "--json").stdout)
+        let byId = Dictionary(uniqueKeysWithValues: (json.arrayValue ?? []).compactMap { row in row["deviceId"]?.stringValue.map { ($0, row) } })
+        #expect(byId["emma-iphone"]?["wake"]?["status"] == "active", "\(json)")
+        let granDevice = byId.first { $0.key.hasPrefix("gran") }?.value
+        #expect(granDevice != nil && granDevice?["wake"] == nil && granDevice?["connected"] == false, "a terminal is not woken: \(json)")
 
         await child.close()
         await mum.close()

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import RPCCore
 import Synchronization
 
 /// The dashboard's secrets: the key its CSRF tokens are made with (kept in
@@ -25,7 +26,7 @@ final class SessionKeys: Sendable {
     /// session (or before a sign-in) is worth nothing here.
     func csrfToken(session: String) -> String {
         let mac = HMAC<SHA256>.authenticationCode(for: Data("screentime-csrf|\(session)".utf8), using: SymmetricKey(data: self.key))
-        return Self.base64url(Data(mac))
+        return Base64URL.encode(Data(mac))
     }
 
     func checkCSRF(_ given: String?, session: String) -> Bool {
@@ -43,12 +44,9 @@ final class SessionKeys: Sendable {
 
     static func random(bytes: Int = 16) -> String {
         var generator = SystemRandomNumberGenerator()
-        return Self.base64url(Data((0..<bytes).map { _ in UInt8.random(in: 0...255, using: &generator) }))
+        return Base64URL.encode(Data((0..<bytes).map { _ in UInt8.random(in: 0...255, using: &generator) }))
     }
 
-    static func base64url(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-    }
 }
 
 /// The invitations a browser created and is showing: the pairing service never gives a

@@ -8,22 +8,22 @@ import StoreAPI
 /// inside, base64url-encoded.
 enum ChangeToken {
     static func zone(_ zone: ZoneRow, seq: Int64) -> String {
-        Data("z:\(zone.id):\(zone.incarnation):\(seq)".utf8).base64URLEncodedString()
+        Base64URL.encode("z:\(zone.id):\(zone.incarnation):\(seq)".utf8)
     }
 
     static func database(family: String, seq: Int64) -> String {
-        Data("d:\(seq):\(family)".utf8).base64URLEncodedString()
+        Base64URL.encode("d:\(seq):\(family)".utf8)
     }
 
     static func parseZone(_ text: String) -> (zoneID: Int64, incarnation: Int64, seq: Int64)? {
-        guard let data = Data(base64URL: text), let plain = String(data: data, encoding: .utf8) else { return nil }
+        guard let data = Base64URL.decode(text), let plain = String(data: data, encoding: .utf8) else { return nil }
         let parts = plain.split(separator: ":")
         guard parts.count == 4, parts[0] == "z", let id = Int64(parts[1]), let incarnation = Int64(parts[2]), let seq = Int64(parts[3]) else { return nil }
         return (id, incarnation, seq)
     }
 
     static func parseDatabase(_ text: String) -> (family: String, seq: Int64)? {
-        guard let data = Data(base64URL: text), let plain = String(data: data, encoding: .utf8) else { return nil }
+        guard let data = Base64URL.decode(text), let plain = String(data: data, encoding: .utf8) else { return nil }
         let parts = plain.split(separator: ":", maxSplits: 2)
         guard parts.count == 3, parts[0] == "d", let seq = Int64(parts[1]) else { return nil }
         return (String(parts[2]), seq)

@@ -66,7 +66,7 @@ enum QueryOperation {
         let queryKey = try fingerprint(params)
         var cursor: Cursor?
         if let text = params.cursor {
-            guard let data = Data(base64URL: text), let decoded = try? JSONDecoder().decode(Cursor.self, from: data) else {
+            guard let data = Base64URL.decode(text), let decoded = try? JSONDecoder().decode(Cursor.self, from: data) else {
                 throw RPCError.invalidParams("params.cursor", "is not a cursor returned by store.query")
             }
             guard decoded.query == queryKey else {
@@ -159,7 +159,7 @@ enum QueryOperation {
         if rows.count > limit, let last = rows.prefix(limit).last {
             let value: DatabaseValue? = sortField != nil ? last[12] : nil
             let cursor = Cursor(query: queryKey, id: last[0], value: value.flatMap(CursorValue.init))
-            next = try JSONEncoder().encode(cursor).base64URLEncodedString()
+            next = try Base64URL.encode(JSONEncoder().encode(cursor))
         }
         return QueryResult(records: records, cursor: next)
     }
@@ -245,15 +245,4 @@ enum QueryOperation {
     }
 }
 
-extension Data {
-    init?(base64URL text: String) {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        self.init(base64Encoded: base64)
-    }
 
-    func base64URLEncodedString() -> String {
-        self.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-}

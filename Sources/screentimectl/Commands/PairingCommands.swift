@@ -192,7 +192,18 @@ struct DevicesCommand: AsyncParsableCommand {
             // Whether each device can be woken when its app sleeps, and how the last wake went.
             let wakes = Dictionary(((try? await parent.push.call(PushMethods.listWakes, ListWakesParams()).wakes) ?? []).map { ($0.deviceId, $0) },
                                    uniquingKeysWith: { first, _ in first })
-            if self.json { return Output.print(try JSONValue(encoding: devices), pretty: self.device.connection.prettyOutput) }
+            if self.json {
+                // Each device as pairing lists it, with what the table's other columns say:
+                // its configuration as the aggregator knows it, its wake, whether it listens now.
+                let rows = try devices.map { device -> JSONValue in
+                    var row = try JSONValue(encoding: device).objectValue ?? [:]
+                    if let state = byDevice[device.deviceId] { row["configuration"] = try JSONValue(encoding: state) }
+                    if let wake = wakes[device.deviceId] { row["wake"] = try JSONValue(encoding: wake) }
+                    row["connected"] = .bool(connected.contains(device.deviceId) && device.status == .active)
+                    return .object(row)
+                }
+                return Output.print(.array(rows), pretty: self.device.connection.prettyOutput)
+            }
             print(Table.render(["DEVICE", "NAME", "ROLE", "STATUS", "CHILD", "RULES", "APP", "WAKES", "LAST SEEN"], devices.map { device in
                 [device.deviceId, device.deviceName ?? "", device.role.rawValue,
                  device.status.rawValue + (device.status == .active ? byDevice[device.deviceId]?.clockOff.map { ", clock \($0)" } ?? "" : ""), device.childId ?? "",
