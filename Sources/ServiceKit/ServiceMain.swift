@@ -119,9 +119,11 @@ public enum ServiceMain {
                     logger: logger
                 )
             }
+            // A group stops its services in the reverse order: the keep-alive last, so the
+            // watchdog is fed while the server drains.
             let services: [ServiceGroupConfiguration.ServiceConfiguration] =
-                [.init(service: primary, successTerminationBehavior: .gracefullyShutdownGroup)]
-                + [.init(service: SystemdKeepAlive { primary.statusLine }, successTerminationBehavior: .ignore)]
+                [.init(service: SystemdKeepAlive { primary.statusLine }, successTerminationBehavior: .ignore)]
+                + [.init(service: primary, successTerminationBehavior: .gracefullyShutdownGroup)]
                 + setup.background.map { .init(service: $0) }
                 + (options.debugWedgeOnSIGUSR2 ? [.init(service: DebugWedge(logger: logger))] : [])
             var configuration = ServiceGroupConfiguration(services: services, logger: logger)

@@ -236,6 +236,23 @@ struct AccessTests {
         socket.request(3, "store.whoami")
         #expect(try await socket.reply(to: 3)["result"]?["deviceId"]?.stringValue == "mum-phone")
         await socket.close()
+        // Sent together, without waiting: what follows gateway.authenticate is served as
+        // its device, in order, the ping and the describe included.
+        let eager = try DeviceWebSocket(stack: stack)
+        eager.request(1, "gateway.authenticate", ["token": .string(family.parentCredential.token)])
+        eager.request(2, "store.whoami")
+        eager.request(3, "rpc.ping")
+        eager.request(4, "store.whoami")
+        var replies: [Int64: JSONValue] = [:]
+        for _ in 1...4 {
+            let reply = try await eager.next()
+            if let id = reply["id"]?.intValue { replies[id] = reply }
+        }
+        #expect(replies[1]?["result"]?["role"] == "parent", "\(replies)")
+        #expect(replies[2]?["result"]?["deviceId"]?.stringValue == "mum-phone", "\(replies)")
+        #expect(replies[3]?["result"]?["service"] == "gateway", "\(replies)")
+        #expect(replies[4]?["result"]?["deviceId"]?.stringValue == "mum-phone", "\(replies)")
+        await eager.close()
         let cookie = try DeviceWebSocket(stack: stack, headers: [("Cookie", "theme=dark; screentime_session=\(family.parentCredential.token)")])
         cookie.request(1, "store.whoami")
         #expect(try await cookie.reply(to: 1)["result"]?["deviceId"]?.stringValue == "mum-phone")

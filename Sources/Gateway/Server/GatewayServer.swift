@@ -46,6 +46,8 @@ public final class GatewayServer: PrimaryService, Sendable {
     let logger: Logger
     /// Where it listens, once it does (what the status line and renewals say).
     private let listening = Mutex<(label: String, port: Int)?>(nil)
+    /// Stopping: connections drain, and no new WebSocket is taken (it would never be told).
+    private let stopping = Mutex(false)
 
     public init(configuration: GatewayConfiguration, listen: GatewayListen, keeper: CertificateKeeper, identity: TLSIdentity, logger: Logger) throws {
         self.configuration = configuration
@@ -110,7 +112,6 @@ public final class GatewayServer: PrimaryService, Sendable {
         ])
 
         let drained = group.next().makePromise(of: Void.self)
-        let stopping = Mutex(false)
         await withGracefulShutdownHandler {
             // Returns once the listening socket is closed and every connection has ended:
             // on SIGTERM, each finishes what it was doing (bounded by the service group's
@@ -131,11 +132,16 @@ public final class GatewayServer: PrimaryService, Sendable {
             logger.notice("stopping", metadata: ["connections": "\(limiter.openConnections)"])
             // Stop accepting; each connection finishes its request in progress and closes,
             // WebSockets get a close frame (`goingAway`); `drained` once all have closed.
-            stopping.withLock { $0 = true }
+            self.stopping.withLock { $0 = true }
             quiescing.initiateShutdown(promise: drained)
         }
-        // WebSockets are served without a task of their own: wait for them to close.
-        if stopping.withLock({ $0 }) { try? await drained.futureResult.get() } else { drained.succeed() }
+        // WebSockets are served without a task of their own: wait for them to close (each
+        // within 2 s of its close frame), unless the service group gives up first.
+        if self.stopping.withLock({ $0 }) {
+            await withTaskCancellationHandler { _ = try? await drained.futureResult.get() } onCancel: { drained.succeed() }
+        } else {
+            drained.succeed()
+        }
         await self.context.relay.close()
         self.logger.notice("stopped")
     }
@@ -158,6 +164,9 @@ public final class GatewayServer: PrimaryService, Sendable {
                 try await api.respond(to: request, writer: writer, channel: channel)
             },
             shouldUpgrade: { head, channel in
+                if self.stopping.withLock({ $0 }) {
+                    return .refuse(.init(status: .serviceUnavailable, error: RPCError(.unavailable, "the server is stopping; connect again in a moment")))
+                }
                 if let refusal = limiter.refusal(for: channel) {
                     return .refuse(.init(status: .tooManyRequests, error: refusal))
                 }

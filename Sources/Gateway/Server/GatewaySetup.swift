@@ -1,5 +1,6 @@
 import Logging
 import ServiceKit
+import ServiceLifecycle
 import SystemdKit
 
 extension ServiceSetup {
@@ -11,7 +12,8 @@ extension ServiceSetup {
         let server = try GatewayServer.make(configuration, inherited: environment.inheritedSockets.first, logger: environment.logger)
         return ServiceSetup(server: .own(server), background: [
             Periodic(every: .seconds(12 * 3600)) { server.renewCertificate() },
-            Periodic(every: configuration.credentialRecheck) { await server.checkCredentials() },
+            // A round in progress when the gateway stops is dropped, not waited for.
+            Periodic(every: configuration.credentialRecheck) { try? await cancelWhenGracefulShutdown { await server.checkCredentials() } },
         ])
     }
 }

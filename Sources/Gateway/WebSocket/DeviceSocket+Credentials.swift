@@ -11,12 +11,15 @@ extension DeviceSocket {
     func authenticate(_ token: String, requestID: RequestID?, fresh: Bool = false) async -> DeviceIdentity? {
         do {
             let identity = try await self.gateway.relay.authenticator.identify(token, fresh: fresh)
-            let first: Bool = self.state.withLock { state in
-                defer { state.identity = identity }
-                return state.identity == nil
+            // Watched from its first authentication on, unless the socket ended meanwhile
+            // (decided under the lock `ended()` takes, so no ended socket stays watched).
+            let open = self.state.withLock { state -> Bool in
+                guard !state.ended else { return false }
+                if state.identity == nil { self.watchCredential(identity) }
+                state.identity = identity
+                return true
             }
-            if first { self.watchCredential(identity) }
-            return identity
+            return open ? identity : nil
         } catch {
             if error.code == .unauthorized || error.code == .deviceRevoked {
                 // A wrong token costs its address; a revoked one is known, not a guess.

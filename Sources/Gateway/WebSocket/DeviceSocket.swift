@@ -44,6 +44,8 @@ final class DeviceSocket: Sendable {
         var reading = false
         /// No request is taken any more (a close frame went out or came in, cut off).
         var closing = false
+        /// A close frame went out (ours, or the answer to the device's).
+        var closeSent = false
         var ended = false
         var served = 0
         var closeReason: String?
@@ -120,7 +122,9 @@ final class DeviceSocket: Sendable {
 
     /// A text message from the device (valid UTF-8, whole). On the loop.
     func received(_ bytes: [UInt8]) {
-        let (closing, behind) = self.state.withLock { ($0.closing, !$0.reading || !$0.waiting.isEmpty) }
+        // Behind: the upgrade's credential is not checked yet, or a request waits or is being
+        // served in order (gateway.authenticate: what follows it needs its answer).
+        let (closing, behind) = self.state.withLock { ($0.closing, !$0.reading || $0.serving || !$0.waiting.isEmpty) }
         guard !closing else { return }
         let parsed = DeviceRequest.parse(bytes)
         // Behind a request that waits, in order; otherwise here, if it can be answered here.
@@ -159,8 +163,13 @@ final class DeviceSocket: Sendable {
     /// Whether reading waits: the device is not reading its replies, or requests pile up
     /// behind one that waits. On the loop.
     func holdsReads(writable: Bool) -> Bool {
-        !writable || self.state.withLock { $0.waiting.count >= self.gateway.configuration.limits.maximumInFlight }
+        let (closing, waiting) = self.state.withLock { ($0.closing, $0.waiting.count) }
+        // Closing: read on, to take the device's close frame (everything else is dropped).
+        return !closing && (!writable || waiting >= self.gateway.configuration.limits.maximumInFlight)
     }
+
+    /// Whether the socket takes no more requests. On the loop.
+    var isClosing: Bool { self.state.withLock { $0.closing } }
 
     // MARK: In order
 
@@ -176,8 +185,11 @@ final class DeviceSocket: Sendable {
         if start { Task { await self.serveInOrder() } }
     }
 
-    /// Serves the queue until it is empty; the task ends then.
+    /// Serves the queue until it is empty; the task ends then. Reading, if it was held for
+    /// the queue, goes on after each item.
     private func serveInOrder() async {
+        let handler = self.handler
+        defer { self.channel.eventLoop.execute { handler.value?.resumeReading() } }
         while let next = self.state.withLock({ state -> Waiting? in
             guard !state.closing, !state.waiting.isEmpty else {
                 state.waiting = []
@@ -186,25 +198,33 @@ final class DeviceSocket: Sendable {
             }
             return state.waiting.removeFirst()
         }) {
-            switch next {
-            case .upgradeCredential(let token):
-                guard await self.authenticate(token, requestID: nil) != nil else { continue }  // cut off
-                self.state.withLock { $0.reading = true }
-                self.logOpened()
-            case .message(.failure(let failure)):
-                await self.send(ReplyEncoding.error(id: failure.id, failure.error))
-            case .message(.success(let request)):
-                var identity = self.identity
-                if let known = identity {
-                    guard let current = await self.authenticate(known.token, requestID: request.head.id) else { continue }
-                    identity = current
-                }
-                if case .authenticate(let params) = self.serve(request, identity: identity, onLoop: false) {
-                    await self.authenticateMessage(request.head.id, params)
-                }
-            }
-            let handler = self.handler
+            await self.serveInOrder(next)
             self.channel.eventLoop.execute { handler.value?.resumeReading() }
+        }
+    }
+
+    private func serveInOrder(_ next: Waiting) async {
+        switch next {
+        case .upgradeCredential(let token):
+            guard await self.authenticate(token, requestID: nil) != nil else {
+                // Refused (the socket is cut off), or the store could not say: the socket
+                // ends, as it would with no credential (the device tries again).
+                if !self.isClosing { self.close(.normalClosure, reason: "the credential could not be checked; try again shortly") }
+                return
+            }
+            self.state.withLock { $0.reading = true }
+            self.logOpened()
+        case .message(.failure(let failure)):
+            await self.send(ReplyEncoding.error(id: failure.id, failure.error))
+        case .message(.success(let request)):
+            var identity = self.identity
+            if let known = identity {
+                guard let current = await self.authenticate(known.token, requestID: request.head.id) else { return }
+                identity = current
+            }
+            if case .authenticate(let params) = self.serve(request, identity: identity, onLoop: false) {
+                await self.authenticateMessage(request.head.id, params)
+            }
         }
     }
 
@@ -365,11 +385,19 @@ final class DeviceSocket: Sendable {
     /// Closes the socket from the server's side: a close frame with `code`, nothing taken
     /// after it, and the connection closed once the device answers it or after 2 s.
     func close(_ code: WebSocketErrorCode, reason: String, why: String? = nil) {
-        self.state.withLock { state in
+        let first = self.state.withLock { state -> Bool in
+            defer { state.closeSent = true }
             state.closing = true
             if state.closeReason == nil { state.closeReason = why ?? reason }
+            return !state.closeSent
         }
+        guard first else { return }
         self.writer.sendClose(code, reason: reason)
+        self.closeSoon()
+    }
+
+    /// Closes the connection in 2 s if the device has not answered the close by then.
+    private func closeSoon() {
         let channel = self.channel
         channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
     }
@@ -377,24 +405,44 @@ final class DeviceSocket: Sendable {
     /// The device's close frame: answered with one (unless the server began the close),
     /// then the connection is closed. On the loop.
     func peerClosed(_ data: ByteBuffer) {
-        self.state.withLock { state in
+        // The device is leaving: what it asked for is ended now (its streams first of all:
+        // the push service sees it gone at once), not when the connection has closed.
+        let requests = self.state.withLock { state -> [InFlight] in
             state.closing = true
             if state.closeReason == nil { state.closeReason = "closed by the device" }
+            return Array(state.requests.values) + state.anonymous.values.map(InFlight.task)
         }
+        for request in requests { request.cancel() }
         let channel = self.channel
         if self.writer.isClosed {
             channel.close(promise: nil)
         } else {
-            // A close frame's body is empty or a 2-byte code and a reason: 1 byte is wrong.
-            self.writer.sendClose(data.readableBytes == 1 ? .protocolError : .normalClosure) { channel.close(promise: nil) }
+            self.state.withLock { $0.closeSent = true }
+            self.writer.sendClose(Self.validClose(data) ? .normalClosure : .protocolError) { channel.close(promise: nil) }
+            // A device that sends its close and then reads nothing: not waited for.
+            self.closeSoon()
         }
+    }
+
+    /// A close frame's body (RFC 6455, 5.5.1 and 7.4): empty, or a code a peer may send and
+    /// a reason in UTF-8.
+    static func validClose(_ data: ByteBuffer) -> Bool {
+        guard data.readableBytes > 0 else { return true }
+        guard data.readableBytes >= 2, let code = data.getInteger(at: data.readerIndex, as: UInt16.self) else { return false }
+        guard (1000...1003).contains(code) || (1007...1014).contains(code) || (3000...4999).contains(code) else { return false }
+        let reason = Array(data.readableBytesView.dropFirst(2))
+        return String(validating: reason, as: UTF8.self) != nil
     }
 
     /// Why the connection failed, for the log line when it ends.
     func noteError(_ error: any Error) {
         self.state.withLock { state in
+            state.closing = true
+            state.closeSent = true
             if state.closeReason == nil { state.closeReason = "\(error)" }
         }
+        self.writer.markClosed()
+        self.closeSoon()
     }
 
     /// The connection is gone: every request still in flight is cancelled. On the loop.

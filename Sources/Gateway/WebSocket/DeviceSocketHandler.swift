@@ -49,6 +49,8 @@ final class DeviceSocketHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = Self.unwrapInboundIn(data)
+        // Closing: only the device's close frame is taken (its answer, or its own).
+        if self.socket.isClosing, frame.opcode != .connectionClose { return }
         guard frame.reservedBits.isEmpty else { return self.fail(.protocolError, "a frame with reserved bits set (no extension was agreed)") }
         switch frame.opcode {
         case .ping:
