@@ -4,6 +4,7 @@ import ArgumentParser
 import AsyncHTTPClient
 import Crypto
 import Foundation
+import ProcessSpawn
 import Logging
 import NIOCore
 import NIOSSL
@@ -350,25 +351,5 @@ final class Receipts: Sendable {
             group.cancelAll()
             return first || self.state.withLock { $0.count >= $0.target }
         }
-    }
-}
-
-/// A TCP port free on 127.0.0.1 now (bound, read, closed), for a server whose port must be
-/// known before it starts.
-enum FreePort {
-    static func pick() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw BenchError("socket() failed: errno \(errno)") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard bound else { throw BenchError("no free port on 127.0.0.1: errno \(errno)") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import ProcessSpawn
 import Glibc
 import PairingAPI
 import StackSupport
@@ -33,23 +34,6 @@ struct ActivationTests {
         gateway.signal(SIGTERM)
         #expect(try await gateway.waitForExit() == 0)
         #expect(gateway.log.contains("stopped"))
-    }
-}
-
-enum FreePort {
-    /// A TCP port free on 127.0.0.1 now (bound to port 0, read back, released).
-    static func pick() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard ok else { throw TestFailure("no free port: \(String(cString: strerror(errno)))") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 

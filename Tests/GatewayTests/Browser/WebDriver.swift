@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import ProcessSpawn
 import NIOCore
 import RPCCore
 import TestSupport
@@ -42,7 +43,7 @@ final class Browser: @unchecked Sendable {
     /// phone makes, and nothing else trusted (no `--ignore-certificate-errors`).
     init(pin: String, width: Int = 1280, height: Int = 900) async throws {
         let (chromium, chromedriver) = try Self.locate()
-        let port = try freeLoopbackPort()
+        let port = try FreePort.pick()
         self.profile = TemporaryDirectory()
         self.driverLog = self.profile.file("chromedriver.log")
         FileManager.default.createFile(atPath: self.driverLog, contents: nil)
@@ -270,20 +271,4 @@ enum WebDriverHTTP {
         let bytes = try await response.body.collect(upTo: 64 << 20)
         return try JSONParser.parse(bytes: Array(bytes.readableBytesView))
     }
-}
-
-/// A TCP port nothing listens on now, on 127.0.0.1.
-func freeLoopbackPort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw TestFailure("socket() failed") }
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-    guard bound == 0 else { throw TestFailure("bind() failed") }
-    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-    return Int(UInt16(bigEndian: address.sin_port))
 }
