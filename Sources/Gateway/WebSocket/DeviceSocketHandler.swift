@@ -32,13 +32,6 @@ final class DeviceSocketHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.maximumMessageSize = maximumMessageSize
     }
 
-    /// Puts the handler after the WebSocket frame decoder (and its ``ClientFrameCheck``).
-    /// Called on the channel's loop.
-    static func install(on channel: any Channel, for socket: DeviceSocket, maximumMessageSize: Int) throws {
-        let operations = channel.pipeline.syncOperations
-        try operations.addHandler(DeviceSocketHandler(socket: socket, maximumMessageSize: maximumMessageSize))
-    }
-
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
     }

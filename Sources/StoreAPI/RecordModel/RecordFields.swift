@@ -30,8 +30,6 @@ extension RecordFields {
     /// A field of this type, by its name on the wire.
     public typealias Field = CodingKeys
 
-    /// Every field's name.
-    public static var fieldNames: [String] { CodingKeys.allCases.map(\.stringValue) }
     /// The set-like lists, the indexed fields and the uniqueness constraints by name.
     public static var setFieldNames: Set<String> { Set(setFields.map(\.stringValue)) }
     public static var indexedFieldNames: Set<String> { Set(indexedFields.map(\.stringValue)) }
