@@ -118,12 +118,14 @@ public final class WebSocketTransport: Transport {
                         return true
                     }
                     guard registered else {
-                        continuation.resume(throwing: RPCError(.unavailable, "the connection to the gateway closed"))
+                        continuation.resume(throwing: self.revokedError ?? RPCError(.unavailable, "the connection to the gateway closed"))
                         return
                     }
                     Task {
                         do { try await writer.send(text: payload) } catch {
-                            self.fail(id, RPCError(.unavailable, "could not send \(request.method): \(error)"))
+                            // A connection the gateway closed because the device was removed
+                            // (its error came first): the call fails as revoked, not unavailable.
+                            self.fail(id, self.revokedError ?? RPCError(.unavailable, "could not send \(request.method): \(error)"))
                         }
                     }
                 }
@@ -154,7 +156,7 @@ public final class WebSocketTransport: Transport {
                     Task { try? await self.send(TransportRequest(method: Builtin.cancel.name, params: ["id": Self.json(id)]), id: nil) }
                 }
                 do { try await writer.send(text: try Self.encode(id: id, request)) } catch {
-                    self.fail(id, RPCError(.unavailable, "could not send \(request.method): \(error)"))
+                    self.fail(id, self.revokedError ?? RPCError(.unavailable, "could not send \(request.method): \(error)"))
                 }
             } catch {
                 continuation.finish(throwing: error)
@@ -376,6 +378,9 @@ public final class WebSocketTransport: Transport {
         }
         for waiter in waiters { waiter.resume() }
     }
+
+    /// The server's `device_revoked`, once it said so.
+    private var revokedError: RPCError? { self.link.withLock { $0.revoked } }
 
     private func fail(_ id: RequestID, _ error: RPCError) {
         guard let waiter = self.link.withLock({ $0.waiters.removeValue(forKey: id) }) else { return }
