@@ -140,7 +140,7 @@ struct GatewayCommand: AsyncParsableCommand {
         do {
             let server = try GatewayServer.make(configuration, inherited: nil, logger: logger)
             var port = 8443
-            if case .address(_, let given)? = try? GatewayListen.parse(self.listen ?? "0.0.0.0:8443"), given != 0 { port = given }
+            if case .address(_, let given) = server.listen, given != 0 { port = given }
             let endpoint = try server.publishEndpoint(port: port)
             print("pin: sha256//\(endpoint.pin)")
             for url in endpoint.urls { print("url: \(url)") }

@@ -153,7 +153,7 @@ struct EdgeTests {
         try await kept.waitFor("two answers on one connection") { String(decoding: $0, as: UTF8.self).components(separatedBy: "HTTP/1.1 200").count == 3 }
     }
 
-    @Test("a refused WebSocket upgrade says why, with HSTS; an unmasked client frame closes the socket with 1002; a socket with no credential is closed with 1008 after --auth-timeout")
+    @Test("a refused WebSocket upgrade says why, with HSTS; an unmasked client frame, reserved bits and a close frame with a code or body a peer may not send close the socket with 1002; a socket with no credential is closed with 1008 after --auth-timeout")
     func webSocketEdges() async throws {
         let stack = try await GatewayStack.start(gatewayArguments: Self.slowTimeout + ["--auth-timeout", "1"])
         defer { stack.stopNow() }
@@ -183,6 +183,29 @@ struct EdgeTests {
         let frames = Array(unmasked.bytes.dropFirst(upgraded))
         #expect(frames.count >= 4 && frames[0] == 0x88 && frames[2] == 0x03 && frames[3] == 0xEA, "expected a close frame with 1002, got \(frames.prefix(16))")
         #expect(!String(decoding: frames, as: UTF8.self).contains("\"result\""), "the unmasked request was not answered")
+
+        // Masked frames (with a zero key, so the payload reads as sent) the gateway must refuse
+        // or answer by the rules: reserved bits set, close frames with a code or body a peer
+        // may not send (1002), and a good close (answered with 1000).
+        func masked(_ first: UInt8, _ payload: [UInt8]) -> [UInt8] { [first, 0x80 | UInt8(payload.count), 0, 0, 0, 0] + payload }
+        for (what, frame, code) in [
+            ("a text frame with RSV1 set", masked(0xC1, ping), 1002),
+            ("a close frame with 1005 (reserved for 'no code')", masked(0x88, [0x03, 0xED]), 1002),
+            ("a close frame of one byte", masked(0x88, [0x03]), 1002),
+            ("a close frame whose reason is not UTF-8", masked(0x88, [0x03, 0xE8, 0xFF]), 1002),
+            ("a close frame with 1000", masked(0x88, [0x03, 0xE8]), 1000),
+        ] as [(String, [UInt8], Int)] {
+            let socket = try await RawTLS.connect(stack)
+            await socket.send(upgrade("/v1/ws", token: family.parentCredential.token))
+            try await socket.waitFor("the upgrade") { String(decoding: $0, as: UTF8.self).contains("\r\n\r\n") }
+            let start = socket.bytes.count
+            await socket.send(frame)
+            try await socket.waitForClose(timeout: .seconds(5))
+            let answer = Array(socket.bytes.dropFirst(start))
+            #expect(answer.count >= 4 && answer[0] == 0x88 && Int(answer[2]) << 8 | Int(answer[3]) == code,
+                    "\(what): expected a close frame with \(code), got \(answer.prefix(16))")
+        }
+        #expect(try stack.result("rpc.ping")["service"] == "gateway", "the gateway still serves")
 
         // No credential at the upgrade and none given after: closed with 1008.
         let anonymous = try DeviceWebSocket(stack: stack)

@@ -38,7 +38,8 @@ public enum GatewayListen: Sendable {
 /// ``EdgeChannel`` on each connection.
 public final class GatewayServer: PrimaryService, Sendable {
     let configuration: GatewayConfiguration
-    let listen: GatewayListen
+    /// Where it listens (the socket systemd passed, or an address it binds).
+    public let listen: GatewayListen
     let keeper: CertificateKeeper
     let contexts: TLSContextHolder
     let context: GatewayContext

@@ -67,11 +67,6 @@ final class DeviceSocket: Sendable {
         /// Relayed on the socket's event loop; its reply is written there.
         case direct(RelayedCall)
 
-        var task: Task<Void, Never>? {
-            if case .task(let task) = self { return task }
-            return nil
-        }
-
         func cancel() {
             switch self {
             case .reserved: break
