@@ -245,7 +245,8 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // Following the store's change log from a saved position, in batches, with retries.
+        // Following the store's change log from a saved position, in batches, with retries;
+        // the store's credentials kept from it.
         .target(
             name: "ChangeFeed",
             dependencies: [
@@ -351,8 +352,9 @@ let package = Package(
             name: "Gateway",
             dependencies: [
                 "GatewayAPI",
-                "MemoryReturn",
+                "ChangeFeed",
                 "RPCCore",
+                "RPCServer",
                 "RPCClient",
                 "StoreAPI",
                 "PairingAPI",
@@ -756,6 +758,10 @@ let package = Package(
                 "TestSupport",
                 "ProcessSpawn",
                 "StackSupport",
+                "ServiceHarness",
+                "ServiceKit",
+                "PushEngine",
+                "AggregatorEngine",
                 "Gateway",
                 "GatewayAPI",
                 "RPCCore",

@@ -1,4 +1,5 @@
 import AggregatorAPI
+import ChangeFeed
 import Foundation
 import Logging
 import RPCClient
@@ -41,6 +42,8 @@ extension ServiceSetup {
         let push = RPCClient(configuration: ClientConfiguration(socketPath: configuration.pushSocket, callTimeout: .seconds(30), connectTimeout: .seconds(10)))
         let ingest = Ingest(defaultPointsPerMinute: configuration.defaultPointsPerMinute)
         let summaries = Wakeup()
+        // Who a device is, kept from the store's change feed: not a store.whoami per call.
+        let credentials = CredentialTable(store: store, logger: logger)
 
         try FileManager.default.createDirectory(atPath: environment.paths.stateDirectory, withIntermediateDirectories: true)
         let database = try AggregatorDatabase(path: environment.paths.stateDirectory + "/" + AggregatorDatabase.fileName, logger: logger)
@@ -54,7 +57,7 @@ extension ServiceSetup {
             // A local caller sees the whole server; a parent its own family, without the
             // change-log position (every family's writes move it); a child nothing.
             var family: String?
-            if let auth = context.auth { family = try await CallerIdentity.parentFamily(auth, store: store, for: "aggregator.status") }
+            if let auth = context.auth { family = try await CallerIdentity.parentFamily(auth, credentials: credentials, for: "aggregator.status") }
             // The position first, then the counts: counts read after it include at least
             // what it says is applied, so `caughtUp` never comes with stale counts.
             var position: Int64?
@@ -70,7 +73,7 @@ extension ServiceSetup {
                                     pendingSummaries: counts.pendingSummaries, pendingChildWrites: counts.pendingChildWrites,
                                     pendingRetentionWrites: counts.pendingRetentionWrites, pendingConfigurations: counts.pendingConfigurations)
         }
-        let reports = Reports(database: database, store: store)
+        let reports = Reports(database: database, store: store, credentials: credentials)
         methods.on(AggregatorMethods.report) { params, context in try await reports.report(params, auth: context.auth) }
         methods.on(AggregatorMethods.exportCSV) { params, context in try await reports.exportCSV(params, auth: context.auth) }
         let recompute = Recompute(store: store, database: database, ingest: ingest, writeback: summaries)
@@ -78,7 +81,7 @@ extension ServiceSetup {
         let rollUps = RollUps(database: database, retentionDays: configuration.retentionDays, writeback: summaries, logger: logger)
         methods.on(AggregatorMethods.rollUp) { params, context in try await rollUps.run(params, auth: context.auth) }
         methods.on(AggregatorMethods.resync) { _, context in
-            let device = try await CallerIdentity.childDevice(context.auth, store: store, for: "aggregator.resync")
+            let device = try await CallerIdentity.childDevice(context.auth, credentials: credentials, for: "aggregator.resync")
             guard let version = try await database.resync(family: device.family, deviceId: device.deviceId) else {
                 throw RPCError(.notFound, "this device is not confirmed in its family yet (or the server has not seen it yet); try again once a parent has confirmed it")
             }
@@ -87,11 +90,12 @@ extension ServiceSetup {
         }
         methods.on(AggregatorMethods.devices) { _, context in
             guard let auth = context.auth else { throw RPCError(.forbidden, "aggregator.devices: for a parent's device; send its credential as auth.token") }
-            let family = try await CallerIdentity.parentFamily(auth, store: store, for: "aggregator.devices")
+            let family = try await CallerIdentity.parentFamily(auth, credentials: credentials, for: "aggregator.devices")
             return DeviceConfigurations(devices: try await database.configurationStates(family: family))
         }
 
         let background: [any Service] = [
+            credentials,
             UsageFollower(store: store, database: database, ingest: ingest, summaries: summaries, logger: logger),
             Writeback(
                 summaries: SummaryWriter(store: store, database: database, logger: logger),

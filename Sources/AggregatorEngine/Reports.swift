@@ -1,4 +1,5 @@
 import AggregatorAPI
+import ChangeFeed
 import Foundation
 import RPCClient
 import RPCCore
@@ -9,6 +10,7 @@ import UsageModel
 struct Reports: Sendable {
     let database: AggregatorDatabase
     let store: RPCClient
+    let credentials: CredentialTable
 
     static let longestRange = 400
 
@@ -70,7 +72,7 @@ struct Reports: Sendable {
     private func scope(_ params: ReportParams, auth: Auth?) async throws -> Scope {
         let family: String
         if let auth {
-            let own = try await CallerIdentity.parentFamily(auth, store: self.store, for: "reports")
+            let own = try await CallerIdentity.parentFamily(auth, credentials: self.credentials, for: "reports")
             guard params.family == nil || params.family == own else { throw RPCError(.forbidden, "a parent reports on their own family only") }
             family = own
         } else {

@@ -15,8 +15,8 @@ public struct GatewayConfiguration: Sendable {
     /// The server's name in `/v1/info`.
     public var serverName: String
     public var version: String
-    /// How long a device's role stays cached; also how often an open WebSocket's
-    /// credential is checked again (a revoked device is cut off within this).
+    /// While the store's credentials cannot be followed: how long the store's answer about
+    /// a device's credential is kept.
     public var credentialRecheck: Duration
     /// Deadline of one relayed call.
     public var callTimeout: Duration

@@ -1,3 +1,4 @@
+import ChangeFeed
 import Foundation
 import RPCClient
 import StoreAPI
@@ -5,7 +6,13 @@ import Synchronization
 
 /// Who in a family may read what, as the store decides it: credentials and shares.
 struct FamilyAccess: Sendable {
-    var credentials: [String: CredentialInfo]
+    /// What the fan-out needs of a device's credential.
+    struct Standing: Sendable, Hashable {
+        var role: DeviceRole
+        var status: CredentialStatus
+    }
+
+    var credentials: [String: Standing]
     /// The family's zones now.
     var zones: Set<String>
     /// Zone → the devices it is shared with.
@@ -23,12 +30,14 @@ struct FamilyAccess: Sendable {
     }
 
     var activeParents: [String] {
-        self.credentials.values.filter { $0.role.isParent && $0.status == .active }.map(\.deviceId).sorted()
+        self.credentials.filter { $0.value.role.isParent && $0.value.status == .active }.map(\.key).sorted()
     }
 }
 
-/// Caches each family's access for a while; a share or zone change in the store's log
-/// drops the family's entry, so the next change is checked against the new shares.
+/// Caches each family's access; a share or zone change in the store's log drops the
+/// family's entry, so the next change is checked against the new shares, and a credential
+/// change from the ``CredentialTable`` is put in place. While the table does not follow
+/// the store, an entry is trusted for `lifetime`, then read again.
 /// Callers arriving while a family is being loaded wait for that load rather than start
 /// their own (a thousand devices listening at once read the family's credentials once).
 final class AccessCache: Sendable {
@@ -38,17 +47,19 @@ final class AccessCache: Sendable {
     }
 
     private let store: RPCClient
+    private let credentials: CredentialTable
     private let lifetime: Duration
     private let state = Mutex<(entries: [String: Entry], generation: Int)>(([:], 0))
 
-    init(store: RPCClient, lifetime: Duration) {
+    init(store: RPCClient, credentials: CredentialTable, lifetime: Duration) {
         self.store = store
+        self.credentials = credentials
         self.lifetime = lifetime
     }
 
     func access(_ family: String) async throws -> FamilyAccess {
         let now = ContinuousClock.now
-        let lifetime = self.lifetime
+        let lifetime = self.credentials.isFollowing ? .seconds(Int64.max) : self.lifetime
         let (cached, task, generation) = self.state.withLock { state -> (FamilyAccess?, Task<FamilyAccess, any Error>?, Int) in
             switch state.entries[family] {
             case .loaded(let access, let loaded)? where now - loaded < lifetime:
@@ -85,8 +96,10 @@ final class AccessCache: Sendable {
         _ = self.state.withLock { $0.entries.removeValue(forKey: family) }
     }
 
-    /// The families loaded longer ago than the lifetime (their credentials may have changed).
+    /// The families loaded longer ago than the lifetime while the credential table does not
+    /// follow the store (their credentials may have changed).
     func stale() -> [String] {
+        guard !self.credentials.isFollowing else { return [] }
         let now = ContinuousClock.now
         return self.state.withLock { state in
             state.entries.compactMap { family, entry in
@@ -100,7 +113,7 @@ final class AccessCache: Sendable {
     /// share for a child) without reloading the family's credentials: a subscription is
     /// checked against the shares as they are, and ten thousand devices subscribing do not
     /// each read ten thousand credentials.
-    func freshZoneAccess(_ device: CredentialInfo, zone: String) async throws -> (readable: Bool, exists: Bool) {
+    func freshZoneAccess(_ device: Push.Device, zone: String) async throws -> (readable: Bool, exists: Bool) {
         let zones = try await self.store.call(StoreMethods.listZones, FamilyParams(family: device.family)).zones
         var shares: [String: Set<String>] = [:]
         if device.role == .child, let info = zones.first(where: { $0.name == zone }), info.participants > 0 {
@@ -108,29 +121,41 @@ final class AccessCache: Sendable {
             shares[zone] = Set(share.participants.map(\.deviceId))
         }
         // The same rule as the fan-out's, over just this device and this zone.
-        let access = FamilyAccess(credentials: [device.deviceId: device], zones: Set(zones.map(\.name)), shares: shares)
+        let access = FamilyAccess(credentials: [device.deviceId: device.standing], zones: Set(zones.map(\.name)), shares: shares)
         return (access.canRead(device.deviceId, zone: zone), access.zones.contains(zone))
     }
 
-    /// Puts a device's current credential (from `whoami`) into its family's loaded entry,
-    /// if any: the fan-out then knows a new device without reloading the family.
-    func learn(_ credential: CredentialInfo) {
+    /// Puts a device's current credential into its family's loaded entry, if any: the
+    /// fan-out then knows a new device, or a revoked one, without reloading the family.
+    /// A load under way may have read the credentials before: it is dropped, not kept.
+    func learn(family: String, deviceId: String, _ standing: FamilyAccess.Standing) {
         self.state.withLock { state in
-            guard case .loaded(var access, let at)? = state.entries[credential.family] else { return }
-            access.credentials[credential.deviceId] = credential
-            state.entries[credential.family] = .loaded(access, at: at)
+            switch state.entries[family] {
+            case .loaded(var access, let at)?:
+                access.credentials[deviceId] = standing
+                state.entries[family] = .loaded(access, at: at)
+            case .loading?:
+                state.entries.removeValue(forKey: family)
+            case nil:
+                break
+            }
         }
     }
 
     private func load(_ family: String) async throws -> FamilyAccess {
-        let credentials = try await self.store.call(StoreMethods.listCredentials, ListCredentialsParams(family: family)).credentials
+        let credentials: [String: FamilyAccess.Standing]
+        if let kept = self.credentials.family(family) {
+            credentials = kept.mapValues { FamilyAccess.Standing(role: $0.role, status: $0.status) }
+        } else {
+            let listed = try await self.store.call(StoreMethods.listCredentials, ListCredentialsParams(family: family)).credentials
+            credentials = Dictionary(listed.map { ($0.deviceId, FamilyAccess.Standing(role: $0.role, status: $0.status)) }) { _, new in new }
+        }
         let zones = try await self.store.call(StoreMethods.listZones, FamilyParams(family: family)).zones
         var shares: [String: Set<String>] = [:]
         for zone in zones where zone.participants > 0 {
             let share = try await self.store.call(StoreMethods.shareInfo, ZoneParams(family: family, zone: zone.name))
             shares[zone.name] = Set(share.participants.map(\.deviceId))
         }
-        return FamilyAccess(credentials: Dictionary(credentials.map { ($0.deviceId, $0) }) { _, new in new },
-                            zones: Set(zones.map(\.name)), shares: shares)
+        return FamilyAccess(credentials: credentials, zones: Set(zones.map(\.name)), shares: shares)
     }
 }

@@ -64,8 +64,8 @@ struct ChangeFollower: Service {
     }
 }
 
-/// Every `interval`: drops expired notifications, and checks again the credentials of
-/// families with listeners (a revoked parent's stream ends within a minute or so).
+/// Every `interval`: drops expired notifications, and, while the credential table does not
+/// follow the store, checks again the credentials of families with listeners.
 struct Maintenance {
     let database: PushDatabase
     let follower: ChangeFollower

@@ -1,3 +1,4 @@
+import ChangeFeed
 import Foundation
 import Logging
 import PushAPI
@@ -16,6 +17,8 @@ struct Push: Sendable {
     }
 
     let store: RPCClient
+    /// Who a device is: kept from the store's change feed.
+    let credentials: CredentialTable
     let database: PushDatabase
     let registry: SubscriptionRegistry
     let access: AccessCache
@@ -41,13 +44,13 @@ struct Push: Sendable {
         let subscription = try await self.validate(params, device: device)
         // A fresh look at the shares: a subscription is refused if it asks for more than
         // the device may read now. The fan-out learns of the device at once.
-        self.access.learn(device.credential)
+        self.access.learn(family: device.family, deviceId: device.deviceId, device.standing)
         switch subscription.kind {
         case .family where device.role == .child:
             throw RPCError(.forbidden, "a child device reads only the zones shared with it: subscribe to those zones instead of the whole family")
         case .zone, .query:
             guard let zone = subscription.zone else { break }
-            let (readable, exists) = try await self.access.freshZoneAccess(device.credential, zone: zone)
+            let (readable, exists) = try await self.access.freshZoneAccess(device, zone: zone)
             guard readable else {
                 throw RPCError(.forbidden, "this device may not read zone \(zone), so it cannot subscribe to it", data: ["zone": .string(zone)])
             }
@@ -303,6 +306,29 @@ struct Push: Sendable {
         return RemoveWakeResult(removed: removed)
     }
 
+    /// A device revoked: its listeners end, and its wake registration and webhook go (a
+    /// removed device is never woken or called again; pairing it again registers anew).
+    func forget(revoked device: CredentialEntry) async {
+        let key = Hub.DeviceKey(family: device.family, deviceId: device.deviceId)
+        self.access.learn(family: device.family, deviceId: device.deviceId, FamilyAccess.Standing(role: device.role, status: .revoked))
+        self.hub.cut(family: device.family) { $0 == device.deviceId }
+        do {
+            let wake = try await self.database.removeWake(family: device.family, deviceId: device.deviceId)
+            self.dispatch.wakes?.registry.remove(key)
+            let webhook = try await self.database.removeWebhook(family: device.family, deviceId: device.deviceId)
+            self.dispatch.webhooks?.registry.remove(key)
+            if wake || webhook {
+                self.logger.info("a revoked device's registrations removed", metadata: [
+                    "family": "\(device.family)", "device_id": "\(device.deviceId)", "wake": "\(wake)", "webhook": "\(webhook)",
+                ])
+            }
+        } catch {
+            self.logger.error("cannot remove a revoked device's registrations", metadata: [
+                "family": "\(device.family)", "device_id": "\(device.deviceId)", "error": "\(error)",
+            ])
+        }
+    }
+
     func listWakes(_ params: ListWakesParams, auth: Auth?) async throws -> ListWakesResult {
         let family = try await self.familyShown(params.family, auth: auth, what: "the devices' wake registrations")
         return ListWakesResult(wakes: try await self.database.wakeInfos(family: family, now: Date()))
@@ -330,16 +356,13 @@ struct Push: Sendable {
         var role: DeviceRole
         var status: CredentialStatus
 
-        var credential: CredentialInfo {
-            let now = Date()
-            return CredentialInfo(family: self.family, deviceId: self.deviceId, role: self.role, status: self.status, createdAt: now, updatedAt: now)
-        }
+        var standing: FamilyAccess.Standing { FamilyAccess.Standing(role: self.role, status: self.status) }
     }
 
     /// The calling device, as the store knows it; `unauthorized` for a revoked or unknown one.
     private func device(_ auth: Auth?) async throws -> Device {
         guard let auth else { throw RPCError(.unauthorized, "this method acts for a device: send its credential as auth.token") }
-        let who = try await self.store.call(StoreMethods.whoami, Empty(), actingFor: auth)
+        let who = try await self.credentials.whoami(auth)
         guard let family = who.family, let deviceId = who.deviceId, let role = who.role else {
             throw RPCError(.unauthorized, "this method acts for a device: send its credential as auth.token")
         }

@@ -1,4 +1,5 @@
 import APNs
+import ChangeFeed
 import Foundation
 import Logging
 import RelayCore
@@ -22,7 +23,8 @@ public struct PushConfiguration: Sendable {
     public var maximumListenersPerConnection: Int
     public var maximumSubscriptions: Int
     public var defaultTTL: Duration
-    /// How long a family's credentials and shares are trusted before they are read again.
+    /// While the credentials cannot be followed: how long a family's credentials and shares
+    /// are trusted before they are read again.
     public var accessRefresh: Duration
     /// Between drops of expired notifications and checks of listeners' credentials.
     public var maintenanceInterval: Duration
@@ -127,7 +129,9 @@ extension ServiceSetup {
         let logger = environment.logger
         let store = RPCClient(configuration: ClientConfiguration(socketPath: configuration.storeSocket, callTimeout: .seconds(30), connectTimeout: .seconds(10)))
         let settings = Push.Settings(maximumSubscriptions: configuration.maximumSubscriptions, defaultTTL: configuration.defaultTTL)
-        let access = AccessCache(store: store, lifetime: configuration.accessRefresh)
+        // Who a device is, kept from the store's change feed: not a store.whoami per call.
+        let credentials = CredentialTable(store: store, logger: logger)
+        let access = AccessCache(store: store, credentials: credentials, lifetime: configuration.accessRefresh)
         let hub = Hub(limits: Hub.Limits(
             notifications: configuration.listenerBuffer, bytes: configuration.listenerBufferBytes,
             connectionBytes: configuration.connectionBufferBytes,
@@ -153,6 +157,7 @@ extension ServiceSetup {
         let follower = ChangeFollower(store: store, database: database, fanout: fanout, dispatch: dispatch, registry: registry, hub: hub,
                                 access: access, logger: logger)
         var background: [any Service] = [
+            credentials,
             follower,
             Deferred(database: database, dispatch: dispatch, wakeup: dispatch.held, logger: logger),
             Periodic(every: configuration.maintenanceInterval, Maintenance(database: database, follower: follower, access: access, logger: logger).run),
@@ -194,10 +199,20 @@ extension ServiceSetup {
                 database: database, registry: wakes.registry, wakeup: wakes.wakeup, makeRoute: makeRoute,
                 settings: WakeSender.Settings(perHour: delivery.perHour, attempts: delivery.attempts), logger: logger))
         }
-        let methods = PushHandlers.table(Push(
-            store: store, database: database, registry: registry, access: access, hub: hub, dispatch: dispatch, settings: settings,
+        let push = Push(
+            store: store, credentials: credentials, database: database, registry: registry, access: access, hub: hub, dispatch: dispatch, settings: settings,
             wakeMode: wakeMode,
-            schema: SchemaCache(), logger: logger))
+            schema: SchemaCache(), logger: logger)
+        credentials.observe { changed in
+            for device in changed {
+                if device.status == .revoked {
+                    await push.forget(revoked: device)
+                } else {
+                    access.learn(family: device.family, deviceId: device.deviceId, FamilyAccess.Standing(role: device.role, status: device.status))
+                }
+            }
+        }
+        let methods = PushHandlers.table(push)
         return ServiceSetup(methods: methods, background: background) {
             // A clean stop gives back the numbers reserved and not used: no gap after a restart.
             // Not fatal if it cannot: the next start then skips them, as after a crash.

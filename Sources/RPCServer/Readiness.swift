@@ -1,7 +1,8 @@
 import Synchronization
 
-/// Tells whoever waits when the server starts serving, or that it ended without serving.
-final class Readiness: Sendable {
+/// Tells whoever waits when a server starts serving, or that it ended without serving (the
+/// RPC runtime's, and the gateway's).
+public final class Readiness: Sendable {
     private enum Phase {
         case starting([CheckedContinuation<Bool, Never>])
         case serving
@@ -10,18 +11,20 @@ final class Readiness: Sendable {
 
     private let phase = Mutex(Phase.starting([]))
 
+    public init() {}
+
     /// The listeners are open and the server answers.
-    func serving() {
+    public func serving() {
         self.settle(.serving, serving: true)
     }
 
     /// The server stopped (or never started); waiters that are still waiting get false.
-    func ended() {
+    public func ended() {
         self.settle(.ended, serving: false)
     }
 
     /// True once the server serves; false if it ended first.
-    func wait() async -> Bool {
+    public func wait() async -> Bool {
         await withCheckedContinuation { continuation in
             let answer: Bool? = self.phase.withLock { phase in
                 switch phase {

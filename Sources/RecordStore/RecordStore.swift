@@ -222,6 +222,9 @@ public final class RecordStore: Sendable {
             }
         }
         try await self.read(auth) { principal, _ in try AccessControl.requireLocal(principal, StoreMethods.watch.name) }
+        if params.kinds?.isEmpty == true {
+            throw RPCError.invalidParams("params.kinds", "names no kind; leave it out for every kind but credentialChanged, or name at least one")
+        }
         if let watcher = params.watcher { try Validation.identifier(watcher, "params.watcher") }
         let limit = try Validation.limit(params.limit, default: .max, maximum: WatchParams.maximumLimit)
         var sent = 0
@@ -233,8 +236,23 @@ public final class RecordStore: Sendable {
         defer { if let follower { self.followers.withLock { $0[follower, default: 1] -= 1 } } }
         var iterator = wakeups.makeAsyncIterator()
         let pageSize = 256
+        // A watch of credentials alone (what the services that keep them follow) reads the
+        // log only when a credential changed since its position, not on every commit.
+        let credentialsOnly = params.kinds == [.credentialChanged]
+        var checked = false
         while true {
             let after = cursor
+            if credentialsOnly, checked {
+                let head = self.notifier.head
+                if self.notifier.credentialHead <= after {
+                    cursor = max(cursor, head)
+                    if params.follow == false { return WatchEnd(lastSeq: cursor) }
+                    if self.notifier.head > cursor { continue }
+                    guard await iterator.next() != nil else { throw CancellationError() }
+                    continue
+                }
+            }
+            checked = true
             let page = try await self.read(nil) { _, db in
                 // Checked on every page: a purge may pass the cursor while it waits.
                 try WatchReader.checkHorizon(after: after, db)
@@ -305,7 +323,9 @@ public final class RecordStore: Sendable {
         }
         return try await self.write(auth) { principal, now, db in
             try AccessControl.requireLocal(principal, StoreMethods.putCredential.name)
-            return try CredentialOperations.put(params, now: now, db)
+            let (info, seq) = try CredentialOperations.put(params, now: now, db)
+            self.notifier.noteCredentialChange(at: seq)
+            return info
         }
     }
 
@@ -313,7 +333,9 @@ public final class RecordStore: Sendable {
         try Validation.family(params.family)
         return try await self.write(auth) { principal, now, db in
             try AccessControl.requireLocal(principal, StoreMethods.updateCredential.name)
-            return try CredentialOperations.update(params, now: now, db)
+            let (info, seq) = try CredentialOperations.update(params, now: now, db)
+            if let seq { self.notifier.noteCredentialChange(at: seq) }
+            return info
         }
     }
 
@@ -328,6 +350,14 @@ public final class RecordStore: Sendable {
                 info.lastSeenAt = seen[DeviceKey(family: info.family, deviceId: info.deviceId)]
                 return info
             })
+        }
+    }
+
+    public func credentialSnapshot(auth: Auth?) async throws -> CredentialSnapshotResult {
+        try await self.read(auth) { principal, db in
+            try AccessControl.requireLocal(principal, StoreMethods.credentialSnapshot.name)
+            // One read transaction: the credentials are exactly those at the head read here.
+            return CredentialSnapshotResult(seq: try StoreDatabase.head(db), credentials: try CredentialOperations.entries(db))
         }
     }
 

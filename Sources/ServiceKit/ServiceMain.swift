@@ -27,6 +27,9 @@ public struct ServiceEnvironment: Sendable {
 public protocol PrimaryService: Service {
     /// What it is doing, for systemd's `STATUS=`; nil to leave it (while stopping).
     var statusLine: String? { get }
+    /// True once it serves; false if it stopped first (what a test running the service in
+    /// its own process waits for).
+    func waitUntilServing() async -> Bool
 }
 
 /// What a service's engine hands its main once it has opened its state: what serves (the

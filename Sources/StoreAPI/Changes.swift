@@ -71,8 +71,12 @@ public struct WatchParams: Codable, Sendable, Hashable {
     /// Start after this sequence number (the `seq` of the last change processed); default
     /// 0, from the beginning of the retained log.
     public var after: Int64?
-    /// Only changes to records of these types (zone and share events are then left out).
+    /// Only changes to records of these types (zone, share and credential events are then
+    /// left out).
     public var recordTypes: [String]?
+    /// Only changes of these kinds. Default every kind but `credentialChanged`, which is sent
+    /// only when named here (it carries the device's token hash).
+    public var kinds: [ChangeKind]?
     /// Only changes in these families.
     public var families: [String]?
     /// Default true: after catching up, wait for new changes. False: end once caught up.
@@ -88,11 +92,12 @@ public struct WatchParams: Codable, Sendable, Hashable {
     public var limit: Int?
 
     public init(
-        after: Int64? = nil, recordTypes: [String]? = nil, families: [String]? = nil, follow: Bool? = nil,
+        after: Int64? = nil, recordTypes: [String]? = nil, kinds: [ChangeKind]? = nil, families: [String]? = nil, follow: Bool? = nil,
         includeRecords: Bool? = nil, watcher: String? = nil, limit: Int? = nil
     ) {
         self.after = after
         self.recordTypes = recordTypes
+        self.kinds = kinds
         self.families = families
         self.follow = follow
         self.includeRecords = includeRecords
@@ -109,6 +114,9 @@ public enum ChangeKind: String, StringEnum {
     case zoneCreated
     case zoneDeleted
     case shareChanged
+    /// A device credential was recorded, confirmed, revoked or given a new token (its
+    /// `zone` is empty). Sent only to a watch that names it in `kinds`.
+    case credentialChanged
 }
 
 /// One committed change.
@@ -129,11 +137,15 @@ public struct ChangeEvent: Codable, Sendable, Hashable {
     public var created: Bool?
     /// For `recordDeleted` (unless `includeRecords` is false): the fields the record held.
     public var deletedFields: [String: JSONValue]?
+    /// For `credentialChanged`: the credential as it is now (its `recordName` is the device).
+    public var credential: CredentialEntry?
 
     public init(
         seq: Int64, family: String, zone: String, kind: ChangeKind, recordType: String?, recordName: String?,
-        changeTag: String?, record: Record?, at: Date, created: Bool? = nil, deletedFields: [String: JSONValue]? = nil
+        changeTag: String?, record: Record?, at: Date, created: Bool? = nil, deletedFields: [String: JSONValue]? = nil,
+        credential: CredentialEntry? = nil
     ) {
+        self.credential = credential
         self.seq = seq
         self.family = family
         self.zone = zone

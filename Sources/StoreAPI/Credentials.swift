@@ -92,6 +92,41 @@ public struct ListCredentialsResult: Codable, Sendable, Hashable {
     public init(credentials: [CredentialInfo]) { self.credentials = credentials }
 }
 
+/// A device credential as the services that follow the store keep it (`store.credentialSnapshot`,
+/// and `credentialChanged` events of `store.watch`): with the SHA-256 of its token, so a
+/// service checks a device's token without asking the store. Local services only.
+public struct CredentialEntry: Codable, Sendable, Hashable {
+    public var family: String
+    public var deviceId: String
+    public var role: DeviceRole
+    public var status: CredentialStatus
+    /// Lowercase hex SHA-256 of the device's current token.
+    public var tokenSHA256: String
+    public var updatedAt: Date
+
+    public init(family: String, deviceId: String, role: DeviceRole, status: CredentialStatus, tokenSHA256: String, updatedAt: Date) {
+        self.family = family
+        self.deviceId = deviceId
+        self.role = role
+        self.status = status
+        self.tokenSHA256 = tokenSHA256
+        self.updatedAt = updatedAt
+    }
+}
+
+/// `store.credentialSnapshot`: every family's device credentials, read in one transaction,
+/// and the change-log position they are current at: follow `store.watch` with
+/// `after: seq` and `kinds: ["credentialChanged"]` to keep them current.
+public struct CredentialSnapshotResult: Codable, Sendable, Hashable {
+    public var seq: Int64
+    public var credentials: [CredentialEntry]
+
+    public init(seq: Int64, credentials: [CredentialEntry]) {
+        self.seq = seq
+        self.credentials = credentials
+    }
+}
+
 /// `store.whoami`: who the store takes the caller for.
 public struct WhoAmIResult: Codable, Sendable, Hashable {
     /// `local` (no `auth`: a service on the server) or `device`.
@@ -113,9 +148,24 @@ public struct WhoAmIResult: Codable, Sendable, Hashable {
 /// Lowercase hex SHA-256: the form in which the store keys device tokens
 /// (`PutCredentialParams.tokenSHA256`), so whoever issues a token hashes it the same way.
 public enum SHA256Hex {
-    public static func of(_ data: Data) -> String {
-        SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+    public static func of(_ data: Data) -> String { self.hex(SHA256.hash(data: data)) }
+
+    /// The services that keep credentials hash a device's token on each of its calls.
+    public static func of(_ text: String) -> String {
+        var text = text
+        return text.withUTF8 { self.hex(SHA256.hash(data: UnsafeRawBufferPointer($0))) }
     }
 
-    public static func of(_ text: String) -> String { self.of(Data(text.utf8)) }
+    private static func hex(_ digest: SHA256.Digest) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        return String(unsafeUninitializedCapacity: 2 * SHA256.byteCount) { buffer in
+            var index = 0
+            for byte in digest {
+                buffer[index] = digits[Int(byte >> 4)]
+                buffer[index + 1] = digits[Int(byte & 0x0f)]
+                index += 2
+            }
+            return index
+        }
+    }
 }

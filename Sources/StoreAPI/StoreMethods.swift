@@ -82,6 +82,10 @@ public enum StoreMethods {
         "store.listCredentials", summary: "The device credentials of a family, or of one of its devices (never the tokens). Local services only.",
         callers: .local,
         errors: [.forbidden, .notFound])
+    public static let credentialSnapshot = MethodSpec<Empty, CredentialSnapshotResult>(
+        "store.credentialSnapshot", summary: "Every device credential with its token's SHA-256, and the change-log position they are current at, for a service that keeps them locally. Local services only.",
+        callers: .local,
+        errors: [.forbidden])
     public static let whoami = MethodSpec<Empty, WhoAmIResult>(
         "store.whoami", summary: "Who the store takes the caller for.",
         callers: [.local, .parent, .child], errors: [.unauthorized])
@@ -125,6 +129,7 @@ extension StoreMethods {
         putCredential,
         updateCredential,
         listCredentials,
+        credentialSnapshot,
         whoami,
         schema,
         backup,

@@ -85,6 +85,7 @@ extension ChangeEvent: JSONWritable {
             writer.member("deletedFields")
             try writer.value(.object(deletedFields))
         }
+        try writer.member("credential", encodable: self.credential)  // rare: through JSONEncoder
         writer.endObject()
     }
 }
@@ -278,6 +279,9 @@ extension ChangeEvent: JSONReadable {
             kind: try object.enumeration("kind", as: ChangeKind.self), recordType: try object.stringIfPresent("recordType"),
             recordName: try object.stringIfPresent("recordName"), changeTag: try object.stringIfPresent("changeTag"),
             record: try object.readIfPresent("record", as: Record.self), at: try object.date("at"),
-            created: try object.boolIfPresent("created"), deletedFields: try object.objectIfPresent("deletedFields"))
+            created: try object.boolIfPresent("created"), deletedFields: try object.objectIfPresent("deletedFields"),
+            credential: try object.members["credential"].flatMap { value in
+                value == .null ? nil : try JSONValueDecoding.decode(CredentialEntry.self, from: value)
+            })
     }
 }

@@ -107,11 +107,17 @@ struct PushBenchmark: AsyncParsableCommand {
                                       target: "< 16 KiB", met: perListener < 16))
             }
             let rounds = max(20, level >= 10_000 ? self.rounds / 4 : level >= 1000 ? self.rounds / 2 : self.rounds) / (self.common.quick ? 5 : 1)
+            let cpu = CPUTime(pids: ["push": [push.process.processIdentifier], "store": [store.process.processIdentifier]])
+            let spentBefore = cpu.sample()
             let latency = try await Self.latency(level, rounds: max(rounds, 4), writer: writer, arrivals: arrivals)
+            // With what the listeners' acknowledgements cost the services.
+            let spent = cpu.since(spentBefore, per: max(rounds, 4))
             let target: Double? = level == 1000 ? 20 : level == 10_000 ? 200 : nil
             figures.append(Figure(name: "modify → notification, \(level) listening, p50", value: latency.p50 / 1000, unit: "ms"))
             figures.append(Figure(name: "modify → notification, \(level) listening, p99", value: latency.p99 / 1000, unit: "ms",
                                   target: target.map { "< \(Int($0)) ms" }, met: target.map { latency.p99 / 1000 < $0 }))
+            figures.append(Figure(name: "  CPU per change, \(level) listening", value: spent.values.reduce(0, +), unit: "ms (" + spent.sorted { $0.value > $1.value }
+                .map { "\($0.key) \(Report.format($0.value))" }.joined(separator: ", ") + ")"))
             say("  \(level) listening: p50 \(Report.format(latency.p50 / 1000)) ms, p99 \(Report.format(latency.p99 / 1000)) ms")
         }
 

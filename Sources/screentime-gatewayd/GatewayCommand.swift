@@ -87,7 +87,7 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(name: .customLong("unauthenticated-burst"), help: "Of those, how many may come at once.")
     var unauthenticatedBurst: Int = 30
 
-    @Option(name: .customLong("credential-recheck"), help: ArgumentHelp("Seconds a device's credential is trusted before the store is asked again (a revoked device is cut off within this).", valueName: "seconds"))
+    @Option(name: .customLong("credential-recheck"), help: ArgumentHelp("While the store's credentials cannot be followed (the store is away), seconds the store's answer about a device's credential is kept.", valueName: "seconds"))
     var credentialRecheckSeconds: Double = 5
 
     @Option(name: .customLong("call-timeout"), help: ArgumentHelp("Seconds a relayed call may take.", valueName: "seconds"))

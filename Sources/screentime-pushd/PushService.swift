@@ -43,7 +43,7 @@ struct PushService: AsyncParsableCommand {
     @Option(name: .customLong("default-ttl"), help: ArgumentHelp("Seconds an undelivered notification stays queued, unless it says otherwise.", valueName: "seconds"))
     var defaultTTLSeconds: Double = 7 * 86_400
 
-    @Option(name: .customLong("access-refresh"), help: ArgumentHelp("Seconds a family's credentials and shares are trusted before they are read again from the store.", valueName: "seconds"))
+    @Option(name: .customLong("access-refresh"), help: ArgumentHelp("While the store's credentials cannot be followed (the store is away), seconds a family's credentials and shares are trusted before they are read again.", valueName: "seconds"))
     var accessRefreshSeconds: Double = 30
 
     @Option(name: .customLong("maintenance-interval"), help: ArgumentHelp("Seconds between drops of expired notifications and checks of listeners' credentials.", valueName: "seconds"))

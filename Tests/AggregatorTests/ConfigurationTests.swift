@@ -69,6 +69,12 @@ struct ConfigurationTests {
             try await Self.waitForSnapshot(stack, first) { $0.rules.contains { $0.bundleId == "org.wiki" } }
             try await stack.settle(sessions: 0)
             #expect(try await Self.snapshot(stack, tablet)?.version == before, "a revoked device is sent nothing more")
+            // And the aggregator itself refuses its credential, naming the device (it knows
+            // of the revocation from the store's feed, not by asking the store).
+            let refused = await expectError(.deviceRevoked) {
+                _ = try await stack.local.call(AggregatorMethods.resync, Empty(), actingFor: Auth(token: tablet.token))
+            }
+            #expect(refused?.data?["deviceId"]?.stringValue == tablet.deviceId)
         }
     }
 

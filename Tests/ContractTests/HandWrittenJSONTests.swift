@@ -63,6 +63,8 @@ struct HandWrittenJSONTests {
             ChangeEvent(seq: 8, family: "f", zone: "z", kind: .recordDeleted, recordType: "AppRule", recordName: "r",
                         changeTag: nil, record: nil, at: Self.at, created: nil, deletedFields: ["bundleId": "org.x"]),
             ChangeEvent(seq: 9, family: "f", zone: "z", kind: .zoneCreated, recordType: nil, recordName: nil, changeTag: nil, record: nil, at: Self.at),
+            ChangeEvent(seq: 10, family: "f", zone: "", kind: .credentialChanged, recordType: nil, recordName: "d", changeTag: nil, record: nil, at: Self.at,
+                        credential: CredentialEntry(family: "f", deviceId: "d", role: .child, status: .revoked, tokenSHA256: String(repeating: "a", count: 64), updatedAt: Self.at)),
         ]),
         Example([SaveOutcome(recordName: "r", record: Self.record),
                  SaveOutcome(recordName: "s", error: ItemError(code: .conflict, message: "changed", field: "x", serverRecord: Self.record))]),

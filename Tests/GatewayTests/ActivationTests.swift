@@ -24,12 +24,12 @@ struct ActivationTests {
         try await waitUntil("systemd-socket-activate listens", detail: gateway.log) { gateway.log.contains("Listening on") }
         #expect(!FileManager.default.fileExists(atPath: GatewayEndpoint.path(stateDirectory: harness.state)), "nothing ran before the first connection")
         // curl -k: the first connection is what starts it; its pin is only known after.
-        let info = try curl("https://127.0.0.1:\(port)/v1/info", pin: nil, caFile: nil, arguments: ["-k"])
+        let info = try await curl("https://127.0.0.1:\(port)/v1/info", pin: nil, caFile: nil, arguments: ["-k"])
         #expect(info.status == 200, "\(info.stderr)\n\(gateway.log)")
         #expect(gateway.log.contains("using sockets passed by systemd"))
         let endpoint = try #require(try GatewayEndpoint.read(from: GatewayEndpoint.path(stateDirectory: harness.state)))
         #expect(endpoint.urls == ["https://127.0.0.1:\(port)"])
-        let pinned = try curl("https://127.0.0.1:\(port)/healthz", pin: endpoint.pin, caFile: endpoint.certificate)
+        let pinned = try await curl("https://127.0.0.1:\(port)/healthz", pin: endpoint.pin, caFile: endpoint.certificate)
         #expect(pinned.json?["services"]?["store"] == "ok" && pinned.json?["services"]?["pairing"] == "ok", "\(pinned.body)")
         gateway.signal(SIGTERM)
         #expect(try await gateway.waitForExit() == 0)
@@ -44,14 +44,14 @@ struct StoppingTests {
         let stack = try await GatewayStack.start()
         defer { stack.stopNow() }
         let family = try await Bootstrapped.make(stack.harness)
-        let socket = try DeviceWebSocket(stack: stack, token: family.parentCredential.token)
+        let socket = try await DeviceWebSocket(stack: stack, token: family.parentCredential.token)
         socket.request(1, "push.listen")
         socket.request(2, "rpc.ping")
         #expect(try await socket.reply(to: 2)["result"]?["service"] == "gateway")
-        stack.gateway.signal(SIGTERM)
+        stack.gateway.process.signal(SIGTERM)
         let code = try await socket.waitForClose()
         #expect(code == 1000 || code == 1001, "close code \(String(describing: code))")
-        #expect(try await stack.gateway.waitForExit() == 0)
+        #expect(try await stack.gateway.process.waitForExit() == 0)
         #expect(stack.gateway.log.contains("stopping") && stack.gateway.log.contains("stopped"))
     }
 }

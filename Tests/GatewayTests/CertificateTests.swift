@@ -16,13 +16,13 @@ struct CertificateTests {
             let mode = try FileManager.default.attributesOfItem(atPath: directory + "/" + file)[.posixPermissions] as? Int
             #expect(mode == 0o600, "\(file) has mode \(String(mode ?? 0, radix: 8))")
         }
-        let good = try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
+        let good = try await curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
         #expect(good.status == 200)
         let wrongPin = Data(repeating: 7, count: 32).base64EncodedString()
-        let wrong = try curl(stack.url + "/v1/info", pin: wrongPin, caFile: stack.endpoint.certificate)
+        let wrong = try await curl(stack.url + "/v1/info", pin: wrongPin, caFile: stack.endpoint.certificate)
         #expect(wrong.status == 0 && wrong.exitCode == 90, "curl exit \(wrong.exitCode): \(wrong.stderr)")  // CURLE_SSL_PINNEDPUBKEYNOTMATCH
         // The certificate's own checks hold too: TLS 1.0/1.1 refused.
-        let old = try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: ["--tls-max", "1.1"])
+        let old = try await curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: ["--tls-max", "1.1"])
         #expect(old.status == 0)
         // What the certificate says (openssl reads it): its names, server auth only, at most 825 days.
         let text = try await runCommand("/usr/bin/openssl", ["x509", "-in", stack.endpoint.certificate, "-noout", "-text"]).stdout
@@ -53,7 +53,7 @@ struct CertificateTests {
         #expect(try String(contentsOfFile: after.certificate, encoding: .utf8) != certificateBefore)
         #expect(after.pin == before.pin)
         #expect(stack.gateway.log.contains("expires soon"))
-        let reply = try curl(stack.url + "/v1/info", pin: before.pin, caFile: after.certificate)
+        let reply = try await curl(stack.url + "/v1/info", pin: before.pin, caFile: after.certificate)
         #expect(reply.status == 200, "\(reply.stderr)")
         // A new invitation still carries that pin.
         let family = try await Bootstrapped.make(stack.harness)

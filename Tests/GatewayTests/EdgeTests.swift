@@ -82,7 +82,7 @@ struct EdgeTests {
     func malformedRequests() async throws {
         let stack = try await GatewayStack.start(gatewayArguments: Self.slowTimeout + Self.manyRequests)
         defer { stack.stopNow() }
-        try PinCheck.verify(stack)
+        try await PinCheck.verify(stack)
         for order in ["first", "second"] {
             for request in Self.malformed {
                 let connection = try await RawTLS.connect(stack)
@@ -121,7 +121,7 @@ struct EdgeTests {
         #expect(closed.map { $0 - answered < .seconds(1) } == true, "a flooding client was closed \(closed.map { "\($0 - answered)" } ?? "not at all") after its answer")
         #expect(flood.status == 400)
 
-        let info = try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
+        let info = try await curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
         #expect(info.status == 200 && stack.gateway.isRunning)
         // Logged at notice, with the address; never at error.
         let log = stack.gateway.log
@@ -205,10 +205,10 @@ struct EdgeTests {
             #expect(answer.count >= 4 && answer[0] == 0x88 && Int(answer[2]) << 8 | Int(answer[3]) == code,
                     "\(what): expected a close frame with \(code), got \(answer.prefix(16))")
         }
-        #expect(try stack.result("rpc.ping")["service"] == "gateway", "the gateway still serves")
+        #expect(try await stack.result("rpc.ping")["service"] == "gateway", "the gateway still serves")
 
         // No credential at the upgrade and none given after: closed with 1008.
-        let anonymous = try DeviceWebSocket(stack: stack)
+        let anonymous = try await DeviceWebSocket(stack: stack)
         anonymous.request(1, "rpc.ping")
         #expect(try await anonymous.reply(to: 1)["result"]?["service"] == "gateway", "it may ping while it has time")
         let timedOut = try await anonymous.next()
@@ -216,7 +216,7 @@ struct EdgeTests {
         #expect(try await anonymous.waitForClose() == 1008)
 
         // A socket that authenticates in time stays open past the timeout.
-        let authenticated = try DeviceWebSocket(stack: stack)
+        let authenticated = try await DeviceWebSocket(stack: stack)
         authenticated.request(1, "gateway.authenticate", ["token": .string(family.parentCredential.token)])
         #expect(try await authenticated.reply(to: 1)["result"] != nil)
         try await Task.sleep(for: .milliseconds(1500))  // past --auth-timeout: what must not happen is a close
@@ -231,9 +231,9 @@ struct EdgeTests {
         defer { stack.stopNow() }
         let forged = ["probe.x\nFORGED-LINE level=error", "probe.y\rFORGED-CR", "probe.z\u{1B}[2J\u{1B}[31mFORGED-ANSI", "probe.w\u{2028}FORGED-LS"]
         for method in forged {
-            _ = try stack.rpc(method)
-            let socket = try DeviceWebSocket(stack: stack)
-            socket.send(envelope(id: 9, method: method, params: [:]))
+            _ = try await stack.rpc(method)
+            let socket = try await DeviceWebSocket(stack: stack)
+            await socket.send(envelope(id: 9, method: method, params: [:]))
             _ = try await socket.reply(to: 9)
             await socket.close()
         }
@@ -276,7 +276,7 @@ struct EdgeTests {
                     "family": .string(others[(address + guess) % others.count]), "invitationId": .string(String(format: "%016x", address * 100 + guess)),
                     "secret": "guess", "deviceId": "intruder", "deviceName": "Intruder",
                 ]
-                let body = envelope(id: guess, method: PairingMethods.acceptInvitation.name, params: params)
+                let body = await envelope(id: guess, method: PairingMethods.acceptInvitation.name, params: params)
                 await connection.send("POST /v1/rpc HTTP/1.1\r\n\(Self.host)Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
             }
             try await connection.waitFor("20 answers from 127.0.0.\(address + 10)") { String(decoding: $0, as: UTF8.self).components(separatedBy: "HTTP/1.1 ").count == 21 }
@@ -289,7 +289,7 @@ struct EdgeTests {
         #expect(statuses[200] == nil, "\(statuses)")
 
         // The family's right secret, from the family's own address: accepted at once.
-        let accepted = try stack.rpc(PairingMethods.acceptInvitation.name, [
+        let accepted = try await stack.rpc(PairingMethods.acceptInvitation.name, [
             "family": "smith", "invitationId": .string(invitation.invitationId), "secret": .string(invitation.secret),
             "deviceId": "emma-ipad", "deviceName": "Emma's iPad",
         ])

@@ -1,35 +1,55 @@
+import AggregatorEngine
 import Foundation
-import ProcessSpawn
+import Gateway
 import HTTPTypes
 import Logging
 import NIOCore
 import NIOSSL
+import NIOWebSocket
 import PairingAPI
+import ProcessSpawn
+import PushEngine
 import RPCClient
 import RPCCore
+import ServiceHarness
+import ServiceKit
 import StackSupport
 import Synchronization
 import TestSupport
-import NIOWebSocket
 import WSClient
 
-/// The four services and the gateway as real processes in one directory, the gateway on
-/// a free loopback port with its self-made certificate: what a family's phone reaches.
+/// The four services and the gateway in one directory, the gateway on a free loopback port
+/// with its self-made certificate: what a family's phone reaches. Either as real processes
+/// (``start(gatewayArguments:pairingArguments:)``: the binaries, their options, their
+/// memory, signals), or every engine in the test's process, each on its real socket and
+/// the gateway on its real TLS port (``inProcess(configure:_:)``: the gateway's logic).
 final class GatewayStack: @unchecked Sendable {
     let harness: PairingHarness
-    let push: ServiceProcess
-    let aggregator: ServiceProcess
-    private(set) var gateway: ServiceProcess
+    private let services: Services
+    private(set) var gateway: RunningGateway
     private(set) var endpoint: GatewayEndpoint
     let gatewayArguments: [String]
 
-    private init(harness: PairingHarness, push: ServiceProcess, aggregator: ServiceProcess, gateway: ServiceProcess, endpoint: GatewayEndpoint, gatewayArguments: [String]) {
+    /// Push and the aggregator: processes, or engines in the test's process.
+    private enum Services {
+        case processes(push: ServiceProcess, aggregator: ServiceProcess)
+        case engines(push: RestartableService, aggregator: RestartableService)
+    }
+
+    private init(harness: PairingHarness, services: Services, gateway: RunningGateway, endpoint: GatewayEndpoint, gatewayArguments: [String]) {
         self.harness = harness
-        self.push = push
-        self.aggregator = aggregator
+        self.services = services
         self.gateway = gateway
         self.endpoint = endpoint
         self.gatewayArguments = gatewayArguments
+    }
+
+    /// Stops the aggregator (gracefully), as a service going down beside the gateway.
+    func stopAggregator() async throws {
+        switch self.services {
+        case .processes(_, let aggregator): await aggregator.stop()
+        case .engines(_, let aggregator): try await aggregator.stop()
+        }
     }
 
     static func start(gatewayArguments: [String] = [], pairingArguments: [String] = []) async throws -> GatewayStack {
@@ -37,7 +57,49 @@ final class GatewayStack: @unchecked Sendable {
         let push = try await ServiceProcess.start("screentime-pushd", service: "push", in: harness.directory, stateDirectory: harness.state)
         let aggregator = try await ServiceProcess.start("screentime-aggregatord", service: "aggregator", in: harness.directory, stateDirectory: harness.state)
         let (gateway, endpoint) = try await Self.startGateway(harness, arguments: gatewayArguments)
-        return GatewayStack(harness: harness, push: push, aggregator: aggregator, gateway: gateway, endpoint: endpoint, gatewayArguments: gatewayArguments)
+        return GatewayStack(harness: harness, services: .processes(push: push, aggregator: aggregator), gateway: .process(gateway), endpoint: endpoint,
+                            gatewayArguments: gatewayArguments)
+    }
+
+    /// Runs `body` with the store, pairing, push, the aggregator and the gateway serving in
+    /// this process (the gateway configured as `screentime-gatewayd --listen 127.0.0.1:0
+    /// --host 127.0.0.1 --host localhost` would be, then by `configure`), then stops them
+    /// gracefully.
+    static func inProcess<T: Sendable>(configure: @escaping @Sendable (inout GatewayConfiguration) -> Void = { _ in },
+                                       _ body: @Sendable (GatewayStack) async throws -> T) async throws -> T {
+        try await PairingHarness.inProcess { harness in
+            let storeSocket = harness.storeSocket
+            let push = try await RestartableService("push", in: harness.directory, setup: { environment in
+                try await .push(PushConfiguration(storeSocket: storeSocket, version: "0.0.0-test"), environment: environment)
+            })
+            let pushSocket = push.socketPath
+            let aggregator: RestartableService
+            do {
+                aggregator = try await RestartableService("aggregator", in: harness.directory, setup: { environment in
+                    try await .aggregator(AggregatorConfiguration(storeSocket: storeSocket, pushSocket: pushSocket), environment: environment)
+                })
+            } catch {
+                try? await push.stop()
+                throw error
+            }
+            let services = Services.engines(push: push, aggregator: aggregator)
+            return try await withCleanup {
+                try await withService("gateway", in: harness.directory, setup: { environment in
+                    var configuration = GatewayConfiguration(
+                        listen: "127.0.0.1:0", runtimeDirectory: environment.paths.runtimeDirectory, stateDirectory: environment.paths.stateDirectory,
+                        certificate: CertificateSettings(hostNames: ["127.0.0.1", "localhost"]), serverName: "test-server", version: "0.0.0-test")
+                    configure(&configuration)
+                    return try .gateway(configuration, environment: environment)
+                }) { gateway in
+                    let endpointFile = GatewayEndpoint.path(stateDirectory: gateway.environment.paths.stateDirectory)
+                    guard let endpoint = try GatewayEndpoint.read(from: endpointFile) else { throw TestFailure("no endpoint file") }
+                    return try await body(GatewayStack(harness: harness, services: services, gateway: .inProcess(gateway.log), endpoint: endpoint, gatewayArguments: []))
+                }
+            } afterwards: {
+                try? await aggregator.stop()
+                try? await push.stop()
+            }
+        }
     }
 
     static func startGateway(_ harness: PairingHarness, arguments: [String]) async throws -> (ServiceProcess, GatewayEndpoint) {
@@ -59,19 +121,53 @@ final class GatewayStack: @unchecked Sendable {
 
     /// Stops the gateway (SIGTERM) and starts it again with `arguments` (the same state).
     func restartGateway(arguments: [String]? = nil) async throws {
-        await self.gateway.stop()
-        (self.gateway, self.endpoint) = try await Self.startGateway(self.harness, arguments: arguments ?? self.gatewayArguments)
+        await self.gateway.process.stop()
+        let (gateway, endpoint) = try await Self.startGateway(self.harness, arguments: arguments ?? self.gatewayArguments)
+        (self.gateway, self.endpoint) = (.process(gateway), endpoint)
     }
 
     var url: String { self.endpoint.urls.first { $0.contains("127.0.0.1") }! }
     var port: Int { Int(self.url.split(separator: ":").last!)! }
 
+    /// Stops the processes before returning (for `defer`); in process, the stack stops when
+    /// its body returns.
     func stopNow() {
-        self.gateway.stopNow()
-        self.aggregator.stopNow()
-        self.push.stopNow()
+        guard case .processes(let push, let aggregator) = self.services else { return }
+        self.gateway.process.stopNow()
+        aggregator.stopNow()
+        push.stopNow()
         self.harness.stopNow()
     }
+}
+
+/// The gateway of a ``GatewayStack``: its process, or its engine in the test's process.
+enum RunningGateway: Sendable {
+    case process(ServiceProcess)
+    case inProcess(CapturedLog)
+
+    /// What it logged so far.
+    var log: String {
+        switch self {
+        case .process(let process): process.log
+        case .inProcess(let log): log.text
+        }
+    }
+
+    /// Still serving (in process: until the stack's body returns).
+    var isRunning: Bool {
+        switch self {
+        case .process(let process): process.isRunning
+        case .inProcess: true
+        }
+    }
+
+    /// Its process (its memory, signals, exit): a stack made by `GatewayStack.start` only.
+    var process: ServiceProcess {
+        guard case .process(let process) = self else { preconditionFailure("the gateway runs in the test's process: start the stack with GatewayStack.start") }
+        return process
+    }
+
+    func residentBytes() throws -> Int { try self.process.residentBytes() }
 }
 
 // MARK: curl
@@ -88,7 +184,7 @@ struct CurlResult {
 }
 
 /// Debian's curl, pinning the gateway's key (and trusting its certificate as the CA).
-func curl(_ url: String, pin: String?, caFile: String?, arguments: [String] = []) throws -> CurlResult {
+func curl(_ url: String, pin: String?, caFile: String?, arguments: [String] = []) async throws -> CurlResult {
     var args = ["-sS", "--max-time", "20", "-o", "-", "-w", "\n%{http_code}"]
     if let pin { args += ["--pinnedpubkey", "sha256//\(pin)"] }
     if let caFile { args += ["--cacert", caFile] }
@@ -99,7 +195,8 @@ func curl(_ url: String, pin: String?, caFile: String?, arguments: [String] = []
     try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: scratch) }
     let pid = try Spawn(executable: "/usr/bin/curl", arguments: args, stdout: scratch + "/out", stderr: scratch + "/err").start()
-    let exitCode = ChildExit.block(pid)
+    // Waited for without holding a thread: the services may run in this very process.
+    let exitCode = try await ChildExit.wait(pid, timeout: .seconds(60))
     let output = (try? Data(contentsOf: URL(fileURLWithPath: scratch + "/out"))) ?? Data()
     let errors = (try? Data(contentsOf: URL(fileURLWithPath: scratch + "/err"))) ?? Data()
     var text = String(decoding: output, as: UTF8.self)
@@ -113,16 +210,16 @@ func curl(_ url: String, pin: String?, caFile: String?, arguments: [String] = []
 
 extension GatewayStack {
     /// `POST /v1/rpc` with one envelope, pinned as a phone would be.
-    func rpc(_ method: String, _ params: JSONValue = [:], token: String? = nil, id: Int = 1) throws -> CurlResult {
-        let body = envelope(id: id, method: method, params: params)
+    func rpc(_ method: String, _ params: JSONValue = [:], token: String? = nil, id: Int = 1) async throws -> CurlResult {
+        let body = await envelope(id: id, method: method, params: params)
         var arguments = ["-H", "Content-Type: application/json", "--data-binary", body]
         if let token { arguments += ["-H", "Authorization: Bearer \(token)"] }
-        return try curl(self.url + "/v1/rpc", pin: self.endpoint.pin, caFile: self.endpoint.certificate, arguments: arguments)
+        return try await curl(self.url + "/v1/rpc", pin: self.endpoint.pin, caFile: self.endpoint.certificate, arguments: arguments)
     }
 
     /// The result of a call that must succeed.
-    func result(_ method: String, _ params: JSONValue = [:], token: String? = nil) throws -> JSONValue {
-        let reply = try self.rpc(method, params, token: token)
+    func result(_ method: String, _ params: JSONValue = [:], token: String? = nil) async throws -> JSONValue {
+        let reply = try await self.rpc(method, params, token: token)
         guard reply.status == 200, let result = reply.json?["result"] else {
             throw TestFailure("\(method) through the gateway: HTTP \(reply.status) \(reply.body) \(reply.stderr)\n\(self.gateway.log.suffix(3000))")
         }
@@ -156,7 +253,7 @@ final class DeviceWebSocket: Sendable {
     private let outgoing: AsyncStream<WebSocketOutboundWriter.OutboundFrame>.Continuation
     private let task: Task<Void, Never>
 
-    init(stack: GatewayStack, token: String? = nil, headers: [(String, String)] = []) throws {
+    init(stack: GatewayStack, token: String? = nil, headers: [(String, String)] = []) async throws {
         let (outgoingFrames, outgoing) = AsyncStream<WebSocketOutboundWriter.OutboundFrame>.makeStream()
         self.outgoing = outgoing
         let gateway = stack.gateway
@@ -166,7 +263,7 @@ final class DeviceWebSocket: Sendable {
         // and swift-websocket's client has no verification callback to pin with; the key is
         // pinned by curl in every HTTP step, and checked here once per connection through
         // PinCheck before the WebSocket opens.
-        try PinCheck.verify(stack)
+        try await PinCheck.verify(stack)
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.certificateVerification = .none
         // Closing, NIOSSL waits for the gateway's close_notify, by default up to 5 s; the
@@ -285,8 +382,8 @@ final class Inbox: Sendable {
 /// The gateway's key checked against the published pin with curl (what a pinning client
 /// does before trusting the connection).
 enum PinCheck {
-    static func verify(_ stack: GatewayStack) throws {
-        let reply = try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
+    static func verify(_ stack: GatewayStack) async throws {
+        let reply = try await curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
         guard reply.exitCode == 0 else { throw TestFailure("the gateway's key does not match its pin: \(reply.stderr)") }
     }
 }

@@ -21,72 +21,72 @@ struct HostileInputTests {
         let family = try await Bootstrapped.make(stack.harness)
         let token = family.parentCredential.token
 
-        func stillServing() throws {
-            let info = try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
+        func stillServing() async throws {
+            let info = try await curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
             #expect(info.status == 200, "the gateway stopped serving: \(info.stderr)\n\(stack.gateway.log.suffix(2000))")
             #expect(stack.gateway.isRunning)
         }
 
         // Plain HTTP on the TLS port: no HTTP answer, the connection closed.
-        let plain = try curl("http://127.0.0.1:\(stack.port)/v1/info", pin: nil, caFile: nil)
+        let plain = try await curl("http://127.0.0.1:\(stack.port)/v1/info", pin: nil, caFile: nil)
         #expect(plain.status == 0 && plain.exitCode != 0)
-        try stillServing()
+        try await stillServing()
 
         // Garbage bytes: closed.
         #expect(try RawTCP.closesAfter(sending: Array(repeating: 0x16, count: 5) + Array("garbage\r\n\r\n".utf8), port: stack.port))
-        try stillServing()
+        try await stillServing()
 
         // A slow client (connects, sends a byte, then nothing): closed at the request timeout.
         #expect(try RawTCP.closesAfter(sending: [0x16], port: stack.port))
-        try stillServing()
+        try await stillServing()
 
         // Oversized head: 400 and closed; oversized body: 413 with the wire's code.
-        let bigHeader = try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate,
+        let bigHeader = try await curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate,
                                  arguments: ["-H", "X-Padding: \(String(repeating: "a", count: 8192))"])
         #expect(bigHeader.status == 400 || bigHeader.status == 431 || bigHeader.status == 0)
-        try stillServing()
-        let bigBody = try curl(stack.url + "/v1/rpc", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: [
+        try await stillServing()
+        let bigBody = try await curl(stack.url + "/v1/rpc", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: [
             "-H", "Authorization: Bearer \(token)", "--data-binary", envelope(id: 1, method: "store.whoami", params: ["pad": .string(String(repeating: "b", count: 8192))]),
         ])
         #expect(bigBody.status == 413 && bigBody.errorCode == "frame_too_large", "\(bigBody.status) \(bigBody.body)")
-        try stillServing()
+        try await stillServing()
 
         // Not JSON, not a request: 400 with the wire's codes.
-        let notJSON = try curl(stack.url + "/v1/rpc", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: ["--data-binary", "{nope"])
+        let notJSON = try await curl(stack.url + "/v1/rpc", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: ["--data-binary", "{nope"])
         #expect(notJSON.status == 400 && notJSON.errorCode == "invalid_json")
-        let notRequest = try curl(stack.url + "/v1/rpc", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: ["--data-binary", "[1,2]"])
+        let notRequest = try await curl(stack.url + "/v1/rpc", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: ["--data-binary", "[1,2]"])
         #expect(notRequest.status == 400 && notRequest.errorCode == "invalid_request")
 
         // Unknown path: 404 JSON, HSTS on it, nothing naming the server.
-        let unknown = try curl(stack.url + "/admin", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: ["-D", "/dev/stderr"])
+        let unknown = try await curl(stack.url + "/admin", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: ["-D", "/dev/stderr"])
         #expect(unknown.status == 404 && unknown.errorCode == "not_found")
         #expect(unknown.stderr.lowercased().contains("strict-transport-security: max-age="))
         #expect(!unknown.stderr.lowercased().contains("server:"))
 
         // A WebSocket binary frame: an error message, then closed (1003).
-        let binary = try DeviceWebSocket(stack: stack, token: token)
+        let binary = try await DeviceWebSocket(stack: stack, token: token)
         binary.send(frame: .binary(ByteBuffer(bytes: [1, 2, 3])))
         #expect(try await binary.next()["error"]?["code"] == "invalid_frame")
         #expect(try await binary.waitForClose() == 1003)
 
         // Invalid UTF-8 in a text frame: closed (1007).
-        let invalid = try DeviceWebSocket(stack: stack, token: token)
+        let invalid = try await DeviceWebSocket(stack: stack, token: token)
         invalid.send(frame: .custom(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: [0x7B, 0xFF, 0xFE, 0x7D]))))
         #expect(try await invalid.waitForClose() == 1007)
 
         // A message over --max-message-size: closed (1009).
-        let large = try DeviceWebSocket(stack: stack, token: token)
-        large.send(envelope(id: 1, method: "store.whoami", params: ["pad": .string(String(repeating: "c", count: 8192))]))
+        let large = try await DeviceWebSocket(stack: stack, token: token)
+        await large.send(envelope(id: 1, method: "store.whoami", params: ["pad": .string(String(repeating: "c", count: 8192))]))
         #expect(try await large.waitForClose() == 1009)
 
         // Garbage text on a WebSocket: an error reply, and the socket still serves.
-        let garbage = try DeviceWebSocket(stack: stack, token: token)
+        let garbage = try await DeviceWebSocket(stack: stack, token: token)
         garbage.send("not json")
         #expect(try await garbage.next()["error"]?["code"] == "invalid_json")
         garbage.request(7, "rpc.ping")
         #expect(try await garbage.reply(to: 7)["result"]?["service"] == "gateway")
         await garbage.close()
-        try stillServing()
+        try await stillServing()
     }
 
     @Test("a request sent in fragments is put together and answered; a continuation with no message begun (1002), fragments over --max-message-size together (1009) and fragments that are not UTF-8 together (1007) close the socket, and the gateway keeps serving")
@@ -101,7 +101,7 @@ struct HostileInputTests {
 
         // A request in three fragments, a character split between two of them: one reply.
         // Then a whole request on the same socket (taken on the event loop) still goes.
-        let pieces = try DeviceWebSocket(stack: stack, token: token)
+        let pieces = try await DeviceWebSocket(stack: stack, token: token)
         let request = Array(#"{"id":"é-3","method":"rpc.ping"}"#.utf8)
         let split = request.firstIndex(of: 0xC3)! + 1  // between the two bytes of "é"
         pieces.send(frame: fragment(Array(request[..<split]), .text, fin: false))
@@ -114,23 +114,23 @@ struct HostileInputTests {
         await pieces.close()
 
         // A continuation frame with no message begun: closed (1002).
-        let stray = try DeviceWebSocket(stack: stack, token: token)
+        let stray = try await DeviceWebSocket(stack: stack, token: token)
         stray.send(frame: fragment(Array("}".utf8), .continuation, fin: true))
         #expect(try await stray.waitForClose() == 1002)
 
         // Fragments each under the limit, over it together: closed (1009).
-        let large = try DeviceWebSocket(stack: stack, token: token)
+        let large = try await DeviceWebSocket(stack: stack, token: token)
         large.send(frame: fragment(Array(repeating: 0x61, count: 3000), .text, fin: false))
         large.send(frame: fragment(Array(repeating: 0x61, count: 3000), .continuation, fin: true))
         #expect(try await large.waitForClose() == 1009)
 
         // Fragments that are not UTF-8 together (a lead byte, then no continuation byte): closed (1007).
-        let invalid = try DeviceWebSocket(stack: stack, token: token)
+        let invalid = try await DeviceWebSocket(stack: stack, token: token)
         invalid.send(frame: fragment([0x7B, 0xC3], .text, fin: false))
         invalid.send(frame: fragment([0x28, 0x7D], .continuation, fin: true))
         #expect(try await invalid.waitForClose() == 1007)
 
-        let info = try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
+        let info = try await curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
         #expect(info.status == 200 && stack.gateway.isRunning)
     }
 
@@ -151,11 +151,11 @@ struct HostileInputTests {
         defer { stack.stopNow() }
         var statuses: [Int] = []
         for _ in 0..<5 {
-            statuses.append(try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate).status)
+            statuses.append(try await curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate).status)
         }
         #expect(statuses.prefix(3).allSatisfy { $0 == 200 })
         #expect(statuses.last == 429)
-        let limited = try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
+        let limited = try await curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
         #expect(limited.errorCode == "rate_limited")
     }
 }

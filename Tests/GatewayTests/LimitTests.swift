@@ -17,68 +17,68 @@ struct LimitTests {
     @Test("an address over its connection limit is refused with a clear error while other addresses still connect")
     func perAddressLimit() async throws {
         // Connections that send nothing are held for the test's length (--request-timeout).
-        let stack = try await GatewayStack.start(gatewayArguments: ["--max-connections-per-address", "2", "--request-timeout", "120"])
-        defer { stack.stopNow() }
-        let family = try await Bootstrapped.make(stack.harness)
-        let socket = try DeviceWebSocket(stack: stack, token: family.parentCredential.token)
-        socket.request(1, "store.whoami")
-        #expect(try await socket.reply(to: 1)["result"]?["deviceId"] == "mum-phone")
-        // The second connection from 127.0.0.1: plain TCP, counted at accept.
-        let held = try RawTCP.open(port: stack.port)
+        try await GatewayStack.inProcess(configure: { $0.limits.maximumConnectionsPerAddress = 2; $0.limits.requestTimeout = .seconds(120) }) { stack in
+            let family = try await Bootstrapped.make(stack.harness)
+            let socket = try await DeviceWebSocket(stack: stack, token: family.parentCredential.token)
+            socket.request(1, "store.whoami")
+            #expect(try await socket.reply(to: 1)["result"]?["deviceId"] == "mum-phone")
+            // The second connection from 127.0.0.1: plain TCP, counted at accept.
+            let held = try RawTCP.open(port: stack.port)
 
-        // A third from 127.0.0.1 is served only to be told why it is refused.
-        let refused = try await eventually("a connection from 127.0.0.1 is refused", detail: String(stack.gateway.log.suffix(3000))) { lastSeen in
-            let reply = try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
-            lastSeen = "HTTP \(reply.status) \(reply.body)"
-            return reply.status == 429 ? reply : nil
+            // A third from 127.0.0.1 is served only to be told why it is refused.
+            let refused = try await eventually("a connection from 127.0.0.1 is refused", detail: String(stack.gateway.log.suffix(3000))) { lastSeen in
+                let reply = try await curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
+                lastSeen = "HTTP \(reply.status) \(reply.body)"
+                return reply.status == 429 ? reply : nil
+            }
+            #expect(refused.errorCode == "limit_exceeded")
+            #expect(refused.json?["error"]?["message"]?.stringValue?.contains("too many connections from your address") == true, "\(refused.body)")
+            // A WebSocket from 127.0.0.1 is not upgraded either.
+            let refusedSocket = try await DeviceWebSocket(stack: stack, token: family.parentCredential.token)
+            if case .message(let text) = try await refusedSocket.nextEvent() { Issue.record("a WebSocket over the limit got a message: \(text)") }
+            #expect(stack.gateway.log.contains("connection refused: too many connections"))
+
+            // Another address connects, and the connections already open keep being served.
+            let other = try await curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: ["--interface", "127.0.0.2"])
+            #expect(other.status == 200, "from 127.0.0.2: HTTP \(other.status) \(other.stderr)")
+            socket.request(2, "store.whoami")
+            #expect(try await socket.reply(to: 2)["result"]?["deviceId"] == "mum-phone")
+
+            // A connection closed frees its place.
+            RawTCP.reset(held)
+            _ = try await eventually("127.0.0.1 connects again once one of its connections closed", detail: String(stack.gateway.log.suffix(3000))) { lastSeen in
+                let reply = try await curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
+                lastSeen = "HTTP \(reply.status) \(reply.body)"
+                return reply.status == 200 ? true : nil
+            }
+            await socket.close()
+            #expect(stack.gateway.isRunning)
         }
-        #expect(refused.errorCode == "limit_exceeded")
-        #expect(refused.json?["error"]?["message"]?.stringValue?.contains("too many connections from your address") == true, "\(refused.body)")
-        // A WebSocket from 127.0.0.1 is not upgraded either.
-        let refusedSocket = try DeviceWebSocket(stack: stack, token: family.parentCredential.token)
-        if case .message(let text) = try await refusedSocket.nextEvent() { Issue.record("a WebSocket over the limit got a message: \(text)") }
-        #expect(stack.gateway.log.contains("connection refused: too many connections"))
-
-        // Another address connects, and the connections already open keep being served.
-        let other = try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: ["--interface", "127.0.0.2"])
-        #expect(other.status == 200, "from 127.0.0.2: HTTP \(other.status) \(other.stderr)")
-        socket.request(2, "store.whoami")
-        #expect(try await socket.reply(to: 2)["result"]?["deviceId"] == "mum-phone")
-
-        // A connection closed frees its place.
-        RawTCP.reset(held)
-        _ = try await eventually("127.0.0.1 connects again once one of its connections closed", detail: String(stack.gateway.log.suffix(3000))) { lastSeen in
-            let reply = try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
-            lastSeen = "HTTP \(reply.status) \(reply.body)"
-            return reply.status == 200 ? true : nil
-        }
-        await socket.close()
-        #expect(stack.gateway.isRunning)
     }
 
     @Test("pings keep a WebSocket that answers them open, and close one whose peer has gone quiet")
     func pingsFindDeadPeers() async throws {
-        let stack = try await GatewayStack.start(gatewayArguments: ["--ping-interval", "3"])
-        defer { stack.stopNow() }
-        let family = try await Bootstrapped.make(stack.harness)
-        // swift-websocket's client answers every ping with a pong, as a phone's would.
-        let live = try DeviceWebSocket(stack: stack, token: family.parentCredential.token)
-        live.request(1, "store.whoami")
-        #expect(try await live.reply(to: 1)["result"]?["deviceId"] == "mum-phone")
+        try await GatewayStack.inProcess(configure: { $0.limits.pingInterval = .seconds(3) }) { stack in
+            let family = try await Bootstrapped.make(stack.harness)
+            // swift-websocket's client answers every ping with a pong, as a phone's would.
+            let live = try await DeviceWebSocket(stack: stack, token: family.parentCredential.token)
+            live.request(1, "store.whoami")
+            #expect(try await live.reply(to: 1)["result"]?["deviceId"] == "mum-phone")
 
-        // A peer that sends nothing more once upgraded, pongs included (a phone gone out of range).
-        let quiet = try await StalledWebSocket.connect(group: MultiThreadedEventLoopGroup.singleton, port: stack.port, token: family.parentCredential.token)
-        try await waitUntil("the gateway closes the WebSocket whose peer does not answer its ping", timeout: .seconds(30), detail: String(stack.gateway.log.suffix(3000))) {
-            stack.gateway.log.split(separator: "\n").contains { $0.contains("websocket closed") && $0.contains("no answer to ping") }
+            // A peer that sends nothing more once upgraded, pongs included (a phone gone out of range).
+            let quiet = try await StalledWebSocket.connect(group: MultiThreadedEventLoopGroup.singleton, port: stack.port, token: family.parentCredential.token)
+            try await waitUntil("the gateway closes the WebSocket whose peer does not answer its ping", timeout: .seconds(30), detail: String(stack.gateway.log.suffix(3000))) {
+                stack.gateway.log.split(separator: "\n").contains { $0.contains("websocket closed") && $0.contains("no answer to ping") }
+            }
+
+            // The answering one was opened first, so it was pinged at least as often, and is open.
+            live.request(2, "store.whoami")
+            #expect(try await live.reply(to: 2)["result"]?["deviceId"] == "mum-phone")
+            #expect(stack.gateway.log.split(separator: "\n").filter { $0.contains("websocket peer gone") }.count == 1)
+            await live.close()
+            await quiet.close()
+            #expect(stack.gateway.isRunning)
         }
-
-        // The answering one was opened first, so it was pinged at least as often, and is open.
-        live.request(2, "store.whoami")
-        #expect(try await live.reply(to: 2)["result"]?["deviceId"] == "mum-phone")
-        #expect(stack.gateway.log.split(separator: "\n").filter { $0.contains("websocket peer gone") }.count == 1)
-        await live.close()
-        await quiet.close()
-        #expect(stack.gateway.isRunning)
     }
 
     @Test("a WebSocket client that stops reading is held back, not buffered for, and others are served meanwhile")
@@ -89,7 +89,7 @@ struct LimitTests {
         let child = try await family.pairChild(stack.harness)
 
         // What one rpc.describe reply weighs.
-        let reader = try DeviceWebSocket(stack: stack, token: child.token)
+        let reader = try await DeviceWebSocket(stack: stack, token: child.token)
         reader.request(1, "rpc.describe")
         let describe = try await reader.reply(to: 1)
         let replyBytes = try RPCJSON.makeEncoder().encode(describe).count
@@ -120,7 +120,7 @@ struct LimitTests {
             reader.request(id, "store.whoami")
             #expect(try await reader.reply(to: id)["result"]?["deviceId"]?.stringValue == child.deviceId)
         }
-        let info = try curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
+        let info = try await curl(stack.url + "/v1/info", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
         #expect(info.status == 200)
         // Held back: what the gateway holds for the client is bounded (a few replies in
         // flight, NIO's buffers), far below what it asked for.

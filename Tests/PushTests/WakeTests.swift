@@ -1,6 +1,7 @@
 import WakeTestSupport
 import Crypto
 import Foundation
+import PairingAPI
 import PushAPI
 import PushEngine
 import RPCClient
@@ -217,6 +218,46 @@ struct WakeTests {
             _ = try await Self.notifyChild(stack)
             let pushes = try await wakes.apns.wait(for: 1)
             #expect(pushes.count == 1)
+        }
+        await wakes.stop()
+    }
+
+    @Test("a revoked parent's device: its listener ends and its wake registration and webhook go as the store commits the revocation, with no refresh period to wait for")
+    func revokedDeviceForgotten() async throws {
+        let wakes = try await Wakes()
+        let configureWakes = wakes.configure()
+        try await PushStack.inProcess(configure: { configuration in
+            configureWakes(&configuration)
+            configuration.webhooks = .init(timeout: .seconds(5), attempts: 1, firstRetry: .seconds(1))
+            // An hour: only the store's change feed can tell push in time.
+            configuration.accessRefresh = .seconds(3600)
+            configuration.maintenanceInterval = .seconds(3600)
+        }) { stack in
+            // A second parent: a parent's device has no zone shared with it, so no share
+            // change tells push of its revocation; only its credential's does.
+            let code = try await stack.family.parent.call(PairingMethods.inviteParent, InviteParentParams())
+            let dad = try await stack.harness.pairingClient().call(PairingMethods.enrollParent, EnrollParentParams(
+                family: stack.family.family, code: code.code, deviceId: "dad-phone", deviceName: "Dad's phone"))
+            let device = stack.client(token: dad.token)
+            _ = try await wakes.register(device, token: LocalRelay.token(0x51))
+            _ = try await device.call(PushMethods.setWebhook, SetWebhookParams(url: "https://ntfy.sh/dad", format: .ntfy))
+            let listening = Listening(device)
+            try await stack.waitForListeners(1)
+            #expect(try await stack.local.call(PushMethods.listWakes, ListWakesParams(family: stack.family.family)).wakes.map(\.deviceId) == ["dad-phone"])
+
+            _ = try await stack.family.parent.call(PairingMethods.revokeDevice, DeviceParams(deviceId: "dad-phone"))
+            try await waitUntil("the revoked device's stream ending") { listening.error != nil }
+            #expect((listening.error as? RPCError)?.code == .deviceRevoked)
+            _ = try await eventually("its wake registration removed") { seen in
+                let wakes = try await stack.local.call(PushMethods.listWakes, ListWakesParams(family: stack.family.family)).wakes
+                seen = "\(wakes)"
+                return wakes.isEmpty ? () : nil
+            }
+            try await waitUntil("the removal logged") { stack.pushLog.contains("a revoked device's registrations removed") }
+            #expect(stack.pushLog.contains("webhook=true") && stack.pushLog.contains("wake=true"))
+            // Its credential is refused by push itself from then on, naming the device.
+            let refused = await expectError(.deviceRevoked) { _ = try await device.call(PushMethods.getWebhook, Empty()) }
+            #expect(refused?.data?["deviceId"] == "dad-phone")
         }
         await wakes.stop()
     }

@@ -168,8 +168,8 @@ struct RemoteCLITests {
         let sync = try await family.child.ctl("usage", "sync", "--profile", "emma-tablet", expect: 77)
         #expect(sync.stdout.contains("1 batch queued") && sync.stdout.contains("kept, not sent"), "\(sync.stdout)")
         #expect(try await Self.usageCount(stack, zone: family.zone) == 0)
-        // Once the gateway's trust in the credential lapses (--credential-recheck), it
-        // refuses the device itself, naming it; the address is not rate-limited for it.
+        // The gateway knows of the revocation from the store's feed and refuses the device
+        // itself, naming it; the address is not rate-limited for it.
         try await eventually("the gateway cutting the revoked device off by name", timeout: .seconds(20),
                              detail: gateway.log.split(separator: "\n").suffix(20).joined(separator: "\n")) { _ in
             // (Each try is 77 at once; on a loaded machine one may not reach the gateway in time.)
@@ -249,17 +249,21 @@ struct RemoteCLITests {
         try await waitUntil("the first batch in flight", timeout: .seconds(30)) {
             ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "").contains("sending kit-")
         }
-        // Its bytes reached the store (unread on the store's end of the gateway's connection,
-        // which the `commands list` above opened): the crash is mid-replay.
+        // Its bytes reached the store: unread on the store's end of one of the gateway's
+        // connections, or, on a connection the frozen store has not accepted yet, queued
+        // for it (a peer of inode 0): the crash is mid-replay.
         // The store binds a temporary name and renames it to store.sock: the kernel knows
         // its connections by the first name.
         let names: Set<Substring> = [Substring(stack.directory.file("store.sock")), Substring(stack.directory.file(".bind-\(store.pid)"))]
         _ = try await eventually("the batch waiting at the store", timeout: .seconds(30)) { seen -> Bool? in
-            let sockets = try await runCommand("/usr/bin/ss", ["-xnH"], timeout: .seconds(10)).stdout
+            let sockets = try await runCommand("/usr/bin/ss", ["-xnpH"], timeout: .seconds(10)).stdout
             seen = sockets
             return sockets.split(separator: "\n").contains { line in
                 let columns = line.split(separator: " ", omittingEmptySubsequences: true)
-                return columns.count > 4 && columns[1] == "ESTAB" && names.contains(columns[4]) && (Int(columns[2]) ?? 0) > 0
+                guard columns.count > 7, columns[1] == "ESTAB" else { return false }
+                let unreadAtTheStore = names.contains(columns[4]) && (Int(columns[2]) ?? 0) > 0
+                let queuedForTheStore = columns[7] == "0" && (Int(columns[3]) ?? 0) > 0 && line.contains("pid=\(gateway.pid),")
+                return unreadAtTheStore || queuedForTheStore
             } ? true : nil
         }
         kill(replay, SIGKILL)

@@ -30,8 +30,9 @@ public struct InProcessService: Sendable {
 
 /// Starts `service` in process (in the shape of Hummingbird's test helper): runs its setup
 /// with paths under `directory` (runtime in `run/`, state in `state/`), starts its server
-/// and background services in a `ServiceGroup`, waits until the server serves, runs `body`
-/// with a client, then shuts the group down gracefully and waits for it.
+/// (the RPC runtime, or a server of its own: the gateway's) and background services in a
+/// `ServiceGroup`, waits until the server serves, runs `body` with a client, then shuts
+/// the group down gracefully and waits for it.
 ///
 /// Several services may share one directory: each finds the others' sockets in `run/`.
 public func withService<T: Sendable>(
@@ -47,16 +48,22 @@ public func withService<T: Sendable>(
     try FileManager.default.createDirectory(atPath: paths.runtimeDirectory, withIntermediateDirectories: true)
     let environment = ServiceEnvironment(service: service, paths: paths, logger: logger)
     let prepared = try await setup(environment)
-    guard case .rpc(let methods) = prepared.server else { throw HarnessError("\(service) has a server of its own, not the RPC runtime") }
-    try methods.validate()
     // The service's own event loop, as in its process: a handler that holds its loop must
     // not hold up the test's clients and the other tests running meanwhile.
     let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     defer { loops.shutdownGracefully { _ in } }
-    let server = RPCServer(
-        configuration: ServerConfiguration(service: service, version: "0.0.0-test", endpoint: .path(paths.socketPath(for: service), mode: 0o600),
-                                           maximumFrameSize: maximumFrameSize, shutdownTimeout: .seconds(5)),
-        methods: methods, logger: logger, eventLoopGroup: loops)
+    let server: any PrimaryService
+    switch prepared.server {
+    case .rpc(let methods):
+        try methods.validate()
+        server = RPCServer(
+            configuration: ServerConfiguration(service: service, version: "0.0.0-test", endpoint: .path(paths.socketPath(for: service), mode: 0o600),
+                                               maximumFrameSize: maximumFrameSize, shutdownTimeout: .seconds(5)),
+            methods: methods, logger: logger, eventLoopGroup: loops)
+    case .own(let own):
+        // The gateway: its own listener (its `client` here connects to no socket).
+        server = own
+    }
     let group = ServiceGroup(configuration: ServiceGroupConfiguration(
         services: [.init(service: server, successTerminationBehavior: .gracefullyShutdownGroup)] + prepared.background.map { .init(service: $0) },
         gracefulShutdownSignals: [], logger: logger))

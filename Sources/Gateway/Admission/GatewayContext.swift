@@ -23,8 +23,7 @@ final class GatewayContext: Sendable {
         self.relay = relay
         self.logger = logger
         self.rateLimiter = RateLimiter(perMinute: configuration.limits.unauthenticatedPerMinute, burst: configuration.limits.unauthenticatedBurst)
-        self.credentialWatch = CredentialWatch(
-            authenticator: relay.authenticator, store: relay.clients["store"]!, period: configuration.credentialRecheck, logger: logger)
+        self.credentialWatch = CredentialWatch(credentials: relay.authenticator.credentials)
         let gatewayOwn = GatewayMethods.list.methods.map { InfoMethod(name: $0.name, kind: $0.describedAs.kind, callers: $0.callers.list) }
         self.info = GatewayInfo(
             server: configuration.serverName, version: configuration.version, apiVersion: rpcProtocolVersion,

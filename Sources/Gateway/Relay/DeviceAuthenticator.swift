@@ -1,3 +1,4 @@
+import ChangeFeed
 import Foundation
 import RPCClient
 import RPCCore
@@ -7,18 +8,22 @@ import Synchronization
 /// A device as the store knows it, from its credential.
 public struct DeviceIdentity: Sendable, Hashable {
     public var token: String
+    /// The token's SHA-256, as the store and the ``CredentialTable`` key it: hashed once for
+    /// a socket, not for each of its requests.
+    public var tokenSHA256: String
     public var deviceId: String
     public var family: String
     /// `.parent` (admin or co-parent) or `.child`.
     public var caller: Caller
 }
 
-/// Finds who a credential belongs to (`store.whoami` with it), and keeps the answer for a
-/// short while so a busy device costs the store one lookup per period, not one per
-/// request. A revoked credential is refused by the store at once; here it stops working
-/// within ``ttl`` at the latest.
+/// Finds who a credential belongs to: in the ``CredentialTable`` the gateway keeps from the
+/// store's change feed, or, while that does not follow the store, by `store.whoami` with
+/// the token, whose answer is kept for ``ttl`` so a busy device costs the store one lookup
+/// per period, not one per request.
 public final class DeviceAuthenticator: Sendable {
     let store: RPCClient
+    let credentials: CredentialTable
     let ttl: Duration
     private let cache = Mutex<Cache>(Cache())
 
@@ -27,22 +32,43 @@ public final class DeviceAuthenticator: Sendable {
         var lastSweep = ContinuousClock.now
     }
 
-    public init(store: RPCClient, ttl: Duration) {
+    public init(store: RPCClient, credentials: CredentialTable, ttl: Duration) {
         self.store = store
+        self.credentials = credentials
         self.ttl = ttl
     }
 
-    /// The credential's device if it was checked within ``ttl``, without asking the store.
+    /// The credential's device if the table has it (and it is not revoked) or the store
+    /// was asked within ``ttl``, without waiting.
     public func cached(_ token: String) -> DeviceIdentity? {
+        self.cached(token, tokenSHA256: SHA256Hex.of(token))
+    }
+
+    /// The same for a socket's known device (its token hashed when it authenticated).
+    public func cached(_ known: DeviceIdentity) -> DeviceIdentity? {
+        self.cached(known.token, tokenSHA256: known.tokenSHA256)
+    }
+
+    private func cached(_ token: String, tokenSHA256: String) -> DeviceIdentity? {
+        if let entry = self.credentials.entry(tokenSHA256: tokenSHA256) { return entry.status == .revoked ? nil : Self.identity(entry, token: token) }
         guard let cached = self.cache.withLock({ $0.entries[token] }), ContinuousClock.now - cached.checked < self.ttl else { return nil }
         return cached.identity
     }
 
+    static func identity(_ entry: CredentialEntry, token: String) -> DeviceIdentity {
+        DeviceIdentity(token: token, tokenSHA256: entry.tokenSHA256, deviceId: entry.deviceId, family: entry.family, caller: entry.role.isParent ? .parent : .child)
+    }
+
     /// The credential's device, or `unauthorized` (unknown), `device_revoked` (the device
     /// was removed from its family) / `unavailable`.
-    /// `fresh` skips the cache (the periodic check of an open WebSocket).
+    /// `fresh` skips the answers kept from the store (a session's page request).
     public func identify(_ token: String, fresh: Bool = false) async throws(RPCError) -> DeviceIdentity {
-        if !fresh, let identity = self.cached(token) { return identity }
+        let tokenSHA256 = SHA256Hex.of(token)
+        if let entry = self.credentials.entry(tokenSHA256: tokenSHA256) {
+            guard entry.status != .revoked else { throw RPCError.deviceRevoked(entry.deviceId) }
+            return Self.identity(entry, token: token)
+        }
+        if !fresh, let cached = self.cache.withLock({ $0.entries[token] }), ContinuousClock.now - cached.checked < self.ttl { return cached.identity }
         let who: WhoAmIResult
         do {
             who = try await self.store.call(StoreMethods.whoami, Empty(), actingFor: Auth(token: token))
@@ -57,7 +83,7 @@ public final class DeviceAuthenticator: Sendable {
         guard who.principal == "device", let deviceId = who.deviceId, let family = who.family, let role = who.role else {
             throw RPCError(.unauthorized, "this device credential is not valid: it is unknown or was revoked; pair the device again")
         }
-        let identity = DeviceIdentity(token: token, deviceId: deviceId, family: family, caller: role.isParent ? .parent : .child)
+        let identity = DeviceIdentity(token: token, tokenSHA256: tokenSHA256, deviceId: deviceId, family: family, caller: role.isParent ? .parent : .child)
         let now = ContinuousClock.now
         self.cache.withLock { cache in
             // Bounded: expired entries go when the cache has grown, at most once a period

@@ -1,3 +1,4 @@
+import ChangeFeed
 import Foundation
 import Logging
 import NIOCore
@@ -26,7 +27,7 @@ public final class ServiceRelay: Sendable {
     let streams: [String: StreamConnections]
     let configuration: GatewayConfiguration
 
-    public init(configuration: GatewayConfiguration, allowlist: Allowlist = .standard) {
+    public init(configuration: GatewayConfiguration, allowlist: Allowlist = .standard, logger: Logger = Logger(label: "gateway")) {
         self.configuration = configuration
         self.allowlist = allowlist
         var clients: [String: RPCClient] = [:]
@@ -56,7 +57,8 @@ public final class ServiceRelay: Sendable {
             }
         }
         self.streams = streams
-        self.authenticator = DeviceAuthenticator(store: clients["store"]!, ttl: configuration.credentialRecheck)
+        self.authenticator = DeviceAuthenticator(
+            store: clients["store"]!, credentials: CredentialTable(store: clients["store"]!, logger: logger), ttl: configuration.credentialRecheck)
     }
 
     static func clientConfiguration(_ configuration: GatewayConfiguration, service: String) -> ClientConfiguration {

@@ -1,3 +1,4 @@
+import ChangeFeed
 import Foundation
 import GatewayAPI
 import HTTPTypes
@@ -8,6 +9,7 @@ import NIOExtras
 import NIOPosix
 import PairingAPI
 import RPCCore
+import RPCServer
 import ServiceLifecycle
 import Synchronization
 import ServiceKit
@@ -49,19 +51,21 @@ public final class GatewayServer: PrimaryService, Sendable {
     private let listening = Mutex<(label: String, port: Int)?>(nil)
     /// Stopping: connections drain, and no new WebSocket is taken (it would never be told).
     private let stopping = Mutex(false)
+    private let readiness = Readiness()
 
     public init(configuration: GatewayConfiguration, listen: GatewayListen, keeper: CertificateKeeper, identity: TLSIdentity, logger: Logger) throws {
         self.configuration = configuration
         self.listen = listen
         self.keeper = keeper
         self.contexts = try TLSContextHolder(identity)
-        self.context = GatewayContext(configuration: configuration, relay: ServiceRelay(configuration: configuration), logger: logger)
+        self.context = GatewayContext(configuration: configuration, relay: ServiceRelay(configuration: configuration, logger: logger), logger: logger)
         self.limiter = ConnectionLimiter(
             total: configuration.limits.maximumConnections, perAddress: configuration.limits.maximumConnectionsPerAddress, logger: logger)
         self.logger = logger
     }
 
     public func run() async throws {
+        defer { self.readiness.ended() }
         let group = MultiThreadedEventLoopGroup.singleton
         let limits = self.configuration.limits
         let limiter = self.limiter
@@ -107,6 +111,7 @@ public final class GatewayServer: PrimaryService, Sendable {
         self.listening.withLock { $0 = (label, port) }
         let endpoint = try self.publishEndpoint(port: port)
         ServiceNotifier.ready(status: "Serving HTTPS on \(label)")
+        self.readiness.serving()
         self.logger.notice("ready", metadata: [
             "listen": "\(label)", "port": "\(port)", "pin": "\(endpoint.pin)", "urls": "\(endpoint.urls.joined(separator: " "))",
             "certificate": "\(endpoint.certificate)", "not_valid_after": "\(endpoint.notValidAfter)",
@@ -204,6 +209,11 @@ public final class GatewayServer: PrimaryService, Sendable {
         return endpoint
     }
 
+    /// True once it listens and has published its endpoint; false if it stopped first.
+    public func waitUntilServing() async -> Bool {
+        await self.readiness.wait()
+    }
+
     /// What it is doing, for systemd's `STATUS=`.
     public var statusLine: String? {
         guard let listening = self.listening.withLock({ $0 }) else { return nil }
@@ -226,10 +236,8 @@ public final class GatewayServer: PrimaryService, Sendable {
         }
     }
 
-    /// One round of the open WebSockets' credential checks.
-    func checkCredentials() async {
-        await self.context.credentialWatch.checkAll()
-    }
+    /// The store's credentials as the gateway keeps them (a service of its group).
+    var credentials: CredentialTable { self.context.relay.authenticator.credentials }
 }
 
 /// The gateway cannot start; the message says what to do.

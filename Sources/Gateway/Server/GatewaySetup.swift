@@ -6,14 +6,13 @@ import SystemdKit
 extension ServiceSetup {
     /// The gateway as ``ServiceMain`` runs it: its HTTPS server (on the socket systemd
     /// passed, else `configuration.listen`, by default `0.0.0.0:8443`) as the primary, and
-    /// beside it the certificate's renewal (twice a day) and the open WebSockets' credential
-    /// checks (every `--credential-recheck`).
+    /// beside it the certificate's renewal (twice a day) and the store's credentials, kept
+    /// from its change feed (who a device is; sockets of revoked devices are cut off).
     public static func gateway(_ configuration: GatewayConfiguration, environment: ServiceEnvironment) throws -> ServiceSetup {
         let server = try GatewayServer.make(configuration, inherited: environment.inheritedSockets.first, logger: environment.logger)
         return ServiceSetup(server: .own(server), background: [
             Periodic(every: .seconds(12 * 3600)) { server.renewCertificate() },
-            // A round in progress when the gateway stops is dropped, not waited for.
-            Periodic(every: configuration.credentialRecheck) { try? await cancelWhenGracefulShutdown { await server.checkCredentials() } },
+            server.credentials,
         ])
     }
 }

@@ -3,8 +3,8 @@ import NIOCore
 import RPCCore
 
 /// Who is on the socket: the credential at the upgrade or with `gateway.authenticate`,
-/// checked again for each request (from a cache of a few seconds) and by the gateway's
-/// credential watch; a socket whose credential is no longer valid is cut off.
+/// checked again for each request (in the gateway's credential table) and by its credential
+/// watch; a socket whose credential is no longer valid is cut off.
 extension DeviceSocket {
     /// The device of `token`, or nil after telling the device why not (and cutting the
     /// socket off when the credential is not valid).
@@ -60,8 +60,8 @@ extension DeviceSocket {
         }
     }
 
-    /// From the first authentication on, the gateway's credential watch checks this
-    /// socket's credential again every `--credential-recheck`.
+    /// From the first authentication on, the gateway's credential watch cuts this socket
+    /// off when its device's credential is revoked or replaced.
     private func watchCredential(_ identity: DeviceIdentity) {
         self.gateway.credentialWatch.watch(ObjectIdentifier(self), identity) { error in
             self.cutOff(nil, error)

@@ -146,9 +146,9 @@ final class DeviceSocket: Sendable {
         }
         var identity: DeviceIdentity?
         if let known = self.identity {
-            // Checked again for every request, from a cache of a few seconds: once it is
-            // stale, the in-order path asks the store.
-            guard let current = self.gateway.relay.authenticator.cached(known.token) else { return false }
+            // Checked again for every request, in the credential table (or, while it does not
+            // follow the store, a cache of a few seconds): otherwise the in-order path asks the store.
+            guard let current = self.gateway.relay.authenticator.cached(known) else { return false }
             identity = current
         }
         if case .authenticate = self.serve(request, identity: identity, onLoop: true) { return false }

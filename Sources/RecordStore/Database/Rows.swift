@@ -218,6 +218,13 @@ enum ChangeLog {
         return seq
     }
 
+    /// Logs a change of a device's credential: in no zone, so no zone's change token moves.
+    static func appendCredential(_ db: Database, family: String, deviceId: String, at now: Int64) throws -> Int64 {
+        try db.execute(cached: "INSERT INTO changes(family, zone, kind, record_name, at) VALUES (?, '', ?, ?, ?)",
+            arguments: [family, ChangeKind.credentialChanged.rawValue, deviceId, now])
+        return db.lastInsertedRowID
+    }
+
     /// Records the zone's latest change (what `store.databaseChanges` reports).
     static func moveZoneHead(_ db: Database, zone: ZoneRow, to seq: Int64) throws {
         try db.execute(cached: "UPDATE zones SET change_seq = ? WHERE id = ?", arguments: [seq, zone.id])

@@ -157,6 +157,12 @@ enum WatchReader {
             sql += " AND c.record_type IN (\(databaseQuestionMarks(count: types.count)))"
             arguments += types
         }
+        if let kinds = params.kinds {
+            sql += " AND c.kind IN (\(databaseQuestionMarks(count: kinds.count)))"
+            arguments += kinds.map(\.rawValue)
+        } else {
+            sql += " AND c.kind <> '\(ChangeKind.credentialChanged.rawValue)'"
+        }
         if let families = params.families {
             sql += " AND c.family IN (\(databaseQuestionMarks(count: families.count)))"
             arguments += families
@@ -177,9 +183,10 @@ enum WatchReader {
             let oldFields: String? = includeRecords ? row[Column.oldFields.rawValue] : nil
             events.append(ChangeEvent(
                 seq: seq, family: row[Column.family.rawValue], zone: zone, kind: kind, recordType: row[Column.recordType.rawValue], recordName: recordName,
-                changeTag: recordName != nil ? ChangeLog.changeTag(seq) : nil, record: record, at: Millis.date(row[Column.at.rawValue]),
+                changeTag: recordName != nil && kind != .credentialChanged ? ChangeLog.changeTag(seq) : nil, record: record, at: Millis.date(row[Column.at.rawValue]),
                 created: kind == .recordSaved ? (row[Column.created.rawValue] as Bool?) : nil,
-                deletedFields: try oldFields.map(FieldsCoding.decode)))
+                deletedFields: try oldFields.map(FieldsCoding.decode),
+                credential: kind == .credentialChanged ? try recordName.flatMap { try CredentialOperations.entries(family: row[Column.family.rawValue], deviceId: $0, db).first } : nil))
         }
         let scanned = rows.count == limit ? (events.last?.seq ?? after) : max(head, after)
         return Page(events: events, scannedThrough: scanned)

@@ -58,6 +58,7 @@ enum StoreHandlers {
             return info
         }
         methods.on(StoreMethods.listCredentials) { params, context in try await store.listCredentials(params, auth: context.auth) }
+        methods.on(StoreMethods.credentialSnapshot) { _, context in try await store.credentialSnapshot(auth: context.auth) }
         methods.on(StoreMethods.whoami) { _, context in try await store.whoami(auth: context.auth) }
         methods.on(StoreMethods.schema) { _, _ in store.schemaInfo }
         methods.on(StoreMethods.backup) { params, context in try await store.backup(params, auth: context.auth) }

@@ -163,12 +163,26 @@ final class GroupCommit: Sendable {
 /// Wakes `store.watch` streams when new changes commit.
 final class ChangeNotifier: Sendable {
     private let state: Mutex<(head: Int64, subscribers: [Int: AsyncStream<Int64>.Continuation], next: Int)>
+    /// The newest change that may be a credential's: noted inside its transaction, so before
+    /// the commit moves ``head`` past it (a write rolled back leaves it too high, which only
+    /// costs a watcher one read).
+    private let credentials: Mutex<Int64>
 
     init(head: Int64) {
         self.state = Mutex((head, [:], 0))
+        // What came before this process: any of it may be.
+        self.credentials = Mutex(head)
     }
 
     var head: Int64 { self.state.withLock { $0.head } }
+
+    /// Read after ``head``: when it is not past a watcher's position, no change up to that
+    /// head is a credential's.
+    var credentialHead: Int64 { self.credentials.withLock { $0 } }
+
+    func noteCredentialChange(at seq: Int64) {
+        self.credentials.withLock { $0 = max($0, seq) }
+    }
 
     func advance(to head: Int64) {
         let subscribers = self.state.withLock { state -> [AsyncStream<Int64>.Continuation] in

@@ -115,7 +115,8 @@ enum CredentialOperations {
 
     private static let columns = "family, device_id, role, status, created_at, updated_at"
 
-    static func put(_ params: PutCredentialParams, now: Int64, _ db: Database) throws -> CredentialInfo {
+    /// The credential as recorded, and the change that logged it.
+    static func put(_ params: PutCredentialParams, now: Int64, _ db: Database) throws -> (CredentialInfo, seq: Int64) {
         try FamilyRow.require(db, params.family)
         if let holder = try Row.fetchOne(cached: db, sql: "SELECT family, device_id FROM credentials WHERE token_sha256 = ?", arguments: [params.tokenSHA256]),
             holder["family"] as String != params.family || holder["device_id"] as String != params.deviceId
@@ -128,10 +129,11 @@ enum CredentialOperations {
                 status = excluded.status, updated_at = excluded.updated_at
             """, arguments: [params.tokenSHA256, params.family, params.deviceId, params.role.rawValue,
                              (params.status ?? .active).rawValue, now, now])
-        return try find(family: params.family, deviceId: params.deviceId, db)
+        let seq = try ChangeLog.appendCredential(db, family: params.family, deviceId: params.deviceId, at: now)
+        return (try find(family: params.family, deviceId: params.deviceId, db), seq)
     }
 
-    static func update(_ params: UpdateCredentialParams, now: Int64, _ db: Database) throws -> CredentialInfo {
+    static func update(_ params: UpdateCredentialParams, now: Int64, _ db: Database) throws -> (CredentialInfo, seq: Int64?) {
         if let expected = params.ifStatus {
             let current = try find(family: params.family, deviceId: params.deviceId, db)
             guard current.status == expected else {
@@ -141,7 +143,8 @@ enum CredentialOperations {
         }
         try db.execute(cached: "UPDATE credentials SET status = ?, updated_at = ? WHERE family = ? AND device_id = ?",
             arguments: [params.status.rawValue, now, params.family, params.deviceId])
-        return try find(family: params.family, deviceId: params.deviceId, db)
+        let seq = db.changesCount > 0 ? try ChangeLog.appendCredential(db, family: params.family, deviceId: params.deviceId, at: now) : nil
+        return (try find(family: params.family, deviceId: params.deviceId, db), seq)
     }
 
     static func find(family: String, deviceId: String, _ db: Database) throws -> CredentialInfo {
@@ -150,6 +153,22 @@ enum CredentialOperations {
             throw RPCError(.notFound, "device \(deviceId) has no credential in family \(family)", data: ["deviceId": .string(deviceId)])
         }
         return info(row)
+    }
+
+    /// Every family's credentials with their token hashes (`store.credentialSnapshot`), or one
+    /// device's (a `credentialChanged` event; nil once it has none).
+    static func entries(family: String? = nil, deviceId: String? = nil, _ db: Database) throws -> [CredentialEntry] {
+        let select = "SELECT family, device_id, role, status, token_sha256, updated_at FROM credentials"
+        let rows = if let family, let deviceId {
+            try Row.fetchAll(cached: db, sql: select + " WHERE family = ? AND device_id = ?", arguments: [family, deviceId])
+        } else {
+            try Row.fetchAll(cached: db, sql: select)
+        }
+        return rows.map { row in
+            CredentialEntry(family: row["family"], deviceId: row["device_id"], role: DeviceRole(rawValue: row["role"]) ?? .child,
+                            status: CredentialStatus(rawValue: row["status"]) ?? .revoked, tokenSHA256: row["token_sha256"],
+                            updatedAt: Millis.date(row["updated_at"]))
+        }
     }
 
     static func list(family: String, deviceId: String?, _ db: Database) throws -> [CredentialInfo] {

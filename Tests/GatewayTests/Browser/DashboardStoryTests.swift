@@ -219,9 +219,9 @@ struct DashboardStoryTests {
         try await browser.click("button[type='submit'].link")
         try await browser.waitFor("the sign-in page after signing out", ".notice") { $0.contains("Signed out") }
         #expect(try await browser.cookie("screentime_session") == nil)
-        let page = try curl(stack.url + "/", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: ["-H", "Cookie: screentime_session=\(session)", "-D", "/dev/stderr"])
+        let page = try await curl(stack.url + "/", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: ["-H", "Cookie: screentime_session=\(session)", "-D", "/dev/stderr"])
         #expect(page.status == 303 && page.stderr.contains("/signin?expired=1"), "\(page)")
-        let api = try stack.rpc("pairing.listDevices", [:], token: session)
+        let api = try await stack.rpc("pairing.listDevices", [:], token: session)
         #expect(api.status == 401 && api.errorCode == "device_revoked", "\(api.body)")
         try await self.noConsoleErrors(browser)
     }
