@@ -26,6 +26,8 @@ extension PushDatabase {
 
     func setWebhook(family: String, deviceId: String, _ webhook: Webhook, now: Date) async throws -> WebhookInfo {
         try await self.pool.write { db in
+            // Set again: active, with no delivery or error yet. (SQL: GRDB's upsert reads the
+            // row back by rowid, which a WITHOUT ROWID table has not.)
             try db.execute(sql: """
                 INSERT INTO webhooks(family, device_id, url, format, authorization, status, created_at) VALUES (?, ?, ?, ?, ?, 'active', ?)
                 ON CONFLICT(family, device_id) DO UPDATE SET url = excluded.url, format = excluded.format, authorization = excluded.authorization,
@@ -42,16 +44,15 @@ extension PushDatabase {
     /// Removes the webhook and what was waiting for it; false when there was none.
     func removeWebhook(family: String, deviceId: String) async throws -> Bool {
         try await self.pool.write { db in
-            try db.execute(sql: "DELETE FROM outbox WHERE family = ? AND device_id = ?", arguments: [family, deviceId])
-            try db.execute(sql: "DELETE FROM webhooks WHERE family = ? AND device_id = ?", arguments: [family, deviceId])
-            return db.changesCount > 0
+            try OutboxEntry.of(family: family, deviceId: deviceId).deleteAll(db)
+            return try WebhookRow.of(family: family, deviceId: deviceId).deleteAll(db) > 0
         }
     }
 
     /// The devices whose webhook takes deliveries.
     func activeWebhooks() async throws -> [(family: String, deviceId: String)] {
         try await self.pool.read { db in
-            try OutboxRow.Key.fetchAll(db, sql: "SELECT family, device_id FROM webhooks WHERE status = 'active'").map { ($0.family, $0.deviceId) }
+            try WebhookRow.filter(WebhookRow.Columns.status == WebhookStatus.active.rawValue).fetchAll(db).map { ($0.family, $0.deviceId) }
         }
     }
 
@@ -60,6 +61,7 @@ extension PushDatabase {
     /// collapse key, expired) or whose webhook is gone are dropped on the way.
     func dueDeliveries(now: Date, limit: Int) async throws -> [Delivery] {
         try await self.pool.write { db in
+            // SQL: a join through whichever queue still points at the notification.
             let rows = try OutboxRow.fetchAll(db, sql: """
                 SELECT o.family, o.device_id, o.seq, o.attempts, n.body, n.expires_at, w.url, w.format, w.authorization, w.status
                 FROM outbox o
@@ -89,7 +91,7 @@ extension PushDatabase {
     /// When the next delivery is due, if any.
     func nextDue() async throws -> Date? {
         try await self.pool.read { db in
-            try Int64.fetchOne(db, sql: "SELECT min(due_at) FROM outbox").map { Date(timeIntervalSince1970: Double($0) / 1000) }
+            try OutboxEntry.select(min(OutboxEntry.Columns.dueAt), as: Int64.self).fetchOne(db).map { Date(timeIntervalSince1970: Double($0) / 1000) }
         }
     }
 
@@ -98,8 +100,8 @@ extension PushDatabase {
         try await self.pool.write { db in
             try Self.dropDelivery(family: delivery.family, deviceId: delivery.deviceId, seq: delivery.seq, db)
             if let now {
-                try db.execute(sql: "UPDATE webhooks SET delivered_at = ?, last_error = NULL WHERE family = ? AND device_id = ?",
-                               arguments: [Millis.of(now), delivery.family, delivery.deviceId])
+                try WebhookRow.of(family: delivery.family, deviceId: delivery.deviceId)
+                    .updateAll(db, WebhookRow.Columns.deliveredAt.set(to: Millis.of(now)), WebhookRow.Columns.lastError.set(to: nil))
             }
         }
     }
@@ -107,8 +109,8 @@ extension PushDatabase {
     /// Tries again at `due`.
     func retry(_ delivery: Delivery, at due: Date, error: String) async throws {
         try await self.pool.write { db in
-            try db.execute(sql: "UPDATE outbox SET attempts = attempts + 1, due_at = ? WHERE family = ? AND device_id = ? AND seq = ?",
-                           arguments: [Millis.of(due), delivery.family, delivery.deviceId, delivery.seq])
+            try OutboxEntry.of(family: delivery.family, deviceId: delivery.deviceId).filter(OutboxEntry.Columns.seq == delivery.seq)
+                .updateAll(db, OutboxEntry.Columns.attempts += 1, OutboxEntry.Columns.dueAt.set(to: Millis.of(due)))
             try Self.noteError(error, delivery, db)
         }
     }
@@ -124,12 +126,13 @@ extension PushDatabase {
     /// The endpoint no longer exists: the webhook is marked gone and its outbox emptied.
     func webhookGone(_ delivery: Delivery, error: String) async throws {
         try await self.pool.write { db in
-            try db.execute(sql: "DELETE FROM outbox WHERE family = ? AND device_id = ?", arguments: [delivery.family, delivery.deviceId])
-            try db.execute(sql: "UPDATE webhooks SET status = 'gone' WHERE family = ? AND device_id = ?", arguments: [delivery.family, delivery.deviceId])
+            try OutboxEntry.of(family: delivery.family, deviceId: delivery.deviceId).deleteAll(db)
+            try WebhookRow.of(family: delivery.family, deviceId: delivery.deviceId).updateAll(db, WebhookRow.Columns.status.set(to: WebhookStatus.gone.rawValue))
             try Self.noteError(error, delivery, db)
         }
     }
 
+    /// On the notification path (every batch of changes): one statement for up to 300 rows.
     static func addToOutbox(_ queued: [Queued], _ db: Database) throws {
         let now = Millis.of(Date())
         for chunk in queued.chunked(300) {
@@ -142,19 +145,63 @@ extension PushDatabase {
     }
 
     private static func dropDelivery(family: String, deviceId: String, seq: Int64, _ db: Database) throws {
-        try db.execute(sql: "DELETE FROM outbox WHERE family = ? AND device_id = ? AND seq = ?", arguments: [family, deviceId, seq])
+        try OutboxEntry.of(family: family, deviceId: deviceId).filter(OutboxEntry.Columns.seq == seq).deleteAll(db)
     }
 
     private static func noteError(_ error: String, _ delivery: Delivery, _ db: Database) throws {
-        try db.execute(sql: "UPDATE webhooks SET last_error = ? WHERE family = ? AND device_id = ?", arguments: [error, delivery.family, delivery.deviceId])
+        try WebhookRow.of(family: delivery.family, deviceId: delivery.deviceId).updateAll(db, WebhookRow.Columns.lastError.set(to: error))
     }
 
+    /// The webhook with its outbox's count (one statement: the count is a subquery).
     private static func webhookInfo(family: String, deviceId: String, _ db: Database) throws -> WebhookInfo? {
         try WebhookInfoRow.fetchOne(db, sql: """
             SELECT url, format, authorization IS NOT NULL AS has_authorization, status, created_at, delivered_at, last_error,
                 (SELECT count(*) FROM outbox o WHERE o.family = w.family AND o.device_id = w.device_id) AS pending
             FROM webhooks w WHERE family = ? AND device_id = ?
             """, arguments: [family, deviceId])?.info
+    }
+}
+
+/// A device's webhook (the `webhooks` table).
+private struct WebhookRow: Codable, FetchableRecord, PersistableRecord {
+    static let databaseTableName = "webhooks"
+
+    enum Columns {
+        static let family = Column(CodingKeys.family), deviceId = Column(CodingKeys.deviceId), status = Column(CodingKeys.status)
+        static let deliveredAt = Column(CodingKeys.deliveredAt), lastError = Column(CodingKeys.lastError)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case family, deviceId = "device_id", url, format, authorization, status, createdAt = "created_at", deliveredAt = "delivered_at"
+        case lastError = "last_error"
+    }
+
+    var family: String
+    var deviceId: String
+    var url: String
+    var format: String
+    var authorization: String?
+    var status: String
+    var createdAt: Int64
+    var deliveredAt: Int64?
+    var lastError: String?
+
+    static func of(family: String, deviceId: String) -> QueryInterfaceRequest<WebhookRow> {
+        self.filter(Columns.family == family && Columns.deviceId == deviceId)
+    }
+}
+
+/// A notification still to be posted to its device's webhook (the `outbox` table).
+private enum OutboxEntry: TableRecord {
+    static let databaseTableName = "outbox"
+
+    enum Columns {
+        static let family = Column("family"), deviceId = Column("device_id"), seq = Column("seq"), attempts = Column("attempts")
+        static let dueAt = Column("due_at")
+    }
+
+    static func of(family: String, deviceId: String) -> QueryInterfaceRequest<OutboxEntry> {
+        self.filter(Columns.family == family && Columns.deviceId == deviceId)
     }
 }
 

@@ -388,13 +388,15 @@ final class DeviceSocket: Sendable {
         }
         guard first else { return }
         self.writer.sendClose(code, reason: reason)
-        self.closeSoon()
+        // The device is to read why first: a connection closed under it while its own
+        // last message is on the way is reset, and a reset throws away what it had not read.
+        self.closeSoon(after: .seconds(10))
     }
 
-    /// Closes the connection in 2 s if the device has not answered the close by then.
-    private func closeSoon() {
+    /// Closes the connection after `wait` if the device has not answered the close by then.
+    private func closeSoon(after wait: TimeAmount = .seconds(2)) {
         let channel = self.channel
-        channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
+        channel.eventLoop.scheduleTask(in: wait) { channel.close(promise: nil) }
     }
 
     /// The device's close frame: answered with one (unless the server began the close),

@@ -62,15 +62,15 @@ extension PushDatabase {
     /// False when there was none.
     func removeWake(family: String, deviceId: String) async throws -> Bool {
         try await self.pool.write { db in
-            try db.execute(sql: "DELETE FROM wakes WHERE family = ? AND device_id = ?", arguments: [family, deviceId])
-            return db.changesCount > 0
+            try WakeEntry.of(family: family, deviceId: deviceId).deleteAll(db) > 0
         }
     }
 
     /// The devices whose registration is active.
     func activeWakes() async throws -> [(family: String, deviceId: String)] {
         try await self.pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT family, device_id FROM wakes WHERE status = 'active'").map { ($0["family"], $0["device_id"]) }
+            try WakeEntry.select(WakeEntry.Columns.family, WakeEntry.Columns.deviceId).filter(WakeEntry.Columns.status == WakeStatus.active.rawValue)
+                .asRequest(of: Row.self).fetchAll(db).map { ($0[WakeEntry.Columns.family], $0[WakeEntry.Columns.deviceId]) }
         }
     }
 
@@ -139,7 +139,7 @@ extension PushDatabase {
                 let lastWake: Int64? = row["last_wake_at"], lastWakeSeq: Int64 = row["last_wake_seq"] ?? 0, lastOutcome: String? = row["last_outcome"]
                 if kind == .background, lastOutcome == WakeOutcome.sent.rawValue, lastWakeSeq > acked,
                    let lastWake, lastWake + Self.settle > Millis.of(now) {
-                    try db.execute(sql: "UPDATE wakes SET due_ms = ? WHERE family = ? AND device_id = ?", arguments: [lastWake + Self.settle, family, deviceId])
+                    try WakeEntry.of(family: family, deviceId: deviceId).updateAll(db, WakeEntry.Columns.dueMs.set(to: lastWake + Self.settle))
                     continue
                 }
                 due.append(DueWake(
@@ -153,7 +153,8 @@ extension PushDatabase {
     /// When the next wake is due, if any.
     func nextWakeDue() async throws -> Date? {
         try await self.pool.read { db in
-            try Int64.fetchOne(db, sql: "SELECT min(due_ms) FROM wakes WHERE status = 'active'").map(Millis.date)
+            try WakeEntry.filter(WakeEntry.Columns.status == WakeStatus.active.rawValue).select(min(WakeEntry.Columns.dueMs), as: Int64.self)
+                .fetchOne(db).map(Millis.date)
         }
     }
 
@@ -194,29 +195,29 @@ extension PushDatabase {
                 WHERE family = ?4 AND device_id = ?5
                 """).execute(arguments: [Millis.of(now), recent.map(String.init).joined(separator: ","), wake.seq, wake.family, wake.deviceId])
         case .held(let wake, let until):
-            try db.execute(sql: "UPDATE wakes SET due_ms = ?, last_outcome = 'held' WHERE family = ? AND device_id = ? AND due_ms IS NOT NULL",
-                           arguments: [Millis.of(until), wake.family, wake.deviceId])
+            try WakeEntry.of(family: wake.family, deviceId: wake.deviceId).filter(WakeEntry.Columns.dueMs != nil)
+                .updateAll(db, WakeEntry.Columns.dueMs.set(to: Millis.of(until)), WakeEntry.Columns.lastOutcome.set(to: WakeOutcome.held.rawValue))
         case .retry(let wake, let due, let error, let now):
-            try db.execute(sql: """
-                UPDATE wakes SET attempts = attempts + 1, due_ms = ?, last_error = ?, last_wake_at = ?, last_outcome = 'failed'
-                WHERE family = ? AND device_id = ? AND due_ms IS NOT NULL
-                """, arguments: [Millis.of(due), error, Millis.of(now), wake.family, wake.deviceId])
+            try WakeEntry.of(family: wake.family, deviceId: wake.deviceId).filter(WakeEntry.Columns.dueMs != nil).updateAll(db,
+                WakeEntry.Columns.attempts += 1, WakeEntry.Columns.dueMs.set(to: Millis.of(due)), WakeEntry.Columns.lastError.set(to: error),
+                WakeEntry.Columns.lastWakeAt.set(to: Millis.of(now)), WakeEntry.Columns.lastOutcome.set(to: WakeOutcome.failed.rawValue))
         case .abandoned(let wake, let error, let now):
             try Self.clearWake(family: wake.family, deviceId: wake.deviceId, db)
-            try db.execute(sql: "UPDATE wakes SET last_error = ?, last_wake_at = ?, last_outcome = 'failed' WHERE family = ? AND device_id = ?",
-                           arguments: [error, Millis.of(now), wake.family, wake.deviceId])
+            try WakeEntry.of(family: wake.family, deviceId: wake.deviceId).updateAll(db,
+                WakeEntry.Columns.lastError.set(to: error), WakeEntry.Columns.lastWakeAt.set(to: Millis.of(now)),
+                WakeEntry.Columns.lastOutcome.set(to: WakeOutcome.failed.rawValue))
         case .gone(let wake, let outcome, let error, let now):
             try Self.clearWake(family: wake.family, deviceId: wake.deviceId, db)
-            try db.execute(sql: """
-                UPDATE wakes SET status = 'gone', last_error = ?, last_wake_at = ?, last_outcome = ? WHERE family = ? AND device_id = ? AND handle = ?
-                """, arguments: [error, Millis.of(now), outcome.rawValue, wake.family, wake.deviceId, wake.handle])
+            try WakeEntry.of(family: wake.family, deviceId: wake.deviceId).filter(WakeEntry.Columns.handle == wake.handle).updateAll(db,
+                WakeEntry.Columns.status.set(to: WakeStatus.gone.rawValue), WakeEntry.Columns.lastError.set(to: error),
+                WakeEntry.Columns.lastWakeAt.set(to: Millis.of(now)), WakeEntry.Columns.lastOutcome.set(to: outcome.rawValue))
         }
     }
 
     private static func clearWake(family: String, deviceId: String, _ db: Database) throws {
-        try db.execute(sql: """
-            UPDATE wakes SET due_ms = NULL, due_seq = NULL, due_kind = NULL, due_expires_ms = NULL, attempts = 0 WHERE family = ? AND device_id = ?
-            """, arguments: [family, deviceId])
+        try WakeEntry.of(family: family, deviceId: deviceId).updateAll(db,
+            WakeEntry.Columns.dueMs.set(to: nil), WakeEntry.Columns.dueSeq.set(to: nil), WakeEntry.Columns.dueKind.set(to: nil),
+            WakeEntry.Columns.dueExpiresMs.set(to: nil), WakeEntry.Columns.attempts.set(to: 0))
     }
 
     /// The times in `text` within the hour before `now`.
@@ -225,18 +226,37 @@ extension PushDatabase {
     }
 
     private static func wakeInfos(family: String, deviceId: String?, now: Date, _ db: Database) throws -> [WakeInfo] {
-        let rows = try Row.fetchAll(db, sql: """
-            SELECT device_id, relay, status, registered_at, last_wake_at, last_outcome, last_error, recent, due_ms
-            FROM wakes WHERE family = ? AND (?2 IS NULL OR device_id = ?2) ORDER BY device_id
-            """, arguments: [family, deviceId])
+        var request = WakeEntry.filter(WakeEntry.Columns.family == family)
+        if let deviceId { request = request.filter(WakeEntry.Columns.deviceId == deviceId) }
+        let rows = try request.order(WakeEntry.Columns.deviceId).asRequest(of: Row.self).fetchAll(db)
         return rows.map { row in
-            let relay: String = row["relay"]
-            let lastWake: Int64? = row["last_wake_at"], due: Int64? = row["due_ms"]
+            let relay: String = row[WakeEntry.Columns.relay]
+            let lastWake: Int64? = row[WakeEntry.Columns.lastWakeAt], due: Int64? = row[WakeEntry.Columns.dueMs]
             return WakeInfo(
-                deviceId: row["device_id"], relayHost: relay == DirectAPNs.marker ? "APNs" : URL(string: relay)?.host ?? relay,
-                status: WakeStatus(rawValue: row["status"]) ?? .gone, registeredAt: Millis.date(row["registered_at"]),
-                lastWakeAt: lastWake.map(Millis.date), lastOutcome: (row["last_outcome"] as String?).flatMap(WakeOutcome.init(rawValue:)),
-                lastError: row["last_error"], wakesLastHour: Self.recent(row["recent"], now: Millis.of(now)).count, dueAt: due.map(Millis.date))
+                deviceId: row[WakeEntry.Columns.deviceId], relayHost: relay == DirectAPNs.marker ? "APNs" : URL(string: relay)?.host ?? relay,
+                status: WakeStatus(rawValue: row[WakeEntry.Columns.status]) ?? .gone, registeredAt: Millis.date(row[WakeEntry.Columns.registeredAt]),
+                lastWakeAt: lastWake.map(Millis.date), lastOutcome: (row[WakeEntry.Columns.lastOutcome] as String?).flatMap(WakeOutcome.init(rawValue:)),
+                lastError: row[WakeEntry.Columns.lastError], wakesLastHour: Self.recent(row[WakeEntry.Columns.recent], now: Millis.of(now)).count,
+                dueAt: due.map(Millis.date))
         }
+    }
+}
+
+/// A device's wake registration and its pending wake (the `wakes` table). The statements
+/// on the notification path (raising a wake for each batch, clearing it on an
+/// acknowledgement, recording a sent one) stay SQL in the statement cache: each is one
+/// conditional UPDATE that the query interface would say less clearly.
+private enum WakeEntry: TableRecord {
+    static let databaseTableName = "wakes"
+
+    enum Columns {
+        static let family = Column("family"), deviceId = Column("device_id"), handle = Column("handle"), relay = Column("relay")
+        static let status = Column("status"), registeredAt = Column("registered_at"), attempts = Column("attempts"), recent = Column("recent")
+        static let dueMs = Column("due_ms"), dueSeq = Column("due_seq"), dueKind = Column("due_kind"), dueExpiresMs = Column("due_expires_ms")
+        static let lastWakeAt = Column("last_wake_at"), lastOutcome = Column("last_outcome"), lastError = Column("last_error")
+    }
+
+    static func of(family: String, deviceId: String) -> QueryInterfaceRequest<WakeEntry> {
+        self.filter(Columns.family == family && Columns.deviceId == deviceId)
     }
 }
