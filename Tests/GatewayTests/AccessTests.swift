@@ -145,6 +145,12 @@ struct AccessTests {
             // And the same token is refused from then on, saying the device was removed.
             let again = try await stack.rpc("store.whoami", token: child.token)
             #expect(again.status == 401 && again.errorCode == "device_revoked", "\(again.body)")
+            // A WebSocket opened with it: told in answer to its first message, then closed.
+            let reopened = try await DeviceWebSocket(stack: stack, token: child.token)
+            reopened.request(9, "store.whoami")
+            let refused = try await reopened.next()
+            #expect(refused["id"] == 9 && refused["error"]?["code"] == "device_revoked", "\(refused)")
+            #expect(try await reopened.waitForClose() == 1008)
         }
     }
 

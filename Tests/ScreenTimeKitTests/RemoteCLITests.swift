@@ -159,7 +159,7 @@ struct RemoteCLITests {
                           ["usage", "sync", "--profile", "emma-tablet"]] {
             let started = ContinuousClock.now
             let result = try await runCommand(Binaries.path("screentimectl"), arguments, environment: family.child.environment, timeout: .seconds(60))
-            #expect(result.status == 77, "\(arguments.joined(separator: " ")): \(result.status)\n\(result.stderr)")
+            #expect(result.status == 77, "\(arguments.joined(separator: " ")): \(result.status)\n\(result.stderr)\nthe gateway's log:\n\(gateway.log.suffix(4000))")
             #expect(result.stderr.contains("device_revoked") && result.stderr.contains("removed") && result.stderr.contains("child accept"),
                     "\(arguments.joined(separator: " ")): \(result.stderr)")
             #expect(ContinuousClock.now - started < .seconds(30), "\(arguments.joined(separator: " ")) gave up only at its timeout")

@@ -8,7 +8,8 @@ import RPCCore
 extension DeviceSocket {
     /// The device of `token`, or nil after telling the device why not (and cutting the
     /// socket off when the credential is not valid).
-    func authenticate(_ token: String, requestID: RequestID?, fresh: Bool = false) async -> DeviceIdentity? {
+    /// `refuseLater`: the upgrade's credential; a refusal waits for the device's first message.
+    func authenticate(_ token: String, requestID: RequestID?, fresh: Bool = false, refuseLater: Bool = false) async -> DeviceIdentity? {
         do {
             let identity = try await self.gateway.relay.authenticator.identify(token, fresh: fresh)
             // Watched from its first authentication on, unless the socket ended meanwhile
@@ -24,6 +25,7 @@ extension DeviceSocket {
             if error.code == .unauthorized || error.code == .deviceRevoked {
                 // A wrong token costs its address; a revoked one is known, not a guess.
                 if error.code == .unauthorized { _ = self.gateway.rateLimiter.allow(self.address) }
+                if refuseLater { return self.refuseLater(error) }
                 self.cutOff(requestID, error)
             } else {
                 await self.send(ReplyEncoding.error(id: requestID, ServiceRelay.presentable(error, service: "store")))
@@ -44,6 +46,21 @@ extension DeviceSocket {
         if let id, let reply = try? ReplyEncoding.result(id: id, AuthenticateResult(deviceId: identity.deviceId, family: identity.family, role: identity.caller)) {
             await self.send(reply)
         }
+    }
+
+    /// The upgrade's credential was refused: the socket takes messages, and the first one
+    /// gets the refusal and cuts it off; a device that says nothing is cut off at
+    /// `--auth-timeout`.
+    private func refuseLater(_ error: RPCError) -> DeviceIdentity? {
+        self.state.withLock {
+            $0.refusal = error
+            $0.reading = true
+        }
+        self.channel.eventLoop.scheduleTask(in: TimeAmount(self.gateway.configuration.limits.authenticationTimeout)) {
+            guard !self.isClosing else { return }
+            self.cutOff(nil, error)
+        }
+        return nil
     }
 
     /// A socket opened without a credential has `--auth-timeout` to give one

@@ -42,6 +42,10 @@ final class DeviceSocket: Sendable {
         var serving = false
         /// The credential the upgrade carried, if any, was accepted: requests are taken.
         var reading = false
+        /// The credential the upgrade carried was refused: the device hears why in answer to
+        /// its first message (or at `--auth-timeout`), not in the same read as the upgrade's
+        /// response, which a client may not take apart.
+        var refusal: RPCError?
         /// No request is taken any more (a close frame went out or came in, cut off).
         var closing = false
         /// A close frame went out (ours, or the answer to the device's).
@@ -119,9 +123,10 @@ final class DeviceSocket: Sendable {
     func received(_ bytes: [UInt8]) {
         // Behind: the upgrade's credential is not checked yet, or a request waits or is being
         // served in order (gateway.authenticate: what follows it needs its answer).
-        let (closing, behind) = self.state.withLock { ($0.closing, !$0.reading || $0.serving || !$0.waiting.isEmpty) }
+        let (closing, behind, refusal) = self.state.withLock { ($0.closing, !$0.reading || $0.serving || !$0.waiting.isEmpty, $0.refusal) }
         guard !closing else { return }
         let parsed = DeviceRequest.parse(bytes)
+        if let refusal { return self.cutOff(parsed.requestID, refusal) }
         // Behind a request that waits, in order; otherwise here, if it can be answered here.
         if behind || !self.serveOnLoop(parsed) { self.inOrder(.message(parsed)) }
     }
@@ -201,14 +206,19 @@ final class DeviceSocket: Sendable {
     private func serveInOrder(_ next: Waiting) async {
         switch next {
         case .upgradeCredential(let token):
-            guard await self.authenticate(token, requestID: nil) != nil else {
-                // Refused (the socket is cut off), or the store could not say: the socket
-                // ends, as it would with no credential (the device tries again).
-                if !self.isClosing { self.close(.normalClosure, reason: "the credential could not be checked; try again shortly") }
+            guard await self.authenticate(token, requestID: nil, refuseLater: true) != nil else {
+                // Refused (the device hears why when it speaks), or the store could not say:
+                // the socket ends, as it would with no credential (the device tries again).
+                if !self.isClosing, self.state.withLock({ $0.refusal == nil }) {
+                    self.close(.normalClosure, reason: "the credential could not be checked; try again shortly")
+                }
                 return
             }
             self.state.withLock { $0.reading = true }
             self.logOpened()
+        case .message(let parsed) where self.state.withLock({ $0.refusal != nil }):
+            // Came while the upgrade's credential was being checked, and it was refused.
+            if let refusal = self.state.withLock({ $0.refusal }) { self.cutOff(parsed.requestID, refusal) }
         case .message(.failure(let failure)):
             await self.send(ReplyEncoding.error(id: failure.id, failure.error))
         case .message(.success(let request)):
@@ -388,15 +398,13 @@ final class DeviceSocket: Sendable {
         }
         guard first else { return }
         self.writer.sendClose(code, reason: reason)
-        // The device is to read why first: a connection closed under it while its own
-        // last message is on the way is reset, and a reset throws away what it had not read.
-        self.closeSoon(after: .seconds(10))
+        self.closeSoon()
     }
 
-    /// Closes the connection after `wait` if the device has not answered the close by then.
-    private func closeSoon(after wait: TimeAmount = .seconds(2)) {
+    /// Closes the connection in 2 s if the device has not answered the close by then.
+    private func closeSoon() {
         let channel = self.channel
-        channel.eventLoop.scheduleTask(in: wait) { channel.close(promise: nil) }
+        channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
     }
 
     /// The device's close frame: answered with one (unless the server began the close),
@@ -513,6 +521,16 @@ final class DeviceSocket: Sendable {
         }
         self.state.withLock { state in
             if state.closing { timer.cancel() } else { state.keepAlive = KeepAlive(timer: timer) }
+        }
+    }
+}
+
+extension Result<DeviceRequest, RequestHead.Failure> {
+    /// The request's id, read or not.
+    var requestID: RequestID? {
+        switch self {
+        case .success(let request): request.head.id
+        case .failure(let failure): failure.id
         }
     }
 }
