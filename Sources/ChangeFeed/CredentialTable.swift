@@ -126,8 +126,9 @@ public final class CredentialTable: Service, Sendable {
         self.contents.withLock { contents in
             var fresh = Contents()
             var changed: [CredentialEntry] = []
-            for entry in credentials where fresh.put(entry) && contents.byFamily[entry.family]?[entry.deviceId] != entry {
-                changed.append(entry)
+            for entry in credentials {
+                _ = fresh.put(entry)
+                if contents.byFamily[entry.family]?[entry.deviceId] != entry { changed.append(entry) }
             }
             for (family, devices) in contents.byFamily {
                 for (deviceId, old) in devices where fresh.byFamily[family]?[deviceId] == nil {

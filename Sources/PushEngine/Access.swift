@@ -59,10 +59,12 @@ final class AccessCache: Sendable {
 
     func access(_ family: String) async throws -> FamilyAccess {
         let now = ContinuousClock.now
-        let lifetime = self.credentials.isFollowing ? .seconds(Int64.max) : self.lifetime
+        // While the table follows the store, each credential change is put in place.
+        let current = self.credentials.isFollowing
+        let lifetime = self.lifetime
         let (cached, task, generation) = self.state.withLock { state -> (FamilyAccess?, Task<FamilyAccess, any Error>?, Int) in
             switch state.entries[family] {
-            case .loaded(let access, let loaded)? where now - loaded < lifetime:
+            case .loaded(let access, let loaded)? where current || now - loaded < lifetime:
                 return (access, nil, 0)
             case .loading(let task, let generation)?:
                 return (nil, task, generation)

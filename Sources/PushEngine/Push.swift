@@ -306,26 +306,26 @@ struct Push: Sendable {
         return RemoveWakeResult(removed: removed)
     }
 
-    /// A device revoked: its listeners end, and its wake registration and webhook go (a
-    /// removed device is never woken or called again; pairing it again registers anew).
-    func forget(revoked device: CredentialEntry) async {
-        let key = Hub.DeviceKey(family: device.family, deviceId: device.deviceId)
-        self.access.learn(family: device.family, deviceId: device.deviceId, FamilyAccess.Standing(role: device.role, status: .revoked))
-        self.hub.cut(family: device.family) { $0 == device.deviceId }
+    /// Devices revoked: their listeners end, and their wake registrations and webhooks go
+    /// (a removed device is never woken or called again; pairing it again registers anew).
+    func forget(revoked devices: [CredentialEntry]) async {
+        guard !devices.isEmpty else { return }
+        for device in devices {
+            self.access.learn(family: device.family, deviceId: device.deviceId, FamilyAccess.Standing(role: device.role, status: .revoked))
+            self.hub.cut(family: device.family) { $0 == device.deviceId }
+        }
         do {
-            let wake = try await self.database.removeWake(family: device.family, deviceId: device.deviceId)
-            self.dispatch.wakes?.registry.remove(key)
-            let webhook = try await self.database.removeWebhook(family: device.family, deviceId: device.deviceId)
-            self.dispatch.webhooks?.registry.remove(key)
-            if wake || webhook {
+            let removed = try await self.database.removeRegistrations(of: devices.map { PushDatabase.DeviceKey(family: $0.family, deviceId: $0.deviceId) })
+            for (device, wake, webhook) in removed where wake || webhook {
+                let key = Hub.DeviceKey(family: device.family, deviceId: device.deviceId)
+                if wake { self.dispatch.wakes?.registry.remove(key) }
+                if webhook { self.dispatch.webhooks?.registry.remove(key) }
                 self.logger.info("a revoked device's registrations removed", metadata: [
                     "family": "\(device.family)", "device_id": "\(device.deviceId)", "wake": "\(wake)", "webhook": "\(webhook)",
                 ])
             }
         } catch {
-            self.logger.error("cannot remove a revoked device's registrations", metadata: [
-                "family": "\(device.family)", "device_id": "\(device.deviceId)", "error": "\(error)",
-            ])
+            self.logger.error("cannot remove revoked devices' registrations", metadata: ["devices": "\(devices.count)", "error": "\(error)"])
         }
     }
 

@@ -43,9 +43,23 @@ extension PushDatabase {
 
     /// Removes the webhook and what was waiting for it; false when there was none.
     func removeWebhook(family: String, deviceId: String) async throws -> Bool {
+        try await self.pool.write { db in try Self.deleteWebhook(family: family, deviceId: deviceId, db) }
+    }
+
+    static func deleteWebhook(family: String, deviceId: String, _ db: Database) throws -> Bool {
+        try OutboxEntry.of(family: family, deviceId: deviceId).deleteAll(db)
+        return try WebhookRow.of(family: family, deviceId: deviceId).deleteAll(db) > 0
+    }
+
+    /// Removes the wake registrations and webhooks of revoked devices, in one transaction
+    /// however many (the first snapshot after a start names every device ever revoked);
+    /// what each had.
+    func removeRegistrations(of devices: [DeviceKey]) async throws -> [(device: DeviceKey, wake: Bool, webhook: Bool)] {
         try await self.pool.write { db in
-            try OutboxEntry.of(family: family, deviceId: deviceId).deleteAll(db)
-            return try WebhookRow.of(family: family, deviceId: deviceId).deleteAll(db) > 0
+            try devices.map { device in
+                (device, try Self.deleteWake(family: device.family, deviceId: device.deviceId, db),
+                 try Self.deleteWebhook(family: device.family, deviceId: device.deviceId, db))
+            }
         }
     }
 

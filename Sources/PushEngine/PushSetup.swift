@@ -204,13 +204,10 @@ extension ServiceSetup {
             wakeMode: wakeMode,
             schema: SchemaCache(), logger: logger)
         credentials.observe { changed in
-            for device in changed {
-                if device.status == .revoked {
-                    await push.forget(revoked: device)
-                } else {
-                    access.learn(family: device.family, deviceId: device.deviceId, FamilyAccess.Standing(role: device.role, status: device.status))
-                }
+            for device in changed where device.status != .revoked {
+                access.learn(family: device.family, deviceId: device.deviceId, FamilyAccess.Standing(role: device.role, status: device.status))
             }
+            await push.forget(revoked: changed.filter { $0.status == .revoked })
         }
         let methods = PushHandlers.table(push)
         return ServiceSetup(methods: methods, background: background) {

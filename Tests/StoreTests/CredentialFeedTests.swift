@@ -41,6 +41,11 @@ struct CredentialFeedTests {
         await expectError(.invalidParams, containing: "params.kinds") {
             _ = try await ChangeFeedTests.watchAll(family.admin, WatchParams(kinds: [], follow: false))
         }
+        // A kind the store does not know: refused, naming the parameter; the store serves on.
+        await expectError(.invalidParams, containing: "kinds") {
+            for try await _ in family.admin.stream(StoreMethods.watch.name, params: ["kinds": ["nope"], "follow": false]) {}
+        }
+        #expect(try await family.admin.call(StoreMethods.credentialSnapshot, Empty()).credentials.count == 3)
         // Nor do a zone's change tokens move for them.
         let zone = try await family.admin.call(StoreMethods.databaseChanges, DatabaseChangesParams(family: FamilyFixture.family))
         _ = try await family.admin.call(StoreMethods.updateCredential, UpdateCredentialParams(family: FamilyFixture.family, deviceId: "c2", status: .active))

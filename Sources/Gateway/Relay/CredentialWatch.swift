@@ -1,5 +1,4 @@
 import ChangeFeed
-import Foundation
 import RPCCore
 import StoreAPI
 import Synchronization

@@ -38,21 +38,20 @@ public final class DeviceAuthenticator: Sendable {
         self.ttl = ttl
     }
 
-    /// The credential's device if the table has it (and it is not revoked) or the store
-    /// was asked within ``ttl``, without waiting.
-    public func cached(_ token: String) -> DeviceIdentity? {
-        self.cached(token, tokenSHA256: SHA256Hex.of(token))
-    }
-
-    /// The same for a socket's known device (its token hashed when it authenticated).
+    /// A socket's known device as it is now, without waiting: from the table (nil once
+    /// revoked), or the store's answer if it was asked within ``ttl`` (the token was
+    /// hashed when the socket authenticated).
     public func cached(_ known: DeviceIdentity) -> DeviceIdentity? {
-        self.cached(known.token, tokenSHA256: known.tokenSHA256)
+        if let entry = self.credentials.entry(tokenSHA256: known.tokenSHA256) {
+            return entry.status == .revoked ? nil : Self.identity(entry, token: known.token)
+        }
+        return self.kept(known.token)
     }
 
-    private func cached(_ token: String, tokenSHA256: String) -> DeviceIdentity? {
-        if let entry = self.credentials.entry(tokenSHA256: tokenSHA256) { return entry.status == .revoked ? nil : Self.identity(entry, token: token) }
-        guard let cached = self.cache.withLock({ $0.entries[token] }), ContinuousClock.now - cached.checked < self.ttl else { return nil }
-        return cached.identity
+    /// The store's answer for `token`, if it was asked within ``ttl``.
+    private func kept(_ token: String) -> DeviceIdentity? {
+        guard let kept = self.cache.withLock({ $0.entries[token] }), ContinuousClock.now - kept.checked < self.ttl else { return nil }
+        return kept.identity
     }
 
     static func identity(_ entry: CredentialEntry, token: String) -> DeviceIdentity {
@@ -68,7 +67,7 @@ public final class DeviceAuthenticator: Sendable {
             guard entry.status != .revoked else { throw RPCError.deviceRevoked(entry.deviceId) }
             return Self.identity(entry, token: token)
         }
-        if !fresh, let cached = self.cache.withLock({ $0.entries[token] }), ContinuousClock.now - cached.checked < self.ttl { return cached.identity }
+        if !fresh, let kept = self.kept(token) { return kept }
         let who: WhoAmIResult
         do {
             who = try await self.store.call(StoreMethods.whoami, Empty(), actingFor: Auth(token: token))

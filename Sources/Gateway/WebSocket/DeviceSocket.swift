@@ -204,6 +204,10 @@ final class DeviceSocket: Sendable {
     }
 
     private func serveInOrder(_ next: Waiting) async {
+        // Came while the upgrade's credential was being checked, and it was refused.
+        if case .message(let parsed) = next, let refusal = self.state.withLock({ $0.refusal }) {
+            return self.cutOff(parsed.requestID, refusal)
+        }
         switch next {
         case .upgradeCredential(let token):
             guard await self.authenticate(token, requestID: nil, refuseLater: true) != nil else {
@@ -216,9 +220,6 @@ final class DeviceSocket: Sendable {
             }
             self.state.withLock { $0.reading = true }
             self.logOpened()
-        case .message(let parsed) where self.state.withLock({ $0.refusal != nil }):
-            // Came while the upgrade's credential was being checked, and it was refused.
-            if let refusal = self.state.withLock({ $0.refusal }) { self.cutOff(parsed.requestID, refusal) }
         case .message(.failure(let failure)):
             await self.send(ReplyEncoding.error(id: failure.id, failure.error))
         case .message(.success(let request)):

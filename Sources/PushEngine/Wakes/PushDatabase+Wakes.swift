@@ -61,9 +61,11 @@ extension PushDatabase {
 
     /// False when there was none.
     func removeWake(family: String, deviceId: String) async throws -> Bool {
-        try await self.pool.write { db in
-            try WakeEntry.of(family: family, deviceId: deviceId).deleteAll(db) > 0
-        }
+        try await self.pool.write { db in try Self.deleteWake(family: family, deviceId: deviceId, db) }
+    }
+
+    static func deleteWake(family: String, deviceId: String, _ db: Database) throws -> Bool {
+        try WakeEntry.of(family: family, deviceId: deviceId).deleteAll(db) > 0
     }
 
     /// The devices whose registration is active.

@@ -186,7 +186,7 @@ enum WatchReader {
                 changeTag: recordName != nil && kind != .credentialChanged ? ChangeLog.changeTag(seq) : nil, record: record, at: Millis.date(row[Column.at.rawValue]),
                 created: kind == .recordSaved ? (row[Column.created.rawValue] as Bool?) : nil,
                 deletedFields: try oldFields.map(FieldsCoding.decode),
-                credential: kind == .credentialChanged ? try recordName.flatMap { try CredentialOperations.entries(family: row[Column.family.rawValue], deviceId: $0, db).first } : nil))
+                credential: kind == .credentialChanged ? try recordName.flatMap { try CredentialOperations.entry(family: row[Column.family.rawValue], deviceId: $0, db) } : nil))
         }
         let scanned = rows.count == limit ? (events.last?.seq ?? after) : max(head, after)
         return Page(events: events, scannedThrough: scanned)

@@ -155,20 +155,22 @@ enum CredentialOperations {
         return info(row)
     }
 
-    /// Every family's credentials with their token hashes (`store.credentialSnapshot`), or one
-    /// device's (a `credentialChanged` event; nil once it has none).
-    static func entries(family: String? = nil, deviceId: String? = nil, _ db: Database) throws -> [CredentialEntry] {
-        let select = "SELECT family, device_id, role, status, token_sha256, updated_at FROM credentials"
-        let rows = if let family, let deviceId {
-            try Row.fetchAll(cached: db, sql: select + " WHERE family = ? AND device_id = ?", arguments: [family, deviceId])
-        } else {
-            try Row.fetchAll(cached: db, sql: select)
-        }
-        return rows.map { row in
-            CredentialEntry(family: row["family"], deviceId: row["device_id"], role: DeviceRole(rawValue: row["role"]) ?? .child,
-                            status: CredentialStatus(rawValue: row["status"]) ?? .revoked, tokenSHA256: row["token_sha256"],
-                            updatedAt: Millis.date(row["updated_at"]))
-        }
+    private static let selectEntries = "SELECT family, device_id, role, status, token_sha256, updated_at FROM credentials"
+
+    private static func entry(_ row: Row) -> CredentialEntry {
+        CredentialEntry(family: row["family"], deviceId: row["device_id"], role: DeviceRole(rawValue: row["role"]) ?? .child,
+                        status: CredentialStatus(rawValue: row["status"]) ?? .revoked, tokenSHA256: row["token_sha256"],
+                        updatedAt: Millis.date(row["updated_at"]))
+    }
+
+    /// Every family's credentials with their token hashes (`store.credentialSnapshot`).
+    static func entries(_ db: Database) throws -> [CredentialEntry] {
+        try Row.fetchAll(cached: db, sql: selectEntries).map(entry)
+    }
+
+    /// One device's credential with its token hash (a `credentialChanged` event), if it has one.
+    static func entry(family: String, deviceId: String, _ db: Database) throws -> CredentialEntry? {
+        try Row.fetchOne(cached: db, sql: selectEntries + " WHERE family = ? AND device_id = ?", arguments: [family, deviceId]).map(entry)
     }
 
     static func list(family: String, deviceId: String?, _ db: Database) throws -> [CredentialInfo] {
