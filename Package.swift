@@ -111,10 +111,17 @@ let package = Package(
             name: "MemoryReturn",
             swiftSettings: strict
         ),
+        // The range check of every executable's numeric options, with one wording.
+        .target(
+            name: "OptionChecks",
+            dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strict
+        ),
         // What every service executable shares: options, paths, logging, main.
         .target(
             name: "ServiceKit",
             dependencies: [
+                "OptionChecks",
                 "RPCCore",
                 "RPCServer",
                 "SystemdKit",
@@ -153,6 +160,7 @@ let package = Package(
         .executableTarget(
             name: "screentime-stored",
             dependencies: [
+                "OptionChecks",
                 "RecordStore",
                 "ServerVersion",
                 "ServiceKit",
@@ -187,6 +195,7 @@ let package = Package(
         .executableTarget(
             name: "screentime-pairingd",
             dependencies: [
+                "OptionChecks",
                 "PairingEngine",
                 "ServerVersion",
                 "ServiceKit",
@@ -228,6 +237,7 @@ let package = Package(
         .executableTarget(
             name: "screentime-pushd",
             dependencies: [
+                "OptionChecks",
                 "PushEngine",
                 "ServerVersion",
                 "ServiceKit",
@@ -284,6 +294,7 @@ let package = Package(
         .executableTarget(
             name: "screentime-aggregatord",
             dependencies: [
+                "OptionChecks",
                 "AggregatorEngine",
                 "ServerVersion",
                 "ServiceKit",
@@ -300,6 +311,7 @@ let package = Package(
         .executableTarget(
             name: "screentime-bench",
             dependencies: [
+                "OptionChecks",
                 "ScreenTimeKit",
                 "APNs",
                 "APNsStandIn",
@@ -339,6 +351,7 @@ let package = Package(
         .executableTarget(
             name: "screentime-dev",
             dependencies: [
+                "OptionChecks",
                 "DevStack",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -425,6 +438,7 @@ let package = Package(
         .executableTarget(
             name: "screentime-relayd",
             dependencies: [
+                "OptionChecks",
                 "RelayCore",
                 "RelayServer",
                 "ServerVersion",
@@ -437,6 +451,7 @@ let package = Package(
         .executableTarget(
             name: "screentime-gatewayd",
             dependencies: [
+                "OptionChecks",
                 "Gateway",
                 "ServerVersion",
                 "RPCCore",

@@ -37,16 +37,18 @@ final class AggregatorDatabase: StoreLogFollowerDatabase {
     /// Every family's, or one family's.
     func counts(family: String? = nil) async throws -> Counts {
         try await self.pool.read { db in
-            // Two forms of each statement, so that one family's count uses the family index.
-            let arguments: StatementArguments = family.map { [$0] } ?? []
-            func count(_ table: String, where condition: String? = nil) throws -> Int {
-                let filter = [family == nil ? nil : "family = ?1", condition].compactMap { $0 }
-                return try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)" + (filter.isEmpty ? "" : " WHERE " + filter.joined(separator: " AND ")), arguments: arguments) ?? 0
+            // One family's count filters by family, so that it uses the family index.
+            func count(_ table: String, where condition: SQLExpression? = nil) throws -> Int {
+                var rows = Table(table).all()
+                if let family { rows = rows.filter(Column("family") == family) }
+                if let condition { rows = rows.filter(condition) }
+                return try rows.fetchCount(db)
             }
             return Counts(
-                sessions: try count("sessions"), days: try count("days"), pendingSummaries: try count("summary_outbox"),
-                pendingChildWrites: try count("child_outbox") + count("accruals", where: "written = 0"), pendingRetentionWrites: try count("week_outbox") + count("prune_outbox"),
-                pendingConfigurations: try count("config_outbox"))
+                sessions: try count("sessions"), days: try count("days"), pendingSummaries: try count(SummaryOutbox.databaseTableName),
+                pendingChildWrites: try count(ChildOutbox.databaseTableName) + count(AccrualEntry.databaseTableName, where: AccrualEntry.Columns.written == false),
+                pendingRetentionWrites: try count("week_outbox") + count("prune_outbox"),
+                pendingConfigurations: try count(ConfigOutbox.databaseTableName))
         }
     }
 }
@@ -92,8 +94,9 @@ extension AggregatorDatabase {
     func summariesWritten(_ written: [PendingSummary]) async throws {
         try await self.pool.write { db in
             for item in written {
-                try db.execute(sql: "DELETE FROM summary_outbox WHERE family = ? AND device_id = ? AND day = ? AND version = ?",
-                               arguments: [item.family, item.deviceId, item.day, item.version])
+                let outbox = SummaryOutbox.Columns.self
+                try SummaryOutbox.filter(outbox.family == item.family && outbox.deviceId == item.deviceId && outbox.day == item.day && outbox.version == item.version)
+                    .deleteAll(db)
             }
         }
     }
@@ -133,8 +136,9 @@ extension AggregatorDatabase {
     func childWritesDone(_ done: [PendingChildWrite]) async throws {
         try await self.pool.write { db in
             for item in done {
-                try db.execute(sql: "DELETE FROM child_outbox WHERE family = ? AND child = ? AND day = '' AND version = ?",
-                               arguments: [item.family, item.child, item.version])
+                let outbox = ChildOutbox.Columns.self
+                try ChildOutbox.filter(outbox.family == item.family && outbox.child == item.child && outbox.day == "" && outbox.version == item.version)
+                    .deleteAll(db)
             }
         }
     }
@@ -181,8 +185,9 @@ extension AggregatorDatabase {
     func accrualsWritten(_ done: [PendingAccrual]) async throws {
         try await self.pool.write { db in
             for item in done {
-                try db.execute(sql: "UPDATE accruals SET written = 1 WHERE family = ? AND child = ? AND day = ? AND seq = ?",
-                               arguments: [item.family, item.child, item.day, item.seq])
+                let accrual = AccrualEntry.Columns.self
+                try AccrualEntry.filter(accrual.family == item.family && accrual.child == item.child && accrual.day == item.day && accrual.seq == item.seq)
+                    .updateAll(db, accrual.written.set(to: true))
             }
         }
     }
@@ -191,8 +196,9 @@ extension AggregatorDatabase {
     /// own, else the family's).
     func shieldTargets(family: String, child: String) async throws -> (devices: [(zone: String, deviceId: String)], apps: [String], categories: [String]) {
         try await self.pool.read { db in
-            let devices = try Row.fetchAll(db, sql: "SELECT zone, device_id FROM devices WHERE family = ? AND child_ref = ? AND device_id IS NOT NULL",
-                                           arguments: [family, child]).map { (zone: $0["zone"] as String, deviceId: $0["device_id"] as String) }
+            let device = DeviceEntry.Columns.self
+            let devices = try Row.fetchAll(db, DeviceEntry.paired(family).filter(device.childRef == child).select(device.zone, device.deviceId))
+                .map { (zone: $0[device.zone] as String, deviceId: $0[device.deviceId] as String) }
             let policy = try Row.fetchOne(db, sql: """
                 SELECT apps, categories FROM shield_policies WHERE family = ? AND child IN (?, '') ORDER BY child DESC, record_name LIMIT 1
                 """, arguments: [family, child])
@@ -222,22 +228,22 @@ extension AggregatorDatabase {
     }
 
     func timeZone(of family: String) async throws -> String {
-        try await self.pool.read { db in try String.fetchOne(db, sql: "SELECT time_zone FROM families WHERE family = ?", arguments: [family]) ?? "UTC" }
+        try await self.pool.read { db in try FamilyEntry.row(family).select(FamilyEntry.Columns.timeZone, as: String.self).fetchOne(db) ?? "UTC" }
     }
 
     /// The paired devices of a child (by its ChildContext record name).
     func devices(ofChild child: String, family: String) async throws -> [String] {
         try await self.pool.read { db in
-            try String.fetchAll(db, sql: "SELECT DISTINCT device_id FROM devices WHERE family = ? AND child_ref = ? AND device_id IS NOT NULL ORDER BY device_id",
-                                arguments: [family, child])
+            let device = DeviceEntry.Columns.self
+            return try DeviceEntry.paired(family).filter(device.childRef == child).select(device.deviceId, as: String.self).distinct().order(device.deviceId).fetchAll(db)
         }
     }
 
     func knows(device: String, family: String) async throws -> Bool {
         try await self.pool.read { db in
-            try Bool.fetchOne(db, sql: """
-                SELECT EXISTS (SELECT 1 FROM devices WHERE family = ? AND device_id = ?) OR EXISTS (SELECT 1 FROM days WHERE family = ? AND device_id = ?)
-                """, arguments: [family, device, family, device]) ?? false
+            let known = DeviceEntry.filter(DeviceEntry.Columns.family == family && DeviceEntry.Columns.deviceId == device)
+            let counted = DayEntry.filter(DayEntry.Columns.family == family && DayEntry.Columns.deviceId == device)
+            return try !known.isEmpty(db) || !counted.isEmpty(db)
         }
     }
 
@@ -245,12 +251,11 @@ extension AggregatorDatabase {
     func days(family: String, devices: [String], from: String, to: String) async throws -> [DayRow] {
         guard !devices.isEmpty else { return [] }
         return try await self.pool.read { db in
-            let marks = Array(repeating: "?", count: devices.count).joined(separator: ", ")
-            let arguments: [(any DatabaseValueConvertible)?] = [family] + devices.map { $0 } + [from, to]
-            return try DayRow.fetchAll(db, sql: """
-                SELECT device_id, day, learning_seconds, reward_seconds, points, apps FROM days
-                WHERE family = ? AND device_id IN (\(marks)) AND day BETWEEN ? AND ? ORDER BY day, device_id
-                """, arguments: StatementArguments(arguments))
+            let day = DayEntry.Columns.self
+            return try DayRow.fetchAll(db, DayEntry
+                .select(day.deviceId, day.day, day.learningSeconds, day.rewardSeconds, day.points, day.apps)
+                .filter(day.family == family && devices.contains(day.deviceId) && (from...to).contains(day.day))
+                .order(day.day, day.deviceId))
         }
     }
 }
@@ -269,12 +274,12 @@ extension AggregatorDatabase {
 
     func pendingAlerts(limit: Int) async throws -> [PendingAlert] {
         try await self.pool.read { db in
-            try PendingAlert.fetchAll(db, sql: "SELECT id, family, kind, title, body, data FROM alert_outbox ORDER BY id LIMIT ?", arguments: [limit])
+            try PendingAlert.fetchAll(db, AlertOutbox.order(AlertOutbox.Columns.id).limit(limit))
         }
     }
 
     func alertSent(_ id: Int64) async throws {
-        try await self.pool.write { db in try db.execute(sql: "DELETE FROM alert_outbox WHERE id = ?", arguments: [id]) }
+        try await self.pool.write { db in _ = try AlertOutbox.deleteOne(db, key: id) }
     }
 }
 

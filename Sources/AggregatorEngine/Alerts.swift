@@ -31,11 +31,10 @@ enum Alerts {
                        arguments: [offsetSeconds, at, family, deviceId, at])
         guard db.changesCount > 0 else { return }
         try Self.crossing(.clockOff, family: family, subject: deviceId, day: "", over: abs(offsetSeconds) > Self.clockTolerance, db) {
-            let device = (try? Row.fetchOne(cached: db, sql: "SELECT device_name, child_name, child_ref FROM devices WHERE family = ? AND device_id = ?",
-                                            arguments: [family, deviceId])) ?? nil
-            let deviceName = (device?["device_name"] as String?) ?? (device?["child_name"] as String?).map { "\($0)'s device" } ?? "A child's device"
+            let device = DeviceNaming(family: family, deviceId: deviceId, db)
+            let deviceName = device.name ?? "A child's device"
             var data: [String: JSONValue] = ["deviceId": .string(deviceId), "deviceName": .string(deviceName), "clockOffsetSeconds": .int(offsetSeconds)]
-            if let child = device?["child_ref"] as String? { data["child"] = .string(Self.name(child)) }
+            if let child = device.child { data["child"] = .string(Self.name(child)) }
             return ("\(deviceName)'s clock is \(DeviceConfigurationState.clockWords(offsetSeconds))",
                     "Its usage is placed by the server's time, so its days and limits stay right. Setting the date and time to automatic fixes it.", data)
         }
@@ -47,13 +46,12 @@ enum Alerts {
             let appName = (try? String.fetchOne(cached: db, sql: """
                 SELECT display_name FROM app_rules WHERE family = ? AND app = ? AND device_id IN (?, '') AND display_name IS NOT NULL ORDER BY device_id DESC LIMIT 1
                 """, arguments: [family, app, deviceId])) ?? nil
-            let device = (try? Row.fetchOne(cached: db, sql: "SELECT device_name, child_name, child_ref FROM devices WHERE family = ? AND device_id = ?",
-                                            arguments: [family, deviceId])) ?? nil
-            let deviceName = (device?["device_name"] as String?) ?? (device?["child_name"] as String?).map { "\($0)'s device" } ?? "a child's device"
+            let device = DeviceNaming(family: family, deviceId: deviceId, db)
+            let deviceName = device.name ?? "a child's device"
             let minutes = max(1, (seconds + 30) / 60)
             var data: [String: JSONValue] = ["app": .string(app), "appName": .string(appName ?? app), "deviceId": .string(deviceId),
                                              "deviceName": .string(deviceName), "day": .string(day), "seconds": .int(seconds)]
-            if let child = device?["child_ref"] as String? { data["child"] = .string(Self.name(child)) }
+            if let child = device.child { data["child"] = .string(Self.name(child)) }
             return ("\(appName ?? app) was used for \(minutes) min while blocked on \(deviceName)",
                     "On \(day). It earned no points and used no earned time; check that the device still applies the family's rules.", data)
         }
@@ -62,7 +60,7 @@ enum Alerts {
     /// Checks the reward time of the child-days just computed again.
     static func checkRewardDays(_ days: [EarnedTime.Child: Set<String>], _ db: Database) throws {
         for (child, childDays) in days {
-            guard let minutes = try Int64.fetchOne(cached: db, sql: "SELECT alert_reward_minutes FROM families WHERE family = ?", arguments: [child.family]) else { continue }
+            guard let minutes = try FamilyEntry.row(child.family).select(FamilyEntry.Columns.alertRewardMinutes, as: Int64.self).fetchOne(db) else { continue }
             for day in childDays {
                 let reward = try Int64.fetchOne(cached: db, sql: """
                     SELECT coalesce(sum(d.reward_seconds), 0) FROM days d JOIN devices v ON v.family = d.family AND v.device_id = d.device_id
@@ -79,7 +77,7 @@ enum Alerts {
 
     /// Called when a child's balance crosses zero, either way.
     static func balanceCrossed(_ child: EarnedTime.Child, exhausted: Bool, balanceSeconds: Int64, _ db: Database) throws {
-        let enabled = try Bool.fetchOne(cached: db, sql: "SELECT alert_exhausted FROM families WHERE family = ?", arguments: [child.family]) ?? true
+        let enabled = try FamilyEntry.row(child.family).select(FamilyEntry.Columns.alertExhausted, as: Bool.self).fetchOne(db) ?? true
         guard enabled else { return }
         let name = try Self.name(child, db)
         try Self.crossing(.balanceExhausted, family: child.family, subject: child.child, day: "", over: exhausted, db) {
@@ -132,15 +130,16 @@ enum Alerts {
     }
 
     private static func hasFired(_ kind: Kind, family: String, subject: String, day: String, _ db: Database) throws -> Bool {
-        try Bool.fetchOne(cached: db, sql: "SELECT EXISTS (SELECT 1 FROM alerts_fired WHERE family = ? AND kind = ? AND subject = ? AND day = ?)",
-                          arguments: [family, kind.rawValue, subject, day]) ?? false
+        let fired = FiredAlert.Columns.self
+        return try !FiredAlert.filter(fired.family == family && fired.kind == kind.rawValue && fired.subject == subject && fired.day == day).isEmpty(db)
     }
 
     /// The child's name as the parent gave it when inviting (its zones' MonitoringSession),
     /// else its record's.
     static func name(_ child: EarnedTime.Child, _ db: Database) throws -> String {
-        try String.fetchOne(cached: db, sql: "SELECT child_name FROM devices WHERE family = ? AND child_ref = ? AND child_name IS NOT NULL LIMIT 1",
-                            arguments: [child.family, child.child]) ?? Self.name(child.child)
+        let device = DeviceEntry.Columns.self
+        return try DeviceEntry.filter(device.family == child.family && device.childRef == child.child && device.childName != nil)
+            .select(device.childName, as: String.self).fetchOne(db) ?? Self.name(child.child)
     }
 
     /// `child-emma` → `emma`.

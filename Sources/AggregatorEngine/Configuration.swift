@@ -20,8 +20,7 @@ enum Configuration {
             INSERT INTO families(family, time_zone, config_version) VALUES (?, 'UTC', 1)
             ON CONFLICT(family) DO UPDATE SET config_version = config_version + 1
             """, arguments: [family])
-        for zone in try String.fetchAll(cached: db, sql: "SELECT zone FROM devices WHERE family = ? AND status = 'active' AND device_id IS NOT NULL",
-                                         arguments: [family]) {
+        for zone in try DeviceEntry.paired(family).filter(DeviceEntry.Columns.status == "active").select(DeviceEntry.Columns.zone, as: String.self).fetchAll(db) {
             try Self.queue(family: family, zone: zone, db)
         }
     }
@@ -87,8 +86,8 @@ extension AggregatorDatabase {
     func configurationsWritten(_ written: [PendingConfiguration]) async throws {
         try await self.pool.write { db in
             for item in written {
-                try db.execute(sql: "DELETE FROM config_outbox WHERE family = ? AND zone = ? AND version = ?",
-                               arguments: [item.family, item.zone, item.version])
+                try ConfigOutbox.filter(ConfigOutbox.Columns.family == item.family && ConfigOutbox.Columns.zone == item.zone && ConfigOutbox.Columns.version == item.version)
+                    .deleteAll(db)
             }
         }
     }
@@ -97,10 +96,11 @@ extension AggregatorDatabase {
     /// the aggregator does not know the device (yet).
     func resync(family: String, deviceId: String) async throws -> Int64? {
         try await self.pool.write { db in
-            guard let zone = try String.fetchOne(db, sql: "SELECT zone FROM devices WHERE family = ? AND device_id = ? AND status = 'active'",
-                                                 arguments: [family, deviceId]) else { return nil }
+            guard let zone = try DeviceEntry.filter(DeviceEntry.Columns.family == family && DeviceEntry.Columns.deviceId == deviceId && DeviceEntry.Columns.status == "active")
+                .select(DeviceEntry.Columns.zone, as: String.self).fetchOne(db)
+            else { return nil }
             try Configuration.queue(family: family, zone: zone, db)
-            return try Int64.fetchOne(db, sql: "SELECT config_version FROM families WHERE family = ?", arguments: [family]) ?? 0
+            return try FamilyEntry.configVersion(family, db)
         }
     }
 
@@ -118,12 +118,15 @@ extension AggregatorDatabase {
                 """, arguments: [family]) {
                 apps[row["app"]] = row["display_name"]
             }
-            for row in try Row.fetchAll(db, sql: "SELECT app, display_name FROM app_rules WHERE family = ? AND device_id != '' AND display_name IS NOT NULL", arguments: [family]) {
-                apps[row["app"]] = row["display_name"]
+            let rule = AppRuleEntry.Columns.self
+            for row in try Row.fetchAll(db, AppRuleEntry.select(rule.app, rule.displayName)
+                .filter(rule.family == family && rule.deviceId != "" && rule.displayName != nil)) {
+                apps[row[rule.app]] = row[rule.displayName]
             }
             var devices: [String: String] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT device_id, device_name FROM devices WHERE family = ? AND device_id IS NOT NULL AND device_name IS NOT NULL", arguments: [family]) {
-                devices[row["device_id"]] = row["device_name"]
+            let device = DeviceEntry.Columns.self
+            for row in try Row.fetchAll(db, DeviceEntry.paired(family).select(device.deviceId, device.deviceName).filter(device.deviceName != nil)) {
+                devices[row[device.deviceId]] = row[device.deviceName]
             }
             return (apps, devices)
         }
@@ -132,15 +135,17 @@ extension AggregatorDatabase {
     /// Each child device's configuration state, for a parent (`aggregator.devices`).
     func configurationStates(family: String) async throws -> [DeviceConfigurationState] {
         try await self.pool.read { db in
-            let version = try Int64.fetchOne(db, sql: "SELECT config_version FROM families WHERE family = ?", arguments: [family]) ?? 0
-            return try Row.fetchAll(db, sql: """
-                SELECT device_id, applied_version, applied_at_ms, app_version, clock_offset_s FROM devices WHERE family = ? AND device_id IS NOT NULL ORDER BY device_id
-                """, arguments: [family]).map { row in
-                let applied: Int64 = row["applied_version"]
-                var state = DeviceConfigurationState(deviceId: row["device_id"], appliedVersion: applied, currentVersion: version,
-                                                     appliedAt: (row["applied_at_ms"] as Int64?).map(Millis.date))
-                state.appVersion = row["app_version"]
-                let offset: Int64 = row["clock_offset_s"]
+            let version = try FamilyEntry.configVersion(family, db)
+            let device = DeviceEntry.Columns.self
+            let request = DeviceEntry.paired(family)
+                .select(device.deviceId, device.appliedVersion, device.appliedAtMillis, device.appVersion, device.clockOffsetSeconds)
+                .order(device.deviceId)
+            return try Row.fetchAll(db, request).map { row in
+                let applied: Int64 = row[device.appliedVersion]
+                var state = DeviceConfigurationState(deviceId: row[device.deviceId], appliedVersion: applied, currentVersion: version,
+                                                     appliedAt: (row[device.appliedAtMillis] as Int64?).map(Millis.date))
+                state.appVersion = row[device.appVersion]
+                let offset: Int64 = row[device.clockOffsetSeconds]
                 state.clockOffsetSeconds = offset == 0 ? nil : offset
                 return state
             }

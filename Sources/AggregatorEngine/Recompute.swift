@@ -19,8 +19,9 @@ struct Recompute: Sendable {
         guard auth == nil else { throw RPCError(.forbidden, "aggregator.recompute is for local administration") }
         let child = "child-\(params.child)"
         let zones = try await self.database.pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT zone, device_id FROM devices WHERE family = ? AND child_ref = ?", arguments: [params.family, child])
-                .map { (zone: $0["zone"] as String, deviceId: $0["device_id"] as String?) }
+            let device = DeviceEntry.Columns.self
+            return try Row.fetchAll(db, DeviceEntry.filter(device.family == params.family && device.childRef == child).select(device.zone, device.deviceId))
+                .map { (zone: $0[device.zone] as String, deviceId: $0[device.deviceId] as String?) }
         }
         guard !zones.isEmpty else {
             throw RPCError(.notFound, "family \(params.family) has no child \(params.child) with a paired device", data: ["child": .string(params.child)])
@@ -50,11 +51,13 @@ struct Recompute: Sendable {
             // (everything forgotten) fires a shield command or an alert.
             var forget: [Ingest.Change] = []
             for zone in zones {
-                for name in try String.fetchAll(db, sql: "SELECT record_name FROM sessions WHERE family = ? AND zone = ?", arguments: [family, zone.zone]) {
+                let session = SessionEntry.Columns.self
+                for name in try SessionEntry.filter(session.family == family && session.zone == zone.zone).select(session.recordName, as: String.self).fetchAll(db) {
                     forget.append(Ingest.Change(deleted: true, family: family, zone: zone.zone, recordType: RecordTypes.usageRecord, recordName: name, fields: [:]))
                 }
             }
-            for name in try String.fetchAll(db, sql: "SELECT record_name FROM ledger WHERE family = ? AND child = ?", arguments: [family, child]) {
+            let entry = LedgerEntry.Columns.self
+            for name in try LedgerEntry.filter(entry.family == family && entry.child == child).select(entry.recordName, as: String.self).fetchAll(db) {
                 forget.append(Ingest.Change(deleted: true, family: family, zone: StoreNames.defaultZone, recordType: RecordTypes.pointsLedgerEntry, recordName: name, fields: [:]))
             }
             try ingest.apply(forget + records + ledger, db)
@@ -80,11 +83,14 @@ struct Recompute: Sendable {
     private static func snapshot(family: String, devices: [String], child: String, _ db: Database) throws -> Snapshot {
         var days: [String: [Int64]] = [:]
         for device in devices {
-            for row in try Row.fetchAll(db, sql: "SELECT day, learning_seconds, reward_seconds, points FROM days WHERE family = ? AND device_id = ?", arguments: [family, device]) {
-                days["\(device) \(row["day"] as String)"] = [row["learning_seconds"], row["reward_seconds"], row["points"]]
+            let day = DayEntry.Columns.self
+            let request = DayEntry.filter(day.family == family && day.deviceId == device).select(day.day, day.learningSeconds, day.rewardSeconds, day.points)
+            for row in try Row.fetchAll(db, request) {
+                days["\(device) \(row[day.day] as String)"] = [row[day.learningSeconds], row[day.rewardSeconds], row[day.points]]
             }
         }
-        let balance = try Int64.fetchOne(db, sql: "SELECT balance_seconds FROM children WHERE family = ? AND child = ?", arguments: [family, child])
+        let balance = try ChildEntry.filter(ChildEntry.Columns.family == family && ChildEntry.Columns.child == child)
+            .select(ChildEntry.Columns.balanceSeconds, as: Int64.self).fetchOne(db)
         return Snapshot(days: days, balance: balance)
     }
 }

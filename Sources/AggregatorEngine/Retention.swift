@@ -31,7 +31,7 @@ enum Retention {
     }
 
     static func seal(of family: String, days: LocalDays, _ db: Database) throws -> Seal {
-        let day = try String.fetchOne(db, sql: "SELECT sealed_before FROM families WHERE family = ?", arguments: [family]) ?? ""
+        let day = try FamilyEntry.row(family).select(FamilyEntry.Columns.sealedBefore, as: String.self).fetchOne(db) ?? ""
         return Seal(day: day, startMillis: days.bounds(of: day).map { Millis.of($0.start) })
     }
 
@@ -45,8 +45,8 @@ enum Retention {
     /// A parent's ledger entry dated inside the sealed days: carried into its week (once:
     /// an entry already waiting to be pruned was carried before).
     static func carryLate(family: String, recordName: String, child: String, type: String, amount: Int64, atMillis: Int64, days: LocalDays, _ db: Database) throws {
-        let waiting = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM prune_outbox WHERE family = ? AND zone = ? AND record_name = ?)",
-                                        arguments: [family, StoreNames.defaultZone, recordName]) ?? false
+        let outbox = PruneOutbox.Columns.self
+        let waiting = try !PruneOutbox.filter(outbox.family == family && outbox.zone == StoreNames.defaultZone && outbox.recordName == recordName).isEmpty(db)
         guard !waiting else { return }
         let week = Self.week(of: atMillis, days)
         try Self.carry(family, child, week: week, type: type, amount: amount, db)
@@ -69,52 +69,55 @@ enum Retention {
         }
         let cutoffMillis = Millis.of(cutoffStart)
         var weeks = Set<[String]>()
-        let children = Dictionary(try Row.fetchAll(db, sql: "SELECT zone, child_ref FROM devices WHERE family = ? AND child_ref IS NOT NULL",
-                                                   arguments: [family]).map { ($0["zone"] as String, $0["child_ref"] as String) },
+        let device = DeviceEntry.Columns.self
+        let children = Dictionary(try Row.fetchAll(db, DeviceEntry.filter(device.family == family && device.childRef != nil).select(device.zone, device.childRef))
+                                      .map { ($0[device.zone] as String, $0[device.childRef] as String) },
                                   uniquingKeysWith: { first, _ in first })
 
         // Sessions that ended before the cut: their days are computed for good.
-        let sessions = try Row.fetchAll(db, sql: "SELECT zone, record_name, start_ms FROM sessions WHERE family = ? AND end_ms <= ?",
-                                        arguments: [family, cutoffMillis])
+        let session = SessionEntry.Columns.self
+        let ended = SessionEntry.filter(session.family == family && session.endMillis <= cutoffMillis)
+        let sessions = try Row.fetchAll(db, ended.select(session.zone, session.recordName, session.startMillis))
         for row in sessions {
-            let zone: String = row["zone"]
-            try Self.prune(family, zone, row["record_name"], db)
+            let zone: String = row[session.zone]
+            try Self.prune(family, zone, row[session.recordName], db)
             guard let child = children[zone] else { continue }
-            let week = Self.week(of: row["start_ms"], days)
+            let week = Self.week(of: row[session.startMillis], days)
             try db.execute(sql: """
                 INSERT INTO carried(family, child, week, usage_records) VALUES (?, ?, ?, 1)
                 ON CONFLICT(family, child, week) DO UPDATE SET usage_records = usage_records + 1
                 """, arguments: [family, child, week])
             weeks.insert([child, week])
         }
-        try db.execute(sql: "DELETE FROM sessions WHERE family = ? AND end_ms <= ?", arguments: [family, cutoffMillis])
+        try ended.deleteAll(db)
 
         // The parents' ledger entries dated before the cut: their points are carried.
-        let entries = try Row.fetchAll(db, sql: "SELECT record_name, child, type, amount, at_ms FROM ledger WHERE family = ? AND at_ms < ?",
-                                       arguments: [family, cutoffMillis])
+        let entry = LedgerEntry.Columns.self
+        let dated = LedgerEntry.filter(entry.family == family && entry.atMillis < cutoffMillis)
+        let entries = try Row.fetchAll(db, dated.select(entry.recordName, entry.child, entry.type, entry.amount, entry.atMillis))
         for row in entries {
-            let child: String = row["child"]
-            let week = Self.week(of: row["at_ms"], days)
-            try Self.carry(family, child, week: week, type: row["type"], amount: row["amount"], db)
-            try Self.prune(family, StoreNames.defaultZone, row["record_name"], db)
+            let child: String = row[entry.child]
+            let week = Self.week(of: row[entry.atMillis], days)
+            try Self.carry(family, child, week: week, type: row[entry.type], amount: row[entry.amount], db)
+            try Self.prune(family, StoreNames.defaultZone, row[entry.recordName], db)
             weeks.insert([child, week])
         }
-        try db.execute(sql: "DELETE FROM ledger WHERE family = ? AND at_ms < ?", arguments: [family, cutoffMillis])
+        try dated.deleteAll(db)
 
         // The aggregator's own ledger entries of the newly sealed days (their points stay
         // counted in the days kept).
-        let sealedEntries = try Row.fetchAll(db, sql: """
-            SELECT child, day, seq, replaces FROM accruals WHERE family = ? AND day >= ? AND day < ?
-            """, arguments: [family, old.day, cutoff])
+        let accrual = AccrualEntry.Columns.self
+        let sealed = AccrualEntry.filter(accrual.family == family && accrual.day >= old.day && accrual.day < cutoff)
+        let sealedEntries = try Row.fetchAll(db, sealed.select(accrual.child, accrual.day, accrual.seq, accrual.replaces))
         for row in sealedEntries {
-            let child: String = row["child"]
-            let day: String = row["day"]
-            let seq: Int64 = row["seq"]
+            let child: String = row[accrual.child]
+            let day: String = row[accrual.day]
+            let seq: Int64 = row[accrual.seq]
             try Self.prune(family, StoreNames.defaultZone, "accrual-\(child)-\(day)-\(seq)", db)
-            if let replaced: String = row["replaces"] { try Self.prune(family, StoreNames.defaultZone, replaced, db) }
+            if let replaced: String = row[accrual.replaces] { try Self.prune(family, StoreNames.defaultZone, replaced, db) }
             weeks.insert([child, days.monday(of: day) ?? day])
         }
-        try db.execute(sql: "DELETE FROM accruals WHERE family = ? AND day >= ? AND day < ?", arguments: [family, old.day, cutoff])
+        try sealed.deleteAll(db)
         // Every week with usage gets its summary, points or not.
         for row in try Row.fetchAll(db, sql: """
             SELECT DISTINCT v.child_ref AS child, d.day FROM days d JOIN devices v ON v.family = d.family AND v.device_id = d.device_id
@@ -141,8 +144,9 @@ enum Retention {
 
     /// The pruned ledger points of a child: adjustments minus redemptions.
     static func carriedPoints(family: String, child: String, _ db: Database) throws -> Int64 {
-        try Int64.fetchOne(db, sql: "SELECT coalesce(sum(adjusted - redeemed), 0) FROM carried WHERE family = ? AND child = ?",
-                           arguments: [family, child]) ?? 0
+        let carried = CarriedEntry.Columns.self
+        return try CarriedEntry.filter(carried.family == family && carried.child == child)
+            .select(sum(carried.adjusted - carried.redeemed), as: Int64.self).fetchOne(db) ?? 0
     }
 
     // MARK: Pieces

@@ -71,8 +71,9 @@ struct RetentionWriter: Sendable {
         }
         try await self.database.pool.write { db in
             for item in pending {
-                try db.execute(sql: "DELETE FROM week_outbox WHERE family = ? AND child = ? AND week = ? AND version = ?",
-                               arguments: [item.family, item.child, item.week, item.version])
+                let outbox = WeekOutbox.Columns.self
+                try WeekOutbox.filter(outbox.family == item.family && outbox.child == item.child && outbox.week == item.week && outbox.version == item.version)
+                    .deleteAll(db)
             }
         }
         self.logger.debug("weekly summaries written", metadata: ["count": "\(pending.count)"])
@@ -103,8 +104,9 @@ struct RetentionWriter: Sendable {
 
     private func prune() async throws -> Int {
         let pending = try await self.database.pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT family, zone, record_name FROM prune_outbox ORDER BY family, zone LIMIT 400")
-                .map { (family: $0["family"] as String, zone: $0["zone"] as String, name: $0["record_name"] as String) }
+            let outbox = PruneOutbox.Columns.self
+            return try Row.fetchAll(db, PruneOutbox.select(outbox.family, outbox.zone, outbox.recordName).order(outbox.family, outbox.zone).limit(400))
+                .map { (family: $0[outbox.family] as String, zone: $0[outbox.zone] as String, name: $0[outbox.recordName] as String) }
         }
         guard !pending.isEmpty else { return 0 }
         for group in Dictionary(grouping: pending, by: { [$0.family, $0.zone] }).values {
@@ -115,7 +117,8 @@ struct RetentionWriter: Sendable {
         }
         try await self.database.pool.write { db in
             for item in pending {
-                try db.execute(sql: "DELETE FROM prune_outbox WHERE family = ? AND zone = ? AND record_name = ?", arguments: [item.family, item.zone, item.name])
+                let outbox = PruneOutbox.Columns.self
+                try PruneOutbox.filter(outbox.family == item.family && outbox.zone == item.zone && outbox.recordName == item.name).deleteAll(db)
             }
         }
         self.logger.info("records pruned from the store", metadata: ["count": "\(pending.count)"])

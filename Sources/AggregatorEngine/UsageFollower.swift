@@ -78,7 +78,9 @@ struct UsageFollower: Service {
     /// devices. Nothing to do once every device has a status.
     private func refreshFromStore() async throws {
         let stale = try await self.database.pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT family, zone FROM devices WHERE status IS NULL AND device_id IS NOT NULL").map { ($0["family"] as String, $0["zone"] as String) }
+            let device = DeviceEntry.Columns.self
+            return try Row.fetchAll(db, DeviceEntry.filter(device.status == nil && device.deviceId != nil).select(device.family, device.zone))
+                .map { ($0[device.family] as String, $0[device.zone] as String) }
         }
         guard !stale.isEmpty else { return }
         var changes: [Ingest.Change] = []
@@ -91,7 +93,8 @@ struct UsageFollower: Service {
         try await self.database.pool.write { db in
             _ = try ingest.apply(read, db)
             // A zone whose session the store no longer has: not asked about again.
-            try db.execute(sql: "UPDATE devices SET status = 'unknown' WHERE status IS NULL AND device_id IS NOT NULL")
+            let device = DeviceEntry.Columns.self
+            try DeviceEntry.filter(device.status == nil && device.deviceId != nil).updateAll(db, device.status.set(to: "unknown"))
         }
         self.summaries.signal()
         self.logger.notice("devices and rules read again from the store", metadata: ["devices": "\(stale.count)", "records": "\(changes.count)"])

@@ -15,7 +15,6 @@ public enum GatewayMethods {
 
 public struct AuthenticateParams: Codable, Sendable, Hashable {
     public var token: String
-    public init(token: String) { self.token = token }
 }
 
 /// Who the gateway takes the connection for from now on.

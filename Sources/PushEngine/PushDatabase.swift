@@ -34,7 +34,7 @@ final class PushDatabase: StoreLogFollowerDatabase {
 
     func allSubscriptions() async throws -> [Subscription] {
         try await self.pool.read { db in
-            try String.fetchAll(db, sql: "SELECT body FROM subscriptions").map { body in
+            try SubscriptionEntry.select(SubscriptionEntry.Columns.body, as: String.self).fetchAll(db).map { body in
                 var subscription = try Coding.decode(Subscription.self, body)
                 // Saved before zone and family subscriptions said what they fire on.
                 if subscription.kind != .query { subscription.firesOn = Subscription.firesOnEverything }
@@ -46,8 +46,8 @@ final class PushDatabase: StoreLogFollowerDatabase {
     /// Saves (or replaces) a subscription, unless the device has `limit` others.
     func save(_ subscription: Subscription, limit: Int) async throws {
         try await self.pool.write { db in
-            let others = try Int.fetchOne(db, sql: "SELECT count(*) FROM subscriptions WHERE family = ? AND device_id = ? AND id != ?",
-                                          arguments: [subscription.family, subscription.deviceId, subscription.subscriptionId]) ?? 0
+            let others = try SubscriptionEntry.of(family: subscription.family, deviceId: subscription.deviceId)
+                .filter(SubscriptionEntry.Columns.id != subscription.subscriptionId).fetchCount(db)
             guard others < limit else {
                 throw RPCError(.limitExceeded, "this device has \(others) subscriptions, the most allowed (--max-subscriptions); remove some first")
             }
@@ -61,8 +61,7 @@ final class PushDatabase: StoreLogFollowerDatabase {
     /// Removes a subscription; false when there was none.
     func removeSubscription(family: String, deviceId: String, id: String) async throws -> Bool {
         try await self.pool.write { db in
-            try db.execute(sql: "DELETE FROM subscriptions WHERE family = ? AND device_id = ? AND id = ?", arguments: [family, deviceId, id])
-            return db.changesCount > 0
+            try SubscriptionEntry.of(family: family, deviceId: deviceId).filter(SubscriptionEntry.Columns.id == id).deleteAll(db) > 0
         }
     }
 
@@ -115,7 +114,7 @@ final class PushDatabase: StoreLogFollowerDatabase {
                         try Deferred.hold(held, due: due, db)
                         try Deferred.delete(releasing, db)
                         for key in fired {
-                            try db.execute(sql: "DELETE FROM subscriptions WHERE family = ? AND device_id = ? AND id = ?", arguments: [key.family, key.deviceId, key.id])
+                            try SubscriptionEntry.of(family: key.family, deviceId: key.deviceId).filter(SubscriptionEntry.Columns.id == key.id).deleteAll(db)
                         }
                         if let position { try StoreLogPosition.save(db, position) }
                         db.afterNextTransaction(onCommit: { _ in
@@ -324,15 +323,14 @@ final class PushDatabase: StoreLogFollowerDatabase {
                 INSERT INTO devices(family, device_id, acked) VALUES (?, ?, ?)
                 ON CONFLICT(family, device_id) DO UPDATE SET acked = max(acked, excluded.acked)
                 """, arguments: [family, deviceId, min(upTo, last)])
-            let acked = try Int64.fetchOne(db, sql: "SELECT acked FROM devices WHERE family = ? AND device_id = ?", arguments: [family, deviceId]) ?? 0
-            for table in ["queue", "queue_latest", "outbox"] {
-                try db.execute(sql: "DELETE FROM \(table) WHERE family = ? AND device_id = ? AND seq <= ?", arguments: [family, deviceId, acked])
+            let device = DeviceNumbering.Columns.self
+            let acked = try DeviceNumbering.filter(device.family == family && device.deviceId == deviceId).select(device.acked, as: Int64.self).fetchOne(db) ?? 0
+            for table in DeviceQueue.all + [DeviceQueue(table: OutboxEntry.databaseTableName)] {
+                try table.of(family: family, deviceId: deviceId).filter(DeviceQueue.Columns.seq <= acked).deleteAll(db)
             }
             // Acknowledged in time: the device needs no wake for it.
             try Self.cancelWake(family: family, deviceId: deviceId, upTo: acked, db)
-            let pending = try Int.fetchOne(db, sql: """
-                SELECT (SELECT count(*) FROM queue WHERE family = ?1 AND device_id = ?2) + (SELECT count(*) FROM queue_latest WHERE family = ?1 AND device_id = ?2)
-                """, arguments: [family, deviceId]) ?? 0
+            let pending = try DeviceQueue.all.reduce(0) { try $0 + $1.of(family: family, deviceId: deviceId).fetchCount(db) }
             return AckResult(acked: acked, pending: pending)
         }
     }
@@ -345,16 +343,19 @@ final class PushDatabase: StoreLogFollowerDatabase {
             var dropped = 0
             // A device's numbers need nothing kept when its rows go: `devices.last_seq`
             // is at or past every number handed out (reserved before they were).
-            if try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM notifications WHERE expires_at <= ?)", arguments: [cut]) == true {
-                for table in ["queue", "queue_latest"] {
-                    try db.execute(sql: "DELETE FROM \(table) WHERE notification_id IN (SELECT id FROM notifications WHERE expires_at <= ?)", arguments: [cut])
-                    dropped += db.changesCount
+            let notification = StoredNotification.Columns.self
+            let expired = StoredNotification.filter(notification.expiresAt <= cut)
+            if try !expired.isEmpty(db) {
+                for queue in DeviceQueue.all {
+                    dropped += try Table(queue.table).filter(expired.select(notification.id).contains(DeviceQueue.Columns.notificationID)).deleteAll(db)
                 }
-                try db.execute(sql: "DELETE FROM notifications WHERE expires_at <= ?", arguments: [cut])
+                try expired.deleteAll(db)
             }
-            try db.execute(sql: """
-                DELETE FROM notifications WHERE id NOT IN (SELECT notification_id FROM queue UNION ALL SELECT notification_id FROM queue_latest)
-                """)
+            var unreferenced = StoredNotification.all()
+            for queue in DeviceQueue.all {
+                unreferenced = unreferenced.filter(!Table(queue.table).select(DeviceQueue.Columns.notificationID).contains(notification.id))
+            }
+            try unreferenced.deleteAll(db)
             return dropped
         }
     }

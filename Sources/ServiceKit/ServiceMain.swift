@@ -115,8 +115,8 @@ public enum ServiceMain {
                         maximumInFlightPerConnection: options.maximumInFlight,
                         idleTimeout: options.idleTimeout,
                         frameTimeout: options.frameTimeout,
-                        idleExitAfter: options.idleExitSeconds.map { .milliseconds(Int64($0 * 1000)) },
-                        shutdownTimeout: .milliseconds(Int64(options.shutdownTimeoutSeconds * 1000))
+                        idleExitAfter: options.idleExitSeconds.map { .seconds($0) },
+                        shutdownTimeout: .seconds(options.shutdownTimeoutSeconds)
                     ),
                     methods: methods,
                     logger: logger
@@ -132,7 +132,7 @@ public enum ServiceMain {
             var configuration = ServiceGroupConfiguration(services: services, logger: logger)
             configuration.gracefulShutdownSignals = [.sigterm, .sigint]
             // A backstop past the server's own drain bound, below systemd's TimeoutStopSec.
-            configuration.maximumGracefulShutdownDuration = .milliseconds(Int64(options.shutdownTimeoutSeconds * 1000)) + .seconds(5)
+            configuration.maximumGracefulShutdownDuration = .seconds(options.shutdownTimeoutSeconds) + .seconds(5)
             try await ServiceGroup(configuration: configuration).run()
             await setup.afterStop()
         } catch {

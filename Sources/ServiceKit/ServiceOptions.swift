@@ -75,11 +75,11 @@ public struct ServiceOptions: ParsableArguments, Sendable {
 
     /// `--idle-timeout` as a duration; nil when off.
     public var idleTimeout: Duration? {
-        self.idleTimeoutSeconds > 0 ? .milliseconds(Int64(self.idleTimeoutSeconds * 1000)) : nil
+        self.idleTimeoutSeconds > 0 ? .seconds(self.idleTimeoutSeconds) : nil
     }
 
     /// `--frame-timeout` as a duration.
-    public var frameTimeout: Duration { .milliseconds(Int64(self.frameTimeoutSeconds * 1000)) }
+    public var frameTimeout: Duration { .seconds(self.frameTimeoutSeconds) }
 
     /// The log level from the flag, else `$SCREENTIME_LOG_LEVEL`, else info.
     public var resolvedLogLevel: Logger.Level {

@@ -1,5 +1,6 @@
 import AggregatorEngine
 import ArgumentParser
+import OptionChecks
 import ServerVersion
 import ServiceKit
 
@@ -37,10 +38,10 @@ struct AggregatorService: AsyncParsableCommand {
     var retentionSeconds: Double = 3600
 
     mutating func validate() throws {
-        guard (7...3660).contains(self.retentionDays) else { throw ValidationError("--retention-days must be between 7 and 3660") }
-        guard (1...604_800).contains(self.retentionSeconds) else { throw ValidationError("--retention-interval must be between 1 and 604800 seconds") }
-        guard (0...1000).contains(self.defaultPointsPerMinute) else { throw ValidationError("--default-points-per-minute must be between 0 and 1000") }
-        guard (0.05...86_400).contains(self.alertCheckSeconds) else { throw ValidationError("--alert-check-interval must be between 0.05 and 86400 seconds") }
+        try checkOption("--retention-days", self.retentionDays, in: 7...3660)
+        try checkOption("--retention-interval", self.retentionSeconds, in: 1...604_800, "seconds")
+        try checkOption("--default-points-per-minute", self.defaultPointsPerMinute, in: 0...1000)
+        try checkOption("--alert-check-interval", self.alertCheckSeconds, in: 0.05...86_400, "seconds")
     }
 
     func run() async throws {
@@ -48,10 +49,10 @@ struct AggregatorService: AsyncParsableCommand {
         let configuration = AggregatorConfiguration(
             storeSocket: self.storeSocket ?? runtimeDirectory + "/store.sock",
             pushSocket: self.pushSocket ?? runtimeDirectory + "/push.sock",
-            alertCheckInterval: .milliseconds(Int64(self.alertCheckSeconds * 1000)),
+            alertCheckInterval: .seconds(self.alertCheckSeconds),
             defaultPointsPerMinute: self.defaultPointsPerMinute,
             retentionDays: self.retentionDays,
-            retentionInterval: .milliseconds(Int64(self.retentionSeconds * 1000)))
+            retentionInterval: .seconds(self.retentionSeconds))
         try await ServiceMain.run(service: "aggregator", identifier: "screentime-aggregatord", version: ServerVersion.current, options: self.options) { environment in
             try await .aggregator(configuration, environment: environment)
         }

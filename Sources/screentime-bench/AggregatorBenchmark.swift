@@ -1,5 +1,6 @@
 import AggregatorAPI
 import ArgumentParser
+import OptionChecks
 import Foundation
 import RPCClient
 import RPCCore
@@ -32,9 +33,9 @@ struct AggregatorBenchmark: AsyncParsableCommand {
     @OptionGroup var common: CommonOptions
 
     func validate() throws {
-        guard (1...1000).contains(self.children) else { throw ValidationError("--children must be between 1 and 1000") }
-        guard (1...200).contains(self.sessionsPerDay) else { throw ValidationError("--sessions-per-day must be between 1 and 200") }
-        guard (90...1000).contains(self.days) else { throw ValidationError("--days must be between 90 and 1000") }
+        try checkOption("--children", self.children, in: 1...1000)
+        try checkOption("--sessions-per-day", self.sessionsPerDay, in: 1...200)
+        try checkOption("--days", self.days, in: 90...1000)
         guard self.reports >= 10 else { throw ValidationError("--reports must be at least 10") }
     }
 
@@ -46,17 +47,14 @@ struct AggregatorBenchmark: AsyncParsableCommand {
         let children = self.common.quick ? 4 : self.children
         let days = self.common.quick ? 120 : self.days
         let perDay = self.common.quick ? 8 : self.sessionsPerDay
-        let directory = try WorkDirectory(self.common.workDirectory)
-        defer { directory.removeUnlessKept() }
-        let work = directory.path
-        let store = try LaunchedService("screentime-stored", binDirectory: self.common.binDirectory, work: work, arguments: ["--wake", "none"])
-        defer { store.kill() }
+        let services = try BenchServices(self.common)
+        defer { services.stop() }
+        let work = services.work
+        try services.launch("screentime-stored", ["--wake", "none"])
         // No retention during the run: the year of data must stay in detail.
-        let aggregator = try LaunchedService("screentime-aggregatord", binDirectory: self.common.binDirectory, work: work,
-                                             arguments: ["--retention-days", "3660", "--push-socket", work + "/no-push.sock"])
-        defer { aggregator.kill() }
-        let storeClient = RPCClient(configuration: ClientConfiguration(socketPath: work + "/store.sock", callTimeout: .seconds(120), connectTimeout: .seconds(10)))
-        let local = RPCClient(configuration: ClientConfiguration(socketPath: work + "/aggregator.sock", callTimeout: .seconds(300), connectTimeout: .seconds(10)))
+        let aggregator = try services.launch("screentime-aggregatord", ["--retention-days", "3660", "--push-socket", work + "/no-push.sock"])
+        let storeClient = services.client("store")
+        let local = services.client("aggregator", callTimeout: .seconds(300))
 
         let calendar = LocalDays(timeZone: Self.timeZone)!
         let today = calendar.day(containing: Date())

@@ -85,26 +85,22 @@ struct GatewayBenchmark: AsyncParsableCommand {
         }
         let most = levels.last!
 
-        let directory = try WorkDirectory(self.common.workDirectory)
-        defer { directory.removeUnlessKept() }
-        let work = directory.path
+        let services = try BenchServices(self.common)
+        defer { services.stop() }
+        let work = services.work
         let devicesBinary = self.swiftDevices ? nil : try CWebSocketDevices.binary(workDirectory: work)
-        let store = try LaunchedService("screentime-stored", binDirectory: self.common.binDirectory, work: work)
-        defer { store.kill() }
-        let push = try LaunchedService("screentime-pushd", binDirectory: self.common.binDirectory, work: work,
-                                       arguments: ["--max-connections", "\(most + 500)"])
-        defer { push.kill() }
+        let store = try services.launch("screentime-stored")
+        let push = try services.launch("screentime-pushd", ["--max-connections", "\(most + 500)"])
         // Loopback is one address: the per-address limit must admit every device.
-        let gateway = try LaunchedService("screentime-gatewayd", binDirectory: self.common.binDirectory, work: work, arguments: [
+        let gateway = try services.launch("screentime-gatewayd", [
             "--listen", "127.0.0.1:0", "--host", "localhost", "--host", "127.0.0.1",
             "--max-connections", "\(most + idle + 1000)", "--max-connections-per-address", "\(most + idle + 1000)",
         ])
-        defer { gateway.kill() }
         let endpoint = try await Self.endpoint(work: work, gateway: gateway)
         let port = try Self.port(endpoint)
         say("gateway on port \(port), pin sha256//\(endpoint.pin)")
 
-        let storeClient = RPCClient(configuration: ClientConfiguration(socketPath: work + "/store.sock", callTimeout: .seconds(120), connectTimeout: .seconds(10)))
+        let storeClient = services.client("store")
         _ = try await storeClient.call(StoreMethods.createFamily, CreateFamilyParams(family: PushBenchmark.family))
         _ = try await storeClient.call(StoreMethods.createZone, ZoneParams(family: PushBenchmark.family, zone: PushBenchmark.zone))
         // Device 0 makes the round trips and listens directly; the others listen through the gateway.
@@ -183,7 +179,7 @@ struct GatewayBenchmark: AsyncParsableCommand {
         // on the push service's Unix socket, for the same changes.
         let arrivals = Arrivals()
         let direct = Arrivals()
-        let directClient = RPCClient(configuration: ClientConfiguration(socketPath: work + "/push.sock", callTimeout: .seconds(120), auth: Auth(token: tokens[0])))
+        let directClient = services.client("push", auth: Auth(token: tokens[0]))
         _ = try await directClient.call(PushMethods.subscribe, Self.subscription)
         let directListener = Task {
             do {

@@ -35,22 +35,19 @@ struct KitBenchmark: AsyncParsableCommand {
     func run() async throws {
         let iterations = self.common.quick ? 300 : self.iterations
         let burst = self.common.quick ? 100 : self.burst
-        let directory = try WorkDirectory(self.common.workDirectory)
-        defer { directory.removeUnlessKept() }
-        let work = directory.path
-        let store = try LaunchedService("screentime-stored", binDirectory: self.common.binDirectory, work: work)
-        defer { store.kill() }
-        let push = try LaunchedService("screentime-pushd", binDirectory: self.common.binDirectory, work: work)
-        defer { push.kill() }
-        let gateway = try LaunchedService("screentime-gatewayd", binDirectory: self.common.binDirectory, work: work, arguments: [
+        let services = try BenchServices(self.common)
+        defer { services.stop() }
+        let work = services.work
+        try services.launch("screentime-stored")
+        try services.launch("screentime-pushd")
+        let gateway = try services.launch("screentime-gatewayd", [
             "--listen", "127.0.0.1:0", "--host", "localhost", "--host", "127.0.0.1",
         ])
-        defer { gateway.kill() }
         let endpoint = try await GatewayBenchmark.endpoint(work: work, gateway: gateway)
         let port = try GatewayBenchmark.port(endpoint)
         guard let pin = KeyPin(endpoint.pin) else { throw BenchError("the gateway's pin \(endpoint.pin) is not a pin") }
 
-        let storeClient = RPCClient(configuration: ClientConfiguration(socketPath: work + "/store.sock", callTimeout: .seconds(120), connectTimeout: .seconds(10)))
+        let storeClient = services.client("store")
         _ = try await storeClient.call(StoreMethods.createFamily, CreateFamilyParams(family: PushBenchmark.family))
         _ = try await storeClient.call(StoreMethods.createZone, ZoneParams(family: PushBenchmark.family, zone: PushBenchmark.zone))
         let tokens = (0..<2).map { "kit-bench-\($0)-\(UUID().uuidString)" }
@@ -93,7 +90,7 @@ struct KitBenchmark: AsyncParsableCommand {
 
         // Each device in turn gets a burst of notifications, sent 16 at a time by a local
         // service: what one device receives per second.
-        let pushClient = RPCClient(configuration: ClientConfiguration(socketPath: work + "/push.sock", callTimeout: .seconds(120), connectTimeout: .seconds(10)))
+        let pushClient = services.client("push")
         let rate = { @Sendable (deviceId: String, counter: Receipts) async throws -> Double in
             counter.expectCount(burst)
             let started = Monotonic.nanoseconds()

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Dispatch
 import Foundation
+import RPCClient
+import RPCCore
 import Synchronization
 
 /// A service binary started for a benchmark, killed when the benchmark ends.
@@ -19,7 +21,47 @@ final class LaunchedService {
         say("\(name) \(binary), pid \(self.process.processIdentifier)")
     }
 
-    func kill() { Interruption.kill(self.process) }
+    /// Kills the service and reaps it; nothing if it has ended already.
+    func kill() {
+        guard self.process.isRunning else { return }
+        Interruption.kill(self.process)
+    }
+}
+
+/// The services of one benchmark run: launched in one work directory and killed together
+/// when the run ends (the last launched first), the directory then removed unless it was given.
+final class BenchServices {
+    let directory: WorkDirectory
+    private let binDirectory: String?
+    private var launched: [LaunchedService] = []
+
+    var work: String { self.directory.path }
+
+    init(_ common: CommonOptions) throws {
+        self.directory = try WorkDirectory(common.workDirectory)
+        self.binDirectory = common.binDirectory
+    }
+
+    /// Starts `name` (`screentime-stored`, …) with its sockets and state in the work directory.
+    @discardableResult
+    func launch(_ name: String, _ arguments: [String] = []) throws -> LaunchedService {
+        let service = try LaunchedService(name, binDirectory: self.binDirectory, work: self.work, arguments: arguments)
+        self.launched.append(service)
+        return service
+    }
+
+    /// The socket of `service` (`store`, `push`, …) in the work directory.
+    func socket(_ service: String) -> String { self.work + "/\(service).sock" }
+
+    /// A client of `service`'s socket: local, or a device's with `auth`.
+    func client(_ service: String, callTimeout: Duration = .seconds(120), auth: Auth? = nil) -> RPCClient {
+        RPCClient(configuration: ClientConfiguration(socketPath: self.socket(service), callTimeout: callTimeout, connectTimeout: .seconds(10), auth: auth))
+    }
+
+    func stop() {
+        for service in self.launched.reversed() { service.kill() }
+        self.directory.removeUnlessKept()
+    }
 }
 
 /// Ctrl-C or SIGTERM during a benchmark stops the processes it started, which would

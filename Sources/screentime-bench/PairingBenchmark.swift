@@ -24,15 +24,11 @@ struct PairingBenchmark: AsyncParsableCommand {
 
     func run() async throws {
         let devices = self.common.quick ? 40 : self.devices
-        let directory = try WorkDirectory(self.common.workDirectory)
-        defer { directory.removeUnlessKept() }
-        let work = directory.path
-        let store = try LaunchedService("screentime-stored", binDirectory: self.common.binDirectory, work: work)
-        defer { store.kill() }
-        let pairing = try LaunchedService("screentime-pairingd", binDirectory: self.common.binDirectory, work: work,
-                                          arguments: ["--server-address", "bench.local"])
-        defer { pairing.kill() }
-        let socket = work + "/pairing.sock"
+        let services = try BenchServices(self.common)
+        defer { services.stop() }
+        try services.launch("screentime-stored")
+        try services.launch("screentime-pairingd", ["--server-address", "bench.local"])
+        let socket = services.socket("pairing")
         let admin = RPCClient(configuration: ClientConfiguration(socketPath: socket, connectTimeout: .seconds(10)))
 
         var bootstrap = Samples()

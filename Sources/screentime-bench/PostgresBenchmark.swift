@@ -47,13 +47,12 @@ struct PostgresBenchmark: AsyncParsableCommand {
         let seconds = self.common.quick ? 1 : self.seconds
         let records = self.common.quick ? min(self.records, 10_000) : self.records
         let iterations = self.common.quick ? 300 : self.iterations
-        let directory = try WorkDirectory(self.common.workDirectory)
-        defer { directory.removeUnlessKept() }
-        let work = directory.path
-        let store = try LaunchedService("screentime-stored", binDirectory: self.common.binDirectory, work: work)
-        defer { store.kill() }
-        let socket = work + "/store.sock"
-        let admin = try await StoreBenchmark.benchFamily(socket: socket, callTimeout: .seconds(120))
+        let services = try BenchServices(self.common)
+        defer { services.stop() }
+        let work = services.work
+        try services.launch("screentime-stored")
+        let socket = services.socket("store")
+        let admin = try await StoreBenchmark.benchFamily(services.client("store"))
         let postgres = try await Postgres.start(directory: work + "/postgres")
         defer { postgres.stop() }
         say("work directory \(work)")

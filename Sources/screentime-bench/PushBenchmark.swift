@@ -52,15 +52,12 @@ struct PushBenchmark: AsyncParsableCommand {
         guard openFiles > most + 256 else {
             throw BenchError("\(most) listeners need \(most + 256) open files; the hard limit is \(openFiles) (raise it with ulimit -Hn or in limits.conf)")
         }
-        let directory = try WorkDirectory(self.common.workDirectory)
-        defer { directory.removeUnlessKept() }
-        let work = directory.path
-        let store = try LaunchedService("screentime-stored", binDirectory: self.common.binDirectory, work: work)
-        defer { store.kill() }
-        let push = try LaunchedService("screentime-pushd", binDirectory: self.common.binDirectory, work: work,
-                                       arguments: ["--max-connections", "\(most + 100)"])
-        defer { push.kill() }
-        let storeClient = RPCClient(configuration: ClientConfiguration(socketPath: work + "/store.sock", callTimeout: .seconds(120), connectTimeout: .seconds(10)))
+        let services = try BenchServices(self.common)
+        defer { services.stop() }
+        let work = services.work
+        let store = try services.launch("screentime-stored")
+        let push = try services.launch("screentime-pushd", ["--max-connections", "\(most + 100)"])
+        let storeClient = services.client("store")
         let pushSocket = work + "/push.sock"
 
         say("\(most) parent devices")

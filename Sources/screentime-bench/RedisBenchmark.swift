@@ -26,13 +26,12 @@ struct RedisBenchmark: AsyncParsableCommand {
             throw BenchError("\(tool) is not installed (apt-get install redis-server redis-tools, or run Benchmarks/run)")
         }
         let seconds = self.common.quick ? 1 : self.seconds
-        let directory = try WorkDirectory(self.common.workDirectory)
-        defer { directory.removeUnlessKept() }
-        let work = directory.path
-        let store = try LaunchedService("screentime-stored", binDirectory: self.common.binDirectory, work: work)
-        defer { store.kill() }
-        let socket = work + "/store.sock"
-        let admin = try await StoreBenchmark.benchFamily(socket: socket, callTimeout: .seconds(60))
+        let services = try BenchServices(self.common)
+        defer { services.stop() }
+        let work = services.work
+        try services.launch("screentime-stored")
+        let socket = services.socket("store")
+        let admin = try await StoreBenchmark.benchFamily(services.client("store", callTimeout: .seconds(60)))
         let record = StoreBenchmark.usage(0)
         _ = try await admin.call(StoreMethods.modify, ModifyParams(family: "bench", zone: "data", saves: [record]))
         // Redis values as large as the store's record on the wire.
@@ -68,7 +67,7 @@ struct RedisBenchmark: AsyncParsableCommand {
         let params = FetchParams(family: "bench", zone: "data", recordNames: ["r0"])
         for _ in 0..<200 { _ = try await client.call(StoreMethods.fetch, params) }  // warm-up
         let started = ContinuousClock.now
-        let deadline = started + .milliseconds(Int64(seconds * 1000))
+        let deadline = started + .seconds(seconds)
         var count = 0
         while ContinuousClock.now < deadline {
             _ = try await client.call(StoreMethods.fetch, params)

@@ -28,13 +28,12 @@ struct StoreBenchmark: AsyncParsableCommand {
         let records = self.common.quick ? 20_000 : self.records
         let seconds = self.common.quick ? 1 : self.seconds
         let iterations = self.common.quick ? 300 : self.iterations
-        let directory = try WorkDirectory(self.common.workDirectory)
-        defer { directory.removeUnlessKept() }
-        let work = directory.path
-        let store = try LaunchedService("screentime-stored", binDirectory: self.common.binDirectory, work: work)
-        defer { store.kill() }
-        let socket = work + "/store.sock"
-        let admin = try await Self.benchFamily(socket: socket, callTimeout: .seconds(120))
+        let services = try BenchServices(self.common)
+        defer { services.stop() }
+        let work = services.work
+        try services.launch("screentime-stored")
+        let socket = services.socket("store")
+        let admin = try await Self.benchFamily(services.client("store"))
         say("work directory \(work)")
 
         var figures: [Figure] = []
@@ -157,10 +156,9 @@ struct StoreBenchmark: AsyncParsableCommand {
 
     static let apps = 10_000
 
-    /// A client of the store at `socket`, and the family `bench` with its zones `writes`
-    /// (saves) and `data` (reads).
-    static func benchFamily(socket: String, callTimeout: Duration) async throws -> RPCClient {
-        let admin = RPCClient(configuration: ClientConfiguration(socketPath: socket, callTimeout: callTimeout, connectTimeout: .seconds(10)))
+    /// The family `bench` with its zones `writes` (saves) and `data` (reads), made through
+    /// `admin`, a local client of the store, which it returns.
+    static func benchFamily(_ admin: RPCClient) async throws -> RPCClient {
         _ = try await admin.call(StoreMethods.createFamily, CreateFamilyParams(family: "bench"))
         for zone in ["writes", "data"] { _ = try await admin.call(StoreMethods.createZone, ZoneParams(family: "bench", zone: zone)) }
         return admin
@@ -176,7 +174,7 @@ struct StoreBenchmark: AsyncParsableCommand {
 
     /// `clients` connections each saving one record per call for `seconds`.
     static func durableSaves(socket: String, clients: Int, seconds: Double) async throws -> (Double, Samples) {
-        let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+        let deadline = ContinuousClock.now + .seconds(seconds)
         let started = ContinuousClock.now
         let results = try await withThrowingTaskGroup(of: (Int, Samples).self) { group in
             for client in 0..<clients {

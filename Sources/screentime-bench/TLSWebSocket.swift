@@ -151,7 +151,7 @@ enum TLSHandshakes {
     /// `concurrency` connections at a time for `seconds`.
     static func perSecond(group: any EventLoopGroup, port: Int, concurrency: Int, seconds: Double) async throws -> Double {
         let context = try BenchWebSocket.clientContext()
-        let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+        let deadline = ContinuousClock.now + .seconds(seconds)
         let started = ContinuousClock.now
         let total = try await withThrowingTaskGroup(of: Int.self) { tasks in
             for _ in 0..<concurrency {

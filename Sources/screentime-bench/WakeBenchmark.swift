@@ -1,6 +1,7 @@
 import APNs
 import APNsStandIn
 import ArgumentParser
+import OptionChecks
 import AsyncHTTPClient
 import Crypto
 import Foundation
@@ -41,14 +42,14 @@ struct WakeBenchmark: AsyncParsableCommand {
 
     func validate() throws {
         guard self.wakes >= 100 else { throw ValidationError("--wakes must be at least 100") }
-        guard (1...10_000).contains(self.devices) else { throw ValidationError("--devices must be between 1 and 10000") }
+        try checkOption("--devices", self.devices, in: 1...10_000)
         guard (1...50).contains(self.rounds) else { throw ValidationError("--rounds must be between 1 and 50 (each device may be woken 60 times an hour)") }
     }
 
     func run() async throws {
-        let directory = try WorkDirectory(self.common.workDirectory)
-        defer { directory.removeUnlessKept() }
-        let work = directory.path
+        let services = try BenchServices(self.common)
+        defer { services.stop() }
+        let work = services.work
         let wakes = self.common.quick ? 1000 : self.wakes
         let deviceCount = self.common.quick ? min(self.devices, 200) : self.devices
         let rounds = self.common.quick ? 2 : self.rounds
@@ -98,13 +99,11 @@ struct WakeBenchmark: AsyncParsableCommand {
         // Change → APNs with every device asleep.
         let keyFile = work + "/gateway-key.pem"
         try server.pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
-        let store = try LaunchedService("screentime-stored", binDirectory: self.common.binDirectory, work: work)
-        defer { store.kill() }
-        let push = try LaunchedService("screentime-pushd", binDirectory: self.common.binDirectory, work: work, arguments: [
+        try services.launch("screentime-stored")
+        try services.launch("screentime-pushd", [
             "--wake-relay", relay.url, "--wake-relay-ca", relay.caFile, "--wake-key", keyFile, "--wakes-per-hour", "60", "--max-connections", "\(deviceCount + 100)",
         ])
-        defer { push.kill() }
-        let storeClient = RPCClient(configuration: ClientConfiguration(socketPath: work + "/store.sock", callTimeout: .seconds(120), connectTimeout: .seconds(10)))
+        let storeClient = services.client("store")
         _ = try await storeClient.call(StoreMethods.createFamily, CreateFamilyParams(family: PushBenchmark.family))
         _ = try await storeClient.call(StoreMethods.createZone, ZoneParams(family: PushBenchmark.family, zone: PushBenchmark.zone))
         say("\(deviceCount) devices registered for wakes, none listening")

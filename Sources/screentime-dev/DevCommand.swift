@@ -1,4 +1,5 @@
 import ArgumentParser
+import OptionChecks
 import DevStack
 import Foundation
 
@@ -61,8 +62,8 @@ struct Up: ParsableCommand {
         guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(self.logLevel) else {
             throw ValidationError("--log-level must be trace, debug, info, notice, warning, error or critical")
         }
-        guard (0.1...600).contains(self.stopTimeout) else { throw ValidationError("--stop-timeout must be between 0.1 and 600 seconds") }
-        guard (0...65535).contains(self.gatewayPort) else { throw ValidationError("--gateway-port must be between 0 and 65535") }
+        try checkOption("--stop-timeout", self.stopTimeout, in: 0.1...600, "seconds")
+        try checkOption("--gateway-port", self.gatewayPort, in: 0...65535)
     }
 
     func run() throws {
@@ -82,7 +83,7 @@ struct Up: ParsableCommand {
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
         let console = Console(names: Self.services.map(\.0))
         // A socket in use or a path too long: said as it is (exit 1), without the usage text.
-        let supervisor = try Supervisor(services: definitions, runtimeDirectory: runtime, console: console, stopTimeout: .milliseconds(Int64(self.stopTimeout * 1000)))
+        let supervisor = try Supervisor(services: definitions, runtimeDirectory: runtime, console: console, stopTimeout: .seconds(self.stopTimeout))
         let port = supervisor.tcpPort(of: "gateway") ?? self.gatewayPort
         // The gateway starts on its first connection, like the others; its key, certificate
         // and endpoint file (what pairing puts in invitations) are made now.

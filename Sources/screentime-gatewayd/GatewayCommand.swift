@@ -1,4 +1,5 @@
 import ArgumentParser
+import OptionChecks
 import Foundation
 import Gateway
 import Glibc
@@ -101,7 +102,7 @@ struct GatewayCommand: AsyncParsableCommand {
 
     mutating func validate() throws {
         guard (self.certificateFile == nil) == (self.privateKeyFile == nil) else { throw ValidationError("--certificate and --private-key go together") }
-        guard (1...825).contains(self.certificateDays) else { throw ValidationError("--certificate-days must be between 1 and 825") }
+        try checkOption("--certificate-days", self.certificateDays, in: 1...825)
         guard self.renewDays >= 1 else { throw ValidationError("--renew-days must be at least 1") }
         if let listen {
             do { _ = try GatewayListen.parse(listen) } catch { throw ValidationError(error.description) }
@@ -155,8 +156,8 @@ struct GatewayCommand: AsyncParsableCommand {
             maximumHeaderSize: self.maximumHeaderSize, maximumBodySize: self.maximumBodySize, maximumMessageSize: self.maximumMessageSize,
             maximumConnections: self.options.maximumConnections, maximumConnectionsPerAddress: self.maximumConnectionsPerAddress,
             maximumInFlight: self.options.maximumInFlight, maximumQueuedReplies: self.maximumQueuedReplies,
-            requestTimeout: .milliseconds(Int64(self.requestTimeoutSeconds * 1000)),
-            authenticationTimeout: .milliseconds(Int64(self.authenticationTimeoutSeconds * 1000)), pingInterval: .milliseconds(Int64(self.pingSeconds * 1000)),
+            requestTimeout: .seconds(self.requestTimeoutSeconds),
+            authenticationTimeout: .seconds(self.authenticationTimeoutSeconds), pingInterval: .seconds(self.pingSeconds),
             unauthenticatedPerMinute: self.unauthenticatedPerMinute, unauthenticatedBurst: self.unauthenticatedBurst)
         let certificate = CertificateSettings(
             hostNames: self.hosts.isEmpty ? HostNames.defaults() : self.hosts,
@@ -165,8 +166,8 @@ struct GatewayCommand: AsyncParsableCommand {
         return GatewayConfiguration(
             listen: self.listen, runtimeDirectory: paths.runtimeDirectory, stateDirectory: paths.stateDirectory, certificate: certificate,
             limits: limits, serverName: self.serverName ?? ProcessInfo.processInfo.hostName, version: ServerVersion.current,
-            credentialRecheck: .milliseconds(Int64(self.credentialRecheckSeconds * 1000)), callTimeout: .milliseconds(Int64(self.callTimeoutSeconds * 1000)),
-            shutdownTimeout: .milliseconds(Int64(self.options.shutdownTimeoutSeconds * 1000)), streamsPerConnection: self.streamsPerConnection)
+            credentialRecheck: .seconds(self.credentialRecheckSeconds), callTimeout: .seconds(self.callTimeoutSeconds),
+            shutdownTimeout: .seconds(self.options.shutdownTimeoutSeconds), streamsPerConnection: self.streamsPerConnection)
     }
 }
 

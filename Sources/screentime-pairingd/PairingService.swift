@@ -1,4 +1,5 @@
 import ArgumentParser
+import OptionChecks
 import Foundation
 import PairingAPI
 import PairingEngine
@@ -50,10 +51,10 @@ struct PairingService: AsyncParsableCommand {
     var failureWindowSeconds: Double = 600
 
     mutating func validate() throws {
-        guard (10...7 * 86_400).contains(self.invitationSeconds) else { throw ValidationError("--invitation-ttl must be between 10 and 604800 seconds") }
-        guard (60...30 * 86_400).contains(self.enrollmentSeconds) else { throw ValidationError("--enrollment-ttl must be between 60 and 2592000 seconds") }
+        try checkOption("--invitation-ttl", self.invitationSeconds, in: 10...7 * 86_400, "seconds")
+        try checkOption("--enrollment-ttl", self.enrollmentSeconds, in: 60...30 * 86_400, "seconds")
         guard self.failuresPerFamily > 0 else { throw ValidationError("--max-failures-per-family must be at least 1") }
-        guard (1...86_400).contains(self.failureWindowSeconds) else { throw ValidationError("--failure-window must be between 1 and 86400 seconds") }
+        try checkOption("--failure-window", self.failureWindowSeconds, in: 1...86_400, "seconds")
     }
 
     func run() async throws {
@@ -62,10 +63,10 @@ struct PairingService: AsyncParsableCommand {
         let configuration = PairingConfiguration(
             storeSocket: self.storeSocket ?? ServicePaths(options: self.options).runtimeDirectory + "/store.sock",
             serverAddress: self.serverAddress ?? ProcessInfo.processInfo.hostName,
-            invitationLifetime: .milliseconds(Int64(self.invitationSeconds * 1000)),
-            enrollmentLifetime: .milliseconds(Int64(self.enrollmentSeconds * 1000)),
+            invitationLifetime: .seconds(self.invitationSeconds),
+            enrollmentLifetime: .seconds(self.enrollmentSeconds),
             failuresPerFamily: self.failuresPerFamily,
-            failureWindow: .milliseconds(Int64(self.failureWindowSeconds * 1000)),
+            failureWindow: .seconds(self.failureWindowSeconds),
             gateway: {
                 // Read each time: the gateway may start, or change its certificate, at any moment.
                 guard var endpoint = try? GatewayEndpoint.read(from: endpointFile) else { return nil }

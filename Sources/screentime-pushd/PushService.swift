@@ -1,4 +1,5 @@
 import ArgumentParser
+import OptionChecks
 import Foundation
 import PushEngine
 import ServerVersion
@@ -98,19 +99,19 @@ struct PushService: AsyncParsableCommand {
     var apnsCAFile: String?
 
     mutating func validate() throws {
-        guard (16...1_000_000).contains(self.listenerBuffer) else { throw ValidationError("--listener-buffer must be between 16 and 1000000") }
-        guard (16 * 1024...1 << 30).contains(self.listenerBufferBytes) else { throw ValidationError("--listener-buffer-bytes must be between 16384 and 1073741824") }
-        guard (16 * 1024...1 << 30).contains(self.connectionBufferBytes) else { throw ValidationError("--connection-buffer-bytes must be between 16384 and 1073741824") }
-        guard (1...1000).contains(self.maximumListenersPerDevice) else { throw ValidationError("--max-listeners-per-device must be between 1 and 1000") }
-        guard (1...100_000).contains(self.maximumListenersPerConnection) else { throw ValidationError("--max-listeners-per-connection must be between 1 and 100000") }
-        guard (1...10_000).contains(self.maximumSubscriptions) else { throw ValidationError("--max-subscriptions must be between 1 and 10000") }
+        try checkOption("--listener-buffer", self.listenerBuffer, in: 16...1_000_000)
+        try checkOption("--listener-buffer-bytes", self.listenerBufferBytes, in: 16 * 1024...1 << 30)
+        try checkOption("--connection-buffer-bytes", self.connectionBufferBytes, in: 16 * 1024...1 << 30)
+        try checkOption("--max-listeners-per-device", self.maximumListenersPerDevice, in: 1...1000)
+        try checkOption("--max-listeners-per-connection", self.maximumListenersPerConnection, in: 1...100_000)
+        try checkOption("--max-subscriptions", self.maximumSubscriptions, in: 1...10_000)
         guard (1...30 * 86_400).contains(self.defaultTTLSeconds) else { throw ValidationError("--default-ttl must be between 1 second and 30 days") }
-        guard (0.1...3600).contains(self.accessRefreshSeconds) else { throw ValidationError("--access-refresh must be between 0.1 and 3600 seconds") }
-        guard (0.1...86_400).contains(self.maintenanceSeconds) else { throw ValidationError("--maintenance-interval must be between 0.1 and 86400 seconds") }
-        guard (0...10_000).contains(self.collapseWindowMilliseconds) else { throw ValidationError("--collapse-window must be between 0 and 10000 ms") }
-        guard (0.5...120).contains(self.webhookTimeoutSeconds) else { throw ValidationError("--webhook-timeout must be between 0.5 and 120 seconds") }
-        guard (1...100).contains(self.webhookAttempts) else { throw ValidationError("--webhook-attempts must be between 1 and 100") }
-        guard (0.01...3600).contains(self.webhookRetrySeconds) else { throw ValidationError("--webhook-retry must be between 0.01 and 3600 seconds") }
+        try checkOption("--access-refresh", self.accessRefreshSeconds, in: 0.1...3600, "seconds")
+        try checkOption("--maintenance-interval", self.maintenanceSeconds, in: 0.1...86_400, "seconds")
+        try checkOption("--collapse-window", self.collapseWindowMilliseconds, in: 0...10_000, "ms")
+        try checkOption("--webhook-timeout", self.webhookTimeoutSeconds, in: 0.5...120, "seconds")
+        try checkOption("--webhook-attempts", self.webhookAttempts, in: 1...100)
+        try checkOption("--webhook-retry", self.webhookRetrySeconds, in: 0.01...3600, "seconds")
         if let relay = self.wakeRelay {
             guard let url = URLComponents(string: relay), ["https", "http"].contains(url.scheme?.lowercased() ?? ""), url.host?.isEmpty == false,
                   url.user == nil, url.password == nil, url.query == nil
@@ -125,8 +126,8 @@ struct PushService: AsyncParsableCommand {
         } else if self.apnsKeyId != nil || self.apnsTeamId != nil || !self.apnsTopics.isEmpty {
             throw ValidationError("--apns-key-id, --apns-team-id and --apns-topic go with --apns-key-file")
         }
-        guard (0.1...600).contains(self.wakeAfterSeconds) else { throw ValidationError("--wake-after must be between 0.1 and 600 seconds") }
-        guard (1...60).contains(self.wakesPerHour) else { throw ValidationError("--wakes-per-hour must be between 1 and 60") }
+        try checkOption("--wake-after", self.wakeAfterSeconds, in: 0.1...600, "seconds")
+        try checkOption("--wakes-per-hour", self.wakesPerHour, in: 1...60)
     }
 
     /// Where wakes go, if anywhere.
@@ -154,15 +155,15 @@ struct PushService: AsyncParsableCommand {
             maximumListenersPerDevice: self.maximumListenersPerDevice,
             maximumListenersPerConnection: self.maximumListenersPerConnection,
             maximumSubscriptions: self.maximumSubscriptions,
-            defaultTTL: .milliseconds(Int64(self.defaultTTLSeconds * 1000)),
-            accessRefresh: .milliseconds(Int64(self.accessRefreshSeconds * 1000)),
-            maintenanceInterval: .milliseconds(Int64(self.maintenanceSeconds * 1000)),
+            defaultTTL: .seconds(self.defaultTTLSeconds),
+            accessRefresh: .seconds(self.accessRefreshSeconds),
+            maintenanceInterval: .seconds(self.maintenanceSeconds),
             collapseWindow: .milliseconds(Int64(self.collapseWindowMilliseconds)),
             webhooks: self.webhooks ? PushConfiguration.WebhookDelivery(
-                timeout: .milliseconds(Int64(self.webhookTimeoutSeconds * 1000)), attempts: self.webhookAttempts,
-                firstRetry: .milliseconds(Int64(self.webhookRetrySeconds * 1000))) : nil,
+                timeout: .seconds(self.webhookTimeoutSeconds), attempts: self.webhookAttempts,
+                firstRetry: .seconds(self.webhookRetrySeconds)) : nil,
             wakes: try self.wakeRoute().map { route in
-                PushConfiguration.WakeDelivery(route: route, ackWait: .milliseconds(Int64(self.wakeAfterSeconds * 1000)), perHour: self.wakesPerHour)
+                PushConfiguration.WakeDelivery(route: route, ackWait: .seconds(self.wakeAfterSeconds), perHour: self.wakesPerHour)
             },
             version: ServerVersion.current)
         try await ServiceMain.run(service: "push", identifier: "screentime-pushd", version: ServerVersion.current, options: self.options) { environment in

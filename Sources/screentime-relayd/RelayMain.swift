@@ -1,4 +1,5 @@
 import ArgumentParser
+import OptionChecks
 import Foundation
 import Logging
 import RelayCore
@@ -48,9 +49,9 @@ struct RelayMain: AsyncParsableCommand {
         if (self.tlsCertificate == nil) != (self.tlsKey == nil) { throw ValidationError("give --tls-certificate and --tls-key together") }
         if self.tlsCertificate == nil && !self.plainHTTP { throw ValidationError("give --tls-certificate and --tls-key, or --plain-http behind a reverse proxy that terminates TLS") }
         if self.topics.isEmpty { throw ValidationError("give at least one --topic (the app's bundle id)") }
-        if !(1...10_000_000).contains(self.wakesPerMinute) { throw ValidationError("--wakes-per-minute must be between 1 and 10000000") }
-        if !(1...10_000_000).contains(self.sealsPerMinute) { throw ValidationError("--seals-per-minute must be between 1 and 10000000") }
-        if !(0...65535).contains(self.port) { throw ValidationError("--port must be between 0 and 65535") }
+        try checkOption("--wakes-per-minute", self.wakesPerMinute, in: 1...10_000_000)
+        try checkOption("--seals-per-minute", self.sealsPerMinute, in: 1...10_000_000)
+        try checkOption("--port", self.port, in: 0...65535)
         if Logger.Level(rawValue: self.logLevel) == nil { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
     }
 

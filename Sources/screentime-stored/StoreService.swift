@@ -49,7 +49,7 @@ struct StoreService: AsyncParsableCommand {
     func run() async throws {
         let configuration = StoreConfiguration(
             tombstoneGrace: .milliseconds(Int64(self.tombstoneGraceDays * 86_400_000)),
-            purgeInterval: .milliseconds(Int64(self.purgeIntervalSeconds * 1000)),
+            purgeInterval: .seconds(self.purgeIntervalSeconds),
             wake: self.wake.isEmpty ? nil : self.wake.compactMap(WakeTarget.init(argument:)),
             schemaVersion: self.schemaVersion)
         try await ServiceMain.run(service: "store", identifier: "screentime-stored", version: ServerVersion.current, options: self.options) { environment in

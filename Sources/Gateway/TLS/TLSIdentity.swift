@@ -43,12 +43,6 @@ public struct CertificateKeeper: Sendable {
     public let directory: String
     let logger: Logger
 
-    public init(settings: CertificateSettings, directory: String, logger: Logger) {
-        self.settings = settings
-        self.directory = directory
-        self.logger = logger
-    }
-
     var keyFile: String { (self.directory as NSString).appendingPathComponent("key.pem") }
     var certificateFile: String { (self.directory as NSString).appendingPathComponent("certificate.pem") }
 

@@ -15,9 +15,14 @@ enum ZoneOperations {
     }
 
     static func listFamilies(_ db: Database) throws -> [FamilyInfo] {
-        try Row.fetchAll(cached: db, sql: """
-            SELECT f.id, f.created_at, (SELECT COUNT(*) FROM zones z WHERE z.family = f.id AND z.deleted = 0) FROM families f ORDER BY f.created_at, f.id
-            """).map { FamilyInfo(family: $0[0], createdAt: Millis.date($0[1]), zones: $0[2]) }
+        let family = FamiliesTable.Columns.self, zone = ZonesTable.Columns.self
+        var zones: [String: Int] = [:]
+        for row in try Row.fetchAll(db, ZonesTable.filter(zone.deleted == false).select(zone.family, count(zone.id).forKey("zones")).group(zone.family)) {
+            zones[row[zone.family]] = row["zones"]
+        }
+        return try Row.fetchAll(db, FamiliesTable.select(family.id, family.createdAt).order(family.createdAt, family.id)).map { row in
+            FamilyInfo(family: row[family.id], createdAt: Millis.date(row[family.createdAt]), zones: zones[row[family.id]] ?? 0)
+        }
     }
 
     static func createZone(family: String, name: String, now: Int64, _ db: Database) throws -> ZoneRow {
@@ -39,13 +44,15 @@ enum ZoneOperations {
     }
 
     static func deleteZone(_ zone: ZoneRow, principal: Principal, now: Int64, _ db: Database) throws -> Int {
-        let count = try Int.fetchOne(cached: db, sql: "SELECT COUNT(*) FROM records WHERE zone_id = ? AND deleted = 0", arguments: [zone.id]) ?? 0
-        try db.execute(cached: "DELETE FROM records WHERE zone_id = ?", arguments: [zone.id])
-        try db.execute(cached: "DELETE FROM shares WHERE zone_id = ?", arguments: [zone.id])
-        try db.execute(cached: "UPDATE zones SET deleted = 1, deleted_at = ? WHERE id = ?", arguments: [now, zone.id])
+        let records = RecordsTable.filter(RecordsTable.Columns.zoneID == zone.id)
+        let count = try records.filter(RecordsTable.Columns.deleted == false).fetchCount(db)
+        try records.deleteAll(db)
+        try SharesTable.of(zone.id).deleteAll(db)
+        try ZonesTable.filter(key: zone.id).updateAll(db, ZonesTable.Columns.deleted.set(to: true), ZonesTable.Columns.deletedAt.set(to: now))
         try ChangeLog.append(db, zone: zone, kind: .zoneDeleted, at: now)
         // Records elsewhere that referenced this zone's records with deleteSelf go too.
-        let targets = try String.fetchAll(cached: db, sql: "SELECT DISTINCT target_name FROM refs WHERE family = ? AND target_zone = ?", arguments: [zone.family, zone.name])
+        let ref = RefsTable.Columns.self
+        let targets = try RefsTable.filter(ref.family == zone.family && ref.targetZone == zone.name).select(ref.targetName, as: String.self).distinct().fetchAll(db)
         for target in targets {
             _ = try Tombstones.cascade(from: RecordID(zone: zone.name, recordName: target), family: zone.family, by: principal, at: now, db)
         }
@@ -56,17 +63,24 @@ enum ZoneOperations {
         try FamilyRow.require(db, family)
         try AccessControl.requireFamily(principal, family)
         let readable = try AccessControl.readableZoneIDs(principal, family: family, in: db)
-        return try Row.fetchAll(cached: db, sql: """
-            SELECT z.id, z.name, z.created_at, (SELECT COUNT(*) FROM shares s WHERE s.zone_id = z.id)
-            FROM zones z WHERE z.family = ? AND z.deleted = 0 ORDER BY z.name
-            """, arguments: [family])
-            .filter { readable?.contains($0[0]) ?? true }
-            .map { ZoneInfo(name: $0[1], createdAt: Millis.date($0[2]), participants: $0[3]) }
+        let zone = ZonesTable.Columns.self, share = SharesTable.Columns.self
+        var participants: [Int64: Int] = [:]
+        let sharedZones = ZonesTable.live(family).select(zone.id)
+        for row in try Row.fetchAll(db, SharesTable.filter(sharedZones.contains(share.zoneID)).select(share.zoneID, count(share.deviceId).forKey("participants")).group(share.zoneID)) {
+            participants[row[share.zoneID]] = row["participants"]
+        }
+        return try Row.fetchAll(db, ZonesTable.live(family).select(zone.id, zone.name, zone.createdAt).order(zone.name))
+            .filter { readable?.contains($0[zone.id]) ?? true }
+            .map { ZoneInfo(name: $0[zone.name], createdAt: Millis.date($0[zone.createdAt]), participants: participants[$0[zone.id]] ?? 0) }
     }
 
     static func shareInfo(_ zone: ZoneRow, _ db: Database) throws -> ShareInfo {
-        let participants = try Row.fetchAll(cached: db, sql: "SELECT device_id, permission, added_at FROM shares WHERE zone_id = ? ORDER BY added_at, device_id", arguments: [zone.id])
-            .map { ShareParticipant(deviceId: $0[0], permission: SharePermission(rawValue: $0[1]) ?? .readOnly, addedAt: Millis.date($0[2])) }
+        let share = SharesTable.Columns.self
+        let participants = try Row.fetchAll(db, SharesTable.of(zone.id).select(share.deviceId, share.permission, share.addedAt).order(share.addedAt, share.deviceId))
+            .map { row in
+                ShareParticipant(deviceId: row[share.deviceId], permission: SharePermission(rawValue: row[share.permission]) ?? .readOnly,
+                                 addedAt: Millis.date(row[share.addedAt]))
+            }
         return ShareInfo(family: zone.family, zone: zone.name, participants: participants)
     }
 
@@ -79,8 +93,7 @@ enum ZoneOperations {
             try Validation.identifier(participant.deviceId, parameter)
             // Only the family's own devices (those with a credential in it, whatever its
             // status): a device of another family could never use the share anyway.
-            guard try Row.fetchOne(cached: db, sql: "SELECT 1 FROM credentials WHERE family = ? AND device_id = ?",
-                                   arguments: [zone.family, participant.deviceId]) != nil else {
+            guard try !CredentialsTable.device(family: zone.family, deviceId: participant.deviceId).isEmpty(db) else {
                 throw RPCError.invalidParams(parameter, "names \(participant.deviceId), which is not a device of family \(zone.family); a zone is shared only with the family's own paired devices")
             }
             try db.execute(cached: """
@@ -95,10 +108,10 @@ enum ZoneOperations {
     static func unshare(_ zone: ZoneRow, deviceIds: [String]?, now: Int64, _ db: Database) throws -> ShareInfo {
         if let deviceIds {
             for device in deviceIds {
-                try db.execute(cached: "DELETE FROM shares WHERE zone_id = ? AND device_id = ?", arguments: [zone.id, device])
+                try SharesTable.of(zone.id).filter(SharesTable.Columns.deviceId == device).deleteAll(db)
             }
         } else {
-            try db.execute(cached: "DELETE FROM shares WHERE zone_id = ?", arguments: [zone.id])
+            try SharesTable.of(zone.id).deleteAll(db)
         }
         try ChangeLog.append(db, zone: zone, kind: .shareChanged, at: now)
         return try shareInfo(zone, db)
@@ -107,19 +120,22 @@ enum ZoneOperations {
 
 /// Device credentials, as the pairing service records them.
 enum CredentialOperations {
+    private typealias Columns = CredentialsTable.Columns
+
     private static func info(_ row: Row) -> CredentialInfo {
         CredentialInfo(
-            family: row["family"], deviceId: row["device_id"], role: DeviceRole(rawValue: row["role"]) ?? .child,
-            status: CredentialStatus(rawValue: row["status"]) ?? .revoked, createdAt: Millis.date(row["created_at"]), updatedAt: Millis.date(row["updated_at"]))
+            family: row[Columns.family], deviceId: row[Columns.deviceId], role: DeviceRole(rawValue: row[Columns.role]) ?? .child,
+            status: CredentialStatus(rawValue: row[Columns.status]) ?? .revoked, createdAt: Millis.date(row[Columns.createdAt]),
+            updatedAt: Millis.date(row[Columns.updatedAt]))
     }
 
-    private static let columns = "family, device_id, role, status, created_at, updated_at"
+    private static let infoColumns = [Columns.family, Columns.deviceId, Columns.role, Columns.status, Columns.createdAt, Columns.updatedAt]
 
     /// The credential as recorded, and the change that logged it.
     static func put(_ params: PutCredentialParams, now: Int64, _ db: Database) throws -> (CredentialInfo, seq: Int64) {
         try FamilyRow.require(db, params.family)
-        if let holder = try Row.fetchOne(cached: db, sql: "SELECT family, device_id FROM credentials WHERE token_sha256 = ?", arguments: [params.tokenSHA256]),
-            holder["family"] as String != params.family || holder["device_id"] as String != params.deviceId
+        if let holder = try Row.fetchOne(db, CredentialsTable.filter(Columns.tokenSHA256 == params.tokenSHA256).select(Columns.family, Columns.deviceId)),
+            holder[Columns.family] as String != params.family || holder[Columns.deviceId] as String != params.deviceId
         {
             throw RPCError(.conflict, "this token is already the credential of another device; issue a new random token")
         }
@@ -141,43 +157,43 @@ enum CredentialOperations {
                                data: ["deviceId": .string(params.deviceId), "status": .string(current.status.rawValue)])
             }
         }
-        try db.execute(cached: "UPDATE credentials SET status = ?, updated_at = ? WHERE family = ? AND device_id = ?",
-            arguments: [params.status.rawValue, now, params.family, params.deviceId])
-        let seq = db.changesCount > 0 ? try ChangeLog.appendCredential(db, family: params.family, deviceId: params.deviceId, at: now) : nil
+        let updated = try CredentialsTable.device(family: params.family, deviceId: params.deviceId)
+            .updateAll(db, Columns.status.set(to: params.status.rawValue), Columns.updatedAt.set(to: now))
+        let seq = updated > 0 ? try ChangeLog.appendCredential(db, family: params.family, deviceId: params.deviceId, at: now) : nil
         return (try find(family: params.family, deviceId: params.deviceId, db), seq)
     }
 
     static func find(family: String, deviceId: String, _ db: Database) throws -> CredentialInfo {
-        guard let row = try Row.fetchOne(cached: db, sql: "SELECT \(columns) FROM credentials WHERE family = ? AND device_id = ?", arguments: [family, deviceId]) else {
+        guard let row = try Row.fetchOne(db, CredentialsTable.device(family: family, deviceId: deviceId).select(infoColumns)) else {
             try FamilyRow.require(db, family)
             throw RPCError(.notFound, "device \(deviceId) has no credential in family \(family)", data: ["deviceId": .string(deviceId)])
         }
         return info(row)
     }
 
-    private static let selectEntries = "SELECT family, device_id, role, status, token_sha256, updated_at FROM credentials"
+    private static let entryColumns = [Columns.family, Columns.deviceId, Columns.role, Columns.status, Columns.tokenSHA256, Columns.updatedAt]
 
     private static func entry(_ row: Row) -> CredentialEntry {
-        CredentialEntry(family: row["family"], deviceId: row["device_id"], role: DeviceRole(rawValue: row["role"]) ?? .child,
-                        status: CredentialStatus(rawValue: row["status"]) ?? .revoked, tokenSHA256: row["token_sha256"],
-                        updatedAt: Millis.date(row["updated_at"]))
+        CredentialEntry(family: row[Columns.family], deviceId: row[Columns.deviceId], role: DeviceRole(rawValue: row[Columns.role]) ?? .child,
+                        status: CredentialStatus(rawValue: row[Columns.status]) ?? .revoked, tokenSHA256: row[Columns.tokenSHA256],
+                        updatedAt: Millis.date(row[Columns.updatedAt]))
     }
 
     /// Every family's credentials with their token hashes (`store.credentialSnapshot`).
     static func entries(_ db: Database) throws -> [CredentialEntry] {
-        try Row.fetchAll(cached: db, sql: selectEntries).map(entry)
+        try Row.fetchAll(db, CredentialsTable.select(entryColumns)).map(entry)
     }
 
     /// One device's credential with its token hash (a `credentialChanged` event), if it has one.
     static func entry(family: String, deviceId: String, _ db: Database) throws -> CredentialEntry? {
-        try Row.fetchOne(cached: db, sql: selectEntries + " WHERE family = ? AND device_id = ?", arguments: [family, deviceId]).map(entry)
+        try Row.fetchOne(db, CredentialsTable.device(family: family, deviceId: deviceId).select(entryColumns)).map(entry)
     }
 
     static func list(family: String, deviceId: String?, _ db: Database) throws -> [CredentialInfo] {
         try FamilyRow.require(db, family)
         if let deviceId {
-            return try Row.fetchAll(cached: db, sql: "SELECT \(columns) FROM credentials WHERE family = ? AND device_id = ?", arguments: [family, deviceId]).map(info)
+            return try Row.fetchAll(db, CredentialsTable.device(family: family, deviceId: deviceId).select(infoColumns)).map(info)
         }
-        return try Row.fetchAll(cached: db, sql: "SELECT \(columns) FROM credentials WHERE family = ? ORDER BY created_at, device_id", arguments: [family]).map(info)
+        return try Row.fetchAll(db, CredentialsTable.filter(Columns.family == family).select(infoColumns).order(Columns.createdAt, Columns.deviceId)).map(info)
     }
 }

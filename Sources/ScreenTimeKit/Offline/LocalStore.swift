@@ -53,7 +53,7 @@ final class LocalStore: Sendable {
     }
 
     func value(_ key: String) throws(RPCError) -> String? {
-        do { return try self.database.read { db in try String.fetchOne(db, sql: "SELECT value FROM kv WHERE key = ?", arguments: [key]) } } catch {
+        do { return try self.database.read { db in try KeptValue.fetchOne(db, key: key)?.value } } catch {
             throw RPCError(.internal, "the kit's database could not be read: \(error)")
         }
     }
@@ -62,9 +62,9 @@ final class LocalStore: Sendable {
         do {
             try self.database.write { db in
                 if let value {
-                    try db.execute(sql: "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", arguments: [key, value])
+                    try KeptValue(key: key, value: value).save(db)
                 } else {
-                    try db.execute(sql: "DELETE FROM kv WHERE key = ?", arguments: [key])
+                    try KeptValue.deleteOne(db, key: key)
                 }
             }
         } catch {

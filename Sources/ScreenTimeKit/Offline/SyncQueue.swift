@@ -88,8 +88,8 @@ public final class SyncQueue: Sendable {
                     batch.requestId = id
                     if batch.atomic == nil { batch.atomic = true }
                     let params = String(decoding: try RPCJSON.makeEncoder().encode(batch), as: UTF8.self)
-                    try db.execute(sql: "INSERT INTO outbox (requestId, family, zone, params, label, createdAt) VALUES (?, ?, ?, ?, ?, ?)",
-                                   arguments: [id, batch.family, batch.zone, params, label, Date().timeIntervalSince1970])
+                    try OutboxRow(requestId: id, family: batch.family, zone: batch.zone, params: params, label: label, createdAt: Date().timeIntervalSince1970)
+                        .insert(db)
                     ids.append(id)
                     let stamp = (self.clock(), ProcessInfo.processInfo.systemUptime)
                     self.queuedAt.withLock { $0[id] = stamp }
@@ -120,7 +120,7 @@ public final class SyncQueue: Sendable {
     public func retry(requestId: String) throws(RPCError) {
         do {
             try self.store.database.write { db in
-                try db.execute(sql: "UPDATE outbox SET status = 'queued', attempts = 0 WHERE requestId = ?", arguments: [requestId])
+                try OutboxRow.batch(requestId).updateAll(db, OutboxRow.Columns.status.set(to: "queued"), OutboxRow.Columns.attempts.set(to: 0))
             }
         } catch { throw RPCError(.internal, "the offline queue could not be updated: \(error)") }
         self.signal()
@@ -129,7 +129,7 @@ public final class SyncQueue: Sendable {
     /// Removes a batch the app has decided to give up (the only way one leaves unapplied).
     public func discard(requestId: String) throws(RPCError) {
         do {
-            try self.store.database.write { db in try db.execute(sql: "DELETE FROM outbox WHERE requestId = ?", arguments: [requestId]) }
+            try self.store.database.write { db in _ = try OutboxRow.batch(requestId).deleteAll(db) }
         } catch { throw RPCError(.internal, "the offline queue could not be updated: \(error)") }
     }
 
@@ -276,11 +276,9 @@ public final class SyncQueue: Sendable {
         self.queuedAt.withLock { $0[id] = $0[batch.requestId] }
         let encoder = RPCJSON.makeEncoder()
         try self.store.database.write { db in
-            try db.execute(sql: "UPDATE outbox SET params = ? WHERE requestId = ?",
-                           arguments: [String(decoding: try encoder.encode(refused), as: UTF8.self), batch.requestId])
-            try db.execute(sql: "INSERT INTO outbox (requestId, family, zone, params, label, createdAt) VALUES (?, ?, ?, ?, ?, ?)",
-                           arguments: [id, rest.family, rest.zone, String(decoding: try encoder.encode(rest), as: UTF8.self), batch.label,
-                                       batch.createdAt.timeIntervalSince1970])
+            try OutboxRow.batch(batch.requestId).updateAll(db, OutboxRow.Columns.params.set(to: String(decoding: try encoder.encode(refused), as: UTF8.self)))
+            try OutboxRow(requestId: id, family: rest.family, zone: rest.zone, params: String(decoding: try encoder.encode(rest), as: UTF8.self),
+                          label: batch.label, createdAt: batch.createdAt.timeIntervalSince1970).insert(db)
         }
         self.logger.info("queued batch partly refused; the rest goes on", metadata: [
             "request_id": "\(batch.requestId)", "refused": "\(failures.count)", "rest_request_id": "\(id)",
@@ -350,16 +348,17 @@ public final class SyncQueue: Sendable {
 
     // MARK: Rows
 
-    private func batches(status: String, limit: Int = -1) throws(RPCError) -> [QueuedBatch] {
+    private func batches(status: String, limit: Int? = nil) throws(RPCError) -> [QueuedBatch] {
         do {
             return try self.store.database.read { db in
-                try Row.fetchAll(db, sql: "SELECT * FROM outbox WHERE status = ? ORDER BY seq LIMIT ?", arguments: [status, limit]).map { row in
-                    let params = try RPCJSON.makeDecoder().decode(ModifyParams.self, from: Data((row["params"] as String).utf8))
-                    let code: String? = row["lastErrorCode"]
+                var rows = OutboxRow.filter(OutboxRow.Columns.status == status).order(OutboxRow.Columns.seq)
+                if let limit { rows = rows.limit(limit) }
+                return try rows.fetchAll(db).map { row in
+                    let params = try RPCJSON.makeDecoder().decode(ModifyParams.self, from: Data(row.params.utf8))
                     return QueuedBatch(
-                        seq: row["seq"], requestId: row["requestId"], params: params, label: row["label"],
-                        createdAt: Date(timeIntervalSince1970: row["createdAt"]), attempts: row["attempts"],
-                        lastError: code.map { RPCError(ErrorCode($0), row["lastErrorMessage"] ?? "") }, failed: status == "failed")
+                        seq: row.seq ?? 0, requestId: row.requestId, params: params, label: row.label,
+                        createdAt: Date(timeIntervalSince1970: row.createdAt), attempts: row.attempts,
+                        lastError: row.lastErrorCode.map { RPCError(ErrorCode($0), row.lastErrorMessage ?? "") }, failed: status == "failed")
                 }
             }
         } catch {
@@ -368,16 +367,16 @@ public final class SyncQueue: Sendable {
     }
 
     private func remove(_ requestId: String) throws {
-        try self.store.database.write { db in try db.execute(sql: "DELETE FROM outbox WHERE requestId = ?", arguments: [requestId]) }
+        try self.store.database.write { db in _ = try OutboxRow.batch(requestId).deleteAll(db) }
         _ = self.queuedAt.withLock { $0.removeValue(forKey: requestId) }
     }
 
     private func recordAttempt(_ requestId: String, _ error: RPCError, failed: Bool) throws {
         try self.store.database.write { db in
-            try db.execute(sql: """
-                UPDATE outbox SET attempts = attempts + 1, lastAttemptAt = ?, lastErrorCode = ?, lastErrorMessage = ?, status = ?
-                WHERE requestId = ?
-                """, arguments: [Date().timeIntervalSince1970, error.code.rawValue, error.message, failed ? "failed" : "queued", requestId])
+            let row = OutboxRow.Columns.self
+            try OutboxRow.batch(requestId).updateAll(
+                db, row.attempts += 1, row.lastAttemptAt.set(to: Date().timeIntervalSince1970), row.lastErrorCode.set(to: error.code.rawValue),
+                row.lastErrorMessage.set(to: error.message), row.status.set(to: failed ? "failed" : "queued"))
         }
     }
 }

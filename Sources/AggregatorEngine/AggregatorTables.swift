@@ -1,0 +1,170 @@
+import GRDB
+
+// The aggregator's tables as GRDB's query interface names them, for the statements off the
+// hot path: outbox bookkeeping, the lookups of alerts and configuration, a parent's views.
+// The ingest path (a change at a time), the roll-ups, the joins and the upserts stay SQL in
+// the statement cache (docs/architecture.md, "SQL and the query interface").
+
+/// `families`: one row per family, its settings and versions.
+enum FamilyEntry: TableRecord {
+    static let databaseTableName = "families"
+    enum Columns {
+        static let family = Column("family"), timeZone = Column("time_zone"), configVersion = Column("config_version"), sealedBefore = Column("sealed_before")
+        static let alertRewardMinutes = Column("alert_reward_minutes"), alertExhausted = Column("alert_exhausted")
+    }
+
+    static func row(_ family: String) -> QueryInterfaceRequest<FamilyEntry> {
+        Self.filter(Columns.family == family)
+    }
+
+    /// The version of the family's configuration (0 before any rule).
+    static func configVersion(_ family: String, _ db: Database) throws -> Int64 {
+        try Self.row(family).select(Columns.configVersion, as: Int64.self).fetchOne(db) ?? 0
+    }
+}
+
+/// `devices`: one row per child device's zone, what the store's records say of it.
+enum DeviceEntry: TableRecord {
+    static let databaseTableName = "devices"
+    enum Columns {
+        static let family = Column("family"), zone = Column("zone"), deviceId = Column("device_id"), status = Column("status")
+        static let childRef = Column("child_ref"), childName = Column("child_name"), deviceName = Column("device_name")
+        static let appliedVersion = Column("applied_version"), appliedAtMillis = Column("applied_at_ms"), appVersion = Column("app_version")
+        static let clockOffsetSeconds = Column("clock_offset_s")
+    }
+
+    /// The family's devices that have paired (a zone can be known before its device is).
+    static func paired(_ family: String) -> QueryInterfaceRequest<DeviceEntry> {
+        Self.filter(Columns.family == family && Columns.deviceId != nil)
+    }
+}
+
+/// How alerts name a child's device: its own name, else "<child>'s device"; and its child.
+struct DeviceNaming {
+    var name: String?
+    var child: String?
+
+    init(family: String, deviceId: String, _ db: Database) {
+        let device = DeviceEntry.Columns.self
+        let row = try? Row.fetchOne(db, DeviceEntry.filter(device.family == family && device.deviceId == deviceId)
+            .select(device.deviceName, device.childName, device.childRef))
+        self.name = (row?[device.deviceName] as String?) ?? (row?[device.childName] as String?).map { "\($0)'s device" }
+        self.child = row?[device.childRef]
+    }
+}
+
+/// `days`: a device's totals of a day.
+enum DayEntry: TableRecord {
+    static let databaseTableName = "days"
+    enum Columns {
+        static let family = Column("family"), deviceId = Column("device_id"), day = Column("day")
+        static let learningSeconds = Column("learning_seconds"), rewardSeconds = Column("reward_seconds"), points = Column("points"), apps = Column("apps")
+    }
+}
+
+/// `accruals`: the aggregator's own ledger entries, until the store has them.
+enum AccrualEntry: TableRecord {
+    static let databaseTableName = "accruals"
+    enum Columns {
+        static let family = Column("family"), child = Column("child"), day = Column("day"), seq = Column("seq"), written = Column("written")
+        static let replaces = Column("replaces")
+    }
+}
+
+/// `alert_outbox`: alerts to hand to the push service, in order.
+enum AlertOutbox: TableRecord {
+    static let databaseTableName = "alert_outbox"
+    enum Columns {
+        static let id = Column("id")
+    }
+}
+
+/// `app_rules`: a family's rules (device `''`) and devices' own.
+enum AppRuleEntry: TableRecord {
+    static let databaseTableName = "app_rules"
+    enum Columns {
+        static let family = Column("family"), app = Column("app"), deviceId = Column("device_id"), displayName = Column("display_name")
+    }
+}
+
+/// `config_outbox`: device snapshots to write to the store, by version.
+enum ConfigOutbox: TableRecord {
+    static let databaseTableName = "config_outbox"
+    enum Columns {
+        static let family = Column("family"), zone = Column("zone"), version = Column("version")
+    }
+}
+
+/// `summary_outbox`: device-days whose DailySummary the store must get.
+enum SummaryOutbox: TableRecord {
+    static let databaseTableName = "summary_outbox"
+    enum Columns {
+        static let family = Column("family"), deviceId = Column("device_id"), day = Column("day"), version = Column("version")
+    }
+}
+
+/// `child_outbox`: children whose balance the store must get.
+enum ChildOutbox: TableRecord {
+    static let databaseTableName = "child_outbox"
+    enum Columns {
+        static let family = Column("family"), child = Column("child"), day = Column("day"), version = Column("version")
+    }
+}
+
+/// `alerts_fired`: each alert sent, so that it is sent once a day (or once).
+enum FiredAlert: TableRecord {
+    static let databaseTableName = "alerts_fired"
+    enum Columns {
+        static let family = Column("family"), kind = Column("kind"), subject = Column("subject"), day = Column("day")
+    }
+}
+
+/// `sessions`: the usage records counted, by record name.
+enum SessionEntry: TableRecord {
+    static let databaseTableName = "sessions"
+    enum Columns {
+        static let family = Column("family"), zone = Column("zone"), recordName = Column("record_name")
+        static let startMillis = Column("start_ms"), endMillis = Column("end_ms")
+    }
+}
+
+/// `ledger`: the ledger entries the store holds, by record name.
+enum LedgerEntry: TableRecord {
+    static let databaseTableName = "ledger"
+    enum Columns {
+        static let family = Column("family"), child = Column("child"), recordName = Column("record_name")
+        static let type = Column("type"), amount = Column("amount"), atMillis = Column("at_ms")
+    }
+}
+
+/// `children`: each child's balance and shield.
+enum ChildEntry: TableRecord {
+    static let databaseTableName = "children"
+    enum Columns {
+        static let family = Column("family"), child = Column("child"), balanceSeconds = Column("balance_seconds")
+    }
+}
+
+/// `week_outbox`: weeks whose WeeklySummary the store must get.
+enum WeekOutbox: TableRecord {
+    static let databaseTableName = "week_outbox"
+    enum Columns {
+        static let family = Column("family"), child = Column("child"), week = Column("week"), version = Column("version")
+    }
+}
+
+/// `prune_outbox`: records to delete from the store once their week is rolled up.
+enum PruneOutbox: TableRecord {
+    static let databaseTableName = "prune_outbox"
+    enum Columns {
+        static let family = Column("family"), zone = Column("zone"), recordName = Column("record_name")
+    }
+}
+
+/// `carried`: what a child's pruned weeks leave counted (ledger points, record counts).
+enum CarriedEntry: TableRecord {
+    static let databaseTableName = "carried"
+    enum Columns {
+        static let family = Column("family"), child = Column("child"), redeemed = Column("redeemed"), adjusted = Column("adjusted")
+    }
+}
