@@ -267,7 +267,7 @@ let package = Package(
             swiftSettings: strict
         ),
         // The aggregator's wire contract.
-        .target(name: "AggregatorAPI", dependencies: ["RPCCore"], swiftSettings: strict),
+        .target(name: "AggregatorAPI", dependencies: ["RPCCore", "StoreAPI"], swiftSettings: strict),
         // Local days, overlap, points: the counting rules, free of I/O.
         .target(name: "UsageModel", swiftSettings: strict),
         // The aggregator's engine: ingest of usage from the store's changes, daily summaries,

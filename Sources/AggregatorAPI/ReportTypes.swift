@@ -1,4 +1,5 @@
 import RPCCore
+import StoreAPI
 
 public enum ReportPeriod: String, StringEnum {
     /// One row per local day.
@@ -32,20 +33,8 @@ public struct ReportParams: Codable, Sendable, Hashable {
     }
 }
 
-public struct ReportApp: Codable, Sendable, Hashable {
-    public var app: String
-    /// `learning`, `reward`, or absent (counted in neither).
-    public var category: String?
-    public var seconds: Int64
-    public var points: Int64
-
-    public init(app: String, category: String?, seconds: Int64, points: Int64) {
-        self.app = app
-        self.category = category
-        self.seconds = seconds
-        self.points = points
-    }
-}
+/// An app's use in a report: what a DailySummary says of it, summed over the period.
+public typealias ReportApp = DailySummary.AppUsage
 
 public struct ReportRow: Codable, Sendable, Hashable {
     /// The day, or the week's Monday.

@@ -1,18 +1,8 @@
 import RPCCore
+import StoreAPI
 
 // A report (a row a day, each with its top apps) written by hand (see `JSONWritable`),
 // as its synthesized `Encodable` would; AggregatorTests checks the two agree.
-
-extension ReportApp: JSONWritable {
-    public func write(to writer: inout JSONWriter) throws {
-        writer.beginObject()
-        writer.member("app", self.app)
-        writer.member("category", self.category)
-        writer.member("seconds", self.seconds)
-        writer.member("points", self.points)
-        writer.endObject()
-    }
-}
 
 extension ReportRow: JSONWritable {
     public func write(to writer: inout JSONWriter) throws {

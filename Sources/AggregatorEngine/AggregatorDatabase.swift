@@ -45,10 +45,10 @@ final class AggregatorDatabase: StoreLogFollowerDatabase {
                 return try rows.fetchCount(db)
             }
             return Counts(
-                sessions: try count("sessions"), days: try count("days"), pendingSummaries: try count(SummaryOutbox.databaseTableName),
-                pendingChildWrites: try count(ChildOutbox.databaseTableName) + count(AccrualEntry.databaseTableName, where: AccrualEntry.Columns.written == false),
-                pendingRetentionWrites: try count("week_outbox") + count("prune_outbox"),
-                pendingConfigurations: try count(ConfigOutbox.databaseTableName))
+                sessions: try count("sessions"), days: try count("days"), pendingSummaries: try count("summary_outbox"),
+                pendingChildWrites: try count("child_outbox") + count(AccrualEntry.databaseTableName, where: AccrualEntry.Columns.written == false),
+                pendingRetentionWrites: try count(WeekOutbox.databaseTableName) + count(PruneOutbox.databaseTableName),
+                pendingConfigurations: try count("config_outbox"))
         }
     }
 }
@@ -94,9 +94,8 @@ extension AggregatorDatabase {
     func summariesWritten(_ written: [PendingSummary]) async throws {
         try await self.pool.write { db in
             for item in written {
-                let outbox = SummaryOutbox.Columns.self
-                try SummaryOutbox.filter(outbox.family == item.family && outbox.deviceId == item.deviceId && outbox.day == item.day && outbox.version == item.version)
-                    .deleteAll(db)
+                try db.execute(cached: "DELETE FROM summary_outbox WHERE family = ? AND device_id = ? AND day = ? AND version = ?",
+                               arguments: [item.family, item.deviceId, item.day, item.version])
             }
         }
     }
@@ -136,9 +135,8 @@ extension AggregatorDatabase {
     func childWritesDone(_ done: [PendingChildWrite]) async throws {
         try await self.pool.write { db in
             for item in done {
-                let outbox = ChildOutbox.Columns.self
-                try ChildOutbox.filter(outbox.family == item.family && outbox.child == item.child && outbox.day == "" && outbox.version == item.version)
-                    .deleteAll(db)
+                try db.execute(cached: "DELETE FROM child_outbox WHERE family = ? AND child = ? AND day = '' AND version = ?",
+                               arguments: [item.family, item.child, item.version])
             }
         }
     }
@@ -185,9 +183,8 @@ extension AggregatorDatabase {
     func accrualsWritten(_ done: [PendingAccrual]) async throws {
         try await self.pool.write { db in
             for item in done {
-                let accrual = AccrualEntry.Columns.self
-                try AccrualEntry.filter(accrual.family == item.family && accrual.child == item.child && accrual.day == item.day && accrual.seq == item.seq)
-                    .updateAll(db, accrual.written.set(to: true))
+                try db.execute(cached: "UPDATE accruals SET written = 1 WHERE family = ? AND child = ? AND day = ? AND seq = ?",
+                               arguments: [item.family, item.child, item.day, item.seq])
             }
         }
     }
@@ -228,22 +225,22 @@ extension AggregatorDatabase {
     }
 
     func timeZone(of family: String) async throws -> String {
-        try await self.pool.read { db in try FamilyEntry.row(family).select(FamilyEntry.Columns.timeZone, as: String.self).fetchOne(db) ?? "UTC" }
+        try await self.pool.read { db in try String.fetchOne(cached: db, sql: "SELECT time_zone FROM families WHERE family = ?", arguments: [family]) ?? "UTC" }
     }
 
     /// The paired devices of a child (by its ChildContext record name).
     func devices(ofChild child: String, family: String) async throws -> [String] {
         try await self.pool.read { db in
-            let device = DeviceEntry.Columns.self
-            return try DeviceEntry.paired(family).filter(device.childRef == child).select(device.deviceId, as: String.self).distinct().order(device.deviceId).fetchAll(db)
+            try String.fetchAll(cached: db, sql: "SELECT DISTINCT device_id FROM devices WHERE family = ? AND child_ref = ? AND device_id IS NOT NULL ORDER BY device_id",
+                                arguments: [family, child])
         }
     }
 
     func knows(device: String, family: String) async throws -> Bool {
         try await self.pool.read { db in
-            let known = DeviceEntry.filter(DeviceEntry.Columns.family == family && DeviceEntry.Columns.deviceId == device)
-            let counted = DayEntry.filter(DayEntry.Columns.family == family && DayEntry.Columns.deviceId == device)
-            return try !known.isEmpty(db) || !counted.isEmpty(db)
+            try Bool.fetchOne(cached: db, sql: """
+                SELECT EXISTS (SELECT 1 FROM devices WHERE family = ? AND device_id = ?) OR EXISTS (SELECT 1 FROM days WHERE family = ? AND device_id = ?)
+                """, arguments: [family, device, family, device]) ?? false
         }
     }
 
@@ -251,11 +248,12 @@ extension AggregatorDatabase {
     func days(family: String, devices: [String], from: String, to: String) async throws -> [DayRow] {
         guard !devices.isEmpty else { return [] }
         return try await self.pool.read { db in
-            let day = DayEntry.Columns.self
-            return try DayRow.fetchAll(db, DayEntry
-                .select(day.deviceId, day.day, day.learningSeconds, day.rewardSeconds, day.points, day.apps)
-                .filter(day.family == family && devices.contains(day.deviceId) && (from...to).contains(day.day))
-                .order(day.day, day.deviceId))
+            let marks = Array(repeating: "?", count: devices.count).joined(separator: ", ")
+            let arguments: [(any DatabaseValueConvertible)?] = [family] + devices.map { $0 } + [from, to]
+            return try DayRow.fetchAll(db, sql: """
+                SELECT device_id, day, learning_seconds, reward_seconds, points, apps FROM days
+                WHERE family = ? AND device_id IN (\(marks)) AND day BETWEEN ? AND ? ORDER BY day, device_id
+                """, arguments: StatementArguments(arguments))
         }
     }
 }

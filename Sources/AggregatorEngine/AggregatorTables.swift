@@ -1,9 +1,10 @@
 import GRDB
 
 // The aggregator's tables as GRDB's query interface names them, for the statements off the
-// hot path: outbox bookkeeping, the lookups of alerts and configuration, a parent's views.
-// The ingest path (a change at a time), the roll-ups, the joins and the upserts stay SQL in
-// the statement cache (docs/architecture.md, "SQL and the query interface").
+// hot path: the lookups of alerts and configuration, device states, recompute, retention.
+// The ingest path (a change at a time), the write-back of each summary and balance, the
+// report's reads, the roll-ups, the joins and the upserts stay SQL in the statement cache
+// (docs/architecture.md, "SQL and the query interface").
 
 /// `families`: one row per family, its settings and versions.
 enum FamilyEntry: TableRecord {
@@ -84,30 +85,6 @@ enum AppRuleEntry: TableRecord {
     static let databaseTableName = "app_rules"
     enum Columns {
         static let family = Column("family"), app = Column("app"), deviceId = Column("device_id"), displayName = Column("display_name")
-    }
-}
-
-/// `config_outbox`: device snapshots to write to the store, by version.
-enum ConfigOutbox: TableRecord {
-    static let databaseTableName = "config_outbox"
-    enum Columns {
-        static let family = Column("family"), zone = Column("zone"), version = Column("version")
-    }
-}
-
-/// `summary_outbox`: device-days whose DailySummary the store must get.
-enum SummaryOutbox: TableRecord {
-    static let databaseTableName = "summary_outbox"
-    enum Columns {
-        static let family = Column("family"), deviceId = Column("device_id"), day = Column("day"), version = Column("version")
-    }
-}
-
-/// `child_outbox`: children whose balance the store must get.
-enum ChildOutbox: TableRecord {
-    static let databaseTableName = "child_outbox"
-    enum Columns {
-        static let family = Column("family"), child = Column("child"), day = Column("day"), version = Column("version")
     }
 }
 

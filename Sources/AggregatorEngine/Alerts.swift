@@ -60,7 +60,7 @@ enum Alerts {
     /// Checks the reward time of the child-days just computed again.
     static func checkRewardDays(_ days: [EarnedTime.Child: Set<String>], _ db: Database) throws {
         for (child, childDays) in days {
-            guard let minutes = try FamilyEntry.row(child.family).select(FamilyEntry.Columns.alertRewardMinutes, as: Int64.self).fetchOne(db) else { continue }
+            guard let minutes = try Int64.fetchOne(cached: db, sql: "SELECT alert_reward_minutes FROM families WHERE family = ?", arguments: [child.family]) else { continue }
             for day in childDays {
                 let reward = try Int64.fetchOne(cached: db, sql: """
                     SELECT coalesce(sum(d.reward_seconds), 0) FROM days d JOIN devices v ON v.family = d.family AND v.device_id = d.device_id
@@ -130,8 +130,9 @@ enum Alerts {
     }
 
     private static func hasFired(_ kind: Kind, family: String, subject: String, day: String, _ db: Database) throws -> Bool {
-        let fired = FiredAlert.Columns.self
-        return try !FiredAlert.filter(fired.family == family && fired.kind == kind.rawValue && fired.subject == subject && fired.day == day).isEmpty(db)
+        // On the ingest path (each session's clock, each child-day counted again): cached.
+        try Bool.fetchOne(cached: db, sql: "SELECT EXISTS (SELECT 1 FROM alerts_fired WHERE family = ? AND kind = ? AND subject = ? AND day = ?)",
+                          arguments: [family, kind.rawValue, subject, day]) ?? false
     }
 
     /// The child's name as the parent gave it when inviting (its zones' MonitoringSession),

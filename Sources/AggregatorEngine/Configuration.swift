@@ -86,8 +86,8 @@ extension AggregatorDatabase {
     func configurationsWritten(_ written: [PendingConfiguration]) async throws {
         try await self.pool.write { db in
             for item in written {
-                try ConfigOutbox.filter(ConfigOutbox.Columns.family == item.family && ConfigOutbox.Columns.zone == item.zone && ConfigOutbox.Columns.version == item.version)
-                    .deleteAll(db)
+                try db.execute(cached: "DELETE FROM config_outbox WHERE family = ? AND zone = ? AND version = ?",
+                               arguments: [item.family, item.zone, item.version])
             }
         }
     }

@@ -319,18 +319,20 @@ final class PushDatabase: StoreLogFollowerDatabase {
     func ack(family: String, deviceId: String, upTo: Int64) async throws -> AckResult {
         try await self.pool.write { db in
             let last = try self.committedLastSeq(DeviceKey(family: family, deviceId: deviceId), db)
-            try db.execute(sql: """
+            try db.execute(cached: """
                 INSERT INTO devices(family, device_id, acked) VALUES (?, ?, ?)
                 ON CONFLICT(family, device_id) DO UPDATE SET acked = max(acked, excluded.acked)
                 """, arguments: [family, deviceId, min(upTo, last)])
-            let device = DeviceNumbering.Columns.self
-            let acked = try DeviceNumbering.filter(device.family == family && device.deviceId == deviceId).select(device.acked, as: Int64.self).fetchOne(db) ?? 0
-            for table in DeviceQueue.all + [DeviceQueue(table: OutboxEntry.databaseTableName)] {
-                try table.of(family: family, deviceId: deviceId).filter(DeviceQueue.Columns.seq <= acked).deleteAll(db)
-            }
+            // Every listening device acknowledges what it is sent: cached statements.
+            let acked = try Int64.fetchOne(cached: db, sql: "SELECT acked FROM devices WHERE family = ? AND device_id = ?", arguments: [family, deviceId]) ?? 0
+            try db.execute(cached: "DELETE FROM queue WHERE family = ? AND device_id = ? AND seq <= ?", arguments: [family, deviceId, acked])
+            try db.execute(cached: "DELETE FROM queue_latest WHERE family = ? AND device_id = ? AND seq <= ?", arguments: [family, deviceId, acked])
+            try db.execute(cached: "DELETE FROM outbox WHERE family = ? AND device_id = ? AND seq <= ?", arguments: [family, deviceId, acked])
             // Acknowledged in time: the device needs no wake for it.
             try Self.cancelWake(family: family, deviceId: deviceId, upTo: acked, db)
-            let pending = try DeviceQueue.all.reduce(0) { try $0 + $1.of(family: family, deviceId: deviceId).fetchCount(db) }
+            let pending = try Int.fetchOne(cached: db, sql: """
+                SELECT (SELECT count(*) FROM queue WHERE family = ?1 AND device_id = ?2) + (SELECT count(*) FROM queue_latest WHERE family = ?1 AND device_id = ?2)
+                """, arguments: [family, deviceId]) ?? 0
             return AckResult(acked: acked, pending: pending)
         }
     }

@@ -1,9 +1,9 @@
 import GRDB
 
 // Push's tables as GRDB's query interface names them, for what runs beside the
-// notification path: subscriptions, acknowledgements, expiry. Filling the queues, the
-// outbox and the wakes for a batch of changes stays SQL in the statement cache
-// (docs/architecture.md, "SQL and the query interface").
+// notification path: subscriptions and expiry. Filling the queues, the outbox and the
+// wakes for a batch of changes, and each device's acknowledgements, stay SQL in the
+// statement cache (docs/architecture.md, "SQL and the query interface").
 
 /// `subscriptions`: each device's subscriptions, as JSON.
 enum SubscriptionEntry: TableRecord {
@@ -14,14 +14,6 @@ enum SubscriptionEntry: TableRecord {
 
     static func of(family: String, deviceId: String) -> QueryInterfaceRequest<SubscriptionEntry> {
         Self.filter(Columns.family == family && Columns.deviceId == deviceId)
-    }
-}
-
-/// `devices`: each device's numbering and acknowledgement.
-enum DeviceNumbering: TableRecord {
-    static let databaseTableName = "devices"
-    enum Columns {
-        static let family = Column("family"), deviceId = Column("device_id"), acked = Column("acked")
     }
 }
 

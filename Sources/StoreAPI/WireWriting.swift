@@ -285,3 +285,14 @@ extension ChangeEvent: JSONReadable {
             })
     }
 }
+
+extension DailySummary.AppUsage: JSONWritable {
+    public func write(to writer: inout JSONWriter) throws {
+        writer.beginObject()
+        writer.member("app", self.app)
+        writer.member("category", self.category)
+        writer.member("seconds", self.seconds)
+        writer.member("points", self.points)
+        writer.endObject()
+    }
+}

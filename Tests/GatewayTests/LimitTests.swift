@@ -130,7 +130,9 @@ struct LimitTests {
 
         // The client goes away: its socket's work ends with it.
         await stalled.close()
-        try await waitUntil("the gateway closes the stalled WebSocket", timeout: .seconds(30), detail: String(stack.gateway.log.suffix(3000))) {
+        // On a failure: the gateway's log, and what is left of the connection on both sides.
+        try await waitUntil("the gateway closes the stalled WebSocket", timeout: .seconds(30),
+                            detail: String(stack.gateway.log.suffix(3000)) + "\n/proc/net/tcp:\n" + TCPQueues.describe(clientPort: clientPort)) {
             stack.gateway.log.split(separator: "\n").contains { $0.contains("websocket closed") && $0.contains("mum-phone") }
         }
         reader.request(200, "store.whoami")

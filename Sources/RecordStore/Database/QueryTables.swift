@@ -1,9 +1,10 @@
 import GRDB
 
-// The store's tables as GRDB's query interface names them, for the statements off the
-// request path: families, zones, shares and credentials, which change a few times in a
-// family's life. What every request runs (a zone's lookup, a record's read and write, the
-// change log) stays SQL in the statement cache (docs/architecture.md, "SQL and the query interface").
+// The store's tables as GRDB's query interface names them, for the statements that run a
+// few times in a family's life: listing families and zones, deleting a zone, unsharing,
+// listing a family's credentials. What every request runs (a zone's lookup, a record's
+// read and write, the change log) and what each pairing runs stay SQL in the statement
+// cache (docs/architecture.md, "SQL and the query interface").
 
 enum FamiliesTable: TableRecord {
     static let databaseTableName = "families"

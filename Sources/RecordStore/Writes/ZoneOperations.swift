@@ -75,8 +75,10 @@ enum ZoneOperations {
     }
 
     static func shareInfo(_ zone: ZoneRow, _ db: Database) throws -> ShareInfo {
+        // Every share and unshare answers with it (a pairing shares the child's zone): cached.
         let share = SharesTable.Columns.self
-        let participants = try Row.fetchAll(db, SharesTable.of(zone.id).select(share.deviceId, share.permission, share.addedAt).order(share.addedAt, share.deviceId))
+        let participants = try Row.fetchAll(cached: db, sql: "SELECT device_id, permission, added_at FROM shares WHERE zone_id = ? ORDER BY added_at, device_id",
+                                            arguments: [zone.id])
             .map { row in
                 ShareParticipant(deviceId: row[share.deviceId], permission: SharePermission(rawValue: row[share.permission]) ?? .readOnly,
                                  addedAt: Millis.date(row[share.addedAt]))
@@ -93,7 +95,8 @@ enum ZoneOperations {
             try Validation.identifier(participant.deviceId, parameter)
             // Only the family's own devices (those with a credential in it, whatever its
             // status): a device of another family could never use the share anyway.
-            guard try !CredentialsTable.device(family: zone.family, deviceId: participant.deviceId).isEmpty(db) else {
+            guard try Row.fetchOne(cached: db, sql: "SELECT 1 FROM credentials WHERE family = ? AND device_id = ?",
+                                   arguments: [zone.family, participant.deviceId]) != nil else {
                 throw RPCError.invalidParams(parameter, "names \(participant.deviceId), which is not a device of family \(zone.family); a zone is shared only with the family's own paired devices")
             }
             try db.execute(cached: """
@@ -130,11 +133,14 @@ enum CredentialOperations {
     }
 
     private static let infoColumns = [Columns.family, Columns.deviceId, Columns.role, Columns.status, Columns.createdAt, Columns.updatedAt]
+    /// One device's credential is read on each pairing, confirmation and revocation, and by
+    /// the pairing service's checks: a cached statement.
+    private static let selectInfo = "family, device_id, role, status, created_at, updated_at FROM credentials"
 
     /// The credential as recorded, and the change that logged it.
     static func put(_ params: PutCredentialParams, now: Int64, _ db: Database) throws -> (CredentialInfo, seq: Int64) {
         try FamilyRow.require(db, params.family)
-        if let holder = try Row.fetchOne(db, CredentialsTable.filter(Columns.tokenSHA256 == params.tokenSHA256).select(Columns.family, Columns.deviceId)),
+        if let holder = try Row.fetchOne(cached: db, sql: "SELECT family, device_id FROM credentials WHERE token_sha256 = ?", arguments: [params.tokenSHA256]),
             holder[Columns.family] as String != params.family || holder[Columns.deviceId] as String != params.deviceId
         {
             throw RPCError(.conflict, "this token is already the credential of another device; issue a new random token")
@@ -157,14 +163,14 @@ enum CredentialOperations {
                                data: ["deviceId": .string(params.deviceId), "status": .string(current.status.rawValue)])
             }
         }
-        let updated = try CredentialsTable.device(family: params.family, deviceId: params.deviceId)
-            .updateAll(db, Columns.status.set(to: params.status.rawValue), Columns.updatedAt.set(to: now))
-        let seq = updated > 0 ? try ChangeLog.appendCredential(db, family: params.family, deviceId: params.deviceId, at: now) : nil
+        try db.execute(cached: "UPDATE credentials SET status = ?, updated_at = ? WHERE family = ? AND device_id = ?",
+                       arguments: [params.status.rawValue, now, params.family, params.deviceId])
+        let seq = db.changesCount > 0 ? try ChangeLog.appendCredential(db, family: params.family, deviceId: params.deviceId, at: now) : nil
         return (try find(family: params.family, deviceId: params.deviceId, db), seq)
     }
 
     static func find(family: String, deviceId: String, _ db: Database) throws -> CredentialInfo {
-        guard let row = try Row.fetchOne(db, CredentialsTable.device(family: family, deviceId: deviceId).select(infoColumns)) else {
+        guard let row = try Row.fetchOne(cached: db, sql: "SELECT \(selectInfo) WHERE family = ? AND device_id = ?", arguments: [family, deviceId]) else {
             try FamilyRow.require(db, family)
             throw RPCError(.notFound, "device \(deviceId) has no credential in family \(family)", data: ["deviceId": .string(deviceId)])
         }
@@ -192,7 +198,7 @@ enum CredentialOperations {
     static func list(family: String, deviceId: String?, _ db: Database) throws -> [CredentialInfo] {
         try FamilyRow.require(db, family)
         if let deviceId {
-            return try Row.fetchAll(db, CredentialsTable.device(family: family, deviceId: deviceId).select(infoColumns)).map(info)
+            return try Row.fetchAll(cached: db, sql: "SELECT \(selectInfo) WHERE family = ? AND device_id = ?", arguments: [family, deviceId]).map(info)
         }
         return try Row.fetchAll(db, CredentialsTable.filter(Columns.family == family).select(infoColumns).order(Columns.createdAt, Columns.deviceId)).map(info)
     }

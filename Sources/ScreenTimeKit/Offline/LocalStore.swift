@@ -53,7 +53,8 @@ final class LocalStore: Sendable {
     }
 
     func value(_ key: String) throws(RPCError) -> String? {
-        do { return try self.database.read { db in try KeptValue.fetchOne(db, key: key)?.value } } catch {
+        // Read and written for every notification handled: cached statements.
+        do { return try self.database.read { db in try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM kv WHERE key = ?"), arguments: [key]) } } catch {
             throw RPCError(.internal, "the kit's database could not be read: \(error)")
         }
     }
@@ -62,9 +63,9 @@ final class LocalStore: Sendable {
         do {
             try self.database.write { db in
                 if let value {
-                    try KeptValue(key: key, value: value).save(db)
+                    try db.cachedStatement(sql: "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value").execute(arguments: [key, value])
                 } else {
-                    try KeptValue.deleteOne(db, key: key)
+                    try db.cachedStatement(sql: "DELETE FROM kv WHERE key = ?").execute(arguments: [key])
                 }
             }
         } catch {

@@ -32,10 +32,3 @@ struct OutboxRow: Codable, FetchableRecord, PersistableRecord {
         Self.filter(Columns.requestId == requestId)
     }
 }
-
-/// A row of the kit's `kv`: what it keeps by name (change tokens, the last notification).
-struct KeptValue: Codable, FetchableRecord, PersistableRecord {
-    static let databaseTableName = "kv"
-    var key: String
-    var value: String
-}

@@ -51,16 +51,10 @@ public enum PinnedHandshake {
         let check = Check(host: host, port: port, pin: pin)
         let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
         do {
-            let context = try Self.context()
-            channel = try await ClientBootstrap(group: group)
-                .connectTimeout(TimeAmount(timeout))
-                .connect(host: host, port: port) { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(try check.handler(context: context))
-                        try channel.pipeline.syncOperations.addHandler(HandshakeWatcher())
-                        return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-                    }
-                }
+            channel = try await check.connect(timeout: timeout, group: group) { channel in
+                try channel.pipeline.syncOperations.addHandler(HandshakeWatcher())
+                return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+            }
         } catch {
             throw RPCError(.unavailable, ConnectionFailure.sentence(error, host: host, port: port))
         }
@@ -105,6 +99,21 @@ public enum PinnedHandshake {
             self.host = host
             self.port = port
             self.pin = pin
+        }
+
+        /// A TCP connection to the host and port within `timeout`, this check's TLS handler
+        /// first in its pipeline, then what `rest` adds (on the channel's event loop).
+        func connect<Output: Sendable>(timeout: Duration, group: any EventLoopGroup,
+                                       _ rest: @escaping @Sendable (any Channel) throws -> Output) async throws -> Output {
+            let context = try PinnedHandshake.context()
+            return try await ClientBootstrap(group: group)
+                .connectTimeout(TimeAmount(timeout))
+                .connect(host: self.host, port: self.port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(try self.handler(context: context))
+                        return try rest(channel)
+                    }
+                }
         }
 
         /// The leaf whose key matched, once the handshake checked it.

@@ -46,39 +46,33 @@ final class PinnedWebSocket: Sendable {
         let check = PinnedHandshake.Check(host: host, port: port, pin: pin)
         let upgraded: EventLoopFuture<PinnedWebSocket>
         do {
-            let context = try PinnedHandshake.context()
-            upgraded = try await ClientBootstrap(group: group)
-                .connectTimeout(TimeAmount(timeout))
-                .connect(host: host, port: port) { channel in
+            upgraded = try await check.connect(timeout: timeout, group: group) { channel in
+                let upgrader = NIOTypedWebSocketClientUpgrader<PinnedWebSocket>(maxFrameSize: maximumMessageSize) { channel, _ in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(try check.handler(context: context))
-                        let upgrader = NIOTypedWebSocketClientUpgrader<PinnedWebSocket>(maxFrameSize: maximumMessageSize) { channel, _ in
-                            channel.eventLoop.makeCompletedFuture {
-                                try channel.pipeline.syncOperations.addHandler(NIOWebSocketFrameAggregator(
-                                    minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 4096, maxAccumulatedFrameSize: maximumMessageSize))
-                                return PinnedWebSocket(channel: try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(wrappingChannelSynchronously: channel))
-                            }
-                        }
-                        var headers = HTTPHeaders()
-                        // An IPv6 address goes in brackets (RFC 9110's authority form).
-                        let authority = host.contains(":") ? "[\(host)]" : host
-                        headers.add(name: "Host", value: port == 443 ? authority : "\(authority):\(port)")
-                        if let token { headers.add(name: "Authorization", value: "Bearer \(token)") }
-                        let configuration = NIOTypedHTTPClientUpgradeConfiguration<PinnedWebSocket>(
-                            upgradeRequestHead: HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: headers),
-                            upgraders: [upgrader],
-                            notUpgradingCompletionHandler: { channel in
-                                channel.close(promise: nil)
-                                return channel.eventLoop.makeFailedFuture(RPCError(.unavailable, "the gateway at \(host):\(port) did not accept the WebSocket on \(path)"))
-                            })
-                        let upgraded = try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(configuration: .init(upgradeConfiguration: configuration))
-                        // The TLS handshake and the upgrade within `timeout` too: a gateway that
-                        // takes the connection and says nothing must not hold the transport.
-                        let deadline = channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) { channel.close(promise: nil) }
-                        upgraded.whenComplete { _ in deadline.cancel() }
-                        return upgraded
+                        try channel.pipeline.syncOperations.addHandler(NIOWebSocketFrameAggregator(
+                            minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 4096, maxAccumulatedFrameSize: maximumMessageSize))
+                        return PinnedWebSocket(channel: try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(wrappingChannelSynchronously: channel))
                     }
                 }
+                var headers = HTTPHeaders()
+                // An IPv6 address goes in brackets (RFC 9110's authority form).
+                let authority = host.contains(":") ? "[\(host)]" : host
+                headers.add(name: "Host", value: port == 443 ? authority : "\(authority):\(port)")
+                if let token { headers.add(name: "Authorization", value: "Bearer \(token)") }
+                let configuration = NIOTypedHTTPClientUpgradeConfiguration<PinnedWebSocket>(
+                    upgradeRequestHead: HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: headers),
+                    upgraders: [upgrader],
+                    notUpgradingCompletionHandler: { channel in
+                        channel.close(promise: nil)
+                        return channel.eventLoop.makeFailedFuture(RPCError(.unavailable, "the gateway at \(host):\(port) did not accept the WebSocket on \(path)"))
+                    })
+                let upgraded = try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(configuration: .init(upgradeConfiguration: configuration))
+                // The TLS handshake and the upgrade within `timeout` too: a gateway that
+                // takes the connection and says nothing must not hold the transport.
+                let deadline = channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) { channel.close(promise: nil) }
+                upgraded.whenComplete { _ in deadline.cancel() }
+                return upgraded
+            }
         } catch {
             throw check.refusal ?? RPCError(.unavailable, ConnectionFailure.sentence(error, host: host, port: port))
         }

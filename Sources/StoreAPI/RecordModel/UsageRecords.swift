@@ -63,8 +63,10 @@ public struct DailySummary: RecordFields {
     public var appsUsedJSON: String?
     public var lastUpdated: Date?
 
+    /// One app's use in a day (and, summed, in a report's period).
     public struct AppUsage: Codable, Sendable, Hashable {
         public var app: String
+        /// `learning`, `reward`, or absent (counted in neither).
         public var category: String?
         public var seconds: Int64
         public var points: Int64
