@@ -466,6 +466,7 @@ let package = Package(
         .executableTarget(
             name: "screentimectl",
             dependencies: [
+                "OptionChecks",
                 "ServerVersion",
                 "AggregatorAPI",
                 "PairingAPI",

@@ -1,17 +1,16 @@
 import GRDB
 
 // The aggregator's tables as GRDB's query interface names them, for the statements off the
-// hot path: the lookups of alerts and configuration, device states, recompute, retention.
-// The ingest path (a change at a time), the write-back of each summary and balance, the
-// report's reads, the roll-ups, the joins and the upserts stay SQL in the statement cache
-// (docs/architecture.md, "SQL and the query interface").
+// hot path: configuration lookups, device states, recompute, retention, the texts of alerts
+// that fire. The ingest path (a change at a time, the alert checks and balances in it), the
+// write-back of each summary and balance, a report's reads, the roll-ups, the joins and the
+// upserts stay SQL in the statement cache (docs/architecture.md, "SQL and the query interface").
 
 /// `families`: one row per family, its settings and versions.
 enum FamilyEntry: TableRecord {
     static let databaseTableName = "families"
     enum Columns {
-        static let family = Column("family"), timeZone = Column("time_zone"), configVersion = Column("config_version"), sealedBefore = Column("sealed_before")
-        static let alertRewardMinutes = Column("alert_reward_minutes"), alertExhausted = Column("alert_exhausted")
+        static let family = Column("family"), configVersion = Column("config_version"), alertExhausted = Column("alert_exhausted")
     }
 
     static func row(_ family: String) -> QueryInterfaceRequest<FamilyEntry> {
@@ -59,7 +58,7 @@ enum DayEntry: TableRecord {
     static let databaseTableName = "days"
     enum Columns {
         static let family = Column("family"), deviceId = Column("device_id"), day = Column("day")
-        static let learningSeconds = Column("learning_seconds"), rewardSeconds = Column("reward_seconds"), points = Column("points"), apps = Column("apps")
+        static let learningSeconds = Column("learning_seconds"), rewardSeconds = Column("reward_seconds"), points = Column("points")
     }
 }
 
@@ -85,14 +84,6 @@ enum AppRuleEntry: TableRecord {
     static let databaseTableName = "app_rules"
     enum Columns {
         static let family = Column("family"), app = Column("app"), deviceId = Column("device_id"), displayName = Column("display_name")
-    }
-}
-
-/// `alerts_fired`: each alert sent, so that it is sent once a day (or once).
-enum FiredAlert: TableRecord {
-    static let databaseTableName = "alerts_fired"
-    enum Columns {
-        static let family = Column("family"), kind = Column("kind"), subject = Column("subject"), day = Column("day")
     }
 }
 

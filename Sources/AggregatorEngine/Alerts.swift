@@ -138,9 +138,9 @@ enum Alerts {
     /// The child's name as the parent gave it when inviting (its zones' MonitoringSession),
     /// else its record's.
     static func name(_ child: EarnedTime.Child, _ db: Database) throws -> String {
-        let device = DeviceEntry.Columns.self
-        return try DeviceEntry.filter(device.family == child.family && device.childRef == child.child && device.childName != nil)
-            .select(device.childName, as: String.self).fetchOne(db) ?? Self.name(child.child)
+        // For each child-day counted again, before it is known whether an alert fires: cached.
+        try String.fetchOne(cached: db, sql: "SELECT child_name FROM devices WHERE family = ? AND child_ref = ? AND child_name IS NOT NULL LIMIT 1",
+                            arguments: [child.family, child.child]) ?? Self.name(child.child)
     }
 
     /// `child-emma` → `emma`.

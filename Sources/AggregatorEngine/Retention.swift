@@ -31,7 +31,8 @@ enum Retention {
     }
 
     static func seal(of family: String, days: LocalDays, _ db: Database) throws -> Seal {
-        let day = try FamilyEntry.row(family).select(FamilyEntry.Columns.sealedBefore, as: String.self).fetchOne(db) ?? ""
+        // Read for each family of every ingest batch: cached.
+        let day = try String.fetchOne(cached: db, sql: "SELECT sealed_before FROM families WHERE family = ?", arguments: [family]) ?? ""
         return Seal(day: day, startMillis: days.bounds(of: day).map { Millis.of($0.start) })
     }
 
@@ -144,9 +145,9 @@ enum Retention {
 
     /// The pruned ledger points of a child: adjustments minus redemptions.
     static func carriedPoints(family: String, child: String, _ db: Database) throws -> Int64 {
-        let carried = CarriedEntry.Columns.self
-        return try CarriedEntry.filter(carried.family == family && carried.child == child)
-            .select(sum(carried.adjusted - carried.redeemed), as: Int64.self).fetchOne(db) ?? 0
+        // Part of every child's balance, computed in each ingest batch: cached.
+        try Int64.fetchOne(cached: db, sql: "SELECT coalesce(sum(adjusted - redeemed), 0) FROM carried WHERE family = ? AND child = ?",
+                           arguments: [family, child]) ?? 0
     }
 
     // MARK: Pieces

@@ -206,7 +206,7 @@ private struct WebhookRow: Codable, FetchableRecord, PersistableRecord {
 }
 
 /// A notification still to be posted to its device's webhook (the `outbox` table).
-enum OutboxEntry: TableRecord {
+private enum OutboxEntry: TableRecord {
     static let databaseTableName = "outbox"
 
     enum Columns {

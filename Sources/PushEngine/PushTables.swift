@@ -23,14 +23,10 @@ struct DeviceQueue {
     static let all = [DeviceQueue(table: "queue"), DeviceQueue(table: "queue_latest")]
 
     enum Columns {
-        static let family = Column("family"), deviceId = Column("device_id"), seq = Column("seq"), notificationID = Column("notification_id")
+        static let notificationID = Column("notification_id")
     }
 
     let table: String
-
-    func of(family: String, deviceId: String) -> QueryInterfaceRequest<Row> {
-        Table(self.table).filter(Columns.family == family && Columns.deviceId == deviceId)
-    }
 }
 
 /// `notifications`: each notification's body, stored once for all its devices.

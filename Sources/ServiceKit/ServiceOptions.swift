@@ -1,4 +1,5 @@
 import ArgumentParser
+import OptionChecks
 import Foundation
 import Logging
 import RPCCore
@@ -59,9 +60,7 @@ public struct ServiceOptions: ParsableArguments, Sendable {
         guard UInt32(self.socketMode, radix: 8) != nil else {
             throw ValidationError("--socket-mode must be an octal file mode such as 0660, not \(self.socketMode)")
         }
-        guard self.maximumFrameSize >= 64, self.maximumFrameSize <= Int(UInt32.max) else {
-            throw ValidationError("--max-frame-size must be between 64 and \(UInt32.max) bytes")
-        }
+        try checkOption("--max-frame-size", self.maximumFrameSize, in: 64...Int(UInt32.max), "bytes")
         guard self.maximumConnections > 0 else { throw ValidationError("--max-connections must be at least 1") }
         guard self.maximumInFlight > 0 else { throw ValidationError("--max-in-flight must be at least 1") }
         guard self.idleTimeoutSeconds >= 0 else { throw ValidationError("--idle-timeout must not be negative (0 turns it off)") }

@@ -23,7 +23,10 @@ final class LaunchedService {
 
     /// Kills the service and reaps it; nothing if it has ended already.
     func kill() {
-        guard self.process.isRunning else { return }
+        guard self.process.isRunning else {
+            Interruption.untrack(self.process.processIdentifier)
+            return
+        }
         Interruption.kill(self.process)
     }
 }

@@ -56,7 +56,9 @@ final class BenchWebSocket: Sendable {
                             channel.close(promise: nil)
                             return channel.eventLoop.makeFailedFuture(BenchError("the WebSocket upgrade on \(path) was refused"))
                         })
-                    return try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(configuration: .init(upgradeConfiguration: configuration))
+                    var pipeline = NIOUpgradableHTTPClientPipelineConfiguration(upgradeConfiguration: configuration)
+                    pipeline.leftOverBytesStrategy = .forwardBytes  // frames in the same read as the 101 are the WebSocket's
+                    return try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(configuration: pipeline)
                 }
             }
         return try await upgraded.get()

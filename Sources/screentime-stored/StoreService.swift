@@ -1,4 +1,5 @@
 import ArgumentParser
+import OptionChecks
 import RecordStore
 import ServerVersion
 import ServiceKit
@@ -35,9 +36,7 @@ struct StoreService: AsyncParsableCommand {
     var schemaVersion: Int?
 
     mutating func validate() throws {
-        guard (0...RecordStore.maximumGraceSeconds / 86_400).contains(self.tombstoneGraceDays) else {
-            throw ValidationError("--tombstone-grace must be between 0 and \(Int(RecordStore.maximumGraceSeconds / 86_400)) days")
-        }
+        try checkOption("--tombstone-grace", self.tombstoneGraceDays, in: 0...RecordStore.maximumGraceSeconds / 86_400, "days")
         guard self.purgeIntervalSeconds > 0, self.purgeIntervalSeconds <= RecordStore.maximumGraceSeconds else {
             throw ValidationError("--purge-interval must be a positive number of seconds, at most \(Int(RecordStore.maximumGraceSeconds))")
         }

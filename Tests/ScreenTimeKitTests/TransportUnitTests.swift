@@ -7,6 +7,7 @@ import NIOSSL
 import PairingAPI
 import RPCCore
 @testable import ScreenTimeKit
+import Synchronization
 import Testing
 import TestSupport
 
@@ -206,6 +207,22 @@ extension TransportUnitTests {
     }
 }
 
+extension TransportUnitTests {
+    @Test("a message the server sends in the same read as its 101 reaches the app: the upgrade forwards the bytes behind the response")
+    func messageBehindTheUpgrade() async throws {
+        let server = try await TLSTestServer.start(greeting: "hello behind the 101")
+        defer { server.stop() }
+        let socket = try await PinnedWebSocket.connect(host: "127.0.0.1", port: server.port, pin: server.pin, token: nil, maximumMessageSize: 1 << 20)
+        let received = Mutex<[String]>([])
+        let reading = Task { try await socket.run(keepAlive: .seconds(30)) { text in received.withLock { $0.append(text) } } }
+        try await waitUntil("the server's first message, sent with the 101, read by the app", detail: "\(received.withLock { $0 })") {
+            received.withLock { $0 == ["hello behind the 101"] }
+        }
+        await socket.discard()
+        _ = try? await reading.value
+    }
+}
+
 /// A TLS server on loopback with a fresh self-signed certificate (made by `openssl`), that
 /// completes handshakes and says nothing (or, with `echo`, sends back what it reads).
 final class TLSTestServer: @unchecked Sendable {
@@ -223,7 +240,9 @@ final class TLSTestServer: @unchecked Sendable {
 
     /// - Parameter gatewayShaped: a certificate as the gateway makes it (not a CA, key usage
     ///   digital signature only, server auth), rather than openssl's default (a CA).
-    static func start(gatewayShaped: Bool = false, echo: Bool = false) async throws -> TLSTestServer {
+    /// - Parameter greeting: answer a WebSocket upgrade with its 101 and this text message in
+    ///   one write (one TLS record, so one read at the client), as a server that greets.
+    static func start(gatewayShaped: Bool = false, echo: Bool = false, greeting: String? = nil) async throws -> TLSTestServer {
         let (directory, certificate, key) = try Self.makeCertificate(gatewayShaped: gatewayShaped)
         let tls = TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(certificate)], privateKey: .privateKey(key))
         let context = try NIOSSLContext(configuration: tls)
@@ -232,6 +251,7 @@ final class TLSTestServer: @unchecked Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
                     if echo { try channel.pipeline.syncOperations.addHandler(Echo()) }
+                    if let greeting { try channel.pipeline.syncOperations.addHandler(GreetingUpgrade(greeting: greeting)) }
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
@@ -263,5 +283,36 @@ final class Echo: ChannelInboundHandler, Sendable {
     typealias OutboundOut = ByteBuffer
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         context.writeAndFlush(data, promise: nil)
+    }
+}
+
+/// Answers a WebSocket upgrade request with the 101 and one text message in a single write,
+/// then reads and ignores what follows.
+final class GreetingUpgrade: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    private let greeting: String
+    private var request = ""
+    private var answered = false
+
+    init(greeting: String) { self.greeting = greeting }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !self.answered else { return }
+        self.request += String(buffer: Self.unwrapInboundIn(data))
+        guard let end = self.request.range(of: "\r\n\r\n") else { return }
+        self.answered = true
+        let key = self.request[..<end.lowerBound].split(separator: "\r\n")
+            .first { $0.lowercased().hasPrefix("sec-websocket-key:") }
+            .map { String($0.split(separator: ":", maxSplits: 1)[1]).trimmingCharacters(in: .whitespaces) } ?? ""
+        let accept = Data(Insecure.SHA1.hash(data: Data((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8))).base64EncodedString()
+        var reply = context.channel.allocator.buffer(
+            string: "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: \(accept)\r\n\r\n")
+        // A text frame as a server sends it: final, unmasked, a length under 126.
+        let payload = Array(self.greeting.utf8)
+        reply.writeInteger(UInt8(0x81))
+        reply.writeInteger(UInt8(payload.count))
+        reply.writeBytes(payload)
+        context.writeAndFlush(Self.wrapOutboundOut(reply), promise: nil)
     }
 }

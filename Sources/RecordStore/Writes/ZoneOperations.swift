@@ -192,7 +192,9 @@ enum CredentialOperations {
 
     /// One device's credential with its token hash (a `credentialChanged` event), if it has one.
     static func entry(family: String, deviceId: String, _ db: Database) throws -> CredentialEntry? {
-        try Row.fetchOne(db, CredentialsTable.device(family: family, deviceId: deviceId).select(entryColumns)).map(entry)
+        // For every credentialChanged event of every watch (push, the aggregator, the gateway): cached.
+        try Row.fetchOne(cached: db, sql: "SELECT family, device_id, role, status, token_sha256, updated_at FROM credentials WHERE family = ? AND device_id = ?",
+                         arguments: [family, deviceId]).map(entry)
     }
 
     static func list(family: String, deviceId: String?, _ db: Database) throws -> [CredentialInfo] {

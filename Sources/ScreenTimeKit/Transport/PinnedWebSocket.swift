@@ -66,7 +66,11 @@ final class PinnedWebSocket: Sendable {
                         channel.close(promise: nil)
                         return channel.eventLoop.makeFailedFuture(RPCError(.unavailable, "the gateway at \(host):\(port) did not accept the WebSocket on \(path)"))
                     })
-                let upgraded = try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(configuration: .init(upgradeConfiguration: configuration))
+                var pipeline = NIOUpgradableHTTPClientPipelineConfiguration(upgradeConfiguration: configuration)
+                // What the gateway sends right behind its 101 can arrive in the same read: those
+                // bytes are the WebSocket's first frames (SwiftNIO drops them by default).
+                pipeline.leftOverBytesStrategy = .forwardBytes
+                let upgraded = try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(configuration: pipeline)
                 // The TLS handshake and the upgrade within `timeout` too: a gateway that
                 // takes the connection and says nothing must not hold the transport.
                 let deadline = channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) { channel.close(promise: nil) }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import OptionChecks
 import Foundation
 import QRCode
 import RPCCore
@@ -36,8 +37,8 @@ struct QR: ParsableCommand {
     var color: Bool?
 
     func validate() throws {
-        guard (1...64).contains(self.scale) else { throw ValidationError("--scale must be between 1 and 64 pixels") }
-        if let margin = self.margin, !(0...16).contains(margin) { throw ValidationError("--margin must be between 0 and 16 modules") }
+        try checkOption("--scale", self.scale, in: 1...64, "pixels")
+        if let margin = self.margin { try checkOption("--margin", margin, in: 0...16, "modules") }
         if self.png == "-" && self.svg == "-" { throw ValidationError("only one of --png and --svg can go to standard output") }
     }
 
