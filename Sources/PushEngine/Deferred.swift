@@ -49,21 +49,24 @@ struct Deferred: Service {
     /// Numbers, queues and sends the held drafts due by `now`; returns when the next one is
     /// due (nil: none held).
     func releaseDue(now: Date) async throws -> Date? {
-        let (due, next) = try await self.database.pool.read { db in
+        // Rows are not Sendable: read into (key, body) pairs, so that the read is the pool's
+        // asynchronous one and no thread of the cooperative pool waits for the database.
+        let (due, next) = try await self.database.pool.read { db -> ([(key: Key, body: String)], Date?) in
             let rows = try Row.fetchAll(db, sql: "SELECT family, device_id, collapse_key, version, body FROM deferred WHERE due_ms <= ? ORDER BY due_ms LIMIT 1000",
                                         arguments: [Millis.of(now)])
             let next = try Int64.fetchOne(db, sql: "SELECT min(due_ms) FROM deferred WHERE due_ms > ?", arguments: [Millis.of(now)])
-            return (rows, next.map(Millis.date))
+            return (rows.map { row in
+                (Key(family: row["family"], deviceId: row["device_id"], collapseKey: row["collapse_key"], version: row["version"]), row["body"])
+            }, next.map(Millis.date))
         }
         guard !due.isEmpty else { return next }
         var drafts: [PushDatabase.Draft] = []
         var keys: [Key] = []
-        for row in due {
-            let key = Key(family: row["family"], deviceId: row["device_id"], collapseKey: row["collapse_key"], version: row["version"])
+        for (key, body) in due {
             keys.append(key)
             do {
                 // Held as written unnumbered (no `seq`): numbered when released.
-                guard case .object(var fields) = try JSONParser.parse(row["body"] as String) else { throw PushDatabase.Unreadable() }
+                guard case .object(var fields) = try JSONParser.parse(body) else { throw PushDatabase.Unreadable() }
                 fields["seq"] = 0
                 drafts.append(PushDatabase.Draft(family: key.family, deviceId: key.deviceId,
                                                  notification: try JSONValueDecoding.decode(PushNotification.self, from: .object(fields))))

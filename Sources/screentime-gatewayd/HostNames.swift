@@ -21,7 +21,7 @@ enum HostNames {
                 var text = [CChar](repeating: 0, count: Int(NI_MAXHOST))
                 let length = socklen_t(family == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
                 guard getnameinfo(address, length, &text, socklen_t(text.count), nil, 0, NI_NUMERICHOST) == 0 else { continue }
-                let name = String(cString: text)
+                let name = String(decoding: text.prefix { $0 != 0 }.map { UInt8(truncatingIfNeeded: $0) }, as: UTF8.self)
                 // Link-local IPv6 needs a zone; loopback comes last.
                 if name.contains("%") || name == "127.0.0.1" || name == "::1" { continue }
                 names.append(name)

@@ -19,6 +19,6 @@ enum AddressKey {
         }
         var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
         guard inet_ntop(AF_INET6, &prefix, &text, socklen_t(text.count)) != nil else { return address }
-        return String(cString: text) + "/64"
+        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(truncatingIfNeeded: $0) }, as: UTF8.self) + "/64"
     }
 }

@@ -67,7 +67,7 @@ enum SelfSignedCertificate {
         guard family >= 0 else { return nil }
         var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
         return bytes.withUnsafeBytes { raw in
-            inet_ntop(family, raw.baseAddress, &text, socklen_t(text.count)) != nil ? String(cString: text) : nil
+            inet_ntop(family, raw.baseAddress, &text, socklen_t(text.count)) != nil ? String(decoding: text.prefix { $0 != 0 }.map { UInt8(truncatingIfNeeded: $0) }, as: UTF8.self) : nil
         }
     }
 }

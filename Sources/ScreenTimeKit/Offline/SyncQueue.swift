@@ -120,7 +120,7 @@ public final class SyncQueue: Sendable {
     public func retry(requestId: String) throws(RPCError) {
         do {
             try self.store.database.write { db in
-                try OutboxRow.batch(requestId).updateAll(db, OutboxRow.Columns.status.set(to: "queued"), OutboxRow.Columns.attempts.set(to: 0))
+                _ = try OutboxRow.batch(requestId).updateAll(db, OutboxRow.Columns.status.set(to: "queued"), OutboxRow.Columns.attempts.set(to: 0))
             }
         } catch { throw RPCError(.internal, "the offline queue could not be updated: \(error)") }
         self.signal()
