@@ -39,20 +39,6 @@ enum DeviceEntry: TableRecord {
     }
 }
 
-/// How alerts name a child's device: its own name, else "<child>'s device"; and its child.
-struct DeviceNaming {
-    var name: String?
-    var child: String?
-
-    init(family: String, deviceId: String, _ db: Database) {
-        let device = DeviceEntry.Columns.self
-        let row = try? Row.fetchOne(db, DeviceEntry.filter(device.family == family && device.deviceId == deviceId)
-            .select(device.deviceName, device.childName, device.childRef))
-        self.name = (row?[device.deviceName] as String?) ?? (row?[device.childName] as String?).map { "\($0)'s device" }
-        self.child = row?[device.childRef]
-    }
-}
-
 /// `days`: a device's totals of a day.
 enum DayEntry: TableRecord {
     static let databaseTableName = "days"
@@ -126,13 +112,5 @@ enum PruneOutbox: TableRecord {
     static let databaseTableName = "prune_outbox"
     enum Columns {
         static let family = Column("family"), zone = Column("zone"), recordName = Column("record_name")
-    }
-}
-
-/// `carried`: what a child's pruned weeks leave counted (ledger points, record counts).
-enum CarriedEntry: TableRecord {
-    static let databaseTableName = "carried"
-    enum Columns {
-        static let family = Column("family"), child = Column("child"), redeemed = Column("redeemed"), adjusted = Column("adjusted")
     }
 }

@@ -153,3 +153,17 @@ enum Alerts {
         return hours >= 48 ? "\(hours / 24) days" : "\(hours) h"
     }
 }
+
+/// How alerts name a child's device: its own name, else "<child>'s device"; and its child.
+private struct DeviceNaming {
+    var name: String?
+    var child: String?
+
+    init(family: String, deviceId: String, _ db: Database) {
+        let device = DeviceEntry.Columns.self
+        let row = try? Row.fetchOne(db, DeviceEntry.filter(device.family == family && device.deviceId == deviceId)
+            .select(device.deviceName, device.childName, device.childRef))
+        self.name = (row?[device.deviceName] as String?) ?? (row?[device.childName] as String?).map { "\($0)'s device" }
+        self.child = row?[device.childRef]
+    }
+}

@@ -20,7 +20,9 @@ enum Configuration {
             INSERT INTO families(family, time_zone, config_version) VALUES (?, 'UTC', 1)
             ON CONFLICT(family) DO UPDATE SET config_version = config_version + 1
             """, arguments: [family])
-        for zone in try DeviceEntry.paired(family).filter(DeviceEntry.Columns.status == "active").select(DeviceEntry.Columns.zone, as: String.self).fetchAll(db) {
+        // Ingested a change at a time (a rule or shield policy saved): cached, as the rest of ingest.
+        for zone in try String.fetchAll(cached: db, sql: "SELECT zone FROM devices WHERE family = ? AND status = 'active' AND device_id IS NOT NULL",
+                                         arguments: [family]) {
             try Self.queue(family: family, zone: zone, db)
         }
     }

@@ -134,8 +134,13 @@ enum CredentialOperations {
 
     private static let infoColumns = [Columns.family, Columns.deviceId, Columns.role, Columns.status, Columns.createdAt, Columns.updatedAt]
     /// One device's credential is read on each pairing, confirmation and revocation, and by
-    /// the pairing service's checks: a cached statement.
-    private static let selectInfo = "family, device_id, role, status, created_at, updated_at FROM credentials"
+    /// the pairing service's checks: a cached statement, of the same columns.
+    private static let selectOneInfo = select(infoColumns)
+
+    /// `SELECT <columns> FROM credentials WHERE family = ? AND device_id = ?`.
+    private static func select(_ columns: [Column]) -> String {
+        "SELECT \(columns.map(\.name).joined(separator: ", ")) FROM credentials WHERE family = ? AND device_id = ?"
+    }
 
     /// The credential as recorded, and the change that logged it.
     static func put(_ params: PutCredentialParams, now: Int64, _ db: Database) throws -> (CredentialInfo, seq: Int64) {
@@ -170,7 +175,7 @@ enum CredentialOperations {
     }
 
     static func find(family: String, deviceId: String, _ db: Database) throws -> CredentialInfo {
-        guard let row = try Row.fetchOne(cached: db, sql: "SELECT \(selectInfo) WHERE family = ? AND device_id = ?", arguments: [family, deviceId]) else {
+        guard let row = try Row.fetchOne(cached: db, sql: selectOneInfo, arguments: [family, deviceId]) else {
             try FamilyRow.require(db, family)
             throw RPCError(.notFound, "device \(deviceId) has no credential in family \(family)", data: ["deviceId": .string(deviceId)])
         }
@@ -178,6 +183,7 @@ enum CredentialOperations {
     }
 
     private static let entryColumns = [Columns.family, Columns.deviceId, Columns.role, Columns.status, Columns.tokenSHA256, Columns.updatedAt]
+    private static let selectOneEntry = select(entryColumns)
 
     private static func entry(_ row: Row) -> CredentialEntry {
         CredentialEntry(family: row[Columns.family], deviceId: row[Columns.deviceId], role: DeviceRole(rawValue: row[Columns.role]) ?? .child,
@@ -193,14 +199,13 @@ enum CredentialOperations {
     /// One device's credential with its token hash (a `credentialChanged` event), if it has one.
     static func entry(family: String, deviceId: String, _ db: Database) throws -> CredentialEntry? {
         // For every credentialChanged event of every watch (push, the aggregator, the gateway): cached.
-        try Row.fetchOne(cached: db, sql: "SELECT family, device_id, role, status, token_sha256, updated_at FROM credentials WHERE family = ? AND device_id = ?",
-                         arguments: [family, deviceId]).map(entry)
+        try Row.fetchOne(cached: db, sql: selectOneEntry, arguments: [family, deviceId]).map(entry)
     }
 
     static func list(family: String, deviceId: String?, _ db: Database) throws -> [CredentialInfo] {
         try FamilyRow.require(db, family)
         if let deviceId {
-            return try Row.fetchAll(cached: db, sql: "SELECT \(selectInfo) WHERE family = ? AND device_id = ?", arguments: [family, deviceId]).map(info)
+            return try Row.fetchAll(cached: db, sql: selectOneInfo, arguments: [family, deviceId]).map(info)
         }
         return try Row.fetchAll(db, CredentialsTable.filter(Columns.family == family).select(infoColumns).order(Columns.createdAt, Columns.deviceId)).map(info)
     }
