@@ -34,6 +34,32 @@ public enum AggregatorMethods {
         "aggregator.devices", summary: "Each child device of the parent's family: the configuration version it last applied beside the family's current one.",
         callers: .parent,
         errors: [.unauthorized, .deviceRevoked, .forbidden])
+
+    // Everyday parenting (ParentingTypes.swift).
+    public static let askForTime = MethodSpec<AskForTimeParams, TimeRequestInfo>(
+        "aggregator.askForTime", summary: "A child's device asks its parents for more reward time (minutes or the rest of the day, one app or all, with a note); every parent gets a high-priority alert.",
+        callers: .child,
+        errors: [.unauthorized, .deviceRevoked, .forbidden, .invalidParams, .notFound, .limitExceeded])
+    public static let answerRequest = MethodSpec<AnswerRequestParams, TimeRequestInfo>(
+        "aggregator.answerRequest", summary: "A parent approves (optionally another amount: a ledger adjustment) or denies a child's request; the first answer wins, a later one gets `conflict` saying who answered and how.",
+        callers: .parent,
+        errors: [.unauthorized, .deviceRevoked, .forbidden, .invalidParams, .notFound, .conflict])
+    public static let listRequests = MethodSpec<ListRequestsParams, TimeRequestList>(
+        "aggregator.listRequests", summary: "Requests for more time: a parent's family's (or one child's), a child device's own child's; open ones first, then newest first.",
+        callers: [.parent, .child],
+        errors: [.unauthorized, .deviceRevoked, .forbidden, .invalidParams, .notFound])
+    public static let grant = MethodSpec<GrantParams, GrantResult>(
+        "aggregator.grant", summary: "A parent adds or takes away points or minutes of a child's earned time, with a reason; a removal never takes the balance below zero.",
+        callers: .parent,
+        errors: [.unauthorized, .deviceRevoked, .forbidden, .invalidParams, .notFound])
+    public static let pause = MethodSpec<PauseParams, ChildTime>(
+        "aggregator.pause", summary: "A parent shields a child's reward apps now, whatever the balance, for some minutes or until resumed.",
+        callers: .parent,
+        errors: [.unauthorized, .deviceRevoked, .forbidden, .invalidParams, .notFound])
+    public static let resume = MethodSpec<ResumeParams, ChildTime>(
+        "aggregator.resume", summary: "A parent ends a child's pause now: reward apps are unshielded if earned time is left.",
+        callers: .parent,
+        errors: [.unauthorized, .deviceRevoked, .forbidden, .invalidParams, .notFound])
 }
 
 /// `aggregator.resync`: the family's configuration version the device will get.
@@ -118,7 +144,8 @@ public struct AggregatorStatus: Codable, Sendable, Hashable {
     public var days: Int
     /// DailySummary records still to be written to the store.
     public var pendingSummaries: Int
-    /// Children's accruals and balances still to be written.
+    /// Children's accruals and balances, and the records of parents' and children's actions
+    /// (requests, ledger and audit entries), still to be written.
     public var pendingChildWrites: Int
     /// WeeklySummary records to write and records to prune, from retention.
     public var pendingRetentionWrites: Int
@@ -193,5 +220,11 @@ extension AggregatorMethods {
         exportCSV,
         resync,
         devices,
+        askForTime,
+        answerRequest,
+        listRequests,
+        grant,
+        pause,
+        resume,
     ])
 }

@@ -46,7 +46,8 @@ final class AggregatorDatabase: StoreLogFollowerDatabase {
             }
             return Counts(
                 sessions: try count("sessions"), days: try count("days"), pendingSummaries: try count("summary_outbox"),
-                pendingChildWrites: try count("child_outbox") + count(AccrualEntry.databaseTableName, where: AccrualEntry.Columns.written == false),
+                pendingChildWrites: try count("child_outbox") + count(AccrualEntry.databaseTableName, where: AccrualEntry.Columns.written == false)
+                    + count(RecordOutboxRow.databaseTableName),
                 pendingRetentionWrites: try count(WeekOutbox.databaseTableName) + count(PruneOutbox.databaseTableName),
                 pendingConfigurations: try count("config_outbox"))
         }
@@ -118,15 +119,27 @@ extension AggregatorDatabase {
             var shielded: Bool
             var shieldVersion: Int64
             var commandsVersion: Int64
+            /// `balance`, `paused` (a parent's pause), `dailyCap`.
+            var shieldReason: String?
+            var pause: Pause?
+        }
+
+        /// A parent's pause, on now.
+        struct Pause: Sendable {
+            var since: Date
+            var until: Date?
+            var by: String
         }
     }
 
     func pendingChildWrites(limit: Int) async throws -> [PendingChildWrite] {
         try await self.pool.read { db in
             try PendingChildWrite.fetchAll(db, sql: """
-                SELECT o.family, o.child, o.version, c.points, c.reward_seconds, c.balance_seconds, c.shielded, c.shield_version, c.commands_version
+                SELECT o.family, o.child, o.version, c.points, c.reward_seconds, c.balance_seconds, c.shielded, c.shield_version, c.commands_version,
+                    c.shield_reason, p.since_ms, p.until_ms, p.by_name
                 FROM child_outbox o
                 LEFT JOIN children c ON c.family = o.family AND c.child = o.child
+                LEFT JOIN pauses p ON p.family = o.family AND p.child = o.child AND p.ended_ms IS NULL
                 ORDER BY o.family, o.child LIMIT ?
                 """, arguments: [limit])
         }
@@ -305,15 +318,19 @@ extension AggregatorDatabase.PendingChildWrite: FetchableRecord {
         static let family = Column("family"), child = Column("child"), version = Column("version")
         static let balancePoints = Column("points"), rewardSeconds = Column("reward_seconds"), balanceSeconds = Column("balance_seconds")
         static let shielded = Column("shielded"), shieldVersion = Column("shield_version"), commandsVersion = Column("commands_version")
+        static let shieldReason = Column("shield_reason"), pausedSince = Column("since_ms"), pausedUntil = Column("until_ms"), pausedBy = Column("by_name")
     }
 
     init(row: Row) {
         let balancePoints: Int64? = row[Columns.balancePoints]
+        let pausedSince: Int64? = row[Columns.pausedSince]
+        let pause = pausedSince.map { Pause(since: Millis.date($0), until: (row[Columns.pausedUntil] as Int64?).map(Millis.date), by: row[Columns.pausedBy]) }
         self.init(
             family: row[Columns.family], child: row[Columns.child], version: row[Columns.version],
             balance: balancePoints.map {
                 Balance(points: $0, rewardSeconds: row[Columns.rewardSeconds], balanceSeconds: row[Columns.balanceSeconds],
-                        shielded: row[Columns.shielded], shieldVersion: row[Columns.shieldVersion], commandsVersion: row[Columns.commandsVersion])
+                        shielded: row[Columns.shielded], shieldVersion: row[Columns.shieldVersion], commandsVersion: row[Columns.commandsVersion],
+                        shieldReason: row[Columns.shieldReason], pause: pause)
             })
     }
 }

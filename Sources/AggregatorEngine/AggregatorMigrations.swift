@@ -262,6 +262,69 @@ extension AggregatorDatabase {
                 ALTER TABLE devices ADD COLUMN clock_at_ms INTEGER NOT NULL DEFAULT 0;
                 """, arguments: [Millis.of(Date())])
         }
+        migrator.registerMigration("aggregator-v8-parenting") { db in
+            try db.execute(sql: """
+                -- a child's requests for more time; the row is the truth, the store's
+                -- TimeRequest its copy (an answer is taken here, once: status = 'open' → another)
+                CREATE TABLE time_requests (
+                    family TEXT NOT NULL,
+                    id TEXT NOT NULL,  -- request-<uuid>: the record's name
+                    child TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    minutes INTEGER NOT NULL,
+                    rest_of_day INTEGER NOT NULL DEFAULT 0,
+                    app TEXT,
+                    app_name TEXT,
+                    note TEXT,
+                    status TEXT NOT NULL,  -- open, approved, denied, expired
+                    created_ms INTEGER NOT NULL,
+                    expires_ms INTEGER NOT NULL,
+                    while_paused INTEGER NOT NULL DEFAULT 0,
+                    answered_ms INTEGER,
+                    answered_by TEXT,  -- the parent's device id
+                    answered_by_name TEXT,
+                    granted_minutes INTEGER,
+                    reply TEXT,
+                    PRIMARY KEY (family, id)
+                ) WITHOUT ROWID;
+                CREATE INDEX time_requests_by_child ON time_requests(family, child, status);
+                CREATE INDEX time_requests_open ON time_requests(expires_ms) WHERE status = 'open';
+                -- a parent's pause of a child's reward apps: one row per child, kept when it
+                -- ends (ended_ms), so that an older copy of it met in the store's history
+                -- does not start it again
+                CREATE TABLE pauses (
+                    family TEXT NOT NULL,
+                    child TEXT NOT NULL,
+                    since_ms INTEGER NOT NULL,
+                    until_ms INTEGER,  -- NULL: until a parent resumes
+                    ended_ms INTEGER,  -- NULL: on
+                    by_device TEXT NOT NULL,
+                    by_name TEXT NOT NULL,
+                    reason TEXT,
+                    PRIMARY KEY (family, child)
+                ) WITHOUT ROWID;
+                -- records the aggregator writes for parents' and children's actions (time
+                -- requests, ledger entries, audit entries), in order
+                CREATE TABLE record_outbox (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    family TEXT NOT NULL,
+                    zone TEXT NOT NULL,
+                    record_type TEXT NOT NULL,
+                    record_name TEXT NOT NULL,
+                    fields TEXT NOT NULL
+                );
+                -- notifications to hand to push (push.notify's params), in order
+                CREATE TABLE notify_outbox (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    family TEXT NOT NULL,
+                    params TEXT NOT NULL
+                );
+                ALTER TABLE families ADD COLUMN request_expiry_minutes INTEGER NOT NULL DEFAULT 120;
+                ALTER TABLE families ADD COLUMN max_open_requests INTEGER NOT NULL DEFAULT 3;
+                -- why the child's reward apps are shielded: balance, paused, dailyCap
+                ALTER TABLE children ADD COLUMN shield_reason TEXT;
+                """)
+        }
         return migrator
     }
 }

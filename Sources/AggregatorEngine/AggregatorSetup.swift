@@ -21,9 +21,18 @@ public struct AggregatorConfiguration: Sendable {
     /// Days of detail kept before weeks are rolled up.
     public var retentionDays: Int
     public var retentionInterval: Duration
+    /// The time parents' and children's actions are made at, and requests expire and
+    /// pauses end by (tests move it).
+    public var clock: @Sendable () -> Date
+    /// The longest the aggregator goes without looking at the clock for a request's expiry
+    /// or a pause's end (it also wakes at each of them).
+    public var deadlineCheckInterval: Duration
 
     public init(storeSocket: String, pushSocket: String, alertCheckInterval: Duration = .seconds(60), defaultPointsPerMinute: Int = 1,
-                retentionDays: Int = 90, retentionInterval: Duration = .seconds(3600)) {
+                retentionDays: Int = 90, retentionInterval: Duration = .seconds(3600), clock: @escaping @Sendable () -> Date = { Date() },
+                deadlineCheckInterval: Duration = .seconds(60)) {
+        self.clock = clock
+        self.deadlineCheckInterval = deadlineCheckInterval
         self.storeSocket = storeSocket
         self.pushSocket = pushSocket
         self.alertCheckInterval = alertCheckInterval
@@ -94,6 +103,15 @@ extension ServiceSetup {
             return DeviceConfigurations(devices: try await database.configurationStates(family: family))
         }
 
+        let deadlines = Wakeup()
+        let parenting = Parenting(database: database, store: store, credentials: credentials, clock: configuration.clock, writeback: summaries, deadlines: deadlines)
+        methods.on(AggregatorMethods.askForTime) { params, context in try await parenting.askForTime(params, auth: context.auth) }
+        methods.on(AggregatorMethods.answerRequest) { params, context in try await parenting.answerRequest(params, auth: context.auth) }
+        methods.on(AggregatorMethods.listRequests) { params, context in try await parenting.listRequests(params, auth: context.auth) }
+        methods.on(AggregatorMethods.grant) { params, context in try await parenting.grant(params, auth: context.auth) }
+        methods.on(AggregatorMethods.pause) { params, context in try await parenting.pause(params, auth: context.auth) }
+        methods.on(AggregatorMethods.resume) { params, context in try await parenting.resume(params, auth: context.auth) }
+
         let background: [any Service] = [
             credentials,
             UsageFollower(store: store, database: database, ingest: ingest, summaries: summaries, logger: logger),
@@ -103,7 +121,10 @@ extension ServiceSetup {
                 configuration: ConfigurationWriter(store: store, database: database, logger: logger),
                 retention: RetentionWriter(store: store, database: database, logger: logger),
                 alerts: AlertWriter(push: push, store: store, database: database, logger: logger),
+                parenting: ParentingWriter(store: store, push: push, database: database, logger: logger),
                 wakeup: summaries, logger: logger),
+            ParentingDeadlines(database: database, clock: configuration.clock, checkInterval: configuration.deadlineCheckInterval,
+                               changed: deadlines, writeback: summaries, logger: logger),
             Periodic(every: configuration.alertCheckInterval, QuietDevices(database: database, writeback: summaries, logger: logger).check),
             Periodic(every: configuration.retentionInterval, rollUps.check),
         ]

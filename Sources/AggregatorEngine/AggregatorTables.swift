@@ -11,6 +11,8 @@ enum FamilyEntry: TableRecord {
     static let databaseTableName = "families"
     enum Columns {
         static let family = Column("family"), configVersion = Column("config_version"), alertExhausted = Column("alert_exhausted")
+        static let secondsPerPoint = Column("seconds_per_point"), requestExpiryMinutes = Column("request_expiry_minutes")
+        static let maxOpenRequests = Column("max_open_requests")
     }
 
     static func row(_ family: String) -> QueryInterfaceRequest<FamilyEntry> {
@@ -91,11 +93,25 @@ enum LedgerEntry: TableRecord {
     }
 }
 
-/// `children`: each child's balance and shield.
-enum ChildEntry: TableRecord {
+/// `children`: each child's balance and shield, as last computed.
+struct ChildEntry: Codable, Sendable, FetchableRecord, TableRecord {
     static let databaseTableName = "children"
+    var points: Int64
+    var balanceSeconds: Int64
+    var shielded: Bool
+    var shieldReason: String?
+
+    enum CodingKeys: String, CodingKey {
+        case points, shielded
+        case balanceSeconds = "balance_seconds", shieldReason = "shield_reason"
+    }
+
     enum Columns {
-        static let family = Column("family"), child = Column("child"), balanceSeconds = Column("balance_seconds")
+        static let family = Column("family"), child = Column("child"), balanceSeconds = Column(CodingKeys.balanceSeconds)
+    }
+
+    static func row(_ child: EarnedTime.Child) -> QueryInterfaceRequest<ChildEntry> {
+        Self.filter(Columns.family == child.family && Columns.child == child.child)
     }
 }
 

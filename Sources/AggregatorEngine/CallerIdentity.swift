@@ -12,7 +12,7 @@ enum CallerIdentity {
         guard let family = who.family, let role = who.role else {
             throw RPCError(.unauthorized, "this credential is not a device's: send a parent's credential as auth.token")
         }
-        guard role.isParent else { throw RPCError(.forbidden, "\(what): for parents and local administration only; a child's device may not ask") }
+        guard role.isParent else { throw RPCError(.forbidden, "\(what): for parents; a child's device may not ask") }
         return family
     }
 
@@ -24,7 +24,7 @@ enum CallerIdentity {
         guard let family = who.family, let deviceId = who.deviceId, let role = who.role else {
             throw RPCError(.unauthorized, "this credential is not a device's: send a child's credential as auth.token")
         }
-        guard !role.isParent else { throw RPCError(.forbidden, "\(what): a child's device asks for its own configuration; a parent's has none") }
+        guard !role.isParent else { throw RPCError(.forbidden, "\(what): for a child's device; a parent's may not ask") }
         return (family, deviceId)
     }
 }

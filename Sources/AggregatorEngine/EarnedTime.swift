@@ -7,12 +7,14 @@ import UsageModel
 
 /// Points and earned reward time, per child (across the child's devices):
 ///
-///     points         = accruals − reversals (learning points of every day) + adjustments − redemptions
+///     points         = accruals − reversals (learning points of every day) + adjustments
+///                      − redemptions − deductions − expiries
 ///                      (those pruned by retention included: see `Retention`)
 ///     balanceSeconds = points × the family's rewardSecondsPerPoint − reward seconds used
 ///
-/// Reward apps are shielded while the balance is at or below zero; each change of that
-/// (a crossing) is numbered, so the child's devices get one command per crossing.
+/// Reward apps are shielded while a parent's pause is on, or the balance is at or below
+/// zero; each change of that (a crossing) is numbered, so the child's devices get one
+/// command per crossing.
 enum EarnedTime {
     struct Child: Hashable, Sendable {
         var family: String
@@ -20,8 +22,10 @@ enum EarnedTime {
         var child: String
     }
 
-    /// The ledger entries parents post; accruals and reversals are the aggregator's own.
-    static let parentsEntryTypes: Set<String> = ["redemption", "adjustment"]
+    /// The ledger entries of parents' actions (posted by a parent's client, or by the
+    /// aggregator for a parent: grants, deductions, approvals; and weekly expiries); accruals
+    /// and reversals are the aggregator's count of learning, kept apart.
+    static let parentsEntryTypes: Set<String> = ["redemption", "adjustment", "deduction", "expiry"]
 
     /// Mirrors a parent's redemption or adjustment; returns the child whose balance moves.
     static func applyLedger(_ change: Ingest.Change, days: LocalDays, seal: Retention.Seal, _ db: Database) throws -> Child? {
@@ -147,7 +151,8 @@ enum EarnedTime {
             WHERE d.family = ? AND v.child_ref = ?
             """, arguments: [child.family, child.child])
         let ledger = try Row.fetchOne(cached: db, sql: """
-            SELECT coalesce(sum(CASE type WHEN 'redemption' THEN -amount ELSE amount END), 0) AS net FROM ledger WHERE family = ? AND child = ?
+            SELECT coalesce(sum(CASE WHEN type IN ('redemption', 'deduction', 'expiry') THEN -amount ELSE amount END), 0) AS net
+            FROM ledger WHERE family = ? AND child = ?
             """, arguments: [child.family, child.child])
         let rate = try Int64.fetchOne(cached: db, sql: "SELECT seconds_per_point FROM families WHERE family = ?", arguments: [child.family]) ?? 60
         let accrued: Int64 = usage?["points"] ?? 0
@@ -155,25 +160,30 @@ enum EarnedTime {
         let points = accrued + net + (try Retention.carriedPoints(family: child.family, child: child.child, db))
         let reward: Int64 = usage?["reward"] ?? 0
         let balance = points * rate - reward
-        let shielded = balance <= 0
+        let paused = try Bool.fetchOne(cached: db, sql: "SELECT EXISTS (SELECT 1 FROM pauses WHERE family = ? AND child = ? AND ended_ms IS NULL)",
+                                       arguments: [child.family, child.child]) ?? false
+        // A pause says more than an empty balance: resuming may still leave apps shielded.
+        let reason: String? = paused ? "paused" : balance <= 0 ? "balance" : nil
+        let shielded = reason != nil
         // A child first seen with time to spare needs no command: reward apps start unshielded.
         let before = try Row.fetchOne(cached: db, sql: """
-            SELECT points, reward_seconds, balance_seconds, shielded FROM children WHERE family = ? AND child = ?
+            SELECT points, reward_seconds, balance_seconds, shielded, shield_reason FROM children WHERE family = ? AND child = ?
             """, arguments: [child.family, child.child])
         // The same numbers again are no change: nothing to write, nobody to notify.
         if let before, before["points"] as Int64 == points, before["reward_seconds"] as Int64 == reward,
-           before["balance_seconds"] as Int64 == balance, before["shielded"] as Bool == shielded {
+           before["balance_seconds"] as Int64 == balance, before["shielded"] as Bool == shielded, before["shield_reason"] as String? == reason {
             return
         }
         let crossed = (before.map { ($0["shielded"] as Bool) } ?? false) != shielded
         try db.execute(cached: """
-            INSERT INTO children(family, child, points, reward_seconds, balance_seconds, shielded, shield_version) VALUES (?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO children(family, child, points, reward_seconds, balance_seconds, shielded, shield_reason, shield_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(family, child) DO UPDATE SET points = excluded.points, reward_seconds = excluded.reward_seconds,
-                balance_seconds = excluded.balance_seconds, shielded = excluded.shielded,
+                balance_seconds = excluded.balance_seconds, shielded = excluded.shielded, shield_reason = excluded.shield_reason,
                 shield_version = shield_version + (CASE WHEN ? THEN 1 ELSE 0 END)
-            """, arguments: [child.family, child.child, points, reward, balance, shielded, crossed ? 1 : 0, crossed])
+            """, arguments: [child.family, child.child, points, reward, balance, shielded, reason, crossed ? 1 : 0, crossed])
         try Self.queue(child.family, child.child, day: "", db)
-        if crossed { try Alerts.balanceCrossed(child, exhausted: shielded, balanceSeconds: balance, db) }
+        // The alert is of earned time running out, not of a parent's pause.
+        if crossed { try Alerts.balanceCrossed(child, exhausted: balance <= 0 && shielded, balanceSeconds: balance, db) }
     }
 
     private static func queue(_ family: String, _ child: String, day: String, _ db: Database) throws {

@@ -92,7 +92,9 @@ struct EarnedTimeWriter: Sendable {
             let saves = try group.compactMap { item throws(RPCError) -> RecordSave? in
                 guard let balance = item.balance else { return nil }
                 let record = EarnedTimeBalance(childRef: .inDefaultZone(item.child), balanceSeconds: balance.balanceSeconds, updatedAt: Date(),
-                                               pointsBalance: balance.points, rewardSecondsUsed: balance.rewardSeconds, shielded: balance.shielded)
+                                               pointsBalance: balance.points, rewardSecondsUsed: balance.rewardSeconds, shielded: balance.shielded,
+                                               shieldReason: balance.shieldReason, pausedSince: balance.pause?.since, pausedUntil: balance.pause?.until,
+                                               pausedBy: balance.pause?.by)
                 return try RecordSave.record(record, named: "balance-\(item.child)")
             }
             let params = ModifyParams(family: family, zone: StoreNames.defaultZone, saves: saves, savePolicy: .allKeys)
@@ -116,11 +118,13 @@ struct EarnedTimeWriter: Sendable {
         let targets = try await self.database.shieldTargets(family: family, child: child)
         // The command's payload is its own contract with the child's app (docs/protocol.md,
         // "Shield commands"), not record fields: its keys stay spelt out here.
-        let payload: JSONValue = [
+        var payload: [String: JSONValue] = [
             "rewardApps": .array(targets.apps.map(JSONValue.string)), "rewardCategories": .array(targets.categories.map(JSONValue.string)),
             "balanceSeconds": .int(balance.balanceSeconds),
         ]
-        let payloadText = String(decoding: try RPCJSON.makeEncoder().encode(payload), as: UTF8.self)
+        if let reason = balance.shieldReason { payload["reason"] = .string(reason) }
+        if let until = balance.pause?.until { payload["pausedUntil"] = .date(until) }
+        let payloadText = String(decoding: try RPCJSON.makeEncoder().encode(JSONValue.object(payload)), as: UTF8.self)
         let kind = balance.shielded ? Self.shieldCommand : Self.unshieldCommand
         for device in targets.devices {
             let name = "shield-\(balance.shieldVersion)"
@@ -131,7 +135,8 @@ struct EarnedTimeWriter: Sendable {
             if let error = await self.store.write(params, logger: self.logger), error.code != .notFound { throw error }
         }
         try await self.database.shieldCommandsWritten(family: family, child: child, version: balance.shieldVersion)
-        self.logger.notice(balance.shielded ? "reward apps shielded: earned time ran out" : "reward apps unshielded: time earned again", metadata: [
+        self.logger.notice(balance.shielded ? "reward apps shielded" : "reward apps unshielded", metadata: [
+            "reason": "\(balance.shieldReason ?? "time to spend")",
             "family": "\(family)", "child": "\(child)", "balance_seconds": "\(balance.balanceSeconds)", "devices": "\(targets.devices.count)",
         ])
     }

@@ -14,7 +14,8 @@ struct Ingest {
 
     /// The record types followed.
     static let recordTypes = [RecordTypes.usageRecord, RecordTypes.family, RecordTypes.appRule, RecordTypes.appConfiguration, RecordTypes.monitoringSession,
-                              RecordTypes.pointsLedgerEntry, RecordTypes.shieldPolicy, RecordTypes.configurationCommand, RecordTypes.registeredDevice]
+                              RecordTypes.pointsLedgerEntry, RecordTypes.shieldPolicy, RecordTypes.configurationCommand, RecordTypes.registeredDevice,
+                              RecordTypes.timeRequest]
 
     /// A change, with the record's fields (as saved, or as they were when deleted).
     struct Change: Sendable {
@@ -100,6 +101,12 @@ struct Ingest {
             case RecordTypes.shieldPolicy:
                 try EarnedTime.applyShieldPolicy(change, db)
                 configurations.insert(change.family)
+            case RecordTypes.timeRequest:
+                // The aggregator's own; its database holds the truth. Met when that database
+                // is made again from the store's history: taken as the store has it.
+                if !change.deleted, change.zone == StoreNames.defaultZone, let request = change.record(TimeRequest.self) {
+                    try TimeRequestRow(family: change.family, id: change.recordName, request).insert(db, onConflict: .ignore)
+                }
             default:
                 continue
             }
@@ -163,10 +170,13 @@ struct Ingest {
         let rate = max(0, family.rewardSecondsPerPoint ?? 60)
         let old = try Row.fetchOne(cached: db, sql: "SELECT time_zone, seconds_per_point FROM families WHERE family = ?", arguments: [change.family])
         try db.execute(cached: """
-            INSERT INTO families(family, time_zone, seconds_per_point, alert_reward_minutes, alert_exhausted, alert_no_data_hours) VALUES (?, ?, ?, ?, ?, ?)
+            INSERT INTO families(family, time_zone, seconds_per_point, alert_reward_minutes, alert_exhausted, alert_no_data_hours,
+                request_expiry_minutes, max_open_requests) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(family) DO UPDATE SET time_zone = excluded.time_zone, seconds_per_point = excluded.seconds_per_point,
-                alert_reward_minutes = excluded.alert_reward_minutes, alert_exhausted = excluded.alert_exhausted, alert_no_data_hours = excluded.alert_no_data_hours
-            """, arguments: [change.family, zone, rate, family.alertRewardMinutesPerDay, family.alertOnBalanceExhausted ?? true, family.alertNoDataHours])
+                alert_reward_minutes = excluded.alert_reward_minutes, alert_exhausted = excluded.alert_exhausted, alert_no_data_hours = excluded.alert_no_data_hours,
+                request_expiry_minutes = excluded.request_expiry_minutes, max_open_requests = excluded.max_open_requests
+            """, arguments: [change.family, zone, rate, family.alertRewardMinutesPerDay, family.alertOnBalanceExhausted ?? true, family.alertNoDataHours,
+                              max(1, family.requestExpiryMinutes ?? 120), max(1, family.maxOpenRequests ?? 3)])
         if (old?["time_zone"] ?? "UTC") != zone { return .timeZone }
         return (old?["seconds_per_point"] ?? 60) != rate ? .rate : .nothing
     }

@@ -158,8 +158,10 @@ enum Retention {
     }
 
     private static func carry(_ family: String, _ child: String, week: String, type: String, amount: Int64, _ db: Database) throws {
-        let redeemed = type == "redemption" ? amount : 0
-        let adjusted = type == "redemption" ? 0 : amount
+        // What was taken off (redemptions, deductions, expiries) and what was added.
+        let debit = PointsLedgerEntry.debitTypes.contains(type)
+        let redeemed = debit ? amount : 0
+        let adjusted = debit ? 0 : amount
         try db.execute(sql: """
             INSERT INTO carried(family, child, week, redeemed, adjusted, ledger_entries) VALUES (?, ?, ?, ?, ?, 1)
             ON CONFLICT(family, child, week) DO UPDATE SET redeemed = redeemed + excluded.redeemed, adjusted = adjusted + excluded.adjusted,

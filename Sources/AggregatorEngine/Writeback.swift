@@ -8,8 +8,9 @@ import StoreAPI
 
 /// What the aggregator writes back to the store, from its database's outboxes (so what was
 /// computed before a crash is still written after it): daily summaries, then children's
-/// accruals, balances and shield commands, then devices' configuration snapshots, then retention's weekly summaries and prunes.
-/// Woken after each applied batch. Alerts go to push from a loop of their own, woken after
+/// accruals, balances and shield commands, then devices' configuration snapshots, then retention's weekly summaries and prunes,
+/// then the records of parents' and children's actions (requests, ledger entries, audit entries).
+/// Woken after each applied batch. Alerts and notifications go to push from a loop of their own, woken after
 /// each pass: push being away (its client retries connecting for seconds) must not hold up
 /// the store's writes.
 struct Writeback: Service {
@@ -18,6 +19,7 @@ struct Writeback: Service {
     let configuration: ConfigurationWriter
     let retention: RetentionWriter
     let alerts: AlertWriter
+    let parenting: ParentingWriter
     let wakeup: Wakeup
     let logger: Logger
 
@@ -37,6 +39,7 @@ struct Writeback: Service {
             let written: Int
             do {
                 written = try await self.summaries.flush() + self.earnedTime.flush() + self.configuration.flush() + self.retention.flush()
+                    + self.parenting.flushRecords()
                 backoff = .seconds(1)
             } catch {
                 self.logger.warning("writing to the store failed; retrying", metadata: ["error": "\(error)", "retry_in_ms": "\(backoff.microseconds / 1000)"])
@@ -53,7 +56,7 @@ struct Writeback: Service {
         var backoff = Duration.seconds(1)
         while !Task.isCancelled {
             do {
-                let sent = try await self.alerts.flush()
+                let sent = try await self.alerts.flush() + self.parenting.flushNotifications()
                 backoff = .seconds(1)
                 if sent == 0 { await due.wait(upTo: .seconds(60)) }
             } catch {

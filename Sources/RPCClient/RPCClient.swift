@@ -262,7 +262,10 @@ public final class RPCClient: Sendable {
         case .wait(let connecting): task = connecting
         }
         do {
-            let connection = try await task.value
+            // A caller cancelled while connecting (its service shutting down, say) stops
+            // waiting at once: the attempt is given up (its backoff sleep throws), and the
+            // next call starts another.
+            let connection = try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
             self.link.withLock { link in
                 if case .connecting = link { link = .connected(connection) }
             }

@@ -41,6 +41,7 @@ struct ScreenTimeCtl: AsyncParsableCommand {
             FamilyCommand.self, ParentCommand.self, ChildCommand.self, DevicesCommand.self, DeviceCommand.self,
             AppsCommand.self, CommandsCommand.self, UsageCommand.self, WatchCommand.self,
             SummaryCommand.self, BalanceCommand.self, LedgerCommand.self, ReportCommand.self, DemoCommand.self,
+            AskCommand.self, RequestsCommand.self, GrantCommand.self, TakeAwayCommand.self, PauseCommand.self, ResumeCommand.self,
             BackupCommand.self, RecomputeCommand.self, GatewayCommand.self,
         ]
     )
@@ -233,7 +234,8 @@ enum Output {
             fail("screentimectl: \(error)", exitCode: error.code.exitStatus)
         } catch let error as RPCError {
             var line = "screentimectl: \(error.code): \(error.message)"
-            if let data = error.data, let text = try? String(decoding: RPCJSON.makeEncoder().encode(data), as: UTF8.self) {
+            // A conflict's data is the record as it stands, for programs: its message says it for people.
+            if error.code != .conflict, let data = error.data, let text = try? String(decoding: RPCJSON.makeEncoder().encode(data), as: UTF8.self) {
                 line += " \(text)"
             }
             let status: Int32

@@ -100,19 +100,22 @@ struct SchemaTests {
     func describesSchema() async throws {
         try await StoreHarness.inProcess { store in
             let schema = try await store.client().call(StoreMethods.schema, Empty())
-            #expect(schema.version == 8)
+            #expect(schema.version == 9)
             #expect(schema.recordTypes.first { $0.name == "RegisteredDevice" }?.fields.contains { $0.name == "appVersion" } == true)
             let names = Set(schema.recordTypes.map(\.name))
             for name in ["Family", "ParentProfile", "ChildContext", "MonitoringSession", "RegisteredDevice", "AppRule", "AppConfiguration",
                          "ShieldPolicy", "ConfigurationCommand", "UsageRecord", "DailySummary", "PointsLedgerEntry", "EarnedTimeBalance", "AuditEntry",
-                         "PairingInvitation"] {
+                         "PairingInvitation", "WeeklySummary", "TimeRequest"] {
                 #expect(names.contains(name), "\(name)")
             }
             let child = try #require(schema.recordTypes.first { $0.name == "ChildContext" })
             #expect(child.unique == [["familyRef", "childOpaqueId"]])
             #expect(child.fields.first { $0.name == "pairedDeviceIds" }?.mergeAsSet == true)
             let ledger = try #require(schema.recordTypes.first { $0.name == "PointsLedgerEntry" })
-            #expect(ledger.fields.first { $0.name == "type" }?.allowedValues == ["accrual", "redemption", "adjustment", "reversal"])
+            #expect(ledger.fields.first { $0.name == "type" }?.allowedValues == ["accrual", "redemption", "adjustment", "reversal", "deduction", "expiry"])
+            #expect(ledger.serverOnlyValues == ["type": ["accrual", "deduction", "expiry", "reversal"]])
+            let request = try #require(schema.recordTypes.first { $0.name == "TimeRequest" })
+            #expect(request.serverOnlyValues == ["status": ["approved", "denied", "expired", "open"]], "a request is the server's alone to write")
             #expect(ledger.childAccess == .none && ledger.appendOnly == true)
             let usage = try #require(schema.recordTypes.first { $0.name == "UsageRecord" })
             #expect(usage.notInFuture == NotInFutureInfo(field: "sessionEnd", offsetField: "clockOffsetSeconds", toleranceSeconds: 120))
@@ -136,7 +139,7 @@ struct SchemaTests {
 
         try await store.restart()
         let parent = store.client(token: FamilyFixture.parentToken)
-        #expect(try await parent.call(StoreMethods.schema, Empty()).version == 8)
+        #expect(try await parent.call(StoreMethods.schema, Empty()).version == 9)
         let familyRecord = try #require(try await parent.fetch([FamilyFixture.family]).records.first)
         #expect(familyRecord.fields["timeZone"] == "UTC" && familyRecord.fields["displayName"] == "Smiths")
         let rewards = try await parent.call(StoreMethods.query, byClass)

@@ -33,7 +33,7 @@ struct SchemaVersion: Sendable {
 
 /// Every schema version, oldest first. Add new versions at the end.
 enum SchemaHistory {
-    static let versions: [SchemaVersion] = [version1, version2, version3, version4, version5, version6, version7, version8]
+    static let versions: [SchemaVersion] = [version1, version2, version3, version4, version5, version6, version7, version8, version9]
 
     static var latest: Int { versions.last!.number }
 
@@ -239,5 +239,35 @@ enum SchemaHistory {
         .serverOnlyValues(recordType: RecordTypes.pointsLedgerEntry, field: "type", values: ["accrual", "reversal"]),
         .addField(recordType: RecordTypes.usageRecord, int("clockOffsetSeconds")),
         .notInFuture(recordType: RecordTypes.usageRecord, field: "sessionEnd", offsetField: "clockOffsetSeconds"),
+    ])
+
+    /// Everyday parenting (the aggregator): a child's requests for more time and their
+    /// answers, written by the server alone; points a parent takes away (`deduction`) and a
+    /// week's unspent points that expire (`expiry`), the server's own entries; the family's
+    /// settings for requests; a child's daily cap and weekly expiry; and why and since when
+    /// a child's reward apps are shielded.
+    static let version9 = SchemaVersion(number: 9, name: "everyday-parenting", steps: [
+        .addRecordType(RecordTypeDefinition(
+            name: RecordTypes.timeRequest,
+            summary: "A child's request for more reward time and its answer, written by the aggregator: `request-<id>` in the default zone.",
+            fields: [
+                reference("childRef", required: true, action: .deleteSelf), string("deviceID", required: true, indexed: true),
+                int("minutes", required: true, minimum: 1), bool("restOfDay"), string("app"), string("appName"), string("note"),
+                string("status", required: true, indexed: true, allowed: TimeRequest.statuses), date("createdAt", required: true, indexed: true),
+                date("expiresAt"), bool("whilePaused"), date("answeredAt"), reference("answeredByParentRef", indexed: false),
+                string("answeredBy"), int("grantedMinutes", minimum: 1), string("reply"),
+            ],
+            serverOnlyValues: ["status": Set(TimeRequest.statuses)])),
+        .allowValues(recordType: RecordTypes.pointsLedgerEntry, field: "type", values: ["deduction", "expiry"]),
+        .serverOnlyValues(recordType: RecordTypes.pointsLedgerEntry, field: "type", values: ["deduction", "expiry"]),
+        .addField(recordType: RecordTypes.family, FieldDefinition(name: "requestExpiryMinutes", type: .int64, minimum: 1, defaultValue: 120)),
+        .addField(recordType: RecordTypes.family, FieldDefinition(name: "maxOpenRequests", type: .int64, minimum: 1, defaultValue: 3)),
+        .addField(recordType: RecordTypes.childContext, int("dailyRewardCapMinutes", minimum: 1)),
+        .addField(recordType: RecordTypes.childContext, bool("weeklyExpiry")),
+        .addField(recordType: RecordTypes.earnedTimeBalance, string("shieldReason", allowed: ["balance", "paused", "dailyCap"])),
+        .addField(recordType: RecordTypes.earnedTimeBalance, date("pausedSince")),
+        .addField(recordType: RecordTypes.earnedTimeBalance, date("pausedUntil")),
+        .addField(recordType: RecordTypes.earnedTimeBalance, string("pausedBy")),
+        .addField(recordType: RecordTypes.earnedTimeBalance, int("rewardSecondsToday", minimum: 0)),
     ])
 }

@@ -10,6 +10,7 @@ public struct Family: RecordFields {
     /// The fields' names: the wire's keys.
     public enum CodingKeys: String, CodingKey, CaseIterable, Sendable {
         case code, settingsVersion, displayName, timeZone, rewardSecondsPerPoint, alertRewardMinutesPerDay, alertOnBalanceExhausted, alertNoDataHours
+        case requestExpiryMinutes, maxOpenRequests
     }
 
     public var code: String?
@@ -21,10 +22,16 @@ public struct Family: RecordFields {
     public var alertRewardMinutesPerDay: Int64?
     public var alertOnBalanceExhausted: Bool?
     public var alertNoDataHours: Int64?
+    /// How long a child's request for more time waits for an answer (schema v9; default 120).
+    public var requestExpiryMinutes: Int64?
+    /// How many unanswered requests a child may have at once (schema v9; default 3).
+    public var maxOpenRequests: Int64?
 
     public init(code: String? = nil, settingsVersion: Int64? = nil, displayName: String? = nil, timeZone: String? = nil,
                 rewardSecondsPerPoint: Int64? = nil, alertRewardMinutesPerDay: Int64? = nil, alertOnBalanceExhausted: Bool? = nil,
-                alertNoDataHours: Int64? = nil) {
+                alertNoDataHours: Int64? = nil, requestExpiryMinutes: Int64? = nil, maxOpenRequests: Int64? = nil) {
+        self.requestExpiryMinutes = requestExpiryMinutes
+        self.maxOpenRequests = maxOpenRequests
         self.code = code
         self.settingsVersion = settingsVersion
         self.displayName = displayName
@@ -68,15 +75,23 @@ public struct ChildContext: RecordFields {
     public static let setFields: Set<CodingKeys> = [.pairedDeviceIds]
     /// The fields' names: the wire's keys.
     public enum CodingKeys: String, CodingKey, CaseIterable, Sendable {
-        case familyRef, childOpaqueId, displayName, pairedDeviceIds
+        case familyRef, childOpaqueId, displayName, pairedDeviceIds, dailyRewardCapMinutes, weeklyExpiry
     }
 
     public var familyRef: RecordReference
     public var childOpaqueId: String
     public var displayName: String?
     public var pairedDeviceIds: [String]?
+    /// At most this much reward time in one of the family's days, whatever the balance
+    /// (schema v9; absent: no cap).
+    public var dailyRewardCapMinutes: Int64?
+    /// Earned time not spent by the end of the family's week expires (schema v9; default false).
+    public var weeklyExpiry: Bool?
 
-    public init(familyRef: RecordReference, childOpaqueId: String, displayName: String? = nil, pairedDeviceIds: [String]? = nil) {
+    public init(familyRef: RecordReference, childOpaqueId: String, displayName: String? = nil, pairedDeviceIds: [String]? = nil,
+                dailyRewardCapMinutes: Int64? = nil, weeklyExpiry: Bool? = nil) {
+        self.dailyRewardCapMinutes = dailyRewardCapMinutes
+        self.weeklyExpiry = weeklyExpiry
         self.familyRef = familyRef
         self.childOpaqueId = childOpaqueId
         self.displayName = displayName

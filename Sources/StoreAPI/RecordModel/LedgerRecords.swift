@@ -16,7 +16,8 @@ public struct PointsLedgerEntry: RecordFields {
     public var familyRef: RecordReference
     public var childRef: RecordReference
     /// `accrual`, `redemption`, `adjustment`, `reversal` (points counted, then taken back:
-    /// the day's usage came to less). Entries are never changed once written.
+    /// the day's usage came to less), `deduction` (a parent took points away), `expiry`
+    /// (a week's unspent points expired). Entries are never changed once written.
     public var type: String
     public var amount: Int64
     public var timestamp: Date
@@ -35,6 +36,9 @@ public struct PointsLedgerEntry: RecordFields {
         self.actorParentRef = actorParentRef
         self.idempotencyKey = idempotencyKey
     }
+
+    /// The types whose amount is taken off the balance; the others add to it.
+    public static let debitTypes: Set<String> = ["redemption", "reversal", "deduction", "expiry"]
 }
 
 /// A child's earned reward time: `balance-child-<childId>` in `default`, one per child.
@@ -45,6 +49,7 @@ public struct EarnedTimeBalance: RecordFields {
     /// The fields' names: the wire's keys.
     public enum CodingKeys: String, CodingKey, CaseIterable, Sendable {
         case childRef, balanceSeconds, updatedAt, pointsBalance, rewardSecondsUsed, shielded
+        case shieldReason, pausedSince, pausedUntil, pausedBy, rewardSecondsToday
     }
 
     public var childRef: RecordReference
@@ -53,9 +58,25 @@ public struct EarnedTimeBalance: RecordFields {
     public var pointsBalance: Int64?
     public var rewardSecondsUsed: Int64?
     public var shielded: Bool?
+    /// Why reward apps are shielded (schema v9): `balance` (no earned time left), `paused`
+    /// (a parent paused them), `dailyCap` (the day's cap is reached); absent when not.
+    public var shieldReason: String?
+    /// A parent's pause (schema v9): since when, until when (absent: until resumed), and
+    /// the parent's name.
+    public var pausedSince: Date?
+    public var pausedUntil: Date?
+    public var pausedBy: String?
+    /// Reward time used in the family's day so far (schema v9), against a daily cap.
+    public var rewardSecondsToday: Int64?
 
     public init(childRef: RecordReference, balanceSeconds: Int64, updatedAt: Date? = nil, pointsBalance: Int64? = nil,
-                rewardSecondsUsed: Int64? = nil, shielded: Bool? = nil) {
+                rewardSecondsUsed: Int64? = nil, shielded: Bool? = nil, shieldReason: String? = nil, pausedSince: Date? = nil,
+                pausedUntil: Date? = nil, pausedBy: String? = nil, rewardSecondsToday: Int64? = nil) {
+        self.shieldReason = shieldReason
+        self.pausedSince = pausedSince
+        self.pausedUntil = pausedUntil
+        self.pausedBy = pausedBy
+        self.rewardSecondsToday = rewardSecondsToday
         self.childRef = childRef
         self.balanceSeconds = balanceSeconds
         self.updatedAt = updatedAt

@@ -423,7 +423,7 @@ struct LedgerCommand: AsyncParsableCommand {
             print(Table.render(["WHEN", "TYPE", "POINTS", "REASON"], entries.prefix(self.limit).map { entry in
                 let type = entry.fields.type
                 let amount = entry.fields.amount
-                return [StoreDates.format(entry.fields.timestamp), type, type == "redemption" || type == "reversal" ? "-\(amount)" : "+\(amount)", entry.fields.reason ?? ""]
+                return [StoreDates.format(entry.fields.timestamp), type, PointsLedgerEntry.debitTypes.contains(type) ? "-\(amount)" : "+\(amount)", entry.fields.reason ?? ""]
             }, rightAligned: [2]), terminator: "")
         }
     }

@@ -1,0 +1,172 @@
+import AggregatorAPI
+import ChangeFeed
+import DurableSQLite
+import Foundation
+import GRDB
+import RPCClient
+import RPCCore
+import ServiceKit
+import StoreAPI
+
+/// The everyday parenting methods: who calls, what the parameters may be, and one
+/// transaction of the aggregator's database for each action (TimeRequests, Grants, Pauses),
+/// whose records and notifications the write-back then sends.
+struct Parenting: Sendable {
+    let database: AggregatorDatabase
+    let store: RPCClient
+    let credentials: CredentialTable
+    let clock: @Sendable () -> Date
+    /// The write-back (records, balances, shield commands, notifications).
+    let writeback: Wakeup
+    /// The deadlines (a new request's expiry, a pause's end).
+    let deadlines: Wakeup
+
+    func askForTime(_ params: AskForTimeParams, auth: Auth?) async throws -> TimeRequestInfo {
+        let device = try await CallerIdentity.childDevice(auth, credentials: self.credentials, for: "aggregator.askForTime")
+        switch (params.minutes, params.restOfDay) {
+        case (let minutes?, nil), (let minutes?, false?): try Self.check(minutes: minutes, "params.minutes")
+        case (nil, true?): break
+        default: throw RPCError(.invalidParams, "params: give minutes (1 to \(ParentingLimits.minutes.upperBound)), or restOfDay true, not both")
+        }
+        try Self.check(text: params.note, "params.note")
+        try Self.check(text: params.app, "params.app", empty: false)
+        try Self.check(text: params.appName, "params.appName", empty: false)
+        let now = Millis.of(self.clock())
+        let info = try await self.database.pool.write { db in
+            let child = try ChildLookup.child(ofDevice: device.deviceId, family: device.family, db)
+            let name = try Alerts.name(child, db)
+            return try TimeRequests.ask(params, child: child, device: Actor(kind: .child, deviceId: device.deviceId, name: name), now: now, db)
+        }
+        self.changed()
+        return info
+    }
+
+    func answerRequest(_ params: AnswerRequestParams, auth: Auth?) async throws -> TimeRequestInfo {
+        let parent = try await self.parent(auth, for: "aggregator.answerRequest")
+        guard !params.request.isEmpty, params.request.count <= 200 else { throw RPCError(.invalidParams, "params.request: a request's id, as aggregator.listRequests gives it") }
+        if let minutes = params.minutes {
+            guard params.approve else { throw RPCError(.invalidParams, "params.minutes: only an approval gives minutes; leave it out to deny") }
+            try Self.check(minutes: minutes, "params.minutes")
+        }
+        try Self.check(text: params.reply, "params.reply")
+        let now = Millis.of(self.clock())
+        let info = try await self.database.pool.write { db in try TimeRequests.answer(params, family: parent.family, parent: parent.actor, now: now, db) }
+        self.changed()
+        return info
+    }
+
+    func listRequests(_ params: ListRequestsParams, auth: Auth?) async throws -> TimeRequestList {
+        guard let auth else { throw RPCError(.forbidden, "aggregator.listRequests: for a parent's or a child's device; send its credential as auth.token") }
+        let who = try await self.credentials.whoami(auth)
+        guard let family = who.family, let deviceId = who.deviceId, let role = who.role else {
+            throw RPCError(.unauthorized, "this credential is not a device's: send a device's credential as auth.token")
+        }
+        let limit = params.limit ?? ParentingLimits.listLength
+        guard (1...ParentingLimits.listLength).contains(limit) else { throw RPCError(.invalidParams, "params.limit: 1 to \(ParentingLimits.listLength)") }
+        if let child = params.child { try Self.check(text: child, "params.child", empty: false) }
+        let now = Millis.of(self.clock())
+        // Expired ones are listed as expired, whether or not the deadline check came by yet.
+        let requests = try await self.database.pool.write { db -> [TimeRequestInfo] in
+            try TimeRequests.expireDue(family: family, now: now, db)
+            let child: String
+            if role.isParent {
+                guard let id = params.child else {
+                    return try TimeRequests.list(family: family, child: nil, status: params.status, limit: limit, db)
+                }
+                child = try ChildLookup.child(id, family: family, db).child
+            } else {
+                guard params.child == nil else { throw RPCError(.forbidden, "params.child: a child's device lists its own child's requests only; leave it out") }
+                child = try ChildLookup.child(ofDevice: deviceId, family: family, db).child
+            }
+            return try TimeRequests.list(family: family, child: child, status: params.status, limit: limit, db)
+        }
+        self.writeback.signal()
+        return TimeRequestList(requests: requests)
+    }
+
+    func grant(_ params: GrantParams, auth: Auth?) async throws -> GrantResult {
+        let parent = try await self.parent(auth, for: "aggregator.grant")
+        try Self.check(text: params.child, "params.child", empty: false)
+        switch (params.points, params.minutes) {
+        case (let points?, nil):
+            guard points != 0, ParentingLimits.points.contains(abs(points)) else {
+                throw RPCError(.invalidParams, "params.points: 1 to \(ParentingLimits.points.upperBound) to add, or −1 to −\(ParentingLimits.points.upperBound) to take away")
+            }
+        case (nil, let minutes?):
+            guard minutes != 0, ParentingLimits.minutes.contains(abs(minutes)) else {
+                throw RPCError(.invalidParams, "params.minutes: 1 to \(ParentingLimits.minutes.upperBound) to add, or −1 to −\(ParentingLimits.minutes.upperBound) to take away")
+            }
+        default: throw RPCError(.invalidParams, "params: give points or minutes (negative to take away), not both")
+        }
+        try Self.check(text: params.reason, "params.reason")
+        let now = Millis.of(self.clock())
+        let result = try await self.database.pool.write { db in try Grants.grant(params, family: parent.family, parent: parent.actor, now: now, db) }
+        self.writeback.signal()
+        return result
+    }
+
+    func pause(_ params: PauseParams, auth: Auth?) async throws -> ChildTime {
+        let parent = try await self.parent(auth, for: "aggregator.pause")
+        try Self.check(text: params.child, "params.child", empty: false)
+        if let minutes = params.minutes, !ParentingLimits.pauseMinutes.contains(minutes) {
+            throw RPCError(.invalidParams, "params.minutes: 1 to \(ParentingLimits.pauseMinutes.upperBound) (a week), or leave it out to pause until resumed")
+        }
+        try Self.check(text: params.reason, "params.reason")
+        let now = Millis.of(self.clock())
+        let time = try await self.database.pool.write { db in try Pauses.pause(params, family: parent.family, parent: parent.actor, now: now, db) }
+        self.changed()
+        return time
+    }
+
+    func resume(_ params: ResumeParams, auth: Auth?) async throws -> ChildTime {
+        let parent = try await self.parent(auth, for: "aggregator.resume")
+        try Self.check(text: params.child, "params.child", empty: false)
+        let now = Millis.of(self.clock())
+        let time = try await self.database.pool.write { db in try Pauses.resume(params, family: parent.family, parent: parent.actor, now: now, db) }
+        self.changed()
+        return time
+    }
+
+    // MARK: Callers and checks
+
+    private func changed() {
+        self.writeback.signal()
+        self.deadlines.signal()
+    }
+
+    /// The calling parent, with its name as the family knows it (its ParentProfile's, else its device's).
+    private func parent(_ auth: Auth?, for what: String) async throws -> (family: String, actor: Actor) {
+        guard let auth else { throw RPCError(.forbidden, "\(what): for a parent's device; send its credential as auth.token") }
+        let family = try await CallerIdentity.parentFamily(auth, credentials: self.credentials, for: what)
+        let deviceId = try await self.credentials.whoami(auth).deviceId ?? ""
+        return (family, Actor(kind: .parent, deviceId: deviceId, name: await self.parentName(family: family, deviceId: deviceId)))
+    }
+
+    private func parentName(family: String, deviceId: String) async -> String {
+        let names = [ParentingNames.parentRecord(deviceId), "device-\(deviceId)"]
+        guard let records = try? await self.store.call(StoreMethods.fetch, FetchParams(family: family, zone: StoreNames.defaultZone, recordNames: names)).records else {
+            return "A parent"
+        }
+        let profile = records.first { $0.recordType == RecordTypes.parentProfile }.flatMap { try? TypedRecord<ParentProfile>($0).fields.displayName }
+        let device = records.first { $0.recordType == RecordTypes.registeredDevice }.flatMap { try? TypedRecord<RegisteredDevice>($0).fields.deviceName }
+        return [profile, device].compactMap { $0?.trimmingCharacters(in: .whitespaces) }.first { !$0.isEmpty } ?? "A parent"
+    }
+
+    static func check(minutes: Int64, _ name: String) throws(RPCError) {
+        guard ParentingLimits.minutes.contains(minutes) else {
+            throw RPCError(.invalidParams, "\(name): \(ParentingLimits.minutes.lowerBound) to \(ParentingLimits.minutes.upperBound) minutes, not \(minutes)")
+        }
+    }
+
+    /// Text a person wrote: at most `ParentingLimits.textLength` characters, no control characters.
+    static func check(text: String?, _ name: String, empty: Bool = true) throws(RPCError) {
+        guard let text else { return }
+        guard empty || !text.isEmpty else { throw RPCError(.invalidParams, "\(name): may not be empty") }
+        guard text.count <= ParentingLimits.textLength else {
+            throw RPCError(.invalidParams, "\(name): at most \(ParentingLimits.textLength) characters (this one has \(text.count))")
+        }
+        guard !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw RPCError(.invalidParams, "\(name): no control characters (line breaks included)")
+        }
+    }
+}

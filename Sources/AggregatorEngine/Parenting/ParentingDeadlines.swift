@@ -1,0 +1,52 @@
+import DurableSQLite
+import Foundation
+import GRDB
+import Logging
+import ServiceKit
+import ServiceLifecycle
+
+/// What happens at a time rather than on a change: open requests expire, pauses end. Runs
+/// once at start (catching up with what came due while the aggregator was stopped), then
+/// at each next deadline, woken early when a parent's action sets a new one.
+struct ParentingDeadlines: Service {
+    let database: AggregatorDatabase
+    let clock: @Sendable () -> Date
+    /// The longest sleep between two looks at the clock (the clock can jump; a test's moves).
+    let checkInterval: Duration
+    /// Signalled when a request or a pause is made: its deadline may be the next one.
+    let changed: Wakeup
+    let writeback: Wakeup
+    let logger: Logger
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                let next = await self.check()
+                let now = Millis.of(self.clock())
+                let wait = next.map { Duration.milliseconds(max(0, $0 - now)) } ?? self.checkInterval
+                await self.changed.wait(upTo: min(wait, self.checkInterval))
+            }
+        }
+    }
+
+    /// Does what is due; returns when the next deadline is.
+    func check() async -> Int64? {
+        do {
+            let now = Millis.of(self.clock())
+            let (expired, ended, next) = try await self.database.pool.write { db in
+                let expired = try TimeRequests.expireDue(now: now, db)
+                let ended = try Pauses.endDue(now: now, db)
+                let next = [try TimeRequests.nextExpiry(db), try Pauses.nextEnd(db)].compactMap { $0 }.min()
+                return (expired, ended, next)
+            }
+            if expired + ended > 0 {
+                self.logger.info("parenting deadlines passed", metadata: ["requests_expired": "\(expired)", "pauses_ended": "\(ended)"])
+                self.writeback.signal()
+            }
+            return next
+        } catch {
+            self.logger.error("checking requests and pauses for their deadlines failed", metadata: ["error": "\(error)"])
+            return nil
+        }
+    }
+}
