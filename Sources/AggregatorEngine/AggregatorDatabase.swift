@@ -122,6 +122,8 @@ extension AggregatorDatabase {
             /// `balance`, `paused` (a parent's pause), `dailyCap`.
             var shieldReason: String?
             var pause: Pause?
+            /// Reward time in the family's day (against a daily cap).
+            var rewardToday: Int64
         }
 
         /// A parent's pause, on now.
@@ -136,7 +138,7 @@ extension AggregatorDatabase {
         try await self.pool.read { db in
             try PendingChildWrite.fetchAll(db, sql: """
                 SELECT o.family, o.child, o.version, c.points, c.reward_seconds, c.balance_seconds, c.shielded, c.shield_version, c.commands_version,
-                    c.shield_reason, p.since_ms, p.until_ms, p.by_name
+                    c.shield_reason, c.reward_today_seconds, p.since_ms, p.until_ms, p.by_name
                 FROM child_outbox o
                 LEFT JOIN children c ON c.family = o.family AND c.child = o.child
                 LEFT JOIN pauses p ON p.family = o.family AND p.child = o.child AND p.ended_ms IS NULL
@@ -318,7 +320,7 @@ extension AggregatorDatabase.PendingChildWrite: FetchableRecord {
         static let family = Column("family"), child = Column("child"), version = Column("version")
         static let balancePoints = Column("points"), rewardSeconds = Column("reward_seconds"), balanceSeconds = Column("balance_seconds")
         static let shielded = Column("shielded"), shieldVersion = Column("shield_version"), commandsVersion = Column("commands_version")
-        static let shieldReason = Column("shield_reason"), pausedSince = Column("since_ms"), pausedUntil = Column("until_ms"), pausedBy = Column("by_name")
+        static let shieldReason = Column("shield_reason"), rewardToday = Column("reward_today_seconds"), pausedSince = Column("since_ms"), pausedUntil = Column("until_ms"), pausedBy = Column("by_name")
     }
 
     init(row: Row) {
@@ -330,7 +332,7 @@ extension AggregatorDatabase.PendingChildWrite: FetchableRecord {
             balance: balancePoints.map {
                 Balance(points: $0, rewardSeconds: row[Columns.rewardSeconds], balanceSeconds: row[Columns.balanceSeconds],
                         shielded: row[Columns.shielded], shieldVersion: row[Columns.shieldVersion], commandsVersion: row[Columns.commandsVersion],
-                        shieldReason: row[Columns.shieldReason], pause: pause)
+                        shieldReason: row[Columns.shieldReason], pause: pause, rewardToday: row[Columns.rewardToday])
             })
     }
 }

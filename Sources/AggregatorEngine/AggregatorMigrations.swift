@@ -321,8 +321,21 @@ extension AggregatorDatabase {
                 );
                 ALTER TABLE families ADD COLUMN request_expiry_minutes INTEGER NOT NULL DEFAULT 120;
                 ALTER TABLE families ADD COLUMN max_open_requests INTEGER NOT NULL DEFAULT 3;
-                -- why the child's reward apps are shielded: balance, paused, dailyCap
+                -- why the child's reward apps are shielded: balance, paused, dailyCap; and
+                -- the reward time of the family's day when last computed (against a cap)
                 ALTER TABLE children ADD COLUMN shield_reason TEXT;
+                ALTER TABLE children ADD COLUMN reward_today_seconds INTEGER NOT NULL DEFAULT 0;
+                -- a child's own rules, from its ChildContext: a daily cap of reward time and
+                -- whether unspent time expires at the end of the family's week (expired_through:
+                -- the Monday up to which it has, so a week expires once)
+                CREATE TABLE child_rules (
+                    family TEXT NOT NULL,
+                    child TEXT NOT NULL,
+                    daily_cap_minutes INTEGER,
+                    weekly_expiry INTEGER NOT NULL DEFAULT 0,
+                    expired_through TEXT,
+                    PRIMARY KEY (family, child)
+                ) WITHOUT ROWID;
                 """)
         }
         return migrator

@@ -144,7 +144,8 @@ enum EarnedTime {
     }
 
     /// Computes a child's balance, notes a shield crossing, and queues the balance record.
-    static func computeBalance(_ child: Child, _ db: Database) throws {
+    /// `now` places the child's day, against its daily cap.
+    static func computeBalance(_ child: Child, now: Int64, _ db: Database) throws {
         let usage = try Row.fetchOne(cached: db, sql: """
             SELECT coalesce(sum(d.points), 0) AS points, coalesce(sum(d.reward_seconds), 0) AS reward
             FROM days d JOIN devices v ON v.family = d.family AND v.device_id = d.device_id
@@ -162,28 +163,46 @@ enum EarnedTime {
         let balance = points * rate - reward
         let paused = try Bool.fetchOne(cached: db, sql: "SELECT EXISTS (SELECT 1 FROM pauses WHERE family = ? AND child = ? AND ended_ms IS NULL)",
                                        arguments: [child.family, child.child]) ?? false
-        // A pause says more than an empty balance: resuming may still leave apps shielded.
-        let reason: String? = paused ? "paused" : balance <= 0 ? "balance" : nil
+        let (rewardToday, capReached) = try Self.dailyCap(child, now: now, db)
+        // A pause says more than an empty balance, and an empty balance more than a cap
+        // (lifted at midnight: the balance's shield stays).
+        let reason: String? = paused ? "paused" : balance <= 0 ? "balance" : capReached ? "dailyCap" : nil
         let shielded = reason != nil
         // A child first seen with time to spare needs no command: reward apps start unshielded.
         let before = try Row.fetchOne(cached: db, sql: """
-            SELECT points, reward_seconds, balance_seconds, shielded, shield_reason FROM children WHERE family = ? AND child = ?
+            SELECT points, reward_seconds, balance_seconds, shielded, shield_reason, reward_today_seconds FROM children WHERE family = ? AND child = ?
             """, arguments: [child.family, child.child])
         // The same numbers again are no change: nothing to write, nobody to notify.
         if let before, before["points"] as Int64 == points, before["reward_seconds"] as Int64 == reward,
-           before["balance_seconds"] as Int64 == balance, before["shielded"] as Bool == shielded, before["shield_reason"] as String? == reason {
+           before["balance_seconds"] as Int64 == balance, before["shielded"] as Bool == shielded, before["shield_reason"] as String? == reason,
+           before["reward_today_seconds"] as Int64 == rewardToday {
             return
         }
         let crossed = (before.map { ($0["shielded"] as Bool) } ?? false) != shielded
         try db.execute(cached: """
-            INSERT INTO children(family, child, points, reward_seconds, balance_seconds, shielded, shield_reason, shield_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO children(family, child, points, reward_seconds, balance_seconds, shielded, shield_reason, reward_today_seconds, shield_version)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(family, child) DO UPDATE SET points = excluded.points, reward_seconds = excluded.reward_seconds,
                 balance_seconds = excluded.balance_seconds, shielded = excluded.shielded, shield_reason = excluded.shield_reason,
-                shield_version = shield_version + (CASE WHEN ? THEN 1 ELSE 0 END)
-            """, arguments: [child.family, child.child, points, reward, balance, shielded, reason, crossed ? 1 : 0, crossed])
+                reward_today_seconds = excluded.reward_today_seconds, shield_version = shield_version + (CASE WHEN ? THEN 1 ELSE 0 END)
+            """, arguments: [child.family, child.child, points, reward, balance, shielded, reason, rewardToday, crossed ? 1 : 0, crossed])
         try Self.queue(child.family, child.child, day: "", db)
         // The alert is of earned time running out, not of a parent's pause.
         if crossed { try Alerts.balanceCrossed(child, exhausted: balance <= 0 && shielded, balanceSeconds: balance, db) }
+    }
+
+    /// The child's reward time in the family's day of `now`, and whether its daily cap (if
+    /// it has one) is reached.
+    private static func dailyCap(_ child: Child, now: Int64, _ db: Database) throws -> (rewardToday: Int64, reached: Bool) {
+        let cap = try Int64.fetchOne(cached: db, sql: "SELECT daily_cap_minutes FROM child_rules WHERE family = ? AND child = ?",
+                                     arguments: [child.family, child.child])
+        guard let cap else { return (0, false) }
+        let today = try Ingest.localDays(of: child.family, db).day(containing: Millis.date(now))
+        let reward = try Int64.fetchOne(cached: db, sql: """
+            SELECT coalesce(sum(d.reward_seconds), 0) FROM days d JOIN devices v ON v.family = d.family AND v.device_id = d.device_id
+            WHERE d.family = ? AND v.child_ref = ? AND d.day = ?
+            """, arguments: [child.family, child.child, today]) ?? 0
+        return (reward, reward >= cap * 60)
     }
 
     private static func queue(_ family: String, _ child: String, day: String, _ db: Database) throws {

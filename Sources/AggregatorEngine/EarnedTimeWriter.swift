@@ -94,7 +94,7 @@ struct EarnedTimeWriter: Sendable {
                 let record = EarnedTimeBalance(childRef: .inDefaultZone(item.child), balanceSeconds: balance.balanceSeconds, updatedAt: Date(),
                                                pointsBalance: balance.points, rewardSecondsUsed: balance.rewardSeconds, shielded: balance.shielded,
                                                shieldReason: balance.shieldReason, pausedSince: balance.pause?.since, pausedUntil: balance.pause?.until,
-                                               pausedBy: balance.pause?.by)
+                                               pausedBy: balance.pause?.by, rewardSecondsToday: balance.rewardToday)
                 return try RecordSave.record(record, named: "balance-\(item.child)")
             }
             let params = ModifyParams(family: family, zone: StoreNames.defaultZone, saves: saves, savePolicy: .allKeys)

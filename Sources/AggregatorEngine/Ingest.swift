@@ -15,7 +15,7 @@ struct Ingest {
     /// The record types followed.
     static let recordTypes = [RecordTypes.usageRecord, RecordTypes.family, RecordTypes.appRule, RecordTypes.appConfiguration, RecordTypes.monitoringSession,
                               RecordTypes.pointsLedgerEntry, RecordTypes.shieldPolicy, RecordTypes.configurationCommand, RecordTypes.registeredDevice,
-                              RecordTypes.timeRequest]
+                              RecordTypes.timeRequest, RecordTypes.childContext]
 
     /// A change, with the record's fields (as saved, or as they were when deleted).
     struct Change: Sendable {
@@ -101,6 +101,8 @@ struct Ingest {
             case RecordTypes.shieldPolicy:
                 try EarnedTime.applyShieldPolicy(change, db)
                 configurations.insert(change.family)
+            case RecordTypes.childContext:
+                if let child = try ChildRules.apply(change, now: Millis.of(change.at ?? Date()), db) { children.insert(child) }
             case RecordTypes.timeRequest:
                 // The aggregator's own; its database holds the truth. Met when that database
                 // is made again from the store's history: taken as the store has it.
@@ -130,7 +132,7 @@ struct Ingest {
         try EarnedTime.enterDifferences(adoptedDays, now: now, calendar: calendar, db)
         children.formUnion(childDays.keys)
         try Alerts.checkRewardDays(childDays, db)
-        for child in children { try EarnedTime.computeBalance(child, db) }
+        for child in children { try EarnedTime.computeBalance(child, now: now, db) }
         return changed.count + children.count + configurations.count + activated
     }
 

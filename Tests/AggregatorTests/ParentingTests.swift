@@ -9,6 +9,7 @@ import StackSupport
 import StoreAPI
 import Testing
 import TestSupport
+import UsageModel
 
 /// Everyday parenting through the aggregator's real server: a child asks for more time,
 /// parents answer (the first answer wins), grant and take away time, pause and resume; the
@@ -179,6 +180,64 @@ struct ParentingTests {
         }
     }
 
+    @Test("a daily cap shields mid-session whatever the balance, and is lifted at the family's midnight")
+    func dailyCap() async throws {
+        let stack0 = LocalTime("Europe/Paris")
+        let clock = SimulatedClock(stack0.at("2026-11-20 10:00"))
+        try await AggregatorStack.inProcess(configure: { $0.clock = { clock.now }; $0.deadlineCheckInterval = .milliseconds(50) }, storeClock: { clock.now }) { stack in
+            try await stack.caughtUp()
+            try await stack.session("learn", from: stack.at("2026-11-20 08:00"), to: stack.at("2026-11-20 09:00"))
+            try await stack.childRules(["dailyRewardCapMinutes": 30])
+            clock.set(stack.at("2026-11-20 16:45"))
+            // 40 minutes of reward: 20 of the hour earned are left, but the day's 30 are used.
+            try await stack.session("play", app: "com.youtube", category: "reward", from: stack.at("2026-11-20 16:00"), to: stack.at("2026-11-20 16:40"))
+            try await stack.waitForBalance { $0?.fields["shielded"] == true && $0?.fields["shieldReason"] == "dailyCap" && $0?.fields["rewardSecondsToday"] == 2400
+                && $0?.fields["balanceSeconds"] == 1200 }
+            clock.set(stack.at("2026-11-20 23:59"))
+            try await stack.caughtUp()
+            #expect(try await stack.balance()?.fields["shieldReason"] == "dailyCap", "still the same day")
+            clock.set(stack.at("2026-11-21 00:00:30"))
+            try await stack.waitForBalance { $0?.fields["shielded"] == false && $0?.fields["rewardSecondsToday"] == 0 && $0?.fields["balanceSeconds"] == 1200 }
+            try await stack.settle(sessions: 2)
+            let commands = try await stack.shieldCommands()
+            #expect(commands.map { $0.fields["commandType"] } == ["shieldRewardApps", "unshieldRewardApps"])
+            let payload = try RPCJSON.makeDecoder().decode(JSONValue.self, from: Data((commands.first?.fields["payloadJSON"]?.stringValue ?? "").utf8))
+            #expect(payload.objectValue?["reason"] == "dailyCap")
+        }
+    }
+
+    @Test("weekly expiry: unspent points expire at the end of the family's week, a week with a daylight-saving change included, once, across a restart")
+    func weeklyExpiryAcrossDST() async throws {
+        let paris = LocalTime("Europe/Paris")
+        let clock = SimulatedClock(paris.at("2026-10-20 12:00"))
+        try await AggregatorStack.inProcess(withPush: true, configure: { $0.clock = { clock.now }; $0.deadlineCheckInterval = .milliseconds(50) }, storeClock: { clock.now }) { stack in
+            try await stack.caughtUp()
+            let child = stack.childAlerts()
+            try await stack.session("learn", from: stack.at("2026-10-20 08:00"), to: stack.at("2026-10-20 08:30"))
+            try await stack.childRules(["weeklyExpiry": true])
+            try await stack.waitForBalance { $0?.fields["balanceSeconds"] == 1800 }
+            // Sunday 23:30 in Paris is 22:30 UTC after the clocks went back that morning: a
+            // week of 7 × 24 h from Monday's midnight would have ended half an hour ago.
+            clock.set(stack.at("2026-10-25 23:30"))
+            try await child.expectQuiet(beyond: 0, for: .milliseconds(300))
+            clock.set(stack.at("2026-10-26 00:00:30"))
+            let heard = try await child.event("pointsExpired")
+            #expect(heard.alert?.title == "A new week: 30 points you did not spend expired")
+            try await stack.waitForBalance { $0?.fields["balanceSeconds"] == 0 && $0?.fields["shielded"] == true && $0?.fields["pointsBalance"] == 0 }
+            try await stack.settle(sessions: 1)
+            let entries = try await stack.parentStore.call(StoreMethods.query, QueryParams(family: stack.family.family, zone: StoreNames.defaultZone, recordType: "PointsLedgerEntry")).records
+                .filter { $0.fields["type"] == "expiry" }
+            #expect(entries.map(\.recordName) == ["expiry-child-emma-2026-10-19"] && entries.first?.fields["amount"] == 30)
+            #expect(entries.first?.fields["timestamp"] == .date(stack.at("2026-10-26 00:00").addingTimeInterval(-0.001)), "dated the week's last instant")
+            try await stack.restartEngine()
+            try await stack.caughtUp()
+            try await stack.settle(sessions: 1)
+            #expect(try await stack.parentStore.call(StoreMethods.query, QueryParams(family: stack.family.family, zone: StoreNames.defaultZone, recordType: "PointsLedgerEntry")).records
+                .filter { $0.fields["type"] == "expiry" }.count == 1, "a week expires once")
+            #expect(try await stack.auditWords().contains("The server let 30 unspent points of Emma expire at the end of the week"))
+        }
+    }
+
     @Test("who may call what: a child's device gets forbidden for every parent method, a parent's for asking; a stranger's token is unauthorized")
     func callers() async throws {
         try await AggregatorStack.inProcess { stack in
@@ -226,6 +285,22 @@ struct ParentingTests {
             let answered = try await stack.answer(request.id, approve: true, minutes: 5, token: stack.family.parentCredential.token).get()
             #expect(answered.status == .approved && answered.grantedMinutes == 5)
         }
+    }
+}
+
+/// Local times in a zone, before a stack exists (its clock's start).
+struct LocalTime {
+    let days: LocalDays
+    init(_ zone: String) { self.days = LocalDays(timeZone: zone)! }
+
+    /// "2026-10-25 23:30".
+    func at(_ text: String) -> Date {
+        let parts = text.split(separator: " ")
+        let (year, month, day) = LocalDays.parse(String(parts[0]))!
+        let clock = parts[1].split(separator: ":").map { Int($0)! }
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = self.days.timeZone
+        return calendar.date(from: DateComponents(year: year, month: month, day: day, hour: clock[0], minute: clock[1], second: clock.count > 2 ? clock[2] : 0))!
     }
 }
 
@@ -285,6 +360,15 @@ extension AggregatorStack {
             seen = String(describing: status)
             return status.caughtUp == true ? () : nil
         }
+    }
+
+    /// Sets fields of the child's ChildContext, as a parent's app does.
+    func childRules(_ fields: [String: JSONValue]) async throws {
+        let result = try await self.parentStore.call(StoreMethods.modify, ModifyParams(family: self.family.family, zone: StoreNames.defaultZone, saves: [
+            RecordSave(recordType: "ChildContext", recordName: self.childRef, fields: fields),
+        ], savePolicy: .changedKeys))
+        #expect(result.allSucceeded, "\(result)")
+        try await self.caughtUp()
     }
 
     /// Sets fields of the family's Family record, as a parent's app does.

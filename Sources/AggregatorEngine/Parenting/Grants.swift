@@ -10,14 +10,15 @@ import StoreAPI
 /// same transaction) and queued for the store, whose copy comes back through the change
 /// feed as the same row.
 enum Ledger {
-    /// Enters `points` (> 0) of `type` (`adjustment`, `deduction`) for the child.
-    static func enter(_ child: EarnedTime.Child, type: String, points: Int64, reason: String, name: String, by parent: Actor, now: Int64, _ db: Database) throws {
+    /// Enters `points` (> 0) of `type` (`adjustment`, `deduction`, `expiry`) for the child.
+    static func enter(_ child: EarnedTime.Child, type: String, points: Int64, reason: String, name: String, by actor: Actor, now: Int64, _ db: Database) throws {
         try db.execute(cached: """
             INSERT INTO ledger(family, record_name, child, type, amount, at_ms) VALUES (?, ?, ?, ?, ?, ?)
             ON CONFLICT(family, record_name) DO NOTHING
             """, arguments: [child.family, name, child.child, type, points, now])
         let entry = PointsLedgerEntry(familyRef: .inDefaultZone(child.family), childRef: .inDefaultZone(child.child), type: type, amount: points,
-                                      timestamp: Millis.date(now), reason: reason, actorParentRef: .inDefaultZone(ParentingNames.parentRecord(parent.deviceId)),
+                                      timestamp: Millis.date(now), reason: reason,
+                                      actorParentRef: actor.kind == .parent ? .inDefaultZone(ParentingNames.parentRecord(actor.deviceId)) : nil,
                                       idempotencyKey: name)
         try RecordOutboxRow.queue(entry, named: name, family: child.family, db)
     }
@@ -54,7 +55,7 @@ enum Grants {
         let name = "\(applied > 0 ? "grant" : "deduction")-\(FamilyLog.randomHex())"
         let reason = params.reason ?? (applied > 0 ? "Added by \(parent.name)" : "Taken away by \(parent.name)")
         try Ledger.enter(child, type: applied > 0 ? "adjustment" : "deduction", points: abs(applied), reason: reason, name: name, by: parent, now: now, db)
-        try EarnedTime.computeBalance(child, db)
+        try EarnedTime.computeBalance(child, now: now, db)
         let because = params.reason.map { ": “\($0)”" } ?? ""
         let words = applied > 0 ? "added \(amount) for \(childName)\(because)" : "took away \(amount) from \(childName)\(because)"
         try FamilyLog.audit(family: family, actor: parent, action: applied > 0 ? "points.add" : "points.deduct", target: ChildLookup.id(child), words: words,
@@ -89,7 +90,7 @@ enum Pauses {
         let until = params.minutes.map { now + $0 * 60_000 }
         try PauseRow(family: family, child: child.child, sinceMillis: now, untilMillis: until, endedMillis: nil, byDevice: parent.deviceId,
                      byName: parent.name, reason: params.reason).save(db)
-        try EarnedTime.computeBalance(child, db)
+        try EarnedTime.computeBalance(child, now: now, db)
         let childName = try Alerts.name(child, db)
         let length = params.minutes.map { " for \(TimeRequestInfo.minutesWords($0))" } ?? " until a parent resumes them"
         let because = params.reason.map { ": “\($0)”" } ?? ""
@@ -129,7 +130,7 @@ enum Pauses {
         pause.endedMillis = at
         try pause.update(db)
         let child = EarnedTime.Child(family: pause.family, child: pause.child)
-        try EarnedTime.computeBalance(child, db)
+        try EarnedTime.computeBalance(child, now: at, db)
         let childName = try Alerts.name(child, db)
         let words = actor.kind == .server ? "ended the pause of \(childName)'s reward apps: its time was up" : "resumed \(childName)'s reward apps"
         try FamilyLog.audit(family: pause.family, actor: actor, action: "child.resume", target: ChildLookup.id(child), words: words,

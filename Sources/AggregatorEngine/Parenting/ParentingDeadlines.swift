@@ -5,7 +5,8 @@ import Logging
 import ServiceKit
 import ServiceLifecycle
 
-/// What happens at a time rather than on a change: open requests expire, pauses end. Runs
+/// What happens at a time rather than on a change: open requests expire, pauses end, a
+/// daily cap is lifted at the family's midnight, unspent time expires at its week's end. Runs
 /// once at start (catching up with what came due while the aggregator was stopped), then
 /// at each next deadline, woken early when a parent's action sets a new one.
 struct ParentingDeadlines: Service {
@@ -33,14 +34,19 @@ struct ParentingDeadlines: Service {
     func check() async -> Int64? {
         do {
             let now = Millis.of(self.clock())
-            let (expired, ended, next) = try await self.database.pool.write { db in
+            let (expired, ended, lifted, weeks, next) = try await self.database.pool.write { db in
                 let expired = try TimeRequests.expireDue(now: now, db)
                 let ended = try Pauses.endDue(now: now, db)
-                let next = [try TimeRequests.nextExpiry(db), try Pauses.nextEnd(db)].compactMap { $0 }.min()
-                return (expired, ended, next)
+                let lifted = try ChildRules.liftCaps(now: now, db)
+                let weeks = try ChildRules.expireWeeks(now: now, db)
+                let next = [try TimeRequests.nextExpiry(db), try Pauses.nextEnd(db), try ChildRules.nextMidnight(now: now, db),
+                            try ChildRules.nextWeekEnd(now: now, db)].compactMap { $0 }.min()
+                return (expired, ended, lifted, weeks, next)
             }
-            if expired + ended > 0 {
-                self.logger.info("parenting deadlines passed", metadata: ["requests_expired": "\(expired)", "pauses_ended": "\(ended)"])
+            if expired + ended + lifted + weeks > 0 {
+                self.logger.info("parenting deadlines passed", metadata: [
+                    "requests_expired": "\(expired)", "pauses_ended": "\(ended)", "caps_lifted": "\(lifted)", "weeks_expired": "\(weeks)",
+                ])
                 self.writeback.signal()
             }
             return next

@@ -88,7 +88,7 @@ enum TimeRequests {
                                   data: Self.data(info, event: "timeRequestAnswered"), collapseKey: "request:\(row.id)", db)
         // The other parents' alert of this request is answered: a hint replaces it where undelivered.
         try FamilyLog.notifyParents(family: family, alert: nil, data: Self.data(info, event: "timeRequestAnswered"), collapseKey: "request:\(row.id)", db)
-        if params.approve { try EarnedTime.computeBalance(child, db) }
+        if params.approve { try EarnedTime.computeBalance(child, now: now, db) }
         return info
     }
 
