@@ -328,6 +328,15 @@ extension AggregatorDatabase {
                 -- a child's own rules, from its ChildContext: a daily cap of reward time and
                 -- whether unspent time expires at the end of the family's week (expired_through:
                 -- the Monday up to which it has, so a week expires once)
+                -- the family's parents by device, as the family knows them (their
+                -- ParentProfile's name, else their device's), for the audit log's sentences
+                CREATE TABLE parent_names (
+                    family TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    display_name TEXT,
+                    device_name TEXT,
+                    PRIMARY KEY (family, device_id)
+                ) WITHOUT ROWID;
                 CREATE TABLE child_rules (
                     family TEXT NOT NULL,
                     child TEXT NOT NULL,

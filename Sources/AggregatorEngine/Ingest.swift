@@ -15,7 +15,7 @@ struct Ingest {
     /// The record types followed.
     static let recordTypes = [RecordTypes.usageRecord, RecordTypes.family, RecordTypes.appRule, RecordTypes.appConfiguration, RecordTypes.monitoringSession,
                               RecordTypes.pointsLedgerEntry, RecordTypes.shieldPolicy, RecordTypes.configurationCommand, RecordTypes.registeredDevice,
-                              RecordTypes.timeRequest, RecordTypes.childContext]
+                              RecordTypes.timeRequest, RecordTypes.childContext, RecordTypes.parentProfile]
 
     /// A change, with the record's fields (as saved, or as they were when deleted).
     struct Change: Sendable {
@@ -27,6 +27,12 @@ struct Ingest {
         var fields: [String: JSONValue]
         /// When it was made (the store's change time); nil: now.
         var at: Date? = nil
+        /// Its place in the store's change log (nil for a record read again from the store).
+        var seq: Int64? = nil
+        /// Who saved it (`device:<id>`, `local`), for a save.
+        var by: String? = nil
+        /// The save created the record.
+        var created: Bool? = nil
 
         /// The record's fields as its typed record, when they read as one.
         func record<F: RecordFields>(_ type: F.Type) -> F? {
@@ -70,6 +76,8 @@ struct Ingest {
             return seal
         }
         for change in changes {
+            // Before the change is applied: its sentence says what it changed.
+            try ChangeAudit.note(change, db)
             switch change.recordType {
             case RecordTypes.usageRecord:
                 dirty.formUnion(try self.applySession(change, days: calendar(change.family), seal: seal(change.family), db))
@@ -101,6 +109,8 @@ struct Ingest {
             case RecordTypes.shieldPolicy:
                 try EarnedTime.applyShieldPolicy(change, db)
                 configurations.insert(change.family)
+            case RecordTypes.parentProfile:
+                try ParentNames.apply(change, db)
             case RecordTypes.childContext:
                 if let child = try ChildRules.apply(change, now: Millis.of(change.at ?? Date()), db) { children.insert(child) }
             case RecordTypes.timeRequest:
@@ -258,6 +268,7 @@ struct Ingest {
     /// its app's version, for the parents.
     private func applyDeviceName(_ change: Change, _ db: Database) throws {
         guard !change.deleted, let device = change.record(RegisteredDevice.self) else { return }
+        if device.deviceType == "parent" { return try ParentNames.applyDevice(device, family: change.family, db) }
         try db.execute(cached: "UPDATE devices SET device_name = ?, app_version = ? WHERE family = ? AND device_id = ?",
                        arguments: [device.deviceName, device.appVersion, change.family, device.deviceID])
     }

@@ -126,9 +126,11 @@ struct UsageFollower: Service {
                     fields = try await self.store.call(StoreMethods.fetch, FetchParams(family: event.family, zone: event.zone, recordNames: [name])).records.first?.fields
                 }
                 guard let fields else { continue }
-                changes.append(Ingest.Change(deleted: false, family: event.family, zone: event.zone, recordType: type, recordName: name, fields: fields, at: event.at))
+                changes.append(Ingest.Change(deleted: false, family: event.family, zone: event.zone, recordType: type, recordName: name, fields: fields, at: event.at,
+                                             seq: event.seq, by: event.record?.modifiedBy, created: event.created))
             case .recordDeleted:
-                changes.append(Ingest.Change(deleted: true, family: event.family, zone: event.zone, recordType: type, recordName: name, fields: event.deletedFields ?? [:], at: event.at))
+                changes.append(Ingest.Change(deleted: true, family: event.family, zone: event.zone, recordType: type, recordName: name, fields: event.deletedFields ?? [:],
+                                             at: event.at, seq: event.seq))
             default:
                 continue
             }

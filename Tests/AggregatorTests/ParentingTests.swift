@@ -238,6 +238,35 @@ struct ParentingTests {
         }
     }
 
+    @Test("what a parent changes through the store from any client is audited by the server, in words, with the parent's name; once per change")
+    func storeChangesAudited() async throws {
+        try await AggregatorStack.inProcess { stack in
+            try await stack.caughtUp()
+            try await stack.rule(bundleId: "com.youtube", "reward", pointsPerMinute: 0)
+            try await stack.rule(bundleId: "org.khan", "learning", pointsPerMinute: 2)
+            try await stack.rule(bundleId: "org.khan", "learning", pointsPerMinute: 3)
+            try await stack.familySettings(["requestExpiryMinutes": 30, "rewardSecondsPerPoint": 30])
+            try await stack.childRules(["dailyRewardCapMinutes": 60, "weeklyExpiry": true])
+            #expect(try await stack.ledger("adjustment", 5, key: "tidy", at: Date()).allSucceeded)
+            try await stack.caughtUp()
+            try await stack.settle(sessions: 0)
+            let log = try await stack.auditWords()
+            for sentence in ["Mum added a rule: com.youtube is a reward app", "Mum added a rule: org.khan is a learning app, 2 points a minute",
+                             "Mum changed the rule for org.khan: a learning app, 3 points a minute",
+                             "Mum changed the family's settings: a point buys 30 s, requests for more time wait 30 min",
+                             "Mum set Emma's daily cap to 1 h and made Emma's unspent time expire at the end of each week",
+                             "Mum added 5 points for Emma: “by hand”"] {
+                #expect(log.contains(sentence), "\(sentence) is not in \(log)")
+            }
+            // The aggregator's own writes (balances, summaries) and pairing's are not parents' changes.
+            #expect(log.filter { $0.hasPrefix("Mum") }.count == 6, "\(log)")
+            try await stack.restartEngine()
+            try await stack.caughtUp()
+            try await stack.settle(sessions: 0)
+            #expect(try await stack.auditWords().count == log.count, "each change is logged once")
+        }
+    }
+
     @Test("who may call what: a child's device gets forbidden for every parent method, a parent's for asking; a stranger's token is unauthorized")
     func callers() async throws {
         try await AggregatorStack.inProcess { stack in

@@ -52,6 +52,12 @@ struct ParentingStoryTests {
         #expect(unknown.status != 0 && unknown.stderr.contains("no child nobody in this family"), "\(unknown)")
         let ledger = try await stack.ctl("ledger", "--profile", "mum", "--child", "emma")
         #expect(ledger.stdout.contains("deduction") && ledger.stdout.contains("-35"), "\(ledger)")
+        // The family's log, in words, whoever acted from whichever device.
+        try await story.waitFor("the family's log in words", "audit", "--profile", "dad") { log in
+            ["Emma asked for 30 min of YouTube: “homework done”", "mum approved 20 min for Emma: “well done”", "Dad added 15 min for Emma: “bonus for the dishes”",
+             "mum took away 35 points from Emma: “no screens after the fight”", "mum paused Emma's reward apps for 45 min: “dinner”",
+             "Dad resumed Emma's reward apps", "mum confirmed"].allSatisfy { log.contains($0) }
+        }
         let open = try await stack.ctl("requests", "--profile", "dad", "--open")
         #expect(open.stdout == "No requests waiting for an answer.\n", "\(open)")
     }

@@ -27,7 +27,7 @@ enum FamilyLog {
     /// Queues an AuditEntry: `words` is the sentence after the actor's name ("approved 30
     /// min for Emma"), kept in `metadata` with the actor's name for the Activity page.
     static func audit(family: String, actor: Actor, action: String, target: String, words: String, metadata: [String: JSONValue] = [:],
-                      at: Int64, _ db: Database) throws {
+                      at: Int64, named name: String? = nil, _ db: Database) throws {
         var data = metadata
         data["words"] = .string(words)
         data["actorName"] = .string(actor.name)
@@ -35,7 +35,7 @@ enum FamilyLog {
         let actorRef: RecordReference = actor.kind == .parent ? .inDefaultZone(ParentingNames.parentRecord(actor.deviceId)) : .inDefaultZone(family)
         let entry = AuditEntry(familyRef: .inDefaultZone(family), actorParentRef: actorRef, action: action, target: target,
                                timestamp: Millis.date(at), metadata: text, actor: actor.auditActor)
-        try RecordOutboxRow.queue(entry, named: "audit-\(Self.randomHex())", family: family, db)
+        try RecordOutboxRow.queue(entry, named: name ?? "audit-\(Self.randomHex())", family: family, db)
     }
 
     /// Queues a notification to one child device.

@@ -217,7 +217,7 @@ extension BrowserDevice {
             } else if log.count < 50 {
                 log.append([
                     "when": clock.time(when), "ago": clock.ago(when), "action": action,
-                    "actor": AuditWords.actor(fields.actor ?? record.createdBy, names),
+                    "actor": AuditWords.actor(fields.actor ?? record.createdBy, metadata: metadata, names),
                     "what": AuditWords.sentence(action: action, target: fields.target ?? "", metadata: metadata, names),
                 ])
             }

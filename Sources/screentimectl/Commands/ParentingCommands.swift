@@ -1,7 +1,9 @@
 import AggregatorAPI
 import ArgumentParser
 import Foundation
+import PairingAPI
 import RPCCore
+import StoreAPI
 
 // Everyday parenting from a device: a child asks for more time; parents answer, grant,
 // take away, pause and resume. The server (the aggregator) decides and keeps the ledger;
@@ -228,6 +230,35 @@ enum ChildTimeWords {
             return "\(left); reward apps are paused by \(time.pausedBy ?? "a parent") \(until)."
         case "dailyCap": return "\(left); reward apps are shielded: today's cap is reached."
         default: return "\(left); reward apps are shielded until more is earned."
+        }
+    }
+}
+
+struct AuditCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "audit", abstract: "The family's log (parent): who did what, newest first, in words.",
+        discussion: "Every parent's action from any device, the children's requests, pairing, and what the server did by itself.\nExample:\n  screentimectl audit --profile mum --limit 20")
+    @OptionGroup var device: DeviceOptions
+    @Option(help: "Show at most this many entries (1 to 400).") var limit = 30
+
+    func run() async throws {
+        try await Output.orExit {
+            let parent = try self.device.device(.parent)
+            let entries = try await parent.store.call(StoreMethods.query, QueryParams(
+                family: parent.family, zone: StoreNames.defaultZone, recordType: RecordTypes.auditEntry,
+                sort: QuerySort(AuditEntry.Field.timestamp, descending: true), limit: max(1, min(self.limit, 400)))).records
+            // Alerts are in the log too (the alerts' history): said by their title.
+            let names = AuditWords.Names(try await parent.pairing.call(PairingMethods.listDevices, Empty()).devices)
+            let rows = entries.compactMap { record -> [String]? in
+                guard let entry = record.fields(as: AuditEntry.self) else { return nil }
+                let metadata = entry.metadata.flatMap { try? JSONParser.parse($0) }
+                let what = entry.action.hasPrefix("alert.") ? "alerted the parents: \(metadata?["title"]?.stringValue ?? entry.action)"
+                                                           : AuditWords.sentence(action: entry.action, target: entry.target ?? "", metadata: metadata, names)
+                return [entry.timestamp.formatted(date: .abbreviated, time: .shortened),
+                        "\(AuditWords.actor(entry.actor ?? record.createdBy ?? "", metadata: metadata, names)) \(what)"]
+            }
+            if rows.isEmpty { return print("The family's log is empty.") }
+            print(Table.render(["WHEN", "WHAT"], rows), terminator: "")
         }
     }
 }

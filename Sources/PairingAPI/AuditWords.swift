@@ -1,27 +1,32 @@
-import PairingAPI
 import RPCCore
 
 /// An audit entry as a parent reads it: who (a device's name, "The server") and what they
 /// did, in a sentence naming devices, children and roles, never ids, zones or action codes.
-enum AuditWords {
-    struct Names {
+/// The dashboard's Activity page and `screentimectl audit` say it the same way.
+public enum AuditWords {
+    public struct Names: Sendable {
         /// Device ids to names.
-        var devices: [String: String]
+        public var devices: [String: String]
 
-        init(_ devices: [DeviceInfo]) {
+        public init(_ devices: [DeviceInfo]) {
             self.devices = Dictionary(devices.map { ($0.deviceId, $0.deviceName ?? $0.deviceId) }, uniquingKeysWith: { first, _ in first })
         }
 
-        func device(_ id: String) -> String { self.devices[id] ?? "a device no longer in the family" }
+        public func device(_ id: String) -> String { self.devices[id] ?? "a device no longer in the family" }
     }
 
-    static func actor(_ actor: String, _ names: Names) -> String {
+    /// Who acted: the name the entry's server-written `metadata` gives (`actorName`), else
+    /// the acting device's name, else "The server".
+    public static func actor(_ actor: String, metadata: JSONValue? = nil, _ names: Names) -> String {
+        if let name = metadata?["actorName"]?.stringValue { return name }
         if actor == "server" { return "The server" }
         if actor.hasPrefix("device:") { return names.device(String(actor.dropFirst("device:".count))) }
         return actor
     }
 
-    static func sentence(action: String, target: String, metadata: JSONValue?, _ names: Names) -> String {
+    public static func sentence(action: String, target: String, metadata: JSONValue?, _ names: Names) -> String {
+        // The aggregator words what it audits (requests, grants, pauses, rules, settings).
+        if let words = metadata?["words"]?.stringValue { return words }
         switch action {
         case "family.create": return "created the family"
         case "parent.invite": return target == "admin" ? "made a code for another admin parent to join" : "made a code for a co-parent to join"
