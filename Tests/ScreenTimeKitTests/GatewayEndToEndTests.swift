@@ -1,3 +1,4 @@
+import AggregatorAPI
 import Foundation
 import PairingAPI
 import PushAPI
@@ -165,6 +166,49 @@ struct GatewayEndToEndTests {
         await child.close()
         await parent.close()
         await gateway.stop()
+    }
+
+    @Test("everyday parenting through the kit over TLS: the child asks, the parent hears and approves, the child hears the answer; a second answer is a conflict; a grant and a pause")
+    func parentingThroughTheKit() async throws {
+        let stack = try await KitStack.start(["store", "pairing", "push", "aggregator"])
+        defer { stack.stopAll() }
+        let (gateway, endpoint) = try await Self.startGateway(stack)
+        defer { gateway.stopNow() }
+        let (parent, child, _) = try await Self.remoteFamily(stack, endpoint)
+        let parentHears = Arrivals<PushNotification>()
+        let childHears = Arrivals<PushNotification>()
+        let listeners = [Task { try? await parent.notifications.handle { parentHears.append($0) } },
+                         Task { try? await child.notifications.handle { childHears.append($0) } }]
+        defer { listeners.forEach { $0.cancel() } }
+
+        // The aggregator may not have seen the confirmation yet: the child is told to wait.
+        let request = try await eventually("the request taken", timeout: .seconds(30)) { seen -> TimeRequestInfo? in
+            do throws(RPCError) {
+                return try await child.child.askForTime(minutes: 20, app: "com.youtube", appName: "YouTube", note: "homework done")
+            } catch {
+                seen = "\(error)"
+                guard error.code == .notFound else { throw error }
+                return nil
+            }
+        }
+        try await waitUntil("the parent's alert", timeout: .seconds(30), detail: "\(parentHears.all.map { $0.alert?.title ?? "\($0.reason)" })") {
+            parentHears.all.contains { $0.fields?["event"] == "timeRequest" }
+        }
+        #expect(parentHears.all.first { $0.fields?["event"] == "timeRequest" }?.alert?.title == "emma asks for 20 min of YouTube", "named as invited (no name given)")
+        let open = try await parent.parent.requests(status: .open)
+        #expect(open.map(\.id) == [request.id])
+        let answered = try await parent.parent.answer(request.id, approve: true, reply: "well done")
+        #expect(answered.status == .approved && answered.grantedMinutes == 20)
+        try await waitUntil("the child hears the answer", timeout: .seconds(30)) { childHears.all.contains { $0.fields?["event"] == "timeRequestAnswered" } }
+        let again = await #expect(throws: RPCError.self) { _ = try await parent.parent.answer(request.id, approve: false) }
+        #expect(again?.code == .conflict, "\(String(describing: again))")
+        #expect(try await child.child.requests().first?.status == .approved)
+
+        let granted = try await parent.parent.grant(to: "emma", minutes: 10, reason: "bonus")
+        #expect(granted.points == 10 && granted.time.pointsBalance == 30)
+        let paused = try await parent.parent.pause("emma", minutes: 15)
+        #expect(paused.shielded && paused.shieldReason == "paused")
+        #expect(!(try await parent.parent.resume("emma")).shielded)
     }
 
     @Test("a device removed from the family: its kit enters `revoked` once, makes no more connections, fails calls at once with device_revoked and keeps its queue unsent; the gateway's log names the device")

@@ -99,6 +99,23 @@ public struct ChildFlows: Sendable {
         return try await self.session.call(AggregatorMethods.resync, Empty()).version
     }
 
+    /// Asks the parents for more time: `minutes`, or the rest of the day (`minutes` nil),
+    /// for one reward app or all, with a note. Every parent gets an alert at once; the
+    /// answer comes as a notification (`event` `timeRequestAnswered`, or
+    /// `timeRequestExpired`), and ``requests()`` lists it. `limit_exceeded` when the child
+    /// has as many open requests as the family allows.
+    public func askForTime(minutes: Int64?, app: String? = nil, appName: String? = nil, note: String? = nil) async throws(RPCError) -> TimeRequestInfo {
+        _ = try self.me()
+        return try await self.session.call(AggregatorMethods.askForTime, AskForTimeParams(
+            minutes: minutes, restOfDay: minutes == nil ? true : nil, app: app, appName: appName, note: note))
+    }
+
+    /// This child's requests for more time, open ones first.
+    public func requests() async throws(RPCError) -> [TimeRequestInfo] {
+        _ = try self.me()
+        return try await self.session.call(AggregatorMethods.listRequests, ListRequestsParams()).requests
+    }
+
     /// The commands waiting for this device, oldest first.
     public func pendingCommands() async throws(RPCError) -> [TypedRecord<ConfigurationCommand>] {
         let (identity, zone) = try self.me()

@@ -86,6 +86,40 @@ public struct ParentFlows: Sendable {
         return try await self.session.call(AggregatorMethods.report, ReportParams(child: childId, from: from, to: to, by: by))
     }
 
+    // MARK: Everyday parenting (the server decides: docs/protocol.md, "Everyday parenting")
+
+    /// The family's requests for more time (or one child's): open ones first.
+    public func requests(for childId: String? = nil, status: TimeRequestStatus? = nil) async throws(RPCError) -> [TimeRequestInfo] {
+        _ = try self.me()
+        return try await self.session.call(AggregatorMethods.listRequests, ListRequestsParams(child: childId, status: status)).requests
+    }
+
+    /// Approves a request (its minutes, or `minutes`), or denies it, with a reply to the
+    /// child. Another parent's earlier answer makes this `conflict`: its message says who
+    /// answered and how, its `data` is the request as answered.
+    public func answer(_ requestId: String, approve: Bool, minutes: Int64? = nil, reply: String? = nil) async throws(RPCError) -> TimeRequestInfo {
+        _ = try self.me()
+        return try await self.session.call(AggregatorMethods.answerRequest, AnswerRequestParams(request: requestId, approve: approve, minutes: minutes, reply: reply))
+    }
+
+    /// Adds (positive) or takes away (negative) points or minutes; a removal stops at zero.
+    public func grant(to childId: String, points: Int64? = nil, minutes: Int64? = nil, reason: String? = nil) async throws(RPCError) -> GrantResult {
+        _ = try self.me()
+        return try await self.session.call(AggregatorMethods.grant, GrantParams(child: childId, points: points, minutes: minutes, reason: reason))
+    }
+
+    /// Shields the child's reward apps now, for `minutes` or until ``resume(_:)``.
+    public func pause(_ childId: String, minutes: Int64? = nil, reason: String? = nil) async throws(RPCError) -> ChildTime {
+        _ = try self.me()
+        return try await self.session.call(AggregatorMethods.pause, PauseParams(child: childId, minutes: minutes, reason: reason))
+    }
+
+    /// Ends the child's pause now.
+    public func resume(_ childId: String) async throws(RPCError) -> ChildTime {
+        _ = try self.me()
+        return try await self.session.call(AggregatorMethods.resume, ResumeParams(child: childId))
+    }
+
     static func localDay(_ date: Date, timeZone: String?) -> String {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = timeZone.flatMap(TimeZone.init(identifier:)) ?? TimeZone(identifier: "UTC")!
