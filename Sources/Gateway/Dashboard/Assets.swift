@@ -91,6 +91,19 @@ enum Assets {
         .chart .learning { fill: #1f5fbf; } .chart .reward { fill: #c75a00; } .chart text { fill: var(--fg); font-size: 11px; }
         .chart .axis { stroke: var(--line); }
         .live-status:empty { display: none; }
+        .requests { list-style: none; padding: 0; margin: 0; }
+        .request { border-top: 1px solid var(--line); padding: .6rem 0; }
+        .request:first-child { border-top: none; }
+        .request form.answer { display: flex; flex-wrap: wrap; gap: .5rem; align-items: end; }
+        .request form.answer input[type=number] { width: 5.5rem; }
+        .buttons { display: inline-flex; gap: .5rem; flex-wrap: wrap; }
+        .back { margin: 0 0 .25rem; }
+        @media print {
+          header.top nav, header.top .signout, .skip, form, .buttons, #live-status, .back { display: none !important; }
+          body { background: #fff; color: #000; }
+          .card { box-shadow: none; border: 1px solid #999; break-inside: avoid; }
+          main { max-width: none; padding: 0; }
+        }
         """#
 
     /// Live updates: the page's `data-live` part is fetched again (rendered by the server,
@@ -119,11 +132,19 @@ enum Assets {
 
           function say(text) { if (status) status.textContent = text; }
 
+          // A parent typing in a form of the live part (a reply, an amount) keeps what they
+          // typed: the update waits until they leave the field.
+          function typing() {
+            var active = document.activeElement;
+            return active && live.contains(active) && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName);
+          }
+
           function refresh() {
             if (pending) return;
             pending = setTimeout(function () {
               pending = null;
               if (stopped) return;
+              if (typing()) { setTimeout(refresh, 1000); return; }
               inFlight = new AbortController();
               fetch(live.dataset.live, { credentials: "same-origin", headers: { "Accept": "text/html" }, cache: "no-store", signal: inFlight.signal })
                 .then(function (response) {

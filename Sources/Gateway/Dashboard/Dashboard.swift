@@ -41,7 +41,7 @@ struct Dashboard: Sendable {
     }
 
     /// Forms are posted only to these; a GET of one is refused (405).
-    static let postOnly: Set<String> = ["/signout", "/devices/pair", "/devices/revoke", "/devices/invite-parent"]
+    static let postOnly: Set<String> = ["/signout", "/devices/pair", "/devices/revoke", "/devices/invite-parent", "/requests/answer"]
 
     func respond(to request: inout Request, address: String) async -> Response {
         let path = request.uri.path
@@ -61,7 +61,7 @@ struct Dashboard: Sendable {
             return JSONResponse.error(RPCError(.invalidRequest, "the dashboard's forms are sent as application/x-www-form-urlencoded"))
                 .withStatus(.unsupportedMediaType)
         }
-        if request.method != .post, Self.postOnly.contains(path) || Self.isPairingDecision(path) {
+        if request.method != .post, Self.postOnly.contains(path) || Self.isPairingDecision(path) || ChildAction(path)?.action != nil {
             return self.methodNotAllowed("POST")
         }
         if let asset = Assets.files[path] {
@@ -80,8 +80,8 @@ struct Dashboard: Sendable {
             break
         }
         let known: Set<String> = ["/", "/signout", "/devices", "/devices/pair", "/devices/revoke", "/devices/invite-parent", "/apps", "/reports", "/reports.csv",
-                                  "/activity", "/settings"]
-        guard known.contains(path) || path.hasPrefix("/devices/pair/") else {
+                                  "/activity", "/settings", "/requests/answer"]
+        guard known.contains(path) || path.hasPrefix("/devices/pair/") || ChildAction(path) != nil else {
             return WebResponse.wantsHTML(request.headers)
                 ? self.page(.notFound, "message", title: "Not found", session: nil, data: ["heading": "Nothing here", "kind": "error", "text": "There is no page at this address.", "back": "/", "backLabel": "Go to the overview"])
                 : JSONResponse.error(RPCError(.notFound, "nothing here; the device API is at /v1/rpc, /v1/ws and /v1/info, the dashboard at /"))
@@ -122,6 +122,7 @@ struct Dashboard: Sendable {
             case "/reports.csv": return try await self.csv(session, query: query)
             case "/activity": return try await self.activityPage(session, fragment: fragment)
             case "/settings": return try await self.settingsPage(session, query: query)
+            case _ where ChildAction(path) != nil: return try await self.childPage(session, id: ChildAction(path)!.child, fragment: fragment, query: query)
             default:
                 let parts = path.split(separator: "/")
                 if parts.count == 3, parts[1] == "pair" { return try await self.pairPage(session, invitationId: String(parts[2]), fragment: fragment) }
@@ -278,6 +279,10 @@ struct Dashboard: Sendable {
                                               rewardMinutes: try number("rewardMinutes", 1...1440), balanceExhausted: form["balanceExhausted"] == "true",
                                               noDataHours: try number("noDataHours", 1...720))
                 return WebResponse.redirect("/settings?saved=1")
+            case "/requests/answer":
+                return try await self.answer(form, device: device)
+            case _ where ChildAction(path)?.action != nil:
+                return try await self.childAction(ChildAction(path)!, form: form, device: device)
             default:
                 let parts = path.split(separator: "/")
                 if parts.count == 4, parts[1] == "pair", parts[3] == "confirm" || parts[3] == "reject" {
@@ -288,7 +293,8 @@ struct Dashboard: Sendable {
                 return self.methodNotAllowed("GET")
             }
         } catch {
-            return self.errorPage(error, session: session, back: path.hasPrefix("/devices") ? "/devices" : ["/apps", "/settings"].contains(path) ? path : "/")
+            let child = ChildAction(path).map { "/children/\($0.child)" }
+            return self.errorPage(error, session: session, back: child ?? (path.hasPrefix("/devices") ? "/devices" : ["/apps", "/settings"].contains(path) ? path : "/"))
         }
     }
 
@@ -297,9 +303,74 @@ struct Dashboard: Sendable {
     func overview(_ session: Session, fragment: Bool) async throws(RPCError) -> Response {
         let clock = try await session.device.clock()
         let children = try await session.device.overview(clock)
-        let live = Templates.render("overviewLive", ["children": children])
+        let requests = try await session.device.openRequests(clock)
+        let live = Templates.render("overviewLive", ["children": children, "requests": requests, "hasRequests": !requests.isEmpty, "csrf": session.csrf, "back": "/"])
         if fragment { return WebResponse.html(live) }
         return self.page(.ok, "overview", title: "Overview", session: session, clock: clock, data: ["live": live, "today": clock.today, "navOverview": true])
+    }
+
+    func childPage(_ session: Session, id: String, fragment: Bool, query: [String: String]) async throws(RPCError) -> Response {
+        let clock = try await session.device.clock()
+        var data = try await session.device.childPage(id, clock)
+        data["csrf"] = session.csrf
+        data["back"] = "/children/\(id)"
+        let live = Templates.render("childLive", data)
+        if fragment { return WebResponse.html(live) }
+        data["live"] = live
+        data["navOverview"] = true
+        data["notice"] = query["done"].flatMap { ChildAction.notices[$0] }
+        return self.page(.ok, "child", title: data["name"] as? String ?? id, session: session, clock: clock, data: data)
+    }
+
+    // MARK: Everyday parenting
+
+    /// Approve or Deny, from the Overview or a child's page; another parent's earlier
+    /// answer is said as the error page's sentence ("Dad already approved this request…").
+    func answer(_ form: [String: String], device: BrowserDevice) async throws(RPCError) -> Response {
+        let approve = form["decision"] == "approve"
+        guard approve || form["decision"] == "deny" else { throw RPCError.invalidParams("decision", "is approve or deny") }
+        var minutes: Int64?
+        if approve, let text = form["minutes"]?.trimmingCharacters(in: .whitespaces), !text.isEmpty {
+            guard let value = Int64(text) else { throw RPCError.invalidParams("minutes", "is a whole number of minutes") }
+            minutes = value
+        }
+        let reply = (form["reply"] ?? "").trimmingCharacters(in: .whitespaces)
+        let answered = try await device.call(AggregatorMethods.answerRequest, AnswerRequestParams(
+            request: form["request"] ?? "", approve: approve, minutes: minutes, reply: reply.isEmpty ? nil : reply))
+        let back = form["back"].flatMap { $0.hasPrefix("/children/") && !$0.contains("?") ? $0 : nil } ?? "/children/\(answered.child)"
+        return WebResponse.redirect("\(back)?done=\(approve ? "approved" : "denied")")
+    }
+
+    func childAction(_ target: ChildAction, form: [String: String], device: BrowserDevice) async throws(RPCError) -> Response {
+        let reason = (form["reason"] ?? "").trimmingCharacters(in: .whitespaces)
+        let child = target.child
+        func minutes(_ name: String, required: Bool) throws(RPCError) -> Int64? {
+            let text = (form[name] ?? "").trimmingCharacters(in: .whitespaces)
+            if text.isEmpty && !required { return nil }
+            guard let value = Int64(text), (1...1440).contains(value) else { throw RPCError.invalidParams(name, "is a whole number of minutes from 1 to 1440") }
+            return value
+        }
+        let done: String
+        switch target.action {
+        case "time":
+            let amount = try minutes("minutes", required: true) ?? 0
+            let take = form["direction"] == "take"
+            let result = try await device.call(AggregatorMethods.grant, GrantParams(child: child, minutes: take ? -amount : amount, reason: reason.isEmpty ? nil : reason))
+            done = !take ? "added" : result.points == 0 ? "nothingToTake" : result.points == result.askedPoints ? "taken" : "tookAll"
+        case "pause":
+            _ = try await device.call(AggregatorMethods.pause, PauseParams(child: child, minutes: try minutes("minutes", required: false), reason: reason.isEmpty ? nil : reason))
+            done = "paused"
+        case "resume":
+            _ = try await device.call(AggregatorMethods.resume, ResumeParams(child: child))
+            done = "resumed"
+        case "limits":
+            let cap = try minutes("cap", required: false)
+            try await device.saveChildLimits(child, capMinutes: cap.map(Int.init), weeklyExpiry: form["weeklyExpiry"] == "true")
+            done = "limits"
+        default:
+            return self.methodNotAllowed("GET")
+        }
+        return WebResponse.redirect("/children/\(child)?done=\(done)")
     }
 
     func devicesPage(_ session: Session, fragment: Bool, query: [String: String], headers: HTTPFields, parentCode: [String: Any]? = nil) async throws(RPCError) -> Response {
@@ -471,4 +542,32 @@ struct Dashboard: Sendable {
     func methodNotAllowed(_ allow: String) -> Response {
         WebResponse.make(.methodNotAllowed, contentType: "text/plain; charset=utf-8", body: "Method not allowed\n", extra: [.allow: allow])
     }
+}
+
+/// `/children/<id>` (a child's page) and `/children/<id>/<action>` (its forms).
+struct ChildAction {
+    let child: String
+    /// `time`, `pause`, `resume`, `limits`; nil for the page.
+    let action: String?
+
+    init?(_ path: String) {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 3 || parts.count == 4, parts[0].isEmpty, parts[1] == "children",
+              parts[2].range(of: #"^[A-Za-z0-9_-]{1,64}$"#, options: .regularExpression) != nil else { return nil }
+        self.child = String(parts[2])
+        if parts.count == 4 {
+            guard ["time", "pause", "resume", "limits"].contains(parts[3]) else { return nil }
+            self.action = String(parts[3])
+        } else {
+            self.action = nil
+        }
+    }
+
+    /// What a child's page says after a form (`?done=`).
+    static let notices: [String: String] = [
+        "approved": "Approved. The child's device has been told.", "denied": "Said no. The child's device has been told.",
+        "added": "Added.", "taken": "Taken away.", "tookAll": "Took away all there was: the balance is at zero.",
+        "nothingToTake": "There was no earned time left to take away.", "paused": "Paused: reward apps are shielded now.",
+        "resumed": "Resumed.", "limits": "Limits saved; they apply from now.",
+    ]
 }

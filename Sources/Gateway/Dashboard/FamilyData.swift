@@ -73,7 +73,7 @@ extension BrowserDevice {
                 // time, what was used is taken off, the rest is left.
                 "worth": FamilyClock.duration((balanceSeconds ?? 0) + (balance?.rewardSecondsUsed ?? 0)),
                 "used": FamilyClock.duration(balance?.rewardSecondsUsed ?? 0),
-                "shielded": shielded, "activeDevices": own.filter { $0.status == .active }.count,
+                "shielded": shielded, "shieldWords": Self.shieldWords(balance, clock), "activeDevices": own.filter { $0.status == .active }.count,
                 "hasDevices": !own.isEmpty,
             ]
             if let lastSync {

@@ -21,6 +21,7 @@ enum Templates {
         "layout": layout, "signin": signIn, "overview": overview, "overviewLive": overviewLive,
         "devices": devices, "devicesLive": devicesLive, "pair": pair, "pairLive": pairLive, "apps": apps, "appsLive": appsLive,
         "reports": reports, "message": message, "activity": activity, "activityLive": activityLive, "settings": settings,
+        "child": child, "childLive": childLive, "request": request,
     ]
 
     static let layout = #"""
@@ -98,6 +99,12 @@ enum Templates {
           <p>Pair a child's device on the <a href="/devices">Devices</a> page; its day will show here.</p>
         </section>
         {{/children}}
+        {{#hasRequests}}
+        <section class="card requests" aria-labelledby="requests-heading">
+          <h2 id="requests-heading">Asking for more time</h2>
+          <ul class="requests">{{#requests}}{{> request}}{{/requests}}</ul>
+        </section>
+        {{/hasRequests}}
         <div class="cards">
         {{#children}}
         <section class="card child" aria-labelledby="child-{{id}}" data-child="{{id}}">
@@ -109,13 +116,123 @@ enum Templates {
             <div><dt>Points</dt><dd><span data-field="points">{{points}}</span> <span class="hint">worth <span data-field="worth">{{worth}}</span></span></dd></div>
             <div><dt>Reward time used</dt><dd data-field="used">{{used}}</dd></div>
             <div><dt>Earned time left</dt><dd data-field="balance">{{balance}}</dd></div>
-            <div><dt>Reward apps</dt><dd data-field="shield">{{#shielded}}<span class="badge warn">Shielded</span>{{/shielded}}{{^shielded}}<span class="badge ok">Open</span>{{/shielded}}</dd></div>
+            <div><dt>Reward apps</dt><dd data-field="shield">{{#shielded}}<span class="badge warn">{{shieldWords}}</span>{{/shielded}}{{^shielded}}<span class="badge ok">Open</span>{{/shielded}}</dd></div>
           </dl>
+          <p><a href="/children/{{id}}" class="manage" id="manage-{{id}}">Give time, pause, limits and history for {{name}}</a></p>
           <p class="sync">Last sync: {{#lastSync}}<time datetime="{{lastSyncISO}}" title="{{lastSyncTime}}" data-field="lastSync">{{lastSync}}</time>{{/lastSync}}{{^lastSync}}<span data-field="lastSync">never</span>{{/lastSync}}
           {{^hasDevices}} · no device paired{{/hasDevices}}</p>
         </section>
         {{/children}}
         </div>
+        """#
+
+    /// One request for more time; open ones with the Approve and Deny form (`back`: the
+    /// page to return to).
+    static let request = #"""
+        <li class="request" data-request="{{id}}" data-status="{{status}}">
+          <p><strong>{{sentence}}</strong> <span class="hint"><span title="{{when}}">{{ago}}</span>{{#device}} · from {{device}}{{/device}}{{#whilePaused}} · while paused{{/whilePaused}}</span></p>
+          {{#open}}
+          <form method="post" action="/requests/answer" class="answer">
+            <input type="hidden" name="csrf" value="{{csrf}}">
+            <input type="hidden" name="request" value="{{id}}">
+            <input type="hidden" name="back" value="{{back}}">
+            <label>Minutes <input name="minutes" type="number" min="1" max="1440" value="{{minutes}}" inputmode="numeric" required></label>
+            <label>Reply <input name="reply" maxlength="200" placeholder="optional"></label>
+            <span class="buttons">
+              <button type="submit" name="decision" value="approve" class="approve">Approve</button>
+              <button type="submit" name="decision" value="deny" class="secondary deny">Deny</button>
+            </span>
+          </form>
+          <p class="hint">Expires {{expires}} if nobody answers.</p>
+          {{/open}}
+        </li>
+        """#
+
+    static let child = #"""
+        <p class="back"><a href="/">← Overview</a></p>
+        <h1>{{name}}</h1>
+        {{#notice}}<p class="notice" role="status" id="notice">{{notice}}</p>{{/notice}}
+        <div id="live" data-live="/children/{{id}}?fragment=1" aria-live="polite">{{{live}}}</div>
+        <div class="cards">
+        <section class="card" aria-labelledby="time-heading">
+          <h2 id="time-heading">Give or take away time</h2>
+          <form method="post" action="/children/{{id}}/time" class="stack" id="time-form">
+            <input type="hidden" name="csrf" value="{{csrf}}">
+            <label for="time-minutes">Minutes of reward time</label>
+            <input id="time-minutes" name="minutes" type="number" min="1" max="1440" value="15" inputmode="numeric" required>
+            <label for="time-reason">Reason <span class="hint">(optional; {{name}} sees it)</span></label>
+            <input id="time-reason" name="reason" maxlength="200" placeholder="bonus for the dishes">
+            <span class="buttons">
+              <button type="submit" name="direction" value="add" id="add-time">Add</button>
+              <button type="submit" name="direction" value="take" class="secondary" id="take-time">Take away</button>
+            </span>
+            <p class="hint">Taking away never goes below zero.</p>
+          </form>
+        </section>
+        <section class="card" aria-labelledby="pause-heading">
+          <h2 id="pause-heading">Pause reward apps</h2>
+          <form method="post" action="/children/{{id}}/pause" class="stack" id="pause-form">
+            <input type="hidden" name="csrf" value="{{csrf}}">
+            <label for="pause-minutes">For</label>
+            <select id="pause-minutes" name="minutes">
+              <option value="15">15 minutes</option><option value="30">30 minutes</option><option value="60" selected>1 hour</option>
+              <option value="120">2 hours</option><option value="">Until I resume them</option>
+            </select>
+            <label for="pause-reason">Reason <span class="hint">(optional)</span></label>
+            <input id="pause-reason" name="reason" maxlength="200" placeholder="dinner">
+            <button type="submit" id="pause">Pause now</button>
+            <p class="hint">Shields {{name}}'s reward apps at once, whatever time is left.</p>
+          </form>
+        </section>
+        <section class="card" aria-labelledby="limits-heading">
+          <h2 id="limits-heading">Limits</h2>
+          <form method="post" action="/children/{{id}}/limits" class="stack" id="limits-form">
+            <input type="hidden" name="csrf" value="{{csrf}}">
+            <label for="cap">Most reward time in a day <span class="hint">(minutes; empty: no limit)</span></label>
+            <input id="cap" name="cap" type="number" min="1" max="1440" value="{{cap}}" inputmode="numeric">
+            <label class="check"><input id="weekly" name="weeklyExpiry" type="checkbox" value="true" {{#weeklyExpiry}}checked{{/weeklyExpiry}}> Time not spent by Sunday night expires</label>
+            <button type="submit" id="save-limits">Save</button>
+          </form>
+        </section>
+        </div>
+        """#
+
+    static let childLive = #"""
+        <section class="card" aria-labelledby="now-heading">
+          <h2 id="now-heading">Now</h2>
+          <dl class="figures">
+            <div><dt>Earned time left</dt><dd data-field="balance">{{balance}}</dd></div>
+            <div><dt>Points</dt><dd data-field="points">{{points}}</dd></div>
+            <div><dt>Reward time today</dt><dd data-field="usedToday">{{usedToday}}</dd></div>
+            <div><dt>Reward apps</dt><dd data-field="shield">{{#shielded}}<span class="badge warn">{{shield}}</span>{{/shielded}}{{^shielded}}<span class="badge ok">Open</span>{{/shielded}}</dd></div>
+          </dl>
+          {{#paused}}
+          <form method="post" action="/children/{{id}}/resume" id="resume-form">
+            <input type="hidden" name="csrf" value="{{csrf}}">
+            <button type="submit" id="resume">Resume now</button>
+          </form>
+          {{/paused}}
+        </section>
+        <section class="card" aria-labelledby="requests-heading">
+          <h2 id="requests-heading">Requests</h2>
+          {{^requests}}<p class="empty">{{name}} has not asked for more time.</p>{{/requests}}
+          <ul class="requests">{{#requests}}{{> request}}{{/requests}}</ul>
+        </section>
+        <section class="card" aria-labelledby="ledger-heading">
+          <h2 id="ledger-heading">Points</h2>
+          {{^ledger}}<p class="empty">Nothing yet.</p>{{/ledger}}
+          {{#hasLedger}}
+          <div class="table-wrap"><table class="stack">
+            <thead><tr><th scope="col">When</th><th scope="col">What</th><th scope="col">Points</th><th scope="col">Why</th></tr></thead>
+            <tbody>{{#ledger}}<tr><td data-label="When">{{when}}</td><td data-label="What">{{what}}</td><td data-label="Points">{{points}}</td><td data-label="Why">{{reason}}</td></tr>{{/ledger}}</tbody>
+          </table></div>
+          {{/hasLedger}}
+        </section>
+        <section class="card" aria-labelledby="devices-heading">
+          <h2 id="devices-heading">Devices</h2>
+          {{^devices}}<p class="empty">No device paired: pair one on the <a href="/devices">Devices</a> page.</p>{{/devices}}
+          <ul>{{#devices}}<li>{{name}} <span class="hint">{{state}}</span></li>{{/devices}}</ul>
+        </section>
         """#
 
     static let devices = #"""
@@ -321,8 +438,8 @@ enum Templates {
     static let activity = #"""
         <h1>Activity</h1>
         <p class="hint">The alerts sent to the family's parents (a reward limit reached, earned time used up, a device
-        gone quiet: set those in <a href="/settings">Settings</a>; and always, a blocked app used anyway) and what the parents (and the server's administrator)
-        did, newest first. New ones appear here as they come.</p>
+        gone quiet: set those in <a href="/settings">Settings</a>; and always, a blocked app used anyway) and what the parents, the children (asking for
+        more time) and the server did, newest first. New ones appear here as they come.</p>
         <div id="live" data-live="/activity?fragment=1">{{{live}}}</div>
         """#
 

@@ -1,0 +1,155 @@
+import Foundation
+import StackSupport
+import StoreAPI
+import Testing
+import TestSupport
+
+/// Everyday parenting on the dashboard, in Debian's chromium against the real services: a
+/// child's request appears live with Approve and Deny, one answered by another parent
+/// changes without a reload, and a child's page gives and takes time, pauses, resumes and
+/// sets limits; the Activity page says it all in words. Screenshots at 390 and 1280 px.
+@Suite("Dashboard: everyday parenting in a browser", .serialized, .timeLimit(.minutes(5)))
+struct DashboardParentingTests {
+    @Test("requests live with Approve and Deny (another parent's answer changes the page by itself); give, take away, pause, resume and limits on the child's page; Activity in words")
+    func parenting() async throws {
+        let stack = try await GatewayStack.start()
+        defer { stack.stopNow() }
+        let browser = try await Browser(pin: stack.endpoint.pin)
+        let shots = Screenshots(browser)
+        do {
+            try await self.story(stack, browser, shots)
+        } catch {
+            try? await shots.take("parenting-failure")
+            await browser.quit()
+            throw error
+        }
+        await browser.quit()
+    }
+
+    func story(_ stack: GatewayStack, _ browser: Browser, _ shots: Screenshots) async throws {
+        let profiles = stack.harness.directory.file("profiles")
+        let must = { (arguments: [String]) async throws -> String in
+            let result = try await runCommand(Binaries.path("screentimectl"), arguments + ["--runtime-dir", stack.harness.directory.path],
+                                              environment: ["SCREENTIME_PROFILES_DIR": profiles])
+            guard result.status == 0 else { throw TestFailure("screentimectl \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.stderr)\(result.stdout)") }
+            return result.stdout
+        }
+        // Mum on her phone (screentimectl), Emma's tablet paired and confirmed, 30 minutes of
+        // learning; Dad signs in to the dashboard with a code from Mum.
+        let created = try await must(["family", "create", "smith", "--time-zone", "Europe/Paris"])
+        let adminCode = try #require(created.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.contains(".") && !$0.contains(" ") && !$0.hasPrefix("https://") })
+        _ = try await must(["parent", "enroll", "--profile", "mum", "--family", "smith", "--code", adminCode, "--display-name", "Mum"])
+        let invited = try await must(["child", "invite", "--profile", "mum", "emma", "--child-name", "Emma", "--no-wait", "--no-qr"])
+        let uri = try #require(invited.range(of: #"screentime://[^' \n]+"#, options: .regularExpression).map { String(invited[$0]) })
+        let invitation = try #require(invited.range(of: #"Invitation [0-9a-f]+"#, options: .regularExpression).map { String(invited[$0].dropFirst("Invitation ".count)) })
+        _ = try await must(["child", "accept", "--profile", "emma-tablet", "--device-name", "Emma's tablet", uri])
+        _ = try await must(["child", "confirm", "--profile", "mum", invitation])
+        _ = try await must(["usage", "add", "--profile", "emma-tablet", "org.khanacademy", "--minutes", "30", "--category", "learning",
+                            "--start", StoreDates.format(Date().addingTimeInterval(-3 * 3600))])
+        let invite = try await must(["parent", "invite", "--profile", "mum"])
+        let link = try #require(invite.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.hasPrefix("https://") && $0.contains("/signin?") })
+        try await browser.go(link)
+        try await browser.type("#deviceName", "Laptop")
+        try await browser.type("#displayName", "Dad")
+        try await browser.click("#signin")
+        try await browser.waitFor("the overview", "h1") { $0 == "Overview" }
+        try await browser.waitFor("the live connection", "#live-status") { $0 == "Live" }
+        try await browser.script("window.__sameDocument = 'requests'")
+
+        // 1. Emma asks: the request appears on the Overview by itself, in a sentence.
+        try await eventually("the child's request taken", timeout: .seconds(20)) { seen -> Void? in
+            let result = try await runCommand(Binaries.path("screentimectl"), ["ask", "--profile", "emma-tablet", "--minutes", "20", "--app", "com.youtube",
+                                                                               "--app-name", "YouTube", "--note", "homework done", "--runtime-dir", stack.harness.directory.path],
+                                              environment: ["SCREENTIME_PROFILES_DIR": profiles])
+            seen = result.stderr + result.stdout
+            return result.status == 0 ? () : nil
+        }
+        let sentence = try await browser.waitFor("the request, live", ".request[data-status='open'] strong") { !$0.isEmpty }
+        #expect(sentence == "Emma asks for 20 min of YouTube: “homework done”")
+        #expect(try await browser.script("return window.__sameDocument") == "requests")
+        try await shots.take("overview-request")
+
+        // 2. Mum answers first from her phone: the request leaves Dad's page without a reload.
+        let listed = try await must(["requests", "--profile", "mum", "--open"])
+        let shortId = try #require(listed.split(separator: "\n").dropFirst().first?.split(separator: " ").last.map(String.init))
+        _ = try await must(["requests", "approve", shortId, "--profile", "mum"])
+        try await eventually("the answered request gone from the Overview", timeout: .seconds(20)) { seen -> Void? in
+            let open = try await browser.element(".request[data-status='open']")
+            seen = open ?? "gone"
+            return open == nil ? () : nil
+        }
+        #expect(try await browser.script("return window.__sameDocument") == "requests")
+
+        // 3. Emma asks again; Dad approves 10 minutes with a reply, on his phone's width.
+        _ = try await must(["ask", "--profile", "emma-tablet", "--minutes", "30", "--note", "one more episode"])
+        try await browser.waitFor("the second request, live", ".request[data-status='open'] strong") { $0.contains("one more episode") }
+        try await browser.emulatePhone()
+        try await browser.type(".request[data-status='open'] input[name='minutes']", "10")
+        try await browser.type(".request[data-status='open'] input[name='reply']", "just one")
+        try await browser.tap(".request[data-status='open'] button.approve")
+        try await browser.waitFor("the child's page after approving", "#notice") { $0.hasPrefix("Approved") }
+        #expect(try await browser.text("h1") == "Emma")
+        let requests = try await browser.text("ul.requests")
+        #expect(requests.contains("Dad approved 10 min for Emma: “just one”") && requests.contains("Mum approved 20 min for Emma"), "\(requests)")
+        try await browser.emulateLaptop()
+        try await shots.take("child-approved")
+
+        // 4. Give and take away, with reasons; taking more than there is stops at zero.
+        try await browser.type("#time-minutes", "15")
+        try await browser.type("#time-reason", "bonus for the dishes")
+        try await browser.click("#add-time")
+        try await browser.waitFor("the time added", "#notice") { $0 == "Added." }
+        // The page shows what the store has, and follows it live as the server writes.
+        try await browser.waitFor("the balance with the time added", "[data-field='balance']") { $0 == "1 h 15 min" }
+        try await browser.type("#time-minutes", "600")
+        try await browser.type("#time-reason", "no screens after the fight")
+        try await browser.click("#take-time")
+        try await browser.waitFor("all of it taken", "#notice") { $0.hasPrefix("Took away all there was") }
+        try await browser.waitFor("the balance at zero", "[data-field='balance']") { $0 == "0 min" }
+        let ledger = try await browser.waitFor("the ledger with both entries", "#ledger-heading + .table-wrap") { $0.contains("Taken away by a parent") }
+        #expect(ledger.contains("no screens after the fight") && ledger.contains("bonus for the dishes"), "\(ledger)")
+
+        // 5. Pause for 30 minutes, then resume early.
+        try await browser.click("#add-time")
+        try await browser.waitFor("time again", "#notice") { $0 == "Added." }
+        try await browser.script("document.getElementById('pause-minutes').value = '30'")
+        try await browser.type("#pause-reason", "dinner")
+        try await browser.click("#pause")
+        let paused = try await browser.waitFor("paused", "[data-field='shield']") { $0.hasPrefix("Paused by Dad until ") }
+        #expect(paused.contains(":"), "\(paused)")
+        try await shots.take("child-paused")
+        try await browser.click("#resume")
+        try await browser.waitFor("resumed", "#notice") { $0 == "Resumed." }
+        try await browser.waitFor("reward apps open again", "[data-field='shield']") { $0 == "Open" }
+
+        // 6. Limits: an hour a day, weekly expiry; kept as set.
+        try await browser.type("#cap", "60")
+        try await browser.click("#weekly")
+        try await browser.click("#save-limits")
+        try await browser.waitFor("the limits saved", "#notice") { $0.hasPrefix("Limits saved") }
+        #expect(try await browser.script("return document.getElementById('cap').value") == "60")
+        #expect(try await browser.script("return document.getElementById('weekly').checked") == true)
+        try await shots.take("child-limits")
+
+        // 7. Bad input is said in words, and the page stays usable.
+        try await browser.type("#time-minutes", "0")
+        try await browser.script("document.getElementById('time-minutes').removeAttribute('min')")
+        try await browser.click("#add-time")
+        let refused = try await browser.waitFor("the refusal", "p.error") { !$0.isEmpty }
+        #expect(refused.contains("minutes") && refused.contains("1 to 1440"), "\(refused)")
+
+        // 8. The Activity page: every action, by name, in words.
+        try await browser.go(stack.url + "/activity")
+        let log = try await browser.waitFor("the actions in the audit log", "#main") { $0.contains("set Emma's daily cap to 1 h") }
+        for line in ["Emma asked for 20 min of YouTube: “homework done”", "Mum approved 20 min for Emma", "Dad approved 10 min for Emma: “just one”",
+                     "Dad added 15 min for Emma: “bonus for the dishes”", "Dad paused Emma's reward apps for 30 min: “dinner”", "Dad resumed Emma's reward apps"] {
+            let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
+            #expect(log.contains(parts[0]) && log.contains(parts[1]), "\(line) is not on the Activity page")
+        }
+        #expect(!log.contains("request-") && !log.contains("device:"), "ids on the Activity page")
+        try await shots.take("activity-parenting")
+        // The refused form's page came with its 400, which chromium logs; nothing else.
+        let errors = try await browser.consoleMessages().filter { $0.level == "SEVERE" && !$0.message.contains("/children/emma/time - Failed to load resource: the server responded with a status of 400") }
+        #expect(errors.isEmpty, "JavaScript console errors: \(errors.map(\.message))")
+    }
+}
