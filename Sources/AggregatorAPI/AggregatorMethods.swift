@@ -26,9 +26,9 @@ public enum AggregatorMethods {
         "aggregator.exportCSV", summary: "The same range as CSV: one line per device, day and app.",
         callers: [.local, .parent],
         errors: [.unauthorized, .forbidden, .invalidParams, .notFound])
-    public static let resync = MethodSpec<Empty, ResyncResult>(
-        "aggregator.resync", summary: "A child device asks for its configuration again: the family's rules and its shield, written anew as its pending `configuration` command.",
-        callers: .child,
+    public static let resync = MethodSpec<ResyncParams, ResyncResult>(
+        "aggregator.resync", summary: "A child device asks for its configuration again (or a parent for one of its family's child devices): the family's rules and its shield, written anew as its pending `configuration` command.",
+        callers: [.child, .parent],
         errors: [.unauthorized, .deviceRevoked, .forbidden, .notFound])
     public static let devices = MethodSpec<Empty, DeviceConfigurations>(
         "aggregator.devices", summary: "Each child device of the parent's family: the configuration version it last applied beside the family's current one.",
@@ -60,6 +60,13 @@ public enum AggregatorMethods {
         "aggregator.resume", summary: "A parent ends a child's pause now: reward apps are unshielded if earned time is left.",
         callers: .parent,
         errors: [.unauthorized, .deviceRevoked, .forbidden, .invalidParams, .notFound])
+}
+
+/// `aggregator.resync`: a child device asks for itself (no `deviceId`); a parent names one
+/// of its family's child devices.
+public struct ResyncParams: Codable, Sendable, Hashable {
+    public var deviceId: String?
+    public init(deviceId: String? = nil) { self.deviceId = deviceId }
 }
 
 /// `aggregator.resync`: the family's configuration version the device will get.

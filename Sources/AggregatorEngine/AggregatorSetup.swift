@@ -89,10 +89,24 @@ extension ServiceSetup {
         methods.on(AggregatorMethods.recompute) { params, context in try await recompute.run(params, auth: context.auth) }
         let rollUps = RollUps(database: database, retentionDays: configuration.retentionDays, writeback: summaries, logger: logger)
         methods.on(AggregatorMethods.rollUp) { params, context in try await rollUps.run(params, auth: context.auth) }
-        methods.on(AggregatorMethods.resync) { _, context in
-            let device = try await CallerIdentity.childDevice(context.auth, credentials: credentials, for: "aggregator.resync")
-            guard let version = try await database.resync(family: device.family, deviceId: device.deviceId) else {
-                throw RPCError(.notFound, "this device is not confirmed in its family yet (or the server has not seen it yet); try again once a parent has confirmed it")
+        methods.on(AggregatorMethods.resync) { params, context in
+            // A child device for itself; a parent for one of its family's child devices.
+            let target: (family: String, deviceId: String)
+            if let auth = context.auth, let role = try await credentials.whoami(auth).role, role.isParent {
+                guard let deviceId = params.deviceId, !deviceId.isEmpty else {
+                    throw RPCError(.invalidParams, "params.deviceId: the child device to send its configuration again (a parent names one)")
+                }
+                target = (try await CallerIdentity.parentFamily(auth, credentials: credentials, for: "aggregator.resync"), deviceId)
+            } else {
+                target = try await CallerIdentity.childDevice(context.auth, credentials: credentials, for: "aggregator.resync")
+                guard params.deviceId == nil || params.deviceId == target.deviceId else {
+                    throw RPCError(.forbidden, "aggregator.resync: a child's device asks for itself only; leave params.deviceId out")
+                }
+            }
+            guard let version = try await database.resync(family: target.family, deviceId: target.deviceId) else {
+                throw RPCError(.notFound, params.deviceId == nil
+                    ? "this device is not confirmed in its family yet (or the server has not seen it yet); try again once a parent has confirmed it"
+                    : "no active child device \(target.deviceId) in this family (pairing.listDevices lists them)")
             }
             summaries.signal()
             return ResyncResult(version: version)

@@ -47,18 +47,23 @@ struct ConfigurationTests {
 
             // Resync: the device asks, and its configuration is pending again.
             _ = try await Self.markExecuted(first, stack)
-            let asked = try await stack.local.call(AggregatorMethods.resync, Empty(), actingFor: Auth(token: first.token))
+            let asked = try await stack.local.call(AggregatorMethods.resync, ResyncParams(), actingFor: Auth(token: first.token))
             let again = try await Self.waitForSnapshot(stack, first) { $0.version == asked.version }
             #expect(again.rules.count == 2)
             // A device not confirmed yet has no configuration to ask for; a local caller is
             // no device at all; the service goes on answering.
             let waiting = try await stack.family.pairChild(stack.harness, child: "leo", device: "leo-phone", confirm: false)
-            await expectError(.notFound) { _ = try await stack.local.call(AggregatorMethods.resync, Empty(), actingFor: Auth(token: waiting.token)) }
-            await expectError(.unauthorized) { _ = try await stack.local.call(AggregatorMethods.resync, Empty()) }
-            await expectError(.unauthorized) { _ = try await stack.local.call(AggregatorMethods.resync, Empty(), actingFor: Auth(token: "not-a-credential")) }
-            _ = try await stack.local.call(AggregatorMethods.resync, Empty(), actingFor: Auth(token: first.token))
+            await expectError(.notFound) { _ = try await stack.local.call(AggregatorMethods.resync, ResyncParams(), actingFor: Auth(token: waiting.token)) }
+            await expectError(.unauthorized) { _ = try await stack.local.call(AggregatorMethods.resync, ResyncParams()) }
+            await expectError(.unauthorized) { _ = try await stack.local.call(AggregatorMethods.resync, ResyncParams(), actingFor: Auth(token: "not-a-credential")) }
+            _ = try await stack.local.call(AggregatorMethods.resync, ResyncParams(), actingFor: Auth(token: first.token))
             // A parent may not resync; a child may not list devices.
-            await #expect(throws: RPCError.self) { _ = try await stack.local.call(AggregatorMethods.resync, Empty(), actingFor: Auth(token: stack.family.parentCredential.token)) }
+            await expectError(.invalidParams) { _ = try await stack.local.call(AggregatorMethods.resync, ResyncParams(), actingFor: Auth(token: stack.family.parentCredential.token)) }
+            // A parent names one of its family's child devices: sent again; an unknown one is not found.
+            let parent = Auth(token: stack.family.parentCredential.token)
+            #expect(try await stack.local.call(AggregatorMethods.resync, ResyncParams(deviceId: first.deviceId), actingFor: parent).version >= 0)
+            await expectError(.notFound) { _ = try await stack.local.call(AggregatorMethods.resync, ResyncParams(deviceId: "nobody"), actingFor: parent) }
+            await expectError(.forbidden) { _ = try await stack.local.call(AggregatorMethods.resync, ResyncParams(deviceId: "someone-else"), actingFor: Auth(token: first.token)) }
             await #expect(throws: RPCError.self) { _ = try await stack.local.call(AggregatorMethods.devices, Empty(), actingFor: Auth(token: first.token)) }
 
             // Revoked: the tablet's zone gets no newer configuration.
@@ -72,7 +77,7 @@ struct ConfigurationTests {
             // And the aggregator itself refuses its credential, naming the device (it knows
             // of the revocation from the store's feed, not by asking the store).
             let refused = await expectError(.deviceRevoked) {
-                _ = try await stack.local.call(AggregatorMethods.resync, Empty(), actingFor: Auth(token: tablet.token))
+                _ = try await stack.local.call(AggregatorMethods.resync, ResyncParams(), actingFor: Auth(token: tablet.token))
             }
             #expect(refused?.data?["deviceId"]?.stringValue == tablet.deviceId)
         }

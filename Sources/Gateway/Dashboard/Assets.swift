@@ -98,6 +98,8 @@ enum Assets {
         .request form.answer input[type=number] { width: 5.5rem; }
         .buttons { display: inline-flex; gap: .5rem; flex-wrap: wrap; }
         .back { margin: 0 0 .25rem; }
+        form.inline { display: inline; margin-left: .5rem; }
+        .child-devices li { margin: .35rem 0; }
         @media print {
           header.top nav, header.top .signout, .skip, form, .buttons, #live-status, .back { display: none !important; }
           body { background: #fff; color: #000; }

@@ -115,7 +115,7 @@ struct Dashboard: Sendable {
         guard request.method == .get || request.method == .head else { return self.methodNotAllowed("GET, HEAD") }
         do throws(RPCError) {
             switch path {
-            case "/": return try await self.overview(session, fragment: fragment)
+            case "/": return try await self.overview(session, fragment: fragment, query: query)
             case "/devices": return try await self.devicesPage(session, fragment: fragment, query: query, headers: request.headers)
             case "/apps": return try await self.appsPage(session, fragment: fragment, query: query)
             case "/reports": return try await self.reportsPage(session, query: query)
@@ -300,13 +300,18 @@ struct Dashboard: Sendable {
 
     // MARK: Pages
 
-    func overview(_ session: Session, fragment: Bool) async throws(RPCError) -> Response {
+    func overview(_ session: Session, fragment: Bool, query: [String: String] = [:]) async throws(RPCError) -> Response {
         let clock = try await session.device.clock()
         let children = try await session.device.overview(clock)
         let requests = try await session.device.openRequests(clock)
         let live = Templates.render("overviewLive", ["children": children, "requests": requests, "hasRequests": !requests.isEmpty, "csrf": session.csrf, "back": "/"])
         if fragment { return WebResponse.html(live) }
-        return self.page(.ok, "overview", title: "Overview", session: session, clock: clock, data: ["live": live, "today": clock.today, "navOverview": true])
+        var data: [String: Any] = ["live": live, "today": clock.today, "navOverview": true]
+        if let removed = query["removed"] {
+            let devices = Int(query["devices"] ?? "") ?? 0
+            data["notice"] = "Removed \(removed): \(devices == 1 ? "1 device was" : "\(devices) devices were") cut off and what was recorded for them deleted."
+        }
+        return self.page(.ok, "overview", title: "Overview", session: session, clock: clock, data: data)
     }
 
     func childPage(_ session: Session, id: String, fragment: Bool, query: [String: String]) async throws(RPCError) -> Response {
@@ -367,6 +372,22 @@ struct Dashboard: Sendable {
             let cap = try minutes("cap", required: false)
             try await device.saveChildLimits(child, capMinutes: cap.map(Int.init), weeklyExpiry: form["weeklyExpiry"] == "true")
             done = "limits"
+        case "resync":
+            _ = try await device.call(AggregatorMethods.resync, ResyncParams(deviceId: form["deviceId"] ?? ""))
+            done = "resynced"
+        case "redeem":
+            guard let points = Int64((form["points"] ?? "").trimmingCharacters(in: .whitespaces)), (1...100_000).contains(points) else {
+                throw RPCError.invalidParams("points", "is a whole number of points from 1 to 100000")
+            }
+            guard !reason.isEmpty else { throw RPCError.invalidParams("reason", "says what the points are redeemed for") }
+            // The form's own key: sent twice (a retry, a double click), it redeems once.
+            let key = (form["key"] ?? "").trimmingCharacters(in: .whitespaces)
+            guard key.range(of: #"^[A-Za-z0-9-]{8,64}$"#, options: .regularExpression) != nil else { throw RPCError.invalidParams("key", "is missing: open the page again") }
+            try await device.redeem(child, points: points, reason: reason, key: "redeem-\(key)")
+            done = "redeemed"
+        case "remove":
+            let removed = try await device.call(PairingMethods.removeChild, RemoveChildParams(childId: child))
+            return WebResponse.redirect("/?removed=\(FormData.encode(child))&devices=\(removed.revokedDevices.count)")
         default:
             return self.methodNotAllowed("GET")
         }
@@ -556,7 +577,7 @@ struct ChildAction {
               parts[2].range(of: #"^[A-Za-z0-9_-]{1,64}$"#, options: .regularExpression) != nil else { return nil }
         self.child = String(parts[2])
         if parts.count == 4 {
-            guard ["time", "pause", "resume", "limits"].contains(parts[3]) else { return nil }
+            guard ["time", "pause", "resume", "limits", "resync", "redeem", "remove"].contains(parts[3]) else { return nil }
             self.action = String(parts[3])
         } else {
             self.action = nil
@@ -569,5 +590,7 @@ struct ChildAction {
         "added": "Added.", "taken": "Taken away.", "tookAll": "Took away all there was: the balance is at zero.",
         "nothingToTake": "There was no earned time left to take away.", "paused": "Paused: reward apps are shielded now.",
         "resumed": "Resumed.", "limits": "Limits saved; they apply from now.",
+        "resynced": "Sent again: the device gets the family's rules and its shield within a second, when it is online.",
+        "redeemed": "Redeemed.",
     ]
 }

@@ -47,8 +47,25 @@ extension BrowserDevice {
         let ledger = try await self.all(PointsLedgerEntry.self, zone: StoreNames.defaultZone,
                                         filters: [QueryFilter(PointsLedgerEntry.Field.childRef, .equal, .reference("child-\(id)", zone: StoreNames.defaultZone))],
                                         sort: QuerySort(PointsLedgerEntry.Field.timestamp, descending: true), limit: 20)
-        let devices = try await self.devices().filter { $0.role == .child && $0.childId == id && $0.status != .revoked }
+        let family = try await self.devices()
+        let admin = family.first { $0.deviceId == self.deviceId }?.role == .admin
+        let devices = family.filter { $0.role == .child && $0.childId == id && $0.status != .revoked }
         let paused = balance?.shieldReason == "paused"
+        // Today, on every device of the child: learning, reward and the apps used most.
+        var learning: Int64 = 0, reward: Int64 = 0
+        var apps: [String: (seconds: Int64, category: String?)] = [:]
+        for device in devices {
+            guard let zone = device.zone, let summary = try await self.fetch(DailySummary.self, "\(device.deviceId)_\(clock.today)", zone: zone) else { continue }
+            learning += summary.totalLearningSeconds ?? 0
+            reward += summary.totalRewardSeconds ?? 0
+            for app in summary.appsUsed {
+                apps[app.app, default: (0, app.category)].seconds += app.seconds
+            }
+        }
+        let names = try await self.appNames()
+        let todayApps = apps.sorted { $0.value.seconds > $1.value.seconds }.prefix(5).map { app -> [String: Any] in
+            ["name": names[app.key] ?? app.key, "time": FamilyClock.duration(app.value.seconds), "category": app.value.category ?? ""]
+        }
         return [
             "id": id, "name": context.displayName ?? id,
             "points": balance?.pointsBalance ?? 0, "balance": FamilyClock.duration(balance?.balanceSeconds ?? 0),
@@ -62,7 +79,12 @@ extension BrowserDevice {
                         "reason": fields.reason ?? "", "debit": debit]
             },
             "hasLedger": !ledger.isEmpty,
-            "devices": devices.map { ["name": $0.deviceName ?? "A device", "state": $0.status.rawValue] },
+            "redeemKey": UUID().uuidString.lowercased(), "admin": admin,
+            "learningToday": FamilyClock.duration(learning), "rewardToday": FamilyClock.duration(reward),
+            "todayApps": todayApps, "hasTodayApps": !todayApps.isEmpty,
+            "devices": devices.map { ["name": $0.deviceName ?? "A device", "state": $0.status.rawValue, "deviceId": $0.deviceId, "active": $0.status == .active] },
+            "removeWarning": "Remove \(context.displayName ?? id)? Their \(devices.count == 1 ? "device is" : "\(devices.count) devices are") cut off at once, "
+                + "and everything recorded for them (usage, days, points, requests) is deleted from the server. This cannot be undone.",
             "cap": context.dailyRewardCapMinutes.map { "\($0)" } ?? "", "weeklyExpiry": context.weeklyExpiry ?? false,
         ]
     }
@@ -85,5 +107,15 @@ extension BrowserDevice {
             .dailyRewardCapMinutes: capMinutes.map { .int(Int64($0)) } ?? .null, .weeklyExpiry: .bool(weeklyExpiry),
         ])
         _ = try await self.call(StoreMethods.modify, ModifyParams(family: self.family, zone: StoreNames.defaultZone, saves: [save], savePolicy: .changedKeys, atomic: true))
+    }
+
+    /// A redemption of the child's points (what a parent's app posts), named by the form's
+    /// key: the same form sent again redeems once.
+    func redeem(_ id: String, points: Int64, reason: String, key: String) async throws(RPCError) {
+        let entry = PointsLedgerEntry(familyRef: .inDefaultZone(self.family), childRef: .inDefaultZone("child-\(id)"), type: "redemption", amount: points,
+                                      timestamp: Date(), reason: reason, actorParentRef: .inDefaultZone("parent-\(self.deviceId)"), idempotencyKey: key)
+        let result = try await self.call(StoreMethods.modify, ModifyParams(family: self.family, zone: StoreNames.defaultZone, saves: [try .record(entry, named: key)], atomic: true))
+        // Already there (the same form sent again): redeemed once, as asked.
+        if let error = result.saved.first?.error, error.code != .conflict { throw RPCError(error.code, error.message) }
     }
 }

@@ -88,6 +88,7 @@ enum Templates {
 
     static let overview = #"""
         <h1>Overview</h1>
+        {{#notice}}<p class="notice" role="status" id="notice">{{notice}}</p>{{/notice}}
         <p class="hint">Today, {{today}}. Updates by itself as the children's devices report.</p>
         <div id="live" data-live="/?fragment=1" aria-live="polite">{{{live}}}</div>
         """#
@@ -194,6 +195,29 @@ enum Templates {
             <button type="submit" id="save-limits">Save</button>
           </form>
         </section>
+        <section class="card" aria-labelledby="redeem-heading">
+          <h2 id="redeem-heading">Redeem points</h2>
+          <form method="post" action="/children/{{id}}/redeem" class="stack" id="redeem-form">
+            <input type="hidden" name="csrf" value="{{csrf}}">
+            <input type="hidden" name="key" value="{{redeemKey}}">
+            <label for="redeem-points">Points</label>
+            <input id="redeem-points" name="points" type="number" min="1" max="100000" inputmode="numeric" required>
+            <label for="redeem-reason">For</label>
+            <input id="redeem-reason" name="reason" maxlength="200" placeholder="movie night" required>
+            <button type="submit" id="redeem">Redeem</button>
+          </form>
+        </section>
+        <section class="card danger-zone" aria-labelledby="remove-heading">
+          <h2 id="remove-heading">Remove {{name}}</h2>
+          {{#admin}}
+          <p>{{removeWarning}}</p>
+          <form method="post" action="/children/{{id}}/remove" data-confirm="{{removeWarning}}">
+            <input type="hidden" name="csrf" value="{{csrf}}">
+            <button type="submit" class="danger" id="remove-child">Remove {{name}}</button>
+          </form>
+          {{/admin}}
+          {{^admin}}<p class="hint" id="remove-admins-only">Only an admin parent can remove a child.</p>{{/admin}}
+        </section>
         </div>
         """#
 
@@ -203,6 +227,7 @@ enum Templates {
           <dl class="figures">
             <div><dt>Earned time left</dt><dd data-field="balance">{{balance}}</dd></div>
             <div><dt>Points</dt><dd data-field="points">{{points}}</dd></div>
+            <div><dt>Learning today</dt><dd data-field="learningToday">{{learningToday}}</dd></div>
             <div><dt>Reward time today</dt><dd data-field="usedToday">{{usedToday}}</dd></div>
             <div><dt>Reward apps</dt><dd data-field="shield">{{#shielded}}<span class="badge warn">{{shield}}</span>{{/shielded}}{{^shielded}}<span class="badge ok">Open</span>{{/shielded}}</dd></div>
           </dl>
@@ -212,6 +237,10 @@ enum Templates {
             <button type="submit" id="resume">Resume now</button>
           </form>
           {{/paused}}
+          {{#hasTodayApps}}
+          <h3>Apps today</h3>
+          <ul class="today-apps">{{#todayApps}}<li>{{name}} <span class="hint">{{category}}</span>: {{time}}</li>{{/todayApps}}</ul>
+          {{/hasTodayApps}}
         </section>
         <section class="card" aria-labelledby="requests-heading">
           <h2 id="requests-heading">Requests</h2>
@@ -231,7 +260,11 @@ enum Templates {
         <section class="card" aria-labelledby="devices-heading">
           <h2 id="devices-heading">Devices</h2>
           {{^devices}}<p class="empty">No device paired: pair one on the <a href="/devices">Devices</a> page.</p>{{/devices}}
-          <ul>{{#devices}}<li>{{name}} <span class="hint">{{state}}</span></li>{{/devices}}</ul>
+          <ul class="child-devices">{{#devices}}<li data-device="{{deviceId}}">{{name}} <span class="hint">{{state}}</span>
+            {{#active}}<form method="post" action="/children/{{id}}/resync" class="inline">
+              <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="deviceId" value="{{deviceId}}">
+              <button type="submit" class="secondary resync">Send the rules again</button>
+            </form>{{/active}}</li>{{/devices}}</ul>
         </section>
         """#
 

@@ -96,7 +96,7 @@ public struct ChildFlows: Sendable {
     @discardableResult
     public func resync() async throws(RPCError) -> Int64 {
         _ = try self.me()
-        return try await self.session.call(AggregatorMethods.resync, Empty()).version
+        return try await self.session.call(AggregatorMethods.resync, ResyncParams()).version
     }
 
     /// Asks the parents for more time: `minutes`, or the rest of the day (`minutes` nil),

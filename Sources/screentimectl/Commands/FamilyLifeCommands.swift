@@ -74,7 +74,7 @@ struct CommandsCommand: AsyncParsableCommand {
         func run() async throws {
             try await Output.orExit {
                 var child = try self.device.device(.child)
-                let version = try await child.aggregator.call(AggregatorMethods.resync, Empty()).version
+                let version = try await child.aggregator.call(AggregatorMethods.resync, ResyncParams()).version
                 // The server writes it within a second: wait for it, then apply it.
                 let deadline = ContinuousClock.now + .seconds(15)
                 while true {

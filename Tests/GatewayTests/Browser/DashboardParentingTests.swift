@@ -46,7 +46,8 @@ struct DashboardParentingTests {
         _ = try await must(["child", "confirm", "--profile", "mum", invitation])
         _ = try await must(["usage", "add", "--profile", "emma-tablet", "org.khanacademy", "--minutes", "30", "--category", "learning",
                             "--start", StoreDates.format(Date().addingTimeInterval(-3 * 3600))])
-        let invite = try await must(["parent", "invite", "--profile", "mum"])
+        // Dad is an admin too: he may remove a child (step 9).
+        let invite = try await must(["parent", "invite", "--profile", "mum", "--role", "admin"])
         let link = try #require(invite.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.hasPrefix("https://") && $0.contains("/signin?") })
         try await browser.go(link)
         try await browser.type("#deviceName", "Laptop")
@@ -131,6 +132,15 @@ struct DashboardParentingTests {
         #expect(try await browser.script("return document.getElementById('weekly').checked") == true)
         try await shots.take("child-limits")
 
+        // Redeem points for something; send a device its rules again.
+        try await browser.type("#redeem-points", "5")
+        try await browser.type("#redeem-reason", "movie night")
+        try await browser.click("#redeem")
+        try await browser.waitFor("redeemed", "#notice") { $0 == "Redeemed." }
+        try await browser.waitFor("the redemption in the ledger", "#ledger-heading + .table-wrap") { $0.contains("Redeemed") && $0.contains("movie night") }
+        try await browser.click(".child-devices button.resync")
+        try await browser.waitFor("sent again", "#notice") { $0.hasPrefix("Sent again") }
+
         // 7. Bad input is said in words, and the page stays usable.
         try await browser.type("#time-minutes", "0")
         try await browser.script("document.getElementById('time-minutes').removeAttribute('min')")
@@ -148,6 +158,16 @@ struct DashboardParentingTests {
         }
         #expect(!log.contains("request-") && !log.contains("device:"), "ids on the Activity page")
         try await shots.take("activity-parenting")
+
+        // 9. Remove the child: the page says what it deletes before it does.
+        try await browser.go(stack.url + "/children/emma")
+        let warning = try await browser.text("#remove-heading + p")
+        #expect(warning.contains("cut off at once") && warning.contains("deleted from the server") && warning.contains("cannot be undone"), "\(warning)")
+        try await shots.take("child-remove")
+        try await browser.click("#remove-child")
+        try await browser.acceptAlert()
+        try await browser.waitFor("the child removed", "#notice") { $0.hasPrefix("Removed emma: 1 device was cut off") }
+        try await browser.waitFor("no children left", ".empty h2") { $0 == "No children yet" }
         // The refused form's page came with its 400, which chromium logs; nothing else.
         let errors = try await browser.consoleMessages().filter { $0.level == "SEVERE" && !$0.message.contains("/children/emma/time - Failed to load resource: the server responded with a status of 400") }
         #expect(errors.isEmpty, "JavaScript console errors: \(errors.map(\.message))")
