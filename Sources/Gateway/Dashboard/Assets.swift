@@ -99,11 +99,19 @@ enum Assets {
         .buttons { display: inline-flex; gap: .5rem; flex-wrap: wrap; }
         .back { margin: 0 0 .25rem; }
         form.inline { display: inline; margin-left: .5rem; }
+        .slider input[type=range] { vertical-align: middle; width: 9rem; }
+        .slider-value { display: inline-block; min-width: 2ch; font-weight: 600; text-align: right; }
         .child-devices li { margin: .35rem 0; }
+        /* Printed (the browser's "Save as PDF"): the report on one page, no navigation or forms. */
+        @page { size: A4; margin: 12mm; }
         @media print {
-          header.top nav, header.top .signout, .skip, form, .buttons, #live-status, .back { display: none !important; }
-          body { background: #fff; color: #000; }
-          .card { box-shadow: none; border: 1px solid #999; break-inside: avoid; }
+          header.top nav, header.top .signout, .skip, form, .buttons, #live-status, .back, #csv-link { display: none !important; }
+          body { background: #fff; color: #000; font-size: 10pt; }
+          header.top { padding: 0 0 .25rem; border: none; }
+          h1 { font-size: 1.3rem; margin: .25rem 0; }
+          .card { box-shadow: none; border: 1px solid #999; padding: .5rem .75rem; margin: .5rem 0; }
+          .chart svg { max-height: 180px; }
+          th, td { padding: .15rem .4rem; }
           main { max-width: none; padding: 0; }
         }
         """#
@@ -127,6 +135,12 @@ enum Assets {
             if (socket) socket.close();
             // A refresh still on its way would meet the credential this form may revoke.
             if (inFlight) inFlight.abort();
+          });
+          // A slider shows its value beside it as it moves (points per minute).
+          document.addEventListener("input", function (event) {
+            var shows = event.target.dataset && event.target.dataset.shows;
+            var output = shows && document.getElementById(shows);
+            if (output) output.textContent = event.target.value;
           });
           var live = document.getElementById("live");
           if (!live || !live.dataset.live) return;

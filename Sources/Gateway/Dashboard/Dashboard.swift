@@ -277,7 +277,8 @@ struct Dashboard: Sendable {
                 }
                 try await device.saveSettings(timeZone: (form["timeZone"] ?? "").trimmingCharacters(in: .whitespaces),
                                               rewardMinutes: try number("rewardMinutes", 1...1440), balanceExhausted: form["balanceExhausted"] == "true",
-                                              noDataHours: try number("noDataHours", 1...720))
+                                              noDataHours: try number("noDataHours", 1...720), requestExpiryMinutes: try number("requestExpiryMinutes", 5...1440),
+                                              maxOpenRequests: try number("maxOpenRequests", 1...20))
                 return WebResponse.redirect("/settings?saved=1")
             case "/requests/answer":
                 return try await self.answer(form, device: device)
@@ -517,6 +518,7 @@ struct Dashboard: Sendable {
             "rewardMinutes": family?.alertRewardMinutesPerDay.map { "\($0)" } ?? "",
             "noDataHours": family?.alertNoDataHours.map { "\($0)" } ?? "",
             "balanceExhausted": family?.alertOnBalanceExhausted ?? true, "navSettings": true,
+            "requestExpiryMinutes": "\(family?.requestExpiryMinutes ?? 120)", "maxOpenRequests": "\(family?.maxOpenRequests ?? 3)",
         ]
         if query["saved"] != nil { data["notice"] = "Saved. Days are counted in \(clock.timeZoneName) from now on (the days held in detail are counted again)." }
         return self.page(.ok, "settings", title: "Settings", session: session, clock: clock, data: data)

@@ -108,6 +108,8 @@ extension BrowserDevice {
                 "bundleId": bundleId, "name": name, "key": rule.recordName,
                 "learning": classification == "learning", "reward": classification == "reward", "category": classification,
                 "pointsPerMinute": fields.pointsPerMinute ?? 1, "enabled": fields.isEnabled ?? true, "blocked": fields.blockingEnabled ?? false,
+                // The slider reaches 20, or further for a rule set higher elsewhere.
+                "pointsMax": max(20, fields.pointsPerMinute ?? 1),
             ]
         }.sorted { ($0["name"] as! String).localizedCaseInsensitiveCompare($1["name"] as! String) == .orderedAscending }
     }
@@ -230,14 +232,17 @@ extension BrowserDevice {
         try await self.fetch(Family.self, self.family)
     }
 
-    /// Saves the family's time zone and alert thresholds (only these fields of the Family
-    /// record: the aggregator re-counts the days it holds in detail in a new zone).
-    func saveSettings(timeZone: String, rewardMinutes: Int?, balanceExhausted: Bool, noDataHours: Int?) async throws(RPCError) {
+    /// Saves the family's time zone, alert thresholds and request settings (only these fields
+    /// of the Family record: the aggregator re-counts the days it holds in detail in a new zone).
+    func saveSettings(timeZone: String, rewardMinutes: Int?, balanceExhausted: Bool, noDataHours: Int?, requestExpiryMinutes: Int? = nil,
+                      maxOpenRequests: Int? = nil) async throws(RPCError) {
         guard TimeZone(identifier: timeZone) != nil else { throw RPCError.invalidParams("timeZone", "is not an IANA time zone, such as Europe/Paris") }
         // A threshold left empty is cleared (null), not kept.
         let settings: RecordSave = .changes(Family.self, named: self.family, [
             .timeZone: .string(timeZone), .alertOnBalanceExhausted: .bool(balanceExhausted),
             .alertRewardMinutesPerDay: rewardMinutes.map { .int(Int64($0)) } ?? .null, .alertNoDataHours: noDataHours.map { .int(Int64($0)) } ?? .null,
+            // Left empty: the defaults (120 minutes, 3 requests).
+            .requestExpiryMinutes: .int(Int64(requestExpiryMinutes ?? 120)), .maxOpenRequests: .int(Int64(maxOpenRequests ?? 3)),
         ])
         _ = try await self.call(StoreMethods.modify, ModifyParams(
             family: self.family, zone: StoreNames.defaultZone, saves: [settings], savePolicy: .changedKeys, atomic: true))

@@ -395,7 +395,8 @@ enum Templates {
             <label>Category
               <select name="category"><option value="learning" {{#learning}}selected{{/learning}}>Learning</option><option value="reward" {{#reward}}selected{{/reward}}>Reward</option></select>
             </label>
-            <label>Points per minute <input name="pointsPerMinute" type="number" min="0" max="1000" value="{{pointsPerMinute}}" inputmode="numeric"></label>
+            <label class="slider">Points per minute <input name="pointsPerMinute" type="range" min="0" max="{{pointsMax}}" step="1" value="{{pointsPerMinute}}" data-shows="ppm-{{key}}">
+              <output id="ppm-{{key}}" class="slider-value">{{pointsPerMinute}}</output></label>
             <label class="check"><input name="enabled" type="checkbox" value="true" {{#enabled}}checked{{/enabled}}> Counts</label>
             <label class="check"><input name="blocked" type="checkbox" value="true" {{#blocked}}checked{{/blocked}}> Blocked</label>
             <button type="submit">Save</button>
@@ -412,8 +413,8 @@ enum Templates {
             <input id="new-name" name="displayName" maxlength="64">
             <label for="new-category">Category</label>
             <select id="new-category" name="category"><option value="learning">Learning</option><option value="reward">Reward</option></select>
-            <label for="new-points">Points per minute</label>
-            <input id="new-points" name="pointsPerMinute" type="number" min="0" max="1000" value="1" inputmode="numeric">
+            <label for="new-points">Points per minute <output id="new-points-value" class="slider-value">1</output></label>
+            <input id="new-points" name="pointsPerMinute" type="range" min="0" max="20" step="1" value="1" data-shows="new-points-value">
             <label class="check"><input name="enabled" type="checkbox" value="true" checked> Counts</label>
             <label class="check"><input name="blocked" type="checkbox" value="true" id="new-blocked"> Blocked</label>
             <button type="submit" id="add-app-save">Save</button>
@@ -509,6 +510,10 @@ enum Templates {
           <label for="noDataHours">Alert when a device sends no usage for (hours; empty: never)</label>
           <input id="noDataHours" name="noDataHours" type="number" min="1" max="720" value="{{noDataHours}}" inputmode="numeric">
           <label class="check"><input name="balanceExhausted" type="checkbox" value="true" {{#balanceExhausted}}checked{{/balanceExhausted}}> Alert when a child's earned time runs out</label>
+          <label for="requestExpiryMinutes">A child's request for more time waits for an answer (minutes)</label>
+          <input id="requestExpiryMinutes" name="requestExpiryMinutes" type="number" min="5" max="1440" value="{{requestExpiryMinutes}}" inputmode="numeric">
+          <label for="maxOpenRequests">Requests a child may have waiting at once</label>
+          <input id="maxOpenRequests" name="maxOpenRequests" type="number" min="1" max="20" value="{{maxOpenRequests}}" inputmode="numeric">
           <button type="submit" id="save-settings">Save</button>
         </form>
         """#

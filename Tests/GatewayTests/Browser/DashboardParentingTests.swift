@@ -159,6 +159,28 @@ struct DashboardParentingTests {
         #expect(!log.contains("request-") && !log.contains("device:"), "ids on the Activity page")
         try await shots.take("activity-parenting")
 
+        // The report as the browser's "Save as PDF" gives it: one clean page of figures,
+        // none of the page's navigation or forms (pdftotext reads it back).
+        try await browser.go(stack.url + "/reports?child=emma&by=day")
+        try await browser.waitFor("the report", ".chart svg") { _ in true }
+        let pdf = (Screenshots.directory as NSString).appendingPathComponent("report-print.pdf")
+        try await browser.printToPDF().write(to: URL(fileURLWithPath: pdf))
+        let info = try await runCommand("/usr/bin/pdfinfo", [pdf])
+        #expect(info.stdout.contains("Pages:           1"), "the report prints on one page: \(info.stdout)")
+        let text = try await runCommand("/usr/bin/pdftotext", ["-layout", pdf, "-"]).stdout
+        #expect(text.contains("Emma") && text.contains("Learning") && text.contains("Top apps"), "\(text)")
+        #expect(!text.contains("Sign out") && !text.contains("Download CSV") && !text.contains("Show"), "navigation and forms printed: \(text)")
+
+        // The family's settings for requests.
+        try await browser.go(stack.url + "/settings")
+        #expect(try await browser.script("return document.getElementById('requestExpiryMinutes').value") == "120")
+        try await browser.type("#requestExpiryMinutes", "45")
+        try await browser.type("#maxOpenRequests", "2")
+        try await browser.click("#save-settings")
+        try await browser.waitFor("the settings saved", "#notice") { !$0.isEmpty }
+        #expect(try await browser.script("return document.getElementById('requestExpiryMinutes').value + ' ' + document.getElementById('maxOpenRequests').value") == "45 2")
+        try await shots.take("settings-requests")
+
         // 9. Remove the child: the page says what it deletes before it does.
         try await browser.go(stack.url + "/children/emma")
         let warning = try await browser.text("#remove-heading + p")

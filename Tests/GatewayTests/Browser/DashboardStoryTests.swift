@@ -95,7 +95,9 @@ struct DashboardStoryTests {
         try await browser.go(stack.url + "/apps")
         try await browser.type("#new-bundle", "org.khanacademy")
         try await browser.type("#new-name", "Khan Academy")
-        try await browser.type("#new-points", "2")
+        // Points per minute is a slider showing its value as it moves (two steps right).
+        try await browser.script("var s = document.getElementById('new-points'); s.value = '2'; s.dispatchEvent(new Event('input', { bubbles: true }))")
+        #expect(try await browser.text("#new-points-value") == "2")
         try await browser.click("#add-app-save")
         try await browser.waitFor("the rule saved", "#notice") { $0.contains("Saved Khan Academy; the family's rules go to 1 device") }
         try await browser.waitFor("the command pending", "[data-command] [data-status]") { $0 == "pending" }
@@ -105,7 +107,7 @@ struct DashboardStoryTests {
         #expect(applied.contains("org.khanacademy is learning, 2 points/min"), "\(applied)")
         try await browser.waitFor("the command executed, without reloading", "[data-command] [data-status]") { $0 == "executed" }
         #expect(try await browser.script("return window.__sameDocument") == "yes")
-        let points = try await browser.script("var f = document.querySelector(\"form[data-app='org.khanacademy']\"); return f ? f.querySelector('input[type=number]').value : null").stringValue
+        let points = try await browser.script("var f = document.querySelector(\"form[data-app='org.khanacademy']\"); return f ? f.querySelector('input[type=range]').value : null").stringValue
         #expect(points == "2", "the rule's points on the page: \(points ?? "no form")")
         try await shots.take("apps-executed")
         try await self.noConsoleErrors(browser)

@@ -228,6 +228,16 @@ final class Browser: @unchecked Sendable {
         return data
     }
 
+    /// The page printed as the browser's "Save as PDF" prints it (A4 portrait, the page's
+    /// print stylesheet): W3C WebDriver's Print Page, chromium's own PDF printing.
+    func printToPDF() async throws -> Data {
+        guard let base64 = try await self.command("POST", "/print", ["orientation": "portrait", "page": ["width": 21.0, "height": 29.7], "background": false]).stringValue,
+              let data = Data(base64Encoded: base64) else {
+            throw TestFailure("no PDF")
+        }
+        return data
+    }
+
     /// The page's console messages since the last call (chromedriver's log endpoint).
     func consoleMessages() async throws -> [(level: String, message: String)] {
         let entries = try await self.command("POST", "/se/log", ["type": "browser"])
