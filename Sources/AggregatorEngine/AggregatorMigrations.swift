@@ -289,9 +289,8 @@ extension AggregatorDatabase {
                 ) WITHOUT ROWID;
                 CREATE INDEX time_requests_by_child ON time_requests(family, child, status);
                 CREATE INDEX time_requests_open ON time_requests(expires_ms) WHERE status = 'open';
-                -- a parent's pause of a child's reward apps: one row per child, kept when it
-                -- ends (ended_ms), so that an older copy of it met in the store's history
-                -- does not start it again
+                -- a parent's pause of a child's reward apps: one row per child (its last
+                -- pause), kept when it ends (ended_ms)
                 CREATE TABLE pauses (
                     family TEXT NOT NULL,
                     child TEXT NOT NULL,

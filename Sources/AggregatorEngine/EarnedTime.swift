@@ -179,30 +179,32 @@ enum EarnedTime {
             return
         }
         let crossed = (before.map { ($0["shielded"] as Bool) } ?? false) != shielded
+        // Shielded for another reason (a pause over an empty balance, say): the devices get
+        // a command saying so, as for a crossing.
+        let newCommand = crossed || (shielded && before.map { ($0["shield_reason"] as String?) != reason } == true)
         try db.execute(cached: """
             INSERT INTO children(family, child, points, reward_seconds, balance_seconds, shielded, shield_reason, reward_today_seconds, shield_version)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(family, child) DO UPDATE SET points = excluded.points, reward_seconds = excluded.reward_seconds,
                 balance_seconds = excluded.balance_seconds, shielded = excluded.shielded, shield_reason = excluded.shield_reason,
                 reward_today_seconds = excluded.reward_today_seconds, shield_version = shield_version + (CASE WHEN ? THEN 1 ELSE 0 END)
-            """, arguments: [child.family, child.child, points, reward, balance, shielded, reason, rewardToday, crossed ? 1 : 0, crossed])
+            """, arguments: [child.family, child.child, points, reward, balance, shielded, reason, rewardToday, newCommand ? 1 : 0, newCommand])
         try Self.queue(child.family, child.child, day: "", db)
         // The alert is of earned time running out, not of a parent's pause.
         if crossed { try Alerts.balanceCrossed(child, exhausted: balance <= 0 && shielded, balanceSeconds: balance, db) }
     }
 
-    /// The child's reward time in the family's day of `now`, and whether its daily cap (if
-    /// it has one) is reached.
+    /// The child's reward time in the family's day of `now` (as of this computation: the
+    /// record says when it was made), and whether its daily cap (if it has one) is reached.
     private static func dailyCap(_ child: Child, now: Int64, _ db: Database) throws -> (rewardToday: Int64, reached: Bool) {
-        let cap = try Int64.fetchOne(cached: db, sql: "SELECT daily_cap_minutes FROM child_rules WHERE family = ? AND child = ?",
-                                     arguments: [child.family, child.child])
-        guard let cap else { return (0, false) }
         let today = try Ingest.localDays(of: child.family, db).day(containing: Millis.date(now))
         let reward = try Int64.fetchOne(cached: db, sql: """
             SELECT coalesce(sum(d.reward_seconds), 0) FROM days d JOIN devices v ON v.family = d.family AND v.device_id = d.device_id
             WHERE d.family = ? AND v.child_ref = ? AND d.day = ?
             """, arguments: [child.family, child.child, today]) ?? 0
-        return (reward, reward >= cap * 60)
+        let cap = try Int64.fetchOne(cached: db, sql: "SELECT daily_cap_minutes FROM child_rules WHERE family = ? AND child = ?",
+                                     arguments: [child.family, child.child])
+        return (reward, cap.map { reward >= $0 * 60 } ?? false)
     }
 
     private static func queue(_ family: String, _ child: String, day: String, _ db: Database) throws {

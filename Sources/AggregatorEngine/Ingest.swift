@@ -116,7 +116,10 @@ struct Ingest {
             case RecordTypes.timeRequest:
                 // The aggregator's own; its database holds the truth. Met when that database
                 // is made again from the store's history: taken as the store has it.
-                if !change.deleted, change.zone == StoreNames.defaultZone, let request = change.record(TimeRequest.self) {
+                if change.deleted {
+                    // Gone with its child (its ChildContext deleted, `deleteSelf`).
+                    try TimeRequestRow.deleteOne(db, key: ["family": change.family, "id": change.recordName])
+                } else if change.zone == StoreNames.defaultZone, let request = change.record(TimeRequest.self) {
                     try TimeRequestRow(family: change.family, id: change.recordName, request).insert(db, onConflict: .ignore)
                 }
             default:
@@ -179,7 +182,7 @@ struct Ingest {
             return .nothing
         }
         let zone = family.timeZone.flatMap { LocalDays(timeZone: $0) != nil ? $0 : nil } ?? "UTC"
-        let rate = max(0, family.rewardSecondsPerPoint ?? 60)
+        let rate = min(max(0, family.rewardSecondsPerPoint ?? 60), 86_400)
         let old = try Row.fetchOne(cached: db, sql: "SELECT time_zone, seconds_per_point FROM families WHERE family = ?", arguments: [change.family])
         try db.execute(cached: """
             INSERT INTO families(family, time_zone, seconds_per_point, alert_reward_minutes, alert_exhausted, alert_no_data_hours,
@@ -187,8 +190,11 @@ struct Ingest {
             ON CONFLICT(family) DO UPDATE SET time_zone = excluded.time_zone, seconds_per_point = excluded.seconds_per_point,
                 alert_reward_minutes = excluded.alert_reward_minutes, alert_exhausted = excluded.alert_exhausted, alert_no_data_hours = excluded.alert_no_data_hours,
                 request_expiry_minutes = excluded.request_expiry_minutes, max_open_requests = excluded.max_open_requests
-            """, arguments: [change.family, zone, rate, family.alertRewardMinutesPerDay, family.alertOnBalanceExhausted ?? true, family.alertNoDataHours,
-                              max(1, family.requestExpiryMinutes ?? 120), max(1, family.maxOpenRequests ?? 3)])
+            """, arguments: [change.family, zone, rate, family.alertRewardMinutesPerDay.map { min($0, 1440) }, family.alertOnBalanceExhausted ?? true,
+                              family.alertNoDataHours.map { min($0, 24 * 366) },
+                              // Bounded as the dashboard bounds them (a week, 100): a record's own
+                              // value never overflows the times computed from it.
+                              min(max(1, family.requestExpiryMinutes ?? 120), 10_080), min(max(1, family.maxOpenRequests ?? 3), 100)])
         if (old?["time_zone"] ?? "UTC") != zone { return .timeZone }
         return (old?["seconds_per_point"] ?? 60) != rate ? .rate : .nothing
     }

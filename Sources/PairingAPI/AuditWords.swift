@@ -15,6 +15,16 @@ public enum AuditWords {
         public func device(_ id: String) -> String { self.devices[id] ?? "a device no longer in the family" }
     }
 
+    /// An entry's metadata as far as its words may be shown as the server's: whole for an
+    /// entry a service wrote (`createdBy` `local`), without `words` and `actorName` for one a
+    /// device wrote (a device may write AuditEntry records; it may not speak for the server).
+    public static func trusted(_ metadata: JSONValue?, createdBy: String?) -> JSONValue? {
+        guard createdBy != "local", case .object(var fields)? = metadata else { return metadata }
+        fields["words"] = nil
+        fields["actorName"] = nil
+        return .object(fields)
+    }
+
     /// Who acted: the name the entry's server-written `metadata` gives (`actorName`), else
     /// the acting device's name, else "The server".
     public static func actor(_ actor: String, metadata: JSONValue? = nil, _ names: Names) -> String {

@@ -261,18 +261,20 @@ public final class RPCClient: Sendable {
         case .ready(let connection): return connection
         case .wait(let connecting): task = connecting
         }
-        do {
-            // A caller cancelled while connecting (its service shutting down, say) stops
-            // waiting at once: the attempt is given up (its backoff sleep throws), and the
-            // next call starts another.
-            let connection = try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+        // A caller cancelled while connecting (its service shutting down, say) stops waiting
+        // at once; the attempt goes on for the others waiting on it.
+        guard let result = await ConnectWait.result(of: task) else {
+            throw RPCError(.cancelled, "cancelled while connecting to \(self.configuration.socketPath)")
+        }
+        switch result {
+        case .success(let connection):
             self.link.withLock { link in
-                if case .connecting = link { link = .connected(connection) }
+                if case .connecting(let current) = link, current == task { link = .connected(connection) }
             }
             return connection
-        } catch {
+        case .failure(let error):
             self.link.withLock { link in
-                if case .connecting = link { link = .idle }
+                if case .connecting(let current) = link, current == task { link = .idle }
             }
             throw error as? RPCError ?? RPCError.connectionFailed("\(error)")
         }
@@ -313,5 +315,30 @@ public final class RPCClient: Sendable {
             return String(cString: strerror(io.errnoCode))
         }
         return "\(error)"
+    }
+}
+
+/// One caller's wait for the shared connect attempt, which it can leave when it is
+/// cancelled without cancelling the attempt (other callers may be waiting on it).
+private final class ConnectWait<T: Sendable>: Sendable {
+    private let waiter = Mutex<CheckedContinuation<Result<T, any Error>?, Never>?>(nil)
+
+    /// The attempt's result, or nil when the calling task was cancelled first.
+    static func result(of task: Task<T, any Error>) async -> Result<T, any Error>? {
+        let wait = ConnectWait<T>()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                wait.waiter.withLock { $0 = continuation }
+                if Task.isCancelled { wait.resume(nil) }
+                Task { wait.resume(await task.result) }
+            }
+        } onCancel: {
+            wait.resume(nil)
+        }
+    }
+
+    /// The first of the result and the cancellation ends the wait; the other finds it over.
+    private func resume(_ result: Result<T, any Error>?) {
+        self.waiter.withLock { $0.take() }?.resume(returning: result)
     }
 }

@@ -206,7 +206,7 @@ struct ParentingTests {
         }
     }
 
-    @Test("weekly expiry: unspent points expire at the end of the family's week, a week with a daylight-saving change included, once, across a restart")
+    @Test("weekly expiry: points unspent at the end of the family's week expire (late usage of the week counted first), a week with a daylight-saving change included, once, across a restart")
     func weeklyExpiryAcrossDST() async throws {
         let paris = LocalTime("Europe/Paris")
         let clock = SimulatedClock(paris.at("2026-10-20 12:00"))
@@ -220,21 +220,27 @@ struct ParentingTests {
             // week of 7 × 24 h from Monday's midnight would have ended half an hour ago.
             clock.set(stack.at("2026-10-25 23:30"))
             try await child.expectQuiet(beyond: 0, for: .milliseconds(300))
-            clock.set(stack.at("2026-10-26 00:00:30"))
+            // The tablet was asleep: Sunday evening's ten minutes of reward arrive after
+            // midnight, and still count against the week (its expiry waits 6 hours).
+            clock.set(stack.at("2026-10-26 01:00"))
+            try await stack.session("late-play", app: "com.youtube", category: "reward", from: stack.at("2026-10-25 22:00"), to: stack.at("2026-10-25 22:10"))
+            try await stack.waitForBalance { $0?.fields["balanceSeconds"] == 1200 }
+            try await child.expectQuiet(beyond: 0, for: .milliseconds(300))
+            clock.set(stack.at("2026-10-26 06:00:30"))
             let heard = try await child.event("pointsExpired")
-            #expect(heard.alert?.title == "A new week: 30 points you did not spend expired")
-            try await stack.waitForBalance { $0?.fields["balanceSeconds"] == 0 && $0?.fields["shielded"] == true && $0?.fields["pointsBalance"] == 0 }
-            try await stack.settle(sessions: 1)
+            #expect(heard.alert?.title == "A new week: 20 points you did not spend expired")
+            try await stack.waitForBalance { $0?.fields["balanceSeconds"] == 0 && $0?.fields["shielded"] == true && $0?.fields["pointsBalance"] == 10 }
+            try await stack.settle(sessions: 2)
             let entries = try await stack.parentStore.call(StoreMethods.query, QueryParams(family: stack.family.family, zone: StoreNames.defaultZone, recordType: "PointsLedgerEntry")).records
                 .filter { $0.fields["type"] == "expiry" }
-            #expect(entries.map(\.recordName) == ["expiry-child-emma-2026-10-19"] && entries.first?.fields["amount"] == 30)
+            #expect(entries.map(\.recordName) == ["expiry-child-emma-2026-10-19"] && entries.first?.fields["amount"] == 20)
             #expect(entries.first?.fields["timestamp"] == .date(stack.at("2026-10-26 00:00").addingTimeInterval(-0.001)), "dated the week's last instant")
             try await stack.restartEngine()
             try await stack.caughtUp()
-            try await stack.settle(sessions: 1)
+            try await stack.settle(sessions: 2)
             #expect(try await stack.parentStore.call(StoreMethods.query, QueryParams(family: stack.family.family, zone: StoreNames.defaultZone, recordType: "PointsLedgerEntry")).records
                 .filter { $0.fields["type"] == "expiry" }.count == 1, "a week expires once")
-            #expect(try await stack.auditWords().contains("The server let 30 unspent points of Emma expire at the end of the week"))
+            #expect(try await stack.auditWords().contains("The server let 20 unspent points of Emma expire at the end of the week"))
         }
     }
 
@@ -282,6 +288,28 @@ struct ParentingTests {
             await expectError(.forbidden) { _ = try await stack.asChild(AggregatorMethods.listRequests, ListRequestsParams(child: "leo")) }
             await expectError(.unauthorized) { _ = try await stack.local.call(AggregatorMethods.grant, GrantParams(child: "emma", points: 5), actingFor: Auth(token: "stranger")) }
             #expect(try await stack.asChild(AggregatorMethods.listRequests, ListRequestsParams()).requests.map(\.status) == [.open], "the request is still open")
+            // A device no parent has confirmed yet asks nothing of the parents.
+            let waiting = try await stack.family.pairChild(stack.harness, child: "leo", device: "leo-phone", confirm: false)
+            try await stack.caughtUp()
+            await expectError(.notFound) { _ = try await stack.local.call(AggregatorMethods.askForTime, AskForTimeParams(minutes: 10), actingFor: Auth(token: waiting.token)) }
+            await expectError(.notFound) { _ = try await stack.local.call(AggregatorMethods.listRequests, ListRequestsParams(), actingFor: Auth(token: waiting.token)) }
+        }
+    }
+
+    @Test("a child removed takes its open requests and its pause with it: nothing left to answer, nothing inherited by a child paired again under the same id")
+    func removedChild() async throws {
+        try await AggregatorStack.inProcess { stack in
+            try await stack.caughtUp()
+            let request = try await stack.asChild(AggregatorMethods.askForTime, AskForTimeParams(minutes: 10))
+            _ = try await stack.asParent(AggregatorMethods.pause, PauseParams(child: "emma"))
+            _ = try await stack.family.parent.call(PairingMethods.removeChild, RemoveChildParams(childId: "emma"))
+            try await stack.caughtUp()
+            #expect(try await stack.asParent(AggregatorMethods.listRequests, ListRequestsParams()).requests.isEmpty)
+            await expectError(.notFound) { _ = try await stack.answer(request.id, approve: true, token: stack.family.parentCredential.token).get() }
+            let again = try await stack.family.pairChild(stack.harness, child: "emma", device: "emma-new-ipad")
+            try await stack.caughtUp()
+            let time = try await stack.local.call(AggregatorMethods.askForTime, AskForTimeParams(minutes: 10), actingFor: Auth(token: again.token))
+            #expect(!time.whilePaused, "the old pause went with the old child")
         }
     }
 

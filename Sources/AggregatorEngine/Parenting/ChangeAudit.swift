@@ -18,7 +18,7 @@ enum ChangeAudit {
             || change.recordType == RecordTypes.appConfiguration else { return }
         let deviceId = String(by.dropFirst("device:".count))
         guard let (action, target, words) = try Self.sentence(change, db) else { return }
-        let actor = Actor(kind: .parent, deviceId: deviceId, name: try ParentNames.name(family: change.family, deviceId: deviceId, db) ?? "A parent")
+        let actor = Actor(kind: .parent, deviceId: deviceId, name: try ParentNames.name(family: change.family, deviceId: deviceId, db) ?? "")
         try FamilyLog.audit(family: change.family, actor: actor, action: action, target: target, words: words,
                             metadata: ["recordType": .string(change.recordType), "recordName": .string(change.recordName)],
                             at: Millis.of(change.at ?? Date()), named: "audit-change-\(seq)", db)

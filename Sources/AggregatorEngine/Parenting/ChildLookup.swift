@@ -20,9 +20,10 @@ enum ChildLookup {
         return child
     }
 
-    /// The child a child device belongs to; `notFound` before a parent confirmed it.
+    /// The child a child device belongs to; `notFound` before a parent confirmed it (a
+    /// device waiting for confirmation asks nothing of the parents).
     static func child(ofDevice deviceId: String, family: String, _ db: Database) throws -> EarnedTime.Child {
-        let record = try DeviceEntry.filter(DeviceEntry.Columns.family == family && DeviceEntry.Columns.deviceId == deviceId)
+        let record = try DeviceEntry.filter(DeviceEntry.Columns.family == family && DeviceEntry.Columns.deviceId == deviceId && DeviceEntry.Columns.status == "active")
             .select(DeviceEntry.Columns.childRef, as: String?.self).fetchOne(db) ?? nil
         guard let record else {
             throw RPCError(.notFound, "this device is not confirmed in its family yet (or the server has not seen it yet); try again once a parent has confirmed it")

@@ -15,13 +15,18 @@ enum ChildRules {
         guard change.zone == StoreNames.defaultZone else { return nil }
         let child = EarnedTime.Child(family: change.family, child: change.recordName)
         guard !change.deleted, let context = change.record(ChildContext.self) else {
+            // The child is removed: its rules, pause and requests go with it (a child paired
+            // again under the same id starts afresh).
             try ChildRuleRow.filter(key: ["family": child.family, "child": child.child]).deleteAll(db)
-            return child
+            try PauseRow.filter(PauseRow.Columns.family == child.family && PauseRow.Columns.child == child.child).deleteAll(db)
+            try TimeRequestRow.filter(TimeRequestRow.Columns.family == child.family && TimeRequestRow.Columns.child == child.child).deleteAll(db)
+            return change.deleted ? nil : child
         }
         var row = try ChildRuleRow.filter(key: ["family": child.family, "child": child.child]).fetchOne(db)
             ?? ChildRuleRow(family: child.family, child: child.child, dailyCapMinutes: nil, weeklyExpiry: false, expiredThrough: nil)
         let before = row
-        row.dailyCapMinutes = context.dailyRewardCapMinutes.map { max(1, $0) }
+        // A day has at most 1 440 minutes (a larger cap is no cap within a day).
+        row.dailyCapMinutes = context.dailyRewardCapMinutes.map { min(max(1, $0), 1440) }
         row.weeklyExpiry = context.weeklyExpiry ?? false
         // Expiry starts with the week it was turned on in: what was earned before is not
         // taken at once.
@@ -51,21 +56,28 @@ enum ChildRules {
         }.min()
     }
 
-    /// Every child with weekly expiry whose family's week ended since it last expired: its
-    /// unspent points expire (once per week, at the week's end).
+    /// How long after a week's end its expiry waits: usage of the week's last evening that a
+    /// device sends late (asleep, offline) still counts against the week first.
+    static let expiryGrace: Int64 = 6 * 3_600_000
+
+    /// Every child with weekly expiry whose family's week ended (more than the grace ago)
+    /// since it last expired: the points unspent at the week's end expire (once per week),
+    /// never taking the balance below zero.
     @discardableResult
     static func expireWeeks(now: Int64, _ db: Database) throws -> Int {
         var expired = 0
         for var rule in try ChildRuleRow.filter(Column("weekly_expiry") == true).fetchAll(db) {
             let days = try Ingest.localDays(of: rule.family, db)
-            guard let monday = days.monday(of: days.day(containing: Millis.date(now))), monday > (rule.expiredThrough ?? "") else { continue }
+            guard let monday = days.monday(of: days.day(containing: Millis.date(now - Self.expiryGrace))), monday > (rule.expiredThrough ?? "") else { continue }
             rule.expiredThrough = monday
             try rule.update(db)
             let child = EarnedTime.Child(family: rule.family, child: rule.child)
             guard let weekEnd = days.bounds(of: monday)?.start, let ended = days.day(monday, plus: -7) else { continue }
-            let time = try ChildLookup.time(child, db)
             let rate = try FamilyEntry.row(rule.family).select(FamilyEntry.Columns.secondsPerPoint, as: Int64.self).fetchOne(db) ?? 60
-            let points = rate > 0 ? max(0, time.balanceSeconds) / rate : 0
+            guard rate > 0 else { continue }
+            let time = try ChildLookup.time(child, db)
+            let atEnd = try Self.balance(child, before: monday, at: Millis.of(weekEnd), rate: rate, db)
+            let points = min(max(0, atEnd) / rate, max(0, time.balanceSeconds) / rate)
             guard points > 0 else { continue }
             let at = Millis.of(weekEnd) - 1
             try Ledger.enter(child, type: "expiry", points: points, reason: "Unspent at the end of the week of \(ended)",
@@ -84,13 +96,30 @@ enum ChildRules {
         return expired
     }
 
-    /// The next end of a week of a family with a child whose time expires weekly.
+    /// The child's balance in seconds at a week's end: the points of its days before
+    /// `day` and of the ledger before `at` (and what retention carried), less the reward
+    /// time of those days.
+    private static func balance(_ child: EarnedTime.Child, before day: String, at: Int64, rate: Int64, _ db: Database) throws -> Int64 {
+        let usage = try Row.fetchOne(db, sql: """
+            SELECT coalesce(sum(d.points), 0) AS points, coalesce(sum(d.reward_seconds), 0) AS reward
+            FROM days d JOIN devices v ON v.family = d.family AND v.device_id = d.device_id
+            WHERE d.family = ? AND v.child_ref = ? AND d.day < ?
+            """, arguments: [child.family, child.child, day])
+        let ledger = try Int64.fetchOne(db, sql: """
+            SELECT coalesce(sum(CASE WHEN type IN ('redemption', 'deduction', 'expiry') THEN -amount ELSE amount END), 0)
+            FROM ledger WHERE family = ? AND child = ? AND at_ms < ?
+            """, arguments: [child.family, child.child, at]) ?? 0
+        let points = (usage?["points"] ?? 0) + ledger + (try Retention.carriedPoints(family: child.family, child: child.child, db))
+        return points * rate - (usage?["reward"] ?? 0)
+    }
+
+    /// The next end of a week (with its grace) of a family with a child whose time expires weekly.
     static func nextWeekEnd(now: Int64, _ db: Database) throws -> Int64? {
         let families = try Set(ChildRuleRow.filter(Column("weekly_expiry") == true).select(Column("family"), as: String.self).fetchAll(db))
         return try families.compactMap { family in
             let days = try Ingest.localDays(of: family, db)
-            guard let monday = days.monday(of: days.day(containing: Millis.date(now))), let next = days.day(monday, plus: 7) else { return nil }
-            return days.bounds(of: next).map { Millis.of($0.start) }
+            guard let monday = days.monday(of: days.day(containing: Millis.date(now - Self.expiryGrace))), let next = days.day(monday, plus: 7) else { return nil }
+            return days.bounds(of: next).map { Millis.of($0.start) + Self.expiryGrace }
         }.min()
     }
 }

@@ -30,7 +30,8 @@ enum FamilyLog {
                       at: Int64, named name: String? = nil, _ db: Database) throws {
         var data = metadata
         data["words"] = .string(words)
-        data["actorName"] = .string(actor.name)
+        // A parent the aggregator knows no name of: the reader names its device instead.
+        if !actor.name.isEmpty { data["actorName"] = .string(actor.name) }
         let text = String(decoding: try RPCJSON.makeEncoder().encode(JSONValue.object(data)), as: UTF8.self)
         let actorRef: RecordReference = actor.kind == .parent ? .inDefaultZone(ParentingNames.parentRecord(actor.deviceId)) : .inDefaultZone(family)
         let entry = AuditEntry(familyRef: .inDefaultZone(family), actorParentRef: actorRef, action: action, target: target,

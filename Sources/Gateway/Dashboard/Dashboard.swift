@@ -576,7 +576,7 @@ struct ChildAction {
     init?(_ path: String) {
         let parts = path.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 3 || parts.count == 4, parts[0].isEmpty, parts[1] == "children",
-              parts[2].range(of: #"^[A-Za-z0-9_-]{1,64}$"#, options: .regularExpression) != nil else { return nil }
+              parts[2].range(of: #"^[A-Za-z0-9_.-]{1,64}$"#, options: .regularExpression) != nil, parts[2] != ".", parts[2] != ".." else { return nil }
         self.child = String(parts[2])
         if parts.count == 4 {
             guard ["time", "pause", "resume", "limits", "resync", "redeem", "remove"].contains(parts[3]) else { return nil }

@@ -219,8 +219,8 @@ extension BrowserDevice {
             } else if log.count < 50 {
                 log.append([
                     "when": clock.time(when), "ago": clock.ago(when), "action": action,
-                    "actor": AuditWords.actor(fields.actor ?? record.createdBy, metadata: metadata, names),
-                    "what": AuditWords.sentence(action: action, target: fields.target ?? "", metadata: metadata, names),
+                    "actor": AuditWords.actor(fields.actor ?? record.createdBy, metadata: AuditWords.trusted(metadata, createdBy: record.createdBy), names),
+                    "what": AuditWords.sentence(action: action, target: fields.target ?? "", metadata: AuditWords.trusted(metadata, createdBy: record.createdBy), names),
                 ])
             }
         }

@@ -69,7 +69,7 @@ extension BrowserDevice {
         return [
             "id": id, "name": context.displayName ?? id,
             "points": balance?.pointsBalance ?? 0, "balance": FamilyClock.duration(balance?.balanceSeconds ?? 0),
-            "usedToday": FamilyClock.duration(balance?.rewardSecondsToday ?? 0),
+            "usedToday": FamilyClock.duration(reward),
             "shield": Self.shieldWords(balance, clock), "shielded": balance?.shielded ?? false, "paused": paused,
             "requests": try await self.requests(of: id, clock),
             "ledger": ledger.prefix(20).map { entry -> [String: Any] in

@@ -251,7 +251,7 @@ struct AuditCommand: AsyncParsableCommand {
             let names = AuditWords.Names(try await parent.pairing.call(PairingMethods.listDevices, Empty()).devices)
             let rows = entries.compactMap { record -> [String]? in
                 guard let entry = record.fields(as: AuditEntry.self) else { return nil }
-                let metadata = entry.metadata.flatMap { try? JSONParser.parse($0) }
+                let metadata = AuditWords.trusted(entry.metadata.flatMap { try? JSONParser.parse($0) }, createdBy: record.createdBy)
                 let what = entry.action.hasPrefix("alert.") ? "alerted the parents: \(metadata?["title"]?.stringValue ?? entry.action)"
                                                            : AuditWords.sentence(action: entry.action, target: entry.target ?? "", metadata: metadata, names)
                 return [entry.timestamp.formatted(date: .abbreviated, time: .shortened),
