@@ -45,7 +45,7 @@ public enum AggregatorMethods {
         callers: .parent,
         errors: [.unauthorized, .deviceRevoked, .forbidden, .invalidParams, .notFound, .conflict])
     public static let listRequests = MethodSpec<ListRequestsParams, TimeRequestList>(
-        "aggregator.listRequests", summary: "Requests for more time: a parent's family's (or one child's), a child device's own child's; open ones first, then newest first.",
+        "aggregator.listRequests", summary: "Requests for more time: a parent's family's (or one child's), a child device's own child's; open ones on top, newest first.",
         callers: [.parent, .child],
         errors: [.unauthorized, .deviceRevoked, .forbidden, .invalidParams, .notFound])
     public static let grant = MethodSpec<GrantParams, GrantResult>(

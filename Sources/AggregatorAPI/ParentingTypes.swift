@@ -160,7 +160,7 @@ public struct ListRequestsParams: Codable, Sendable, Hashable {
     }
 }
 
-/// Open requests first (oldest first: the one waiting longest on top), then the others, newest first.
+/// Open requests on top, then the others; newest first in each.
 public struct TimeRequestList: Codable, Sendable, Hashable {
     public var requests: [TimeRequestInfo]
     public init(requests: [TimeRequestInfo]) { self.requests = requests }

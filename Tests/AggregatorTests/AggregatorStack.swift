@@ -127,14 +127,7 @@ final class AggregatorStack: @unchecked Sendable {
     }
 
     /// A local time in the family's zone: "2026-03-29 01:30".
-    func at(_ text: String) -> Date {
-        let parts = text.split(separator: " ")
-        let (year, month, day) = LocalDays.parse(String(parts[0]))!
-        let clock = parts[1].split(separator: ":").map { Int($0)! }
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = self.days.timeZone
-        return calendar.date(from: DateComponents(year: year, month: month, day: day, hour: clock[0], minute: clock[1], second: clock.count > 2 ? clock[2] : 0))!
-    }
+    func at(_ text: String) -> Date { LocalTime(self.days).at(text) }
 
     /// The child device saves (or replaces) a usage session (sent at `deviceClock` by the
     /// device's clock, when given).

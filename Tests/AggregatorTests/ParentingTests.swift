@@ -345,10 +345,11 @@ struct ParentingTests {
     }
 }
 
-/// Local times in a zone, before a stack exists (its clock's start).
+/// Local times in a zone (before a stack exists too: its clock's start).
 struct LocalTime {
     let days: LocalDays
     init(_ zone: String) { self.days = LocalDays(timeZone: zone)! }
+    init(_ days: LocalDays) { self.days = days }
 
     /// "2026-10-25 23:30".
     func at(_ text: String) -> Date {

@@ -120,13 +120,12 @@ enum TimeRequests {
             .select(min(TimeRequestRow.Columns.expiresMillis), as: Int64.self).fetchOne(db)
     }
 
-    /// Open first (waiting longest on top), then answered and expired, newest first.
+    /// Open ones on top, then answered and expired; newest first in each.
     static func list(family: String, child: String?, status: TimeRequestStatus?, limit: Int, _ db: Database) throws -> [TimeRequestInfo] {
         var rows = TimeRequestRow.filter(TimeRequestRow.Columns.family == family)
         if let child { rows = rows.filter(TimeRequestRow.Columns.child == child) }
         if let status { rows = rows.filter(TimeRequestRow.Columns.status == status.rawValue) }
-        // Open ones by age, oldest first; the rest newest first.
-        let ordered = rows.order(sql: "status = 'open' DESC, CASE WHEN status = 'open' THEN created_ms ELSE -created_ms END")
+        let ordered = rows.order(sql: "status = 'open' DESC, created_ms DESC")
         return try ordered.limit(limit).fetchAll(db).map { try Self.info($0, db) }
     }
 

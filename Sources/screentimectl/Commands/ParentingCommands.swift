@@ -53,7 +53,7 @@ struct RequestsCommand: AsyncParsableCommand {
         subcommands: [List.self, Approve.self, Deny.self], defaultSubcommand: List.self)
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List requests: open ones first, then the others, newest first.")
+        static let configuration = CommandConfiguration(abstract: "List requests: open ones on top, newest first.")
         @OptionGroup var device: DeviceOptions
         @Option(help: "Only this child's (parent).") var child: String?
         @Flag(help: "Only open ones.") var open = false

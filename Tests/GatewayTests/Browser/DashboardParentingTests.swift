@@ -12,18 +12,7 @@ import TestSupport
 struct DashboardParentingTests {
     @Test("requests live with Approve and Deny (another parent's answer changes the page by itself); give, take away, pause, resume and limits on the child's page; Activity in words")
     func parenting() async throws {
-        let stack = try await GatewayStack.start()
-        defer { stack.stopNow() }
-        let browser = try await Browser(pin: stack.endpoint.pin)
-        let shots = Screenshots(browser)
-        do {
-            try await self.story(stack, browser, shots)
-        } catch {
-            try? await shots.take("parenting-failure")
-            await browser.quit()
-            throw error
-        }
-        await browser.quit()
+        try await inBrowser(failureShot: "parenting-failure") { stack, browser, shots in try await self.story(stack, browser, shots) }
     }
 
     func story(_ stack: GatewayStack, _ browser: Browser, _ shots: Screenshots) async throws {

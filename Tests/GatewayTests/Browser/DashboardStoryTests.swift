@@ -15,18 +15,7 @@ import TestSupport
 struct DashboardStoryTests {
     @Test("sign in with an invitation, pair a child comparing the emoji, change an app rule and see it executed, live usage, CSV, revoke, sign out")
     func parentStory() async throws {
-        let stack = try await GatewayStack.start()
-        defer { stack.stopNow() }
-        let browser = try await Browser(pin: stack.endpoint.pin)
-        let shots = Screenshots(browser)
-        do {
-            try await self.story(stack, browser, shots)
-        } catch {
-            try? await shots.take("failure")
-            await browser.quit()
-            throw error
-        }
-        await browser.quit()
+        try await inBrowser(failureShot: "failure") { stack, browser, shots in try await self.story(stack, browser, shots) }
     }
 
     func story(_ stack: GatewayStack, _ browser: Browser, _ shots: Screenshots) async throws {
@@ -232,6 +221,23 @@ struct DashboardStoryTests {
         let errors = try await browser.consoleMessages().filter { $0.level == "SEVERE" }
         #expect(errors.isEmpty, "JavaScript console errors: \(errors.map(\.message))")
     }
+}
+
+/// Runs `body` with the whole stack (`GatewayStack.start()`) and a chromium signed in to
+/// nothing yet; a failure leaves a screenshot named `failureShot`.
+func inBrowser(failureShot: String, _ body: (GatewayStack, Browser, Screenshots) async throws -> Void) async throws {
+    let stack = try await GatewayStack.start()
+    defer { stack.stopNow() }
+    let browser = try await Browser(pin: stack.endpoint.pin)
+    let shots = Screenshots(browser)
+    do {
+        try await body(stack, browser, shots)
+    } catch {
+        try? await shots.take(failureShot)
+        await browser.quit()
+        throw error
+    }
+    await browser.quit()
 }
 
 /// Each page at phone width (390 px) and laptop width, as PNG files.
