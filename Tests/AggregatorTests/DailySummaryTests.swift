@@ -80,6 +80,9 @@ struct DailySummaryTests {
                     family: stack.family.family, zone: StoreNames.defaultZone, recordNames: [accrual, "balance-\(stack.childRef)"])).records
                 return [day] + [accrual, "balance-\(stack.childRef)"].map { name in records.first { $0.recordName == name }?.changeTag }
             }
+            // The day's ledger entry is written in the same pass as the balance, or the next
+            // (a pass reads each outbox in turn): wait for every write.
+            try await stack.settle(sessions: 1)
             let before = try await tags()
             #expect(before == [summary.changeTag, before[1], balance.changeTag] && before[1] != nil, "\(before)")
 
