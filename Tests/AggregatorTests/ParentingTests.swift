@@ -59,6 +59,8 @@ struct ParentingTests {
             #expect(listed.map(\.id) == [request.id] && listed[0].status == winner.status)
             if winner.status == .approved {
                 try await stack.waitForBalance { $0?.fields["shielded"] == false && $0?.fields["balanceSeconds"] == 1800 }
+                // The entry is written beside the balance, in the same pass or the next.
+                try await stack.settle(sessions: 2)
                 let entry = try await stack.parentStore.call(StoreMethods.fetch, FetchParams(family: stack.family.family, zone: StoreNames.defaultZone, recordNames: ["grant-\(request.id)"])).records.first
                 #expect(entry?.fields["type"] == "adjustment" && entry?.fields["amount"] == 30)
                 #expect(entry?.fields["actorParentRef"]?.objectValue?["recordName"] == .string("parent-\(winner.answeredByDeviceId ?? "")"))
