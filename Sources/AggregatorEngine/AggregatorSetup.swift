@@ -118,7 +118,8 @@ extension ServiceSetup {
         }
 
         let deadlines = Wakeup()
-        let parenting = Parenting(database: database, store: store, credentials: credentials, clock: configuration.clock, writeback: summaries, deadlines: deadlines)
+        let parenting = Parenting(database: database, store: store, credentials: credentials, clock: configuration.clock, writeback: summaries,
+                                  deadlines: deadlines, logger: logger)
         methods.on(AggregatorMethods.askForTime) { params, context in try await parenting.askForTime(params, auth: context.auth) }
         methods.on(AggregatorMethods.answerRequest) { params, context in try await parenting.answerRequest(params, auth: context.auth) }
         methods.on(AggregatorMethods.listRequests) { params, context in try await parenting.listRequests(params, auth: context.auth) }

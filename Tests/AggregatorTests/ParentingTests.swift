@@ -164,6 +164,9 @@ struct ParentingTests {
             #expect(try await stack.asChild(AggregatorMethods.askForTime, AskForTimeParams(minutes: 10)).whilePaused)
             time = try await stack.asParent(AggregatorMethods.resume, ResumeParams(child: "emma"))
             #expect(!time.shielded && time.pausedSince == nil)
+            // The administrator's journal has each action, by ids.
+            #expect(stack.aggregatorLog.contains("reward apps paused") && stack.aggregatorLog.contains("reward apps resumed")
+                    && stack.aggregatorLog.contains("more time asked for"), "\(stack.aggregatorLog.suffix(2000))")
 
             // Thirty minutes, then the aggregator is stopped past its end and started again.
             time = try await stack.asParent(AggregatorMethods.pause, PauseParams(child: "emma", minutes: 30))

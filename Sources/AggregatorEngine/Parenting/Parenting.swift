@@ -3,6 +3,7 @@ import ChangeFeed
 import DurableSQLite
 import Foundation
 import GRDB
+import Logging
 import RPCClient
 import RPCCore
 import ServiceKit
@@ -20,6 +21,7 @@ struct Parenting: Sendable {
     let writeback: Wakeup
     /// The deadlines (a new request's expiry, a pause's end).
     let deadlines: Wakeup
+    let logger: Logger
 
     func askForTime(_ params: AskForTimeParams, auth: Auth?) async throws -> TimeRequestInfo {
         let device = try await CallerIdentity.childDevice(auth, credentials: self.credentials, for: "aggregator.askForTime")
@@ -38,6 +40,9 @@ struct Parenting: Sendable {
             return try TimeRequests.ask(params, child: child, device: Actor(kind: .child, deviceId: device.deviceId, name: name), now: now, db)
         }
         self.changed()
+        self.logger.notice("more time asked for", metadata: [
+            "family": "\(device.family)", "child": "\(info.child)", "device_id": "\(device.deviceId)", "minutes": "\(info.minutes)", "request": "\(info.id)",
+        ])
         return info
     }
 
@@ -52,6 +57,10 @@ struct Parenting: Sendable {
         let now = Millis.of(self.clock())
         let info = try await self.database.pool.write { db in try TimeRequests.answer(params, family: parent.family, parent: parent.actor, now: now, db) }
         self.changed()
+        self.logger.notice("request for more time answered", metadata: [
+            "family": "\(parent.family)", "child": "\(info.child)", "device_id": "\(parent.actor.deviceId)", "status": "\(info.status.rawValue)",
+            "minutes": "\(info.grantedMinutes ?? 0)", "request": "\(info.id)",
+        ])
         return info
     }
 
@@ -102,6 +111,10 @@ struct Parenting: Sendable {
         let now = Millis.of(self.clock())
         let result = try await self.database.pool.write { db in try Grants.grant(params, family: parent.family, parent: parent.actor, now: now, db) }
         self.writeback.signal()
+        self.logger.notice(result.points >= 0 ? "earned time granted" : "earned time taken away", metadata: [
+            "family": "\(parent.family)", "child": "\(result.time.child)", "device_id": "\(parent.actor.deviceId)", "points": "\(result.points)",
+            "asked_points": "\(result.askedPoints)",
+        ])
         return result
     }
 
@@ -115,6 +128,9 @@ struct Parenting: Sendable {
         let now = Millis.of(self.clock())
         let time = try await self.database.pool.write { db in try Pauses.pause(params, family: parent.family, parent: parent.actor, now: now, db) }
         self.changed()
+        self.logger.notice("reward apps paused", metadata: [
+            "family": "\(parent.family)", "child": "\(time.child)", "device_id": "\(parent.actor.deviceId)", "minutes": "\(params.minutes.map(String.init) ?? "until resumed")",
+        ])
         return time
     }
 
@@ -124,6 +140,7 @@ struct Parenting: Sendable {
         let now = Millis.of(self.clock())
         let time = try await self.database.pool.write { db in try Pauses.resume(params, family: parent.family, parent: parent.actor, now: now, db) }
         self.changed()
+        self.logger.notice("reward apps resumed", metadata: ["family": "\(parent.family)", "child": "\(time.child)", "device_id": "\(parent.actor.deviceId)"])
         return time
     }
 
