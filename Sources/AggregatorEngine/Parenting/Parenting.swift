@@ -154,12 +154,14 @@ struct Parenting: Sendable {
     /// The calling parent, with its name as the family knows it (its ParentProfile's, else its device's).
     private func parent(_ auth: Auth?, for what: String) async throws -> (family: String, actor: Actor) {
         guard let auth else { throw RPCError(.forbidden, "\(what): for a parent's device; send its credential as auth.token") }
-        let family = try await CallerIdentity.parentFamily(auth, credentials: self.credentials, for: what)
-        let deviceId = try await self.credentials.whoami(auth).deviceId ?? ""
+        let (family, deviceId) = try await CallerIdentity.parentDevice(auth, credentials: self.credentials, for: what)
         return (family, Actor(kind: .parent, deviceId: deviceId, name: await self.parentName(family: family, deviceId: deviceId)))
     }
 
+    /// As the audit of store changes names parents (`ParentNames`, from the change feed); a
+    /// parent it has not seen yet (a family older than that table) is read from the store.
     private func parentName(family: String, deviceId: String) async -> String {
+        if let known = try? await self.database.pool.read({ db in try ParentNames.name(family: family, deviceId: deviceId, db) }) { return known }
         let names = [ParentingNames.parentRecord(deviceId), "device-\(deviceId)"]
         guard let records = try? await self.store.call(StoreMethods.fetch, FetchParams(family: family, zone: StoreNames.defaultZone, recordNames: names)).records else {
             return "A parent"

@@ -153,7 +153,7 @@ enum TimeRequests {
         var data = Self.data(info, event: "")
         data["event"] = nil
         if let note = info.note { data["note"] = .string(note) }
-        if let reply = info.reply { data["reply"] = .string(info.reply ?? reply) }
+        if let reply = info.reply { data["reply"] = .string(reply) }
         return data
     }
 }
