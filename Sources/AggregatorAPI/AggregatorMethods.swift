@@ -60,6 +60,34 @@ public enum AggregatorMethods {
         "aggregator.resume", summary: "A parent ends a child's pause now: reward apps are unshielded if earned time is left.",
         callers: .parent,
         errors: [.unauthorized, .deviceRevoked, .forbidden, .invalidParams, .notFound])
+
+    // Downtime (DowntimeTypes.swift).
+    public static let setSchedule = MethodSpec<SetScheduleParams, DowntimeSchedule>(
+        "aggregator.setSchedule", summary: "A parent sets a child's weekly downtime (windows in the family's time zone during which reward apps are shielded whatever the balance, but for apps always allowed); overlapping or empty windows are refused.",
+        callers: .parent,
+        errors: [.unauthorized, .deviceRevoked, .forbidden, .invalidParams, .notFound])
+    public static let listSchedules = MethodSpec<ListSchedulesParams, ScheduleList>(
+        "aggregator.listSchedules", summary: "Each child's downtime schedule, whether downtime is on now and until when (a parent's family, or a child device's own child).",
+        callers: [.parent, .child],
+        errors: [.unauthorized, .deviceRevoked, .forbidden, .invalidParams, .notFound])
+
+    // Chores (ChoreTypes.swift).
+    public static let setChore = MethodSpec<SetChoreParams, ChoreInfo>(
+        "aggregator.setChore", summary: "A parent adds a chore for a child (its points; once, every day, or on given weekdays), changes one, or removes it.",
+        callers: .parent,
+        errors: [.unauthorized, .deviceRevoked, .forbidden, .invalidParams, .notFound, .limitExceeded])
+    public static let listChores = MethodSpec<ListChoresParams, ChoreList>(
+        "aggregator.listChores", summary: "Chores and where today's stands, with the completions waiting for a parent on top (a parent's family or one child; a child device's own child).",
+        callers: [.parent, .child],
+        errors: [.unauthorized, .deviceRevoked, .forbidden, .invalidParams, .notFound])
+    public static let choreDone = MethodSpec<ChoreDoneParams, ChoreCompletion>(
+        "aggregator.choreDone", summary: "A child's device marks a chore done (once per occurrence: a day of the family's, or once for a one-off); every parent is alerted.",
+        callers: .child,
+        errors: [.unauthorized, .deviceRevoked, .forbidden, .invalidParams, .notFound, .conflict])
+    public static let answerChore = MethodSpec<AnswerChoreParams, ChoreCompletion>(
+        "aggregator.answerChore", summary: "A parent approves a chore done (its points enter the ledger, naming the parent) or sends it back with a reason; the first answer wins, a later one gets `conflict`.",
+        callers: .parent,
+        errors: [.unauthorized, .deviceRevoked, .forbidden, .invalidParams, .notFound, .conflict])
 }
 
 /// `aggregator.resync`: a child device asks for itself (no `deviceId`); a parent names one
@@ -233,5 +261,11 @@ extension AggregatorMethods {
         grant,
         pause,
         resume,
+        setSchedule,
+        listSchedules,
+        setChore,
+        listChores,
+        choreDone,
+        answerChore,
     ])
 }

@@ -193,15 +193,18 @@ public struct ChildTime: Codable, Sendable, Hashable {
     public var pointsBalance: Int64
     public var balanceSeconds: Int64
     public var shielded: Bool
-    /// `balance`, `paused` or `dailyCap` when shielded.
+    /// `balance`, `paused`, `downtime` or `dailyCap` when shielded.
     public var shieldReason: String?
     /// A parent's pause: since, until (absent: until resumed), and who.
     public var pausedSince: Date?
     public var pausedUntil: Date?
     public var pausedBy: String?
+    /// When the downtime shielding the child ends.
+    public var downtimeUntil: Date?
 
     public init(child: String, childName: String, pointsBalance: Int64, balanceSeconds: Int64, shielded: Bool, shieldReason: String? = nil,
-                pausedSince: Date? = nil, pausedUntil: Date? = nil, pausedBy: String? = nil) {
+                pausedSince: Date? = nil, pausedUntil: Date? = nil, pausedBy: String? = nil, downtimeUntil: Date? = nil) {
+        self.downtimeUntil = downtimeUntil
         self.child = child
         self.childName = childName
         self.pointsBalance = pointsBalance

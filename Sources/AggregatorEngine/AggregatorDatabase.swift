@@ -119,9 +119,12 @@ extension AggregatorDatabase {
             var shielded: Bool
             var shieldVersion: Int64
             var commandsVersion: Int64
-            /// `balance`, `paused` (a parent's pause), `dailyCap`.
+            /// `balance`, `paused` (a parent's pause), `downtime`, `dailyCap`.
             var shieldReason: String?
             var pause: Pause?
+            /// When the downtime shielding the child ends, and the apps it leaves open.
+            var downtimeUntil: Date?
+            var alwaysAllowed: [String]
             /// Reward time in the family's day (against a daily cap).
             var rewardToday: Int64
         }
@@ -138,10 +141,11 @@ extension AggregatorDatabase {
         try await self.pool.read { db in
             try PendingChildWrite.fetchAll(db, sql: """
                 SELECT o.family, o.child, o.version, c.points, c.reward_seconds, c.balance_seconds, c.shielded, c.shield_version, c.commands_version,
-                    c.shield_reason, c.reward_today_seconds, p.since_ms, p.until_ms, p.by_name
+                    c.shield_reason, c.reward_today_seconds, c.downtime_until_ms, p.since_ms, p.until_ms, p.by_name, d.always_allowed
                 FROM child_outbox o
                 LEFT JOIN children c ON c.family = o.family AND c.child = o.child
                 LEFT JOIN pauses p ON p.family = o.family AND p.child = o.child AND p.ended_ms IS NULL
+                LEFT JOIN downtime d ON d.family = o.family AND d.child = o.child
                 ORDER BY o.family, o.child LIMIT ?
                 """, arguments: [limit])
         }
@@ -321,6 +325,7 @@ extension AggregatorDatabase.PendingChildWrite: FetchableRecord {
         static let balancePoints = Column("points"), rewardSeconds = Column("reward_seconds"), balanceSeconds = Column("balance_seconds")
         static let shielded = Column("shielded"), shieldVersion = Column("shield_version"), commandsVersion = Column("commands_version")
         static let shieldReason = Column("shield_reason"), rewardToday = Column("reward_today_seconds"), pausedSince = Column("since_ms"), pausedUntil = Column("until_ms"), pausedBy = Column("by_name")
+        static let downtimeUntil = Column("downtime_until_ms"), alwaysAllowed = Column("always_allowed")
     }
 
     init(row: Row) {
@@ -332,7 +337,10 @@ extension AggregatorDatabase.PendingChildWrite: FetchableRecord {
             balance: balancePoints.map {
                 Balance(points: $0, rewardSeconds: row[Columns.rewardSeconds], balanceSeconds: row[Columns.balanceSeconds],
                         shielded: row[Columns.shielded], shieldVersion: row[Columns.shieldVersion], commandsVersion: row[Columns.commandsVersion],
-                        shieldReason: row[Columns.shieldReason], pause: pause, rewardToday: row[Columns.rewardToday])
+                        shieldReason: row[Columns.shieldReason], pause: pause,
+                        downtimeUntil: (row[Columns.downtimeUntil] as Int64?).map(Millis.date),
+                        alwaysAllowed: (row[Columns.alwaysAllowed] as String?).flatMap { try? JSONDecoder().decode([String].self, from: Data($0.utf8)) } ?? [],
+                        rewardToday: row[Columns.rewardToday])
             })
     }
 }

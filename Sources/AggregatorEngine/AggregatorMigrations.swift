@@ -346,6 +346,66 @@ extension AggregatorDatabase {
                 ) WITHOUT ROWID;
                 """)
         }
+        migrator.registerMigration("aggregator-v9-downtime") { db in
+            try db.execute(sql: """
+                -- a child's weekly downtime: its windows (JSON, as aggregator.setSchedule took
+                -- them), the apps always allowed (JSON), whether an approval lifts it and until
+                -- when it is lifted, and whether the child's devices were last told it is on
+                CREATE TABLE downtime (
+                    family TEXT NOT NULL,
+                    child TEXT NOT NULL,
+                    windows TEXT NOT NULL,
+                    always_allowed TEXT NOT NULL DEFAULT '[]',
+                    lift_on_approval INTEGER NOT NULL DEFAULT 1,
+                    lifted_until_ms INTEGER,
+                    told_on INTEGER NOT NULL DEFAULT 0,
+                    updated_ms INTEGER,
+                    updated_by_name TEXT,
+                    PRIMARY KEY (family, child)
+                ) WITHOUT ROWID;
+                -- when the downtime shielding the child ends (shield_reason 'downtime')
+                ALTER TABLE children ADD COLUMN downtime_until_ms INTEGER;
+                """)
+        }
+        migrator.registerMigration("aggregator-v10-chores") { db in
+            try db.execute(sql: """
+                -- a child's chores, as parents set them (removed ones kept for their history)
+                CREATE TABLE chores (
+                    family TEXT NOT NULL,
+                    id TEXT NOT NULL,
+                    child TEXT NOT NULL,
+                    title TEXT NOT NULL,
+                    points INTEGER NOT NULL,
+                    repeat TEXT NOT NULL,        -- once, daily, weekly
+                    days TEXT NOT NULL DEFAULT '[]',  -- weekly: the weekdays, JSON
+                    created_ms INTEGER NOT NULL,
+                    created_by_name TEXT,
+                    removed INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (family, id)
+                ) WITHOUT ROWID;
+                CREATE INDEX chores_by_child ON chores(family, child);
+                -- a child's "done" and the parent's answer; one that counts (not sent back)
+                -- per chore and occurrence (the family's day, or 'once')
+                CREATE TABLE chore_completions (
+                    family TEXT NOT NULL,
+                    id TEXT NOT NULL,
+                    chore TEXT NOT NULL,
+                    child TEXT NOT NULL,
+                    occurrence TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    note TEXT,
+                    status TEXT NOT NULL,        -- waiting, approved, rejected
+                    done_ms INTEGER NOT NULL,
+                    answered_ms INTEGER,
+                    answered_by TEXT,
+                    answered_by_name TEXT,
+                    reason TEXT,
+                    PRIMARY KEY (family, id)
+                ) WITHOUT ROWID;
+                CREATE UNIQUE INDEX chore_completions_once ON chore_completions(family, chore, occurrence) WHERE status != 'rejected';
+                CREATE INDEX chore_completions_by_child ON chore_completions(family, child, done_ms);
+                """)
+        }
         return migrator
     }
 }

@@ -49,7 +49,7 @@ extension ServiceSetup {
         let logger = environment.logger
         let store = RPCClient(configuration: ClientConfiguration(socketPath: configuration.storeSocket, callTimeout: .seconds(30), connectTimeout: .seconds(10)))
         let push = RPCClient(configuration: ClientConfiguration(socketPath: configuration.pushSocket, callTimeout: .seconds(30), connectTimeout: .seconds(10)))
-        let ingest = Ingest(defaultPointsPerMinute: configuration.defaultPointsPerMinute)
+        let ingest = Ingest(defaultPointsPerMinute: configuration.defaultPointsPerMinute, clock: configuration.clock)
         let summaries = Wakeup()
         // Who a device is, kept from the store's change feed: not a store.whoami per call.
         let credentials = CredentialTable(store: store, logger: logger)
@@ -126,6 +126,12 @@ extension ServiceSetup {
         methods.on(AggregatorMethods.grant) { params, context in try await parenting.grant(params, auth: context.auth) }
         methods.on(AggregatorMethods.pause) { params, context in try await parenting.pause(params, auth: context.auth) }
         methods.on(AggregatorMethods.resume) { params, context in try await parenting.resume(params, auth: context.auth) }
+        methods.on(AggregatorMethods.setSchedule) { params, context in try await parenting.setSchedule(params, auth: context.auth) }
+        methods.on(AggregatorMethods.listSchedules) { params, context in try await parenting.listSchedules(params, auth: context.auth) }
+        methods.on(AggregatorMethods.setChore) { params, context in try await parenting.setChore(params, auth: context.auth) }
+        methods.on(AggregatorMethods.listChores) { params, context in try await parenting.listChores(params, auth: context.auth) }
+        methods.on(AggregatorMethods.choreDone) { params, context in try await parenting.choreDone(params, auth: context.auth) }
+        methods.on(AggregatorMethods.answerChore) { params, context in try await parenting.answerChore(params, auth: context.auth) }
 
         let background: [any Service] = [
             credentials,

@@ -100,10 +100,11 @@ struct ChildEntry: Codable, Sendable, FetchableRecord, TableRecord {
     var balanceSeconds: Int64
     var shielded: Bool
     var shieldReason: String?
+    var downtimeUntilMillis: Int64?
 
     enum CodingKeys: String, CodingKey {
         case points, shielded
-        case balanceSeconds = "balance_seconds", shieldReason = "shield_reason"
+        case balanceSeconds = "balance_seconds", shieldReason = "shield_reason", downtimeUntilMillis = "downtime_until_ms"
     }
 
     enum Columns {

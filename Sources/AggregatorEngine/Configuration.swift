@@ -58,6 +58,9 @@ extension AggregatorDatabase {
         var status: String?
         var configVersion: Int64
         var shielded: Bool
+        var shieldReason: String?
+        var downtimeUntil: Int64?
+        var alwaysAllowed: [String]
 
         init(row: Row) {
             self.family = row["family"]
@@ -68,17 +71,22 @@ extension AggregatorDatabase {
             self.status = row["status"]
             self.configVersion = row["config_version"] ?? 0
             self.shielded = row["shielded"] ?? false
+            self.shieldReason = row["shield_reason"]
+            self.downtimeUntil = row["downtime_until_ms"]
+            self.alwaysAllowed = (row["always_allowed"] as String?).flatMap { try? JSONDecoder().decode([String].self, from: Data($0.utf8)) } ?? []
         }
     }
 
     func pendingConfigurations(limit: Int) async throws -> [PendingConfiguration] {
         try await self.pool.read { db in
             try PendingConfiguration.fetchAll(db, sql: """
-                SELECT o.family, o.zone, o.version, v.device_id, v.child_ref, v.status, f.config_version, c.shielded
+                SELECT o.family, o.zone, o.version, v.device_id, v.child_ref, v.status, f.config_version, c.shielded, c.shield_reason,
+                    c.downtime_until_ms, d.always_allowed
                 FROM config_outbox o
                 LEFT JOIN devices v ON v.family = o.family AND v.zone = o.zone
                 LEFT JOIN families f ON f.family = o.family
                 LEFT JOIN children c ON c.family = o.family AND c.child = v.child_ref
+                LEFT JOIN downtime d ON d.family = o.family AND d.child = v.child_ref
                 ORDER BY o.family LIMIT ?
                 """, arguments: [limit])
         }
@@ -173,8 +181,13 @@ struct ConfigurationWriter: Sendable {
             let rules = try await self.rules(family: family)
             for item in active {
                 let targets = try await self.database.shieldTargets(family: family, child: item.child ?? "")
-                let snapshot = ConfigurationSnapshot(version: item.configVersion, rules: rules,
-                                                     shield: .init(shielded: item.shielded, rewardApps: targets.apps, rewardCategories: targets.categories))
+                let downtime = item.shielded && item.shieldReason == "downtime"
+                let open = downtime ? Set(item.alwaysAllowed) : []
+                let shield = ConfigurationSnapshot.Shield(
+                    shielded: item.shielded, rewardApps: targets.apps.filter { !open.contains($0) }, rewardCategories: targets.categories,
+                    reason: item.shielded ? item.shieldReason : nil, alwaysAllowed: downtime ? item.alwaysAllowed : nil,
+                    downtimeUntil: downtime ? item.downtimeUntil.map(Millis.date) : nil)
+                let snapshot = ConfigurationSnapshot(version: item.configVersion, rules: rules, shield: shield)
                 let payload = String(decoding: try RPCJSON.makeEncoder().encode(snapshot), as: UTF8.self)
                 let params = try ModifyParams(family: family, zone: item.zone, saves: [
                     .record(ConfigurationCommand(commandID: ConfigurationSnapshot.recordName, targetDeviceID: item.deviceId!,

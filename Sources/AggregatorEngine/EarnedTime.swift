@@ -12,9 +12,10 @@ import UsageModel
 ///                      (those pruned by retention included: see `Retention`)
 ///     balanceSeconds = points × the family's rewardSecondsPerPoint − reward seconds used
 ///
-/// Reward apps are shielded while a parent's pause is on, or the balance is at or below
-/// zero; each change of that (a crossing) is numbered, so the child's devices get one
-/// command per crossing.
+/// Reward apps are shielded while a parent's pause is on, during the child's downtime, or
+/// while the balance is at or below zero (or today's reward time at a daily cap); each
+/// change of that (a crossing) is numbered, so the child's devices get one command per
+/// crossing.
 enum EarnedTime {
     struct Child: Hashable, Sendable {
         var family: String
@@ -164,18 +165,22 @@ enum EarnedTime {
         let paused = try Bool.fetchOne(cached: db, sql: "SELECT EXISTS (SELECT 1 FROM pauses WHERE family = ? AND child = ? AND ended_ms IS NULL)",
                                        arguments: [child.family, child.child]) ?? false
         let (rewardToday, capReached) = try Self.dailyCap(child, now: now, db)
-        // A pause says more than an empty balance, and an empty balance more than a cap
-        // (lifted at midnight: the balance's shield stays).
-        let reason: String? = paused ? "paused" : balance <= 0 ? "balance" : capReached ? "dailyCap" : nil
+        let downtime = try Downtime.state(of: child, now: now, db)
+        let downtimeUntil = downtime?.on == true ? downtime?.until : nil
+        // A pause says more than downtime (a parent's word over a schedule), downtime more
+        // than an empty balance (it holds whatever the balance), and an empty balance more
+        // than a cap (lifted at midnight: the balance's shield stays).
+        let reason: String? = paused ? "paused" : downtimeUntil != nil ? "downtime" : balance <= 0 ? "balance" : capReached ? "dailyCap" : nil
         let shielded = reason != nil
         // A child first seen with time to spare needs no command: reward apps start unshielded.
         let before = try Row.fetchOne(cached: db, sql: """
-            SELECT points, reward_seconds, balance_seconds, shielded, shield_reason, reward_today_seconds FROM children WHERE family = ? AND child = ?
+            SELECT points, reward_seconds, balance_seconds, shielded, shield_reason, reward_today_seconds, downtime_until_ms FROM children
+            WHERE family = ? AND child = ?
             """, arguments: [child.family, child.child])
         // The same numbers again are no change: nothing to write, nobody to notify.
         if let before, before["points"] as Int64 == points, before["reward_seconds"] as Int64 == reward,
            before["balance_seconds"] as Int64 == balance, before["shielded"] as Bool == shielded, before["shield_reason"] as String? == reason,
-           before["reward_today_seconds"] as Int64 == rewardToday {
+           before["reward_today_seconds"] as Int64 == rewardToday, before["downtime_until_ms"] as Int64? == downtimeUntil {
             return
         }
         let crossed = (before.map { ($0["shielded"] as Bool) } ?? false) != shielded
@@ -183,12 +188,14 @@ enum EarnedTime {
         // a command saying so, as for a crossing.
         let newCommand = crossed || (shielded && before.map { ($0["shield_reason"] as String?) != reason } == true)
         try db.execute(cached: """
-            INSERT INTO children(family, child, points, reward_seconds, balance_seconds, shielded, shield_reason, reward_today_seconds, shield_version)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO children(family, child, points, reward_seconds, balance_seconds, shielded, shield_reason, reward_today_seconds, downtime_until_ms,
+                shield_version)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(family, child) DO UPDATE SET points = excluded.points, reward_seconds = excluded.reward_seconds,
                 balance_seconds = excluded.balance_seconds, shielded = excluded.shielded, shield_reason = excluded.shield_reason,
-                reward_today_seconds = excluded.reward_today_seconds, shield_version = shield_version + (CASE WHEN ? THEN 1 ELSE 0 END)
-            """, arguments: [child.family, child.child, points, reward, balance, shielded, reason, rewardToday, newCommand ? 1 : 0, newCommand])
+                reward_today_seconds = excluded.reward_today_seconds, downtime_until_ms = excluded.downtime_until_ms,
+                shield_version = shield_version + (CASE WHEN ? THEN 1 ELSE 0 END)
+            """, arguments: [child.family, child.child, points, reward, balance, shielded, reason, rewardToday, downtimeUntil, newCommand ? 1 : 0, newCommand])
         try Self.queue(child.family, child.child, day: "", db)
         // The alert is of earned time running out, not of a parent's pause.
         if crossed { try Alerts.balanceCrossed(child, exhausted: balance <= 0 && shielded, balanceSeconds: balance, db) }

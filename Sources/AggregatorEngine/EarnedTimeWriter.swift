@@ -94,7 +94,7 @@ struct EarnedTimeWriter: Sendable {
                 let record = EarnedTimeBalance(childRef: .inDefaultZone(item.child), balanceSeconds: balance.balanceSeconds, updatedAt: Date(),
                                                pointsBalance: balance.points, rewardSecondsUsed: balance.rewardSeconds, shielded: balance.shielded,
                                                shieldReason: balance.shieldReason, pausedSince: balance.pause?.since, pausedUntil: balance.pause?.until,
-                                               pausedBy: balance.pause?.by, rewardSecondsToday: balance.rewardToday)
+                                               pausedBy: balance.pause?.by, rewardSecondsToday: balance.rewardToday, downtimeUntil: balance.downtimeUntil)
                 return try RecordSave.record(record, named: "balance-\(item.child)")
             }
             let params = ModifyParams(family: family, zone: StoreNames.defaultZone, saves: saves, savePolicy: .allKeys)
@@ -118,12 +118,18 @@ struct EarnedTimeWriter: Sendable {
         let targets = try await self.database.shieldTargets(family: family, child: child)
         // The command's payload is its own contract with the child's app (docs/protocol.md,
         // "Shield commands"), not record fields: its keys stay spelt out here.
+        // Downtime leaves its always-allowed apps open.
+        let open = balance.shieldReason == "downtime" ? Set(balance.alwaysAllowed) : []
         var payload: [String: JSONValue] = [
-            "rewardApps": .array(targets.apps.map(JSONValue.string)), "rewardCategories": .array(targets.categories.map(JSONValue.string)),
-            "balanceSeconds": .int(balance.balanceSeconds),
+            "rewardApps": .array(targets.apps.filter { !open.contains($0) }.map(JSONValue.string)),
+            "rewardCategories": .array(targets.categories.map(JSONValue.string)), "balanceSeconds": .int(balance.balanceSeconds),
         ]
         if let reason = balance.shieldReason { payload["reason"] = .string(reason) }
         if let until = balance.pause?.until { payload["pausedUntil"] = .date(until) }
+        if balance.shieldReason == "downtime" {
+            payload["alwaysAllowed"] = .array(balance.alwaysAllowed.map(JSONValue.string))
+            if let until = balance.downtimeUntil { payload["downtimeUntil"] = .date(until) }
+        }
         let payloadText = String(decoding: try RPCJSON.makeEncoder().encode(JSONValue.object(payload)), as: UTF8.self)
         let kind = balance.shielded ? Self.shieldCommand : Self.unshieldCommand
         for device in targets.devices {

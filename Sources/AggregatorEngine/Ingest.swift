@@ -11,6 +11,9 @@ import UsageModel
 struct Ingest {
     /// Points per minute of a learning app no rule rates.
     let defaultPointsPerMinute: Int
+    /// The aggregator's clock: a child's shield is of the present (its downtime, its day
+    /// against a cap), whenever the change that moved its balance was made.
+    var clock: @Sendable () -> Date = { Date() }
 
     /// The record types followed.
     static let recordTypes = [RecordTypes.usageRecord, RecordTypes.family, RecordTypes.appRule, RecordTypes.appConfiguration, RecordTypes.monitoringSession,
@@ -145,7 +148,8 @@ struct Ingest {
         try EarnedTime.enterDifferences(adoptedDays, now: now, calendar: calendar, db)
         children.formUnion(childDays.keys)
         try Alerts.checkRewardDays(childDays, db)
-        for child in children { try EarnedTime.computeBalance(child, now: now, db) }
+        let present = max(now, Millis.of(self.clock()))
+        for child in children { try EarnedTime.computeBalance(child, now: present, db) }
         return changed.count + children.count + configurations.count + activated
     }
 

@@ -40,15 +40,25 @@ public struct ConfigurationSnapshot: Codable, Sendable, Hashable {
     }
 
     public struct Shield: Codable, Sendable, Hashable {
-        /// Reward apps are shielded now (earned time used up).
+        /// Reward apps are shielded now.
         public var shielded: Bool
+        /// The apps and categories to shield (during downtime, less the apps it always allows).
         public var rewardApps: [String]
         public var rewardCategories: [String]
+        /// Why, when shielded: `balance`, `paused`, `downtime`, `dailyCap`.
+        public var reason: String?
+        /// During downtime: the apps it always allows, and when it ends.
+        public var alwaysAllowed: [String]?
+        public var downtimeUntil: Date?
 
-        public init(shielded: Bool, rewardApps: [String], rewardCategories: [String]) {
+        public init(shielded: Bool, rewardApps: [String], rewardCategories: [String], reason: String? = nil, alwaysAllowed: [String]? = nil,
+                    downtimeUntil: Date? = nil) {
             self.shielded = shielded
             self.rewardApps = rewardApps
             self.rewardCategories = rewardCategories
+            self.reason = reason
+            self.alwaysAllowed = alwaysAllowed
+            self.downtimeUntil = downtimeUntil
         }
     }
 

@@ -94,6 +94,34 @@ public struct LocalDays: Sendable {
         return self.day(day, plus: -((weekday + 5) % 7))
     }
 
+    /// The day's place in its week: 0 for Monday … 6 for Sunday.
+    public func weekday(of day: String) -> Int? {
+        guard let (year, month, dayOfMonth) = Self.parse(day),
+              let noon = self.calendar.date(from: DateComponents(year: year, month: month, day: dayOfMonth, hour: 12))
+        else { return nil }
+        return (self.calendar.component(.weekday, from: noon) + 5) % 7
+    }
+
+    /// The instant the family's clocks show `minute` (minutes after midnight) on `day`. A
+    /// time the clocks skip (the spring-forward gap) is the first instant after the gap: the
+    /// clocks never show 02:30, and 03:00 is the first time that is "at or after 02:30". A
+    /// time they show twice (the autumn's repeated hour) is its first occurrence.
+    public func instant(of day: String, minute: Int) -> Date? {
+        guard let (year, month, dayOfMonth) = Self.parse(day), (0...1440).contains(minute) else { return nil }
+        var utc = Calendar(identifier: .gregorian)
+        utc.timeZone = TimeZone(identifier: "UTC")!
+        guard let midnight = utc.date(from: DateComponents(year: year, month: month, day: dayOfMonth)) else { return nil }
+        // The wall-clock time read as if it were UTC, less each offset the zone has near
+        // it: an offset that holds at its own instant is a reading of that wall time.
+        let wall = midnight.timeIntervalSince1970 + Double(minute * 60)
+        let offsets = Set([-86_400.0, 0, 86_400].map { Double(self.timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: wall + $0))) })
+        let readings = offsets.map { wall - $0 }.filter { Double(self.timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: $0))) == wall - $0 }
+        if let first = readings.min() { return Date(timeIntervalSince1970: first) }
+        // In a gap: the transition that skipped it.
+        let before = Date(timeIntervalSince1970: wall - (offsets.max() ?? 0) - 1)
+        return self.timeZone.nextDaylightSavingTimeTransition(after: before)
+    }
+
     /// Every day from `first` to `last`, both included, in order.
     public func days(from first: String, through last: String) -> [String] {
         var days: [String] = []

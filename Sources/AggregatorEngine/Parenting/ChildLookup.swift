@@ -31,6 +31,13 @@ enum ChildLookup {
         return EarnedTime.Child(family: family, child: record)
     }
 
+    /// The family's children: those with a device or a balance, by id.
+    static func children(of family: String, _ db: Database) throws -> [EarnedTime.Child] {
+        try String.fetchAll(db, sql: """
+            SELECT child_ref FROM devices WHERE family = ? AND child_ref IS NOT NULL UNION SELECT child FROM children WHERE family = ? ORDER BY 1
+            """, arguments: [family, family]).map { EarnedTime.Child(family: family, child: $0) }
+    }
+
     /// `child-emma` → `emma`.
     static func id(_ child: EarnedTime.Child) -> String { Alerts.name(child.child) }
 
@@ -40,7 +47,8 @@ enum ChildLookup {
         let pause = try PauseRow.on(child).fetchOne(db)
         return ChildTime(child: Self.id(child), childName: try Alerts.name(child, db), pointsBalance: row?.points ?? 0,
                          balanceSeconds: row?.balanceSeconds ?? 0, shielded: row?.shielded ?? false, shieldReason: row?.shieldReason,
-                         pausedSince: pause.map { Millis.date($0.sinceMillis) }, pausedUntil: pause?.untilMillis.map(Millis.date), pausedBy: pause?.byName)
+                         pausedSince: pause.map { Millis.date($0.sinceMillis) }, pausedUntil: pause?.untilMillis.map(Millis.date), pausedBy: pause?.byName,
+                         downtimeUntil: row?.downtimeUntilMillis.map(Millis.date))
     }
 
     /// The family's clock: its days in its time zone.

@@ -15,9 +15,11 @@ enum ChildRules {
         guard change.zone == StoreNames.defaultZone else { return nil }
         let child = EarnedTime.Child(family: change.family, child: change.recordName)
         guard !change.deleted, let context = change.record(ChildContext.self) else {
-            // The child is removed: its rules, pause and requests go with it (a child paired
+            // The child is removed: its rules, downtime, chores, pause and requests go with it (a child paired
             // again under the same id starts afresh).
             try ChildRuleRow.filter(key: ["family": child.family, "child": child.child]).deleteAll(db)
+            try DowntimeRow.of(child).deleteAll(db)
+            try Chores.forget(child, db)
             try PauseRow.filter(PauseRow.Columns.family == child.family && PauseRow.Columns.child == child.child).deleteAll(db)
             try TimeRequestRow.filter(TimeRequestRow.Columns.family == child.family && TimeRequestRow.Columns.child == child.child).deleteAll(db)
             return change.deleted ? nil : child

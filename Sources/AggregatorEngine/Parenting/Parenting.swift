@@ -65,29 +65,14 @@ struct Parenting: Sendable {
     }
 
     func listRequests(_ params: ListRequestsParams, auth: Auth?) async throws -> TimeRequestList {
-        guard let auth else { throw RPCError(.forbidden, "aggregator.listRequests: for a parent's or a child's device; send its credential as auth.token") }
-        let who = try await self.credentials.whoami(auth)
-        guard let family = who.family, let deviceId = who.deviceId, let role = who.role else {
-            throw RPCError(.unauthorized, "this credential is not a device's: send a device's credential as auth.token")
-        }
         let limit = params.limit ?? ParentingLimits.listLength
         guard (1...ParentingLimits.listLength).contains(limit) else { throw RPCError(.invalidParams, "params.limit: 1 to \(ParentingLimits.listLength)") }
-        if let child = params.child { try Self.check(text: child, "params.child", empty: false) }
+        let (family, child) = try await self.reader(auth, child: params.child, for: "aggregator.listRequests")
         let now = Millis.of(self.clock())
         // Expired ones are listed as expired, whether or not the deadline check came by yet.
         let requests = try await self.database.pool.write { db -> [TimeRequestInfo] in
             try TimeRequests.expireDue(family: family, now: now, db)
-            let child: String
-            if role.isParent {
-                guard let id = params.child else {
-                    return try TimeRequests.list(family: family, child: nil, status: params.status, limit: limit, db)
-                }
-                child = try ChildLookup.child(id, family: family, db).child
-            } else {
-                guard params.child == nil else { throw RPCError(.forbidden, "params.child: a child's device lists its own child's requests only; leave it out") }
-                child = try ChildLookup.child(ofDevice: deviceId, family: family, db).child
-            }
-            return try TimeRequests.list(family: family, child: child, status: params.status, limit: limit, db)
+            return try TimeRequests.list(family: family, child: try child(db)?.child, status: params.status, limit: limit, db)
         }
         self.writeback.signal()
         return TimeRequestList(requests: requests)
@@ -144,7 +129,109 @@ struct Parenting: Sendable {
         return time
     }
 
+    func setSchedule(_ params: SetScheduleParams, auth: Auth?) async throws -> DowntimeSchedule {
+        let parent = try await self.parent(auth, for: "aggregator.setSchedule")
+        try Self.check(text: params.child, "params.child", empty: false)
+        try Downtime.check(params)
+        let now = Millis.of(self.clock())
+        let schedule = try await self.database.pool.write { db in try Downtime.set(params, family: parent.family, parent: parent.actor, now: now, db) }
+        self.changed()
+        self.logger.notice("downtime set", metadata: [
+            "family": "\(parent.family)", "child": "\(schedule.child)", "device_id": "\(parent.actor.deviceId)", "windows": "\(schedule.windows.count)",
+            "active": "\(schedule.active)",
+        ])
+        return schedule
+    }
+
+    func listSchedules(_ params: ListSchedulesParams, auth: Auth?) async throws -> ScheduleList {
+        let (family, child) = try await self.reader(auth, child: params.child, for: "aggregator.listSchedules")
+        let now = Millis.of(self.clock())
+        return ScheduleList(schedules: try await self.database.pool.read { db in
+            try Downtime.list(family: family, child: child(db), now: now, db)
+        })
+    }
+
+    func setChore(_ params: SetChoreParams, auth: Auth?) async throws -> ChoreInfo {
+        let parent = try await self.parent(auth, for: "aggregator.setChore")
+        try Self.check(text: params.id, "params.id", empty: false)
+        try Self.check(text: params.child, "params.child", empty: false)
+        if let title = params.title {
+            try Self.check(text: title, "params.title", empty: false)
+            guard title.count <= ChoreLimits.titleLength, !title.trimmingCharacters(in: .whitespaces).isEmpty else {
+                throw RPCError(.invalidParams, "params.title: 1 to \(ChoreLimits.titleLength) characters, not only spaces")
+            }
+        }
+        if let points = params.points, !ChoreLimits.points.contains(points) {
+            throw RPCError(.invalidParams, "params.points: \(ChoreLimits.points.lowerBound) to \(ChoreLimits.points.upperBound), not \(points)")
+        }
+        if let days = params.days, let twice = days.first(where: { day in days.filter { $0 == day }.count > 1 }) {
+            throw RPCError(.invalidParams, "params.days: \(twice.rawValue) is listed twice")
+        }
+        let now = Millis.of(self.clock())
+        let chore = try await self.database.pool.write { db in try Chores.set(params, family: parent.family, parent: parent.actor, now: now, db) }
+        self.writeback.signal()
+        self.logger.notice(params.remove == true ? "chore removed" : "chore set", metadata: [
+            "family": "\(parent.family)", "child": "\(chore.child)", "device_id": "\(parent.actor.deviceId)", "chore": "\(chore.id)",
+        ])
+        return chore
+    }
+
+    func listChores(_ params: ListChoresParams, auth: Auth?) async throws -> ChoreList {
+        let (family, child) = try await self.reader(auth, child: params.child, for: "aggregator.listChores")
+        let now = Millis.of(self.clock())
+        return try await self.database.pool.read { db in try Chores.list(family: family, child: try child(db), now: now, db) }
+    }
+
+    func choreDone(_ params: ChoreDoneParams, auth: Auth?) async throws -> ChoreCompletion {
+        let device = try await CallerIdentity.childDevice(auth, credentials: self.credentials, for: "aggregator.choreDone")
+        try Self.check(text: params.chore, "params.chore", empty: false)
+        try Self.check(text: params.note, "params.note")
+        let now = Millis.of(self.clock())
+        let completion = try await self.database.pool.write { db in
+            let child = try ChildLookup.child(ofDevice: device.deviceId, family: device.family, db)
+            let name = try Alerts.name(child, db)
+            return try Chores.done(params, child: child, device: Actor(kind: .child, deviceId: device.deviceId, name: name), now: now, db)
+        }
+        self.writeback.signal()
+        self.logger.notice("chore marked done", metadata: [
+            "family": "\(device.family)", "child": "\(completion.child)", "device_id": "\(device.deviceId)", "chore": "\(completion.chore)",
+            "completion": "\(completion.id)",
+        ])
+        return completion
+    }
+
+    func answerChore(_ params: AnswerChoreParams, auth: Auth?) async throws -> ChoreCompletion {
+        let parent = try await self.parent(auth, for: "aggregator.answerChore")
+        try Self.check(text: params.completion, "params.completion", empty: false)
+        try Self.check(text: params.reason, "params.reason")
+        let now = Millis.of(self.clock())
+        let completion = try await self.database.pool.write { db in try Chores.answer(params, family: parent.family, parent: parent.actor, now: now, db) }
+        self.writeback.signal()
+        self.logger.notice("chore answered", metadata: [
+            "family": "\(parent.family)", "child": "\(completion.child)", "device_id": "\(parent.actor.deviceId)", "status": "\(completion.status.rawValue)",
+            "completion": "\(completion.id)", "points": "\(completion.status == .approved ? completion.points : 0)",
+        ])
+        return completion
+    }
+
     // MARK: Callers and checks
+
+    /// A parent (the family, or the child it names) or a child's device (its own child,
+    /// naming none): the family, and the child to read of (nil: every child).
+    private func reader(_ auth: Auth?, child: String?, for what: String) async throws
+        -> (family: String, child: @Sendable (Database) throws -> EarnedTime.Child?) {
+        guard let auth else { throw RPCError(.forbidden, "\(what): for a parent's or a child's device; send its credential as auth.token") }
+        let who = try await self.credentials.whoami(auth)
+        guard let family = who.family, let deviceId = who.deviceId, let role = who.role else {
+            throw RPCError(.unauthorized, "this credential is not a device's: send a device's credential as auth.token")
+        }
+        if let child { try Self.check(text: child, "params.child", empty: false) }
+        if role.isParent {
+            return (family, { db in try child.map { try ChildLookup.child($0, family: family, db) } })
+        }
+        guard child == nil else { throw RPCError(.forbidden, "params.child: a child's device reads its own child's only; leave it out") }
+        return (family, { db in try ChildLookup.child(ofDevice: deviceId, family: family, db) })
+    }
 
     private func changed() {
         self.writeback.signal()

@@ -33,6 +33,9 @@ enum TimeRequests {
                             words: "asked for \(info.asked)\(info.note.map { ": “\($0)”" } ?? "")", metadata: Self.metadata(info), at: now, db)
         var body = info.note.map { "“\($0)”" } ?? "Approve or deny it in the app."
         if paused { body += " Their reward apps are paused." }
+        if let downtime = try Downtime.state(of: child, now: now, db), downtime.on, let until = downtime.until {
+            body += " It is downtime until \(ChildLookup.clock(Millis.date(until), days: try ChildLookup.days(child.family, db)))."
+        }
         try FamilyLog.notifyParents(family: row.family, alert: Alert(title: info.sentence.components(separatedBy: ": “").first ?? info.sentence, body: body),
                                     data: Self.data(info, event: "timeRequest"), collapseKey: "request:\(row.id)", db)
         return info
@@ -70,6 +73,8 @@ enum TimeRequests {
             let info = try Self.info(row, db)
             try Ledger.enter(child, type: "adjustment", points: points, reason: "Request approved: \(info.asked)\(params.reply.map { " (\($0))" } ?? "")",
                              name: "grant-\(row.id)", by: parent, now: now, db)
+            // During downtime, the time approved is time to use now (when the schedule says so).
+            _ = try Downtime.lift(child, minutes: minutes, now: now, db)
         }
         // One statement decides: only an open request moves (the transaction is the
         // database's only writer, so the check above and this agree).

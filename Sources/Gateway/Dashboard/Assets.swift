@@ -102,6 +102,20 @@ enum Assets {
         .slider input[type=range] { vertical-align: middle; width: 9rem; }
         .slider-value { display: inline-block; min-width: 2ch; font-weight: 600; text-align: right; }
         .child-devices li { margin: .35rem 0; }
+        .downtime fieldset { border: 1px solid var(--line); border-radius: .5rem; padding: .5rem .75rem; margin: 0; display: grid; gap: .4rem; }
+        .downtime legend { font-weight: 600; padding: 0 .25rem; }
+        .downtime .day { font-weight: normal; display: inline-flex; gap: .25rem; align-items: center; min-height: 44px; }
+        .downtime .times { display: flex; flex-wrap: wrap; gap: .5rem 1rem; }
+        .downtime .times label { font-weight: normal; display: inline-flex; gap: .4rem; align-items: center; }
+        .downtime summary { cursor: pointer; min-height: 44px; display: flex; align-items: center; color: var(--accent); }
+        .windows { padding-left: 1.2rem; margin: .25rem 0 .5rem; }
+        .chores .days, .downtime .days { display: flex; flex-wrap: wrap; gap: .2rem .6rem; }
+        .chores .day { font-weight: normal; display: inline-flex; gap: .25rem; align-items: center; min-height: 44px; }
+        .chores summary { cursor: pointer; min-height: 44px; display: flex; align-items: center; color: var(--accent); }
+        .chore-list { list-style: none; padding: 0; margin: 0 0 .5rem; }
+        .chore-list li { display: flex; flex-wrap: wrap; gap: .25rem .75rem; align-items: center; padding: .4rem 0; border-top: 1px solid var(--line); }
+        .chore-list li:first-child { border-top: none; }
+        .chore-list form.inline { margin-left: auto; }
         /* Printed (the browser's "Save as PDF"): the report on one page, no navigation or forms. */
         @page { size: A4; margin: 12mm; }
         @media print {

@@ -369,6 +369,25 @@ struct Dashboard: Sendable {
         case "resume":
             _ = try await device.call(AggregatorMethods.resume, ResumeParams(child: child))
             done = "resumed"
+        case "chores":
+            _ = try await device.call(AggregatorMethods.setChore, try BrowserDevice.chore(from: form, child: child))
+            done = "choreAdded"
+        case "chore-remove":
+            _ = try await device.call(AggregatorMethods.setChore, SetChoreParams(id: form["chore"] ?? "", remove: true))
+            done = "choreRemoved"
+        case "chore-answer":
+            let approve = form["decision"] == "approve"
+            guard approve || form["decision"] == "reject" else { throw RPCError.invalidParams("decision", "is approve or reject") }
+            _ = try await device.call(AggregatorMethods.answerChore, AnswerChoreParams(completion: form["completion"] ?? "", approve: approve,
+                                                                                       reason: reason.isEmpty ? nil : reason))
+            done = approve ? "choreApproved" : "choreRejected"
+        case "downtime":
+            let windows = form["off"] == "1" ? [] : try BrowserDevice.windows(from: form)
+            // One checkbox per app (`allow-<n>`, its value the app's id): those ticked.
+            let allowed = form.filter { $0.key.hasPrefix("allow-") }.sorted { $0.key < $1.key }.map(\.value).filter { !$0.isEmpty }
+            let schedule = try await device.call(AggregatorMethods.setSchedule, SetScheduleParams(
+                child: child, windows: windows, alwaysAllowed: allowed, liftOnApproval: form["liftOnApproval"] == "true"))
+            done = schedule.windows.isEmpty ? "downtimeOff" : schedule.active ? "downtimeOn" : "downtime"
         case "limits":
             let cap = try minutes("cap", required: false)
             try await device.saveChildLimits(child, capMinutes: cap.map(Int.init), weeklyExpiry: form["weeklyExpiry"] == "true")
@@ -570,7 +589,7 @@ struct Dashboard: Sendable {
 /// `/children/<id>` (a child's page) and `/children/<id>/<action>` (its forms).
 struct ChildAction {
     let child: String
-    /// `time`, `pause`, `resume`, `limits`; nil for the page.
+    /// `time`, `pause`, `resume`, `limits`, `downtime`, …; nil for the page.
     let action: String?
 
     init?(_ path: String) {
@@ -579,7 +598,7 @@ struct ChildAction {
               parts[2].range(of: #"^[A-Za-z0-9_.-]{1,64}$"#, options: .regularExpression) != nil, parts[2] != ".", parts[2] != ".." else { return nil }
         self.child = String(parts[2])
         if parts.count == 4 {
-            guard ["time", "pause", "resume", "limits", "resync", "redeem", "remove"].contains(parts[3]) else { return nil }
+            guard ["time", "pause", "resume", "limits", "downtime", "chores", "chore-remove", "chore-answer", "resync", "redeem", "remove"].contains(parts[3]) else { return nil }
             self.action = String(parts[3])
         } else {
             self.action = nil
@@ -593,6 +612,8 @@ struct ChildAction {
         "nothingToTake": "There was no earned time left to take away.", "paused": "Paused: reward apps are shielded now.",
         "resumed": "Resumed.", "limits": "Limits saved; they apply from now.",
         "resynced": "Sent again: the device gets the family's rules and its shield within a second, when it is online.",
-        "redeemed": "Redeemed.",
+        "redeemed": "Redeemed.", "downtime": "Downtime saved.", "downtimeOn": "Downtime saved: it is on now, and the devices are shielded.",
+        "downtimeOff": "Downtime is off.", "choreAdded": "Chore added. The child's device has been told.", "choreRemoved": "Chore removed.",
+        "choreApproved": "Approved: the points are added.", "choreRejected": "Sent back. The child's device has been told.",
     ]
 }

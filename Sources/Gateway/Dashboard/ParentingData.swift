@@ -34,6 +34,7 @@ extension BrowserDevice {
         case "paused":
             return "Paused by \(balance.pausedBy ?? "a parent") " + (balance.pausedUntil.map { "until \(clock.time($0))" } ?? "until resumed")
         case "dailyCap": return "Shielded: today's limit is reached (open again at midnight)"
+        case "downtime": return "Downtime" + (balance.downtimeUntil.map { " until \(clock.weekdayTime($0))" } ?? "")
         default: return "Shielded: no earned time left"
         }
     }
@@ -66,7 +67,7 @@ extension BrowserDevice {
         let todayApps = apps.sorted { $0.value.seconds > $1.value.seconds }.prefix(5).map { app -> [String: Any] in
             ["name": names[app.key] ?? app.key, "time": FamilyClock.duration(app.value.seconds), "category": app.value.category ?? ""]
         }
-        return [
+        var page: [String: Any] = [
             "id": id, "name": context.displayName ?? id,
             "points": balance?.pointsBalance ?? 0, "balance": FamilyClock.duration(balance?.balanceSeconds ?? 0),
             "usedToday": FamilyClock.duration(reward),
@@ -87,6 +88,9 @@ extension BrowserDevice {
                 + "and everything recorded for them (usage, days, points, requests) is deleted from the server. This cannot be undone.",
             "cap": context.dailyRewardCapMinutes.map { "\($0)" } ?? "", "weeklyExpiry": context.weeklyExpiry ?? false,
         ]
+        page.merge(try await self.downtimeCard(id, clock, appNames: names)) { kept, _ in kept }
+        page.merge(try await self.choresCard(id, clock)) { kept, _ in kept }
+        return page
     }
 
     static func ledgerWords(_ type: String) -> String {

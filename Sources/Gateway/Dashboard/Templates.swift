@@ -185,6 +185,88 @@ enum Templates {
             <p class="hint">Shields {{name}}'s reward apps at once, whatever time is left.</p>
           </form>
         </section>
+        <section class="card downtime" aria-labelledby="downtime-heading">
+          <h2 id="downtime-heading">Downtime</h2>
+          <p id="downtime-state">{{downtimeSentence}}</p>
+          {{#hasDowntime}}<ul class="windows" id="downtime-windows">{{#downtimeWindows}}<li>{{.}}</li>{{/downtimeWindows}}</ul>
+          {{#downtimeAllowed}}<p id="downtime-allowed">Always allowed: {{downtimeAllowed}}</p>{{/downtimeAllowed}}{{/hasDowntime}}
+          <details{{^hasDowntime}} open{{/hasDowntime}}>
+            <summary>{{#hasDowntime}}Change the schedule{{/hasDowntime}}{{^hasDowntime}}Set a schedule{{/hasDowntime}}</summary>
+            <form method="post" action="/children/{{id}}/downtime" class="stack" id="downtime-form">
+              <input type="hidden" name="csrf" value="{{csrf}}">
+              <p class="hint">During downtime {{name}}'s reward apps are shielded whatever time is left. Times are the family's; an end before the start is the next morning.</p>
+              {{#windowRows}}
+              <fieldset class="window" id="window-{{index}}">
+                <legend>Window {{number}}</legend>
+                <span class="days">{{#days}}<label class="day"><input type="checkbox" name="w{{index}}-{{day}}" value="on" aria-label="{{name}}" {{#checked}}checked{{/checked}}> {{short}}</label>{{/days}}</span>
+                <span class="times">
+                  <label>From <input type="time" name="w{{index}}-start" value="{{start}}"></label>
+                  <label>to <input type="time" name="w{{index}}-end" value="{{end}}"></label>
+                </span>
+              </fieldset>
+              {{/windowRows}}
+              {{#hasAllowApps}}
+              <fieldset class="allow">
+                <legend>Always allowed</legend>
+                {{#allowApps}}<label class="check"><input type="checkbox" name="allow-{{index}}" value="{{app}}" {{#checked}}checked{{/checked}}> {{name}}</label>{{/allowApps}}
+              </fieldset>
+              {{/hasAllowApps}}
+              <label class="check"><input type="checkbox" name="liftOnApproval" value="true" {{#liftOnApproval}}checked{{/liftOnApproval}}> Approving a request for more time lifts downtime for that time</label>
+              <span class="buttons">
+                <button type="submit" id="save-downtime">Save downtime</button>
+                {{#hasDowntime}}<button type="submit" name="off" value="1" class="secondary" id="downtime-off">Turn off</button>{{/hasDowntime}}
+              </span>
+            </form>
+          </details>
+        </section>
+        <section class="card chores" aria-labelledby="chores-heading">
+          <h2 id="chores-heading">Chores</h2>
+          {{#hasWaitingChores}}
+          <ul class="requests" id="chores-waiting">{{#waitingChores}}
+            <li class="request" data-completion="{{id}}">
+              <p><strong>{{sentence}}</strong> <span class="hint" title="{{when}}">{{ago}}</span></p>
+              <form method="post" action="/children/{{childId}}/chore-answer" class="answer">
+                <input type="hidden" name="csrf" value="{{csrf}}">
+                <input type="hidden" name="completion" value="{{id}}">
+                <label>Reason <input name="reason" maxlength="200" placeholder="only to send back"></label>
+                <span class="buttons">
+                  <button type="submit" name="decision" value="approve" class="approve">Approve</button>
+                  <button type="submit" name="decision" value="reject" class="secondary reject">Send back</button>
+                </span>
+              </form>
+            </li>{{/waitingChores}}
+          </ul>
+          {{/hasWaitingChores}}
+          {{^hasChores}}<p class="empty">No chores yet.</p>{{/hasChores}}
+          {{#hasChores}}
+          <ul class="chore-list" id="chore-list">{{#chores}}
+            <li><span><strong>{{title}}</strong> <span class="hint">{{points}} points · {{when}}</span></span>
+              <span class="badge {{todayClass}}">{{today}}</span>
+              <form method="post" action="/children/{{childId}}/chore-remove" class="inline">
+                <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="chore" value="{{id}}">
+                <button type="submit" class="link" aria-label="Remove {{title}}">Remove</button>
+              </form>
+            </li>{{/chores}}
+          </ul>
+          {{/hasChores}}
+          {{#hasAnsweredChores}}<p class="hint">Lately:</p><ul class="windows">{{#answeredChores}}<li>{{sentence}} <span class="hint">{{when}}</span></li>{{/answeredChores}}</ul>{{/hasAnsweredChores}}
+          <details>
+            <summary>Add a chore</summary>
+            <form method="post" action="/children/{{id}}/chores" class="stack" id="chore-form">
+              <input type="hidden" name="csrf" value="{{csrf}}">
+              <label for="chore-title">Chore</label>
+              <input id="chore-title" name="title" maxlength="80" placeholder="Tidy your room" required>
+              <label for="chore-points">Points</label>
+              <input id="chore-points" name="points" type="number" min="1" max="10000" value="10" inputmode="numeric" required>
+              <label for="chore-repeat">How often</label>
+              <select id="chore-repeat" name="repeat">
+                <option value="daily">Every day</option><option value="weekly">On the days ticked</option><option value="once">Once</option>
+              </select>
+              <span class="days">{{#choreDays}}<label class="day"><input type="checkbox" name="day-{{day}}" value="on" aria-label="{{name}}"> {{short}}</label>{{/choreDays}}</span>
+              <button type="submit" id="add-chore">Add chore</button>
+            </form>
+          </details>
+        </section>
         <section class="card" aria-labelledby="limits-heading">
           <h2 id="limits-heading">Limits</h2>
           <form method="post" action="/children/{{id}}/limits" class="stack" id="limits-form">

@@ -33,7 +33,7 @@ struct SchemaVersion: Sendable {
 
 /// Every schema version, oldest first. Add new versions at the end.
 enum SchemaHistory {
-    static let versions: [SchemaVersion] = [version1, version2, version3, version4, version5, version6, version7, version8, version9]
+    static let versions: [SchemaVersion] = [version1, version2, version3, version4, version5, version6, version7, version8, version9, version10]
 
     static var latest: Int { versions.last!.number }
 
@@ -269,5 +269,12 @@ enum SchemaHistory {
         .addField(recordType: RecordTypes.earnedTimeBalance, date("pausedUntil")),
         .addField(recordType: RecordTypes.earnedTimeBalance, string("pausedBy")),
         .addField(recordType: RecordTypes.earnedTimeBalance, int("rewardSecondsToday", minimum: 0)),
+    ])
+
+    /// Downtime (the aggregator): reward apps shielded by a child's weekly schedule, and
+    /// until when.
+    static let version10 = SchemaVersion(number: 10, name: "downtime", steps: [
+        .allowValues(recordType: RecordTypes.earnedTimeBalance, field: "shieldReason", values: ["downtime"]),
+        .addField(recordType: RecordTypes.earnedTimeBalance, date("downtimeUntil")),
     ])
 }

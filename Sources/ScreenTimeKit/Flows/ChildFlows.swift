@@ -116,6 +116,26 @@ public struct ChildFlows: Sendable {
         return try await self.session.call(AggregatorMethods.listRequests, ListRequestsParams()).requests
     }
 
+    /// This child's downtime: its windows, and whether it is on now and until when. The
+    /// shield itself comes as commands (reason `downtime`).
+    public func downtime() async throws(RPCError) -> DowntimeSchedule? {
+        _ = try self.me()
+        return try await self.session.call(AggregatorMethods.listSchedules, ListSchedulesParams()).schedules.first
+    }
+
+    /// This child's chores, where today's stands, and what it did lately.
+    public func chores() async throws(RPCError) -> ChoreList {
+        _ = try self.me()
+        return try await self.session.call(AggregatorMethods.listChores, ListChoresParams())
+    }
+
+    /// Marks a chore done (once per day of the family's, or once for a one-off); every
+    /// parent is alerted, and the answer comes as a notification (`event` `choreAnswered`).
+    public func choreDone(_ choreId: String, note: String? = nil) async throws(RPCError) -> ChoreCompletion {
+        _ = try self.me()
+        return try await self.session.call(AggregatorMethods.choreDone, ChoreDoneParams(chore: choreId, note: note))
+    }
+
     /// The commands waiting for this device, oldest first.
     public func pendingCommands() async throws(RPCError) -> [TypedRecord<ConfigurationCommand>] {
         let (identity, zone) = try self.me()

@@ -120,6 +120,40 @@ public struct ParentFlows: Sendable {
         return try await self.session.call(AggregatorMethods.resume, ResumeParams(child: childId))
     }
 
+    /// Each child's downtime schedule (or one child's), and whether it is on now.
+    public func schedules(for childId: String? = nil) async throws(RPCError) -> [DowntimeSchedule] {
+        _ = try self.me()
+        return try await self.session.call(AggregatorMethods.listSchedules, ListSchedulesParams(child: childId)).schedules
+    }
+
+    /// Replaces the child's weekly downtime (no windows: none). Windows are read on the
+    /// family's clocks; overlapping or empty windows are refused (`invalid_params`).
+    public func setSchedule(_ childId: String, windows: [DowntimeWindow], alwaysAllowed: [String]? = nil,
+                            liftOnApproval: Bool? = nil) async throws(RPCError) -> DowntimeSchedule {
+        _ = try self.me()
+        return try await self.session.call(AggregatorMethods.setSchedule, SetScheduleParams(
+            child: childId, windows: windows, alwaysAllowed: alwaysAllowed, liftOnApproval: liftOnApproval))
+    }
+
+    /// The family's chores (or one child's), with those done and waiting for a parent.
+    public func chores(for childId: String? = nil) async throws(RPCError) -> ChoreList {
+        _ = try self.me()
+        return try await self.session.call(AggregatorMethods.listChores, ListChoresParams(child: childId))
+    }
+
+    /// Adds a chore (no `id`), changes one (`id`), or removes one (`id`, `remove`).
+    public func setChore(_ params: SetChoreParams) async throws(RPCError) -> ChoreInfo {
+        _ = try self.me()
+        return try await self.session.call(AggregatorMethods.setChore, params)
+    }
+
+    /// Approves a chore done (its points are added, once) or sends it back with a reason.
+    /// Another parent's earlier answer makes this `conflict`, saying who and how.
+    public func answerChore(_ completionId: String, approve: Bool, reason: String? = nil) async throws(RPCError) -> ChoreCompletion {
+        _ = try self.me()
+        return try await self.session.call(AggregatorMethods.answerChore, AnswerChoreParams(completion: completionId, approve: approve, reason: reason))
+    }
+
     static func localDay(_ date: Date, timeZone: String?) -> String {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = timeZone.flatMap(TimeZone.init(identifier:)) ?? TimeZone(identifier: "UTC")!

@@ -49,7 +49,7 @@ public struct EarnedTimeBalance: RecordFields {
     /// The fields' names: the wire's keys.
     public enum CodingKeys: String, CodingKey, CaseIterable, Sendable {
         case childRef, balanceSeconds, updatedAt, pointsBalance, rewardSecondsUsed, shielded
-        case shieldReason, pausedSince, pausedUntil, pausedBy, rewardSecondsToday
+        case shieldReason, pausedSince, pausedUntil, pausedBy, rewardSecondsToday, downtimeUntil
     }
 
     public var childRef: RecordReference
@@ -59,7 +59,8 @@ public struct EarnedTimeBalance: RecordFields {
     public var rewardSecondsUsed: Int64?
     public var shielded: Bool?
     /// Why reward apps are shielded (schema v9): `balance` (no earned time left), `paused`
-    /// (a parent paused them), `dailyCap` (the day's cap is reached); absent when not.
+    /// (a parent paused them), `dailyCap` (the day's cap is reached), `downtime` (the
+    /// child's schedule, schema v10); absent when not.
     public var shieldReason: String?
     /// A parent's pause (schema v9): since when, until when (absent: until resumed), and
     /// the parent's name.
@@ -68,10 +69,13 @@ public struct EarnedTimeBalance: RecordFields {
     public var pausedBy: String?
     /// Reward time used in the family's day so far (schema v9), against a daily cap.
     public var rewardSecondsToday: Int64?
+    /// When the downtime shielding the child ends (schema v10).
+    public var downtimeUntil: Date?
 
     public init(childRef: RecordReference, balanceSeconds: Int64, updatedAt: Date? = nil, pointsBalance: Int64? = nil,
                 rewardSecondsUsed: Int64? = nil, shielded: Bool? = nil, shieldReason: String? = nil, pausedSince: Date? = nil,
-                pausedUntil: Date? = nil, pausedBy: String? = nil, rewardSecondsToday: Int64? = nil) {
+                pausedUntil: Date? = nil, pausedBy: String? = nil, rewardSecondsToday: Int64? = nil, downtimeUntil: Date? = nil) {
+        self.downtimeUntil = downtimeUntil
         self.shieldReason = shieldReason
         self.pausedSince = pausedSince
         self.pausedUntil = pausedUntil

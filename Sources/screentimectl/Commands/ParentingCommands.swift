@@ -229,6 +229,9 @@ enum ChildTimeWords {
             let until = time.pausedUntil.map { "until \($0.formatted(date: .omitted, time: .shortened))" } ?? "until a parent resumes them"
             return "\(left); reward apps are paused by \(time.pausedBy ?? "a parent") \(until)."
         case "dailyCap": return "\(left); reward apps are shielded: today's cap is reached."
+        case "downtime":
+            let until = time.downtimeUntil.map { " until \($0.formatted(date: .omitted, time: .shortened))" } ?? ""
+            return "\(left); reward apps are shielded: it is downtime\(until)."
         default: return "\(left); reward apps are shielded until more is earned."
         }
     }

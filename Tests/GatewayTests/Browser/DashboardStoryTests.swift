@@ -256,9 +256,11 @@ struct Screenshots {
 
     init(_ browser: Browser) { self.browser = browser }
 
-    func take(_ name: String) async throws {
+    /// `showing`: scrolled to that element first (a card further down the page).
+    func take(_ name: String, showing selector: String? = nil) async throws {
         for (label, width, height) in [("phone", 390, 844), ("laptop", 1280, 900)] {
             try await self.browser.resize(width: width, height: height)
+            if let selector { try await self.browser.script("document.querySelector(\"\(selector)\").scrollIntoView()") }
             // Nothing wider than the screen: no sideways scrolling to reach a button.
             let fits = try await self.browser.script("return document.documentElement.scrollWidth + ' ' + window.innerWidth").stringValue ?? ""
             let widths = fits.split(separator: " ").compactMap { Int($0) }

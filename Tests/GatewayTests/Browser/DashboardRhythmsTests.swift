@@ -1,0 +1,166 @@
+import Foundation
+import StackSupport
+import Testing
+import TestSupport
+
+/// The week's rhythms on the dashboard, in Debian's chromium against the real services: a
+/// child's downtime set from its page (on now, so the devices are shielded at once), a
+/// schedule that overlaps itself refused in words, the same schedule read back by
+/// `screentimectl`, and turned off; chores added, done on the child's tablet, approved and
+/// sent back. Screenshots at 390 and 1280 px.
+@Suite("Dashboard: downtime and chores in a browser", .serialized, .timeLimit(.minutes(5)))
+struct DashboardRhythmsTests {
+    @Test("a parent sets downtime with an app always allowed on the child's page; it is on now and the reward apps are shielded; overlapping windows are refused in words; turned off again")
+    func downtime() async throws {
+        try await inBrowser(failureShot: "downtime-failure") { stack, browser, shots in
+            let family = try await FamilyOnCommandLine.make(stack)
+            _ = try await family.must(["apps", "set", "--profile", "mum", "com.apple.Maps", "--category", "reward", "--name", "Maps"])
+            _ = try await family.must(["apps", "set", "--profile", "mum", "com.google.ios.youtube", "--category", "reward", "--name", "YouTube"])
+            try await family.signInDad(browser)
+            try await browser.go(stack.url + "/children/emma")
+            try await browser.waitFor("the child's page", "h1") { $0 == "Emma" }
+            #expect(try await browser.text("#downtime-state") == "No downtime: reward apps follow earned time only.")
+            try await shots.take("child-downtime-empty", showing: ".downtime")
+
+            // A window around now on every day, in the family's time zone: on at once.
+            var calendar = Calendar(identifier: .gregorian)
+            calendar.timeZone = TimeZone(identifier: "Europe/Paris")!
+            let clock = { (date: Date) in String(format: "%02d:%02d", calendar.component(.hour, from: date), calendar.component(.minute, from: date)) }
+            let (start, end) = (clock(Date().addingTimeInterval(-3600)), clock(Date().addingTimeInterval(2 * 3600)))
+            for day in ["mon", "tue", "wed", "thu", "fri", "sat", "sun"] { try await browser.click("input[name='w0-\(day)']") }
+            try await browser.script("document.querySelector(\"input[name='w0-start']\").value = '\(start)'; document.querySelector(\"input[name='w0-end']\").value = '\(end)'")
+            try await browser.script("document.querySelector(\"input[name='allow-0']\").click()")  // Maps, first by name
+            try await browser.click("#save-downtime")
+            try await browser.waitFor("downtime on", "#notice") { $0.hasPrefix("Downtime saved: it is on now") }
+            let state = try await browser.text("#downtime-state")
+            #expect(state.hasPrefix("Downtime is on now, until ") && state.contains(end), "\(state)")
+            #expect(try await browser.text("#downtime-windows") == "Every day \(start)–\(end)")
+            #expect(try await browser.text("#downtime-allowed") == "Always allowed: Maps")
+            try await browser.waitFor("the reward apps shielded by downtime", "[data-field='shield']") { $0.hasPrefix("Downtime until") }
+            #expect(try await browser.script("return document.querySelector(\"input[name='allow-0']\").checked") == true)
+            try await shots.take("child-downtime-on", showing: ".downtime")
+
+            // The same schedule, as Mum's phone and Emma's tablet read it.
+            let shown = try await family.must(["downtime", "--profile", "mum"])
+            #expect(shown.contains("Emma: Every day \(start)–\(end). Always allowed: Maps. Downtime is on now, until"), "\(shown)")
+            let asChild = try await family.must(["downtime", "--profile", "emma-tablet"])
+            #expect(asChild.contains("Downtime is on now"), "\(asChild)")
+
+            // A second window that overlaps the first: refused, in words, nothing changed.
+            try await browser.script("document.querySelector('details').open = true")
+            try await browser.click("input[name='w1-mon']")
+            try await browser.script("document.querySelector(\"input[name='w1-start']\").value = '\(start)'; document.querySelector(\"input[name='w1-end']\").value = '\(end)'")
+            try await browser.click("#save-downtime")
+            let refused = try await browser.waitFor("the refusal", "p.error") { !$0.isEmpty }
+            #expect(refused.contains("overlaps") && refused.contains("windows may touch but not overlap"), "\(refused)")
+            try await shots.take("child-downtime-refused")
+
+            try await browser.go(stack.url + "/children/emma")
+            try await browser.script("document.querySelector('details').open = true")
+            try await browser.click("#downtime-off")
+            try await browser.waitFor("downtime off", "#notice") { $0 == "Downtime is off." }
+            try await browser.waitFor("the reward apps open again", "[data-field='shield']") { !$0.hasPrefix("Downtime") }
+            #expect(try await browser.text("#downtime-state") == "No downtime: reward apps follow earned time only.")
+            let activity = try await family.must(["audit", "--profile", "mum"])
+            #expect(activity.contains("Dad set Emma's downtime: Every day \(start)–\(end) (always allowed: Maps)") && activity.contains("Dad turned off Emma's downtime"),
+                    "\(activity)")
+        }
+    }
+}
+
+extension DashboardRhythmsTests {
+    @Test("a parent adds a chore on the child's page; the child marks it done from its tablet; the parent approves it there (the points are in the ledger, naming him); done again the same day is refused in words; another is sent back with a reason")
+    func chores() async throws {
+        try await inBrowser(failureShot: "chores-failure") { stack, browser, shots in
+            let family = try await FamilyOnCommandLine.make(stack)
+            try await family.signInDad(browser)
+            try await browser.go(stack.url + "/children/emma")
+            try await browser.waitFor("the child's page", "h1") { $0 == "Emma" }
+            #expect(try await browser.text("#chores-heading + p") == "No chores yet.")
+            try await browser.script("document.querySelector('.chores details').open = true")
+            try await browser.type("#chore-title", "Tidy your room")
+            try await browser.type("#chore-points", "10")
+            try await browser.click("#add-chore")
+            try await browser.waitFor("the chore added", "#notice") { $0.hasPrefix("Chore added") }
+            #expect(try await browser.text("#chore-list").contains("Tidy your room"))
+
+            // Emma's tablet lists it and marks it done.
+            let listed = try await family.must(["chores", "--profile", "emma-tablet"])
+            let line = try #require(listed.split(separator: "\n").first { $0.contains("Tidy your room") })
+            let choreId = try #require(line.split(separator: " ").last.map(String.init))
+            #expect(line.contains("to do"), "\(listed)")
+            let done = try await family.must(["chores", "done", choreId, "--profile", "emma-tablet", "--note", "even under the bed"])
+            #expect(done.contains("Marked “Tidy your room” done. The parents have been told"), "\(done)")
+
+            try await browser.go(stack.url + "/children/emma")
+            let waiting = try await browser.waitFor("the chore waiting", "#chores-waiting strong") { !$0.isEmpty }
+            #expect(waiting == "Emma did “Tidy your room” (10 points): “even under the bed”")
+            try await shots.take("child-chore-waiting", showing: ".chores")
+            try await browser.click("#chores-waiting button.approve")
+            try await browser.waitFor("approved", "#notice") { $0.hasPrefix("Approved: the points are added") }
+            try await browser.waitFor("the chore's points in the ledger", "#ledger-heading + .table-wrap") { $0.contains("Chore: Tidy your room (approved by Dad)") }
+            #expect(try await browser.text("#chore-list").contains("Done today"))
+            try await shots.take("child-chore-approved", showing: ".chores")
+
+            // Done again the same day: refused, in words, on the tablet.
+            let again = try await runCommand(Binaries.path("screentimectl"), ["chores", "done", choreId, "--profile", "emma-tablet", "--runtime-dir", stack.harness.directory.path],
+                                             environment: ["SCREENTIME_PROFILES_DIR": family.profiles])
+            #expect(again.status != 0 && (again.stderr + again.stdout).contains("“Tidy your room” is done today already: Dad approved it"), "\(again.stderr)\(again.stdout)")
+
+            // A second chore, sent back with a reason.
+            _ = try await family.must(["chores", "add", "--profile", "mum", "--child", "emma", "--title", "Dishes", "--points", "5"])
+            let dishes = try #require(try await family.must(["chores", "--profile", "mum"]).split(separator: "\n").first { $0.contains("Dishes") }?.split(separator: " ").last.map(String.init))
+            _ = try await family.must(["chores", "done", dishes, "--profile", "emma-tablet"])
+            try await browser.go(stack.url + "/children/emma")
+            try await browser.waitFor("the dishes waiting", "#chores-waiting strong") { $0.contains("Dishes") }
+            try await browser.emulatePhone()
+            try await browser.type("#chores-waiting input[name='reason']", "the pans are still dirty")
+            try await browser.tap("#chores-waiting button.reject")
+            try await browser.waitFor("sent back", "#notice") { $0.hasPrefix("Sent back") }
+            try await browser.emulateLaptop()
+            let lately = try await browser.text(".chores")
+            #expect(lately.contains("Dad sent back Emma's “Dishes”: “the pans are still dirty”") && lately.contains("Sent back"), "\(lately)")
+            let audit = try await family.must(["audit", "--profile", "mum"])
+            #expect(audit.contains("Dad approved Emma's “Tidy your room”: +10 points") && audit.contains("Emma did “Tidy your room”: “even under the bed”"), "\(audit)")
+        }
+    }
+}
+
+/// A family made as its parents make it, with `screentimectl`: Mum's phone, Emma's tablet
+/// paired and confirmed; Dad signs in to the dashboard with an admin code from Mum.
+struct FamilyOnCommandLine {
+    let stack: GatewayStack
+    let profiles: String
+
+    static func make(_ stack: GatewayStack) async throws -> FamilyOnCommandLine {
+        let family = FamilyOnCommandLine(stack: stack, profiles: stack.harness.directory.file("profiles"))
+        let created = try await family.must(["family", "create", "smith", "--time-zone", "Europe/Paris"])
+        let adminCode = try #require(created.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.contains(".") && !$0.contains(" ") && !$0.hasPrefix("https://") })
+        _ = try await family.must(["parent", "enroll", "--profile", "mum", "--family", "smith", "--code", adminCode, "--display-name", "Mum"])
+        let invited = try await family.must(["child", "invite", "--profile", "mum", "emma", "--child-name", "Emma", "--no-wait", "--no-qr"])
+        let uri = try #require(invited.range(of: #"screentime://[^' \n]+"#, options: .regularExpression).map { String(invited[$0]) })
+        let invitation = try #require(invited.range(of: #"Invitation [0-9a-f]+"#, options: .regularExpression).map { String(invited[$0].dropFirst("Invitation ".count)) })
+        _ = try await family.must(["child", "accept", "--profile", "emma-tablet", "--device-name", "Emma's tablet", uri])
+        _ = try await family.must(["child", "confirm", "--profile", "mum", invitation])
+        return family
+    }
+
+    /// Runs `screentimectl` as the family's devices; its output, or a failure saying why.
+    @discardableResult
+    func must(_ arguments: [String]) async throws -> String {
+        let result = try await runCommand(Binaries.path("screentimectl"), arguments + ["--runtime-dir", self.stack.harness.directory.path],
+                                          environment: ["SCREENTIME_PROFILES_DIR": self.profiles])
+        guard result.status == 0 else { throw TestFailure("screentimectl \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.stderr)\(result.stdout)") }
+        return result.stdout
+    }
+
+    func signInDad(_ browser: Browser) async throws {
+        let invite = try await self.must(["parent", "invite", "--profile", "mum", "--role", "admin"])
+        let link = try #require(invite.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.hasPrefix("https://") && $0.contains("/signin?") })
+        try await browser.go(link)
+        try await browser.type("#deviceName", "Laptop")
+        try await browser.type("#displayName", "Dad")
+        try await browser.click("#signin")
+        try await browser.waitFor("the overview", "h1") { $0 == "Overview" }
+    }
+}
