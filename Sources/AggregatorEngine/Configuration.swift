@@ -178,8 +178,10 @@ struct ConfigurationWriter: Sendable {
             let family = group[0].family
             let active = group.filter { $0.status == "active" && $0.deviceId != nil }
             guard !active.isEmpty else { continue }
-            let rules = try await self.rules(family: family)
+            let familyRules = try await self.rules(family: family)
+            let childRules = try await self.childRules(family: family)
             for item in active {
+                let rules = Self.effective(familyRules, child: childRules[item.child ?? ""] ?? [:])
                 let targets = try await self.database.shieldTargets(family: family, child: item.child ?? "")
                 let downtime = item.shielded && item.shieldReason == "downtime"
                 let open = downtime ? Set(item.alwaysAllowed) : []
@@ -202,6 +204,33 @@ struct ConfigurationWriter: Sendable {
         }
         try await self.database.configurationsWritten(pending)
         return pending.count
+    }
+
+    /// The family's rules with the child's own in their place (and those the family has none of).
+    static func effective(_ family: [ConfigurationSnapshot.Rule], child: [String: ConfigurationSnapshot.Rule]) -> [ConfigurationSnapshot.Rule] {
+        guard !child.isEmpty else { return family }
+        var rules = family.map { rule in
+            child[rule.bundleId].map { own in
+                var merged = own
+                merged.displayName = rule.displayName
+                return merged
+            } ?? rule
+        }
+        let named = Set(family.map(\.bundleId))
+        rules += child.values.filter { !named.contains($0.bundleId) }
+        return rules.sorted { $0.bundleId < $1.bundleId }
+    }
+
+    /// Each child's own rules (ChildAppRule), by child record name, then bundle id.
+    private func childRules(family: String) async throws -> [String: [String: ConfigurationSnapshot.Rule]] {
+        var rules: [String: [String: ConfigurationSnapshot.Rule]] = [:]
+        for record in try await self.store.records(family: family, zone: StoreNames.defaultZone, type: RecordTypes.childAppRule) {
+            guard let rule = record.fields(as: ChildAppRule.self) else { continue }
+            rules[rule.childRef.recordName, default: [:]][rule.bundleId] = ConfigurationSnapshot.Rule(
+                bundleId: rule.bundleId, classification: rule.classification, pointsPerMinute: rule.pointsPerMinute, isEnabled: rule.isEnabled,
+                blockingEnabled: rule.blockingEnabled, childOverride: true)
+        }
+        return rules
     }
 
     /// Every AppRule of the family, by bundle id.

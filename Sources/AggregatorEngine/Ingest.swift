@@ -18,7 +18,7 @@ struct Ingest {
     /// The record types followed.
     static let recordTypes = [RecordTypes.usageRecord, RecordTypes.family, RecordTypes.appRule, RecordTypes.appConfiguration, RecordTypes.monitoringSession,
                               RecordTypes.pointsLedgerEntry, RecordTypes.shieldPolicy, RecordTypes.configurationCommand, RecordTypes.registeredDevice,
-                              RecordTypes.timeRequest, RecordTypes.childContext, RecordTypes.parentProfile]
+                              RecordTypes.timeRequest, RecordTypes.childContext, RecordTypes.parentProfile, RecordTypes.childAppRule]
 
     /// A change, with the record's fields (as saved, or as they were when deleted).
     struct Change: Sendable {
@@ -93,10 +93,10 @@ struct Ingest {
                 case .rate: children.formUnion(try EarnedTime.children(of: change.family, db))
                 case .nothing: break
                 }
-            case RecordTypes.appRule, RecordTypes.appConfiguration:
+            case RecordTypes.appRule, RecordTypes.appConfiguration, RecordTypes.childAppRule:
                 try self.applyRule(change, db)
                 wholeFamilies.insert(change.family)
-                if change.recordType == RecordTypes.appRule { configurations.insert(change.family) }
+                if change.recordType != RecordTypes.appConfiguration { configurations.insert(change.family) }
             case RecordTypes.monitoringSession:
                 if try self.applyDevice(change, db) {
                     try Configuration.queue(family: change.family, zone: change.zone, db)
@@ -225,11 +225,11 @@ struct Ingest {
                           pointsPerMinute: rule.pointsPerMinute, blocked: rule.blockingEnabled == true, db)
     }
 
-    /// A family's AppRule (by bundle id, for every device) or a device's AppConfiguration
-    /// (by logical id), as one rule.
+    /// A family's AppRule (by bundle id, for every device), a child's ChildAppRule (by
+    /// bundle id, for its devices) or a device's AppConfiguration (by logical id), as one rule.
     private struct Rule {
         var app: String
-        /// '' for a family's rule.
+        /// '' for a family's rule, `@<childRecordName>` for a child's (no device id has an `@`).
         var device: String
         var category: String?
         var pointsPerMinute: Int64?
@@ -244,6 +244,12 @@ struct Ingest {
                 self.device = ""
                 self.category = rule.classification
                 (self.pointsPerMinute, self.isEnabled, self.blockingEnabled, self.displayName) = (rule.pointsPerMinute, rule.isEnabled, rule.blockingEnabled, rule.displayName)
+            } else if change.recordType == RecordTypes.childAppRule {
+                guard let rule = change.record(ChildAppRule.self) else { return nil }
+                self.app = rule.bundleId
+                self.device = Ratings.childKey(rule.childRef.recordName)
+                self.category = rule.classification
+                (self.pointsPerMinute, self.isEnabled, self.blockingEnabled, self.displayName) = (rule.pointsPerMinute, rule.isEnabled, rule.blockingEnabled, nil)
             } else {
                 guard let configuration = change.record(AppConfiguration.self) else { return nil }
                 self.app = configuration.logicalID
@@ -439,8 +445,14 @@ struct Ratings {
 
     static let noRule = ""
 
+    /// Periods by device id (`''`: the family's rules, `@<child>`: a child's), then app.
     var byDevice: [String: [String: [Period]]]
+    /// Each device's child (`child-emma`).
+    var children: [String: String] = [:]
     let defaultPointsPerMinute: Int
+
+    /// The key of a child's rules among the devices'.
+    static func childKey(_ childRecordName: String) -> String { "@" + childRecordName }
 
     static func load(family: String, defaultPointsPerMinute: Int, _ db: Database) throws -> Ratings {
         var byDevice: [String: [String: [Period]]] = [:]
@@ -450,12 +462,24 @@ struct Ratings {
             byDevice[row["device_id"], default: [:]][row["app"], default: []].append(
                 Period(from: row["from_ms"], category: row["category"], pointsPerMinute: row["points_per_minute"], blocked: row["blocked"]))
         }
-        return Ratings(byDevice: byDevice, defaultPointsPerMinute: defaultPointsPerMinute)
+        var ratings = Ratings(byDevice: byDevice, defaultPointsPerMinute: defaultPointsPerMinute)
+        if byDevice.keys.contains(where: { $0.hasPrefix("@") }) {
+            for row in try Row.fetchAll(cached: db, sql: "SELECT device_id, child_ref FROM devices WHERE family = ? AND device_id IS NOT NULL AND child_ref IS NOT NULL",
+                                         arguments: [family]) {
+                ratings.children[row["device_id"]] = row["child_ref"]
+            }
+        }
+        return ratings
     }
 
-    /// The app's rule on the device at `at`: the device's own, else the family's, else (an
-    /// app not rated yet then) the first rule it got later, which reaches back for its
-    /// category and rate but never blocks what came before it.
+    /// The child's rules for the app on this device.
+    private func childPeriods(device: String, bundleId: String) -> [Period]? {
+        self.children[device].flatMap { self.byDevice[Self.childKey($0)]?[bundleId] }
+    }
+
+    /// The app's rule on the device at `at`: the device's own, else its child's, else the
+    /// family's, else (an app not rated yet then) the first rule it got later, which reaches
+    /// back for its category and rate but never blocks what came before it.
     private func rule(device: String, app: String, bundleId: String?, at: Int64) -> Period? {
         func inForce(_ periods: [Period]?) -> Period? {
             guard let period = periods?.last(where: { $0.from <= at }) else { return nil }
@@ -467,7 +491,8 @@ struct Ratings {
             return first
         }
         let own = self.byDevice[device]?[app], family = self.byDevice[""]?[bundleId ?? app]
-        return inForce(own) ?? inForce(family) ?? reachingBack(family) ?? reachingBack(own)
+        let child = self.childPeriods(device: device, bundleId: bundleId ?? app)
+        return inForce(own) ?? inForce(child) ?? inForce(family) ?? reachingBack(family) ?? reachingBack(child) ?? reachingBack(own)
     }
 
     func rate(device: String, app: String, bundleId: String?, recorded: String?, at: Int64) -> AppRating {
@@ -479,10 +504,11 @@ struct Ratings {
     }
 
     /// The moments after `start` and before `end` at which the app's rule changes (not the
-    /// start of the family's first rule: it reaches back; a device's own first rule replaces
-    /// the family's from its save).
+    /// start of the family's first rule: it reaches back; a device's own first rule, and its
+    /// child's, replace the family's from their save).
     func changes(device: String, app: String, bundleId: String?, from start: Int64, to end: Int64) -> [Int64] {
-        let periods = (self.byDevice[device]?[app] ?? []) + (self.byDevice[""]?[bundleId ?? app] ?? []).dropFirst()
+        let periods = (self.byDevice[device]?[app] ?? []) + (self.childPeriods(device: device, bundleId: bundleId ?? app) ?? [])
+            + (self.byDevice[""]?[bundleId ?? app] ?? []).dropFirst()
         return Set(periods.map(\.from).filter { $0 > start && $0 < end }).sorted()
     }
 }

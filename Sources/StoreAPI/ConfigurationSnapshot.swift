@@ -14,7 +14,7 @@ public struct ConfigurationSnapshot: Codable, Sendable, Hashable {
     /// The family's configuration version: one more at each change of its rules. A device
     /// that executed this snapshot has applied this version.
     public var version: Int64
-    /// Every rule of the family, by bundle id.
+    /// Every rule of the family, by bundle id, the child's own rules in place of the family's.
     public var rules: [Rule]
     /// The child's reward shield as it is now.
     public var shield: Shield
@@ -27,9 +27,12 @@ public struct ConfigurationSnapshot: Codable, Sendable, Hashable {
         public var isEnabled: Bool?
         public var blockingEnabled: Bool?
         public var displayName: String?
+        /// The child's own rule (a ChildAppRule), in place of the family's.
+        public var childOverride: Bool?
 
         public init(bundleId: String, classification: String, pointsPerMinute: Int64? = nil, isEnabled: Bool? = nil,
-                    blockingEnabled: Bool? = nil, displayName: String? = nil) {
+                    blockingEnabled: Bool? = nil, displayName: String? = nil, childOverride: Bool? = nil) {
+            self.childOverride = childOverride
             self.bundleId = bundleId
             self.classification = classification
             self.pointsPerMinute = pointsPerMinute

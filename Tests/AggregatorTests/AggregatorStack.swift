@@ -132,15 +132,16 @@ final class AggregatorStack: @unchecked Sendable {
     /// The child device saves (or replaces) a usage session (sent at `deviceClock` by the
     /// device's clock, when given).
     func session(_ name: String, app: String = "org.khan", category: String? = "learning", from start: Date, to end: Date, bundleId: String? = nil,
-                 deviceClock: Date? = nil) async throws {
+                 deviceClock: Date? = nil, on device: PairedChild? = nil) async throws {
+        let device = device ?? self.child
         var fields: [String: JSONValue] = [
-            "logicalID": .string(app), "deviceID": .string(self.child.deviceId), "sessionStart": .date(start), "sessionEnd": .date(end),
+            "logicalID": .string(app), "deviceID": .string(device.deviceId), "sessionStart": .date(start), "sessionEnd": .date(end),
             "totalSeconds": .int(max(0, Int64(end.timeIntervalSince(start)))),
         ]
         if let category { fields["category"] = .string(category) }
         if let bundleId { fields["bundleId"] = .string(bundleId) }
-        let result = try await self.child.store.call(StoreMethods.modify, ModifyParams(
-            family: self.family.family, zone: self.child.zone, saves: [RecordSave(recordType: "UsageRecord", recordName: name, fields: fields)],
+        let result = try await device.store.call(StoreMethods.modify, ModifyParams(
+            family: self.family.family, zone: device.zone, saves: [RecordSave(recordType: "UsageRecord", recordName: name, fields: fields)],
             savePolicy: .allKeys, atomic: true, deviceClock: deviceClock))
         #expect(result.allSucceeded)
     }

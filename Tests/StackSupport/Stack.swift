@@ -171,7 +171,7 @@ public struct Bootstrapped: Sendable {
 
     /// Invites, accepts as `device` and (unless told not to) confirms: a paired child device.
     public func pairChild(_ harness: PairingHarness, child: String = "emma", device: String = "emma-ipad", confirm: Bool = true) async throws -> PairedChild {
-        let invitation = try await self.parent.call(PairingMethods.createInvitation, CreateInvitationParams(childId: child, childName: "Emma"))
+        let invitation = try await self.parent.call(PairingMethods.createInvitation, CreateInvitationParams(childId: child, childName: child.prefix(1).uppercased() + child.dropFirst()))
         let accepted = try await self.admin.call(PairingMethods.acceptInvitation, AcceptInvitationParams(
             family: self.family, invitationId: invitation.invitationId, secret: invitation.secret, deviceId: device, deviceName: "\(child)'s device"))
         if confirm { _ = try await self.parent.call(PairingMethods.confirm, InvitationParams(invitationId: invitation.invitationId)) }

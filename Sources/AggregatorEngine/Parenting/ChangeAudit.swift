@@ -30,12 +30,14 @@ enum ChangeAudit {
         case RecordTypes.appRule:
             guard let rule = change.record(AppRule.self) else { return nil }
             let app = rule.displayName ?? rule.bundleId
-            var what = rule.classification == "learning"
-                ? "a learning app\(rule.pointsPerMinute.map { ", \($0 == 1 ? "1 point" : "\($0) points") a minute" } ?? "")"
-                : "a reward app"
-            if rule.blockingEnabled == true { what = "blocked" }
-            if rule.isEnabled == false { what += " (turned off)" }
+            let what = Self.ruleWords(rule.classification, rule.pointsPerMinute, blocked: rule.blockingEnabled, enabled: rule.isEnabled)
             return ("rule.save", rule.bundleId, change.created == true ? "added a rule: \(app) is \(what)" : "changed the rule for \(app): \(what)")
+        case RecordTypes.childAppRule:
+            guard let rule = change.record(ChildAppRule.self) else { return nil }
+            let name = try Alerts.name(EarnedTime.Child(family: change.family, child: rule.childRef.recordName), db)
+            let app = try Downtime.appNames(family: change.family, db)[rule.bundleId] ?? rule.bundleId
+            let what = Self.ruleWords(rule.classification, rule.pointsPerMinute, blocked: rule.blockingEnabled, enabled: rule.isEnabled)
+            return ("rule.save", rule.bundleId, "set \(name)'s own rule for \(app): \(what)")
         case RecordTypes.appConfiguration:
             guard let app = change.record(AppConfiguration.self) else { return nil }
             let device = app.deviceID.flatMap { id in try? DeviceEntry.filter(DeviceEntry.Columns.family == change.family && DeviceEntry.Columns.deviceId == id)
@@ -72,6 +74,16 @@ enum ChangeAudit {
         default:
             return nil
         }
+    }
+
+    /// "a learning app, 2 points a minute", "a reward app", "blocked", "… (turned off)".
+    private static func ruleWords(_ classification: String, _ pointsPerMinute: Int64?, blocked: Bool?, enabled: Bool?) -> String {
+        var what = classification == "learning"
+            ? "a learning app\(pointsPerMinute.map { ", \($0 == 1 ? "1 point" : "\($0) points") a minute" } ?? "")"
+            : "a reward app"
+        if blocked == true { what = "blocked" }
+        if enabled == false { what += " (turned off)" }
+        return what
     }
 
     /// ": a point buys 30 s (was 60 s), …" for the settings the aggregator keeps that this

@@ -107,11 +107,10 @@ enum Assets {
         .downtime .day { font-weight: normal; display: inline-flex; gap: .25rem; align-items: center; min-height: 44px; }
         .downtime .times { display: flex; flex-wrap: wrap; gap: .5rem 1rem; }
         .downtime .times label { font-weight: normal; display: inline-flex; gap: .4rem; align-items: center; }
-        .downtime summary { cursor: pointer; min-height: 44px; display: flex; align-items: center; color: var(--accent); }
+        .card summary { cursor: pointer; min-height: 44px; display: flex; align-items: center; color: var(--accent); }
         .windows { padding-left: 1.2rem; margin: .25rem 0 .5rem; }
         .chores .days, .downtime .days { display: flex; flex-wrap: wrap; gap: .2rem .6rem; }
         .chores .day { font-weight: normal; display: inline-flex; gap: .25rem; align-items: center; min-height: 44px; }
-        .chores summary { cursor: pointer; min-height: 44px; display: flex; align-items: center; color: var(--accent); }
         .chore-list { list-style: none; padding: 0; margin: 0 0 .5rem; }
         .chore-list li { display: flex; flex-wrap: wrap; gap: .25rem .75rem; align-items: center; padding: .4rem 0; border-top: 1px solid var(--line); }
         .chore-list li:first-child { border-top: none; }

@@ -381,6 +381,12 @@ struct Dashboard: Sendable {
             _ = try await device.call(AggregatorMethods.answerChore, AnswerChoreParams(completion: form["completion"] ?? "", approve: approve,
                                                                                        reason: reason.isEmpty ? nil : reason))
             done = approve ? "choreApproved" : "choreRejected"
+        case "rules":
+            try await device.saveChildRule(child, form: form)
+            done = "ruleSaved"
+        case "rule-reset":
+            try await device.resetChildRule(child, bundleId: form["bundleId"] ?? "")
+            done = "ruleReset"
         case "downtime":
             let windows = form["off"] == "1" ? [] : try BrowserDevice.windows(from: form)
             // One checkbox per app (`allow-<n>`, its value the app's id): those ticked.
@@ -598,7 +604,7 @@ struct ChildAction {
               parts[2].range(of: #"^[A-Za-z0-9_.-]{1,64}$"#, options: .regularExpression) != nil, parts[2] != ".", parts[2] != ".." else { return nil }
         self.child = String(parts[2])
         if parts.count == 4 {
-            guard ["time", "pause", "resume", "limits", "downtime", "chores", "chore-remove", "chore-answer", "resync", "redeem", "remove"].contains(parts[3]) else { return nil }
+            guard ["time", "pause", "resume", "limits", "downtime", "chores", "chore-remove", "chore-answer", "rules", "rule-reset", "resync", "redeem", "remove"].contains(parts[3]) else { return nil }
             self.action = String(parts[3])
         } else {
             self.action = nil
@@ -615,5 +621,6 @@ struct ChildAction {
         "redeemed": "Redeemed.", "downtime": "Downtime saved.", "downtimeOn": "Downtime saved: it is on now, and the devices are shielded.",
         "downtimeOff": "Downtime is off.", "choreAdded": "Chore added. The child's device has been told.", "choreRemoved": "Chore removed.",
         "choreApproved": "Approved: the points are added.", "choreRejected": "Sent back. The child's device has been told.",
+        "ruleSaved": "Rule saved: the child's devices get it in place of the family's.", "ruleReset": "The family's rule applies again.",
     ]
 }

@@ -97,6 +97,7 @@ extension BrowserDevice {
 
     func appRules(search: String, category: String) async throws(RPCError) -> [[String: Any]] {
         let rules = try await self.all(AppRule.self, zone: StoreNames.defaultZone)
+        let overrides = try await self.overridesByApp()
         return rules.compactMap { rule -> [String: Any]? in
             let fields = rule.fields
             let bundleId = fields.bundleId
@@ -110,6 +111,7 @@ extension BrowserDevice {
                 "pointsPerMinute": fields.pointsPerMinute ?? 1, "enabled": fields.isEnabled ?? true, "blocked": fields.blockingEnabled ?? false,
                 // The slider reaches 20, or further for a rule set higher elsewhere.
                 "pointsMax": max(20, fields.pointsPerMinute ?? 1),
+                "overrides": overrides[bundleId] ?? [], "hasOverrides": overrides[bundleId] != nil,
             ]
         }.sorted { ($0["name"] as! String).localizedCaseInsensitiveCompare($1["name"] as! String) == .orderedAscending }
     }

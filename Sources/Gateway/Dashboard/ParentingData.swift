@@ -90,6 +90,7 @@ extension BrowserDevice {
         ]
         page.merge(try await self.downtimeCard(id, clock, appNames: names)) { kept, _ in kept }
         page.merge(try await self.choresCard(id, clock)) { kept, _ in kept }
+        page.merge(try await self.childRulesCard(id, appNames: names)) { kept, _ in kept }
         return page
     }
 

@@ -267,6 +267,36 @@ enum Templates {
             </form>
           </details>
         </section>
+        <section class="card own-rules" aria-labelledby="rules-heading">
+          <h2 id="rules-heading">{{name}}'s own rules</h2>
+          {{^hasOwnRules}}<p class="empty" id="no-own-rules">{{name}} follows the family's rules for every app.</p>{{/hasOwnRules}}
+          {{#hasOwnRules}}
+          <ul class="chore-list" id="own-rules">{{#ownRules}}
+            <li><span><strong>{{name}}</strong>: {{words}} <span class="hint">(the family's: {{familyWords}})</span></span>
+              <form method="post" action="/children/{{childId}}/rule-reset" class="inline">
+                <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="bundleId" value="{{bundleId}}">
+                <button type="submit" class="link" aria-label="Use the family's rule for {{name}}">Use the family's</button>
+              </form>
+            </li>{{/ownRules}}
+          </ul>
+          {{/hasOwnRules}}
+          {{#hasRuleApps}}
+          <details>
+            <summary>Set a rule for {{name}} only</summary>
+            <form method="post" action="/children/{{id}}/rules" class="stack" id="own-rule-form">
+              <input type="hidden" name="csrf" value="{{csrf}}">
+              <label for="rule-app">App</label>
+              <select id="rule-app" name="bundleId">{{#ruleApps}}<option value="{{bundleId}}">{{name}}</option>{{/ruleApps}}</select>
+              <label for="rule-category">Category</label>
+              <select id="rule-category" name="category"><option value="reward">Reward</option><option value="learning">Learning</option></select>
+              <label for="rule-points">Points per minute <span class="hint">(learning apps)</span></label>
+              <input id="rule-points" name="pointsPerMinute" type="number" min="0" max="1000" inputmode="numeric">
+              <label class="check"><input id="rule-blocked" name="blocked" type="checkbox" value="true"> Blocked on {{name}}'s devices</label>
+              <button type="submit" id="save-own-rule">Save rule</button>
+            </form>
+          </details>
+          {{/hasRuleApps}}
+        </section>
         <section class="card" aria-labelledby="limits-heading">
           <h2 id="limits-heading">Limits</h2>
           <form method="post" action="/children/{{id}}/limits" class="stack" id="limits-form">
@@ -482,6 +512,7 @@ enum Templates {
             <label class="check"><input name="enabled" type="checkbox" value="true" {{#enabled}}checked{{/enabled}}> Counts</label>
             <label class="check"><input name="blocked" type="checkbox" value="true" {{#blocked}}checked{{/blocked}}> Blocked</label>
             <button type="submit">Save</button>
+            {{#hasOverrides}}<p class="overrides hint">Own rules: {{#overrides}}<a href="/children/{{child}}#rules-heading">{{childName}}</a>: {{words}}. {{/overrides}}The rest of the family follows this one.</p>{{/hasOverrides}}
           </form>
           {{/rules}}
         </section>

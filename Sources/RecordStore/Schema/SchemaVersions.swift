@@ -33,7 +33,7 @@ struct SchemaVersion: Sendable {
 
 /// Every schema version, oldest first. Add new versions at the end.
 enum SchemaHistory {
-    static let versions: [SchemaVersion] = [version1, version2, version3, version4, version5, version6, version7, version8, version9, version10]
+    static let versions: [SchemaVersion] = [version1, version2, version3, version4, version5, version6, version7, version8, version9, version10, version11]
 
     static var latest: Int { versions.last!.number }
 
@@ -276,5 +276,18 @@ enum SchemaHistory {
     static let version10 = SchemaVersion(number: 10, name: "downtime", steps: [
         .allowValues(recordType: RecordTypes.earnedTimeBalance, field: "shieldReason", values: ["downtime"]),
         .addField(recordType: RecordTypes.earnedTimeBalance, date("downtimeUntil")),
+    ])
+
+    /// Per-child rules: a child's own rule for an app, replacing the family's for its devices.
+    static let version11 = SchemaVersion(number: 11, name: "child-rules", steps: [
+        .addRecordType(RecordTypeDefinition(
+            name: RecordTypes.childAppRule,
+            summary: "One child's own rule for an app, replacing the family's AppRule for that child's devices: `rule-<childId>-<bundleId>` in the default zone.",
+            fields: [
+                reference("familyRef", required: true), reference("childRef", required: true, action: .deleteSelf),
+                string("bundleId", required: true, indexed: true), string("classification", required: true, allowed: categories),
+                int("pointsPerMinute", minimum: 0), bool("isEnabled"), bool("blockingEnabled"),
+            ],
+            unique: [["childRef", "bundleId"]])),
     ])
 }

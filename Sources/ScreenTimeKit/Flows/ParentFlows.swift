@@ -56,6 +56,27 @@ public struct ParentFlows: Sendable {
         return AppRuleUpdate(ruleName: ruleName, requestIds: ids)
     }
 
+    /// Saves one child's own rule for an app (queued, as ``setAppRule(_:)``): that child's
+    /// devices get it in place of the family's rule; ``resetChildAppRule(for:bundleId:)``
+    /// gives them the family's back.
+    public func setChildAppRule(for childId: String, _ rule: AppRuleChange) async throws(RPCError) -> AppRuleUpdate {
+        let identity = try self.me()
+        let name = ChildAppRule.recordName(child: childId, bundleId: rule.bundleId)
+        let own = ChildAppRule(familyRef: RecordReference(identity.family, zone: "default"), childRef: RecordReference("child-\(childId)", zone: "default"),
+                               bundleId: rule.bundleId, classification: rule.classification, pointsPerMinute: rule.pointsPerMinute,
+                               isEnabled: rule.isEnabled, blockingEnabled: rule.blockingEnabled)
+        let batch = ModifyParams(family: identity.family, zone: "default", saves: [try TypedRecord(own, recordName: name, zone: "default").save()],
+                                 savePolicy: .allKeys, atomic: true)
+        return AppRuleUpdate(ruleName: name, requestIds: try self.queue.enqueue([batch], label: "child-app-rule"))
+    }
+
+    /// Removes one child's own rule for an app (queued): the family's applies to it again.
+    public func resetChildAppRule(for childId: String, bundleId: String) throws(RPCError) -> [String] {
+        let identity = try self.me()
+        let batch = ModifyParams(family: identity.family, zone: "default", deletes: [RecordDelete(recordName: ChildAppRule.recordName(child: childId, bundleId: bundleId))])
+        return try self.queue.enqueue([batch], label: "child-app-rule")
+    }
+
     /// An app's rule's record name: one per app and family, the same from every client.
     public static func ruleName(_ bundleId: String) -> String { "app-\(bundleId)" }
 

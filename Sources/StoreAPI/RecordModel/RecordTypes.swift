@@ -18,12 +18,13 @@ public enum RecordTypes {
     public static let auditEntry = AuditEntry.recordType
     public static let pairingInvitation = PairingInvitation.recordType
     public static let timeRequest = TimeRequest.recordType
+    public static let childAppRule = ChildAppRule.recordType
 
     /// Every typed record type, in the schema's order.
     public static let types: [any RecordFields.Type] = [
         Family.self, ParentProfile.self, ChildContext.self, MonitoringSession.self, RegisteredDevice.self, AppRule.self, AppConfiguration.self,
         ShieldPolicy.self, ConfigurationCommand.self, UsageRecord.self, DailySummary.self, PointsLedgerEntry.self, EarnedTimeBalance.self,
-        AuditEntry.self, PairingInvitation.self, WeeklySummary.self, TimeRequest.self,
+        AuditEntry.self, PairingInvitation.self, WeeklySummary.self, TimeRequest.self, ChildAppRule.self,
     ]
 
     /// Every record type's name.

@@ -37,6 +37,42 @@ public struct AppRule: RecordFields {
     }
 }
 
+/// One child's own rule for an app, replacing the family's AppRule for that child's devices
+/// (schema v11): `rule-<childId>-<bundleId>` in `default`, unique per (childRef, bundleId).
+public struct ChildAppRule: RecordFields {
+    public static let recordType = "ChildAppRule"
+    public static let indexedFields: Set<CodingKeys> = [.familyRef, .childRef, .bundleId]
+    public static let uniqueFields: [[CodingKeys]] = [[.childRef, .bundleId]]
+    /// The fields' names: the wire's keys.
+    public enum CodingKeys: String, CodingKey, CaseIterable, Sendable {
+        case familyRef, childRef, bundleId, classification, pointsPerMinute, isEnabled, blockingEnabled
+    }
+
+    public var familyRef: RecordReference
+    /// The child (its ChildContext); the rule goes with it.
+    public var childRef: RecordReference
+    public var bundleId: String
+    /// `learning` or `reward`.
+    public var classification: String
+    public var pointsPerMinute: Int64?
+    public var isEnabled: Bool?
+    public var blockingEnabled: Bool?
+
+    public init(familyRef: RecordReference, childRef: RecordReference, bundleId: String, classification: String, pointsPerMinute: Int64? = nil,
+                isEnabled: Bool? = nil, blockingEnabled: Bool? = nil) {
+        self.familyRef = familyRef
+        self.childRef = childRef
+        self.bundleId = bundleId
+        self.classification = classification
+        self.pointsPerMinute = pointsPerMinute
+        self.isEnabled = isEnabled
+        self.blockingEnabled = blockingEnabled
+    }
+
+    /// The record's name: one per child and app.
+    public static func recordName(child childId: String, bundleId: String) -> String { "rule-\(childId)-\(bundleId)" }
+}
+
 /// A per-device app configuration (AppConfiguration).
 public struct AppConfiguration: RecordFields {
     public static let recordType = "AppConfiguration"

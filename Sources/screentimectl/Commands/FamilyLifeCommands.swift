@@ -8,9 +8,31 @@ import StoreAPI
 
 struct AppsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "apps", abstract: "The family's app rules (parent): category, points per minute, enabled, blocked.",
-        subcommands: [Set.self, List.self], defaultSubcommand: List.self
+        commandName: "apps", abstract: "The family's app rules (parent): category, points per minute, enabled, blocked; and one child's own.",
+        discussion: """
+            A rule for one child (--child) replaces the family's for that child's devices; `apps reset` gives the family's back.
+            Examples:
+              screentimectl apps set --profile mum com.google.ios.youtube --category reward
+              screentimectl apps set --profile mum com.google.ios.youtube --child leo --blocked true
+              screentimectl apps reset --profile mum com.google.ios.youtube --child leo
+            """,
+        subcommands: [Set.self, List.self, Reset.self], defaultSubcommand: List.self
     )
+
+    struct Reset: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove one child's own rule for an app: the family's applies to that child again.")
+        @OptionGroup var device: DeviceOptions
+        @Argument(help: "The app's bundle id.") var bundleId: String
+        @Option(help: "The child's id.") var child: String
+
+        func run() async throws {
+            try await Output.orExit {
+                let parent = try self.device.device(.parent)
+                let removed = try await parent.resetChildAppRule(child: self.child, self.bundleId)
+                print(removed ? "\(self.child) follows the family's rule for \(self.bundleId) again." : "\(self.child) had no rule of its own for \(self.bundleId).")
+            }
+        }
+    }
 
     struct Set: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -24,15 +46,22 @@ struct AppsCommand: AsyncParsableCommand {
         @Option(help: "Whether the app counts at all (true or false).") var enabled: Bool?
         @Option(help: "Whether the app is blocked on the child's devices (true or false).") var blocked: Bool?
         @Option(help: "A name to show.") var name: String?
+        @Option(help: "For this child only (its id): replaces the family's rule on its devices.") var child: String?
 
         func validate() throws {
             if let category = self.category, !["learning", "reward"].contains(category) { throw ValidationError("--category is learning or reward") }
             if let points = self.pointsPerMinute, points < 0 { throw ValidationError("--points-per-minute must not be negative") }
+            if self.child != nil && self.name != nil { throw ValidationError("--name is the family's: set it without --child") }
         }
 
         func run() async throws {
             try await Output.orExit {
                 let parent = try self.device.device(.parent)
+                if let child = self.child {
+                    try await parent.setChildAppRule(child: child, self.bundleId, category: self.category, pointsPerMinute: self.pointsPerMinute,
+                                                     enabled: self.enabled, blocked: self.blocked)
+                    return print("\(child)'s own rule for \(self.bundleId) saved; the server sends it to \(child)'s devices, in place of the family's.")
+                }
                 let told = try await parent.setAppRule(self.bundleId, category: self.category, pointsPerMinute: self.pointsPerMinute,
                                                        enabled: self.enabled, blocked: self.blocked, displayName: self.name)
                 let devices = told.map { $0.deviceName ?? $0.deviceId }.joined(separator: ", ")
@@ -43,17 +72,29 @@ struct AppsCommand: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the family's app rules.")
+        static let configuration = CommandConfiguration(abstract: "List the family's app rules, each child's own under the family's.")
+
+        static func childRow(_ rule: TypedRecord<ChildAppRule>) -> [String] {
+            let child = rule.fields.childRef.recordName.hasPrefix("child-") ? String(rule.fields.childRef.recordName.dropFirst(6)) : rule.fields.childRef.recordName
+            return ["  \(rule.fields.bundleId)", "\(child) only", rule.fields.classification, rule.fields.pointsPerMinute.map { String($0) } ?? "default",
+                    rule.fields.isEnabled.map { String($0) } ?? "true", rule.fields.blockingEnabled.map { String($0) } ?? "false"]
+        }
         @OptionGroup var device: DeviceOptions
 
         func run() async throws {
             try await Output.orExit {
                 let parent = try self.device.device(.parent)
                 let rules = try await parent.appRules()
-                print(Table.render(["APP", "CATEGORY", "POINTS/MIN", "ENABLED", "BLOCKED"], rules.map { rule in
-                    [rule.fields.bundleId, rule.fields.classification, rule.fields.pointsPerMinute.map { String($0) } ?? "default",
-                     rule.fields.isEnabled.map { String($0) } ?? "true", rule.fields.blockingEnabled.map { String($0) } ?? "false"]
-                }, rightAligned: [2]), terminator: "")
+                let own = try await parent.childAppRules()
+                // Each family rule, then the children's own under it ("emma only").
+                var rows: [[String]] = []
+                for rule in rules {
+                    rows.append([rule.fields.bundleId, "everyone", rule.fields.classification, rule.fields.pointsPerMinute.map { String($0) } ?? "default",
+                                 rule.fields.isEnabled.map { String($0) } ?? "true", rule.fields.blockingEnabled.map { String($0) } ?? "false"])
+                    rows += own.filter { $0.fields.bundleId == rule.fields.bundleId }.map(Self.childRow)
+                }
+                rows += own.filter { child in !rules.contains { $0.fields.bundleId == child.fields.bundleId } }.map(Self.childRow)
+                print(Table.render(["APP", "FOR", "CATEGORY", "POINTS/MIN", "ENABLED", "BLOCKED"], rows, rightAligned: [3]), terminator: "")
             }
         }
     }

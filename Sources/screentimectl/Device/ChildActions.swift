@@ -90,9 +90,16 @@ extension Device {
                 self.profile.shielded = snapshot.shield.shielded
                 let rules = snapshot.rules.map { rule in
                     "\(rule.bundleId) is \(Self.describe(Profile.AppRule(category: rule.classification, pointsPerMinute: rule.pointsPerMinute.map(Int.init), isEnabled: rule.isEnabled, blockingEnabled: rule.blockingEnabled)))"
+                        + (rule.childOverride == true ? " (this child's own rule)" : "")
                 }
-                done = "the family's rules applied (version \(snapshot.version)): " + (rules.isEmpty ? "no rule yet" : rules.joined(separator: "; "))
-                    + (snapshot.shield.shielded ? "; reward apps shielded (earned time used up)" : "; reward apps open")
+                let shield = switch snapshot.shield.reason {
+                case _ where !snapshot.shield.shielded: "reward apps open"
+                case "paused": "reward apps paused by a parent"
+                case "downtime": "reward apps shielded: downtime" + ((snapshot.shield.alwaysAllowed ?? []).isEmpty ? "" : " (always allowed: \((snapshot.shield.alwaysAllowed ?? []).joined(separator: ", ")))")
+                case "dailyCap": "reward apps shielded: today's cap is reached"
+                default: "reward apps shielded (earned time used up)"
+                }
+                done = "the family's rules applied (version \(snapshot.version)): " + (rules.isEmpty ? "no rule yet" : rules.joined(separator: "; ")) + "; " + shield
             } else {
                 failure = "the configuration's payload is not a configuration snapshot"
                 done = "could not apply: \(failure!)"

@@ -80,6 +80,38 @@ extension Device {
 
     static func ruleName(_ bundleId: String) -> String { "app-\(bundleId)" }
 
+    /// Saves one child's own rule for an app (what is not given: as the child's rule had it,
+    /// else as the family's); its devices get it in place of the family's.
+    func setChildAppRule(child: String, _ bundleId: String, category: String?, pointsPerMinute: Int?, enabled: Bool?, blocked: Bool?) async throws {
+        let name = ChildAppRule.recordName(child: child, bundleId: bundleId)
+        let found = try await self.store.call(StoreMethods.fetch, FetchParams(family: self.family, zone: StoreNames.defaultZone, recordNames: [name, Self.ruleName(bundleId)])).records
+        let own = found.first { $0.recordName == name }?.fields(as: ChildAppRule.self)
+        let family = found.first { $0.recordName == Self.ruleName(bundleId) }?.fields(as: AppRule.self)
+        guard let category = category ?? own?.classification ?? family?.classification else {
+            throw CLIError(.invalidInput, "\(bundleId) has no rule yet: give its --category (learning or reward)")
+        }
+        let rule = ChildAppRule(familyRef: .inDefaultZone(self.family), childRef: .inDefaultZone("child-\(child)"), bundleId: bundleId, classification: category,
+                                pointsPerMinute: (pointsPerMinute.map(Int64.init)) ?? own?.pointsPerMinute ?? family?.pointsPerMinute,
+                                isEnabled: enabled ?? own?.isEnabled ?? family?.isEnabled, blockingEnabled: blocked ?? own?.blockingEnabled ?? family?.blockingEnabled)
+        let saved = try await self.store.call(StoreMethods.modify, ModifyParams(
+            family: self.family, zone: StoreNames.defaultZone, saves: [try .record(rule, named: name)], savePolicy: .allKeys, atomic: true))
+        if let error = saved.saved.first?.error {
+            throw CLIError(.refused, error.code == .invalidParams && error.message.contains("childRef") ? "there is no child \(child) in this family" : error.message)
+        }
+    }
+
+    /// Removes one child's own rule for an app: the family's applies again. False when it had none.
+    func resetChildAppRule(child: String, _ bundleId: String) async throws -> Bool {
+        let result = try await self.store.call(StoreMethods.modify, ModifyParams(
+            family: self.family, zone: StoreNames.defaultZone, deletes: [RecordDelete(recordName: ChildAppRule.recordName(child: child, bundleId: bundleId))]))
+        return result.deleted.first?.error == nil
+    }
+
+    /// Every child's own rules.
+    func childAppRules() async throws -> [TypedRecord<ChildAppRule>] {
+        try await self.all(ChildAppRule.self, zone: StoreNames.defaultZone).sorted { $0.recordName < $1.recordName }
+    }
+
     /// The family's app rules.
     func appRules() async throws -> [TypedRecord<AppRule>] {
         try await self.all(AppRule.self, zone: StoreNames.defaultZone).sorted { $0.recordName < $1.recordName }

@@ -7,8 +7,8 @@ import TestSupport
 /// child's downtime set from its page (on now, so the devices are shielded at once), a
 /// schedule that overlaps itself refused in words, the same schedule read back by
 /// `screentimectl`, and turned off; chores added, done on the child's tablet, approved and
-/// sent back. Screenshots at 390 and 1280 px.
-@Suite("Dashboard: downtime and chores in a browser", .serialized, .timeLimit(.minutes(5)))
+/// sent back; a rule for one child only. Screenshots at 390 and 1280 px.
+@Suite("Dashboard: downtime, chores and a child's own rules in a browser", .serialized, .timeLimit(.minutes(5)))
 struct DashboardRhythmsTests {
     @Test("a parent sets downtime with an app always allowed on the child's page; it is on now and the reward apps are shielded; overlapping windows are refused in words; turned off again")
     func downtime() async throws {
@@ -122,6 +122,54 @@ extension DashboardRhythmsTests {
             #expect(lately.contains("Dad sent back Emma's “Dishes”: “the pans are still dirty”") && lately.contains("Sent back"), "\(lately)")
             let audit = try await family.must(["audit", "--profile", "mum"])
             #expect(audit.contains("Dad approved Emma's “Tidy your room”: +10 points") && audit.contains("Emma did “Tidy your room”: “even under the bed”"), "\(audit)")
+        }
+    }
+}
+
+extension DashboardRhythmsTests {
+    @Test("a parent blocks YouTube for Emma only on her page: the Apps page and screentimectl show whose rule applies, her tablet's configuration has it and the family's for the rest; using the family's rule again removes it")
+    func childRules() async throws {
+        try await inBrowser(failureShot: "child-rules-failure") { stack, browser, shots in
+            let family = try await FamilyOnCommandLine.make(stack)
+            _ = try await family.must(["apps", "set", "--profile", "mum", "com.google.ios.youtube", "--category", "reward", "--name", "YouTube"])
+            _ = try await family.must(["apps", "set", "--profile", "mum", "org.khanacademy", "--category", "learning", "--points-per-minute", "2", "--name", "Khan Academy"])
+            try await family.signInDad(browser)
+            try await browser.go(stack.url + "/children/emma")
+            try await browser.waitFor("the child's page", "h1") { $0 == "Emma" }
+            #expect(try await browser.text("#no-own-rules") == "Emma follows the family's rules for every app.")
+            try await browser.script("document.querySelector('.own-rules details').open = true")
+            try await browser.script("document.getElementById('rule-app').value = 'com.google.ios.youtube'")
+            try await browser.click("#rule-blocked")
+            try await browser.click("#save-own-rule")
+            try await browser.waitFor("the rule saved", "#notice") { $0.hasPrefix("Rule saved") }
+            let own = try await browser.text("#own-rules")
+            #expect(own.contains("YouTube: blocked (the family's: a reward app)"), "\(own)")
+            try await shots.take("child-own-rules", showing: ".own-rules")
+
+            // Whose rule applies, on the Apps page and on Mum's phone.
+            try await browser.go(stack.url + "/apps")
+            let overrides = try await browser.waitFor("the override under the family's rule", "form[data-app='com.google.ios.youtube'] .overrides") { !$0.isEmpty }
+            #expect(overrides == "Own rules: Emma: blocked. The rest of the family follows this one.", "\(overrides)")
+            try await shots.take("apps-overrides", showing: ".overrides")
+            let listed = try await family.must(["apps", "--profile", "mum"])
+            #expect(listed.contains("emma only") && listed.contains("everyone"), "\(listed)")
+            // Her tablet's configuration: YouTube blocked for her, Khan Academy as the family's.
+            try await eventually("the tablet's configuration with her own rule", timeout: .seconds(20)) { seen -> Void? in
+                let commands = try await family.must(["commands", "--profile", "emma-tablet"])
+                seen = commands
+                return commands.contains("applyConfiguration") ? () : nil
+            }
+            let applied = try await family.must(["commands", "apply", "--profile", "emma-tablet"])
+            #expect(applied.contains("com.google.ios.youtube is reward, blocked (this child's own rule)")
+                    && applied.contains("org.khanacademy is learning, 2 points/min;"), "\(applied)")
+
+            // Back to the family's rule, from her page.
+            try await browser.go(stack.url + "/children/emma")
+            try await browser.click("#own-rules button.link")
+            try await browser.waitFor("the family's rule again", "#notice") { $0 == "The family's rule applies again." }
+            #expect(try await browser.text("#no-own-rules") == "Emma follows the family's rules for every app.")
+            let audit = try await family.must(["audit", "--profile", "mum"])
+            #expect(audit.contains("Dad set Emma's own rule for YouTube: blocked"), "\(audit)")
         }
     }
 }
