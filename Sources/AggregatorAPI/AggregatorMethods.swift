@@ -71,6 +71,12 @@ public enum AggregatorMethods {
         callers: [.parent, .child],
         errors: [.unauthorized, .deviceRevoked, .forbidden, .invalidParams, .notFound])
 
+    // The weekly digest (DigestTypes.swift).
+    public static let digest = MethodSpec<DigestParams, WeeklyDigest>(
+        "aggregator.digest", summary: "Each child's week (learning and reward time, points earned and spent, requests, chores, top apps) beside the week before, as the weekly notification says it.",
+        callers: [.local, .parent],
+        errors: [.unauthorized, .deviceRevoked, .forbidden, .invalidParams, .notFound])
+
     // Chores (ChoreTypes.swift).
     public static let setChore = MethodSpec<SetChoreParams, ChoreInfo>(
         "aggregator.setChore", summary: "A parent adds a chore for a child (its points; once, every day, or on given weekdays), changes one, or removes it.",
@@ -267,5 +273,6 @@ extension AggregatorMethods {
         listChores,
         choreDone,
         answerChore,
+        digest,
     ])
 }

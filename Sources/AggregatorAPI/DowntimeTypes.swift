@@ -35,7 +35,8 @@ public struct DowntimeWindow: Codable, Sendable, Hashable {
     /// "HH:MM" as minutes after midnight; nil when malformed.
     public static func minutes(_ text: String) -> Int? {
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 2, parts[0].count == 2, parts[1].count == 2, let hour = Int(parts[0]), let minute = Int(parts[1]),
+        guard parts.count == 2, parts.allSatisfy({ $0.count == 2 && $0.unicodeScalars.allSatisfy { ("0"..."9").contains($0) } }),
+              let hour = Int(parts[0]), let minute = Int(parts[1]),
               (0...23).contains(hour), (0...59).contains(minute) else { return nil }
         return hour * 60 + minute
     }
@@ -115,9 +116,12 @@ public struct DowntimeSchedule: Codable, Sendable, Hashable {
     public var updatedAt: Date?
     /// The parent who set it, by name.
     public var updatedBy: String?
+    /// The family's time zone, in which the windows are read.
+    public var timeZone: String?
 
     public init(child: String, childName: String, windows: [DowntimeWindow], alwaysAllowed: [String], alwaysAllowedNames: [String], liftOnApproval: Bool,
-                active: Bool, activeUntil: Date?, nextStart: Date?, liftedUntil: Date?, updatedAt: Date?, updatedBy: String?) {
+                active: Bool, activeUntil: Date?, nextStart: Date?, liftedUntil: Date?, updatedAt: Date?, updatedBy: String?, timeZone: String? = nil) {
+        self.timeZone = timeZone
         self.child = child
         self.childName = childName
         self.windows = windows

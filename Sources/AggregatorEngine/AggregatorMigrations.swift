@@ -392,6 +392,7 @@ extension AggregatorDatabase {
                     chore TEXT NOT NULL,
                     child TEXT NOT NULL,
                     occurrence TEXT NOT NULL,
+                    points INTEGER NOT NULL,     -- the chore's when it was done: what an approval enters
                     device_id TEXT NOT NULL,
                     note TEXT,
                     status TEXT NOT NULL,        -- waiting, approved, rejected
@@ -404,6 +405,24 @@ extension AggregatorDatabase {
                 ) WITHOUT ROWID;
                 CREATE UNIQUE INDEX chore_completions_once ON chore_completions(family, chore, occurrence) WHERE status != 'rejected';
                 CREATE INDEX chore_completions_by_child ON chore_completions(family, child, done_ms);
+                """)
+        }
+        migrator.registerMigration("aggregator-v11-digest-and-removed-children") { db in
+            try db.execute(sql: """
+                -- the weekly digest: whether, on which day and at what time of the family's it is
+                -- sent, and the last day of the last week sent (so a week is sent once)
+                ALTER TABLE families ADD COLUMN digest_enabled INTEGER NOT NULL DEFAULT 1;
+                ALTER TABLE families ADD COLUMN digest_day TEXT NOT NULL DEFAULT 'sun';
+                ALTER TABLE families ADD COLUMN digest_time TEXT NOT NULL DEFAULT '18:00';
+                ALTER TABLE families ADD COLUMN digest_sent_through TEXT;
+                -- children removed from their family (their ChildContext deleted): no longer
+                -- named by parents' calls, listed or in a digest (a child paired again under the
+                -- same id is taken off)
+                CREATE TABLE removed_children (
+                    family TEXT NOT NULL,
+                    child TEXT NOT NULL,
+                    PRIMARY KEY (family, child)
+                ) WITHOUT ROWID;
                 """)
         }
         return migrator

@@ -132,6 +132,7 @@ extension ServiceSetup {
         methods.on(AggregatorMethods.listChores) { params, context in try await parenting.listChores(params, auth: context.auth) }
         methods.on(AggregatorMethods.choreDone) { params, context in try await parenting.choreDone(params, auth: context.auth) }
         methods.on(AggregatorMethods.answerChore) { params, context in try await parenting.answerChore(params, auth: context.auth) }
+        methods.on(AggregatorMethods.digest) { params, context in try await parenting.digest(params, auth: context.auth) }
 
         let background: [any Service] = [
             credentials,

@@ -118,21 +118,7 @@ extension AggregatorDatabase {
     /// devices (their RegisteredDevice), by id.
     func names(family: String) async throws -> (apps: [String: String], devices: [String: String]) {
         try await self.pool.read { db in
-            // By the app as sessions name it (their logical id): the family's rule names it by
-            // bundle id, a device's own rule by the logical id (that one wins).
-            var apps: [String: String] = [:]
-            for row in try Row.fetchAll(db, sql: """
-                SELECT DISTINCT s.app, r.display_name FROM sessions s
-                JOIN app_rules r ON r.family = s.family AND r.device_id = '' AND r.app = coalesce(s.bundle_id, s.app)
-                WHERE s.family = ? AND r.display_name IS NOT NULL
-                """, arguments: [family]) {
-                apps[row["app"]] = row["display_name"]
-            }
-            let rule = AppRuleEntry.Columns.self
-            for row in try Row.fetchAll(db, AppRuleEntry.select(rule.app, rule.displayName)
-                .filter(rule.family == family && rule.deviceId != "" && rule.displayName != nil)) {
-                apps[row[rule.app]] = row[rule.displayName]
-            }
+            let apps = try AppNames.of(family: family, db)
             var devices: [String: String] = [:]
             let device = DeviceEntry.Columns.self
             for row in try Row.fetchAll(db, DeviceEntry.paired(family).select(device.deviceId, device.deviceName).filter(device.deviceName != nil)) {
@@ -241,5 +227,27 @@ struct ConfigurationWriter: Sendable {
                                            isEnabled: rule.isEnabled, blockingEnabled: rule.blockingEnabled, displayName: rule.displayName)
             }
         }.sorted { $0.bundleId < $1.bundleId }
+    }
+}
+
+/// The names parents gave the family's apps, by the app as sessions name it (their logical
+/// id): the family's rule names it by bundle id, a device's own rule by the logical id (that
+/// one wins).
+enum AppNames {
+    static func of(family: String, _ db: Database) throws -> [String: String] {
+        var apps: [String: String] = [:]
+        for row in try Row.fetchAll(db, sql: """
+            SELECT DISTINCT s.app, r.display_name FROM sessions s
+            JOIN app_rules r ON r.family = s.family AND r.device_id = '' AND r.app = coalesce(s.bundle_id, s.app)
+            WHERE s.family = ? AND r.display_name IS NOT NULL
+            """, arguments: [family]) {
+            apps[row["app"]] = row["display_name"]
+        }
+        let rule = AppRuleEntry.Columns.self
+        for row in try Row.fetchAll(db, AppRuleEntry.select(rule.app, rule.displayName)
+            .filter(rule.family == family && rule.deviceId != "" && rule.displayName != nil)) {
+            apps[row[rule.app]] = row[rule.displayName]
+        }
+        return apps
     }
 }

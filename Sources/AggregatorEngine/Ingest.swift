@@ -1,3 +1,4 @@
+import AggregatorAPI
 import Foundation
 import DurableSQLite
 import GRDB
@@ -49,8 +50,9 @@ struct Ingest {
         var day: String
     }
 
-    /// Returns how many device-days and children were computed again, and families and
-    /// devices whose configuration is to be sent: what the write-back has to do.
+    /// Returns how many device-days and children were computed again, families and devices
+    /// whose configuration is to be sent, and audit entries queued: what the write-back has
+    /// to do.
     @discardableResult
     func apply(_ changes: [Change], _ db: Database) throws -> Int {
         var dirty = Set<DeviceDay>()
@@ -78,9 +80,10 @@ struct Ingest {
             seals[family] = seal
             return seal
         }
+        var audited = 0
         for change in changes {
             // Before the change is applied: its sentence says what it changed.
-            try ChangeAudit.note(change, db)
+            if try ChangeAudit.note(change, db) { audited += 1 }
             switch change.recordType {
             case RecordTypes.usageRecord:
                 dirty.formUnion(try self.applySession(change, days: calendar(change.family), seal: seal(change.family), db))
@@ -150,7 +153,8 @@ struct Ingest {
         try Alerts.checkRewardDays(childDays, db)
         let present = max(now, Millis.of(self.clock()))
         for child in children { try EarnedTime.computeBalance(child, now: present, db) }
-        return changed.count + children.count + configurations.count + activated
+        // An audit entry alone is something to write back too.
+        return changed.count + children.count + configurations.count + activated + audited
     }
 
     // MARK: Records
@@ -190,15 +194,19 @@ struct Ingest {
         let old = try Row.fetchOne(cached: db, sql: "SELECT time_zone, seconds_per_point FROM families WHERE family = ?", arguments: [change.family])
         try db.execute(cached: """
             INSERT INTO families(family, time_zone, seconds_per_point, alert_reward_minutes, alert_exhausted, alert_no_data_hours,
-                request_expiry_minutes, max_open_requests) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                request_expiry_minutes, max_open_requests, digest_enabled, digest_day, digest_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(family) DO UPDATE SET time_zone = excluded.time_zone, seconds_per_point = excluded.seconds_per_point,
                 alert_reward_minutes = excluded.alert_reward_minutes, alert_exhausted = excluded.alert_exhausted, alert_no_data_hours = excluded.alert_no_data_hours,
-                request_expiry_minutes = excluded.request_expiry_minutes, max_open_requests = excluded.max_open_requests
+                request_expiry_minutes = excluded.request_expiry_minutes, max_open_requests = excluded.max_open_requests,
+                digest_enabled = excluded.digest_enabled, digest_day = excluded.digest_day, digest_time = excluded.digest_time
             """, arguments: [change.family, zone, rate, family.alertRewardMinutesPerDay.map { min($0, 1440) }, family.alertOnBalanceExhausted ?? true,
                               family.alertNoDataHours.map { min($0, 24 * 366) },
                               // Bounded as the dashboard bounds them (a week, 100): a record's own
                               // value never overflows the times computed from it.
-                              min(max(1, family.requestExpiryMinutes ?? 120), 10_080), min(max(1, family.maxOpenRequests ?? 3), 100)])
+                              min(max(1, family.requestExpiryMinutes ?? 120), 10_080), min(max(1, family.maxOpenRequests ?? 3), 100),
+                              // A day or time that is none (a raw save) is the default's.
+                              family.digestEnabled ?? true, family.digestDay.flatMap { Weekday(rawValue: $0)?.rawValue } ?? "sun",
+                              family.digestTime.flatMap { DowntimeWindow.minutes($0) != nil ? $0 : nil } ?? "18:00"])
         if (old?["time_zone"] ?? "UTC") != zone { return .timeZone }
         return (old?["seconds_per_point"] ?? 60) != rate ? .rate : .nothing
     }

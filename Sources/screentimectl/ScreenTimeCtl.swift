@@ -41,7 +41,7 @@ struct ScreenTimeCtl: AsyncParsableCommand {
             FamilyCommand.self, ParentCommand.self, ChildCommand.self, DevicesCommand.self, DeviceCommand.self,
             AppsCommand.self, CommandsCommand.self, UsageCommand.self, WatchCommand.self,
             SummaryCommand.self, BalanceCommand.self, LedgerCommand.self, ReportCommand.self, DemoCommand.self,
-            AskCommand.self, RequestsCommand.self, GrantCommand.self, TakeAwayCommand.self, PauseCommand.self, ResumeCommand.self, AuditCommand.self, DowntimeCommand.self, ChoresCommand.self,
+            AskCommand.self, RequestsCommand.self, GrantCommand.self, TakeAwayCommand.self, PauseCommand.self, ResumeCommand.self, AuditCommand.self, DowntimeCommand.self, ChoresCommand.self, DigestCommand.self,
             BackupCommand.self, RecomputeCommand.self, GatewayCommand.self,
         ]
     )

@@ -126,6 +126,10 @@ struct ChoreTests {
             clock.set(paris.at("2026-11-24 00:30"))
             let tuesday = try await stack.asChild(AggregatorMethods.choreDone, ChoreDoneParams(chore: dishes.id))
             #expect(tuesday.occurrence == "2026-11-24")
+            // Its points are those of when it was done, whatever the chore says later.
+            _ = try await stack.asParent(AggregatorMethods.setChore, SetChoreParams(id: dishes.id, points: 50))
+            let approved = try await stack.answerChore(tuesday.id, token: stack.family.parentCredential.token).get()
+            #expect(approved.points == 5 && approved.sentence == "Mum approved Emma's “Dishes”: +5 points")
 
             let room = try await stack.asParent(AggregatorMethods.setChore, SetChoreParams(child: "emma", title: "Tidy your room", points: 10, repeat: .weekly, days: [.mon, .thu]))
             do throws(RPCError) {
@@ -140,10 +144,11 @@ struct ChoreTests {
             _ = try await stack.answerChore(fixed.id, token: stack.family.parentCredential.token).get()
             clock.set(paris.at("2026-11-30 09:00"))
             await expectError(.conflict) { _ = try await stack.asChild(AggregatorMethods.choreDone, ChoreDoneParams(chore: bike.id)) }
+            let waiting = try await stack.asChild(AggregatorMethods.choreDone, ChoreDoneParams(chore: dishes.id))
             let listed = try await stack.asChild(AggregatorMethods.listChores, ListChoresParams())
             #expect(listed.chores.first { $0.id == bike.id }?.dueToday == false && listed.chores.first { $0.id == bike.id }?.todayStatus == .approved)
-            #expect(listed.completions.first?.status == .waiting, "the one waiting for a parent on top")
-            try await stack.waitForBalance { $0?.fields["pointsBalance"] == 55 }
+            #expect(listed.completions.first?.id == waiting.id && listed.completions.first?.status == .waiting, "the one waiting for a parent on top")
+            try await stack.waitForBalance { $0?.fields["pointsBalance"] == 60 }
             await expectError(.notFound) { _ = try await stack.asChild(AggregatorMethods.choreDone, ChoreDoneParams(chore: "chore-nope")) }
         }
     }

@@ -234,11 +234,19 @@ struct DowntimeTests {
             clock.set(stack.at("2026-11-23 21:00:05"))
             try await stack.waitForBalance { $0?.fields["shieldReason"] == "downtime" }
 
+            // An approval near the window's end lifts it to that end only: the next night holds.
+            clock.set(stack.at("2026-11-24 06:50"))
+            let early = try await stack.asChild(AggregatorMethods.askForTime, AskForTimeParams(minutes: 60))
+            _ = try await stack.answer(early.id, approve: true, token: stack.family.parentCredential.token).get()
+            #expect(try await stack.schedule().liftedUntil == stack.at("2026-11-24 07:00"))
+            clock.set(stack.at("2026-11-24 20:00:05"))
+            try await stack.waitForBalance { $0?.fields["shieldReason"] == "downtime" }
+
             // Approvals that do not lift it: the time is there for the morning.
             _ = try await stack.asParent(AggregatorMethods.setSchedule, SetScheduleParams(child: "emma", windows: [Self.schoolNights], liftOnApproval: false))
             let second = try await stack.asChild(AggregatorMethods.askForTime, AskForTimeParams(minutes: 15))
             _ = try await stack.answer(second.id, approve: true, token: stack.family.parentCredential.token).get()
-            try await stack.waitForBalance { $0?.fields["balanceSeconds"] == 2700 }
+            try await stack.waitForBalance { $0?.fields["balanceSeconds"] == .int(2700 + 3600) }
             #expect(try await stack.balance()?.fields["shieldReason"] == "downtime")
             #expect(try await stack.schedule().liftedUntil == nil)
         }

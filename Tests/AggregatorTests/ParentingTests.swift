@@ -301,7 +301,7 @@ struct ParentingTests {
         }
     }
 
-    @Test("a child removed takes its open requests and its pause with it: nothing left to answer, nothing inherited by a child paired again under the same id")
+    @Test("a child removed takes its open requests and its pause with it: nothing left to answer or set, nothing listed, nothing inherited by a child paired again under the same id")
     func removedChild() async throws {
         try await AggregatorStack.inProcess { stack in
             try await stack.caughtUp()
@@ -311,8 +311,14 @@ struct ParentingTests {
             try await stack.caughtUp()
             #expect(try await stack.asParent(AggregatorMethods.listRequests, ListRequestsParams()).requests.isEmpty)
             await expectError(.notFound) { _ = try await stack.answer(request.id, approve: true, token: stack.family.parentCredential.token).get() }
+            // Nothing more can be set for a child who is gone, and nothing lists it.
+            await expectError(.notFound) { _ = try await stack.asParent(AggregatorMethods.setSchedule, SetScheduleParams(child: "emma", windows: [])) }
+            await expectError(.notFound) { _ = try await stack.asParent(AggregatorMethods.setChore, SetChoreParams(child: "emma", title: "Dishes", points: 5)) }
+            #expect(try await stack.asParent(AggregatorMethods.listSchedules, ListSchedulesParams()).schedules.isEmpty)
+            #expect(try await stack.asParent(AggregatorMethods.digest, DigestParams()).children.isEmpty)
             let again = try await stack.family.pairChild(stack.harness, child: "emma", device: "emma-new-ipad")
             try await stack.caughtUp()
+            #expect(try await stack.asParent(AggregatorMethods.listSchedules, ListSchedulesParams()).schedules.map(\.child) == ["emma"], "paired again: listed again")
             let time = try await stack.local.call(AggregatorMethods.askForTime, AskForTimeParams(minutes: 10), actingFor: Auth(token: again.token))
             #expect(!time.whilePaused, "the old pause went with the old child")
         }

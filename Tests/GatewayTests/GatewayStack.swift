@@ -44,6 +44,14 @@ final class GatewayStack: @unchecked Sendable {
         self.gatewayArguments = gatewayArguments
     }
 
+    /// What the aggregator logged so far.
+    var aggregatorLog: String {
+        switch self.services {
+        case .processes(_, let aggregator): aggregator.log
+        case .engines(_, let aggregator): aggregator.log
+        }
+    }
+
     /// Stops the aggregator (gracefully), as a service going down beside the gateway.
     func stopAggregator() async throws {
         switch self.services {

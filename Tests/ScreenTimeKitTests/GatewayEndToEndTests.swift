@@ -168,7 +168,7 @@ struct GatewayEndToEndTests {
         await gateway.stop()
     }
 
-    @Test("everyday parenting through the kit over TLS: the child asks, the parent hears and approves, the child hears the answer; a second answer is a conflict; a grant and a pause")
+    @Test("everyday parenting through the kit over TLS: the child asks, the parent hears and approves, the child hears the answer; a second answer is a conflict; a grant and a pause; downtime, a chore done and approved once, and the week's digest")
     func parentingThroughTheKit() async throws {
         let stack = try await KitStack.start(["store", "pairing", "push", "aggregator"])
         defer { stack.stopAll() }
@@ -209,6 +209,23 @@ struct GatewayEndToEndTests {
         let paused = try await parent.parent.pause("emma", minutes: 15)
         #expect(paused.shielded && paused.shieldReason == "paused")
         #expect(!(try await parent.parent.resume("emma")).shielded)
+
+        // The week's rhythms through the gateway: downtime, chores, the digest.
+        let nights = DowntimeWindow(days: [.sun, .mon, .tue, .wed, .thu], start: "20:00", end: "07:00")
+        let schedule = try await parent.parent.setSchedule("emma", windows: [nights], alwaysAllowed: ["com.apple.Maps"])
+        #expect(schedule.windows == [nights] && schedule.updatedBy != nil)
+        #expect(try await child.child.downtime()?.windows == [nights])
+        let chore = try await parent.parent.setChore(SetChoreParams(child: "emma", title: "Dishes", points: 5))
+        let done = try await child.child.choreDone(chore.id, note: "all of them")
+        try await waitUntil("the parent hears the chore done", timeout: .seconds(30)) { parentHears.all.contains { $0.fields?["event"] == "choreDone" } }
+        #expect(try await parent.parent.answerChore(done.id, approve: true).status == .approved)
+        let twice = await #expect(throws: RPCError.self) { _ = try await parent.parent.answerChore(done.id, approve: true) }
+        #expect(twice?.code == .conflict)
+        #expect(try await child.child.chores().chores.first?.todayStatus == .approved)
+        let refused = await #expect(throws: RPCError.self) { _ = try await child.child.choreDone(chore.id) }
+        #expect(refused?.code == .conflict, "done once today")
+        let digest = try await parent.parent.digest()
+        #expect(digest.children.first?.choresDone == 1 && digest.children.first?.requestsAsked == 1, "\(digest)")
     }
 
     @Test("a device removed from the family: its kit enters `revoked` once, makes no more connections, fails calls at once with device_revoked and keeps its queue unsent; the gateway's log names the device")

@@ -13,15 +13,18 @@ import StoreAPI
 /// from the store's history) writes the same entry again, not a second one. Pairing's own
 /// actions are audited by the pairing service; the aggregator's methods audit themselves.
 enum ChangeAudit {
-    static func note(_ change: Ingest.Change, _ db: Database) throws {
+    /// Returns whether an entry was queued (the write-back has something to send).
+    @discardableResult
+    static func note(_ change: Ingest.Change, _ db: Database) throws -> Bool {
         guard let seq = change.seq, !change.deleted, let by = change.by, by.hasPrefix("device:"), change.zone == StoreNames.defaultZone
-            || change.recordType == RecordTypes.appConfiguration else { return }
+            || change.recordType == RecordTypes.appConfiguration else { return false }
         let deviceId = String(by.dropFirst("device:".count))
-        guard let (action, target, words) = try Self.sentence(change, db) else { return }
+        guard let (action, target, words) = try Self.sentence(change, db) else { return false }
         let actor = Actor(kind: .parent, deviceId: deviceId, name: try ParentNames.name(family: change.family, deviceId: deviceId, db) ?? "")
         try FamilyLog.audit(family: change.family, actor: actor, action: action, target: target, words: words,
                             metadata: ["recordType": .string(change.recordType), "recordName": .string(change.recordName)],
                             at: Millis.of(change.at ?? Date()), named: "audit-change-\(seq)", db)
+        return true
     }
 
     /// The entry's action, target and words; nil for what is not a parent's action.
@@ -101,6 +104,11 @@ enum ChangeAudit {
         note("alert_no_data_hours", family.alertNoDataHours) { "an alert when a device is silent for \($0) h" }
         note("request_expiry_minutes", family.requestExpiryMinutes) { "requests for more time wait \(TimeRequestInfo.minutesWords($0))" }
         note("max_open_requests", family.maxOpenRequests) { "a child may have \($0) requests open" }
+        note("digest_enabled", family.digestEnabled) { $0 ? "a weekly digest for the parents" : "no weekly digest" }
+        if family.digestEnabled != false, family.digestDay != old["digest_day"] || family.digestTime != old["digest_time"],
+           let day = family.digestDay.flatMap(Weekday.init(rawValue:)), let time = family.digestTime {
+            parts.append("the weekly digest on \(day.name)s at \(time)")
+        }
         return parts.isEmpty ? "" : ": " + parts.joined(separator: ", ")
     }
 }

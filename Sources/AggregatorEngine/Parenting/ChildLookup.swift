@@ -14,7 +14,7 @@ enum ChildLookup {
         let child = EarnedTime.Child(family: family, child: ParentingNames.childRecord(childId))
         let known = try DeviceEntry.filter(DeviceEntry.Columns.family == family && DeviceEntry.Columns.childRef == child.child).fetchCount(db) > 0
             || ChildEntry.row(child).fetchCount(db) > 0
-        guard known else {
+        guard known, try !Self.removed(child, db) else {
             throw RPCError(.notFound, "no child \(childId) in this family: use the child's id as paired (screentimectl children lists them)")
         }
         return child
@@ -31,11 +31,17 @@ enum ChildLookup {
         return EarnedTime.Child(family: family, child: record)
     }
 
-    /// The family's children: those with a device or a balance, by id.
+    /// The family's children: those with a device or a balance, and not removed, by id.
     static func children(of family: String, _ db: Database) throws -> [EarnedTime.Child] {
         try String.fetchAll(db, sql: """
-            SELECT child_ref FROM devices WHERE family = ? AND child_ref IS NOT NULL UNION SELECT child FROM children WHERE family = ? ORDER BY 1
-            """, arguments: [family, family]).map { EarnedTime.Child(family: family, child: $0) }
+            SELECT child_ref FROM devices WHERE family = ? AND child_ref IS NOT NULL UNION SELECT child FROM children WHERE family = ?
+            EXCEPT SELECT child FROM removed_children WHERE family = ? ORDER BY 1
+            """, arguments: [family, family, family]).map { EarnedTime.Child(family: family, child: $0) }
+    }
+
+    /// Whether the child was removed from its family (its ChildContext deleted).
+    static func removed(_ child: EarnedTime.Child, _ db: Database) throws -> Bool {
+        try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM removed_children WHERE family = ? AND child = ?)", arguments: [child.family, child.child]) ?? false
     }
 
     /// `child-emma` → `emma`.

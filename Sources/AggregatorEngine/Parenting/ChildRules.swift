@@ -15,15 +15,19 @@ enum ChildRules {
         guard change.zone == StoreNames.defaultZone else { return nil }
         let child = EarnedTime.Child(family: change.family, child: change.recordName)
         guard !change.deleted, let context = change.record(ChildContext.self) else {
-            // The child is removed: its rules, downtime, chores, pause and requests go with it (a child paired
-            // again under the same id starts afresh).
+            // The child is removed: its rules, downtime, chores, pause and requests go with
+            // it (a child paired again under the same id starts afresh).
             try ChildRuleRow.filter(key: ["family": child.family, "child": child.child]).deleteAll(db)
             try DowntimeRow.of(child).deleteAll(db)
             try Chores.forget(child, db)
+            if change.deleted {
+                try db.execute(sql: "INSERT OR IGNORE INTO removed_children(family, child) VALUES (?, ?)", arguments: [child.family, child.child])
+            }
             try PauseRow.filter(PauseRow.Columns.family == child.family && PauseRow.Columns.child == child.child).deleteAll(db)
             try TimeRequestRow.filter(TimeRequestRow.Columns.family == child.family && TimeRequestRow.Columns.child == child.child).deleteAll(db)
             return change.deleted ? nil : child
         }
+        try db.execute(sql: "DELETE FROM removed_children WHERE family = ? AND child = ?", arguments: [child.family, child.child])
         var row = try ChildRuleRow.filter(key: ["family": child.family, "child": child.child]).fetchOne(db)
             ?? ChildRuleRow(family: child.family, child: child.child, dailyCapMinutes: nil, weeklyExpiry: false, expiredThrough: nil)
         let before = row

@@ -105,7 +105,7 @@ enum Chores {
             throw RPCError(.conflict, message, data: try JSONValue(encoding: try Self.completion(counted, db)))
         }
         let row = CompletionRow(family: child.family, id: "done-\(FamilyLog.randomHex().prefix(8))", chore: chore.id, child: child.child, occurrence: occurrence,
-                                deviceId: device.deviceId, note: params.note, status: ChoreStatus.waiting.rawValue, doneMillis: now)
+                                points: chore.points, deviceId: device.deviceId, note: params.note, status: ChoreStatus.waiting.rawValue, doneMillis: now)
         try row.insert(db)
         let completion = try Self.completion(row, db)
         try FamilyLog.audit(family: child.family, actor: device, action: "chore.done", target: completion.child,
@@ -139,16 +139,16 @@ enum Chores {
         let child = EarnedTime.Child(family: family, child: row.child)
         if params.approve {
             // Named by the completion: whatever happens, one completion is one entry.
-            try Ledger.enter(child, type: "adjustment", points: chore.points, reason: "Chore: \(chore.title) (approved by \(parent.name))",
+            try Ledger.enter(child, type: "adjustment", points: row.points, reason: "Chore: \(chore.title) (approved by \(parent.name))",
                              name: "chore-\(row.id)", by: parent, now: now, db)
             try EarnedTime.computeBalance(child, now: now, db)
         }
         let completion = try Self.completion(row, db)
         try FamilyLog.audit(family: family, actor: parent, action: params.approve ? "chore.approve" : "chore.reject", target: completion.child,
-                            words: params.approve ? "approved \(completion.childName)'s “\(chore.title)”: +\(chore.points) points"
+                            words: params.approve ? "approved \(completion.childName)'s “\(chore.title)”: +\(row.points) points"
                                                   : "sent back \(completion.childName)'s “\(chore.title)”\(params.reason.map { ": “\($0)”" } ?? "")",
                             metadata: Self.metadata(completion), at: now, db)
-        let title = params.approve ? "\(parent.name) approved “\(chore.title)”: +\(chore.points) points" : "\(parent.name) sent back “\(chore.title)”"
+        let title = params.approve ? "\(parent.name) approved “\(chore.title)”: +\(row.points) points" : "\(parent.name) sent back “\(chore.title)”"
         try FamilyLog.notifyChild(family: family, deviceId: row.deviceId, title: title, body: params.reason.map { "“\($0)”" },
                                   data: Self.data(completion, event: "choreAnswered"), collapseKey: "chore:\(row.id)", db)
         try FamilyLog.notifyParents(family: family, alert: nil, data: Self.data(completion, event: "choreAnswered"), collapseKey: "chore:\(row.id)", db)
@@ -181,7 +181,7 @@ enum Chores {
         let chore = try ChoreRow.filter(key: ["family": row.family, "id": row.chore]).fetchOne(db)
         let child = EarnedTime.Child(family: row.family, child: row.child)
         return ChoreCompletion(id: row.id, chore: row.chore, title: chore?.title ?? row.chore, child: ChildLookup.id(child), childName: try Alerts.name(child, db),
-                               points: chore?.points ?? 0, occurrence: row.occurrence, note: row.note, status: ChoreStatus(rawValue: row.status) ?? .waiting,
+                               points: row.points, occurrence: row.occurrence, note: row.note, status: ChoreStatus(rawValue: row.status) ?? .waiting,
                                doneAt: Millis.date(row.doneMillis), deviceId: row.deviceId, answeredAt: row.answeredMillis.map(Millis.date),
                                answeredBy: row.answeredByName, reason: row.reason)
     }
@@ -260,6 +260,8 @@ struct CompletionRow: Codable, Sendable, FetchableRecord, PersistableRecord {
     var chore: String
     var child: String
     var occurrence: String
+    /// The chore's points when it was done (a later change of the chore does not change it).
+    var points: Int64
     var deviceId: String
     var note: String?
     var status: String
@@ -270,7 +272,7 @@ struct CompletionRow: Codable, Sendable, FetchableRecord, PersistableRecord {
     var reason: String?
 
     enum CodingKeys: String, CodingKey {
-        case family, id, chore, child, occurrence, note, status, reason
+        case family, id, chore, child, occurrence, points, note, status, reason
         case deviceId = "device_id", doneMillis = "done_ms", answeredMillis = "answered_ms", answeredBy = "answered_by", answeredByName = "answered_by_name"
     }
 }

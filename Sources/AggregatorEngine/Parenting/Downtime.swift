@@ -126,7 +126,9 @@ enum Downtime {
         var seen = Set<String>()
         let allowed = (params.alwaysAllowed ?? before?.allowed ?? []).filter { seen.insert($0).inserted }
         let row = DowntimeRow(family: family, child: child.child, windows: try Self.json(params.windows), alwaysAllowed: try Self.json(allowed),
-                              liftOnApproval: params.liftOnApproval ?? before?.liftOnApproval ?? true, liftedUntilMillis: nil,
+                              liftOnApproval: params.liftOnApproval ?? before?.liftOnApproval ?? true,
+                              // A lift on now stays (an edit of the apps allowed does not end it).
+                              liftedUntilMillis: before?.liftedUntilMillis.flatMap { $0 > now ? $0 : nil },
                               toldOn: before?.toldOn ?? false, updatedMillis: now, updatedByName: parent.name)
         try row.save(db)
         try EarnedTime.computeBalance(child, now: now, db)
@@ -156,13 +158,14 @@ enum Downtime {
 
     static func info(_ row: DowntimeRow, now: Int64, _ db: Database) throws -> DowntimeSchedule {
         let child = EarnedTime.Child(family: row.family, child: row.child)
-        let state = Self.state(row, now: now, days: try Ingest.localDays(of: row.family, db))
+        let days = try Ingest.localDays(of: row.family, db)
+        let state = Self.state(row, now: now, days: days)
         let names = try Self.appNames(family: row.family, db)
         return DowntimeSchedule(
             child: ChildLookup.id(child), childName: try Alerts.name(child, db), windows: row.decodedWindows, alwaysAllowed: row.allowed,
             alwaysAllowedNames: row.allowed.map { names[$0] ?? $0 }, liftOnApproval: row.liftOnApproval, active: state.on,
             activeUntil: state.until.map(Millis.date), nextStart: state.nextStart.map(Millis.date), liftedUntil: state.liftedUntil.map(Millis.date),
-            updatedAt: row.updatedMillis.map(Millis.date), updatedBy: row.updatedByName)
+            updatedAt: row.updatedMillis.map(Millis.date), updatedBy: row.updatedByName, timeZone: days.timeZone.identifier)
     }
 
     /// The family's apps by bundle id, named as its rules name them.
@@ -177,12 +180,14 @@ enum Downtime {
 
     // MARK: The family's clock
 
-    /// An approval of more time during downtime lifts it for the minutes approved, when the
-    /// schedule says so. Returns until when.
+    /// An approval of more time during downtime lifts it for the minutes approved (never
+    /// past the end of this stretch of downtime), when the schedule says so. Returns until when.
     static func lift(_ child: EarnedTime.Child, minutes: Int64, now: Int64, _ db: Database) throws -> Int64? {
-        guard var row = try DowntimeRow.of(child).fetchOne(db), row.liftOnApproval,
-              Self.state(row, now: now, days: try Ingest.localDays(of: child.family, db)).on else { return nil }
-        row.liftedUntilMillis = now + minutes * 60_000
+        guard var row = try DowntimeRow.of(child).fetchOne(db), row.liftOnApproval else { return nil }
+        let state = Self.state(row, now: now, days: try Ingest.localDays(of: child.family, db))
+        guard state.on, let end = state.until else { return nil }
+        // Never past this stretch of downtime: the next one holds as set.
+        row.liftedUntilMillis = min(now + minutes * 60_000, end)
         try row.update(db)
         return row.liftedUntilMillis
     }

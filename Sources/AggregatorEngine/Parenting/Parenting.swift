@@ -8,6 +8,7 @@ import RPCClient
 import RPCCore
 import ServiceKit
 import StoreAPI
+import UsageModel
 
 /// The everyday parenting methods: who calls, what the parameters may be, and one
 /// transaction of the aggregator's database for each action (TimeRequests, Grants, Pauses),
@@ -212,6 +213,31 @@ struct Parenting: Sendable {
             "completion": "\(completion.id)", "points": "\(completion.status == .approved ? completion.points : 0)",
         ])
         return completion
+    }
+
+    func digest(_ params: DigestParams, auth: Auth?) async throws -> WeeklyDigest {
+        let family: String
+        if let auth {
+            family = try await CallerIdentity.parentFamily(auth, credentials: self.credentials, for: "aggregator.digest")
+            guard params.family == nil || params.family == family else { throw RPCError(.forbidden, "a parent reads their own family's digest only") }
+        } else {
+            guard let given = params.family else { throw RPCError.invalidParams("params.family", "is required for a local caller") }
+            family = given
+        }
+        if let through = params.through, LocalDays.parse(through) == nil {
+            throw RPCError.invalidParams("params.through", "must be a date written YYYY-MM-DD, such as 2026-11-29")
+        }
+        let now = Millis.of(self.clock())
+        return try await self.database.pool.read { db in
+            guard let settings = try Digests.Settings.all(db).first(where: { $0.family == family }) else {
+                throw RPCError(.notFound, "the aggregator knows no family \(family)")
+            }
+            let today = settings.days.day(containing: Millis.date(now))
+            guard let through = params.through ?? settings.digestDay(onOrAfter: today) else {
+                throw RPCError.invalidParams("params.through", "must be a date written YYYY-MM-DD, such as 2026-11-29")
+            }
+            return try Digests.build(family: family, through: through, settings.days, db)
+        }
     }
 
     // MARK: Callers and checks

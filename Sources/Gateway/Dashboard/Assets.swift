@@ -109,6 +109,8 @@ enum Assets {
         .downtime .times label { font-weight: normal; display: inline-flex; gap: .4rem; align-items: center; }
         .card summary { cursor: pointer; min-height: 44px; display: flex; align-items: center; color: var(--accent); }
         .windows { padding-left: 1.2rem; margin: .25rem 0 .5rem; }
+        .digest .figures dd.hint { font-size: .85rem; font-weight: normal; }
+        .digest .figures dd.small { font-size: 1rem; }
         .chores .days, .downtime .days { display: flex; flex-wrap: wrap; gap: .2rem .6rem; }
         .chores .day { font-weight: normal; display: inline-flex; gap: .25rem; align-items: center; min-height: 44px; }
         .chore-list { list-style: none; padding: 0; margin: 0 0 .5rem; }

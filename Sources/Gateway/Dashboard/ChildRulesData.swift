@@ -9,7 +9,7 @@ extension BrowserDevice {
     /// "a learning app, 2 points a minute", "a reward app", "blocked", "… (does not count)".
     static func ruleWords(_ classification: String, pointsPerMinute: Int64?, enabled: Bool?, blocked: Bool?) -> String {
         var words = classification == "learning"
-            ? "a learning app, \(pointsPerMinute ?? 1 == 1 ? "1 point" : "\(pointsPerMinute ?? 1) points") a minute"
+            ? "a learning app" + (pointsPerMinute.map { ", \($0 == 1 ? "1 point" : "\($0) points") a minute" } ?? "")
             : "a reward app"
         if blocked == true { words = "blocked" }
         if enabled == false { words += " (does not count)" }
@@ -55,8 +55,10 @@ extension BrowserDevice {
 
     /// Removes the child's own rule for an app: the family's applies again.
     func resetChildRule(_ id: String, bundleId: String) async throws(RPCError) {
-        _ = try await self.call(StoreMethods.modify, ModifyParams(family: self.family, zone: StoreNames.defaultZone,
-                                                                  deletes: [RecordDelete(recordName: ChildAppRule.recordName(child: id, bundleId: bundleId))]))
+        let result = try await self.call(StoreMethods.modify, ModifyParams(family: self.family, zone: StoreNames.defaultZone,
+                                                                           deletes: [RecordDelete(recordName: ChildAppRule.recordName(child: id, bundleId: bundleId))]))
+        // Already gone (another parent, another tab): the family's rule applies, as asked.
+        if let error = result.deleted.first?.error, error.code != .notFound { throw RPCError(error.code, error.message) }
     }
 
     /// The Apps page: each app's overrides by child, "Leo: blocked".

@@ -80,7 +80,7 @@ struct Dashboard: Sendable {
             break
         }
         let known: Set<String> = ["/", "/signout", "/devices", "/devices/pair", "/devices/revoke", "/devices/invite-parent", "/apps", "/reports", "/reports.csv",
-                                  "/activity", "/settings", "/requests/answer"]
+                                  "/activity", "/settings", "/requests/answer", "/digest"]
         guard known.contains(path) || path.hasPrefix("/devices/pair/") || ChildAction(path) != nil else {
             return WebResponse.wantsHTML(request.headers)
                 ? self.page(.notFound, "message", title: "Not found", session: nil, data: ["heading": "Nothing here", "kind": "error", "text": "There is no page at this address.", "back": "/", "backLabel": "Go to the overview"])
@@ -119,6 +119,7 @@ struct Dashboard: Sendable {
             case "/devices": return try await self.devicesPage(session, fragment: fragment, query: query, headers: request.headers)
             case "/apps": return try await self.appsPage(session, fragment: fragment, query: query)
             case "/reports": return try await self.reportsPage(session, query: query)
+            case "/digest": return try await self.digestPage(session, query: query)
             case "/reports.csv": return try await self.csv(session, query: query)
             case "/activity": return try await self.activityPage(session, fragment: fragment)
             case "/settings": return try await self.settingsPage(session, query: query)
@@ -278,7 +279,8 @@ struct Dashboard: Sendable {
                 try await device.saveSettings(timeZone: (form["timeZone"] ?? "").trimmingCharacters(in: .whitespaces),
                                               rewardMinutes: try number("rewardMinutes", 1...1440), balanceExhausted: form["balanceExhausted"] == "true",
                                               noDataHours: try number("noDataHours", 1...720), requestExpiryMinutes: try number("requestExpiryMinutes", 5...1440),
-                                              maxOpenRequests: try number("maxOpenRequests", 1...20))
+                                              maxOpenRequests: try number("maxOpenRequests", 1...20),
+                                              digest: (form["digestEnabled"] == "true", form["digestDay"] ?? "sun", form["digestTime"] ?? "18:00"))
                 return WebResponse.redirect("/settings?saved=1")
             case "/requests/answer":
                 return try await self.answer(form, device: device)
@@ -535,6 +537,35 @@ struct Dashboard: Sendable {
         return self.page(.ok, "activity", title: "Activity", session: session, clock: clock, data: ["live": live, "navActivity": true])
     }
 
+    /// The week's digest, as the parents' weekly notification says it, with the week before.
+    func digestPage(_ session: Session, query: [String: String]) async throws(RPCError) -> Response {
+        let clock = try await session.device.clock()
+        let through = query["through"].flatMap { $0.isEmpty ? nil : $0 }
+        let digest = try await session.device.call(AggregatorMethods.digest, DigestParams(through: through))
+        let next = FamilyClock.day(digest.to, plus: 7)
+        let data: [String: Any] = [
+            "title": digest.title, "from": digest.from, "to": digest.to, "navReports": true,
+            "previous": FamilyClock.day(digest.to, plus: -7), "next": next, "hasNext": next <= FamilyClock.day(clock.today, plus: 6),
+            "children": digest.children.map { week -> [String: Any] in
+                func change(_ figure: DigestFigure, time: Bool) -> String {
+                    let amount = time ? TimeRequestInfo.minutesWords(abs(figure.change) / 60) : "\(abs(figure.change))"
+                    return figure.change == 0 ? "as the week before" : "\(figure.change > 0 ? "+" : "−")\(amount) on the week before"
+                }
+                return [
+                    "child": week.child, "name": week.childName, "sentence": week.sentence,
+                    "learning": FamilyClock.duration(week.learningSeconds.value), "learningChange": change(week.learningSeconds, time: true),
+                    "reward": FamilyClock.duration(week.rewardSeconds.value), "rewardChange": change(week.rewardSeconds, time: true),
+                    "earned": week.pointsEarned.value, "earnedChange": change(week.pointsEarned, time: false),
+                    "spent": week.pointsSpent.value, "requests": "\(week.requestsAsked) asked, \(week.requestsApproved) approved, \(week.requestsDenied) denied",
+                    "chores": week.choresDone, "topApps": week.topApps.map { ["name": $0.name, "time": FamilyClock.duration($0.seconds)] },
+                    "hasTopApps": !week.topApps.isEmpty,
+                ]
+            },
+            "hasChildren": !digest.children.isEmpty,
+        ]
+        return self.page(.ok, "digest", title: "The week", session: session, clock: clock, data: data)
+    }
+
     func settingsPage(_ session: Session, query: [String: String]) async throws(RPCError) -> Response {
         let family = try await session.device.settings()
         let clock = FamilyClock(timeZone: family?.timeZone)
@@ -544,6 +575,8 @@ struct Dashboard: Sendable {
             "noDataHours": family?.alertNoDataHours.map { "\($0)" } ?? "",
             "balanceExhausted": family?.alertOnBalanceExhausted ?? true, "navSettings": true,
             "requestExpiryMinutes": "\(family?.requestExpiryMinutes ?? 120)", "maxOpenRequests": "\(family?.maxOpenRequests ?? 3)",
+            "digestEnabled": family?.digestEnabled ?? true, "digestTime": family?.digestTime ?? "18:00",
+            "digestDays": Weekday.allCases.map { ["day": $0.rawValue, "name": $0.name, "selected": $0.rawValue == (family?.digestDay ?? "sun")] },
         ]
         if query["saved"] != nil { data["notice"] = "Saved. Days are counted in \(clock.timeZoneName) from now on (the days held in detail are counted again)." }
         return self.page(.ok, "settings", title: "Settings", session: session, clock: clock, data: data)

@@ -25,6 +25,17 @@ struct FamilyClock: Sendable {
         self.day(self.calendar.date(byAdding: .day, value: -daysAgo, to: self.now) ?? self.now)
     }
 
+    /// `YYYY-MM-DD` moved by whole days (calendar days: no time zone involved).
+    static func day(_ day: String, plus days: Int) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let parts = day.split(separator: "-").compactMap { Int($0) }
+        guard parts.count == 3, let date = calendar.date(from: DateComponents(year: parts[0], month: parts[1], day: parts[2], hour: 12)),
+              let moved = calendar.date(byAdding: .day, value: days, to: date) else { return day }
+        let out = calendar.dateComponents([.year, .month, .day], from: moved)
+        return String(format: "%04d-%02d-%02d", out.year ?? 0, out.month ?? 0, out.day ?? 0)
+    }
+
     var calendar: Calendar {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = self.timeZone

@@ -237,15 +237,25 @@ extension BrowserDevice {
     /// Saves the family's time zone, alert thresholds and request settings (only these fields
     /// of the Family record: the aggregator re-counts the days it holds in detail in a new zone).
     func saveSettings(timeZone: String, rewardMinutes: Int?, balanceExhausted: Bool, noDataHours: Int?, requestExpiryMinutes: Int? = nil,
-                      maxOpenRequests: Int? = nil) async throws(RPCError) {
+                      maxOpenRequests: Int? = nil, digest: (enabled: Bool, day: String, time: String)? = nil) async throws(RPCError) {
         guard TimeZone(identifier: timeZone) != nil else { throw RPCError.invalidParams("timeZone", "is not an IANA time zone, such as Europe/Paris") }
+        if let digest {
+            guard Weekday(rawValue: digest.day) != nil else { throw RPCError.invalidParams("digestDay", "is a day of the week") }
+            guard DowntimeWindow.minutes(digest.time) != nil else { throw RPCError.invalidParams("digestTime", "is a time of day such as 18:00") }
+        }
         // A threshold left empty is cleared (null), not kept.
-        let settings: RecordSave = .changes(Family.self, named: self.family, [
+        var fields: [Family.CodingKeys: JSONValue] = [
             .timeZone: .string(timeZone), .alertOnBalanceExhausted: .bool(balanceExhausted),
             .alertRewardMinutesPerDay: rewardMinutes.map { .int(Int64($0)) } ?? .null, .alertNoDataHours: noDataHours.map { .int(Int64($0)) } ?? .null,
             // Left empty: the defaults (120 minutes, 3 requests).
             .requestExpiryMinutes: .int(Int64(requestExpiryMinutes ?? 120)), .maxOpenRequests: .int(Int64(maxOpenRequests ?? 3)),
-        ])
+        ]
+        if let digest {
+            fields[.digestEnabled] = .bool(digest.enabled)
+            fields[.digestDay] = .string(digest.day)
+            fields[.digestTime] = .string(String(digest.time.prefix(5)))
+        }
+        let settings: RecordSave = .changes(Family.self, named: self.family, fields)
         _ = try await self.call(StoreMethods.modify, ModifyParams(
             family: self.family, zone: StoreNames.defaultZone, saves: [settings], savePolicy: .changedKeys, atomic: true))
     }

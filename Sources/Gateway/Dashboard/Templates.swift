@@ -20,7 +20,7 @@ enum Templates {
     static let all: [String: String] = [
         "layout": layout, "signin": signIn, "overview": overview, "overviewLive": overviewLive,
         "devices": devices, "devicesLive": devicesLive, "pair": pair, "pairLive": pairLive, "apps": apps, "appsLive": appsLive,
-        "reports": reports, "message": message, "activity": activity, "activityLive": activityLive, "settings": settings,
+        "reports": reports, "digest": digest, "message": message, "activity": activity, "activityLive": activityLive, "settings": settings,
         "child": child, "childLive": childLive, "request": request,
     ]
 
@@ -550,8 +550,33 @@ enum Templates {
         </section>
         """#
 
+    static let digest = #"""
+        <p class="back"><a href="/reports">← Reports</a></p>
+        <h1>{{title}}</h1>
+        <p class="hint">What each parent gets once a week, with the week before beside it. <a href="/settings">When it is sent</a></p>
+        <p class="actions"><a href="/digest?through={{previous}}" id="previous-week">← The week before</a>{{#hasNext}} <a href="/digest?through={{next}}" id="next-week">The week after →</a>{{/hasNext}}</p>
+        {{^hasChildren}}<p class="empty">No children yet: pair a device on the <a href="/devices">Devices</a> page.</p>{{/hasChildren}}
+        <div class="cards">
+        {{#children}}
+        <section class="card digest" aria-labelledby="week-{{child}}" data-child="{{child}}">
+          <h2 id="week-{{child}}"><a href="/children/{{child}}">{{name}}</a></h2>
+          <dl class="figures">
+            <div><dt>Learning</dt><dd>{{learning}}</dd><dd class="hint">{{learningChange}}</dd></div>
+            <div><dt>Reward time</dt><dd>{{reward}}</dd><dd class="hint">{{rewardChange}}</dd></div>
+            <div><dt>Points earned</dt><dd>{{earned}}</dd><dd class="hint">{{earnedChange}}</dd></div>
+            <div><dt>Points spent</dt><dd>{{spent}}</dd></div>
+            <div><dt>Chores done</dt><dd>{{chores}}</dd></div>
+            <div><dt>Requests</dt><dd class="small">{{requests}}</dd></div>
+          </dl>
+          {{#hasTopApps}}<h3>Most used</h3><ul class="today-apps">{{#topApps}}<li>{{name}}: {{time}}</li>{{/topApps}}</ul>{{/hasTopApps}}
+        </section>
+        {{/children}}
+        </div>
+        """#
+
     static let reports = #"""
         <h1>Reports</h1>
+        <p><a href="/digest" id="digest-link">The week's digest</a></p>
         {{^children}}<p class="empty">No children yet: pair a device on the <a href="/devices">Devices</a> page.</p>{{/children}}
         {{#hasChildren}}
         <form method="get" action="/reports" class="filters">
@@ -627,6 +652,11 @@ enum Templates {
           <input id="requestExpiryMinutes" name="requestExpiryMinutes" type="number" min="5" max="1440" value="{{requestExpiryMinutes}}" inputmode="numeric">
           <label for="maxOpenRequests">Requests a child may have waiting at once</label>
           <input id="maxOpenRequests" name="maxOpenRequests" type="number" min="1" max="20" value="{{maxOpenRequests}}" inputmode="numeric">
+          <label class="check"><input id="digestEnabled" name="digestEnabled" type="checkbox" value="true" {{#digestEnabled}}checked{{/digestEnabled}}> Send each parent the week's digest (<a href="/digest">this week's</a>)</label>
+          <label for="digestDay">On</label>
+          <select id="digestDay" name="digestDay">{{#digestDays}}<option value="{{day}}" {{#selected}}selected{{/selected}}>{{name}}</option>{{/digestDays}}</select>
+          <label for="digestTime">At <span class="hint">(the family's time)</span></label>
+          <input id="digestTime" name="digestTime" type="time" value="{{digestTime}}" required>
           <button type="submit" id="save-settings">Save</button>
         </form>
         """#

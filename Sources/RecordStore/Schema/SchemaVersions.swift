@@ -278,11 +278,16 @@ enum SchemaHistory {
         .addField(recordType: RecordTypes.earnedTimeBalance, date("downtimeUntil")),
     ])
 
-    /// Per-child rules: a child's own rule for an app, replacing the family's for its devices.
-    static let version11 = SchemaVersion(number: 11, name: "child-rules", steps: [
+    /// The week's rhythms: a child's own rule for an app, replacing the family's for its
+    /// devices; and when the family's weekly digest is sent.
+    static let version11 = SchemaVersion(number: 11, name: "week-rhythms", steps: [
+        .addField(recordType: RecordTypes.family, FieldDefinition(name: "digestEnabled", type: .bool, defaultValue: true)),
+        .addField(recordType: RecordTypes.family, FieldDefinition(name: "digestDay", type: .string, allowedValues: ["mon", "tue", "wed", "thu", "fri", "sat", "sun"],
+                                                                  defaultValue: "sun")),
+        .addField(recordType: RecordTypes.family, FieldDefinition(name: "digestTime", type: .string, defaultValue: "18:00")),
         .addRecordType(RecordTypeDefinition(
             name: RecordTypes.childAppRule,
-            summary: "One child's own rule for an app, replacing the family's AppRule for that child's devices: `rule-<childId>-<bundleId>` in the default zone.",
+            summary: "One child's own rule for an app, replacing the family's AppRule for that child's devices: `child-rule:<childId>:<bundleId>` in the default zone.",
             fields: [
                 reference("familyRef", required: true), reference("childRef", required: true, action: .deleteSelf),
                 string("bundleId", required: true, indexed: true), string("classification", required: true, allowed: categories),

@@ -156,6 +156,14 @@ public struct ParentFlows: Sendable {
             child: childId, windows: windows, alwaysAllowed: alwaysAllowed, liftOnApproval: liftOnApproval))
     }
 
+    /// The week's digest: each child's seven days beside the seven before (what the weekly
+    /// notification, `event` `weeklyDigest`, says); `through` the week's last day, default
+    /// the family's next digest day.
+    public func digest(through: String? = nil) async throws(RPCError) -> WeeklyDigest {
+        _ = try self.me()
+        return try await self.session.call(AggregatorMethods.digest, DigestParams(through: through))
+    }
+
     /// The family's chores (or one child's), with those done and waiting for a parent.
     public func chores(for childId: String? = nil) async throws(RPCError) -> ChoreList {
         _ = try self.me()

@@ -10,7 +10,7 @@ public struct Family: RecordFields {
     /// The fields' names: the wire's keys.
     public enum CodingKeys: String, CodingKey, CaseIterable, Sendable {
         case code, settingsVersion, displayName, timeZone, rewardSecondsPerPoint, alertRewardMinutesPerDay, alertOnBalanceExhausted, alertNoDataHours
-        case requestExpiryMinutes, maxOpenRequests
+        case requestExpiryMinutes, maxOpenRequests, digestEnabled, digestDay, digestTime
     }
 
     public var code: String?
@@ -26,10 +26,19 @@ public struct Family: RecordFields {
     public var requestExpiryMinutes: Int64?
     /// How many unanswered requests a child may have at once (schema v9; default 3).
     public var maxOpenRequests: Int64?
+    /// The weekly digest (schema v11): sent (default true), on which day (`mon` … `sun`,
+    /// default `sun`) and at what time of the family's (`HH:MM`, default `18:00`).
+    public var digestEnabled: Bool?
+    public var digestDay: String?
+    public var digestTime: String?
 
     public init(code: String? = nil, settingsVersion: Int64? = nil, displayName: String? = nil, timeZone: String? = nil,
                 rewardSecondsPerPoint: Int64? = nil, alertRewardMinutesPerDay: Int64? = nil, alertOnBalanceExhausted: Bool? = nil,
-                alertNoDataHours: Int64? = nil, requestExpiryMinutes: Int64? = nil, maxOpenRequests: Int64? = nil) {
+                alertNoDataHours: Int64? = nil, requestExpiryMinutes: Int64? = nil, maxOpenRequests: Int64? = nil, digestEnabled: Bool? = nil,
+                digestDay: String? = nil, digestTime: String? = nil) {
+        self.digestEnabled = digestEnabled
+        self.digestDay = digestDay
+        self.digestTime = digestTime
         self.requestExpiryMinutes = requestExpiryMinutes
         self.maxOpenRequests = maxOpenRequests
         self.code = code

@@ -38,7 +38,7 @@ public struct AppRule: RecordFields {
 }
 
 /// One child's own rule for an app, replacing the family's AppRule for that child's devices
-/// (schema v11): `rule-<childId>-<bundleId>` in `default`, unique per (childRef, bundleId).
+/// (schema v11): `child-rule:<childId>:<bundleId>` in `default`, unique per (childRef, bundleId).
 public struct ChildAppRule: RecordFields {
     public static let recordType = "ChildAppRule"
     public static let indexedFields: Set<CodingKeys> = [.familyRef, .childRef, .bundleId]
@@ -69,8 +69,9 @@ public struct ChildAppRule: RecordFields {
         self.blockingEnabled = blockingEnabled
     }
 
-    /// The record's name: one per child and app.
-    public static func recordName(child childId: String, bundleId: String) -> String { "rule-\(childId)-\(bundleId)" }
+    /// The record's name: one per child and app (`:` is in no child id, so no two children's
+    /// names meet).
+    public static func recordName(child childId: String, bundleId: String) -> String { "child-rule:\(childId):\(bundleId)" }
 }
 
 /// A per-device app configuration (AppConfiguration).

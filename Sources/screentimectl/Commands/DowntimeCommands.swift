@@ -41,7 +41,8 @@ struct DowntimeCommand: AsyncParsableCommand {
                                                                   valueName: "days from-to"))
         var windows: [String]
         @Option(name: .customLong("allow"), help: "An app always allowed during downtime (its bundle id). Repeat for more; default the ones it had.") var allowed: [String] = []
-        @Flag(inversion: .prefixedNo, help: "Whether approving a request for more time during downtime lifts it for the minutes approved.") var liftOnApproval = true
+        @Flag(inversion: .prefixedNo, help: "Whether approving a request for more time during downtime lifts it for the minutes approved (default: as it was, else yes).")
+        var liftOnApproval: Bool?
 
         func validate() throws {
             guard !self.windows.isEmpty else { throw ValidationError("give at least one --window (or use `downtime off`)") }
@@ -77,13 +78,17 @@ struct DowntimeCommand: AsyncParsableCommand {
         guard !schedule.windows.isEmpty else { return "\(schedule.childName): no downtime." }
         var text = "\(schedule.childName): \(schedule.windows.map(\.words).joined(separator: "; "))."
         if !schedule.alwaysAllowedNames.isEmpty { text += " Always allowed: \(schedule.alwaysAllowedNames.joined(separator: ", "))." }
-        let clock = { (date: Date) in date.formatted(date: .omitted, time: .shortened) }
+        // On the family's clocks, as the windows are.
+        let zone = schedule.timeZone.flatMap(TimeZone.init(identifier:)) ?? .current
+        let clock = { (date: Date) in date.formatted(Date.FormatStyle(date: .omitted, time: .shortened, timeZone: zone)) }
         if schedule.active, let until = schedule.activeUntil {
             text += " Downtime is on now, until \(clock(until))."
         } else if let lifted = schedule.liftedUntil {
             text += " Downtime is lifted until \(clock(lifted))."
         } else if let next = schedule.nextStart {
-            text += " Next from \(next.formatted(.dateTime.weekday(.wide).hour().minute()))."
+            var style = Date.FormatStyle.dateTime.weekday(.wide).hour().minute()
+            style.timeZone = zone
+            text += " Next from \(next.formatted(style))."
         }
         if !schedule.liftOnApproval { text += " Approving more time does not lift it." }
         return text

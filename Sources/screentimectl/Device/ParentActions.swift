@@ -104,7 +104,8 @@ extension Device {
     func resetChildAppRule(child: String, _ bundleId: String) async throws -> Bool {
         let result = try await self.store.call(StoreMethods.modify, ModifyParams(
             family: self.family, zone: StoreNames.defaultZone, deletes: [RecordDelete(recordName: ChildAppRule.recordName(child: child, bundleId: bundleId))]))
-        return result.deleted.first?.error == nil
+        if let error = result.deleted.first?.error, error.code != .notFound { throw CLIError(.refused, error.message) }
+        return result.deleted.first?.deleted == true
     }
 
     /// Every child's own rules.

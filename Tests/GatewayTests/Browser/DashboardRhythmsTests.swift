@@ -1,5 +1,6 @@
 import Foundation
 import StackSupport
+import StoreAPI
 import Testing
 import TestSupport
 
@@ -170,6 +171,46 @@ extension DashboardRhythmsTests {
             #expect(try await browser.text("#no-own-rules") == "Emma follows the family's rules for every app.")
             let audit = try await family.must(["audit", "--profile", "mum"])
             #expect(audit.contains("Dad set Emma's own rule for YouTube: blocked"), "\(audit)")
+        }
+    }
+}
+
+extension DashboardRhythmsTests {
+    @Test("the week's digest on the dashboard and from screentimectl, in the same words; the family chooses when it is sent in Settings")
+    func digest() async throws {
+        try await inBrowser(failureShot: "digest-failure") { stack, browser, shots in
+            let family = try await FamilyOnCommandLine.make(stack)
+            _ = try await family.must(["apps", "set", "--profile", "mum", "org.khanacademy", "--category", "learning", "--points-per-minute", "2", "--name", "Khan Academy"])
+            _ = try await family.must(["usage", "add", "--profile", "emma-tablet", "org.khanacademy", "--minutes", "45", "--category", "learning",
+                                       "--start", StoreDates.format(Date().addingTimeInterval(-2 * 3600))])
+            let printed = try await eventually("the digest with the learning", timeout: .seconds(20)) { seen -> String? in
+                let text = try await family.must(["digest", "--profile", "mum"])
+                seen = text
+                return text.contains("Emma: 45 min learning (+45 min)") ? text : nil
+            }
+            #expect(printed.hasPrefix("The week of ") && printed.contains("most used: Khan Academy"), "\(printed)")
+
+            try await family.signInDad(browser)
+            try await browser.go(stack.url + "/reports")
+            try await browser.click("#digest-link")
+            try await browser.waitFor("the digest page", "h1") { $0.hasPrefix("The week of ") }
+            let card = try await browser.text(".digest[data-child='emma']")
+            #expect(card.contains("Learning") && card.contains("45 min") && card.contains("+45 min on the week before") && card.contains("Khan Academy: 45 min"), "\(card)")
+            try await shots.take("digest")
+            try await browser.click("#previous-week")
+            try await browser.waitFor("the week before", ".digest[data-child='emma']") { $0.contains("as the week before") }
+
+            try await browser.go(stack.url + "/settings")
+            try await browser.script("document.getElementById('digestDay').value = 'mon'; document.getElementById('digestTime').value = '07:30'")
+            try await browser.click("#save-settings")
+            try await browser.waitFor("the settings saved", "#notice") { !$0.isEmpty }
+            #expect(try await browser.script("return document.getElementById('digestDay').value + ' ' + document.getElementById('digestTime').value") == "mon 07:30")
+            try await shots.take("settings-digest", showing: "#digestDay")
+            try await eventually("the change in the family's log", timeout: .seconds(20)) { seen -> Void? in
+                let audit = try await family.must(["audit", "--profile", "mum"])
+                seen = audit + String(stack.aggregatorLog.suffix(3000))
+                return audit.contains("Dad changed the family's settings: the weekly digest on Mondays at 07:30") ? () : nil
+            }
         }
     }
 }
