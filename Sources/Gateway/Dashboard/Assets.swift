@@ -91,7 +91,7 @@ enum Assets {
         .chart .learning { fill: #1f5fbf; } .chart .reward { fill: #c75a00; } .chart text { fill: var(--fg); font-size: 11px; }
         .chart .axis { stroke: var(--line); }
         .live-status:empty { display: none; }
-        .requests { list-style: none; padding: 0; margin: 0; }
+        ul.requests { list-style: none; padding: 0; margin: 0; }
         .request { border-top: 1px solid var(--line); padding: .6rem 0; }
         .request:first-child { border-top: none; }
         .request form.answer { display: flex; flex-wrap: wrap; gap: .5rem; align-items: end; }

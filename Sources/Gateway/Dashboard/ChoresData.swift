@@ -24,6 +24,13 @@ extension BrowserDevice {
                 "choreDays": Weekday.allCases.map { ["day": $0.rawValue, "short": String($0.name.prefix(3)), "name": $0.name] }]
     }
 
+    /// The family's chores done and waiting for a parent (the Overview's), each with its child.
+    func waitingChores(_ clock: FamilyClock) async throws(RPCError) -> [[String: Any]] {
+        try await self.call(AggregatorMethods.listChores, ListChoresParams()).completions.filter { $0.status == .waiting }.map { done in
+            ["id": done.id, "child": done.child, "sentence": done.sentence, "ago": clock.ago(done.doneAt), "when": clock.time(done.doneAt)]
+        }
+    }
+
     static func choreToday(_ chore: ChoreInfo) -> String {
         switch chore.todayStatus {
         case .waiting?: "Done: waiting for you"

@@ -307,7 +307,9 @@ struct Dashboard: Sendable {
         let clock = try await session.device.clock()
         let children = try await session.device.overview(clock)
         let requests = try await session.device.openRequests(clock)
-        let live = Templates.render("overviewLive", ["children": children, "requests": requests, "hasRequests": !requests.isEmpty, "csrf": session.csrf, "back": "/"])
+        let chores = try await session.device.waitingChores(clock)
+        let live = Templates.render("overviewLive", ["children": children, "requests": requests, "hasRequests": !requests.isEmpty, "csrf": session.csrf, "back": "/",
+                                                     "waitingChores": chores, "hasWaitingChores": !chores.isEmpty])
         if fragment { return WebResponse.html(live) }
         var data: [String: Any] = ["live": live, "today": clock.today, "navOverview": true]
         if let removed = query["removed"] {

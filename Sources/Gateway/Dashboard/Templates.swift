@@ -106,6 +106,25 @@ enum Templates {
           <ul class="requests">{{#requests}}{{> request}}{{/requests}}</ul>
         </section>
         {{/hasRequests}}
+        {{#hasWaitingChores}}
+        <section class="card requests" aria-labelledby="chores-waiting-heading">
+          <h2 id="chores-waiting-heading">Chores to approve</h2>
+          <ul class="requests" id="overview-chores">{{#waitingChores}}
+            <li class="request" data-completion="{{id}}">
+              <p><strong>{{sentence}}</strong> <span class="hint" title="{{when}}">{{ago}}</span></p>
+              <form method="post" action="/children/{{child}}/chore-answer" class="answer">
+                <input type="hidden" name="csrf" value="{{csrf}}">
+                <input type="hidden" name="completion" value="{{id}}">
+                <label>Reason <input name="reason" maxlength="200" placeholder="only to send back"></label>
+                <span class="buttons">
+                  <button type="submit" name="decision" value="approve" class="approve">Approve</button>
+                  <button type="submit" name="decision" value="reject" class="secondary reject">Send back</button>
+                </span>
+              </form>
+            </li>{{/waitingChores}}
+          </ul>
+        </section>
+        {{/hasWaitingChores}}
         <div class="cards">
         {{#children}}
         <section class="card child" aria-labelledby="child-{{id}}" data-child="{{id}}">

@@ -16,33 +16,14 @@ struct DashboardParentingTests {
     }
 
     func story(_ stack: GatewayStack, _ browser: Browser, _ shots: Screenshots) async throws {
-        let profiles = stack.harness.directory.file("profiles")
-        let must = { (arguments: [String]) async throws -> String in
-            let result = try await runCommand(Binaries.path("screentimectl"), arguments + ["--runtime-dir", stack.harness.directory.path],
-                                              environment: ["SCREENTIME_PROFILES_DIR": profiles])
-            guard result.status == 0 else { throw TestFailure("screentimectl \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.stderr)\(result.stdout)") }
-            return result.stdout
-        }
         // Mum on her phone (screentimectl), Emma's tablet paired and confirmed, 30 minutes of
-        // learning; Dad signs in to the dashboard with a code from Mum.
-        let created = try await must(["family", "create", "smith", "--time-zone", "Europe/Paris"])
-        let adminCode = try #require(created.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.contains(".") && !$0.contains(" ") && !$0.hasPrefix("https://") })
-        _ = try await must(["parent", "enroll", "--profile", "mum", "--family", "smith", "--code", adminCode, "--display-name", "Mum"])
-        let invited = try await must(["child", "invite", "--profile", "mum", "emma", "--child-name", "Emma", "--no-wait", "--no-qr"])
-        let uri = try #require(invited.range(of: #"screentime://[^' \n]+"#, options: .regularExpression).map { String(invited[$0]) })
-        let invitation = try #require(invited.range(of: #"Invitation [0-9a-f]+"#, options: .regularExpression).map { String(invited[$0].dropFirst("Invitation ".count)) })
-        _ = try await must(["child", "accept", "--profile", "emma-tablet", "--device-name", "Emma's tablet", uri])
-        _ = try await must(["child", "confirm", "--profile", "mum", invitation])
+        // learning; Dad (an admin too: he may remove a child, step 9) signs in to the
+        // dashboard with a code from Mum.
+        let family = try await FamilyOnCommandLine.make(stack)
+        let (must, profiles) = (family.must, family.profiles)
         _ = try await must(["usage", "add", "--profile", "emma-tablet", "org.khanacademy", "--minutes", "30", "--category", "learning",
                             "--start", StoreDates.format(Date().addingTimeInterval(-3 * 3600))])
-        // Dad is an admin too: he may remove a child (step 9).
-        let invite = try await must(["parent", "invite", "--profile", "mum", "--role", "admin"])
-        let link = try #require(invite.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.hasPrefix("https://") && $0.contains("/signin?") })
-        try await browser.go(link)
-        try await browser.type("#deviceName", "Laptop")
-        try await browser.type("#displayName", "Dad")
-        try await browser.click("#signin")
-        try await browser.waitFor("the overview", "h1") { $0 == "Overview" }
+        try await family.signInDad(browser)
         try await browser.waitFor("the live connection", "#live-status") { $0 == "Live" }
         try await browser.script("window.__sameDocument = 'requests'")
 

@@ -184,10 +184,21 @@ final class Browser: @unchecked Sendable {
         }
     }
 
+    /// Types into the element; finds it again if the page's live part replaced it meanwhile
+    /// (or a resize had it mid-layout: "not interactable").
     func type(_ selector: String, _ text: String, clear: Bool = true) async throws {
-        let element = try await self.require(selector)
-        if clear { try await self.command("POST", "/element/\(element)/clear") }
-        try await self.command("POST", "/element/\(element)/value", ["text": .string(text)])
+        var attempt = 0
+        while true {
+            do {
+                let element = try await self.require(selector)
+                if clear { try await self.command("POST", "/element/\(element)/clear") }
+                try await self.command("POST", "/element/\(element)/value", ["text": .string(text)])
+                return
+            } catch let failure as TestFailure
+                where (failure.description.contains("stale element") || failure.description.contains("not interactable")) && attempt < 5 {
+                attempt += 1
+            }
+        }
     }
 
     func text(_ selector: String) async throws -> String {
