@@ -130,7 +130,7 @@ struct UsageFollower: Service {
                                              seq: event.seq, by: event.record?.modifiedBy, created: event.created))
             case .recordDeleted:
                 changes.append(Ingest.Change(deleted: true, family: event.family, zone: event.zone, recordType: type, recordName: name, fields: event.deletedFields ?? [:],
-                                             at: event.at, seq: event.seq))
+                                             at: event.at, seq: event.seq, by: event.deletedBy))
             default:
                 continue
             }

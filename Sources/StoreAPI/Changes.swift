@@ -137,14 +137,18 @@ public struct ChangeEvent: Codable, Sendable, Hashable {
     public var created: Bool?
     /// For `recordDeleted` (unless `includeRecords` is false): the fields the record held.
     public var deletedFields: [String: JSONValue]?
+    /// For `recordDeleted` (unless `includeRecords` is false, or the record was saved again
+    /// since): who deleted it, as `modifiedBy` says who saved (`device:<id>`, `local`).
+    public var deletedBy: String?
     /// For `credentialChanged`: the credential as it is now (its `recordName` is the device).
     public var credential: CredentialEntry?
 
     public init(
         seq: Int64, family: String, zone: String, kind: ChangeKind, recordType: String?, recordName: String?,
         changeTag: String?, record: Record?, at: Date, created: Bool? = nil, deletedFields: [String: JSONValue]? = nil,
-        credential: CredentialEntry? = nil
+        deletedBy: String? = nil, credential: CredentialEntry? = nil
     ) {
+        self.deletedBy = deletedBy
         self.credential = credential
         self.seq = seq
         self.family = family

@@ -85,6 +85,7 @@ extension ChangeEvent: JSONWritable {
             writer.member("deletedFields")
             try writer.value(.object(deletedFields))
         }
+        if let deletedBy = self.deletedBy { writer.member("deletedBy", deletedBy) }
         try writer.member("credential", encodable: self.credential)  // rare: through JSONEncoder
         writer.endObject()
     }
@@ -280,6 +281,7 @@ extension ChangeEvent: JSONReadable {
             recordName: try object.stringIfPresent("recordName"), changeTag: try object.stringIfPresent("changeTag"),
             record: try object.readIfPresent("record", as: Record.self), at: try object.date("at"),
             created: try object.boolIfPresent("created"), deletedFields: try object.objectIfPresent("deletedFields"),
+            deletedBy: try object.stringIfPresent("deletedBy"),
             credential: try object.members["credential"].flatMap { value in
                 value == .null ? nil : try JSONValueDecoding.decode(CredentialEntry.self, from: value)
             })

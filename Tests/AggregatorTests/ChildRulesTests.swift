@@ -44,8 +44,8 @@ struct ChildRulesTests {
             try await stack.waitForBalance(of: "leo") { $0?.fields["pointsBalance"] == 70 }
             try await stack.settle(sessions: 3)
             let log = try await stack.auditWords()
-            #expect(log.contains("Mum set Emma's own rule for com.youtube: blocked") && log.contains("Mum set Leo's own rule for org.khan: a learning app, 5 points a minute"),
-                    "\(log)")
+            #expect(log.contains("Mum set Emma's own rule for com.youtube: blocked") && log.contains("Mum set Leo's own rule for org.khan: a learning app, 5 points a minute")
+                    && log.contains("Mum let Leo follow the family's rule for org.khan again"), "\(log)")
         }
     }
 }

@@ -175,7 +175,7 @@ struct ChangeFeedTests {
         #expect(rest.events.first!.seq > first.end.lastSeq)
     }
 
-    @Test("store.watch tells a creation from an update, and what a deleted record held")
+    @Test("store.watch tells a creation from an update, what a deleted record held, and who deleted it")
     func watchDetails() async throws {
         let store = try await StoreHarness.start()
         defer { store.stopNow() }
@@ -186,13 +186,17 @@ struct ChangeFeedTests {
         try await writer.save([Make.usage("u1", start: Self.base, seconds: 9)], zone: FamilyFixture.zone1, policy: .allKeys)
         _ = try await writer.call(StoreMethods.modify, ModifyParams(family: FamilyFixture.family, zone: FamilyFixture.zone1, deletes: [RecordDelete(recordName: "u1")]))
         try await writer.save([Make.usage("u1", start: Self.base, seconds: 3)], zone: FamilyFixture.zone1)
+        try await writer.save([Make.usage("u2", start: Self.base, seconds: 4)], zone: FamilyFixture.zone1)
+        _ = try await writer.call(StoreMethods.modify, ModifyParams(family: FamilyFixture.family, zone: FamilyFixture.zone1, deletes: [RecordDelete(recordName: "u2")]))
         let events = try await Self.watchAll(store.client(), WatchParams(after: head, recordTypes: ["UsageRecord"], follow: false)).events
-        #expect(events.map(\.kind) == [.recordSaved, .recordSaved, .recordDeleted, .recordSaved])
-        #expect(events.map(\.created) == [true, false, nil, true], "a record deleted and saved again is created anew")
+        #expect(events.map(\.kind) == [.recordSaved, .recordSaved, .recordDeleted, .recordSaved, .recordSaved, .recordDeleted])
+        #expect(events.map(\.created) == [true, false, nil, true, true, nil], "a record deleted and saved again is created anew")
         #expect(events[2].deletedFields?["totalSeconds"] == .int(9))
         #expect(events[0].deletedFields == nil)
+        // Who deleted it, while the deletion is the record's last change.
+        #expect(events[5].deletedBy?.hasPrefix("device:") == true && events[2].deletedBy == nil && events[0].deletedBy == nil, "\(events.map(\.deletedBy))")
         let bare = try await Self.watchAll(store.client(), WatchParams(after: head, recordTypes: ["UsageRecord"], follow: false, includeRecords: false)).events
-        #expect(bare[2].deletedFields == nil && bare[0].created == true)
+        #expect(bare[2].deletedFields == nil && bare[0].created == true && bare[5].deletedBy == nil)
     }
 
     @Test("the store wakes a named watcher's socket on commits while it does not follow, and leaves it alone while it does")

@@ -6,8 +6,9 @@ import RPCCore
 import StoreAPI
 
 /// The family's log of what parents change through the store from any client (a rule, the
-/// family's settings, a child's cap, a redemption): the aggregator sees each save in the
-/// change feed and writes its AuditEntry, with the parent's name and a sentence, before it
+/// family's settings, a child's cap, a redemption, a rule removed): the aggregator sees each
+/// save or deletion in the change feed and writes its AuditEntry, with the parent's name and
+/// a sentence, before it
 /// applies the change (the sentence says what changed). Named after the change's place in
 /// the store's log (`audit-change-<seq>`), so a change met again (a database made again
 /// from the store's history) writes the same entry again, not a second one. Pairing's own
@@ -16,15 +17,35 @@ enum ChangeAudit {
     /// Returns whether an entry was queued (the write-back has something to send).
     @discardableResult
     static func note(_ change: Ingest.Change, _ db: Database) throws -> Bool {
-        guard let seq = change.seq, !change.deleted, let by = change.by, by.hasPrefix("device:"), change.zone == StoreNames.defaultZone
+        guard let seq = change.seq, let by = change.by, by.hasPrefix("device:"), change.zone == StoreNames.defaultZone
             || change.recordType == RecordTypes.appConfiguration else { return false }
         let deviceId = String(by.dropFirst("device:".count))
-        guard let (action, target, words) = try Self.sentence(change, db) else { return false }
+        guard let (action, target, words) = try change.deleted ? Self.removal(change, db) : Self.sentence(change, db) else { return false }
         let actor = Actor(kind: .parent, deviceId: deviceId, name: try ParentNames.name(family: change.family, deviceId: deviceId, db) ?? "")
         try FamilyLog.audit(family: change.family, actor: actor, action: action, target: target, words: words,
                             metadata: ["recordType": .string(change.recordType), "recordName": .string(change.recordName)],
                             at: Millis.of(change.at ?? Date()), named: "audit-change-\(seq)", db)
         return true
+    }
+
+    /// A parent's deletion (its fields as they were): the entry's action, target and words;
+    /// nil for deletions that are not a parent's action of their own (cascades of a child's
+    /// removal, which pairing audits).
+    private static func removal(_ change: Ingest.Change, _ db: Database) throws -> (String, String, String)? {
+        switch change.recordType {
+        case RecordTypes.appRule:
+            guard let rule = change.record(AppRule.self) else { return nil }
+            return ("rule.remove", rule.bundleId, "removed the rule for \(rule.displayName ?? rule.bundleId)")
+        case RecordTypes.childAppRule:
+            guard let rule = change.record(ChildAppRule.self) else { return nil }
+            let child = EarnedTime.Child(family: change.family, child: rule.childRef.recordName)
+            // Gone with its child: not a parent's choice of rule.
+            guard try !ChildLookup.removed(child, db) else { return nil }
+            let app = try Downtime.appNames(family: change.family, db)[rule.bundleId] ?? rule.bundleId
+            return ("rule.remove", rule.bundleId, "let \(try Alerts.name(child, db)) follow the family's rule for \(app) again")
+        default:
+            return nil
+        }
     }
 
     /// The entry's action, target and words; nil for what is not a parent's action.

@@ -137,12 +137,18 @@ enum WatchReader {
     /// The change log's columns as `page` selects them, by position (read for every change
     /// watched), then the record saved with the change (``StoredRecord``).
     private enum Column: Int {
-        case seq, family, zone, kind, recordType, recordName, at, created, oldFields, record
+        case seq, family, zone, kind, recordType, recordName, at, created, oldFields, deletedBy, record
     }
 
     static func page(after: Int64, params: WatchParams, limit: Int, _ db: Database) throws -> Page {
         let includeRecords = params.includeRecords ?? true
         var sql = "SELECT c.seq, c.family, c.zone, c.kind, c.record_type, c.record_name, c.at, c.created, c.old_fields"
+        // Who deleted a record: its tombstone says, while the deletion is its last change
+        // (looked up for deletions only).
+        sql += includeRecords ? """
+            , CASE WHEN c.kind = '\(ChangeKind.recordDeleted.rawValue)' THEN (SELECT d.modified_by FROM records d WHERE d.zone_id = z.id
+                AND d.name = c.record_name AND d.seq = c.seq AND d.deleted = 1) END
+            """ : ", NULL"
         if includeRecords { sql += ", \(StoredRecord.columns)" }
         sql += " FROM changes c"
         if includeRecords {
@@ -185,7 +191,7 @@ enum WatchReader {
                 seq: seq, family: row[Column.family.rawValue], zone: zone, kind: kind, recordType: row[Column.recordType.rawValue], recordName: recordName,
                 changeTag: recordName != nil && kind != .credentialChanged ? ChangeLog.changeTag(seq) : nil, record: record, at: Millis.date(row[Column.at.rawValue]),
                 created: kind == .recordSaved ? (row[Column.created.rawValue] as Bool?) : nil,
-                deletedFields: try oldFields.map(FieldsCoding.decode),
+                deletedFields: try oldFields.map(FieldsCoding.decode), deletedBy: kind == .recordDeleted ? row[Column.deletedBy.rawValue] : nil,
                 credential: kind == .credentialChanged ? try recordName.flatMap { try CredentialOperations.entry(family: row[Column.family.rawValue], deviceId: $0, db) } : nil))
         }
         let scanned = rows.count == limit ? (events.last?.seq ?? after) : max(head, after)

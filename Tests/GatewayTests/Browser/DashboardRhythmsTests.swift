@@ -174,8 +174,11 @@ extension DashboardRhythmsTests {
             try await browser.click("#own-rules button.link")
             try await browser.waitFor("the family's rule again", "#notice") { $0 == "The family's rule applies again." }
             #expect(try await browser.text("#no-own-rules") == "Emma follows the family's rules for every app.")
-            let audit = try await family.must(["audit", "--profile", "mum"])
-            #expect(audit.contains("Dad set Emma's own rule for YouTube: blocked"), "\(audit)")
+            try await eventually("both in the family's log", timeout: .seconds(20)) { seen -> Void? in
+                let audit = try await family.must(["audit", "--profile", "mum"])
+                seen = audit
+                return audit.contains("Dad set Emma's own rule for YouTube: blocked") && audit.contains("Dad let Emma follow the family's rule for YouTube again") ? () : nil
+            }
         }
     }
 }
