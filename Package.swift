@@ -249,6 +249,7 @@ let package = Package(
         .target(
             name: "DurableSQLite",
             dependencies: [
+                "RPCCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),

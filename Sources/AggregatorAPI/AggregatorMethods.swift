@@ -1,5 +1,6 @@
 import Foundation
 import RPCCore
+import StoreAPI
 
 /// The usage aggregator's methods (`screentime-aggregatord`, socket `aggregator.sock`).
 ///
@@ -30,6 +31,10 @@ public enum AggregatorMethods {
         "aggregator.resync", summary: "A child device asks for its configuration again (or a parent for one of its family's child devices): the family's rules and its shield, written anew as its pending `configuration` command.",
         callers: [.child, .parent],
         errors: [.unauthorized, .deviceRevoked, .forbidden, .notFound])
+    public static let backup = MethodSpec<BackupParams, BackupResult>(
+        "aggregator.backup", summary: "Writes a consistent online copy of the aggregator's database (its days, sealed weeks, schedules, chores, outboxes) into its backups directory under a plain file name; `lastSeq` is its position in the store's change log. Local administration only.",
+        callers: .local,
+        errors: [.forbidden, .invalidParams, .conflict, .unavailable])
     public static let devices = MethodSpec<Empty, DeviceConfigurations>(
         "aggregator.devices", summary: "Each child device of the parent's family: the configuration version it last applied beside the family's current one.",
         callers: .parent,
@@ -261,6 +266,7 @@ extension AggregatorMethods {
         exportCSV,
         resync,
         devices,
+        backup,
         askForTime,
         answerRequest,
         listRequests,

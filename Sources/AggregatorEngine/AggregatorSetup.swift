@@ -1,5 +1,6 @@
 import AggregatorAPI
 import ChangeFeed
+import DurableSQLite
 import Foundation
 import Logging
 import RPCClient
@@ -7,6 +8,7 @@ import RPCCore
 import RPCServer
 import ServiceKit
 import ServiceLifecycle
+import StoreAPI
 
 /// How the aggregator runs: what its options say.
 public struct AggregatorConfiguration: Sendable {
@@ -87,6 +89,13 @@ extension ServiceSetup {
         methods.on(AggregatorMethods.exportCSV) { params, context in try await reports.exportCSV(params, auth: context.auth) }
         let recompute = Recompute(store: store, database: database, ingest: ingest, writeback: summaries)
         methods.on(AggregatorMethods.recompute) { params, context in try await recompute.run(params, auth: context.auth) }
+        let stateDirectory = environment.paths.stateDirectory
+        methods.on(AggregatorMethods.backup) { params, context in
+            let copy = try await OnlineBackup.take(params.path, remote: context.auth != nil, service: "aggregator", stateDirectory: stateDirectory,
+                                                   pool: database.pool) { try StoreLogPosition.load($0) }
+            logger.notice("backup written", metadata: ["path": "\(copy.path)", "bytes": "\(copy.bytes)", "last_seq": "\(copy.lastSeq)"])
+            return BackupResult(path: copy.path, bytes: copy.bytes, lastSeq: copy.lastSeq, milliseconds: copy.milliseconds)
+        }
         let rollUps = RollUps(database: database, retentionDays: configuration.retentionDays, writeback: summaries, logger: logger)
         methods.on(AggregatorMethods.rollUp) { params, context in try await rollUps.run(params, auth: context.auth) }
         methods.on(AggregatorMethods.resync) { params, context in

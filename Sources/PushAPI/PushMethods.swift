@@ -1,4 +1,5 @@
 import RPCCore
+import StoreAPI
 
 /// The push service's methods (`screentime-pushd`, socket `push.sock`).
 ///
@@ -61,6 +62,10 @@ public enum PushMethods {
         "push.listWakes", summary: "The wake registrations of a family's devices and how their last wakes went (a parent: its own family's; a local service: any family's).",
         callers: [.local, .parent],
         errors: [.unauthorized, .forbidden, .invalidParams])
+    public static let backup = MethodSpec<BackupParams, BackupResult>(
+        "push.backup", summary: "Writes a consistent online copy of push's database (subscriptions, queued notifications, webhooks, wakes) into its backups directory under a plain file name; `lastSeq` is its position in the store's change log. Local administration only.",
+        callers: .local,
+        errors: [.forbidden, .invalidParams, .conflict, .unavailable])
 }
 
 extension PushMethods {
@@ -81,5 +86,6 @@ extension PushMethods {
         getWake,
         removeWake,
         listWakes,
+        backup,
     ])
 }

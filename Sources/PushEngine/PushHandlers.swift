@@ -1,10 +1,11 @@
 import PushAPI
 import RPCCore
 import RPCServer
+import StoreAPI
 
 /// Binds each `push.*` method to its implementation.
 enum PushHandlers {
-    static func table(_ push: Push) -> MethodTable {
+    static func table(_ push: Push, backup: @escaping @Sendable (BackupParams, Auth?) async throws -> BackupResult) -> MethodTable {
         var methods = MethodTable(implementing: PushMethods.list)
         methods.on(PushMethods.subscribe) { params, context in try await push.subscribe(params, auth: context.auth) }
         methods.on(PushMethods.unsubscribe) { params, context in try await push.unsubscribe(params, auth: context.auth) }
@@ -22,6 +23,7 @@ enum PushHandlers {
         methods.on(PushMethods.getWake) { _, context in try await push.getWake(auth: context.auth) }
         methods.on(PushMethods.removeWake) { _, context in try await push.removeWake(auth: context.auth) }
         methods.on(PushMethods.listWakes) { params, context in try await push.listWakes(params, auth: context.auth) }
+        methods.on(PushMethods.backup) { params, context in try await backup(params, context.auth) }
         return methods
     }
 }

@@ -1,11 +1,13 @@
 import APNs
 import ChangeFeed
+import DurableSQLite
 import Foundation
 import Logging
 import RelayCore
 import RPCClient
 import ServiceKit
 import ServiceLifecycle
+import StoreAPI
 
 /// How the push service runs: what its options say.
 public struct PushConfiguration: Sendable {
@@ -209,7 +211,14 @@ extension ServiceSetup {
             }
             await push.forget(revoked: changed.filter { $0.status == .revoked })
         }
-        let methods = PushHandlers.table(push)
+        let stateDirectory = environment.paths.stateDirectory
+        let methods = PushHandlers.table(push) { params, auth in
+            let copy = try await OnlineBackup.take(params.path, remote: auth != nil, service: "push", stateDirectory: stateDirectory, pool: database.pool) {
+                try StoreLogPosition.load($0)
+            }
+            logger.notice("backup written", metadata: ["path": "\(copy.path)", "bytes": "\(copy.bytes)", "last_seq": "\(copy.lastSeq)"])
+            return BackupResult(path: copy.path, bytes: copy.bytes, lastSeq: copy.lastSeq, milliseconds: copy.milliseconds)
+        }
         return ServiceSetup(methods: methods, background: background) {
             // A clean stop gives back the numbers reserved and not used: no gap after a restart.
             // Not fatal if it cannot: the next start then skips them, as after a crash.

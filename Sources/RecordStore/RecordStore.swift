@@ -380,11 +380,10 @@ public final class RecordStore: Sendable {
 
     public func backup(_ params: BackupParams, auth: Auth?) async throws -> BackupResult {
         try await self.read(auth) { principal, _ in try AccessControl.requireLocal(principal, StoreMethods.backup.name) }
-        let path = try Backup.resolve(params.path, stateDirectory: self.configuration.stateDirectory)
-        let started = ContinuousClock.now
-        let (bytes, lastSeq) = try await Backup.run(pool: self.pool, to: path)
-        let elapsed = ContinuousClock.now - started
-        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        let (path, bytes, lastSeq, milliseconds) = try await OnlineBackup.take(params.path, remote: false, service: "store",
+                                                                               stateDirectory: self.configuration.stateDirectory, pool: self.pool) {
+            try StoreDatabase.head($0)
+        }
         self.logger.notice("backup written", metadata: ["path": "\(path)", "bytes": "\(bytes)", "last_seq": "\(lastSeq)"])
         return BackupResult(path: path, bytes: bytes, lastSeq: lastSeq, milliseconds: milliseconds)
     }

@@ -100,10 +100,16 @@ struct StoryTests {
         #expect(report.status == 0 && report.stdout.contains(Self.day) && report.stdout.contains("1h 00m") && report.stdout.contains("2h 10m"), "\(report)")
         #expect(Self.read(svg).hasPrefix("<svg"))
 
-        // A backup of the store while it runs.
+        // A backup of the server's databases while they run: the followers first, the store last.
         let backup = try await stack.ctl("backup", "story.sqlite")
-        #expect(backup.status == 0 && backup.stdout.contains("Backed up"), "\(backup)")
-        #expect(FileManager.default.fileExists(atPath: stack.stack + "/state/backups/story.sqlite"))
+        #expect(backup.status == 0 && backup.stdout.contains("Backed up the aggregator") && backup.stdout.contains("Backed up the store"), "\(backup)")
+        for name in ["story.sqlite", "story-aggregator.sqlite", "story-push.sqlite"] {
+            #expect(FileManager.default.fileExists(atPath: stack.stack + "/state/backups/" + name), "\(name)")
+        }
+        let positions = backup.stdout.split(separator: "\n").compactMap { line in
+            line.range(of: #"up to change [0-9]+"#, options: .regularExpression).flatMap { Int64(line[$0].dropFirst("up to change ".count)) }
+        }
+        #expect(positions.count == 3 && positions[0] <= positions[2] && positions[1] <= positions[2], "no follower ahead of the store: \(positions)")
 
         // 6. Revocation cuts the child off at once.
         let revoked = try await stack.ctl("device", "revoke", "--profile", "mum", childDevice)
