@@ -100,16 +100,38 @@ struct StoryTests {
         #expect(report.status == 0 && report.stdout.contains(Self.day) && report.stdout.contains("1h 00m") && report.stdout.contains("2h 10m"), "\(report)")
         #expect(Self.read(svg).hasPrefix("<svg"))
 
-        // A backup of the server's databases while they run: the followers first, the store last.
-        let backup = try await stack.ctl("backup", "story.sqlite")
-        #expect(backup.status == 0 && backup.stdout.contains("Backed up the aggregator") && backup.stdout.contains("Backed up the store"), "\(backup)")
-        for name in ["story.sqlite", "story-aggregator.sqlite", "story-push.sqlite"] {
-            #expect(FileManager.default.fileExists(atPath: stack.stack + "/state/backups/" + name), "\(name)")
+        // A backup of the whole server while it runs: one archive, checked; the followers
+        // copied first, so none is ahead of the store.
+        let etc = stack.directory.file("etc")
+        try FileManager.default.createDirectory(atPath: etc, withIntermediateDirectories: true)
+        try Data("SCREENTIME_GATEWAY_OPTIONS=\n".utf8).write(to: URL(fileURLWithPath: etc + "/gateway.env"))
+        let backup = try await stack.ctl("backup", "story", "--config-dir", etc)
+        #expect(backup.status == 0 && backup.stdout.contains("Backed up the server to") && backup.stdout.contains("Checked: every file read back"), "\(backup)")
+        let archive = stack.stack + "/state/backups/story.tar"
+        let mode = (try FileManager.default.attributesOfItem(atPath: archive)[.posixPermissions] as? NSNumber)?.intValue
+        #expect(mode == 0o600, "the archive holds the gateway's private key: \(String(describing: mode))")
+        let listed = try await runCommand("/usr/bin/tar", ["-tf", archive]).stdout
+        for entry in ["./manifest.json", "./databases/store.sqlite", "./databases/push.sqlite", "./databases/aggregator.sqlite", "./gateway/key.pem",
+                      "./gateway/certificate.pem", "./etc/gateway.env"] {
+            #expect(listed.contains(entry + "\n"), "\(entry) in \(listed)")
         }
-        let positions = backup.stdout.split(separator: "\n").compactMap { line in
-            line.range(of: #"up to change [0-9]+"#, options: .regularExpression).flatMap { Int64(line[$0].dropFirst("up to change ".count)) }
+        let positions = ["the store up to change ", "push up to ", "the aggregator up to "].map { label in
+            backup.stdout.range(of: label + #"[0-9]+"#, options: .regularExpression).flatMap { Int64(backup.stdout[$0].dropFirst(label.count)) } ?? -1
         }
-        #expect(positions.count == 3 && positions[0] <= positions[2] && positions[1] <= positions[2], "no follower ahead of the store: \(positions)")
+        #expect(positions[0] > 0 && positions[1] <= positions[0] && positions[2] <= positions[0], "no follower ahead of the store: \(positions)")
+        let left = try FileManager.default.contentsOfDirectory(atPath: stack.stack + "/state/backups")
+        #expect(left == ["story.tar"], "the services' copies are in the archive, not left beside it: \(left)")
+        let verified = try await stack.ctl("backup", "verify", archive)
+        #expect(verified.status == 0 && verified.stdout.contains("is whole"), "\(verified)")
+        // One byte changed in a copy of it: refused, in words.
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: archive))
+        bytes[bytes.count / 2] ^= 0xFF
+        let damaged = stack.directory.file("damaged.tar")
+        try bytes.write(to: URL(fileURLWithPath: damaged))
+        let damagedRefused = try await stack.ctl("backup", "verify", damaged)
+        #expect(damagedRefused.status == 65 && damagedRefused.stderr.contains("damaged"), "\(damagedRefused)")
+        let again = try await stack.ctl("backup", "story", "--config-dir", etc)
+        #expect(again.status != 0 && again.stderr.contains("already exists"), "\(again)")
 
         // 6. Revocation cuts the child off at once.
         let revoked = try await stack.ctl("device", "revoke", "--profile", "mum", childDevice)

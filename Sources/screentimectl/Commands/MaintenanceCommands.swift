@@ -2,40 +2,100 @@ import AggregatorAPI
 import ArgumentParser
 import Foundation
 import PushAPI
+import RPCCore
 import StoreAPI
 
 struct BackupCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "backup", abstract: "Back up the server's databases while they run: the aggregator's, push's, then the store's (consistent SQLite copies).",
+        commandName: "backup", abstract: "Back up the whole server while it runs, as one archive (on the server, as root); check an archive.",
         discussion: """
-            Each service writes its copy into its own backups directory (<state-dir>/backups; under systemd /var/lib/screentime/backups), never elsewhere: \
-            name the store's copy with a plain file name; the others are named after it (NAME-aggregator.sqlite, NAME-push.sqlite). \
-            The followers are copied first and the store last, so a restored follower is never ahead of the restored store. Copy the files where you keep backups.
-            Example:
-              sudo screentimectl backup nightly-$(date +%F).sqlite
-            """
-    )
-    @OptionGroup var connection: ConnectionOptions
-    @Argument(help: "The store's copy's file name in the backups directory (default: store-<UTC time>.sqlite).") var path: String?
+            The archive holds each service's database (the aggregator's and push's copied first, the store's last, so that no restored \
+            follower is ahead of the store), the gateway's key and certificate (the pin every device trusts), the configuration directory, \
+            and a manifest. It is read back and checked before it is kept; it is written mode 0600: it holds the gateway's private key.
+            Examples:
+              sudo screentimectl backup        # /var/lib/screentime/backups/screentime-<UTC time>.tar
+              sudo screentimectl backup nightly --to /mnt/nas/screentime
+              sudo screentimectl backup verify /mnt/nas/screentime/nightly.tar
+            """,
+        subcommands: [Create.self, Verify.self], defaultSubcommand: Create.self)
 
-    func run() async throws {
-        let stamp = Date().formatted(.iso8601.year().month().day().dateSeparator(.omitted).time(includingFractionalSeconds: false).timeSeparator(.omitted))
-        let storeName = self.path ?? "store-\(stamp).sqlite"
-        let base = storeName.hasSuffix(".sqlite") ? String(storeName.dropLast(".sqlite".count)) : storeName
-        // Followers first: their positions in the store's change log are then at most the store copy's.
-        let aggregator = self.connection.client(for: "aggregator"), push = self.connection.client(for: "push"), store = self.connection.client(for: "store")
-        let copies = try await Output.orExit {
-            let followed = try await Progress.whileWaiting("backing up the aggregator") {
-                try await aggregator.call(AggregatorMethods.backup, BackupParams(path: "\(base)-aggregator.sqlite"))
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "create", abstract: "Make one archive of the whole server.")
+        @OptionGroup var connection: ConnectionOptions
+        @Argument(help: "The archive's name (default: screentime-<UTC time>); `.tar` is added.") var name: String?
+        @Option(help: "Where the archive goes (default: the services' backups directory, <state-dir>/backups).") var to: String?
+        @Option(help: "The configuration directory to include.") var configDir = "/etc/screentime"
+
+        func run() async throws {
+            let stamp = Date().formatted(.iso8601.year().month().day().dateSeparator(.omitted).time(includingFractionalSeconds: false).timeSeparator(.omitted))
+            var name = self.name ?? "screentime-\(stamp)"
+            for suffix in [".tar", ".sqlite"] where name.hasSuffix(suffix) { name = String(name.dropLast(suffix.count)) }
+            let base = name
+            let aggregator = self.connection.client(for: "aggregator"), push = self.connection.client(for: "push"), store = self.connection.client(for: "store")
+            let (followed, pushed, stored, schema) = try await Output.orExit {
+                // Followers first: their positions in the store's change log are then at most the store copy's.
+                let followed = try await Progress.whileWaiting("backing up the aggregator") {
+                    try await aggregator.call(AggregatorMethods.backup, BackupParams(path: "\(base)-aggregator.sqlite"))
+                }
+                let pushed = try await Progress.whileWaiting("backing up push") { try await push.call(PushMethods.backup, BackupParams(path: "\(base)-push.sqlite")) }
+                let stored = try await Progress.whileWaiting("backing up the store") { try await store.call(StoreMethods.backup, BackupParams(path: "\(base)-store.sqlite")) }
+                return (followed, pushed, stored, try await store.call(StoreMethods.schema, Empty()).version)
             }
-            let pushed = try await Progress.whileWaiting("backing up push") { try await push.call(PushMethods.backup, BackupParams(path: "\(base)-push.sqlite")) }
-            let stored = try await Progress.whileWaiting("backing up the store") { try await store.call(StoreMethods.backup, BackupParams(path: storeName)) }
-            return [("the aggregator", followed), ("push", pushed), ("the store", stored)]
+            let backups = (stored.path as NSString).deletingLastPathComponent
+            let state = (backups as NSString).deletingLastPathComponent
+            let archive = ((self.to ?? backups) as NSString).appendingPathComponent(base + ".tar")
+            var files = [("gateway/key.pem", state + "/gateway/key.pem"), ("gateway/certificate.pem", state + "/gateway/certificate.pem")]
+            let configuration = (try? FileManager.default.contentsOfDirectory(atPath: self.configDir)) ?? []
+            files += configuration.sorted().map { ("etc/\($0)", (self.configDir as NSString).appendingPathComponent($0)) }
+            let kept = files
+            let manifest = try await Output.orExit {
+                do {
+                    guard !FileManager.default.fileExists(atPath: archive) else { throw CLIError(.refused, "\(archive) already exists; choose another name or move it away") }
+                    return try await Progress.whileWaiting("writing and checking \(archive)") {
+                        do {
+                            return try ServerArchive.write(
+                                to: archive, databases: [("aggregator.sqlite", followed.path, followed.lastSeq), ("push.sqlite", pushed.path, pushed.lastSeq),
+                                                         ("store.sqlite", stored.path, stored.lastSeq)],
+                                files: kept, schemaVersion: schema)
+                        } catch let failure as ServerArchive.Failure {
+                            throw CLIError(.damagedArchive, "the archive was not kept: \(failure)")
+                        } catch let error as CLIError {
+                            throw error
+                        } catch {
+                            throw CLIError(.cannotWrite, "the archive \(archive) could not be written: \(error.localizedDescription)")
+                        }
+                    }
+                } catch {
+                    // The copies the services made are not left behind half-archived.
+                    for copy in [followed.path, pushed.path, stored.path] { try? FileManager.default.removeItem(atPath: copy) }
+                    throw error
+                }
+            }
+            let bytes = (try? FileManager.default.attributesOfItem(atPath: archive)[.size] as? NSNumber)?.int64Value ?? 0
+            print("Backed up the server to \(archive) (\(ByteCountFormatter.string(fromByteCount: bytes, countStyle: .file))): the store up to change \(stored.lastSeq), "
+                  + "push up to \(pushed.lastSeq), the aggregator up to \(followed.lastSeq); \(manifest.files.count) other files (the gateway's key and certificate, configuration).")
+            print("Checked: every file read back, every database whole. It holds the gateway's private key (mode 0600): keep it where only you can read it.")
         }
-        for (name, copy) in copies {
-            print("Backed up \(name): \(ByteCountFormatter.string(fromByteCount: copy.bytes, countStyle: .file)), up to change \(copy.lastSeq), to \(copy.path) in \(Int(copy.milliseconds)) ms.")
+    }
+
+    struct Verify: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "verify", abstract: "Check an archive: every file as its manifest says, every database whole.")
+        @Argument(help: "The archive (.tar).") var archive: String
+
+        func run() async throws {
+            let manifest = try await Output.orExit {
+                do {
+                    return try ServerArchive.verify(self.archive)
+                } catch let failure as ServerArchive.Failure {
+                    throw CLIError(.damagedArchive, "\(failure)")
+                } catch {
+                    throw CLIError(.damagedArchive, "\(self.archive) cannot be read as a backup: \(error.localizedDescription)")
+                }
+            }
+            let store = manifest.databases.first { $0.path == "databases/store.sqlite" }
+            print("\(self.archive) is whole: made \(manifest.createdAt.formatted(date: .abbreviated, time: .shortened)) by version \(manifest.serverVersion) "
+                  + "(schema \(manifest.schemaVersion)), the store up to change \(store?.position ?? 0), \(manifest.databases.count) databases, \(manifest.files.count) other files.")
         }
-        print("To restore, put all three back together (docs/operations.md, \"Backup and restore\").")
     }
 }
 

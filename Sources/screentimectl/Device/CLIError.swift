@@ -15,6 +15,8 @@ struct CLIError: Error, CustomStringConvertible {
         static let cannotWrite = Code(name: "cannot_write", exitStatus: 73)
         static let refused = Code(name: "refused", exitStatus: 1)
         static let timeout = Code(name: "timeout", exitStatus: 75)
+        /// A backup archive that is not whole (or not one at all).
+        static let damagedArchive = Code(name: "damaged_archive", exitStatus: 65)
     }
 
     let code: Code

@@ -1,0 +1,141 @@
+import Crypto
+import Foundation
+import Glibc
+import GRDB
+import ServerVersion
+
+/// One archive of the whole server: the services' database copies, the gateway's key and
+/// certificate (what every device's pin trusts), the configuration directory, and a
+/// manifest of it all (versions, each database's position in the store's change log,
+/// sizes, SHA-256). A tar file, written with the system's `tar` (Debian's essential one),
+/// mode 0600: it holds the gateway's private key and the credentials' hashes.
+struct ServerArchive {
+    struct Manifest: Codable, Equatable {
+        struct Entry: Codable, Equatable {
+            /// The path inside the archive.
+            var path: String
+            var bytes: Int64
+            var sha256: String
+            /// A database's: its position in the store's change log (the store's: its newest change).
+            var position: Int64?
+        }
+
+        /// The archive's own format, for `restore` to read it right.
+        var format = 1
+        var serverVersion: String
+        var schemaVersion: Int
+        var createdAt: Date
+        var databases: [Entry]
+        var files: [Entry]
+    }
+
+    enum Failure: Error, CustomStringConvertible {
+        case unreadable(String)
+        case mismatch(String)
+        case tar(String)
+
+        var description: String {
+            switch self {
+            case .unreadable(let what), .mismatch(let what), .tar(let what): what
+            }
+        }
+    }
+
+    /// The databases as the services copied them (name in the archive, copy, position), and
+    /// the other files to keep (name in the archive, path): written as `archive`, then read
+    /// back and checked; the staging copies are removed either way.
+    static func write(to archive: String, databases: [(name: String, copy: String, position: Int64)], files: [(name: String, path: String)],
+                      schemaVersion: Int) throws -> Manifest {
+        let staging = archive + ".staging"
+        try? FileManager.default.removeItem(atPath: staging)
+        try FileManager.default.createDirectory(atPath: staging + "/databases", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(atPath: staging) }
+        var manifest = Manifest(serverVersion: ServerVersion.current, schemaVersion: schemaVersion, createdAt: Date(), databases: [], files: [])
+        for database in databases {
+            let path = "databases/\(database.name)"
+            try FileManager.default.moveItem(atPath: database.copy, toPath: staging + "/" + path)
+            manifest.databases.append(try Self.entry(path, in: staging, position: database.position))
+        }
+        for file in files where FileManager.default.fileExists(atPath: file.path) {
+            let directory = ((staging + "/" + file.name) as NSString).deletingLastPathComponent
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try FileManager.default.copyItem(atPath: file.path, toPath: staging + "/" + file.name)
+            manifest.files.append(try Self.entry(file.name, in: staging, position: nil))
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        encoder.dateEncodingStrategy = .iso8601
+        try encoder.encode(manifest).write(to: URL(fileURLWithPath: staging + "/manifest.json"))
+        let partial = archive + ".partial"
+        try? FileManager.default.removeItem(atPath: partial)
+        // Created 0600 before tar writes into it: the key is never readable by others.
+        guard FileManager.default.createFile(atPath: partial, contents: nil, attributes: [.posixPermissions: 0o600]) else {
+            throw Failure.unreadable("cannot create \(partial)")
+        }
+        try Self.tar(["-cf", partial, "-C", staging, "."])
+        do {
+            _ = try Self.verify(partial)
+        } catch {
+            try? FileManager.default.removeItem(atPath: partial)
+            throw error
+        }
+        guard link(partial, archive) == 0 else {
+            let reason = String(cString: strerror(errno))
+            try? FileManager.default.removeItem(atPath: partial)
+            throw Failure.unreadable("cannot put the archive at \(archive): \(reason)")
+        }
+        unlink(partial)
+        return manifest
+    }
+
+    /// Reads an archive back: every file the manifest names there with its size and SHA-256,
+    /// every database whole (`PRAGMA integrity_check`). Returns its manifest.
+    static func verify(_ archive: String) throws -> Manifest {
+        let scratch = NSTemporaryDirectory() + "screentime-verify-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        do {
+            try Self.tar(["-xf", archive, "-C", scratch])
+        } catch let failure as Failure {
+            throw Failure.unreadable("\(archive) is not a ScreenTime Rewards backup, or it is damaged (\(failure))")
+        }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        guard let data = FileManager.default.contents(atPath: scratch + "/manifest.json"), let manifest = try? decoder.decode(Manifest.self, from: data) else {
+            throw Failure.unreadable("\(archive) has no readable manifest: it is not a ScreenTime Rewards backup, or it is damaged")
+        }
+        for expected in manifest.databases + manifest.files {
+            let found = try Self.entry(expected.path, in: scratch, position: expected.position)
+            guard found == expected else {
+                throw Failure.mismatch("\(archive) is damaged: \(expected.path) is not what its manifest says (size or SHA-256 differ)")
+            }
+        }
+        for database in manifest.databases {
+            let queue = try DatabaseQueue(path: scratch + "/" + database.path)
+            let check = try queue.read { try String.fetchAll($0, sql: "PRAGMA integrity_check") }
+            try queue.close()
+            guard check == ["ok"] else { throw Failure.mismatch("\(archive) is damaged: \(database.path) fails SQLite's integrity check (\(check.prefix(2).joined(separator: "; ")))") }
+        }
+        return manifest
+    }
+
+    private static func entry(_ path: String, in directory: String, position: Int64?) throws -> Manifest.Entry {
+        guard let data = FileManager.default.contents(atPath: directory + "/" + path) else { throw Failure.unreadable("\(path) is missing from the archive") }
+        return Manifest.Entry(path: path, bytes: Int64(data.count), sha256: SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined(), position: position)
+    }
+
+    private static func tar(_ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/tar")
+        process.arguments = arguments
+        let errors = Pipe()
+        process.standardError = errors
+        do { try process.run() } catch { throw Failure.tar("cannot run /usr/bin/tar: \(error)") }
+        let message = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            let said = String(decoding: message, as: UTF8.self).split(separator: "\n").first.map { $0.replacingOccurrences(of: "/usr/bin/tar: ", with: "") } ?? ""
+            throw Failure.tar("tar \(arguments.first ?? ""): \(said)")
+        }
+    }
+}
