@@ -474,6 +474,7 @@ let package = Package(
                 "PushAPI",
                 "StoreAPI",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 "QRCode",
                 "RPCCore",

@@ -133,6 +133,30 @@ struct StoryTests {
         let again = try await stack.ctl("backup", "story", "--config-dir", etc)
         #expect(again.status != 0 && again.stderr.contains("already exists"), "\(again)")
 
+        // Encrypted for leaving the box: opened only with its passphrase.
+        let secret = stack.directory.file("passphrase")
+        try Data("correct horse battery staple\n".utf8).write(to: URL(fileURLWithPath: secret))
+        let sealed = try await stack.ctl("backup", "story-sealed", "--config-dir", etc, "--passphrase-file", secret)
+        #expect(sealed.status == 0 && sealed.stdout.contains("story-sealed.tar.enc, encrypted") && sealed.stdout.contains("opened with the passphrase"), "\(sealed)")
+        let sealedArchive = stack.stack + "/state/backups/story-sealed.tar.enc"
+        #expect(try FileManager.default.contentsOfDirectory(atPath: stack.stack + "/state/backups").sorted() == ["story-sealed.tar.enc", "story.tar"], "no plain copy left beside it")
+        #expect(try await stack.ctl("backup", "verify", sealedArchive, "--passphrase-file", secret).stdout.contains("is whole"))
+        let noPassphrase = try await stack.ctl("backup", "verify", sealedArchive)
+        #expect(noPassphrase.status == 65 && noPassphrase.stderr.contains("is encrypted: give its passphrase file"), "\(noPassphrase)")
+        let wrong = stack.directory.file("wrong")
+        try Data("not the passphrase at all\n".utf8).write(to: URL(fileURLWithPath: wrong))
+        let wrongPassphrase = try await stack.ctl("backup", "verify", sealedArchive, "--passphrase-file", wrong)
+        #expect(wrongPassphrase.status == 65 && wrongPassphrase.stderr.contains("the passphrase does not open"), "\(wrongPassphrase)")
+        var sealedBytes = try Data(contentsOf: URL(fileURLWithPath: sealedArchive))
+        sealedBytes[sealedBytes.count - 100] ^= 0x01
+        try sealedBytes.write(to: URL(fileURLWithPath: damaged))
+        let tampered = try await stack.ctl("backup", "verify", damaged, "--passphrase-file", secret)
+        #expect(tampered.status == 65 && tampered.stderr.contains("damaged"), "\(tampered)")
+        let short = stack.directory.file("short")
+        try Data("abc\n".utf8).write(to: URL(fileURLWithPath: short))
+        let tooShort = try await stack.ctl("backup", "story-short", "--passphrase-file", short)
+        #expect(tooShort.status == 65 && tooShort.stderr.contains("shorter than 8 characters"), "\(tooShort)")
+
         // 6. Revocation cuts the child off at once.
         let revoked = try await stack.ctl("device", "revoke", "--profile", "mum", childDevice)
         #expect(revoked.status == 0 && revoked.stdout.contains("revoked"), "\(revoked)")

@@ -90,28 +90,35 @@ struct ServerArchive {
 
     /// Reads an archive back: every file the manifest names there with its size and SHA-256,
     /// every database whole (`PRAGMA integrity_check`). Returns its manifest.
-    static func verify(_ archive: String) throws -> Manifest {
+    static func verify(_ archive: String, passphrase: Data? = nil) throws -> Manifest {
         let scratch = NSTemporaryDirectory() + "screentime-verify-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         defer { try? FileManager.default.removeItem(atPath: scratch) }
+        var tarFile = archive
+        if let passphrase, ArchiveEncryption.isEncrypted(archive) {
+            tarFile = scratch + "/archive.tar"
+            try ArchiveEncryption.decrypt(archive, to: tarFile, passphrase: passphrase)
+            try FileManager.default.createDirectory(atPath: scratch + "/files", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        }
+        let into = tarFile == archive ? scratch : scratch + "/files"
         do {
-            try Self.tar(["-xf", archive, "-C", scratch])
+            try Self.tar(["-xf", tarFile, "-C", into])
         } catch let failure as Failure {
             throw Failure.unreadable("\(archive) is not a ScreenTime Rewards backup, or it is damaged (\(failure))")
         }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
-        guard let data = FileManager.default.contents(atPath: scratch + "/manifest.json"), let manifest = try? decoder.decode(Manifest.self, from: data) else {
+        guard let data = FileManager.default.contents(atPath: into + "/manifest.json"), let manifest = try? decoder.decode(Manifest.self, from: data) else {
             throw Failure.unreadable("\(archive) has no readable manifest: it is not a ScreenTime Rewards backup, or it is damaged")
         }
         for expected in manifest.databases + manifest.files {
-            let found = try Self.entry(expected.path, in: scratch, position: expected.position)
+            let found = try Self.entry(expected.path, in: into, position: expected.position)
             guard found == expected else {
                 throw Failure.mismatch("\(archive) is damaged: \(expected.path) is not what its manifest says (size or SHA-256 differ)")
             }
         }
         for database in manifest.databases {
-            let queue = try DatabaseQueue(path: scratch + "/" + database.path)
+            let queue = try DatabaseQueue(path: into + "/" + database.path)
             let check = try queue.read { try String.fetchAll($0, sql: "PRAGMA integrity_check") }
             try queue.close()
             guard check == ["ok"] else { throw Failure.mismatch("\(archive) is damaged: \(database.path) fails SQLite's integrity check (\(check.prefix(2).joined(separator: "; ")))") }

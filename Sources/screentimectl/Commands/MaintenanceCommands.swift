@@ -25,12 +25,22 @@ struct BackupCommand: AsyncParsableCommand {
         @Argument(help: "The archive's name (default: screentime-<UTC time>); `.tar` is added.") var name: String?
         @Option(help: "Where the archive goes (default: the services' backups directory, <state-dir>/backups).") var to: String?
         @Option(help: "The configuration directory to include.") var configDir = "/etc/screentime"
+        @Option(help: "Encrypt the archive with the passphrase in this file (its first line, 8 characters or more): for an archive that leaves the box.")
+        var passphraseFile: String?
 
         func run() async throws {
             let stamp = Date().formatted(.iso8601.year().month().day().dateSeparator(.omitted).time(includingFractionalSeconds: false).timeSeparator(.omitted))
             var name = self.name ?? "screentime-\(stamp)"
             for suffix in [".tar", ".sqlite"] where name.hasSuffix(suffix) { name = String(name.dropLast(suffix.count)) }
             let base = name
+            // Read first: a passphrase file that is not there stops the backup before it begins.
+            let passphrase = try await Output.orExit { () async throws -> Data? in
+                do {
+                    return try self.passphraseFile.map(ArchiveEncryption.passphrase(file:))
+                } catch {
+                    throw CLIError(.invalidInput, "\(error)")
+                }
+            }
             let aggregator = self.connection.client(for: "aggregator"), push = self.connection.client(for: "push"), store = self.connection.client(for: "store")
             let (followed, pushed, stored, schema) = try await Output.orExit {
                 // Followers first: their positions in the store's change log are then at most the store copy's.
@@ -44,20 +54,37 @@ struct BackupCommand: AsyncParsableCommand {
             let backups = (stored.path as NSString).deletingLastPathComponent
             let state = (backups as NSString).deletingLastPathComponent
             let archive = ((self.to ?? backups) as NSString).appendingPathComponent(base + ".tar")
+            let kept = passphrase == nil ? archive : archive + ".enc"
             var files = [("gateway/key.pem", state + "/gateway/key.pem"), ("gateway/certificate.pem", state + "/gateway/certificate.pem")]
             let configuration = (try? FileManager.default.contentsOfDirectory(atPath: self.configDir)) ?? []
             files += configuration.sorted().map { ("etc/\($0)", (self.configDir as NSString).appendingPathComponent($0)) }
-            let kept = files
+            let others = files
             let manifest = try await Output.orExit {
                 do {
-                    guard !FileManager.default.fileExists(atPath: archive) else { throw CLIError(.refused, "\(archive) already exists; choose another name or move it away") }
-                    return try await Progress.whileWaiting("writing and checking \(archive)") {
+                    for path in [archive, kept] where FileManager.default.fileExists(atPath: path) {
+                        throw CLIError(.refused, "\(path) already exists; choose another name or move it away")
+                    }
+                    return try await Progress.whileWaiting("writing and checking \(kept)") {
                         do {
-                            return try ServerArchive.write(
+                            let manifest = try ServerArchive.write(
                                 to: archive, databases: [("aggregator.sqlite", followed.path, followed.lastSeq), ("push.sqlite", pushed.path, pushed.lastSeq),
                                                          ("store.sqlite", stored.path, stored.lastSeq)],
-                                files: kept, schemaVersion: schema)
+                                files: others, schemaVersion: schema)
+                            if let passphrase {
+                                // Sealed, then opened again and checked; only the sealed one is kept.
+                                defer { try? FileManager.default.removeItem(atPath: archive) }
+                                do {
+                                    try ArchiveEncryption.encrypt(archive, to: kept, passphrase: passphrase)
+                                    _ = try ServerArchive.verify(kept, passphrase: passphrase)
+                                } catch {
+                                    try? FileManager.default.removeItem(atPath: kept)
+                                    throw error
+                                }
+                            }
+                            return manifest
                         } catch let failure as ServerArchive.Failure {
+                            throw CLIError(.damagedArchive, "the archive was not kept: \(failure)")
+                        } catch let failure as ArchiveEncryption.Failure {
                             throw CLIError(.damagedArchive, "the archive was not kept: \(failure)")
                         } catch let error as CLIError {
                             throw error
@@ -71,21 +98,32 @@ struct BackupCommand: AsyncParsableCommand {
                     throw error
                 }
             }
-            let bytes = (try? FileManager.default.attributesOfItem(atPath: archive)[.size] as? NSNumber)?.int64Value ?? 0
-            print("Backed up the server to \(archive) (\(ByteCountFormatter.string(fromByteCount: bytes, countStyle: .file))): the store up to change \(stored.lastSeq), "
+            let bytes = (try? FileManager.default.attributesOfItem(atPath: kept)[.size] as? NSNumber)?.int64Value ?? 0
+            print("Backed up the server to \(kept)\(passphrase == nil ? "" : ", encrypted") (\(ByteCountFormatter.string(fromByteCount: bytes, countStyle: .file))): the store up to change \(stored.lastSeq), "
                   + "push up to \(pushed.lastSeq), the aggregator up to \(followed.lastSeq); \(manifest.files.count) other files (the gateway's key and certificate, configuration).")
-            print("Checked: every file read back, every database whole. It holds the gateway's private key (mode 0600): keep it where only you can read it.")
+            print(passphrase == nil
+                  ? "Checked: every file read back, every database whole. It holds the gateway's private key (mode 0600): keep it where only you can read it."
+                  : "Checked: opened with the passphrase, every file read back, every database whole. Keep the passphrase apart from it: without it the archive cannot be restored.")
         }
     }
 
     struct Verify: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "verify", abstract: "Check an archive: every file as its manifest says, every database whole.")
-        @Argument(help: "The archive (.tar).") var archive: String
+        @Argument(help: "The archive (.tar, or .tar.enc).") var archive: String
+        @Option(help: "The passphrase file, for an encrypted archive.") var passphraseFile: String?
 
         func run() async throws {
             let manifest = try await Output.orExit {
                 do {
-                    return try ServerArchive.verify(self.archive)
+                    let passphrase = try self.passphraseFile.map(ArchiveEncryption.passphrase(file:))
+                    if ArchiveEncryption.isEncrypted(self.archive) && passphrase == nil {
+                        throw CLIError(.invalidInput, "\(self.archive) is encrypted: give its passphrase file (--passphrase-file)")
+                    }
+                    return try ServerArchive.verify(self.archive, passphrase: passphrase)
+                } catch let error as CLIError {
+                    throw error
+                } catch let failure as ArchiveEncryption.Failure {
+                    throw CLIError(.damagedArchive, "\(failure)")
                 } catch let failure as ServerArchive.Failure {
                     throw CLIError(.damagedArchive, "\(failure)")
                 } catch {
