@@ -17,7 +17,64 @@ struct BackupCommand: AsyncParsableCommand {
               sudo screentimectl backup nightly --to /mnt/nas/screentime
               sudo screentimectl backup verify /mnt/nas/screentime/nightly.tar
             """,
-        subcommands: [Create.self, Verify.self], defaultSubcommand: Create.self)
+        subcommands: [Create.self, Verify.self, List.self, Prune.self], defaultSubcommand: Create.self)
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "The archives in a directory, newest first, with their age and size.")
+        @Argument(help: "The directory (default: /var/lib/screentime/backups).") var directory = "/var/lib/screentime/backups"
+
+        func run() async throws {
+            let names = ((try? FileManager.default.contentsOfDirectory(atPath: self.directory)) ?? []).filter { $0.hasSuffix(".tar") || $0.hasSuffix(".tar.enc") }
+            let rows = names.compactMap { name -> (Date, [String])? in
+                let path = (self.directory as NSString).appendingPathComponent(name)
+                guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { return nil }
+                let modified = attributes[.modificationDate] as? Date ?? Date.distantPast
+                let bytes = (attributes[.size] as? NSNumber)?.int64Value ?? 0
+                return (modified, [name, modified.formatted(date: .abbreviated, time: .shortened), Self.age(modified),
+                                   ByteCountFormatter.string(fromByteCount: bytes, countStyle: .file), name.hasSuffix(".enc") ? "yes" : "no"])
+            }.sorted { $0.0 > $1.0 }.map(\.1)
+            if rows.isEmpty { return print("No backups in \(self.directory) yet (sudo screentimectl backup makes one).") }
+            print(Table.render(["ARCHIVE", "MADE", "AGE", "SIZE", "ENCRYPTED"], rows), terminator: "")
+        }
+
+        static func age(_ date: Date) -> String {
+            let hours = Int(Date().timeIntervalSince(date) / 3600)
+            return hours < 1 ? "under an hour" : hours < 48 ? "\(hours) h" : "\(hours / 24) days"
+        }
+    }
+
+    struct Prune: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "prune", abstract: "Delete the archives backup named itself that retention does not keep: the newest of each of the last days, weeks and months.",
+            discussion: "Archives named by hand are never deleted, and the newest always stays.\nExample:\n  sudo screentimectl backup prune --keep-daily 7 --keep-weekly 4 --keep-monthly 6")
+        @Argument(help: "The directory (default: /var/lib/screentime/backups).") var directory = "/var/lib/screentime/backups"
+        @Option(help: "Days to keep the newest archive of.") var keepDaily = 7
+        @Option(help: "ISO weeks to keep the newest archive of.") var keepWeekly = 4
+        @Option(help: "Months to keep the newest archive of.") var keepMonthly = 6
+        @Flag(help: "Say what would be deleted, and delete nothing.") var dryRun = false
+
+        func validate() throws {
+            guard [self.keepDaily, self.keepWeekly, self.keepMonthly].allSatisfy({ $0 >= 0 }) else { throw ValidationError("the --keep counts are 0 or more") }
+        }
+
+        func run() async throws {
+            let archives = BackupRetention.archives(in: self.directory)
+            let kept = BackupRetention.keep(archives, daily: self.keepDaily, weekly: self.keepWeekly, monthly: self.keepMonthly)
+            let doomed = archives.filter { !kept.contains($0.name) }
+            for archive in doomed where !self.dryRun {
+                try await Output.orExit {
+                    do {
+                        try FileManager.default.removeItem(atPath: (self.directory as NSString).appendingPathComponent(archive.name))
+                    } catch {
+                        throw CLIError(.cannotWrite, "cannot delete \(archive.name): \(error.localizedDescription)")
+                    }
+                }
+            }
+            let verb = self.dryRun ? "Would delete" : "Deleted"
+            print(doomed.isEmpty ? "Nothing to delete: \(archives.count) archives, all kept." : "\(verb) \(doomed.count) of \(archives.count) archives; kept \(kept.count).")
+            for archive in doomed { print("  \(archive.name)") }
+        }
+    }
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "create", abstract: "Make one archive of the whole server.")
