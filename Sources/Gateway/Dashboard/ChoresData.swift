@@ -13,9 +13,7 @@ extension BrowserDevice {
             ["id": chore.id, "title": chore.title, "points": chore.points, "when": chore.when, "today": Self.choreToday(chore),
              "todayClass": chore.todayStatus == .approved ? "ok" : chore.todayStatus == .waiting ? "warn" : ""]
         }
-        let waiting = list.completions.filter { $0.status == .waiting }.map { done -> [String: Any] in
-            ["id": done.id, "sentence": done.sentence, "ago": clock.ago(done.doneAt), "when": clock.time(done.doneAt)]
-        }
+        let waiting = list.completions.filter { $0.status == .waiting }.map { Self.waitingRow($0, clock) }
         let answered = list.completions.filter { $0.status != .waiting }.prefix(5).map { done -> [String: Any] in
             ["sentence": done.sentence, "when": clock.time(done.answeredAt ?? done.doneAt)]
         }
@@ -26,9 +24,12 @@ extension BrowserDevice {
 
     /// The family's chores done and waiting for a parent (the Overview's), each with its child.
     func waitingChores(_ clock: FamilyClock) async throws(RPCError) -> [[String: Any]] {
-        try await self.call(AggregatorMethods.listChores, ListChoresParams()).completions.filter { $0.status == .waiting }.map { done in
-            ["id": done.id, "child": done.child, "sentence": done.sentence, "ago": clock.ago(done.doneAt), "when": clock.time(done.doneAt)]
-        }
+        try await self.call(AggregatorMethods.listChores, ListChoresParams()).completions.filter { $0.status == .waiting }.map { Self.waitingRow($0, clock) }
+    }
+
+    /// What the `choreWaiting` partial shows.
+    static func waitingRow(_ done: ChoreCompletion, _ clock: FamilyClock) -> [String: Any] {
+        ["id": done.id, "child": done.child, "sentence": done.sentence, "ago": clock.ago(done.doneAt), "when": clock.time(done.doneAt)]
     }
 
     static func choreToday(_ chore: ChoreInfo) -> String {

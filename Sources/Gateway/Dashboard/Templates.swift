@@ -21,7 +21,7 @@ enum Templates {
         "layout": layout, "signin": signIn, "overview": overview, "overviewLive": overviewLive,
         "devices": devices, "devicesLive": devicesLive, "pair": pair, "pairLive": pairLive, "apps": apps, "appsLive": appsLive,
         "reports": reports, "digest": digest, "message": message, "activity": activity, "activityLive": activityLive, "settings": settings,
-        "child": child, "childLive": childLive, "request": request,
+        "child": child, "childLive": childLive, "request": request, "choreWaiting": choreWaiting,
     ]
 
     static let layout = #"""
@@ -109,19 +109,7 @@ enum Templates {
         {{#hasWaitingChores}}
         <section class="card requests" aria-labelledby="chores-waiting-heading">
           <h2 id="chores-waiting-heading">Chores to approve</h2>
-          <ul class="requests" id="overview-chores">{{#waitingChores}}
-            <li class="request" data-completion="{{id}}">
-              <p><strong>{{sentence}}</strong> <span class="hint" title="{{when}}">{{ago}}</span></p>
-              <form method="post" action="/children/{{child}}/chore-answer" class="answer">
-                <input type="hidden" name="csrf" value="{{csrf}}">
-                <input type="hidden" name="completion" value="{{id}}">
-                <label>Reason <input name="reason" maxlength="200" placeholder="only to send back"></label>
-                <span class="buttons">
-                  <button type="submit" name="decision" value="approve" class="approve">Approve</button>
-                  <button type="submit" name="decision" value="reject" class="secondary reject">Send back</button>
-                </span>
-              </form>
-            </li>{{/waitingChores}}
+          <ul class="requests" id="overview-chores">{{#waitingChores}}{{> choreWaiting}}{{/waitingChores}}
           </ul>
         </section>
         {{/hasWaitingChores}}
@@ -148,6 +136,22 @@ enum Templates {
 
     /// One request for more time; open ones with the Approve and Deny form (`back`: the
     /// page to return to).
+    /// A chore done and waiting for a parent, with Approve and Send back (the Overview's, a child's page's).
+    static let choreWaiting = #"""
+        <li class="request" data-completion="{{id}}">
+          <p><strong>{{sentence}}</strong> <span class="hint" title="{{when}}">{{ago}}</span></p>
+          <form method="post" action="/children/{{child}}/chore-answer" class="answer">
+            <input type="hidden" name="csrf" value="{{csrf}}">
+            <input type="hidden" name="completion" value="{{id}}">
+            <label>Reason <input name="reason" maxlength="200" placeholder="only to send back"></label>
+            <span class="buttons">
+              <button type="submit" name="decision" value="approve" class="approve">Approve</button>
+              <button type="submit" name="decision" value="reject" class="secondary reject">Send back</button>
+            </span>
+          </form>
+        </li>
+        """#
+
     static let request = #"""
         <li class="request" data-request="{{id}}" data-status="{{status}}">
           <p><strong>{{sentence}}</strong> <span class="hint"><span title="{{when}}">{{ago}}</span>{{#device}} · from {{device}}{{/device}}{{#whilePaused}} · while paused{{/whilePaused}}</span></p>
@@ -241,19 +245,7 @@ enum Templates {
         <section class="card chores" aria-labelledby="chores-heading">
           <h2 id="chores-heading">Chores</h2>
           {{#hasWaitingChores}}
-          <ul class="requests" id="chores-waiting">{{#waitingChores}}
-            <li class="request" data-completion="{{id}}">
-              <p><strong>{{sentence}}</strong> <span class="hint" title="{{when}}">{{ago}}</span></p>
-              <form method="post" action="/children/{{childId}}/chore-answer" class="answer">
-                <input type="hidden" name="csrf" value="{{csrf}}">
-                <input type="hidden" name="completion" value="{{id}}">
-                <label>Reason <input name="reason" maxlength="200" placeholder="only to send back"></label>
-                <span class="buttons">
-                  <button type="submit" name="decision" value="approve" class="approve">Approve</button>
-                  <button type="submit" name="decision" value="reject" class="secondary reject">Send back</button>
-                </span>
-              </form>
-            </li>{{/waitingChores}}
+          <ul class="requests" id="chores-waiting">{{#waitingChores}}{{> choreWaiting}}{{/waitingChores}}
           </ul>
           {{/hasWaitingChores}}
           {{^hasChores}}<p class="empty">No chores yet.</p>{{/hasChores}}
