@@ -707,6 +707,7 @@ let package = Package(
                 "TestSupport",
                 "StackSupport",
                 "RPCCore",
+                "StoreAPI",
                 "screentime-dev",
                 "screentimectl",
                 "screentime-stored",

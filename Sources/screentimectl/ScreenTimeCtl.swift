@@ -42,7 +42,7 @@ struct ScreenTimeCtl: AsyncParsableCommand {
             AppsCommand.self, CommandsCommand.self, UsageCommand.self, WatchCommand.self,
             SummaryCommand.self, BalanceCommand.self, LedgerCommand.self, ReportCommand.self, DemoCommand.self,
             AskCommand.self, RequestsCommand.self, GrantCommand.self, TakeAwayCommand.self, PauseCommand.self, ResumeCommand.self, AuditCommand.self, DowntimeCommand.self, ChoresCommand.self, DigestCommand.self,
-            BackupCommand.self, RecomputeCommand.self, GatewayCommand.self,
+            BackupCommand.self, RestoreCommand.self, RecomputeCommand.self, GatewayCommand.self,
         ]
     )
 }

@@ -19,8 +19,10 @@ public final class DevStack: @unchecked Sendable {
                              stdout: self.directory.file("up.log"), stderr: self.directory.file("up.log")).start()
     }
 
-    public static func start(arguments: [String] = []) async throws -> DevStack {
-        let stack = try DevStack(directory: TemporaryDirectory(), arguments: arguments)
+    /// A stack in `directory`: a new one, or again on the data a stopped one left there.
+    public static func start(in directory: TemporaryDirectory = TemporaryDirectory(), arguments: [String] = []) async throws -> DevStack {
+        try? FileManager.default.removeItem(atPath: directory.file("stack/run/dev-status.json"))
+        let stack = try DevStack(directory: directory, arguments: arguments)
         try await stack.waitUntil("the stack is up") { FileManager.default.fileExists(atPath: stack.runtime + "/dev-status.json") }
         return stack
     }

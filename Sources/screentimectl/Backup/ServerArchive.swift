@@ -21,7 +21,8 @@ struct ServerArchive {
         }
 
         /// The archive's own format, for `restore` to read it right.
-        var format = 1
+        static let currentFormat = 1
+        var format = Self.currentFormat
         var serverVersion: String
         var schemaVersion: Int
         var createdAt: Date
@@ -94,36 +95,48 @@ struct ServerArchive {
         let scratch = NSTemporaryDirectory() + "screentime-verify-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         defer { try? FileManager.default.removeItem(atPath: scratch) }
+        return try Self.extract(archive, into: scratch + "/files", passphrase: passphrase, scratch: scratch)
+    }
+
+    /// Unpacks an archive into `directory` (made here, mode 0700) and checks it as `verify`
+    /// does; `scratch` takes the decrypted tar of an encrypted one meanwhile.
+    static func extract(_ archive: String, into directory: String, passphrase: Data?, scratch: String) throws -> Manifest {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         var tarFile = archive
         if let passphrase, ArchiveEncryption.isEncrypted(archive) {
             tarFile = scratch + "/archive.tar"
             try ArchiveEncryption.decrypt(archive, to: tarFile, passphrase: passphrase)
-            try FileManager.default.createDirectory(atPath: scratch + "/files", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         }
-        let into = tarFile == archive ? scratch : scratch + "/files"
+        defer { if tarFile != archive { try? FileManager.default.removeItem(atPath: tarFile) } }
         do {
-            try Self.tar(["-xf", tarFile, "-C", into])
+            try Self.tar(["-xf", tarFile, "-C", directory])
         } catch let failure as Failure {
             throw Failure.unreadable("\(archive) is not a ScreenTime Rewards backup, or it is damaged (\(failure))")
         }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
-        guard let data = FileManager.default.contents(atPath: into + "/manifest.json"), let manifest = try? decoder.decode(Manifest.self, from: data) else {
+        guard let data = FileManager.default.contents(atPath: directory + "/manifest.json"), let manifest = try? decoder.decode(Manifest.self, from: data) else {
             throw Failure.unreadable("\(archive) has no readable manifest: it is not a ScreenTime Rewards backup, or it is damaged")
         }
         for expected in manifest.databases + manifest.files {
-            let found = try Self.entry(expected.path, in: into, position: expected.position)
+            guard Self.isInside(expected.path) else { throw Failure.mismatch("\(archive) is damaged: its manifest names \(expected.path), outside the archive") }
+            let found = try Self.entry(expected.path, in: directory, position: expected.position)
             guard found == expected else {
                 throw Failure.mismatch("\(archive) is damaged: \(expected.path) is not what its manifest says (size or SHA-256 differ)")
             }
         }
         for database in manifest.databases {
-            let queue = try DatabaseQueue(path: into + "/" + database.path)
+            let queue = try DatabaseQueue(path: directory + "/" + database.path)
             let check = try queue.read { try String.fetchAll($0, sql: "PRAGMA integrity_check") }
             try queue.close()
             guard check == ["ok"] else { throw Failure.mismatch("\(archive) is damaged: \(database.path) fails SQLite's integrity check (\(check.prefix(2).joined(separator: "; ")))") }
         }
         return manifest
+    }
+
+    /// A relative path that stays inside the archive: no `..`, not absolute.
+    static func isInside(_ path: String) -> Bool {
+        !path.hasPrefix("/") && !path.split(separator: "/").contains("..") && !path.isEmpty
     }
 
     private static func entry(_ path: String, in directory: String, position: Int64?) throws -> Manifest.Entry {
@@ -132,17 +145,10 @@ struct ServerArchive {
     }
 
     private static func tar(_ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/tar")
-        process.arguments = arguments
-        let errors = Pipe()
-        process.standardError = errors
-        do { try process.run() } catch { throw Failure.tar("cannot run /usr/bin/tar: \(error)") }
-        let message = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            let said = String(decoding: message, as: UTF8.self).split(separator: "\n").first.map { $0.replacingOccurrences(of: "/usr/bin/tar: ", with: "") } ?? ""
-            throw Failure.tar("tar \(arguments.first ?? ""): \(said)")
+        let outcome: SystemCommand.Outcome
+        do { outcome = try SystemCommand.run("/usr/bin/tar", arguments) } catch { throw Failure.tar("cannot run /usr/bin/tar: \(error)") }
+        guard outcome.status == 0 else {
+            throw Failure.tar("tar \(arguments.first ?? ""): \(outcome.firstError.replacingOccurrences(of: "/usr/bin/tar: ", with: ""))")
         }
     }
 }
