@@ -77,6 +77,11 @@ for unit in screentime.target "${services[@]/#/screentime-}"; do
         chmod 0644 "$units/$unit$suffix"
     done
 done
+# The nightly backup (screentimectl backup scheduled) and its timer.
+for unit in screentime-backup.service screentime-backup.timer; do
+    sed -e "s|@DOCDIR@|$docdir|g" -e "s|@BINDIR@|$prefix/bin|g" "$root/systemd/$unit" > "$units/$unit"
+    chmod 0644 "$units/$unit"
+done
 if [ "$webhooks" = yes ]; then
     install -D -m 0644 "$root/systemd/screentime-push-webhooks.conf" "$units/screentime-push.service.d/webhooks.conf"
 fi
@@ -98,6 +103,7 @@ for index in "${!services[@]}"; do
     env="/etc/screentime/${services[$index]}.env"
     [ -f "$env" ] || sed -e "s/@NAME@/${services[$index]}/g" -e "s/@BINARY@/${binaries[$index]}/g" "$root/deploy/service.env.in" > "$env"
 done
+[ -f /etc/screentime/backup.env ] || install -m 0644 "$root/deploy/backup.env" /etc/screentime/backup.env
 
 # The gateway's key, certificate and endpoint file (its URLs and pin, which pairing codes
 # carry) now, as the screentime user, rather than at its first connection.
@@ -113,8 +119,10 @@ systemctl enable screentime.target >/dev/null
 refilter=no
 ls "$units"/sockets.target.wants/screentime-*.socket >/dev/null 2>&1 && refilter=yes
 for service in "${services[@]}"; do systemctl reenable "screentime-$service.socket" 2>/dev/null; done
+systemctl enable screentime-backup.timer 2>/dev/null
 if [ "$start" = yes ]; then
     systemctl start screentime.target
+    systemctl start screentime-backup.timer
     # An upgrade: services that were running pick up the new binaries now.
     for service in "${services[@]}"; do systemctl try-restart "screentime-$service.service"; done
     if [ "$refilter" = yes ]; then systemctl try-restart screentime-gateway.socket; fi

@@ -35,6 +35,14 @@ public enum AggregatorMethods {
         "aggregator.backup", summary: "Writes a consistent online copy of the aggregator's database (its days, sealed weeks, schedules, chores, outboxes) into its backups directory under a plain file name; `lastSeq` is its position in the store's change log. Local administration only.",
         callers: .local,
         errors: [.forbidden, .invalidParams, .conflict, .unavailable])
+    public static let backupReport = MethodSpec<BackupReport, ServerBackupState>(
+        "aggregator.backupReport", summary: "The scheduled backup tells how its run went; the first failure of a streak alerts every parent (what failed, in words), and so does the first success after one. Local administration only.",
+        callers: .local,
+        errors: [.forbidden, .invalidParams])
+    public static let backupState = MethodSpec<Empty, ServerBackupState>(
+        "aggregator.backupState", summary: "How the server's scheduled backups are going: the last run, the last one that worked (its archive, size and copy), and since when they fail, if they do.",
+        callers: [.local, .parent],
+        errors: [.unauthorized, .deviceRevoked, .forbidden])
     public static let devices = MethodSpec<Empty, DeviceConfigurations>(
         "aggregator.devices", summary: "Each child device of the parent's family: the configuration version it last applied beside the family's current one.",
         callers: .parent,
@@ -267,6 +275,8 @@ extension AggregatorMethods {
         resync,
         devices,
         backup,
+        backupReport,
+        backupState,
         askForTime,
         answerRequest,
         listRequests,

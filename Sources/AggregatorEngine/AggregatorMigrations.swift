@@ -425,6 +425,24 @@ extension AggregatorDatabase {
                 ) WITHOUT ROWID;
                 """)
         }
+        migrator.registerMigration("aggregator-v12-server-backups") { db in
+            try db.execute(sql: """
+                -- the scheduled backups' last outcomes, as the backup service reports them
+                -- (one row): what the dashboard shows, and whether a failure streak has
+                -- alerted the parents
+                CREATE TABLE server_backups (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    last_run_ms INTEGER NOT NULL,
+                    last_succeeded INTEGER NOT NULL,
+                    last_success_ms INTEGER,
+                    archive TEXT,
+                    bytes INTEGER,
+                    copied_to TEXT,
+                    failing_since_ms INTEGER,
+                    problem TEXT
+                );
+                """)
+        }
         return migrator
     }
 }

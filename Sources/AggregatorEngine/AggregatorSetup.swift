@@ -96,6 +96,21 @@ extension ServiceSetup {
             logger.notice("backup written", metadata: ["path": "\(copy.path)", "bytes": "\(copy.bytes)", "last_seq": "\(copy.lastSeq)"])
             return BackupResult(path: copy.path, bytes: copy.bytes, lastSeq: copy.lastSeq, milliseconds: copy.milliseconds)
         }
+        methods.on(AggregatorMethods.backupReport) { report, context in
+            guard context.auth == nil else { throw RPCError(.forbidden, "aggregator.backupReport is for the server's own backup service, on the server") }
+            let state = try await database.pool.write { db in try ServerBackups.report(report, now: configuration.clock(), db) }
+            if report.succeeded {
+                logger.info("scheduled backup", metadata: ["archive": "\(report.archive ?? "")", "bytes": "\(report.bytes ?? 0)", "parents_alerted": "\(state.parentsAlerted ?? false)"])
+            } else {
+                logger.error("scheduled backup failed", metadata: ["problem": "\(report.problem ?? "")", "parents_alerted": "\(state.parentsAlerted ?? false)"])
+            }
+            if state.parentsAlerted == true { summaries.signal() }
+            return state
+        }
+        methods.on(AggregatorMethods.backupState) { _, context in
+            if let auth = context.auth { _ = try await CallerIdentity.parentFamily(auth, credentials: credentials, for: "aggregator.backupState") }
+            return try await database.pool.read { db in try ServerBackups.state(db) }
+        }
         let rollUps = RollUps(database: database, retentionDays: configuration.retentionDays, writeback: summaries, logger: logger)
         methods.on(AggregatorMethods.rollUp) { params, context in try await rollUps.run(params, auth: context.auth) }
         methods.on(AggregatorMethods.resync) { params, context in

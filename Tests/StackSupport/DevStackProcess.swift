@@ -79,6 +79,10 @@ extension DevStack {
 
     /// Runs `screentimectl ARGUMENTS` to completion.
     public func ctl(_ arguments: String..., stdin: String? = nil, timeout: Duration = .seconds(60)) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await self.ctl(arguments, stdin: stdin, timeout: timeout)
+    }
+
+    public func ctl(_ arguments: [String], stdin: String? = nil, timeout: Duration = .seconds(60)) async throws -> (status: Int32, stdout: String, stderr: String) {
         try await runCommand(Binaries.path("screentimectl"), arguments, environment: self.ctlEnvironment, stdin: stdin, timeout: timeout)
     }
 

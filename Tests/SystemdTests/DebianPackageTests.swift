@@ -47,7 +47,8 @@ struct DebianPackageTests {
         let contents = try await runCommand("/usr/bin/dpkg-deb", ["--contents", packages.current.deb]).stdout
         var paths = ["./usr/share/doc/screentime-server/copyright", "./usr/share/doc/screentime-server/changelog.gz",
                      "./usr/share/man/man1/screentimectl.1.gz", "./lib/systemd/system/screentime.target",
-                     "./usr/lib/sysusers.d/screentime.conf", "./etc/avahi/services/screentime.service", "./usr/bin/screentimectl"]
+                     "./usr/lib/sysusers.d/screentime.conf", "./etc/avahi/services/screentime.service", "./usr/bin/screentimectl",
+                     "./lib/systemd/system/screentime-backup.service", "./lib/systemd/system/screentime-backup.timer"]
         for service in Self.services {
             paths += ["./usr/share/man/man8/\(service.binary).8.gz", "./usr/libexec/screentime/\(service.binary)",
                       "./lib/systemd/system/screentime-\(service.name).socket", "./lib/systemd/system/screentime-\(service.name).service"]
@@ -60,6 +61,7 @@ struct DebianPackageTests {
             #expect(conffiles.contains("/etc/screentime/\(service.name).env"), "\(conffiles)")
         }
         #expect(conffiles.contains("/etc/avahi/services/screentime.service"), "\(conffiles)")
+        #expect(conffiles.contains("/etc/screentime/backup.env"), "the nightly backup's options: \(conffiles)")
         #expect(conffiles.contains(Self.gatewayPort), "the gateway's port, a drop-in the administrator edits: \(conffiles)")
 
         // Stripped, and the debug symbols in the -dbgsym package (by build id).
@@ -92,6 +94,10 @@ struct DebianPackageTests {
                 #expect(try await container.property("ActiveState", of: "screentime-\(service.name).service") == "inactive", "\(service.name) waits for its first client")
             }
             #expect(try await container.property("UnitFileState", of: "screentime.target") == "enabled")
+            // The nightly backup: its timer enabled and waiting, its service not run on install.
+            #expect(try await container.property("UnitFileState", of: "screentime-backup.timer") == "enabled")
+            #expect(try await container.property("ActiveState", of: "screentime-backup.timer") == "active")
+            #expect(try await container.property("ActiveState", of: "screentime-backup.service") == "inactive")
             let changelog = try await runCommand("/usr/bin/dpkg-parsechangelog", ["-l", Container.checkout + "/deploy/debian/changelog", "-S", "Version"]).stdout
                 .trimmingCharacters(in: .whitespacesAndNewlines)
             for service in Self.local {
@@ -117,6 +123,7 @@ struct DebianPackageTests {
             }
 
             let units = Self.services.flatMap { ["/lib/systemd/system/screentime-\($0.name).socket", "/lib/systemd/system/screentime-\($0.name).service"] }
+                + ["/lib/systemd/system/screentime-backup.service", "/lib/systemd/system/screentime-backup.timer"]
             let verify = try await container.run(["systemd-analyze", "verify", "/lib/systemd/system/screentime.target"] + units)
             #expect(verify.status == 0 && verify.stderr.isEmpty, "\(verify.stderr)")
             let avahi = try await container.read("/etc/avahi/services/screentime.service")

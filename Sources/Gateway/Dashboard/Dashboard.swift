@@ -581,7 +581,28 @@ struct Dashboard: Sendable {
             "digestDays": Weekday.allCases.map { ["day": $0.rawValue, "name": $0.name, "selected": $0.rawValue == (family?.digestDay ?? "sun")] },
         ]
         if query["saved"] != nil { data["notice"] = "Saved. Days are counted in \(clock.timeZoneName) from now on (the days held in detail are counted again)." }
+        // The server's backups: shown when the aggregator can say (an older one cannot).
+        if let backups = try? await session.device.call(AggregatorMethods.backupState, Empty()) { data["backups"] = Self.backupLines(backups, clock) }
         return self.page(.ok, "settings", title: "Settings", session: session, clock: clock, data: data)
+    }
+
+    /// How the nightly backups go, in sentences.
+    static func backupLines(_ state: ServerBackupState, _ clock: FamilyClock) -> [String: Any] {
+        func when(_ ms: Int64) -> String {
+            let date = Date(timeIntervalSince1970: Double(ms) / 1000)
+            return "\(clock.time(date)) (\(clock.ago(date)))"
+        }
+        var lines: [String: Any] = [:]
+        if let since = state.failingSince {
+            lines["failing"] = "The nightly backup has failed since \(when(since)): \(state.problem ?? "see the server's journal")."
+        }
+        if let success = state.lastSuccessAt {
+            let size = state.bytes.map { ", " + ByteCountFormatter.string(fromByteCount: $0, countStyle: .file) } ?? ""
+            lines["last"] = "The last backup that worked: \(when(success))\(size)\(state.copiedTo.map { ", copied to \($0)" } ?? "")."
+        } else if state.lastRunAt == nil {
+            lines["never"] = "No nightly backup has run yet. The server makes one each night; whoever runs it can make one now with sudo screentimectl backup."
+        }
+        return lines
     }
 
     func csv(_ session: Session, query: [String: String]) async throws(RPCError) -> Response {

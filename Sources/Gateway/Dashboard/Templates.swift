@@ -670,6 +670,15 @@ enum Templates {
           <input id="digestTime" name="digestTime" type="time" value="{{digestTime}}" required>
           <button type="submit" id="save-settings">Save</button>
         </form>
+        {{#backups}}
+        <section class="card stack" id="backups" aria-labelledby="backups-heading">
+          <h2 id="backups-heading">The server's backups</h2>
+          {{#failing}}<p class="error" role="alert" id="backup-failing">{{failing}}</p>{{/failing}}
+          {{#last}}<p id="backup-last">{{last}}</p>{{/last}}
+          {{#never}}<p class="hint" id="backup-never">{{never}}</p>{{/never}}
+          <p class="hint">Each archive holds the whole server, so that a new disk can take its place with every phone and tablet still paired.</p>
+        </section>
+        {{/backups}}
         """#
 
     static let message = #"""

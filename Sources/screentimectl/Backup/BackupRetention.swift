@@ -20,6 +20,24 @@ enum BackupRetention {
         }.sorted { $0.made > $1.made }
     }
 
+    /// Deletes what ``keep(_:daily:weekly:monthly:)`` does not keep in `directory` (nothing
+    /// when `dryRun`); returns the names deleted, and how many were kept of how many.
+    static func prune(_ directory: String, daily: Int, weekly: Int, monthly: Int, dryRun: Bool = false) throws -> (deleted: [String], kept: Int, of: Int) {
+        let archives = Self.archives(in: directory)
+        let kept = Self.keep(archives, daily: daily, weekly: weekly, monthly: monthly)
+        let doomed = archives.filter { !kept.contains($0.name) }.map(\.name)
+        if !dryRun {
+            for name in doomed {
+                do {
+                    try FileManager.default.removeItem(atPath: (directory as NSString).appendingPathComponent(name))
+                } catch {
+                    throw CLIError(.cannotWrite, "cannot delete \(name) from \(directory): \(ServerBackup.reason(error))")
+                }
+            }
+        }
+        return (doomed, kept.count, archives.count)
+    }
+
     /// `20261128T201500` (UTC), as `backup` names them.
     static func date(_ stamp: String) -> Date? {
         let formatter = DateFormatter()

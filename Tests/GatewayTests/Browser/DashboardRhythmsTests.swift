@@ -221,4 +221,27 @@ extension DashboardRhythmsTests {
             }
         }
     }
+
+    @Test("Settings tell how the server's nightly backups go: none yet, failing since when and why (in the parents' words), the last one that worked")
+    func backups() async throws {
+        try await inBrowser(failureShot: "backups-failure") { stack, browser, shots in
+            let family = try await FamilyOnCommandLine.make(stack)
+            try await family.signInDad(browser)
+            try await browser.go(stack.url + "/settings")
+            try await browser.waitFor("no backup yet", "#backup-never") { $0.contains("No nightly backup has run yet") }
+
+            // What screentimectl backup scheduled reports: a success, then a night the NAS was not mounted.
+            _ = try await family.must(["call", "aggregator", "aggregator.backupReport",
+                                       #"{"succeeded":true,"archive":"screentime-20261127T030000.tar","bytes":2400000,"copiedTo":"/mnt/nas/screentime"}"#])
+            _ = try await family.must(["call", "aggregator", "aggregator.backupReport",
+                                       #"{"succeeded":false,"problem":"the backup disk is not mounted (/mnt/nas/screentime is not there)"}"#])
+            try await browser.go(stack.url + "/settings")
+            try await browser.waitFor("the failure", "#backup-failing") {
+                $0.hasPrefix("The nightly backup has failed since ") && $0.hasSuffix("the backup disk is not mounted (/mnt/nas/screentime is not there).")
+            }
+            let last = try await browser.text("#backup-last")
+            #expect(last.hasPrefix("The last backup that worked: ") && last.contains("2.4 MB, copied to /mnt/nas/screentime."), "\(last)")
+            try await shots.take("settings-backups", showing: "#backups")
+        }
+    }
 }
