@@ -238,9 +238,15 @@ final class PushDatabase: StoreLogFollowerDatabase {
             SELECT max(
                 coalesce((SELECT max(CASE WHEN ?3 THEN last_seq ELSE 0 END, acked) FROM devices WHERE family = ?1 AND device_id = ?2), 0),
                 coalesce((SELECT max(seq) FROM queue WHERE family = ?1 AND device_id = ?2), 0),
-                coalesce((SELECT max(seq) FROM queue_latest WHERE family = ?1 AND device_id = ?2), 0))
+                coalesce((SELECT max(seq) FROM queue_latest WHERE family = ?1 AND device_id = ?2), 0),
+                coalesce((SELECT value FROM meta WHERE key = '\(Self.seqFloorKey)'), 0))
             """), arguments: [key.family, key.deviceId, includingReserved]) ?? 0
     }
+
+    /// Where every device's numbers start at least: a restore from a backup raises it past
+    /// anything the lost server can have numbered (a device it had not seen at the backup's
+    /// time included), so that no device skips a new notification as one it has handled.
+    static let seqFloorKey = "seq_floor"
 
     /// The notifications to store: of several with the same device and collapse key in one
     /// batch, only the last (all were delivered live).

@@ -1,6 +1,8 @@
 import Foundation
 import Glibc
+import GRDB
 import ProcessSpawn
+import RPCClient
 import RPCCore
 import StackSupport
 import StoreAPI
@@ -37,11 +39,23 @@ struct RestoreTests {
         #expect(try await stack.ctl("backup", "before", "--config-dir", etc).status == 0)
         let archive = stack.stack + "/state/backups/before.tar"
 
+        // Life goes on after the backup: a rule change the tablet hears of (and acknowledges),
+        // more usage, a changed option.
+        let heard = directory.file("heard-before.txt")
+        let listener = try stack.ctlInBackground("watch", "--profile", "emma-tablet", "--count", "1", "--seconds", "60", output: heard)
+        try await stack.waitUntil("the tablet listens") { StoryTests.read(heard).contains("watching") }
+        #expect(try await stack.ctl("apps", "set", "--profile", "mum", "com.roblox", "--category", "reward").status == 0)
+        #expect(try await ChildExit.wait(listener, timeout: .seconds(60)) == 0, "\(StoryTests.read(heard))")
         // Life goes on after the backup: more usage, a changed option.
         #expect(try await stack.ctl("usage", "add", "--profile", "emma-tablet", "org.khan", "--category", "learning", "--minutes", "20", "--start", "\(Self.day)T14:00:00Z").status == 0)
         try await story.waitFor("the day's 50 minutes", "summary", "--profile", "mum", "--child", "emma", "--day", Self.day) { $0.contains("50m") }
         let after = try await stack.client("store").call(StoreMethods.zoneChanges, ZoneChangesParams(family: "smith", zone: zone)).token
         try "OPTIONS=--log-level debug\n".write(toFile: etc + "/store.env", atomically: true, encoding: .utf8)
+        let passphrase = directory.file("passphrase"), wrong = directory.file("wrong")
+        try "correct horse battery staple\n".write(toFile: passphrase, atomically: true, encoding: .utf8)
+        try "incorrect horse battery staple\n".write(toFile: wrong, atomically: true, encoding: .utf8)
+        #expect(try await stack.ctl("backup", "sealed", "--config-dir", etc, "--passphrase-file", passphrase).status == 0)
+        let sealed = stack.stack + "/state/backups/sealed.tar.enc"
         #expect(try await stack.interrupt() == 0)
 
         let restore = { (arguments: [String], killAt: String?) in
@@ -57,6 +71,19 @@ struct RestoreTests {
         let newer = try await Self.rewriteManifest(of: archive, in: directory) { $0["serverVersion"] = "99.0.0" }
         let refused = try await restore([newer], nil)
         #expect(refused.status == 1 && refused.stderr.contains("made by version 99.0.0") && refused.stderr.contains("install version 99.0.0 or later"), "\(refused)")
+
+        // A sealed archive without its passphrase, or with the wrong one; a damaged one: refused, nothing touched.
+        let unsealed = try await restore([sealed], nil)
+        #expect(unsealed.status == 65 && unsealed.stderr.contains("is encrypted: give its passphrase file"), "\(unsealed)")
+        let wrongly = try await restore([sealed, "--passphrase-file", wrong], nil)
+        #expect(wrongly.status == 65 && wrongly.stderr.contains("nothing was changed") && wrongly.stderr.contains("passphrase"), "\(wrongly)")
+        let damaged = directory.file("damaged.tar")
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: archive))
+        bytes[bytes.count / 2] ^= 0x01
+        try bytes.write(to: URL(fileURLWithPath: damaged))
+        let refusedDamaged = try await restore([damaged], nil)
+        #expect(refusedDamaged.status == 65 && refusedDamaged.stderr.contains("damaged") && refusedDamaged.stderr.contains("nothing was changed"), "\(refusedDamaged)")
+        #expect(!FileManager.default.fileExists(atPath: stack.stack + "/state/restore-in-progress"))
 
         // Killed after moving two files: abandoned, everything is as it was.
         let killed = try await restore([archive], "move-2")
@@ -80,6 +107,17 @@ struct RestoreTests {
         #expect(FileManager.default.fileExists(atPath: stack.stack + "/state/\(aside)/store.sqlite"), "what it replaced is kept")
         #expect(try String(contentsOfFile: etc + "/store.env", encoding: .utf8).contains("info"), "the configuration as it was backed up")
 
+        // Numbered beyond anything the lost server can have reached: the store's changes, and
+        // each device's notifications (the tablet's queue goes on past what it acknowledged).
+        let numbers = try await DatabaseQueue(path: stack.stack + "/state/push.sqlite").read { db in
+            try Int64.fetchAll(db, sql: "SELECT last_seq FROM devices UNION ALL SELECT value FROM meta WHERE key = 'seq_floor'")
+        }
+        #expect(!numbers.isEmpty && numbers.allSatisfy { $0 >= 1 << 32 }, "\(numbers)")
+        let head = try await DatabaseQueue(path: stack.stack + "/state/store.sqlite").read { db in
+            try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'")
+        }
+        #expect((head ?? 0) > 1 << 32)
+
         stack = try await DevStack.start(in: directory)
         let restoredStory = Story(stack)
         let pinAfter = try await stack.ctl("gateway", "pin", "--state-dir", stack.stack + "/state")
@@ -97,8 +135,55 @@ struct RestoreTests {
                 #expect(error.code == .changeTokenExpired, "\(error)")
             }
         }
+        // The tablet acknowledged a notification numbered after the backup: the restored server
+        // numbers its next ones beyond it, so the next rule change still reaches the tablet.
+        let heardAfter = directory.file("heard-after.txt")
+        let listenerAfter = try stack.ctlInBackground("watch", "--profile", "emma-tablet", "--count", "1", "--seconds", "60", output: heardAfter)
+        try await stack.waitUntil("the tablet listens again") { StoryTests.read(heardAfter).contains("watching") }
+        #expect(try await stack.ctl("apps", "set", "--profile", "mum", "org.wikipedia", "--category", "learning").status == 0)
+        #expect(try await ChildExit.wait(listenerAfter, timeout: .seconds(60)) == 0, "a notification after the restore: \(StoryTests.read(heardAfter))")
+        #expect(StoryTests.read(heardAfter).contains("ConfigurationCommand"), "\(StoryTests.read(heardAfter))")
         let fresh = try await stack.client("store").call(StoreMethods.zoneChanges, ZoneChangesParams(family: "smith", zone: zone))
         _ = try await stack.client("store").call(StoreMethods.zoneChanges, ZoneChangesParams(family: "smith", zone: zone, since: fresh.token))
+    }
+
+    @Test("an archive an older version made (its store at an older schema) is restored and migrated when the services start")
+    func olderArchiveMigrated() async throws {
+        // A store as an older version left it: schema 10, a family with its record.
+        let old = TemporaryDirectory()
+        let store = try await ServiceProcess.start("screentime-stored", service: "store", in: old, arguments: ["--schema-version", "10"])
+        let client = RPCClient(configuration: ClientConfiguration(socketPath: store.socketPath))
+        _ = try await client.call(StoreMethods.createFamily, CreateFamilyParams(family: "smith"))
+        _ = try await client.call(StoreMethods.modify, ModifyParams(family: "smith", zone: "default",
+                                                                    saves: [RecordSave(recordType: "Family", recordName: "smith", fields: ["displayName": "The Smiths"])]))
+        let copy = try await client.call(StoreMethods.backup, BackupParams(path: "older.sqlite"))
+        await store.stop()
+
+        // Its archive, as that version wrote it.
+        let staging = old.file("archive")
+        try FileManager.default.createDirectory(atPath: staging + "/databases", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: copy.path, toPath: staging + "/databases/store.sqlite")
+        let data = try Data(contentsOf: URL(fileURLWithPath: staging + "/databases/store.sqlite"))
+        let sum = try await runCommand("/usr/bin/sha256sum", [staging + "/databases/store.sqlite"]).stdout.split(separator: " ").first.map(String.init) ?? ""
+        let manifest: [String: Any] = [
+            "format": 1, "serverVersion": "0.7.0", "schemaVersion": 10, "createdAt": "2026-10-01T03:00:00Z", "files": [] as [Any],
+            "databases": [["path": "databases/store.sqlite", "bytes": data.count, "sha256": sum, "position": 2] as [String: Any]],
+        ]
+        try JSONSerialization.data(withJSONObject: manifest).write(to: URL(fileURLWithPath: staging + "/manifest.json"))
+        let archive = old.file("older.tar")
+        #expect(try await runCommand("/usr/bin/tar", ["-cf", archive, "-C", staging, "."]).status == 0)
+
+        let directory = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.file("stack/state"), withIntermediateDirectories: true)
+        let restored = try await runCommand(Binaries.path("screentimectl"), ["restore", archive, "--state-dir", directory.file("stack/state"),
+                                                                             "--config-dir", directory.file("etc"), "--services-stopped"])
+        #expect(restored.status == 0 && restored.stdout.contains("by version 0.7.0"), "\(restored)")
+        let stack = try await DevStack.start(in: directory)
+        defer { stack.stopNow() }
+        let schema = try await stack.client("store").call(StoreMethods.schema, Empty())
+        #expect(schema.version > 10, "migrated on start")
+        let family = try #require(try await stack.client("store").call(StoreMethods.fetch, FetchParams(family: "smith", zone: "default", recordNames: ["smith"])).records.first)
+        #expect(family.fields["displayName"] == "The Smiths" && family.fields["timeZone"] == "UTC", "the record, with the newer fields' defaults: \(family.fields)")
     }
 
     static func pinLine(_ output: String) -> String? {

@@ -35,12 +35,18 @@ enum RestoredSequences {
     }
 
     /// Push: each device's next notification number, beyond what it can have seen or
-    /// acknowledged. The notifications still queued keep theirs and are delivered again.
+    /// acknowledged; a device push had not numbered for yet starts at the floor
+    /// (`meta.seq_floor`, which push's numbering reads). The notifications still queued keep
+    /// theirs and are delivered again.
     static func advancePush(at path: String) throws {
         let queue = try DatabaseQueue(path: path)
         defer { try? queue.close() }
         try queue.write { db in
             try db.execute(sql: "UPDATE devices SET last_seq = max(last_seq, acked) + ?", arguments: [Self.gap])
+            try db.execute(sql: """
+                INSERT INTO meta(key, value) VALUES ('seq_floor', ?)
+                ON CONFLICT(key) DO UPDATE SET value = value + excluded.value
+                """, arguments: [Self.gap])
         }
     }
 }

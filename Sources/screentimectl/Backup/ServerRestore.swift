@@ -68,15 +68,29 @@ struct ServerRestore {
     func stage(archive: String, passphrase: Data?, timerWasActive: Bool) throws -> Plan {
         // What a run killed before its plan was written left: begun again from the archive.
         try? FileManager.default.removeItem(atPath: self.work)
+        do {
+            return try self.unpack(archive: archive, passphrase: passphrase, timerWasActive: timerWasActive)
+        } catch {
+            // Refused or damaged: nothing is left behind, and nothing was changed.
+            try? FileManager.default.removeItem(atPath: self.work)
+            throw error
+        }
+    }
+
+    private func unpack(archive: String, passphrase: Data?, timerWasActive: Bool) throws -> Plan {
         try FileManager.default.createDirectory(atPath: self.work, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let manifest = try ServerArchive.extract(archive, into: self.staged, passphrase: passphrase, scratch: self.work)
         try Self.checkVersion(of: manifest, archive: archive)
         for database in manifest.databases {
             let path = self.staged + "/" + database.path
-            switch (database.path as NSString).lastPathComponent {
-            case "store.sqlite": _ = try RestoredSequences.advanceStore(at: path)
-            case "push.sqlite": try RestoredSequences.advancePush(at: path)
-            default: break
+            do {
+                switch (database.path as NSString).lastPathComponent {
+                case "store.sqlite": _ = try RestoredSequences.advanceStore(at: path)
+                case "push.sqlite": try RestoredSequences.advancePush(at: path)
+                default: break
+                }
+            } catch {
+                throw ServerArchive.Failure.mismatch("\(archive) is damaged: \(database.path) is not a database this server knows (\(error))")
             }
         }
         // The services' files belong to their user (the state directory's owner), whoever made
