@@ -84,11 +84,13 @@ struct ConnectionOptions: ParsableArguments {
         return FileManager.default.fileExists(atPath: runtime + "/store.sock") ? runtime : nil
     }
 
-    func client(for service: String) -> RPCClient {
+    /// `atLeast`: a floor for the call timeout, for calls that take long by nature (a
+    /// database's backup on an SD card).
+    func client(for service: String, atLeast: Double = 0) -> RPCClient {
         let token = self.token ?? ProcessInfo.processInfo.environment["SCREENTIME_TOKEN"]
         return RPCClient(configuration: ClientConfiguration(
             socketPath: self.socketPath(for: service),
-            callTimeout: .milliseconds(Int64(self.timeout * 1000)),
+            callTimeout: .milliseconds(Int64(max(self.timeout, atLeast) * 1000)),
             connectTimeout: .milliseconds(500),
             auth: token.map(Auth.init(token:))
         ))

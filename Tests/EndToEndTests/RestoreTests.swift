@@ -91,6 +91,11 @@ struct RestoreTests {
         #expect(FileManager.default.fileExists(atPath: stack.stack + "/state/restore-in-progress/plan.json"))
         let other = try await restore([newer], nil)
         #expect(other.status == 1 && other.stderr.contains("is under way") && other.stderr.contains("--abandon"), "another archive meanwhile: \(other)")
+        // Putting the data back, killed midway too: run again, it finishes, and what it put
+        // back is never taken for the restore's.
+        #expect(try await restore(["--abandon"], "undo-4").status == 128 + SIGKILL)
+        let resumed = try await restore([], nil)
+        #expect(resumed.status == 1 && resumed.stderr.contains("run `screentimectl restore --abandon` again"), "\(resumed)")
         let abandoned = try await restore(["--abandon"], nil)
         #expect(abandoned.status == 0 && abandoned.stdout.contains("Abandoned the restore"), "\(abandoned)")
         #expect(try String(contentsOfFile: etc + "/store.env", encoding: .utf8).contains("debug"))

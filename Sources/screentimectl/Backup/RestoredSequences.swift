@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 
 /// What a restore changes in the databases it puts back, before any service opens them.
@@ -15,14 +16,19 @@ enum RestoredSequences {
     /// 2^32 changes, or notifications to one device: years of a family's life many times over.
     static let gap: Int64 = 1 << 32
 
+    /// At least the time in seconds times 2^20: an archive older than one restored before
+    /// (last month's, after last week's) still lands beyond every number since, whatever
+    /// its own numbers were. Below 2^53 (what a JSON client reads exactly) until 2242.
+    static func floor(at now: Date) -> Int64 {
+        Int64(now.timeIntervalSince1970) << 20
+    }
+
     /// The store: the change log's next number, and every family's and zone's horizon for
     /// change tokens (`purged_seq`, below which a token is expired), moved to the new head.
-    static func advanceStore(at path: String) throws -> Int64 {
-        let queue = try DatabaseQueue(path: path)
-        defer { try? queue.close() }
-        return try queue.write { db in
+    static func advanceStore(at path: String, now: Date = Date()) throws -> Int64 {
+        try Self.change(path) { db in
             let head = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
-            let next = head + Self.gap
+            let next = max(head + Self.gap, Self.floor(at: now))
             if try Int64.fetchOne(db, sql: "SELECT count(*) FROM sqlite_sequence WHERE name = 'changes'") == 0 {
                 try db.execute(sql: "INSERT INTO sqlite_sequence(name, seq) VALUES ('changes', ?)", arguments: [next])
             } else {
@@ -38,15 +44,24 @@ enum RestoredSequences {
     /// acknowledged; a device push had not numbered for yet starts at the floor
     /// (`meta.seq_floor`, which push's numbering reads). The notifications still queued keep
     /// theirs and are delivered again.
-    static func advancePush(at path: String) throws {
-        let queue = try DatabaseQueue(path: path)
-        defer { try? queue.close() }
-        try queue.write { db in
-            try db.execute(sql: "UPDATE devices SET last_seq = max(last_seq, acked) + ?", arguments: [Self.gap])
-            try db.execute(sql: """
-                INSERT INTO meta(key, value) VALUES ('seq_floor', ?)
-                ON CONFLICT(key) DO UPDATE SET value = value + excluded.value
-                """, arguments: [Self.gap])
+    static func advancePush(at path: String, now: Date = Date()) throws {
+        try Self.change(path) { db in
+            let floor = max((try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'seq_floor'") ?? 0) + Self.gap, Self.floor(at: now))
+            try db.execute(sql: "UPDATE devices SET last_seq = max(max(last_seq, acked) + ?, ?)", arguments: [Self.gap, floor])
+            try db.execute(sql: "INSERT INTO meta(key, value) VALUES ('seq_floor', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", arguments: [floor])
         }
+    }
+
+    /// One transaction on a staged database, left as one file (no WAL beside it: only the
+    /// database file is put in place).
+    private static func change<T>(_ path: String, _ body: (Database) throws -> T) throws -> T {
+        let queue = try DatabaseQueue(path: path)
+        let result = try queue.write(body)
+        try queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA journal_mode=DELETE") }
+        try queue.close()
+        for suffix in ["-wal", "-shm", "-journal"] where FileManager.default.fileExists(atPath: path + suffix) {
+            throw ServerArchive.Failure.mismatch("\((path as NSString).lastPathComponent) kept a \(suffix) file after its numbers were moved")
+        }
+        return result
     }
 }

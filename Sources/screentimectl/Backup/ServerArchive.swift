@@ -47,17 +47,20 @@ struct ServerArchive {
     /// back and checked; the staging copies are removed either way.
     static func write(to archive: String, databases: [(name: String, copy: String, position: Int64)], files: [(name: String, path: String)],
                       schemaVersion: Int) throws -> Manifest {
-        let staging = archive + ".staging"
-        try? FileManager.default.removeItem(atPath: staging)
+        // Staged in a directory of root's own (not in the services' backups directory, which
+        // their user can write), then packed into a file only this process could create.
+        let staging = NSTemporaryDirectory() + "screentime-backup-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: staging + "/databases", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         defer { try? FileManager.default.removeItem(atPath: staging) }
         var manifest = Manifest(serverVersion: ServerVersion.current, schemaVersion: schemaVersion, createdAt: Date(), databases: [], files: [])
         for database in databases {
             let path = "databases/\(database.name)"
+            try Self.requireRegularFile(database.copy)
             try FileManager.default.moveItem(atPath: database.copy, toPath: staging + "/" + path)
             manifest.databases.append(try Self.entry(path, in: staging, position: database.position))
         }
         for file in files where FileManager.default.fileExists(atPath: file.path) {
+            try Self.requireRegularFile(file.path)
             let directory = ((staging + "/" + file.name) as NSString).deletingLastPathComponent
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             try FileManager.default.copyItem(atPath: file.path, toPath: staging + "/" + file.name)
@@ -69,12 +72,15 @@ struct ServerArchive {
         try encoder.encode(manifest).write(to: URL(fileURLWithPath: staging + "/manifest.json"))
         let partial = archive + ".partial"
         try? FileManager.default.removeItem(atPath: partial)
-        // Created 0600 before tar writes into it: the key is never readable by others.
-        guard FileManager.default.createFile(atPath: partial, contents: nil, attributes: [.posixPermissions: 0o600]) else {
-            throw Failure.unreadable("cannot create \(partial)")
-        }
-        try Self.tar(["-cf", partial, "-C", staging, "."])
+        // Made here, 0600, never through a link, before tar writes into it: the key is never
+        // readable by others, and nothing can be put in its way.
+        let descriptor = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw Failure.unreadable("cannot create \(partial): \(String(cString: strerror(errno)))") }
+        let output = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         do {
+            try Self.tar(["-cf", "-", "-C", staging, "."], output: output)
+            try output.synchronize()
+            try output.close()
             _ = try Self.verify(partial)
         } catch {
             try? FileManager.default.removeItem(atPath: partial)
@@ -87,6 +93,14 @@ struct ServerArchive {
         }
         unlink(partial)
         return manifest
+    }
+
+    /// A file to archive is a plain file: a symbolic link (to anything on the system) is
+    /// never followed into an archive.
+    static func requireRegularFile(_ path: String) throws {
+        var status = stat()
+        guard lstat(path, &status) == 0 else { throw Failure.unreadable("\(path): \(String(cString: strerror(errno)))") }
+        guard status.st_mode & S_IFMT == S_IFREG else { throw Failure.unreadable("\(path) is not a plain file (a symbolic link?): refused") }
     }
 
     /// Reads an archive back: every file the manifest names there with its size and SHA-256,
@@ -109,7 +123,8 @@ struct ServerArchive {
         }
         defer { if tarFile != archive { try? FileManager.default.removeItem(atPath: tarFile) } }
         do {
-            try Self.tar(["-xf", tarFile, "-C", directory])
+            // Owners and modes are not taken from the archive: the restore sets them.
+            try Self.tar(["-xf", tarFile, "-C", directory, "--no-same-owner", "--no-same-permissions"])
         } catch let failure as Failure {
             throw Failure.unreadable("\(archive) is not a ScreenTime Rewards backup, or it is damaged (\(failure))")
         }
@@ -120,6 +135,19 @@ struct ServerArchive {
         }
         for expected in manifest.databases + manifest.files {
             guard Self.isInside(expected.path) else { throw Failure.mismatch("\(archive) is damaged: its manifest names \(expected.path), outside the archive") }
+            // Every step of the path a directory, the file itself a plain one with one name:
+            // no link in an archive reaches a file outside it.
+            var path = directory
+            let parts = expected.path.split(separator: "/")
+            for (index, part) in parts.enumerated() {
+                path += "/" + part
+                var status = stat()
+                let kind = lstat(path, &status) == 0 ? status.st_mode & S_IFMT : 0
+                let wanted = index == parts.count - 1 ? S_IFREG : S_IFDIR
+                guard kind == wanted, kind != S_IFREG || status.st_nlink == 1 else {
+                    throw Failure.mismatch("\(archive) is damaged: \(expected.path) is not a plain file in it")
+                }
+            }
             let found = try Self.entry(expected.path, in: directory, position: expected.position)
             guard found == expected else {
                 throw Failure.mismatch("\(archive) is damaged: \(expected.path) is not what its manifest says (size or SHA-256 differ)")
@@ -144,9 +172,9 @@ struct ServerArchive {
         return Manifest.Entry(path: path, bytes: Int64(data.count), sha256: SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined(), position: position)
     }
 
-    private static func tar(_ arguments: [String]) throws {
+    private static func tar(_ arguments: [String], output: FileHandle = .nullDevice) throws {
         let outcome: SystemCommand.Outcome
-        do { outcome = try SystemCommand.run("/usr/bin/tar", arguments) } catch { throw Failure.tar("cannot run /usr/bin/tar: \(error)") }
+        do { outcome = try SystemCommand.run("/usr/bin/tar", arguments, output: output) } catch { throw Failure.tar("cannot run /usr/bin/tar: \(error)") }
         guard outcome.status == 0 else {
             throw Failure.tar("tar \(arguments.first ?? ""): \(outcome.firstError.replacingOccurrences(of: "/usr/bin/tar: ", with: ""))")
         }

@@ -32,7 +32,9 @@ enum ServerBackup {
         } catch {
             throw CLIError(.invalidInput, "\(error)")
         }
-        let aggregator = connection.client(for: "aggregator"), push = connection.client(for: "push"), store = connection.client(for: "store")
+        // A large database on an SD card may take minutes to copy.
+        let aggregator = connection.client(for: "aggregator", atLeast: 3600), push = connection.client(for: "push", atLeast: 3600),
+            store = connection.client(for: "store", atLeast: 3600)
         let prefix = base
         // Followers first: their positions in the store's change log are then at most the store copy's.
         let followed = try await Progress.whileWaiting("backing up the aggregator") {
@@ -43,6 +45,12 @@ enum ServerBackup {
         let copies = [followed.path, pushed.path, stored.path]
         // The copies the services made are not left behind half-archived.
         defer { for copy in copies { try? FileManager.default.removeItem(atPath: copy) } }
+        // Each the file asked for, in the one backups directory: root takes nothing else.
+        let backupsDirectory = (stored.path as NSString).deletingLastPathComponent
+        for (copy, service) in zip(copies, ["aggregator", "push", "store"])
+        where copy != (backupsDirectory as NSString).appendingPathComponent("\(prefix)-\(service).sqlite") {
+            throw CLIError(.refused, "the \(service) service wrote its copy to \(copy), not where it was asked to: nothing was archived")
+        }
         let schema = try await store.call(StoreMethods.schema, Empty()).version
 
         let backups = (stored.path as NSString).deletingLastPathComponent

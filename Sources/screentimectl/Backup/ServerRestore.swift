@@ -6,19 +6,32 @@ import ServerVersion
 /// killed at any point (kill -9, a power cut):
 ///
 /// 1. **Stage**: the archive is unpacked and checked into `<state>/restore-in-progress/staged`,
-///    its databases' numbering moved ahead (``RestoredSequences``), its files given to the
-///    services' owner; then `plan.json` is written beside it. Killed before the plan exists,
-///    the next run starts again from the archive.
-/// 2. **Swap**, the services stopped: each file the archive puts back is one rename; what it
-///    replaces (a database with its `-wal` and `-shm`, the gateway's key, a configuration
-///    file) is moved into `<state>/before-restore-<time>/` first, and kept. Each move looks at
-///    what is where, so running it again goes on where it stopped.
+///    its databases' numbering moved ahead (``RestoredSequences``), its files given to their
+///    owners and modes; then `plan.json` is written beside it, with each staged file's inode.
+///    Killed before the plan exists, the next run starts again from the archive.
+/// 2. **Swap**, the services held (``holdPath``: every unit's `ConditionPathExists=!`, so
+///    that not even a reboot starts them meanwhile) and stopped: each file the archive puts
+///    back is one rename; what it replaces (a database with its `-wal` and `-shm`, the
+///    gateway's key, a configuration file) is moved into `<state>/before-restore-<time>/`
+///    first, and kept. Each move looks at what is where, so running it again goes on where
+///    it stopped.
 /// 3. **Start** and check, then the work directory goes.
 ///
-/// Until step 3 ends, running the restore again finishes it, and ``undo(_:)`` puts the data
-/// that was moved aside back instead. Everything stays inside the state directory (but the
-/// configuration files), so each move is a rename on one file system.
+/// Until the services start on the restored files, ``undo(_:)`` puts the data moved aside
+/// back instead: a file is taken away only when its inode is the staged one's, so an undo
+/// run twice never removes what it put back.
 struct ServerRestore {
+    enum Phase: String, Codable {
+        /// Unpacked and checked; nothing here changed yet.
+        case staged
+        /// Every file in place.
+        case swapped
+        /// The services were started on the restored files: devices may hold their numbers.
+        case started
+        /// Putting the data moved aside back.
+        case abandoning
+    }
+
     struct Plan: Codable {
         var archive: String
         var startedAt: Date
@@ -27,8 +40,9 @@ struct ServerRestore {
         var aside: String
         /// Whether the scheduled backups' timer ran before (it is stopped meanwhile).
         var timerWasActive: Bool
-        /// Every file is in place.
-        var swapped = false
+        /// Each restored file's inode, by the path it goes to.
+        var stagedInodes: [String: UInt64]
+        var phase: Phase
     }
 
     /// One file the restore puts back (`staged` → `live`), or only takes away (`staged` nil).
@@ -46,12 +60,18 @@ struct ServerRestore {
         var description: String { switch self { case .refused(let what), .io(let what): what } }
     }
 
+    /// The only files an archive may put back.
+    static let databases: Set<String> = ["databases/store.sqlite", "databases/push.sqlite", "databases/aggregator.sqlite"]
+    static let gatewayFiles: Set<String> = ["gateway/key.pem", "gateway/certificate.pem"]
+
     let state: String
     let config: String
 
     var work: String { self.state + "/restore-in-progress" }
     var planPath: String { self.work + "/plan.json" }
     var staged: String { self.work + "/staged" }
+    /// While it exists no unit of the server starts (systemd/*.service, *.socket).
+    var holdPath: String { self.work + "/hold" }
 
     /// The restore begun and not finished here, if any.
     func pendingPlan() throws -> Plan? {
@@ -81,32 +101,46 @@ struct ServerRestore {
         try FileManager.default.createDirectory(atPath: self.work, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let manifest = try ServerArchive.extract(archive, into: self.staged, passphrase: passphrase, scratch: self.work)
         try Self.checkVersion(of: manifest, archive: archive)
+        for entry in manifest.databases + manifest.files where !Self.isRestorable(entry.path, database: manifest.databases.contains(entry)) {
+            throw ServerArchive.Failure.mismatch("\(archive) is damaged: it names \(entry.path), which no ScreenTime Rewards backup holds")
+        }
         for database in manifest.databases {
             let path = self.staged + "/" + database.path
             do {
-                switch (database.path as NSString).lastPathComponent {
-                case "store.sqlite": _ = try RestoredSequences.advanceStore(at: path)
-                case "push.sqlite": try RestoredSequences.advancePush(at: path)
+                switch database.path {
+                case "databases/store.sqlite": _ = try RestoredSequences.advanceStore(at: path)
+                case "databases/push.sqlite": try RestoredSequences.advancePush(at: path)
                 default: break
                 }
             } catch {
                 throw ServerArchive.Failure.mismatch("\(archive) is damaged: \(database.path) is not a database this server knows (\(error))")
             }
         }
-        // The services' files belong to their user (the state directory's owner), whoever made
-        // the archive; the configuration's to the configuration directory's.
+        // The services' files belong to their user (the state directory's owner) and only to
+        // it, whoever made the archive; the configuration to the configuration directory's.
         let services = try Self.owner(of: self.state), configuration = (try? Self.owner(of: self.config)) ?? (uid: 0, gid: 0)
         for entry in manifest.databases + manifest.files {
-            let owner = entry.path.hasPrefix("etc/") ? configuration : services
-            guard chown(self.staged + "/" + entry.path, owner.uid, owner.gid) == 0 || errno == EPERM && getuid() != 0 else {
-                throw Failure.io("cannot give \(entry.path) to its owner: \(String(cString: strerror(errno)))")
-            }
+            let isConfiguration = entry.path.hasPrefix("etc/")
+            try Self.own(self.staged + "/" + entry.path, isConfiguration ? configuration : services, mode: isConfiguration ? 0o644 : 0o600)
         }
         let stamp = Date().formatted(.iso8601.year().month().day().dateSeparator(.omitted).time(includingFractionalSeconds: false).timeSeparator(.omitted))
-        let plan = Plan(archive: archive, startedAt: Date(), manifest: manifest, aside: self.state + "/before-restore-\(stamp)", timerWasActive: timerWasActive)
+        var plan = Plan(archive: archive, startedAt: Date(), manifest: manifest, aside: self.state + "/before-restore-\(stamp)",
+                        timerWasActive: timerWasActive, stagedInodes: [:], phase: .staged)
+        for move in self.moves(plan) {
+            if let staged = move.staged, let inode = Self.inode(staged) { plan.stagedInodes[move.live] = inode }
+        }
         sync()
         try self.save(plan)
         return plan
+    }
+
+    /// A database this server has, the gateway's key or certificate, or one configuration file.
+    static func isRestorable(_ path: String, database: Bool) -> Bool {
+        if database { return Self.databases.contains(path) }
+        if Self.gatewayFiles.contains(path) { return true }
+        let name = path.dropFirst("etc/".count)
+        return path.hasPrefix("etc/") && !name.isEmpty && !name.contains("/") && !name.hasPrefix(".")
+            && !name.unicodeScalars.contains { $0.properties.generalCategory == .control }
     }
 
     /// Refuses an archive a newer server made: its databases may hold what this one cannot read.
@@ -153,40 +187,65 @@ struct ServerRestore {
         return moves
     }
 
-    /// Every file in place; what each replaces kept aside. Goes on where a killed run stopped.
-    func swap(_ plan: inout Plan, afterEachMove: (Int) -> Void = { _ in }) throws {
-        guard !plan.swapped else { return }
-        for (number, move) in self.moves(plan).enumerated() {
-            defer { afterEachMove(number + 1) }
-            guard move.staged.map({ FileManager.default.fileExists(atPath: $0) }) ?? true else { continue }
-            for suffix in [""] + move.companions where Self.exists(move.live + suffix) {
-                try Self.makeDirectory(for: move.aside)
-                // Already aside (a killed run moved it): what is here now came after, and is kept too.
-                let aside = Self.exists(move.aside + suffix) ? move.aside + suffix + ".later" : move.aside + suffix
-                try Self.move(move.live + suffix, to: aside)
-            }
-            if let staged = move.staged {
-                try Self.makeDirectory(for: move.live, owner: try Self.owner(of: self.state))
-                try Self.move(staged, to: move.live)
-            }
+    /// Holds every unit of the server stopped (across a reboot too) until ``release()``.
+    func hold() throws {
+        guard FileManager.default.createFile(atPath: self.holdPath, contents: Data()) else {
+            throw Failure.io("cannot create \(self.holdPath): \(String(cString: strerror(errno)))")
         }
         sync()
-        plan.swapped = true
+    }
+
+    func release() {
+        unlink(self.holdPath)
+        sync()
+    }
+
+    /// Every file in place; what each replaces kept aside. Goes on where a killed run stopped.
+    func swap(_ plan: inout Plan, afterEachMove: (Int) -> Void = { _ in }) throws {
+        guard plan.phase == .staged else { return }
+        for (number, move) in self.moves(plan).enumerated() {
+            defer { afterEachMove(number + 1) }
+            guard let staged = move.staged else {
+                if Self.exists(move.live) { try Self.moveAside(move.live, to: move.aside) }
+                continue
+            }
+            guard Self.exists(staged) else { continue }  // in place already
+            if !Self.exists(move.aside) {
+                // What is here is the original: its companions first, so that "the file is
+                // aside" means its whole group is.
+                for suffix in move.companions where Self.exists(move.live + suffix) { try Self.moveAside(move.live + suffix, to: move.aside + suffix) }
+                if Self.exists(move.live) { try Self.moveAside(move.live, to: move.aside) }
+            } else {
+                // The original is aside already: what is here came after, and is kept apart.
+                for suffix in [""] + move.companions where Self.exists(move.live + suffix) {
+                    try Self.moveAside(move.live + suffix, to: Self.later(move.aside + suffix))
+                }
+            }
+            try Self.makeDirectory(for: move.live, owner: try Self.owner(of: self.state))
+            try Self.move(staged, to: move.live)
+        }
+        sync()
+        plan.phase = .swapped
         try self.save(plan)
     }
 
     /// Puts back what was moved aside, and takes away what the restore put in its place.
-    func undo(_ plan: Plan) throws {
-        for move in self.moves(plan).reversed() {
-            // The archive's file went in here: it goes, with whatever SQLite made beside it.
-            let restoredHere = move.staged.map { !Self.exists($0) } ?? false
-            for suffix in [""] + move.companions {
-                if Self.exists(move.aside + suffix) {
-                    if Self.exists(move.live + suffix) { try FileManager.default.removeItem(atPath: move.live + suffix) }
-                    try Self.move(move.aside + suffix, to: move.live + suffix)
-                } else if restoredHere, Self.exists(move.live + suffix) {
-                    try FileManager.default.removeItem(atPath: move.live + suffix)
-                }
+    func undo(_ plan: Plan, afterEachMove: (Int) -> Void = { _ in }) throws {
+        for (number, move) in self.moves(plan).reversed().enumerated() {
+            defer { afterEachMove(number + 1) }
+            let group = [""] + move.companions
+            if Self.exists(move.aside) {
+                // The original is aside: what is here now (the restore's, or later) goes.
+                for suffix in group where Self.exists(move.live + suffix) { try FileManager.default.removeItem(atPath: move.live + suffix) }
+                try Self.move(move.aside, to: move.live)
+            } else if let restored = plan.stagedInodes[move.live], Self.inode(move.live) == restored {
+                // Nothing was here before: the restore's file goes, with what SQLite made beside it.
+                for suffix in group where Self.exists(move.live + suffix) { try FileManager.default.removeItem(atPath: move.live + suffix) }
+            }
+            // The original's companions, back beside it.
+            for suffix in move.companions where Self.exists(move.aside + suffix) {
+                if Self.exists(move.live + suffix) { try FileManager.default.removeItem(atPath: move.live + suffix) }
+                try Self.move(move.aside + suffix, to: move.live + suffix)
             }
         }
         // The directories the moves aside made, now empty (a file that came later stays).
@@ -194,14 +253,7 @@ struct ServerRestore {
         sync()
     }
 
-    func finish() {
-        try? FileManager.default.removeItem(atPath: self.work)
-        sync()
-    }
-
-    // MARK: Files
-
-    private func save(_ plan: Plan) throws {
+    func save(_ plan: Plan) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         encoder.dateEncodingStrategy = .iso8601
@@ -210,6 +262,16 @@ struct ServerRestore {
         try Self.move(partial, to: self.planPath)
         sync()
     }
+
+    /// The plan first: killed midway, no run takes what is left for a restore under way.
+    func finish() {
+        unlink(self.planPath)
+        sync()
+        try? FileManager.default.removeItem(atPath: self.work)
+        sync()
+    }
+
+    // MARK: Files
 
     private static var decoder: JSONDecoder {
         let decoder = JSONDecoder()
@@ -222,10 +284,33 @@ struct ServerRestore {
         return lstat(path, &status) == 0
     }
 
+    private static func inode(_ path: String) -> UInt64? {
+        var status = stat()
+        return lstat(path, &status) == 0 ? UInt64(status.st_ino) : nil
+    }
+
+    /// `path.later-1`, `path.later-2`, …: the first free one.
+    private static func later(_ path: String) -> String {
+        var number = 1
+        while Self.exists("\(path).later-\(number)") { number += 1 }
+        return "\(path).later-\(number)"
+    }
+
     static func owner(of path: String) throws -> (uid: uid_t, gid: gid_t) {
         var status = stat()
         guard stat(path, &status) == 0 else { throw Failure.io("\(path): \(String(cString: strerror(errno)))") }
         return (status.st_uid, status.st_gid)
+    }
+
+    /// Its owner and mode, set through a descriptor opened without following a link.
+    private static func own(_ path: String, _ owner: (uid: uid_t, gid: gid_t), mode: mode_t) throws {
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else { throw Failure.io("cannot open \(path): \(String(cString: strerror(errno)))") }
+        defer { close(descriptor) }
+        guard fchown(descriptor, owner.uid, owner.gid) == 0 || getuid() != 0 else {
+            throw Failure.io("cannot give \(path) to its owner: \(String(cString: strerror(errno)))")
+        }
+        guard fchmod(descriptor, mode) == 0 else { throw Failure.io("cannot set the mode of \(path): \(String(cString: strerror(errno)))") }
     }
 
     private static func makeDirectory(for file: String, owner: (uid: uid_t, gid: gid_t)? = nil) throws {
@@ -233,6 +318,11 @@ struct ServerRestore {
         guard !FileManager.default.fileExists(atPath: directory) else { return }
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         if let owner { _ = chown(directory, owner.uid, owner.gid) }
+    }
+
+    private static func moveAside(_ from: String, to: String) throws {
+        try Self.makeDirectory(for: to)
+        try Self.move(from, to: to)
     }
 
     /// A rename; across file systems (the configuration directory), a copy renamed into

@@ -4,7 +4,6 @@ import Foundation
 enum SystemCommand {
     struct Outcome {
         var status: Int32
-        var output: String
         var errors: String
 
         /// The first line it said on stderr, without the program's own name before it.
@@ -13,21 +12,18 @@ enum SystemCommand {
         }
     }
 
-    static func run(_ executable: String, _ arguments: [String]) throws -> Outcome {
+    /// `output`: where its stdout goes (by default nowhere); its stderr is kept.
+    static func run(_ executable: String, _ arguments: [String], output: FileHandle = .nullDevice) throws -> Outcome {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        let output = Pipe(), errors = Pipe()
+        let errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        // Read one after the other: the programs run here (tar, systemctl) say a few lines
-        // at most, far from what would fill a pipe.
-        let said = output.fileHandleForReading.readDataToEndOfFile()
         let complaints = errors.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return Outcome(status: process.terminationStatus, output: String(decoding: said, as: UTF8.self),
-                       errors: String(decoding: complaints, as: UTF8.self))
+        return Outcome(status: process.terminationStatus, errors: String(decoding: complaints, as: UTF8.self))
     }
 }

@@ -56,9 +56,16 @@ struct RestoreCommand: AsyncParsableCommand {
         let pending = try restore.pendingPlan()
 
         if self.abandon {
-            guard let plan = pending else { throw CLIError(.refused, "no restore is under way in \(state): there is nothing to abandon") }
+            guard var plan = pending else { throw CLIError(.refused, "no restore is under way in \(state): there is nothing to abandon") }
+            guard plan.phase != .started else {
+                throw CLIError(.refused, "the services have run on the restored data already (devices may hold its new numbers): "
+                               + "finish with `screentimectl restore`, or restore the archive you want instead")
+            }
+            plan.phase = .abandoning
+            try restore.save(plan)
+            try restore.hold()
             if systemd { try ServerUnits.stopAll(alsoTimer: false) }
-            try restore.undo(plan)
+            try restore.undo(plan) { Self.halt(at: "undo-\($0)") }
             restore.finish()
             if systemd { try ServerUnits.startAll(alsoTimer: plan.timerWasActive) }
             print("Abandoned the restore of \(plan.archive): the data it had moved aside is back in place.")
@@ -67,6 +74,9 @@ struct RestoreCommand: AsyncParsableCommand {
 
         var plan: ServerRestore.Plan
         if let pending {
+            guard pending.phase != .abandoning else {
+                throw CLIError(.refused, "putting the data back from the restore of \(pending.archive) was interrupted: run `screentimectl restore --abandon` again to finish it")
+            }
             if let archive = self.archive, Self.absolute(archive) != pending.archive {
                 throw CLIError(.refused, "a restore of \(pending.archive) is under way (begun \(pending.startedAt.formatted(date: .abbreviated, time: .shortened))): "
                                + "run `screentimectl restore` again to finish it, or `screentimectl restore --abandon` to put the data back, then restore \(archive)")
@@ -95,20 +105,29 @@ struct RestoreCommand: AsyncParsableCommand {
         }
 
         let timer = plan.timerWasActive
-        if systemd {
-            try await Progress.whileWaiting("stopping the services and their sockets") { try ServerUnits.stopAll(alsoTimer: timer) }
+        if plan.phase == .staged {
+            // Held first: a power cut from here on starts no service on half-moved files.
+            try restore.hold()
+            if systemd {
+                try await Progress.whileWaiting("stopping the services and their sockets") { try ServerUnits.stopAll(alsoTimer: timer) }
+            }
+            try restore.swap(&plan) { Self.halt(at: "move-\($0)") }
+            Self.halt(at: "swapped")
         }
-        try restore.swap(&plan) { Self.halt(at: "move-\($0)") }
-        Self.halt(at: "swapped")
+        restore.release()
+        if plan.phase != .started {
+            plan.phase = .started
+            try restore.save(plan)
+        }
         if systemd {
             try await Progress.whileWaiting("starting the services") { try ServerUnits.startAll(alsoTimer: timer) }
             for service in ServerUnits.services where service != "gateway" {
-                let client = self.connection.client(for: service)
+                let client = self.connection.client(for: service, atLeast: 60)
                 do {
                     _ = try await client.call(Builtin.ping, Empty())
                 } catch {
                     throw CLIError(.refused, "the restored \(service) service does not answer (\(error)): see journalctl -u screentime-\(service); "
-                                   + "run the restore again once it is fixed, or with --abandon to put the data back")
+                                   + "run the restore again once it is fixed")
                 }
             }
         }
@@ -128,7 +147,7 @@ struct RestoreCommand: AsyncParsableCommand {
     }
 
     /// For the tests of a restore killed midway: SCREENTIME_RESTORE_KILL_AT=<step> (staged,
-    /// move-<n>, swapped) has the process send itself SIGKILL there.
+    /// move-<n>, swapped, undo-<n>) has the process send itself SIGKILL there.
     private static func halt(at step: String) {
         guard ProcessInfo.processInfo.environment["SCREENTIME_RESTORE_KILL_AT"] == step else { return }
         kill(getpid(), SIGKILL)

@@ -45,6 +45,7 @@ extension BackupCommand {
                 report.archive = (made.path as NSString).lastPathComponent
                 report.bytes = made.bytes
                 try Self.say(pruned: self.retention.prune(made.backupsDirectory), in: made.backupsDirectory)
+                Self.removeLeftovers(in: made.backupsDirectory)
                 if let copyTo = self.copyTo {
                     try self.copy(made, to: copyTo)
                     report.copiedTo = copyTo
@@ -121,6 +122,19 @@ extension BackupCommand {
             case let error as CLIError: return "the backup could not be made (\(error.message))"
             case let error as RPCError: return "a service of the server did not answer (\(error.message))"
             default: return "the backup could not be made (\(error))"
+            }
+        }
+
+        /// What a backup killed midway left (a partial archive, a service's copy) more than a
+        /// day ago: never what one running now is writing.
+        static func removeLeftovers(in directory: String) {
+            let dayAgo = Date().addingTimeInterval(-86_400)
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+            where name.hasPrefix("screentime-") && [".tar.partial", "-store.sqlite", "-push.sqlite", "-aggregator.sqlite"].contains(where: name.hasSuffix) {
+                let path = (directory as NSString).appendingPathComponent(name)
+                if let modified = (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date, modified < dayAgo {
+                    try? FileManager.default.removeItem(atPath: path)
+                }
             }
         }
 
