@@ -468,6 +468,7 @@ let package = Package(
             name: "screentimectl",
             dependencies: [
                 "OptionChecks",
+                "ProcessSpawn",
                 "ServerVersion",
                 "AggregatorAPI",
                 "PairingAPI",

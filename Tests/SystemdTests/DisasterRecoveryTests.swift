@@ -27,9 +27,12 @@ extension DebianPackageTests {
             // The timer's service, as it runs at night, with a copy to the NAS.
             _ = try await container.run("mkdir", "-p", "/srv/nas")
             try await container.write("OPTIONS=\"--copy-to /srv/nas\"\n", to: "/etc/screentime/backup.env")
-            let nightly = try await container.run(["systemctl", "start", "screentime-backup.service"], timeout: .seconds(300))
+            let nightly = try await container.run(["timeout", "240", "systemctl", "start", "screentime-backup.service"], timeout: .seconds(300))
             let journal = try await container.run("journalctl", "-u", "screentime-backup.service", "-o", "cat", "--no-pager").stdout
-            #expect(nightly.status == 0 && journal.contains("Copied to /srv/nas/screentime-") && journal.contains("and checked there"), "\(nightly) \(journal)")
+            guard nightly.status == 0 && journal.contains("Copied to /srv/nas/screentime-") && journal.contains("and checked there") else {
+                Issue.record("the nightly backup: \(nightly)\n\(journal)\n\(try await Self.journal(container))")
+                return
+            }
             let archive = try #require(try FileManager.default.contentsOfDirectory(atPath: container.hostPath("/srv/nas")).first { $0.hasSuffix(".tar") })
 
             // The disk dies: the data and the configuration are gone; the server is installed afresh (a new key).
@@ -39,8 +42,11 @@ extension DebianPackageTests {
             try await container.dpkg("-i", debs.current)
             #expect(try await Self.pin(in: container) != pin, "a fresh install has a key of its own")
 
-            let restored = try await container.run(["screentimectl", "restore", "/srv/nas/" + archive], timeout: .seconds(300))
-            #expect(restored.status == 0 && restored.stdout.contains("Restored the server from /srv/nas/\(archive)") && restored.stdout.contains("Every service answers"), "\(restored)")
+            let restored = try await container.run(["timeout", "240", "screentimectl", "restore", "/srv/nas/" + archive], timeout: .seconds(300))
+            guard restored.status == 0 && restored.stdout.contains("Restored the server from /srv/nas/\(archive)") && restored.stdout.contains("Every service answers") else {
+                Issue.record("the restore: \(restored)\n\(try await Self.journal(container))")
+                return
+            }
             try await Self.checkGateway(in: container, port: 8443, version: ServerVersion.current)
             #expect(try await Self.pin(in: container) == pin, "the same key: every device's pin still holds")
             #expect(try await container.read("/etc/screentime/backup.env").contains("/srv/nas"), "the configuration is back")
@@ -55,6 +61,13 @@ extension DebianPackageTests {
             #expect(try await family.ctl("usage", "add", "--profile", "emma-tablet", "org.khan", "--category", "learning", "--minutes", "10", "--start", "\(Self.day)T14:00:00Z").status == 0)
             try await family.waitForSummary("40m")
         }
+    }
+
+    /// The last of the container's journal, and the jobs systemd is waiting on.
+    static func journal(_ container: Container) async throws -> String {
+        let jobs = try await container.run("systemctl", "list-jobs", "--no-pager").stdout
+        let journal = try await container.run("journalctl", "--no-pager", "-n", "150", "-o", "short-precise").stdout
+        return "jobs:\n\(jobs)\njournal:\n\(journal)"
     }
 
     static func pin(in container: Container) async throws -> String? {

@@ -172,7 +172,7 @@ struct ServerArchive {
         return Manifest.Entry(path: path, bytes: Int64(data.count), sha256: SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined(), position: position)
     }
 
-    private static func tar(_ arguments: [String], output: FileHandle = .nullDevice) throws {
+    private static func tar(_ arguments: [String], output: FileHandle? = nil) throws {
         let outcome: SystemCommand.Outcome
         do { outcome = try SystemCommand.run("/usr/bin/tar", arguments, output: output) } catch { throw Failure.tar("cannot run /usr/bin/tar: \(error)") }
         guard outcome.status == 0 else {

@@ -1,29 +1,38 @@
 import Foundation
+import Glibc
+import ProcessSpawn
 
 /// One of the system's own programs (`tar`, `systemctl`), run to its end.
+///
+/// Through `posix_spawn` (ProcessSpawn), not Foundation's `Process`, which waits for its
+/// child through a CFSocket pair: in the nightly backup's sandbox that pair cannot be made
+/// and `Process` never returns.
 enum SystemCommand {
     struct Outcome {
         var status: Int32
         var errors: String
 
-        /// The first line it said on stderr, without the program's own name before it.
+        /// The first line it said on stderr.
         var firstError: String {
             String(self.errors.split(separator: "\n").first ?? "")
         }
     }
 
     /// `output`: where its stdout goes (by default nowhere); its stderr is kept.
-    static func run(_ executable: String, _ arguments: [String], output: FileHandle = .nullDevice) throws -> Outcome {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let complaints = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Outcome(status: process.terminationStatus, errors: String(decoding: complaints, as: UTF8.self))
+    static func run(_ executable: String, _ arguments: [String], output: FileHandle? = nil) throws -> Outcome {
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else { throw SpawnError("cannot make a pipe: \(String(cString: strerror(errno)))") }
+        let pid: pid_t
+        do {
+            pid = try Spawn(executable: executable, arguments: arguments, environment: ProcessInfo.processInfo.environment,
+                            stdin: .null, stdout: output.map { .descriptor($0.fileDescriptor) } ?? .null, stderr: .descriptor(ends[1])).start()
+        } catch {
+            close(ends[0])
+            close(ends[1])
+            throw error
+        }
+        close(ends[1])
+        let complaints = FileHandle(fileDescriptor: ends[0], closeOnDealloc: true).readDataToEndOfFile()
+        return Outcome(status: ChildExit.block(pid), errors: String(decoding: complaints, as: UTF8.self))
     }
 }
