@@ -41,11 +41,12 @@ struct KitDocsTests {
         try await joined
 
         let enforced = Arrivals<String>()
-        // Twenty minutes of today (UTC, the family's zone), ended before now: shorter just after midnight.
+        // Twenty minutes of today (UTC, the family's zone), ended before now: shorter just after
+        // midnight, whole minutes (2 points each) whatever the time.
         var utc = Calendar(identifier: .gregorian)
         utc.timeZone = TimeZone(identifier: "UTC")!
         let now = Date(), startOfDay = utc.startOfDay(for: now)
-        let seconds = Int64(min(1200, now.timeIntervalSince(startOfDay) - 1))
+        let seconds = max(60, Int64(min(1200, now.timeIntervalSince(startOfDay) - 1)) / 60 * 60)
         let start = now.addingTimeInterval(-Double(seconds))
         let applied = try await childSyncs(child, sessions: [UsageSession(logicalID: "org.khanacademy", bundleId: "org.khanacademy", category: "learning",
                                                                            start: start, end: now)]) { enforced.append($0.recordName) }
