@@ -13,7 +13,7 @@ struct RestoreCommand: AsyncParsableCommand {
             again and is checked. Killed at any point, running the command again finishes the restore (--abandon puts the data \
             that was moved aside back instead). Devices keep their pairing; each fetches its records again once.
             Examples:
-              sudo screentimectl restore /var/lib/screentime/backups/screentime-20261128T020000Z.tar
+              sudo screentimectl restore /var/lib/screentime/backups/screentime-20261128T020000.tar
               sudo screentimectl restore /mnt/usb/offsite.tar.enc --passphrase-file /root/backup-passphrase
               sudo screentimectl restore --abandon
             """)
