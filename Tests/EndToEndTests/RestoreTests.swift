@@ -36,6 +36,8 @@ struct RestoreTests {
         let etc = directory.file("etc")
         try FileManager.default.createDirectory(atPath: etc, withIntermediateDirectories: true)
         try "OPTIONS=--log-level info\n".write(toFile: etc + "/store.env", atomically: true, encoding: .utf8)
+        try "a secret kept here by hand\n".write(toFile: etc + "/secret", atomically: true, encoding: .utf8)
+        chmod(etc + "/secret", 0o600)
         #expect(try await stack.ctl("backup", "before", "--config-dir", etc).status == 0)
         let archive = stack.stack + "/state/backups/before.tar"
 
@@ -111,6 +113,12 @@ struct RestoreTests {
         let aside = try #require(try FileManager.default.contentsOfDirectory(atPath: stack.stack + "/state").first { $0.hasPrefix("before-restore-") })
         #expect(FileManager.default.fileExists(atPath: stack.stack + "/state/\(aside)/store.sqlite"), "what it replaced is kept")
         #expect(try String(contentsOfFile: etc + "/store.env", encoding: .utf8).contains("info"), "the configuration as it was backed up")
+        let modes = try ["store.env", "secret"].map { (try FileManager.default.attributesOfItem(atPath: etc + "/" + $0)[.posixPermissions] as? NSNumber)?.intValue ?? -1 }
+        #expect(modes == [0o644, 0o600], "a file kept secret stays so: \(modes.map { String($0, radix: 8) })")
+        for file in ["store.sqlite", "gateway/key.pem"] {
+            let mode = (try FileManager.default.attributesOfItem(atPath: stack.stack + "/state/" + file)[.posixPermissions] as? NSNumber)?.intValue
+            #expect(mode == 0o600, "\(file): \(String(mode ?? -1, radix: 8))")
+        }
 
         // Numbered beyond anything the lost server can have reached: the store's changes, and
         // each device's notifications (the tablet's queue goes on past what it acknowledged).

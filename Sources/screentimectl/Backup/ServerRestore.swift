@@ -121,7 +121,9 @@ struct ServerRestore {
         let services = try Self.owner(of: self.state), configuration = (try? Self.owner(of: self.config)) ?? (uid: 0, gid: 0)
         for entry in manifest.databases + manifest.files {
             let isConfiguration = entry.path.hasPrefix("etc/")
-            try Self.own(self.staged + "/" + entry.path, isConfiguration ? configuration : services, mode: isConfiguration ? 0o644 : 0o600)
+            // A configuration file keeps a stricter mode it was archived with (a secret kept there).
+            try Self.own(self.staged + "/" + entry.path, isConfiguration ? configuration : services, mode: isConfiguration ? 0o644 : 0o600,
+                         keepingStricter: isConfiguration)
         }
         let stamp = Date().formatted(.iso8601.year().month().day().dateSeparator(.omitted).time(includingFractionalSeconds: false).timeSeparator(.omitted))
         var plan = Plan(archive: archive, startedAt: Date(), manifest: manifest, aside: self.state + "/before-restore-\(stamp)",
@@ -303,10 +305,15 @@ struct ServerRestore {
     }
 
     /// Its owner and mode, set through a descriptor opened without following a link.
-    private static func own(_ path: String, _ owner: (uid: uid_t, gid: gid_t), mode: mode_t) throws {
+    /// `keepingStricter`: at most `mode`, never more than the file has (as unpacked: its
+    /// archived mode less the umask).
+    private static func own(_ path: String, _ owner: (uid: uid_t, gid: gid_t), mode: mode_t, keepingStricter: Bool = false) throws {
         let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard descriptor >= 0 else { throw Failure.io("cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { close(descriptor) }
+        var mode = mode
+        var status = stat()
+        if keepingStricter, fstat(descriptor, &status) == 0 { mode &= status.st_mode & 0o777 }
         guard fchown(descriptor, owner.uid, owner.gid) == 0 || getuid() != 0 else {
             throw Failure.io("cannot give \(path) to its owner: \(String(cString: strerror(errno)))")
         }
