@@ -190,7 +190,9 @@ extension DashboardRhythmsTests {
             let family = try await FamilyOnCommandLine.make(stack)
             _ = try await family.must(["apps", "set", "--profile", "mum", "org.khanacademy", "--category", "learning", "--points-per-minute", "2", "--name", "Khan Academy"])
             _ = try await family.must(["usage", "add", "--profile", "emma-tablet", "org.khanacademy", "--minutes", "45", "--category", "learning",
-                                       "--start", StoreDates.format(Date().addingTimeInterval(-2 * 3600))])
+                                       // A whole second: a session across the family's midnight is split
+                                       // into days of whole seconds, which still add up to 45 minutes.
+                                       "--start", StoreDates.format(Date(timeIntervalSince1970: (Date().timeIntervalSince1970 - 2 * 3600).rounded(.down)))])
             let printed = try await eventually("the digest with the learning", timeout: .seconds(20)) { seen -> String? in
                 let text = try await family.must(["digest", "--profile", "mum"])
                 seen = text
