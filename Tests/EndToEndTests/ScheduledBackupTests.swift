@@ -31,6 +31,8 @@ struct ScheduledBackupTests {
         try await stack.waitUntil("the parent is alerted") { StoryTests.read(watch).contains("ALERT The server's backup failed — The server's nightly backup failed: the backup disk is not mounted") }
         let second = try await stack.ctl(nightly)
         #expect(second.status == 1 && !second.stdout.contains("alerted"), "the same streak: no second alert: \(second)")
+        let wordless = try await stack.ctl("call", "aggregator", "aggregator.backupReport", #"{"succeeded":false}"#)
+        #expect(wordless.status == 1 && wordless.stderr.contains("invalid_params") && wordless.stderr.contains("a sentence for the parents"), "\(wordless)")
         let failing = try await stack.ctl("call", "aggregator", "aggregator.backupState", "{}")
         #expect(failing.stdout.contains("\"failingSince\"") && failing.stdout.contains("not mounted") && failing.stdout.contains("\"lastSucceeded\":false"), "\(failing)")
         let listedMissing = try await stack.ctl("backup", "list", stack.stack + "/state/backups", nas)

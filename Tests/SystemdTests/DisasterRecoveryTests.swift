@@ -116,14 +116,15 @@ struct FamilyOnHost {
 
     /// Until the parent's summary of the day shows `text`.
     func waitForSummary(_ text: String) async throws {
-        let deadline = ContinuousClock.now + .seconds(30)
         var last = ""
-        while ContinuousClock.now < deadline {
-            let summary = try await self.ctl("summary", "--profile", "mum", "--child", "emma", "--day", DebianPackageTests.day)
-            last = summary.stdout + summary.stderr
-            if summary.status == 0 && summary.stdout.contains(text) { return }
-            try await Task.sleep(for: .milliseconds(200))
+        do {
+            try await self.container.waitUntil("the parent's summary shows \(text)") {
+                let summary = try await self.ctl("summary", "--profile", "mum", "--child", "emma", "--day", DebianPackageTests.day)
+                last = summary.stdout + summary.stderr
+                return summary.status == 0 && summary.stdout.contains(text)
+            }
+        } catch {
+            Issue.record("\(error); last:\n\(last)")
         }
-        Issue.record("the parent's summary did not show \(text) within 30 s; last:\n\(last)")
     }
 }

@@ -30,7 +30,7 @@ enum ArchiveEncryption {
         var chunk = ArchiveEncryption.chunkSize
     }
 
-    enum Failure: Error, CustomStringConvertible {
+    enum Failure: ArchiveProblem {
         case passphrase(String)
         case damaged(String)
 

@@ -4,6 +4,10 @@ import Glibc
 import GRDB
 import ServerVersion
 
+/// What makes an archive unusable (damaged, not one, a wrong passphrase): the CLI says it
+/// with `damaged_archive`, whichever step found it.
+protocol ArchiveProblem: Error, CustomStringConvertible {}
+
 /// One archive of the whole server: the services' database copies, the gateway's key and
 /// certificate (what every device's pin trusts), the configuration directory, and a
 /// manifest of it all (versions, each database's position in the store's change log,
@@ -30,7 +34,7 @@ struct ServerArchive {
         var files: [Entry]
     }
 
-    enum Failure: Error, CustomStringConvertible {
+    enum Failure: ArchiveProblem {
         case unreadable(String)
         case mismatch(String)
         case tar(String)

@@ -89,10 +89,8 @@ enum ServerBackup {
                     }
                 }
                 return manifest
-            } catch let failure as ServerArchive.Failure {
-                throw CLIError(.damagedArchive, "the archive was not kept: \(failure)")
-            } catch let failure as ArchiveEncryption.Failure {
-                throw CLIError(.damagedArchive, "the archive was not kept: \(failure)")
+            } catch let problem as any ArchiveProblem {
+                throw CLIError(.damagedArchive, "the archive was not kept: \(problem)")
             } catch {
                 throw CLIError(.cannotWrite, "the archive \(kept) could not be written: \(Self.reason(error))")
             }

@@ -125,10 +125,8 @@ struct BackupCommand: AsyncParsableCommand {
                     return try ServerArchive.verify(self.archive, passphrase: passphrase)
                 } catch let error as CLIError {
                     throw error
-                } catch let failure as ArchiveEncryption.Failure {
-                    throw CLIError(.damagedArchive, "\(failure)")
-                } catch let failure as ServerArchive.Failure {
-                    throw CLIError(.damagedArchive, "\(failure)")
+                } catch let problem as any ArchiveProblem {
+                    throw CLIError(.damagedArchive, "\(problem)")
                 } catch {
                     throw CLIError(.damagedArchive, "\(self.archive) cannot be read as a backup: \(error.localizedDescription)")
                 }

@@ -32,10 +32,8 @@ struct RestoreCommand: AsyncParsableCommand {
                 try await self.restore()
             } catch let failure as ServerRestore.Failure {
                 throw CLIError(.refused, failure.description)
-            } catch let failure as ServerArchive.Failure {
-                throw CLIError(.damagedArchive, "nothing was changed: \(failure)")
-            } catch let failure as ArchiveEncryption.Failure {
-                throw CLIError(.damagedArchive, "nothing was changed: \(failure)")
+            } catch let problem as any ArchiveProblem {
+                throw CLIError(.damagedArchive, "nothing was changed: \(problem)")
             } catch let failure as ServerUnits.Failure {
                 throw CLIError(.refused, "\(failure); run the restore again to finish it, or with --abandon to put the data back")
             }
