@@ -11,6 +11,9 @@ let package = Package(
     // the server builds on Linux.
     platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
+        // The one program the package ships: the services, the gateway and screentimectl are
+        // names it answers to (Sources/screentime).
+        .executable(name: "screentime", targets: ["screentime"]),
         .executable(name: "screentimectl", targets: ["screentimectl"]),
         .executable(name: "screentime-stored", targets: ["screentime-stored"]),
         .executable(name: "screentime-pairingd", targets: ["screentime-pairingd"]),
@@ -157,8 +160,9 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .executableTarget(
-            name: "screentime-stored",
+        // The store's command line (screentime-stored), for its own binary and for `screentime`.
+        .target(
+            name: "StoreDaemon",
             dependencies: [
                 "OptionChecks",
                 "RecordStore",
@@ -166,6 +170,11 @@ let package = Package(
                 "ServiceKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "screentime-stored",
+            dependencies: ["StoreDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict
         ),
         // The pairing service's wire contract, and what both devices compute themselves:
@@ -192,8 +201,9 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .executableTarget(
-            name: "screentime-pairingd",
+        // Pairing's command line (screentime-pairingd), for its own binary and for `screentime`.
+        .target(
+            name: "PairingDaemon",
             dependencies: [
                 "OptionChecks",
                 "PairingEngine",
@@ -201,6 +211,11 @@ let package = Package(
                 "ServiceKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "screentime-pairingd",
+            dependencies: ["PairingDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict
         ),
         // The push service's wire contract: subscriptions, notifications, listening, acks.
@@ -234,8 +249,9 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .executableTarget(
-            name: "screentime-pushd",
+        // Push's command line (screentime-pushd), for its own binary and for `screentime`.
+        .target(
+            name: "PushDaemon",
             dependencies: [
                 "OptionChecks",
                 "PushEngine",
@@ -243,6 +259,11 @@ let package = Package(
                 "ServiceKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "screentime-pushd",
+            dependencies: ["PushDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict
         ),
         // SQLite opened the services' way: WAL, fsynced commits, migrations, a meta table.
@@ -292,8 +313,9 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .executableTarget(
-            name: "screentime-aggregatord",
+        // The aggregator's command line (screentime-aggregatord), for its own binary and for `screentime`.
+        .target(
+            name: "AggregatorDaemon",
             dependencies: [
                 "OptionChecks",
                 "AggregatorEngine",
@@ -301,6 +323,11 @@ let package = Package(
                 "ServiceKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "screentime-aggregatord",
+            dependencies: ["AggregatorDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict
         ),
         // libqrencode and libpng, found through pkg-config (Debian: libqrencode-dev, libpng-dev).
@@ -449,8 +476,9 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .executableTarget(
-            name: "screentime-gatewayd",
+        // The gateway's command line (screentime-gatewayd), for its own binary and for `screentime`.
+        .target(
+            name: "GatewayDaemon",
             dependencies: [
                 "OptionChecks",
                 "Gateway",
@@ -465,7 +493,13 @@ let package = Package(
             swiftSettings: strict
         ),
         .executableTarget(
-            name: "screentimectl",
+            name: "screentime-gatewayd",
+            dependencies: ["GatewayDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strict
+        ),
+        // screentimectl's commands, for its own binary and for `screentime`.
+        .target(
+            name: "AdminCommands",
             dependencies: [
                 "OptionChecks",
                 "ProcessSpawn",
@@ -483,6 +517,21 @@ let package = Package(
                 "ScreenTimeKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "screentimectl",
+            dependencies: ["AdminCommands", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strict
+        ),
+        // One program, six names: what the package installs (docs/architecture.md).
+        .executableTarget(
+            name: "screentime",
+            dependencies: [
+                "AdminCommands", "StoreDaemon", "PairingDaemon", "PushDaemon", "AggregatorDaemon", "GatewayDaemon",
+                "ServerVersion",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
         ),
@@ -857,6 +906,7 @@ let package = Package(
                 "screentime-aggregatord",
                 "screentime-gatewayd",
                 "screentimectl",
+                "screentime",
                 "screentime-bench",
             ],
             swiftSettings: strict

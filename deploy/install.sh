@@ -61,8 +61,23 @@ units=/etc/systemd/system
 
 echo "installing binaries in $libexec and $prefix/bin"
 install -d -m 0755 "$libexec" "$prefix/bin" "$docdir"
-for binary in "${binaries[@]}"; do install -m 0755 "$bin_dir/$binary" "$libexec/$binary"; done
-install -m 0755 "$bin_dir/screentimectl" "$prefix/bin/screentimectl"
+# What deploy/build-release.sh makes: one program, `screentime`, and the names it answers to
+# as links to it; each installed the same way (a separately built program is copied).
+install_name() {
+    local name="$1" target="$2" link="$3"
+    rm -f "$target"
+    if [ "$(readlink "$bin_dir/$name" 2>/dev/null)" = screentime ]; then
+        ln -s "$link" "$target"
+    else
+        install -m 0755 "$bin_dir/$name" "$target"
+    fi
+}
+if [ -x "$bin_dir/screentime" ] && [ ! -L "$bin_dir/screentime" ]; then
+    rm -f "$libexec/screentime"
+    install -m 0755 "$bin_dir/screentime" "$libexec/screentime"
+fi
+for binary in "${binaries[@]}"; do install_name "$binary" "$libexec/$binary" screentime; done
+install_name screentimectl "$prefix/bin/screentimectl" "$libexec/screentime"
 install -m 0644 "$root/docs/operations.md" "$root/docs/protocol.md" "$root/docs/architecture.md" "$root/docs/data-model.md" "$docdir/"
 
 echo "creating the screentime user and group"
@@ -73,7 +88,7 @@ echo "installing units in $units"
 for unit in screentime.target "${services[@]/#/screentime-}"; do
     for suffix in "" .socket .service; do
         [ -f "$root/systemd/$unit$suffix" ] || continue
-        sed -e "s|@LIBEXECDIR@|$libexec|g" -e "s|@DOCDIR@|$docdir|g" "$root/systemd/$unit$suffix" > "$units/$unit$suffix"
+        sed -e "s|@LIBEXECDIR@|$libexec|g" -e "s|@DOCDIR@|$docdir|g" -e "s|@BINDIR@|$prefix/bin|g" "$root/systemd/$unit$suffix" > "$units/$unit$suffix"
         chmod 0644 "$units/$unit$suffix"
     done
 done
@@ -96,8 +111,9 @@ fi
 if [ "$internet" = yes ]; then
     install -D -m 0644 "$root/systemd/screentime-gateway-internet.conf" "$units/screentime-gateway.socket.d/internet.conf"
 fi
-# The gateway's port: a drop-in the administrator edits (kept when it is there).
-[ -f "$units/screentime-gateway.socket.d/port.conf" ] || install -D -m 0644 "$root/systemd/screentime-gateway-port.conf" "$units/screentime-gateway.socket.d/port.conf"
+# The gateway's port is its socket's ListenStream= (8443): `systemctl edit
+# screentime-gateway.socket` changes it (an earlier version's port.conf drop-in, where it
+# is, still applies).
 install -d -m 0755 /etc/screentime
 for index in "${!services[@]}"; do
     env="/etc/screentime/${services[$index]}.env"
@@ -127,10 +143,10 @@ if [ "$start" = yes ]; then
     for service in "${services[@]}"; do systemctl try-restart "screentime-$service.service"; done
     if [ "$refilter" = yes ]; then systemctl try-restart screentime-gateway.socket; fi
 fi
-echo "installed. Sockets: $(printf '/run/screentime/%s.sock ' "${services[@]}")(group screentime); the gateway on TCP (its port: $units/screentime-gateway.socket.d/port.conf)."
+echo "installed. Sockets: $(printf '/run/screentime/%s.sock ' "${services[@]}")(group screentime); the gateway on TCP (another port: systemctl edit screentime-gateway.socket)."
 echo "Try: screentimectl call store rpc.ping    Logs: journalctl -u 'screentime-*'"
 echo "The gateway's pin (what devices check; pairing codes carry it): screentimectl gateway pin"
-port=$(sed -n 's/^ListenStream=\(.*:\)\{0,1\}\([0-9]\{1,5\}\)[[:space:]]*$/\2/p' "$units/screentime-gateway.socket.d/port.conf" | tail -n 1)
+port=$(systemctl show -P Listen screentime-gateway.socket 2>/dev/null | sed -n 's/.*:\([0-9]\{1,5\}\) (Stream)$/\1/p' | head -n 1)
 if [ -f "$units/screentime-gateway.socket.d/internet.conf" ]; then
     echo "The gateway listens on TCP port ${port:-8443} on every interface and accepts devices from any address (the internet drop-in)."
 else

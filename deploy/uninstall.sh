@@ -1,6 +1,6 @@
 #!/bin/bash
 # Stops and removes the ScreenTime Rewards Server installed by deploy/install.sh. The data
-# (/var/lib/screentime), the configuration (/etc/screentime, the gateway's port drop-in)
+# (/var/lib/screentime), the configuration (/etc/screentime, drop-ins such as the gateway's port)
 # and the screentime user stay unless --purge is given.
 set -euo pipefail
 
@@ -30,6 +30,9 @@ rm -f "$units/screentime-backup.timer" "$units/screentime-backup.service"
 systemctl disable --now screentime.target >/dev/null 2>&1 || true
 rm -rf "$units/screentime.target" "$units/screentime-push.service.d" "$units/screentime-gateway.service.d"
 systemctl daemon-reload
+# No longer announced on the home network (the gateway socket's `screentimectl gateway
+# announce` wrote it).
+"$prefix/bin/screentimectl" gateway announce --remove >/dev/null 2>&1 || rm -f /etc/avahi/services/screentime.service
 rm -rf "$prefix/libexec/screentime" "$prefix/share/doc/screentime-server"
 rm -f "$prefix/bin/screentimectl"
 if [ "$purge" = yes ]; then

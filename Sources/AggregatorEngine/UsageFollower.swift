@@ -24,12 +24,14 @@ struct UsageFollower: Service {
         // What a database from before the configuration migration lacks, read once from the
         // store (retried while the store cannot be reached) before following its changes.
         var backoff = Duration.seconds(1)
+        let streak = FailureStreak()
         while !Task.isCancelled {
             do {
                 try await self.refreshFromStore()
                 break
             } catch let error as RPCError where [.unavailable, .timeout, .cancelled].contains(error.code) {
-                self.logger.warning("reading devices and rules from the store failed; retrying", metadata: ["error": "\(error)", "retry_in_ms": "\(backoff.microseconds / 1000)"])
+                self.logger.log(level: streak.level(after: error), "reading devices and rules from the store failed; retrying",
+                                metadata: ["error": "\(error)", "retry_in_ms": "\(backoff.microseconds / 1000)"])
                 try? await Task.sleep(for: backoff)
                 backoff = min(backoff * 2, .seconds(60))
             } catch {

@@ -1,3 +1,4 @@
+import ChangeFeed
 import Foundation
 import Logging
 import RPCClient
@@ -35,14 +36,17 @@ struct Writeback: Service {
 
     private func writeToStore(then alertsDue: Wakeup) async {
         var backoff = Duration.seconds(1)
+        let streak = FailureStreak()
         while !Task.isCancelled {
             let written: Int
             do {
                 written = try await self.summaries.flush() + self.earnedTime.flush() + self.configuration.flush() + self.retention.flush()
                     + self.parenting.flushRecords()
                 backoff = .seconds(1)
+                streak.reset()
             } catch {
-                self.logger.warning("writing to the store failed; retrying", metadata: ["error": "\(error)", "retry_in_ms": "\(backoff.microseconds / 1000)"])
+                self.logger.log(level: streak.level(after: error), "writing to the store failed; retrying",
+                                metadata: ["error": "\(error)", "retry_in_ms": "\(backoff.microseconds / 1000)"])
                 await self.wakeup.wait(upTo: backoff)
                 backoff = min(backoff * 2, .seconds(60))
                 continue

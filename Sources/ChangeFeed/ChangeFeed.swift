@@ -50,10 +50,12 @@ public struct ChangeFeed: Sendable {
         skip: @escaping @Sendable (Int64) async throws -> Void
     ) async {
         var backoff = Duration.milliseconds(250)
+        let streak = FailureStreak()
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
                 try await cancelWhenGracefulShutdown {
                     let caughtUp = try await self.catchUp(from: try await position(), apply: apply)
+                    streak.reset()
                     try await self.follow(from: caughtUp, apply: apply)
                 }
                 backoff = .milliseconds(250)
@@ -68,7 +70,8 @@ public struct ChangeFeed: Sendable {
                 do { try await skip(horizon) } catch { self.logger.error("cannot skip to the store's horizon", metadata: ["error": "\(error)"]) }
             } catch {
                 if Task.isCancelled || Task.isShuttingDownGracefully { break }
-                self.logger.warning("following the store failed; retrying", metadata: ["error": "\(error)", "retry_in_ms": "\(backoff.microseconds / 1000)"])
+                self.logger.log(level: streak.level(after: error), "following the store failed; retrying",
+                                metadata: ["error": "\(error)", "retry_in_ms": "\(backoff.microseconds / 1000)"])
                 let wait = backoff
                 do { try await cancelWhenGracefulShutdown { try await Task.sleep(for: wait) } } catch { break }
                 backoff = min(backoff * 2, .seconds(30))

@@ -87,12 +87,13 @@ public final class CredentialTable: Service, Sendable {
     /// again from a new snapshot, with backoff, whenever the store goes away.
     public func run() async throws {
         var backoff = Duration.milliseconds(250)
+        let streak = FailureStreak()
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
-                try await cancelWhenGracefulShutdown { try await self.follow() }
+                try await cancelWhenGracefulShutdown { try await self.follow(then: streak.reset) }
             } catch {
                 if Task.isCancelled || Task.isShuttingDownGracefully { break }
-                self.logger.warning("following the store's credentials failed; asking the store meanwhile", metadata: [
+                self.logger.log(level: streak.level(after: error), "following the store's credentials failed; asking the store meanwhile", metadata: [
                     "error": "\(error)", "retry_in_ms": "\(backoff.microseconds / 1000)",
                 ])
             }
@@ -107,8 +108,9 @@ public final class CredentialTable: Service, Sendable {
         self.contents.withLock { $0.following = false }
     }
 
-    private func follow() async throws {
+    private func follow(then answered: @Sendable () -> Void) async throws {
         let snapshot = try await self.store.call(StoreMethods.credentialSnapshot, Empty())
+        answered()
         await self.tell(self.replace(with: snapshot.credentials))
         self.logger.info("following the store's credentials", metadata: ["credentials": "\(snapshot.credentials.count)", "after": "\(snapshot.seq)"])
         let params = WatchParams(after: snapshot.seq, kinds: [.credentialChanged])

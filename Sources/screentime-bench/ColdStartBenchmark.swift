@@ -7,7 +7,10 @@ import SystemdContainer
 /// booted container, each stopped while its socket stays with systemd, then timed from the
 /// first connection to the first reply; beside a minimal C socket-activated service
 /// (Benchmarks/floor/activated.c) under the same unit settings and under a bare unit.
-/// Then each service's resident memory once idle.
+/// Then each service's resident memory once idle. When deploy/build-release.sh --separate
+/// also linked each program on its own (separate/ beside the one program), the services are
+/// installed again from those and measured the same way, in the same container: the one
+/// program's cold start and memory beside the separate programs'.
 struct ColdStartBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "coldstart",
@@ -51,6 +54,9 @@ struct ColdStartBenchmark: AsyncParsableCommand {
             throw BenchError("cannot compile \(source) (cc and libsystemd-dev are needed)")
         }
         let binDirectory = self.common.binDirectory ?? Locations.binDirectory
+        let separate = binDirectory + "/separate"
+        let compareSeparate = FileManager.default.isExecutableFile(atPath: separate + "/" + Self.executable(of: "store"))
+        if !compareSeparate { say("no \(separate) (deploy/build-release.sh --separate): the one program is measured alone") }
 
         say("booting a systemd container")
         let figures = try await Container.with { container in
@@ -66,7 +72,21 @@ struct ColdStartBenchmark: AsyncParsableCommand {
             for unit in Self.services.map({ "screentime-\($0)" }) + [Self.floorUnit] {
                 rss[unit] = try await Self.memory(of: unit, in: container)
             }
+            var separateColdStarts: [String: Samples] = [:]
+            var separateRSS: [String: Memory] = [:]
+            if compareSeparate {
+                try await Self.installPrograms(into: container, binDirectory: separate)
+                for unit in Self.services.map({ "screentime-\($0)" }) {
+                    say("\(unit), a program of its own: \(rounds) cold starts")
+                    separateColdStarts[unit] = try await Self.coldStarts(of: unit, in: container, rounds: rounds)
+                }
+                try await Task.sleep(for: .seconds(2))
+                for unit in Self.services.map({ "screentime-\($0)" }) {
+                    separateRSS[unit] = try await Self.memory(of: unit, in: container)
+                }
+            }
             return Self.figures(coldStarts: coldStarts, rss: rss)
+                + Self.oneProgramFigures(coldStarts: coldStarts, rss: rss, separateColdStarts: separateColdStarts, separateRSS: separateRSS)
         }
         Report.print("Cold start under systemd (p50 of \(rounds) rounds) and idle memory", figures)
         if let json = self.common.json { try Report.writeJSON(figures, to: json) }
@@ -99,18 +119,34 @@ struct ColdStartBenchmark: AsyncParsableCommand {
         return figures
     }
 
+    /// The one program beside the separate programs: each service's cold first reply and
+    /// idle PSS (the one program's pages are shared between the services).
+    static func oneProgramFigures(coldStarts: [String: Samples], rss: [String: Memory],
+                                  separateColdStarts: [String: Samples], separateRSS: [String: Memory]) -> [Figure] {
+        guard !separateColdStarts.isEmpty else { return [] }
+        var figures: [Figure] = []
+        for service in Self.services {
+            let unit = "screentime-\(service)"
+            let one = coldStarts[unit]?.p50 ?? .nan
+            let own = separateColdStarts[unit]?.p50 ?? .nan
+            figures.append(Figure(name: "\(service): cold first reply p50, one program", value: one / 1000, unit: "ms",
+                                  comparison: "a program of its own", comparisonValue: own / 1000, ratio: one / own,
+                                  target: "≤ 1.05x (no slower)", met: one <= 1.05 * own))
+        }
+        for service in Self.services {
+            let unit = "screentime-\(service)"
+            let one = rss[unit]?.proportional ?? .nan
+            let own = separateRSS[unit]?.proportional ?? .nan
+            figures.append(Figure(name: "\(service): idle PSS, one program", value: one, unit: "MiB",
+                                  comparison: "a program of its own", comparisonValue: own, ratio: one / own))
+        }
+        return figures
+    }
+
     /// Installs the services with deploy/install.sh, and the C service under two units.
     static func install(into container: Container, binDirectory: String, floor: String) async throws {
         let files = FileManager.default
-        // install.sh installs the gateway too.
-        let binaries = Self.services.map { Self.executable(of: $0) } + ["screentime-gatewayd", "screentimectl"]
-        for binary in binaries where !files.isExecutableFile(atPath: binDirectory + "/" + binary) {
-            throw BenchError("\(binDirectory)/\(binary) is missing: build first (deploy/build-release.sh screentime-bench), or pass --bin-dir")
-        }
-        let staged = try await container.reach(binDirectory, entries: binaries)
-        let checkout = try await container.reach(Locations.packageRoot, entries: ["deploy", "docs", "systemd"])
-        let installed = try await container.run([checkout + "/deploy/install.sh", "--bin-dir", staged])
-        guard installed.status == 0 else { throw BenchError("deploy/install.sh failed in the container: \(installed.stdout)\(installed.stderr)") }
+        try await Self.installPrograms(into: container, binDirectory: binDirectory)
         try files.createDirectory(atPath: container.root + (Self.floorBinary as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         try? files.removeItem(atPath: container.root + Self.floorBinary)
         try files.copyItem(atPath: floor, toPath: container.root + Self.floorBinary)
@@ -138,6 +174,24 @@ struct ColdStartBenchmark: AsyncParsableCommand {
         }
         let started = try await container.shell("systemctl daemon-reload && systemctl start \(Self.floorUnit).socket \(Self.bareUnit).socket")
         guard started.status == 0 else { throw BenchError("cannot start the C service's sockets: \(started.stderr)") }
+    }
+
+    /// deploy/install.sh from `binDirectory`: the one program and its names (links), or
+    /// separate programs; the services it restarted are stopped again.
+    static func installPrograms(into container: Container, binDirectory: String) async throws {
+        let files = FileManager.default
+        // install.sh installs the gateway too.
+        let names = Self.services.map { Self.executable(of: $0) } + ["screentime-gatewayd", "screentimectl"]
+        for name in names where !files.isExecutableFile(atPath: binDirectory + "/" + name) {
+            throw BenchError("\(binDirectory)/\(name) is missing: build first (deploy/build-release.sh screentime-bench), or pass --bin-dir")
+        }
+        let program = files.isExecutableFile(atPath: binDirectory + "/screentime") ? ["screentime"] : []
+        let staged = try await container.reach(binDirectory, entries: names + program)
+        let checkout = try await container.reach(Locations.packageRoot, entries: ["deploy", "docs", "systemd"])
+        let installed = try await container.run([checkout + "/deploy/install.sh", "--bin-dir", staged])
+        guard installed.status == 0 else { throw BenchError("deploy/install.sh failed in the container: \(installed.stdout)\(installed.stderr)") }
+        let stopped = try await container.run(["systemctl", "stop"] + Self.services.map { "screentime-\($0).service" } + ["screentime-gateway.service"])
+        guard stopped.status == 0 else { throw BenchError("cannot stop the services: \(stopped.stderr)") }
     }
 
     static func socketUnit(_ name: String) -> String {

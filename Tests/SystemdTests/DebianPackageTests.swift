@@ -20,7 +20,13 @@ struct DebianPackageTests {
     static let services = Deployment.services
     /// The services with a Unix socket (every one but the gateway, which listens on TCP).
     static let local = Deployment.services.filter { $0.name != "gateway" }
-    static let gatewayPort = "/etc/systemd/system/screentime-gateway.socket.d/port.conf"
+    /// Where `systemctl edit screentime-gateway.socket` puts the administrator's port.
+    static let gatewayOverride = "/etc/systemd/system/screentime-gateway.socket.d/override.conf"
+    /// The gateway's port drop-in as builds before the socket's own port shipped it (then a
+    /// conffile in /etc).
+    static let earlierPortDropIn = "# /etc/systemd/system/screentime-gateway.socket.d/port.conf\n# The gateway's port (and, if you like, address): edit ListenStream= below, then\n#   systemctl daemon-reload && systemctl restart screentime-gateway.socket screentime-gateway.service\n# The gateway learns the port from the socket and puts it in the URLs that pairing codes\n# carry. With avahi-daemon, change <port> in /etc/avahi/services/screentime.service too.\n# Installed by the Debian package (a conffile: your edit survives upgrades) and by\n# deploy/install.sh (kept when it is already there).\n[Socket]\n# The empty line clears the unit's own ListenStream=8443; then the one to listen on\n# (\"443\", or \"192.168.1.20:443\" for one address only).\nListenStream=\nListenStream=8443\n"
+    /// The announcement on the home network that the gateway's socket writes.
+    static let avahiFile = "/etc/avahi/services/screentime.service"
 
     /// The package tests were asked for (the shipped binaries are there): a container that
     /// cannot boot is a failure, never a silent pass.
@@ -30,7 +36,7 @@ struct DebianPackageTests {
         }
     }
 
-    @Test("lintian finds no error and no warning in the binary, -dbgsym and source packages; binaries stripped, Depends from shlibdeps, a real maintainer, conffiles, manual pages")
+    @Test("lintian finds no error and no warning in the binary, -dbgsym and source packages; one stripped program and its names as links, at most 100 MB installed; Depends from shlibdeps (no zlib1g), a real maintainer, an Apache-2.0 copyright, conffiles only in /etc/screentime, manual pages")
     func lintian() async throws {
         let packages = try await PackageBuild.shared.value
         let lintian = try await runCommand("/usr/bin/lintian", ["--display-info", packages.current.deb, packages.current.dbgsym, packages.current.dsc], timeout: .seconds(900))
@@ -43,32 +49,45 @@ struct DebianPackageTests {
         #expect(!fields.contains("localhost") && fields.contains("Maintainer: ScreenTime Rewards Server maintainers <"), "\(fields)")
         #expect(fields.contains("libc6 (>=") && fields.contains("libsystemd0") && fields.contains("libsqlite3-0"), "Depends from dh_shlibdeps: \(fields)")
         #expect(fields.contains("Recommends: avahi-daemon"), "\(fields)")
+        #expect(!fields.contains("zlib1g"), "nothing in the program uses libz.so.1: \(fields)")
+        // One program: a tenth of six statically linked ones (KiB; 100 MB = 97,656 KiB).
+        let size = try await runCommand("/usr/bin/dpkg-deb", ["--field", packages.current.deb, "Installed-Size"]).stdout
+        let kibibytes = try #require(Int(size.trimmingCharacters(in: .whitespacesAndNewlines)), "Installed-Size: \(size)")
+        #expect(kibibytes <= 97_656, "Installed-Size \(kibibytes) KiB is more than 100 MB")
 
         let contents = try await runCommand("/usr/bin/dpkg-deb", ["--contents", packages.current.deb]).stdout
         var paths = ["./usr/share/doc/screentime-server/copyright", "./usr/share/doc/screentime-server/changelog.gz",
                      "./usr/share/man/man1/screentimectl.1.gz", "./lib/systemd/system/screentime.target",
-                     "./usr/lib/sysusers.d/screentime.conf", "./etc/avahi/services/screentime.service", "./usr/bin/screentimectl",
+                     "./usr/lib/sysusers.d/screentime.conf", "./usr/libexec/screentime/screentime",
+                     "./usr/bin/screentimectl -> ../libexec/screentime/screentime",
                      "./lib/systemd/system/screentime-backup.service", "./lib/systemd/system/screentime-backup.timer"]
         for service in Self.services {
-            paths += ["./usr/share/man/man8/\(service.binary).8.gz", "./usr/libexec/screentime/\(service.binary)",
+            paths += ["./usr/share/man/man8/\(service.binary).8.gz", "./usr/libexec/screentime/\(service.binary) -> screentime",
                       "./lib/systemd/system/screentime-\(service.name).socket", "./lib/systemd/system/screentime-\(service.name).service"]
         }
         for path in paths {
             #expect(contents.contains(" \(path)\n"), "\(path) is in the package")
         }
+        #expect(!contents.contains(" ./etc/systemd/") && !contents.contains(" ./etc/avahi/"), "nothing in the administrator's /etc/systemd or Avahi's directory: \(contents)")
         let conffiles = try await runCommand("/usr/bin/dpkg-deb", ["--info", packages.current.deb, "conffiles"]).stdout
         for service in Self.services {
             #expect(conffiles.contains("/etc/screentime/\(service.name).env"), "\(conffiles)")
         }
-        #expect(conffiles.contains("/etc/avahi/services/screentime.service"), "\(conffiles)")
         #expect(conffiles.contains("/etc/screentime/backup.env"), "the nightly backup's options: \(conffiles)")
-        #expect(conffiles.contains(Self.gatewayPort), "the gateway's port, a drop-in the administrator edits: \(conffiles)")
+        #expect(conffiles.split(separator: "\n").allSatisfy { $0.hasPrefix("/etc/screentime/") }, "conffiles only in /etc/screentime: \(conffiles)")
 
         // Stripped, and the debug symbols in the -dbgsym package (by build id).
         let unpacked = TemporaryDirectory()
         _ = try await runCommand("/usr/bin/dpkg-deb", ["--extract", packages.current.deb, unpacked.path])
         let sections = try await runCommand("/usr/bin/readelf", ["--section-headers", "--wide", unpacked.path + "/usr/bin/screentimectl"]).stdout
         #expect(!sections.contains(".debug_info") && !sections.contains(".symtab"), "screentimectl is stripped")
+        // A free licence, with the licences of what is linked in, zlib's among them.
+        let copyright = try String(contentsOfFile: unpacked.path + "/usr/share/doc/screentime-server/copyright", encoding: .utf8)
+        #expect(copyright.contains("Files: *\nCopyright: 2026 ScreenTime Rewards Server developers\nLicense: Apache-2.0\n"), "\(copyright.prefix(3000))")
+        for license in ["Apache-2.0 with Swift Runtime Library Exception", "Unicode-3.0", "Zlib", "MIT", "BSD-3-clause", "ISC"] {
+            #expect(copyright.contains("\nLicense: \(license)\n"), "the copyright file has the \(license) licence")
+        }
+        #expect(!copyright.contains("not-yet-licensed") && !copyright.contains("all rights are reserved"))
         let debugContents = try await runCommand("/usr/bin/dpkg-deb", ["--contents", packages.current.dbgsym]).stdout
         #expect(debugContents.contains("./usr/lib/debug/.build-id/"), "\(debugContents.prefix(500))")
     }
@@ -84,6 +103,7 @@ struct DebianPackageTests {
             _ = try await container.shell("dpkg-query -W avahi-daemon >/dev/null 2>&1 && dpkg --purge --force-depends avahi-daemon")
             #expect(try await container.run("dpkg-query", "-W", "-f", "${Status}", "avahi-daemon").stdout != "install ok installed", "the container has no avahi-daemon")
             let installed = try await container.dpkg("-i", debs.current)
+            #expect(!installed.contains("static unit") && !installed.contains("not starting it"), "no line that reads like a failure: \(installed)")
             // It says which port it opened, to whom, and how to turn the server off.
             #expect(installed.contains("listens on TCP port 8443 on every interface, for devices on the home network only")
                     && installed.contains("systemctl disable --now screentime.target"), "\(installed)")
@@ -126,8 +146,53 @@ struct DebianPackageTests {
                 + ["/lib/systemd/system/screentime-backup.service", "/lib/systemd/system/screentime-backup.timer"]
             let verify = try await container.run(["systemd-analyze", "verify", "/lib/systemd/system/screentime.target"] + units)
             #expect(verify.status == 0 && verify.stderr.isEmpty, "\(verify.stderr)")
-            let avahi = try await container.read("/etc/avahi/services/screentime.service")
-            #expect(avahi.contains("<type>_screentime._tcp</type>") && avahi.contains("<port>8443</port>"), "the Avahi file is there, without avahi-daemon: \(avahi)")
+            // Without avahi-daemon nothing is announced; with its directory there, the socket
+            // announces the port it listens on each time it starts.
+            if try await container.run("test", "-d", "/etc/avahi/services").status != 0 {
+                #expect(try await container.run("test", "-e", Self.avahiFile).status != 0, "no announcement without avahi-daemon")
+                _ = try await container.run("mkdir", "-p", "/etc/avahi/services")
+            }
+            let restarted = try await container.run("systemctl", "restart", "screentime-gateway.socket")
+            #expect(restarted.status == 0, "\(restarted)")
+            let avahi = try await container.read(Self.avahiFile)
+            #expect(avahi.contains("<type>_screentime._tcp</type>") && avahi.contains("<port>8443</port>"), "\(avahi)")
+        }
+    }
+
+    @Test("idle: every service running and no request for a minute, not one line in the journal; a planned restart of the store is no warning in the services that follow it")
+    func quietWhenIdle() async throws {
+        try Self.bootable()
+        let packages = try await PackageBuild.shared.value
+        try await Container.with { container in
+            let debs = try container.handOver(packages)
+            try await container.dpkg("-i", debs.current)
+            try await Self.checkGateway(in: container, port: 8443, version: ServerVersion.current)
+            for service in Self.services {
+                #expect(try await container.property("ActiveState", of: "screentime-\(service.name).service") == "active", "\(service.name) runs (GET /healthz asked each one)")
+            }
+            // Following the journal for a minute: any line the services write, or systemd
+            // writes about them, shows up here at once.
+            let minute = try await container.run("timeout", "60", "journalctl", "--follow", "--lines=0", "--no-pager", "--output=short-iso",
+                                                 "--unit=screentime-*")
+            let lines = minute.stdout.split(separator: "\n").filter { !$0.hasPrefix("-- ") }
+            #expect(lines.isEmpty, "an idle minute logged \(lines.count) lines:\n\(lines.prefix(20).joined(separator: "\n"))")
+            for service in Self.services {
+                #expect(try await container.property("ActiveState", of: "screentime-\(service.name).service") == "active", "\(service.name) still runs")
+            }
+
+            // systemctl restart: push, the aggregator and the gateway lose the store, then
+            // follow it again, saying so at info.
+            let since = try await container.run("date", "+@%s").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(try await container.run("systemctl", "restart", "screentime-store.service").status == 0)
+            try await container.waitUntil("push and the aggregator follow the store again", timeout: .seconds(60)) {
+                let followed = try await container.run("journalctl", "--since", since, "--no-pager", "--output=cat",
+                                                       "--unit=screentime-push", "--unit=screentime-aggregator").stdout
+                return followed.split(separator: "\n").filter { $0 == "following the store" }.count >= 2
+            }
+            let warnings = try await container.run("journalctl", "--since", since, "--no-pager", "--output=short-iso", "--priority=warning",
+                                                   "--unit=screentime-push", "--unit=screentime-aggregator", "--unit=screentime-gateway", "--unit=screentime-pairing")
+            let warned = warnings.stdout.split(separator: "\n").filter { !$0.hasPrefix("-- ") }
+            #expect(warned.isEmpty, "a planned restart of the store: \(warned.joined(separator: "\n"))")
         }
     }
 
@@ -137,16 +202,21 @@ struct DebianPackageTests {
         let packages = try await PackageBuild.shared.value
         try await Container.with { container in
             let debs = try container.handOver(packages)
-            try await container.dpkg("-i", debs.current)
+            _ = try await container.run("mkdir", "-p", "/etc/avahi/services")
+            let installed = try await container.dpkg("-i", debs.current)
+            #expect(try await container.read(Self.avahiFile).contains("<port>8443</port>"), "\(installed)")
             let edited = "# mine\nOPTIONS=\"--log-level debug\"\n"
             try await container.write(edited, to: "/etc/screentime/store.env")
-            // The administrator moves the gateway to another port, as port.conf says.
-            let port = try await container.read(Self.gatewayPort).replacingOccurrences(of: "ListenStream=8443", with: "ListenStream=9443")
-            try await container.write(port, to: Self.gatewayPort)
+            // The administrator moves the gateway to another port, as `systemctl edit
+            // screentime-gateway.socket` does: the one place the port is set.
+            let port = "[Socket]\nListenStream=\nListenStream=9443\n"
+            _ = try await container.run("mkdir", "-p", "/etc/systemd/system/screentime-gateway.socket.d")
+            try await container.write(port, to: Self.gatewayOverride)
             for command in [["daemon-reload"], ["restart", "screentime-gateway.socket", "screentime-gateway.service"]] {
                 let done = try await container.run(["systemctl"] + command)
                 #expect(done.status == 0, "systemctl \(command): \(done)")
             }
+            #expect(try await container.read(Self.avahiFile).contains("<port>9443</port>"), "the announcement follows the socket's port")
             let changelog = try await runCommand("/usr/bin/dpkg-parsechangelog", ["-l", Container.checkout + "/deploy/debian/changelog", "-S", "Version"]).stdout
                 .trimmingCharacters(in: .whitespacesAndNewlines)
             try await Self.checkGateway(in: container, port: 9443, version: changelog)
@@ -156,7 +226,9 @@ struct DebianPackageTests {
 
             for deb in [debs.current, debs.rebuild] {
                 let before = try await container.property("MainPID", of: "screentime-store.service")
-                try await container.dpkg("-i", deb)
+                let upgraded = try await container.dpkg("-i", deb)
+                #expect(!upgraded.contains("static unit") && !upgraded.contains("not starting it"), "\(upgraded)")
+                #expect(upgraded.contains("listens on TCP port 9443"), "\(upgraded)")
                 #expect(try await container.property("MainPID", of: "screentime-store.service") != before, "the store was restarted")
                 #expect(try await container.property("ActiveState", of: "screentime-store.service") == "active")
                 #expect(try await container.property("ActiveState", of: "screentime-pairing.service") == "inactive", "an idle service is not started")
@@ -164,7 +236,8 @@ struct DebianPackageTests {
                     #expect(try await container.property("ActiveState", of: "screentime-\(service.name).socket") == "active")
                 }
                 #expect(try await container.read("/etc/screentime/store.env") == edited, "the administrator's configuration stays")
-                #expect(try await container.read(Self.gatewayPort) == port, "the administrator's port stays")
+                #expect(try await container.read(Self.gatewayOverride) == port, "the administrator's port stays")
+                #expect(try await container.read(Self.avahiFile).contains("<port>9443</port>"))
                 let families = try await container.client("store").call(StoreMethods.listFamilies, Empty()).families.map(\.family)
                 #expect(families == ["smith"], "the data stays")
             }
@@ -197,6 +270,9 @@ struct DebianPackageTests {
                 for s in store pairing push aggregator; do ln -sf /lib/systemd/system/screentime-$s.socket /etc/systemd/system/sockets.target.wants/; done
                 printf '[Service]\\nIPAddressAllow=any\\n' > /etc/systemd/system/screentime-gateway.service.d/internet.conf
                 """)
+            // And the port drop-in of earlier builds (a conffile then), as they shipped it.
+            _ = try await container.run("mkdir", "-p", "/etc/systemd/system/screentime-gateway.socket.d")
+            try await container.write(Self.earlierPortDropIn, to: "/etc/systemd/system/screentime-gateway.socket.d/port.conf")
 
             // dpkg runs with no terminal: a conffile question would fail the upgrade.
             let upgraded = try await container.dpkg("-i", debs.current)
@@ -204,6 +280,8 @@ struct DebianPackageTests {
                     "the sockets.target links are gone")
             #expect(try await container.read("/etc/systemd/system/screentime-gateway.socket.d/internet.conf").contains("IPAddressAllow=any"), "the internet drop-in moved to the socket")
             #expect(try await container.run("test", "-e", "/etc/systemd/system/screentime-gateway.service.d/internet.conf").status != 0)
+            #expect(try await container.run("test", "-e", "/etc/systemd/system/screentime-gateway.socket.d/port.conf").status != 0,
+                    "the unchanged port drop-in of earlier builds is gone: the socket's own ListenStream= is the port")
             #expect(upgraded.contains("for devices from any address"), "\(upgraded)")
             #expect(try await container.run("dpkg-query", "-W", "-f", "${Version}", "screentime-server").stdout == ServerVersion.current)
             #expect(try await container.read("/etc/screentime/store.env") == edited, "the edited file stays")
@@ -236,7 +314,7 @@ struct DebianPackageTests {
             #expect(try await container.run("test", "-e", "/var/lib/screentime").status != 0, "purge deletes the data")
             #expect(try await container.run("test", "-e", "/etc/screentime").status != 0, "purge deletes the configuration")
             #expect(try await container.run("test", "-e", "/etc/avahi/services/screentime.service").status != 0)
-            #expect(try await container.run("test", "-e", Self.gatewayPort).status != 0, "purge deletes the port drop-in")
+            #expect(try await container.run("test", "-e", "/etc/systemd/system/screentime-gateway.socket.d").status != 0, "purge deletes the drop-ins it put there")
             #expect(try await container.run("getent", "passwd", "screentime").status == 0, "purge keeps the system user")
             #expect(try await container.run("dpkg", "--status", "screentime-server").status != 0, "dpkg no longer knows the package")
         }

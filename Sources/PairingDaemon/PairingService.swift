@@ -6,9 +6,8 @@ import PairingEngine
 import ServerVersion
 import ServiceKit
 
-@main
-struct PairingService: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+public struct PairingService: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "screentime-pairingd",
         abstract: "The ScreenTime Rewards pairing service: family bootstrap, child-device invitations, short-code verification, device credentials.",
         discussion: """
@@ -18,6 +17,8 @@ struct PairingService: AsyncParsableCommand {
             """,
         version: ServerVersion.current
     )
+
+    public init() {}
 
     @OptionGroup var options: ServiceOptions
 
@@ -50,14 +51,14 @@ struct PairingService: AsyncParsableCommand {
     @Option(name: .customLong("failure-window"), help: ArgumentHelp("The window of those limits, in seconds.", valueName: "seconds"))
     var failureWindowSeconds: Double = 600
 
-    mutating func validate() throws {
+    public mutating func validate() throws {
         try checkOption("--invitation-ttl", self.invitationSeconds, in: 10...7 * 86_400, "seconds")
         try checkOption("--enrollment-ttl", self.enrollmentSeconds, in: 60...30 * 86_400, "seconds")
         guard self.failuresPerFamily > 0 else { throw ValidationError("--max-failures-per-family must be at least 1") }
         try checkOption("--failure-window", self.failureWindowSeconds, in: 1...86_400, "seconds")
     }
 
-    func run() async throws {
+    public func run() async throws {
         let endpointFile = self.gatewayEndpoint ?? GatewayEndpoint.path(stateDirectory: ServicePaths(options: self.options).stateDirectory)
         let urls = self.gatewayURLs
         let configuration = PairingConfiguration(

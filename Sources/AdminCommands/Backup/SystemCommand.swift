@@ -35,4 +35,16 @@ enum SystemCommand {
         let complaints = FileHandle(fileDescriptor: ends[0], closeOnDealloc: true).readDataToEndOfFile()
         return Outcome(status: ChildExit.block(pid), errors: String(decoding: complaints, as: UTF8.self))
     }
+
+    /// Runs it and returns what it printed on stdout too: a few lines (they must fit in a
+    /// pipe's buffer, since it is read once the program has ended).
+    static func capture(_ executable: String, _ arguments: [String]) throws -> (outcome: Outcome, output: String) {
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else { throw SpawnError("cannot make a pipe: \(String(cString: strerror(errno)))") }
+        let reader = FileHandle(fileDescriptor: ends[0], closeOnDealloc: true)
+        let writer = FileHandle(fileDescriptor: ends[1], closeOnDealloc: true)
+        let outcome = try self.run(executable, arguments, output: writer)
+        try writer.close()
+        return (outcome, String(decoding: reader.readDataToEndOfFile(), as: UTF8.self))
+    }
 }

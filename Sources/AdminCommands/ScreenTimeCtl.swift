@@ -5,9 +5,8 @@ import RPCCore
 import ServerVersion
 import Synchronization
 
-@main
-struct ScreenTimeCtl: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+public struct ScreenTimeCtl: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "screentimectl",
         abstract: "Administer a ScreenTime Rewards server, and play its parent and child devices.",
         discussion: """
@@ -45,6 +44,8 @@ struct ScreenTimeCtl: AsyncParsableCommand {
             BackupCommand.self, RestoreCommand.self, RecomputeCommand.self, GatewayCommand.self,
         ]
     )
+
+    public init() {}
 }
 
 /// How to reach a service; shared by every subcommand.

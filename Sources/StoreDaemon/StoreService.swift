@@ -4,9 +4,8 @@ import RecordStore
 import ServerVersion
 import ServiceKit
 
-@main
-struct StoreService: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+public struct StoreService: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "screentime-stored",
         abstract: "The ScreenTime Rewards record store: families, zones, records, shares and change feeds on SQLite.",
         discussion: """
@@ -17,6 +16,8 @@ struct StoreService: AsyncParsableCommand {
             """,
         version: ServerVersion.current
     )
+
+    public init() {}
 
     @OptionGroup var options: ServiceOptions
 
@@ -35,7 +36,7 @@ struct StoreService: AsyncParsableCommand {
     @Option(name: .customLong("schema-version"), help: .hidden)
     var schemaVersion: Int?
 
-    mutating func validate() throws {
+    public mutating func validate() throws {
         try checkOption("--tombstone-grace", self.tombstoneGraceDays, in: 0...RecordStore.maximumGraceSeconds / 86_400, "days")
         guard self.purgeIntervalSeconds > 0, self.purgeIntervalSeconds <= RecordStore.maximumGraceSeconds else {
             throw ValidationError("--purge-interval must be a positive number of seconds, at most \(Int(RecordStore.maximumGraceSeconds))")
@@ -45,7 +46,7 @@ struct StoreService: AsyncParsableCommand {
         }
     }
 
-    func run() async throws {
+    public func run() async throws {
         let configuration = StoreConfiguration(
             tombstoneGrace: .milliseconds(Int64(self.tombstoneGraceDays * 86_400_000)),
             purgeInterval: .seconds(self.purgeIntervalSeconds),

@@ -10,9 +10,8 @@ import ServiceKit
 import ServiceLifecycle
 import SystemdKit
 
-@main
-struct GatewayCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+public struct GatewayCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "screentime-gatewayd",
         abstract: "The ScreenTime Rewards device gateway: HTTPS and WebSocket for the family's phones and browsers, relayed to the services.",
         discussion: """
@@ -31,6 +30,8 @@ struct GatewayCommand: AsyncParsableCommand {
             """,
         version: ServerVersion.current
     )
+
+    public init() {}
 
     @OptionGroup var options: ServiceOptions
 
@@ -100,7 +101,7 @@ struct GatewayCommand: AsyncParsableCommand {
     @Flag(name: .customLong("init-only"), help: "Make the key and certificate (if missing), write endpoint.json for --listen's port, print the pin, and exit.")
     var initOnly = false
 
-    mutating func validate() throws {
+    public mutating func validate() throws {
         guard (self.certificateFile == nil) == (self.privateKeyFile == nil) else { throw ValidationError("--certificate and --private-key go together") }
         try checkOption("--certificate-days", self.certificateDays, in: 1...825)
         guard self.renewDays >= 1 else { throw ValidationError("--renew-days must be at least 1") }
@@ -125,7 +126,7 @@ struct GatewayCommand: AsyncParsableCommand {
         }
     }
 
-    func run() async throws {
+    public func run() async throws {
         let configuration = self.configuration(paths: ServicePaths(options: self.options))
         if self.initOnly { return try self.initialize(configuration) }
         try await ServiceMain.run(service: "gateway", identifier: "screentime-gatewayd", version: ServerVersion.current, options: self.options) { environment in

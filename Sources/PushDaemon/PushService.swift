@@ -5,9 +5,8 @@ import PushEngine
 import ServerVersion
 import ServiceKit
 
-@main
-struct PushService: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+public struct PushService: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "screentime-pushd",
         abstract: "The ScreenTime Rewards push service: subscriptions to record changes, live notification streams, durable per-device queues.",
         discussion: """
@@ -17,6 +16,8 @@ struct PushService: AsyncParsableCommand {
             """,
         version: ServerVersion.current
     )
+
+    public init() {}
 
     @OptionGroup var options: ServiceOptions
 
@@ -98,7 +99,7 @@ struct PushService: AsyncParsableCommand {
     @Option(name: .customLong("apns-ca-file"), help: ArgumentHelp(visibility: .hidden))
     var apnsCAFile: String?
 
-    mutating func validate() throws {
+    public mutating func validate() throws {
         try checkOption("--listener-buffer", self.listenerBuffer, in: 16...1_000_000)
         try checkOption("--listener-buffer-bytes", self.listenerBufferBytes, in: 16 * 1024...1 << 30)
         try checkOption("--connection-buffer-bytes", self.connectionBufferBytes, in: 16 * 1024...1 << 30)
@@ -146,7 +147,7 @@ struct PushService: AsyncParsableCommand {
         return .direct(.init(keyId: keyId, teamId: teamId, p8: p8, topics: Set(self.apnsTopics), apnsURL: self.apnsURL, apnsCAFile: self.apnsCAFile))
     }
 
-    func run() async throws {
+    public func run() async throws {
         let configuration = PushConfiguration(
             storeSocket: self.storeSocket ?? ServicePaths(options: self.options).runtimeDirectory + "/store.sock",
             listenerBuffer: self.listenerBuffer,

@@ -4,9 +4,8 @@ import OptionChecks
 import ServerVersion
 import ServiceKit
 
-@main
-struct AggregatorService: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+public struct AggregatorService: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "screentime-aggregatord",
         abstract: "The ScreenTime Rewards usage aggregator: usage sessions into daily summaries, points and earned time.",
         discussion: """
@@ -16,6 +15,8 @@ struct AggregatorService: AsyncParsableCommand {
             """,
         version: ServerVersion.current
     )
+
+    public init() {}
 
     @OptionGroup var options: ServiceOptions
 
@@ -37,14 +38,14 @@ struct AggregatorService: AsyncParsableCommand {
     @Option(name: .customLong("retention-interval"), help: ArgumentHelp("Seconds between retention roll-ups.", valueName: "seconds"))
     var retentionSeconds: Double = 3600
 
-    mutating func validate() throws {
+    public mutating func validate() throws {
         try checkOption("--retention-days", self.retentionDays, in: 7...3660)
         try checkOption("--retention-interval", self.retentionSeconds, in: 1...604_800, "seconds")
         try checkOption("--default-points-per-minute", self.defaultPointsPerMinute, in: 0...1000)
         try checkOption("--alert-check-interval", self.alertCheckSeconds, in: 0.05...86_400, "seconds")
     }
 
-    func run() async throws {
+    public func run() async throws {
         let runtimeDirectory = ServicePaths(options: self.options).runtimeDirectory
         let configuration = AggregatorConfiguration(
             storeSocket: self.storeSocket ?? runtimeDirectory + "/store.sock",

@@ -6,8 +6,8 @@ import PairingAPI
 struct GatewayCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gateway",
-        abstract: "Show how devices reach the server's gateway.",
-        subcommands: [GatewayPin.self]
+        abstract: "Show how devices reach the server's gateway; announce it on the home network.",
+        subcommands: [GatewayPin.self, GatewayAnnounce.self]
     )
 }
 

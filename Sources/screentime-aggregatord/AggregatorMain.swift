@@ -1,0 +1,6 @@
+// The usage aggregator on its own: the development build's binary. The package ships the same
+// command inside `screentime` (Sources/screentime), under this name.
+import ArgumentParser
+import AggregatorDaemon
+
+@main extension AggregatorService {}
