@@ -37,9 +37,13 @@ names=(screentimectl)
 while read -r _ binary; do names+=("$binary"); done < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$root/deploy/services")
 # Linked by lld (the toolchain's), which packs the relative relocations (DT_RELR, glibc
 # 2.36: about 4 MB less of the program, and fewer relocations to apply at each start) and
-# folds identical functions that nothing takes the address of (--icf=safe).
+# folds identical functions that nothing takes the address of (--icf=safe). Generic
+# metadata made by direct calls, not from mangled names whose requirements the runtime
+# checks one conformance scan at a time: a service starts in three quarters of the time
+# (docs/architecture.md, "One program, six names").
 flags=(-c release --static-swift-stdlib "${scratch[@]}"
-       -Xswiftc -use-ld=lld -Xlinker --icf=safe -Xlinker -z -Xlinker pack-relative-relocs)
+       -Xswiftc -use-ld=lld -Xlinker --icf=safe -Xlinker -z -Xlinker pack-relative-relocs
+       -Xswiftc -Xfrontend -Xswiftc -disable-concrete-type-metadata-mangled-name-accessors)
 cd "$root"
 bin="$(swift build "${flags[@]}" --show-bin-path)"
 if [ "$separate" = yes ]; then
@@ -62,14 +66,16 @@ done
 # the program would need libz.so.1 (and the package zlib1g) for nothing. Dropped when no
 # symbol the program uses comes from it (checked, not assumed).
 drop_unused_libz() {
-    local program="$1" libz
-    readelf -d "$program" | grep -q 'NEEDED.*\[libz\.so\.1\]' || return 0
-    libz="$(ldconfig -p | awk '$1 == "libz.so.1" { print $NF; exit }')"
+    local program="$1" libz needed used provided
+    # Whole outputs first, then matched: a pipe into `grep -q` would stop its writer early,
+    # which pipefail counts as a failure.
+    needed="$(readelf -d "$program")"
+    case "$needed" in *"[libz.so.1]"*) ;; *) return 0 ;; esac
+    libz="$(ldconfig -p | awk '$1 == "libz.so.1" && !found { print $NF; found = 1 }')"
     [ -f "$libz" ] || { echo "build-release.sh: libz.so.1 not found (ldconfig -p)" >&2; exit 69; }
-    if comm -12 <(nm -D --undefined-only "$program" | awk '{print $NF}' | sed 's/@.*//' | sort -u) \
-                <(nm -D --defined-only "$libz" | awk '{print $NF}' | sed 's/@.*//' | sort -u) | grep -q .; then
-        return 0
-    fi
+    used="$(nm -D --undefined-only "$program" | awk '{print $NF}' | sed 's/@.*//' | sort -u)"
+    provided="$(nm -D --defined-only "$libz" | awk '{print $NF}' | sed 's/@.*//' | sort -u)"
+    [ -z "$(comm -12 <(echo "$used") <(echo "$provided"))" ] || return 0
     command -v patchelf >/dev/null || { echo "build-release.sh: patchelf is needed (apt-get install patchelf)" >&2; exit 69; }
     patchelf --remove-needed libz.so.1 "$program"
 }

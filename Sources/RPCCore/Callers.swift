@@ -52,6 +52,8 @@ public struct Callers: OptionSet, Sendable, Hashable {
 public protocol DeclaredMethod: Sendable {
     var name: String { get }
     var callers: Callers { get }
+    /// Unary or stream: known without reading the types' schemas, as `describedAs` does.
+    var kind: MethodDescription.Kind { get }
     var describedAs: MethodDescription { get }
     /// Decodes a request's `params` (nil: absent or null) into this method's parameter type,
     /// exactly as the server does before it calls the handler: for checking a request

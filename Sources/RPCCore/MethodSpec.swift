@@ -18,6 +18,8 @@ public struct MethodSpec<Params: Codable & Sendable, Result: Codable & Sendable>
         self.errors = errors
     }
 
+    public var kind: MethodDescription.Kind { .unary }
+
     public var describedAs: MethodDescription {
         MethodDescription(
             name: self.name,
@@ -49,6 +51,8 @@ public struct StreamSpec<Params: Codable & Sendable, Item: Codable & Sendable, E
         self.callers = callers
         self.errors = errors
     }
+
+    public var kind: MethodDescription.Kind { .stream }
 
     public var describedAs: MethodDescription {
         MethodDescription(

@@ -57,7 +57,7 @@ public struct MethodTable: Sendable {
 
     /// Adds a unary method.
     public mutating func on<P, R>(_ spec: MethodSpec<P, R>, _ handler: @escaping @Sendable (P, RequestContext) async throws -> R) {
-        self.add(spec.describedAs) { rawParams, context, outbound in
+        self.add(spec.name, isStream: false, callers: spec.callers.list, describe: { spec.describedAs }) { rawParams, context, outbound in
             let params = try ParamsDecoding.decode(P.self, params: rawParams)
             let result = try await handler(params, context)
             guard let id = context.requestID else { return }
@@ -68,7 +68,7 @@ public struct MethodTable: Sendable {
     /// Adds a streaming method: the handler yields items through the writer and returns the
     /// final result.
     public mutating func on<P, I, E>(_ spec: StreamSpec<P, I, E>, _ handler: @escaping @Sendable (P, StreamWriter<I>, RequestContext) async throws -> E) {
-        self.add(spec.describedAs) { rawParams, context, outbound in
+        self.add(spec.name, isStream: true, callers: spec.callers.list, describe: { spec.describedAs }) { rawParams, context, outbound in
             let params = try ParamsDecoding.decode(P.self, params: rawParams)
             let end = try await handler(params, StreamWriter(id: context.requestID, outbound: outbound), context)
             guard let id = context.requestID else { return }
@@ -76,35 +76,38 @@ public struct MethodTable: Sendable {
         }
     }
 
-    private mutating func add(_ description: MethodDescription, _ run: @escaping Entry.Run) {
-        if let declared = self.declared, declared.method(named: description.name) == nil {
-            self.problems.append("has a handler for \(description.name), which its MethodList does not declare")
+    /// `describe` is called only when `rpc.describe` is first asked: reading a method's
+    /// schemas off its Codable types is most of what a service would otherwise do to start.
+    private mutating func add(_ name: String, isStream: Bool, callers declaredCallers: [Caller],
+                              describe: @escaping @Sendable () -> MethodDescription, _ run: @escaping Entry.Run) {
+        if let declared = self.declared, declared.method(named: name) == nil {
+            self.problems.append("has a handler for \(name), which its MethodList does not declare")
             return
         }
-        guard self.entries[description.name] == nil else {
-            self.problems.append("has two handlers for \(description.name)")
+        guard self.entries[name] == nil else {
+            self.problems.append("has two handlers for \(name)")
             return
         }
-        let callers = Callers(description.callers)
+        let callers = Callers(declaredCallers)
         let guarded: Entry.Run = { rawParams, context, outbound in
-            try CallerCheck.admit(context.auth, to: description.name, callers: callers)
+            try CallerCheck.admit(context.auth, to: name, callers: callers)
             try await run(rawParams, context, outbound)
         }
-        self.entries[description.name] = Entry(description: description, run: guarded)
-        self.order.append(description.name)
+        self.entries[name] = Entry(describe: describe, isStream: isStream, run: guarded)
+        self.order.append(name)
     }
 
     /// In the declared list's order when there is one, else in the order handlers were added.
     var descriptions: [MethodDescription] {
-        (self.declared?.names ?? self.order).compactMap { self.entries[$0]?.description }
+        (self.declared?.names ?? self.order).compactMap { self.entries[$0]?.describe() }
     }
 
     struct Entry: Sendable {
         /// `params` as parsed with the request's head (nil: absent).
         typealias Run = @Sendable (_ params: JSONValue?, _ context: RequestContext, _ outbound: Outbound) async throws -> Void
-        var description: MethodDescription
+        var describe: @Sendable () -> MethodDescription
+        var isStream: Bool
         var run: Run
-        var isStream: Bool { self.description.kind == .stream }
     }
 }
 

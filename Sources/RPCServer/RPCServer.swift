@@ -196,11 +196,16 @@ public final class RPCServer: Service, Sendable {
                 pid: getpid()
             )
         }
-        let builtins = [Builtin.ping.describedAs, Builtin.describe.describedAs, Builtin.cancel.describedAs]
-        let all = builtins + serviceMethods.descriptions
-        // The protocol's codes, then the service's own, in the order its methods name them.
-        let errorCodes = ErrorCode.protocolCodes + MethodDescription.errors(all.flatMap(\.errors)).filter { !ErrorCode.protocolCodes.contains($0) }
+        // Read off the methods' types when first asked, then kept.
+        let described = LazyDescription {
+            let builtins = [Builtin.ping.describedAs, Builtin.describe.describedAs, Builtin.cancel.describedAs]
+            let all = builtins + serviceMethods.descriptions
+            // The protocol's codes, then the service's own, in the order its methods name them.
+            let errorCodes = ErrorCode.protocolCodes + MethodDescription.errors(all.flatMap(\.errors)).filter { !ErrorCode.protocolCodes.contains($0) }
+            return (all, errorCodes)
+        }
         table.on(Builtin.describe) { params, _ in
+            let (all, errorCodes) = described.value
             var methods = all
             if let name = params.method {
                 methods = all.filter { $0.name == name }
@@ -223,3 +228,19 @@ public final class RPCServer: Service, Sendable {
     }
 }
 
+/// The service's description for `rpc.describe`, made once, on first use.
+final class LazyDescription: Sendable {
+    private let make: @Sendable () -> ([MethodDescription], [ErrorCode])
+    private let made = Mutex<([MethodDescription], [ErrorCode])?>(nil)
+
+    init(_ make: @escaping @Sendable () -> ([MethodDescription], [ErrorCode])) {
+        self.make = make
+    }
+
+    var value: ([MethodDescription], [ErrorCode]) {
+        if let made = self.made.withLock({ $0 }) { return made }
+        let value = self.make()
+        self.made.withLock { $0 = value }
+        return value
+    }
+}

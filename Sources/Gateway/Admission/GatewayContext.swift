@@ -24,7 +24,7 @@ final class GatewayContext: Sendable {
         self.logger = logger
         self.rateLimiter = RateLimiter(perMinute: configuration.limits.unauthenticatedPerMinute, burst: configuration.limits.unauthenticatedBurst)
         self.credentialWatch = CredentialWatch(credentials: relay.authenticator.credentials)
-        let gatewayOwn = GatewayMethods.list.methods.map { InfoMethod(name: $0.name, kind: $0.describedAs.kind, callers: $0.callers.list) }
+        let gatewayOwn = GatewayMethods.list.methods.map { InfoMethod(name: $0.name, kind: $0.kind, callers: $0.callers.list) }
         self.info = GatewayInfo(
             server: configuration.serverName, version: configuration.version, apiVersion: rpcProtocolVersion,
             methods: relay.allowlist.all.map { InfoMethod(name: $0.name, kind: $0.kind, callers: $0.callers.list.filter { $0 != .local }) } + gatewayOwn)

@@ -11,7 +11,9 @@ public struct DeviceMethod: Sendable {
     public var service: String
     public var callers: Callers
     public var kind: MethodDescription.Kind
-    public var description: MethodDescription
+    let declared: any DeclaredMethod
+    /// Its description for `rpc.describe`, read off its types when asked (not at start-up).
+    public var description: MethodDescription { self.declared.describedAs }
 }
 
 /// What the gateway lets a device call: exactly the methods the four services' declared
@@ -32,9 +34,7 @@ public struct Allowlist: Sendable {
             for method in list.methods {
                 declared.insert(method.name)
                 guard method.callers.includesDevices else { continue }
-                let description = method.describedAs
-                methods[method.name] = DeviceMethod(
-                    name: method.name, service: list.service, callers: method.callers, kind: description.kind, description: description)
+                methods[method.name] = DeviceMethod(name: method.name, service: list.service, callers: method.callers, kind: method.kind, declared: method)
             }
         }
         self.methods = methods
