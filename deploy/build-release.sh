@@ -71,7 +71,7 @@ drop_unused_libz() {
     # which pipefail counts as a failure.
     needed="$(readelf -d "$program")"
     case "$needed" in *"[libz.so.1]"*) ;; *) return 0 ;; esac
-    libz="$(ldconfig -p | awk '$1 == "libz.so.1" && !found { print $NF; found = 1 }')"
+    libz="$(PATH="$PATH:/usr/sbin:/sbin" ldconfig -p | awk '$1 == "libz.so.1" && !found { print $NF; found = 1 }')"
     [ -f "$libz" ] || { echo "build-release.sh: libz.so.1 not found (ldconfig -p)" >&2; exit 69; }
     used="$(nm -D --undefined-only "$program" | awk '{print $NF}' | sed 's/@.*//' | sort -u)"
     provided="$(nm -D --defined-only "$libz" | awk '{print $NF}' | sed 's/@.*//' | sort -u)"
@@ -80,4 +80,7 @@ drop_unused_libz() {
     patchelf --remove-needed libz.so.1 "$program"
 }
 drop_unused_libz "$bin/screentime"
+if [ "$separate" = yes ]; then
+    for name in "${names[@]}"; do drop_unused_libz "$bin/separate/$name"; done
+fi
 echo "$bin"

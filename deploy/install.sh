@@ -62,19 +62,23 @@ units=/etc/systemd/system
 echo "installing binaries in $libexec and $prefix/bin"
 install -d -m 0755 "$libexec" "$prefix/bin" "$docdir"
 # What deploy/build-release.sh makes: one program, `screentime`, and the names it answers to
-# as links to it; each installed the same way (a separately built program is copied).
+# as links to it; each installed the same way (a separately built program is copied). Each
+# file is made beside its place and renamed over it: a service that systemd starts meanwhile
+# finds the old program or the new one, never none.
 install_name() {
     local name="$1" target="$2" link="$3"
-    rm -f "$target"
+    rm -f "$target.new"
     if [ "$(readlink "$bin_dir/$name" 2>/dev/null)" = screentime ]; then
-        ln -s "$link" "$target"
+        ln -sfn "$link" "$target.new"
     else
-        install -m 0755 "$bin_dir/$name" "$target"
+        install -m 0755 "$bin_dir/$name" "$target.new"
     fi
+    mv -Tf "$target.new" "$target"
 }
 if [ -x "$bin_dir/screentime" ] && [ ! -L "$bin_dir/screentime" ]; then
-    rm -f "$libexec/screentime"
-    install -m 0755 "$bin_dir/screentime" "$libexec/screentime"
+    rm -f "$libexec/screentime.new"
+    install -m 0755 "$bin_dir/screentime" "$libexec/screentime.new"
+    mv -Tf "$libexec/screentime.new" "$libexec/screentime"
 fi
 for binary in "${binaries[@]}"; do install_name "$binary" "$libexec/$binary" screentime; done
 install_name screentimectl "$prefix/bin/screentimectl" "$libexec/screentime"
@@ -112,8 +116,19 @@ if [ "$internet" = yes ]; then
     install -D -m 0644 "$root/systemd/screentime-gateway-internet.conf" "$units/screentime-gateway.socket.d/internet.conf"
 fi
 # The gateway's port is its socket's ListenStream= (8443): `systemctl edit
-# screentime-gateway.socket` changes it (an earlier version's port.conf drop-in, where it
-# is, still applies).
+# screentime-gateway.socket` changes it. An earlier version's port.conf drop-in goes when it
+# is as that version wrote it; changed, it becomes 00-port.conf, still in force but read
+# before the override.conf of `systemctl edit`, so that a port set there wins.
+dropins="$units/screentime-gateway.socket.d"
+if [ -f "$dropins/port.conf" ]; then
+    if [ "$(md5sum < "$dropins/port.conf" | cut -d' ' -f1)" = 22595ffa399909d27f95dca9ee7a0bc6 ]; then
+        rm -f "$dropins/port.conf"
+    elif [ ! -e "$dropins/00-port.conf" ]; then
+        mv "$dropins/port.conf" "$dropins/00-port.conf"
+        echo "your gateway port drop-in is now $dropins/00-port.conf (systemctl edit screentime-gateway.socket overrides it)"
+    fi
+    rmdir "$dropins" 2>/dev/null || true
+fi
 install -d -m 0755 /etc/screentime
 for index in "${!services[@]}"; do
     env="/etc/screentime/${services[$index]}.env"
@@ -124,8 +139,10 @@ done
 # The gateway's key, certificate and endpoint file (its URLs and pin, which pairing codes
 # carry) now, as the screentime user, rather than at its first connection.
 install -d -o screentime -g screentime -m 0750 /var/lib/screentime
+# The port: the socket's, as systemd has it now (an upgrade), else the unit's 8443.
+port=$(systemctl show -P Listen screentime-gateway.socket 2>/dev/null | sed -n 's/.*:\([0-9]\{1,5\}\) (Stream)$/\1/p' | sed -n 1p)
 runuser -u screentime -- "$libexec/screentime-gatewayd" --state-dir /var/lib/screentime --runtime-dir /run/screentime \
-    --log-target stderr --log-level warning --listen 0.0.0.0:8443 --init-only >/dev/null
+    --log-target stderr --log-level warning --listen "0.0.0.0:${port:-8443}" --init-only >/dev/null
 
 systemctl daemon-reload
 systemctl enable screentime.target >/dev/null
@@ -142,11 +159,14 @@ if [ "$start" = yes ]; then
     # An upgrade: services that were running pick up the new binaries now.
     for service in "${services[@]}"; do systemctl try-restart "screentime-$service.service"; done
     if [ "$refilter" = yes ]; then systemctl try-restart screentime-gateway.socket; fi
+    # The socket announces itself when it starts; one that kept listening through this
+    # upgrade does it now, with this version's file.
+    "$prefix/bin/screentimectl" gateway announce >/dev/null || true
 fi
 echo "installed. Sockets: $(printf '/run/screentime/%s.sock ' "${services[@]}")(group screentime); the gateway on TCP (another port: systemctl edit screentime-gateway.socket)."
 echo "Try: screentimectl call store rpc.ping    Logs: journalctl -u 'screentime-*'"
 echo "The gateway's pin (what devices check; pairing codes carry it): screentimectl gateway pin"
-port=$(systemctl show -P Listen screentime-gateway.socket 2>/dev/null | sed -n 's/.*:\([0-9]\{1,5\}\) (Stream)$/\1/p' | head -n 1)
+port=$(systemctl show -P Listen screentime-gateway.socket 2>/dev/null | sed -n 's/.*:\([0-9]\{1,5\}\) (Stream)$/\1/p' | sed -n 1p)
 if [ -f "$units/screentime-gateway.socket.d/internet.conf" ]; then
     echo "The gateway listens on TCP port ${port:-8443} on every interface and accepts devices from any address (the internet drop-in)."
 else

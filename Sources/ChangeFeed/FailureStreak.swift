@@ -5,24 +5,30 @@ import Synchronization
 /// How loud to be about a failed call to the store. The first `unavailable` after the
 /// store answered is what a restart looks like (systemd stopping it for an upgrade or a
 /// `systemctl restart`, or starting it again after a crash; the next try activates it
-/// again): `info`. Any other error, and a second failure in a row, is a `warning`.
+/// again): `info`. Any other error, a second failure in a row, and a failure before the
+/// store ever answered, are `warning`s.
 public final class FailureStreak: Sendable {
-    private let failures = Mutex(0)
+    private struct State {
+        var answered = false
+        var failures = 0
+    }
+
+    private let state = Mutex(State())
 
     public init() {}
 
     /// The store answered: a streak of failures, if any, is over.
     public func reset() {
-        self.failures.withLock { $0 = 0 }
+        self.state.withLock { $0 = State(answered: true, failures: 0) }
     }
 
     /// Counts a failure; the level to log it at.
     public func level(after error: any Error) -> Logger.Level {
-        let count = self.failures.withLock { count in
-            count += 1
-            return count
+        let first = self.state.withLock { state in
+            state.failures += 1
+            return state.answered && state.failures == 1
         }
-        guard count == 1, let error = error as? RPCError, error.code == .unavailable else { return .warning }
+        guard first, let error = error as? RPCError, error.code == .unavailable else { return .warning }
         return .info
     }
 }

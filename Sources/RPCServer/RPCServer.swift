@@ -197,7 +197,7 @@ public final class RPCServer: Service, Sendable {
             )
         }
         // Read off the methods' types when first asked, then kept.
-        let described = LazyDescription {
+        let described = Lazy<([MethodDescription], [ErrorCode])> {
             let builtins = [Builtin.ping.describedAs, Builtin.describe.describedAs, Builtin.cancel.describedAs]
             let all = builtins + serviceMethods.descriptions
             // The protocol's codes, then the service's own, in the order its methods name them.
@@ -225,22 +225,5 @@ public final class RPCServer: Service, Sendable {
         // Answered by the connection itself (it needs the connection's requests); declared
         // here so rpc.describe lists it.
         table.on(Builtin.cancel) { _, _ in CancelResult(cancelled: false) }
-    }
-}
-
-/// The service's description for `rpc.describe`, made once, on first use.
-final class LazyDescription: Sendable {
-    private let make: @Sendable () -> ([MethodDescription], [ErrorCode])
-    private let made = Mutex<([MethodDescription], [ErrorCode])?>(nil)
-
-    init(_ make: @escaping @Sendable () -> ([MethodDescription], [ErrorCode])) {
-        self.make = make
-    }
-
-    var value: ([MethodDescription], [ErrorCode]) {
-        if let made = self.made.withLock({ $0 }) { return made }
-        let value = self.make()
-        self.made.withLock { $0 = value }
-        return value
     }
 }

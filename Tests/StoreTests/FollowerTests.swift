@@ -107,10 +107,12 @@ private final class LogLines: LogHandler, Sendable {
 /// How loud a follower is when the store goes away: a restart is news, a streak is trouble.
 @Suite("FailureStreak: the first unavailable after the store answered is info, the rest warnings")
 struct FailureStreakTests {
-    @Test("unavailable once after an answer: info; again in a row: warning; after the store answers again: info again; any other error: warning")
+    @Test("before the store ever answered: warning; unavailable once after an answer: info; again in a row: warning; after the store answers again: info again; any other error: warning")
     func levels() {
         let streak = FailureStreak()
         let gone = RPCError(.unavailable, "the store closed the connection")
+        #expect(streak.level(after: gone) == .warning, "the store was never reached: no restart, trouble")
+        streak.reset()
         #expect(streak.level(after: gone) == .info)
         #expect(streak.level(after: gone) == .warning)
         #expect(streak.level(after: gone) == .warning)

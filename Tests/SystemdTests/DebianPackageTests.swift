@@ -84,7 +84,7 @@ struct DebianPackageTests {
         // A free licence, with the licences of what is linked in, zlib's among them.
         let copyright = try String(contentsOfFile: unpacked.path + "/usr/share/doc/screentime-server/copyright", encoding: .utf8)
         #expect(copyright.contains("Files: *\nCopyright: 2026 ScreenTime Rewards Server developers\nLicense: Apache-2.0\n"), "\(copyright.prefix(3000))")
-        for license in ["Apache-2.0 with Swift Runtime Library Exception", "Unicode-3.0", "Zlib", "MIT", "BSD-3-clause", "ISC"] {
+        for license in ["Apache-2.0 with Swift Runtime Library Exception", "Unicode-3.0", "Zlib", "MIT", "BSD-3-clause", "ISC", "OpenSSL", "SSLeay"] {
             #expect(copyright.contains("\nLicense: \(license)\n"), "the copyright file has the \(license) licence")
         }
         #expect(!copyright.contains("not-yet-licensed") && !copyright.contains("all rights are reserved"))
@@ -146,16 +146,21 @@ struct DebianPackageTests {
                 + ["/lib/systemd/system/screentime-backup.service", "/lib/systemd/system/screentime-backup.timer"]
             let verify = try await container.run(["systemd-analyze", "verify", "/lib/systemd/system/screentime.target"] + units)
             #expect(verify.status == 0 && verify.stderr.isEmpty, "\(verify.stderr)")
-            // Without avahi-daemon nothing is announced; with its directory there, the socket
-            // announces the port it listens on each time it starts.
-            if try await container.run("test", "-d", "/etc/avahi/services").status != 0 {
-                #expect(try await container.run("test", "-e", Self.avahiFile).status != 0, "no announcement without avahi-daemon")
-                _ = try await container.run("mkdir", "-p", "/etc/avahi/services")
-            }
-            let restarted = try await container.run("systemctl", "restart", "screentime-gateway.socket")
-            #expect(restarted.status == 0, "\(restarted)")
+            // Without avahi-daemon nothing is announced. A package that brings Avahi's
+            // directory of services afterwards (as avahi-daemon does) fires the package's
+            // trigger, which announces the gateway's port.
+            _ = try await container.run("rm", "-rf", "/etc/avahi/services")
+            _ = try await container.run("systemctl", "restart", "screentime-gateway.socket")
+            #expect(try await container.run("test", "-e", Self.avahiFile).status != 0, "no announcement without avahi-daemon")
+            try await container.shell("""
+                mkdir -p /tmp/avahi-stand-in/DEBIAN /tmp/avahi-stand-in/etc/avahi/services
+                printf 'Package: avahi-stand-in\\nVersion: 1\\nArchitecture: all\\nMaintainer: tests <tests@example.invalid>\\nDescription: Avahi directory of services\\n' > /tmp/avahi-stand-in/DEBIAN/control
+                printf '<service-group/>\\n' > /tmp/avahi-stand-in/etc/avahi/services/stand-in.service
+                dpkg-deb --build /tmp/avahi-stand-in /tmp/avahi-stand-in.deb >/dev/null
+                """)
+            let avahiArrives = try await container.dpkg("-i", "/tmp/avahi-stand-in.deb")
             let avahi = try await container.read(Self.avahiFile)
-            #expect(avahi.contains("<type>_screentime._tcp</type>") && avahi.contains("<port>8443</port>"), "\(avahi)")
+            #expect(avahi.contains("<type>_screentime._tcp</type>") && avahi.contains("<port>8443</port>"), "the trigger announced: \(avahiArrives) \(avahi)")
         }
     }
 
@@ -228,6 +233,9 @@ struct DebianPackageTests {
                 #expect(done.status == 0, "systemctl \(command): \(done)")
             }
             #expect(try await container.read(Self.avahiFile).contains("<port>9443</port>"), "the announcement follows the socket's port")
+            // A port.conf of 0.8.0 that the administrator changed: it stays in force, but read
+            // before the override.conf of `systemctl edit`, which wins.
+            try await container.write("[Socket]\nListenStream=\nListenStream=9999\n", to: "/etc/systemd/system/screentime-gateway.socket.d/port.conf")
             let changelog = try await runCommand("/usr/bin/dpkg-parsechangelog", ["-l", Container.checkout + "/deploy/debian/changelog", "-S", "Version"]).stdout
                 .trimmingCharacters(in: .whitespacesAndNewlines)
             try await Self.checkGateway(in: container, port: 9443, version: changelog)
@@ -248,6 +256,8 @@ struct DebianPackageTests {
                 }
                 #expect(try await container.read("/etc/screentime/store.env") == edited, "the administrator's configuration stays")
                 #expect(try await container.read(Self.gatewayOverride) == port, "the administrator's port stays")
+                #expect(try await container.read("/etc/systemd/system/screentime-gateway.socket.d/00-port.conf").contains("ListenStream=9999"), "the changed port.conf kept, renamed")
+                #expect(try await container.run("test", "-e", "/etc/systemd/system/screentime-gateway.socket.d/port.conf").status != 0)
                 #expect(try await container.read(Self.avahiFile).contains("<port>9443</port>"))
                 let families = try await container.client("store").call(StoreMethods.listFamilies, Empty()).families.map(\.family)
                 #expect(families == ["smith"], "the data stays")

@@ -22,6 +22,8 @@ struct OneProgramTests {
     @Test("run by a link's name, it is that program: the same --help, the same help dump (the manual page's source), the same --version", arguments: Self.names)
     func answersToItsName(name: String) async throws {
         let links = try Self.linked()
+        let own = try FileManager.default.attributesOfItem(atPath: Binaries.path(name))[.type] as? FileAttributeType
+        #expect(own == .typeRegular, "\(Binaries.path(name)) is a program of its own, not a link to screentime: else this compares the program with itself")
         for arguments in [["--help"], ["--experimental-dump-help"], ["--version"]] {
             let own = try await runCommand(Binaries.path(name), arguments)
             let linked = try await runCommand(links.file(name), arguments)
@@ -32,12 +34,15 @@ struct OneProgramTests {
         }
     }
 
-    @Test("a link runs the command, not only its help: screentimectl refuses a bad option as its own program does")
+    @Test("a link runs the command, not only its parser: screentimectl gateway announce writes its file, as its own program does")
     func runsTheCommand() async throws {
         let links = try Self.linked()
-        let own = try await runCommand(Binaries.path("screentimectl"), ["call", "store", "rpc.ping", "--timeout", "-1"])
-        let linked = try await runCommand(links.file("screentimectl"), ["call", "store", "rpc.ping", "--timeout", "-1"])
-        #expect(own.status == 64 && linked.status == own.status && linked.stderr == own.stderr, "\(own) / \(linked)")
+        for screentimectl in [Binaries.path("screentimectl"), links.file("screentimectl")] {
+            let avahi = TemporaryDirectory()
+            let ran = try await runCommand(screentimectl, ["gateway", "announce", "--avahi-dir", avahi.path, "--port", "8443"])
+            let written = (try? String(contentsOfFile: avahi.file("screentime.service"), encoding: .utf8)) ?? ""
+            #expect(ran.status == 0 && written.contains("<port>8443</port>"), "\(screentimectl): \(ran)")
+        }
     }
 
     @Test("screentime alone lists its names; --help and --version answer; an unknown name is refused with the list")

@@ -53,18 +53,49 @@ struct GatewayAnnounce: ParsableCommand {
             print("announced on the home network as _screentime._tcp, port \(port) (\(path), unchanged)")
             return
         }
-        // Written beside it and renamed over it: avahi-daemon never reads half a file, and
-        // reads only names ending in .service.
-        let temporary = self.avahiDirectory + "/.screentime.service.new"
         do {
-            try Data(text.utf8).write(to: URL(fileURLWithPath: temporary))
-            chmod(temporary, 0o644)
-            guard rename(temporary, path) == 0 else { throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path]) }
+            try Self.replace(path, in: self.avahiDirectory, with: text)
         } catch {
-            unlink(temporary)
             Output.fail("screentimectl: cannot_write: \(path) cannot be written: \(error)", exitCode: 73)
         }
         print("announced on the home network as _screentime._tcp, port \(port) (\(path))")
+    }
+
+    struct WriteFailure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// Written to a file of its own beside it (a unique name: the socket's start and an
+    /// upgrade may announce at once), made readable by avahi-daemon's user, synced, then
+    /// renamed over it: avahi-daemon never reads half a file, and reads only names ending
+    /// in .service.
+    static func replace(_ path: String, in directory: String, with text: String) throws {
+        var template = Array((directory + "/.screentime.service.XXXXXX").utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else { throw WriteFailure(description: "cannot create a file in \(directory): \(String(cString: strerror(errno)))") }
+        let temporary = String(cString: template)
+        var failure: String?
+        let bytes = Array(text.utf8)
+        if fchmod(fd, 0o644) != 0 {
+            failure = "cannot make it readable: \(String(cString: strerror(errno)))"
+        } else if bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) != bytes.count {
+            failure = "cannot write it: \(String(cString: strerror(errno)))"
+        } else if fsync(fd) != 0 {
+            failure = "cannot sync it: \(String(cString: strerror(errno)))"
+        }
+        close(fd)
+        if failure == nil, rename(temporary, path) != 0 {
+            failure = "cannot put it in place: \(String(cString: strerror(errno)))"
+        }
+        if let failure {
+            unlink(temporary)
+            throw WriteFailure(description: failure)
+        }
+        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY)
+        if directoryFD >= 0 {
+            fsync(directoryFD)
+            close(directoryFD)
+        }
     }
 
     /// The port of the gateway socket's first stream, as systemd listens on it:

@@ -16,6 +16,9 @@ final class GatewayContext: Sendable {
     let origins = Origins()
     let logger: Logger
     let info: GatewayInfo
+    /// What `rpc.describe` lists, read off the methods' types once, when first asked (any
+    /// device may ask, unauthenticated: never once per request).
+    private let described: Lazy<[MethodDescription]>
     let started = ContinuousClock.now
 
     init(configuration: GatewayConfiguration, relay: ServiceRelay, logger: Logger) {
@@ -24,6 +27,12 @@ final class GatewayContext: Sendable {
         self.logger = logger
         self.rateLimiter = RateLimiter(perMinute: configuration.limits.unauthenticatedPerMinute, burst: configuration.limits.unauthenticatedBurst)
         self.credentialWatch = CredentialWatch(credentials: relay.authenticator.credentials)
+        self.described = Lazy { [allowlist = relay.allowlist] in
+            var methods = allowlist.all.map(\.description) + GatewayMethods.list.methods.map(\.describedAs)
+                + [Builtin.ping.describedAs, Builtin.describe.describedAs, Builtin.cancel.describedAs]
+            for index in methods.indices { methods[index].callers.removeAll { $0 == .local } }
+            return methods
+        }
         let gatewayOwn = GatewayMethods.list.methods.map { InfoMethod(name: $0.name, kind: $0.kind, callers: $0.callers.list) }
         self.info = GatewayInfo(
             server: configuration.serverName, version: configuration.version, apiVersion: rpcProtocolVersion,
@@ -60,9 +69,7 @@ final class GatewayContext: Sendable {
 
     /// `rpc.describe` through the gateway: the methods a device may call, as declared.
     func describe(_ params: DescribeParams) -> DescribeResult {
-        var methods = self.relay.allowlist.all.map(\.description) + GatewayMethods.list.methods.map(\.describedAs)
-            + [Builtin.ping.describedAs, Builtin.describe.describedAs, Builtin.cancel.describedAs]
-        for index in methods.indices { methods[index].callers.removeAll { $0 == .local } }
+        var methods = self.described.value
         if let name = params.method { methods = methods.filter { $0.name == name } }
         return DescribeResult(
             service: "gateway", version: self.configuration.version, protocolVersion: rpcProtocolVersion,
