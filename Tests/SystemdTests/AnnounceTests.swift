@@ -29,6 +29,8 @@ struct AnnounceTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: avahi.path) == ["screentime.service"], "no temporary file left")
         let removed = try await self.announce(["--avahi-dir", avahi.path, "--remove"])
         #expect(removed.status == 0 && !FileManager.default.fileExists(atPath: file), "\(removed)")
+        let absent = try await self.announce(["--avahi-dir", avahi.path, "--remove"])
+        #expect(absent.status == 0 && absent.stdout.contains("not announced on the home network"), "removing what is not there: \(absent)")
     }
 
     @Test("without avahi-daemon's directory it does nothing, and says so")
@@ -52,12 +54,14 @@ struct AnnounceTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: avahi.path).isEmpty)
     }
 
-    @Test("where the service file cannot be replaced (a directory in its place): 73 and why; nothing left behind")
+    @Test("where the service file cannot be replaced or removed (a directory in its place): 73 and why; nothing left behind")
     func cannotWrite() async throws {
         let avahi = TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: avahi.file("screentime.service/inside"), withIntermediateDirectories: true)
         let result = try await self.announce(["--avahi-dir", avahi.path, "--port", "8443"])
         #expect(result.status == 73 && result.stderr.contains("cannot_write"), "\(result)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: avahi.path) == ["screentime.service"])
+        let removal = try await self.announce(["--avahi-dir", avahi.path, "--remove"])
+        #expect(removal.status == 73 && removal.stderr.contains("cannot be removed"), "\(removal)")
     }
 }

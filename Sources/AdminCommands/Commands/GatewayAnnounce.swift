@@ -19,7 +19,7 @@ struct GatewayAnnounce: ParsableCommand {
             avahi-daemon (no <avahi-dir>) it does nothing. --remove takes the announcement away.
 
             Exit status: 0; 69 when the socket's port cannot be read (systemctl); 73 when the file \
-            cannot be written.
+            cannot be written or removed.
             """
     )
 
@@ -44,10 +44,16 @@ struct GatewayAnnounce: ParsableCommand {
             return
         }
         if self.remove {
-            if unlink(path) == 0 { print("no longer announced: removed \(path)") }
+            if unlink(path) == 0 {
+                print("no longer announced: removed \(path)")
+            } else if errno == ENOENT {
+                print("not announced on the home network (no \(path))")
+            } else {
+                Output.fail("screentimectl: cannot_write: \(path) cannot be removed: \(String(cString: strerror(errno)))", exitCode: 73)
+            }
             return
         }
-        let port = try self.port ?? Self.socketPort()
+        let port = self.port ?? Self.socketPort()
         let text = Self.serviceFile(port: port)
         if (try? String(contentsOfFile: path, encoding: .utf8)) == text {
             print("announced on the home network as _screentime._tcp, port \(port) (\(path), unchanged)")
@@ -73,7 +79,7 @@ struct GatewayAnnounce: ParsableCommand {
         var template = Array((directory + "/.screentime.service.XXXXXX").utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else { throw WriteFailure(description: "cannot create a file in \(directory): \(String(cString: strerror(errno)))") }
-        let temporary = String(cString: template)
+        let temporary = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
         var failure: String?
         let bytes = Array(text.utf8)
         if fchmod(fd, 0o644) != 0 {
@@ -100,7 +106,7 @@ struct GatewayAnnounce: ParsableCommand {
 
     /// The port of the gateway socket's first stream, as systemd listens on it:
     /// `systemctl show -P Listen` says `[::]:8443 (Stream)`, `192.168.1.20:443 (Stream)`.
-    static func socketPort() throws -> Int {
+    static func socketPort() -> Int {
         let shown: (outcome: SystemCommand.Outcome, output: String)
         do {
             shown = try SystemCommand.capture("/usr/bin/systemctl", ["show", "-P", "Listen", "screentime-gateway.socket"])
