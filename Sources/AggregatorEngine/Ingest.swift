@@ -126,7 +126,9 @@ struct Ingest {
                     // Gone with its child (its ChildContext deleted, `deleteSelf`).
                     try TimeRequestRow.deleteOne(db, key: ["family": change.family, "id": change.recordName])
                 } else if change.zone == StoreNames.defaultZone, let request = change.record(TimeRequest.self) {
-                    try TimeRequestRow(family: change.family, id: change.recordName, request).insert(db, onConflict: .ignore)
+                    // A request of a child removed since is not taken back.
+                    let row = TimeRequestRow(family: change.family, id: change.recordName, request)
+                    if try !ChildLookup.removed(EarnedTime.Child(family: row.family, child: row.child), db) { try row.insert(db, onConflict: .ignore) }
                 }
             default:
                 continue

@@ -24,7 +24,12 @@ enum ChildRules {
                 try db.execute(sql: "INSERT OR IGNORE INTO removed_children(family, child) VALUES (?, ?)", arguments: [child.family, child.child])
             }
             try PauseRow.filter(PauseRow.Columns.family == child.family && PauseRow.Columns.child == child.child).deleteAll(db)
-            try TimeRequestRow.filter(TimeRequestRow.Columns.family == child.family && TimeRequestRow.Columns.child == child.child).deleteAll(db)
+            // Requests not yet written to the store stay unwritten: saved after the child's
+            // ChildContext is gone, they would come back through the change feed.
+            let requests = TimeRequestRow.filter(TimeRequestRow.Columns.family == child.family && TimeRequestRow.Columns.child == child.child)
+            try db.execute(sql: "DELETE FROM record_outbox WHERE family = ? AND record_type = ? AND record_name IN (SELECT id FROM time_requests WHERE family = ? AND child = ?)",
+                           arguments: [child.family, RecordTypes.timeRequest, child.family, child.child])
+            try requests.deleteAll(db)
             return change.deleted ? nil : child
         }
         try db.execute(sql: "DELETE FROM removed_children WHERE family = ? AND child = ?", arguments: [child.family, child.child])
