@@ -50,6 +50,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // libsystemd, found through pkg-config (Debian: libsystemd-dev).
@@ -87,6 +89,7 @@ let package = Package(
             name: "RPCServer",
             dependencies: [
                 "RPCCore",
+                "ServiceMetrics",
                 "CSystemd",
                 "SystemdKit",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -94,6 +97,15 @@ let package = Package(
                 .product(name: "NIOExtras", package: "swift-nio-extras"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
+        // A service's metrics: swift-metrics instruments on its own Prometheus registry.
+        .target(
+            name: "ServiceMetrics",
+            dependencies: [
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: strict
         ),
@@ -127,6 +139,7 @@ let package = Package(
                 "OptionChecks",
                 "RPCCore",
                 "RPCServer",
+                "ServiceMetrics",
                 "SystemdKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -149,6 +162,7 @@ let package = Package(
             name: "RecordStore",
             dependencies: [
                 "RPCCore",
+                "ServiceMetrics",
                 "RPCServer",
                 "RPCClient",
                 "ServiceKit",
@@ -190,6 +204,7 @@ let package = Package(
             name: "PairingEngine",
             dependencies: [
                 "PairingAPI",
+                "ServiceMetrics",
                 "StoreAPI",
                 "ServiceKit",
                 "RPCCore",
@@ -229,6 +244,7 @@ let package = Package(
         .target(
             name: "PushEngine",
             dependencies: [
+                "ServiceMetrics",
                 "PushAPI",
                 "MemoryReturn",
                 "StoreAPI",
@@ -297,6 +313,7 @@ let package = Package(
         .target(
             name: "AggregatorEngine",
             dependencies: [
+                "ServiceMetrics",
                 "AggregatorAPI",
                 "UsageModel",
                 "StoreAPI",

@@ -158,15 +158,20 @@ extension ServiceSetup {
         methods.on(AggregatorMethods.answerChore) { params, context in try await parenting.answerChore(params, auth: context.auth) }
         methods.on(AggregatorMethods.digest) { params, context in try await parenting.digest(params, auth: context.auth) }
 
+        let metrics = AggregatorMetrics(environment.metrics)
+        var follower = UsageFollower(store: store, database: database, ingest: ingest, summaries: summaries, logger: logger)
+        follower.metrics = metrics
+        var alerts = AlertWriter(push: push, store: store, database: database, logger: logger)
+        alerts.metrics = metrics
         let background: [any Service] = [
             credentials,
-            UsageFollower(store: store, database: database, ingest: ingest, summaries: summaries, logger: logger),
+            follower,
             Writeback(
                 summaries: SummaryWriter(store: store, database: database, logger: logger),
                 earnedTime: EarnedTimeWriter(store: store, database: database, logger: logger),
                 configuration: ConfigurationWriter(store: store, database: database, logger: logger),
                 retention: RetentionWriter(store: store, database: database, logger: logger),
-                alerts: AlertWriter(push: push, store: store, database: database, logger: logger),
+                alerts: alerts,
                 parenting: ParentingWriter(store: store, push: push, database: database, logger: logger),
                 wakeup: summaries, logger: logger),
             ParentingDeadlines(database: database, clock: configuration.clock, checkInterval: configuration.deadlineCheckInterval,

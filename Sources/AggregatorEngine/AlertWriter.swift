@@ -16,6 +16,7 @@ struct AlertWriter: Sendable {
     let store: RPCClient
     let database: AggregatorDatabase
     let logger: Logger
+    var metrics = AggregatorMetrics.none
 
     func flush() async throws -> Int {
         let pending = try await self.database.pendingAlerts(limit: 100)
@@ -32,8 +33,10 @@ struct AlertWriter: Sendable {
             switch await self.notify(params) {
             case .success(let result):
                 self.logger.notice("alert sent", metadata: ["family": "\(alert.family)", "alert": "\(alert.kind)", "parents": "\(result.queued.count)"])
+                self.metrics.alerts(alert.kind, "sent").increment()
             case .failure(let error) where error.code == .notFound || error.code == .invalidParams:
                 self.logger.warning("alert dropped: push refused it", metadata: ["family": "\(alert.family)", "alert": "\(alert.kind)", "error": "\(error)"])
+                self.metrics.alerts(alert.kind, "dropped").increment()
             case .failure(let error):
                 throw error  // push is away: the alert waits in the outbox
             }

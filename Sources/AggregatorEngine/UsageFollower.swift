@@ -17,6 +17,7 @@ struct UsageFollower: Service {
     let database: AggregatorDatabase
     let ingest: Ingest
     let summaries: Wakeup
+    var metrics = AggregatorMetrics.none
     let logger: Logger
 
     func run() async throws {
@@ -146,6 +147,7 @@ struct UsageFollower: Service {
             return count
         }
         if recomputed > 0 { self.summaries.signal() }
+        self.metrics.applied(batch.count, through: through, newest: batch.last?.at)
         self.logger.debug("changes applied", metadata: [
             "changes": "\(batch.count)", "days_computed": "\(recomputed)", "through_seq": "\(through ?? 0)",
             "duration_us": "\((ContinuousClock.now - started).microseconds)",

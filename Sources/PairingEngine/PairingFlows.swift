@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import ServiceMetrics
 import PairingAPI
 import RPCCore
 import StoreAPI
@@ -31,6 +32,7 @@ struct PairingFlows: Sendable {
     /// revocation at a time per family.
     let serializer: KeyedSerializer
     let logger: Logger
+    var metrics = PairingMetrics.none
 
     // MARK: Bootstrap
 
@@ -347,7 +349,14 @@ struct PairingFlows: Sendable {
     private func take(family: String, id: String, secret: String, kind: String, status: String, device: String, deviceName: String,
                       check: @escaping @Sendable (TypedRecord<PairingInvitation>) throws -> Void) async throws -> TypedRecord<PairingInvitation> {
         guard Identifiers.isValid(family) else { throw Self.invalid }
-        let attempt = try self.limiter.begin(family: family)
+        let attempt: AttemptLimiter.Attempt
+        do {
+            attempt = try self.limiter.begin(family: family)
+        } catch {
+            self.metrics.attempts("locked_out").increment()
+            self.metrics.lockouts.increment()
+            throw error
+        }
         do {
             let invitation = try await self.serializer.run("invitation/\(family)/\(id)") {
                 let invitation = try await self.verify(family: family, id: id, secret: secret, kind: kind)
@@ -357,12 +366,15 @@ struct PairingFlows: Sendable {
                 return invitation
             }
             self.limiter.withdraw(attempt)
+            self.metrics.attempts("paired").increment()
             return invitation
         } catch let guess as WrongGuess {
             if guess.counted { self.limiter.failed(attempt) } else { self.limiter.withdraw(attempt) }
+            self.metrics.attempts("wrong_secret").increment()
             throw Self.invalid
         } catch {
             self.limiter.withdraw(attempt)
+            self.metrics.attempts("error").increment()
             throw error
         }
     }

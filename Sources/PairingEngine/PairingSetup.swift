@@ -47,7 +47,8 @@ extension ServiceSetup {
             perFamily: configuration.failuresPerFamily, window: configuration.failureWindow),
             file: attempts, logger: environment.logger)
         environment.logger.info("using the store", metadata: ["socket": "\(configuration.storeSocket)", "attempts_file": "\(attempts)"])
-        let pairing = PairingFlows(store: store, settings: settings, limiter: limiter, serializer: KeyedSerializer(), logger: environment.logger)
+        var pairing = PairingFlows(store: store, settings: settings, limiter: limiter, serializer: KeyedSerializer(), logger: environment.logger)
+        pairing.metrics = PairingMetrics(environment.metrics)
         return ServiceSetup(
             methods: PairingHandlers.table(pairing),
             background: [InvitationPurge(store: store, logger: environment.logger)])

@@ -20,6 +20,7 @@ struct ChangeFollower: Service {
     let registry: SubscriptionRegistry
     let hub: Hub
     let access: AccessCache
+    let metrics: PushMetrics
     let logger: Logger
 
     func run() async throws {
@@ -43,6 +44,7 @@ struct ChangeFollower: Service {
         let matched = ContinuousClock.now
         let queued = try await self.dispatch.queueChanges(outcome.drafts, removing: outcome.fired, position: batch.last?.seq)
         self.registry.remove(outcome.fired)
+        if !queued.isEmpty, let newest = batch.last?.at { self.metrics.changeToListener.record(.seconds(max(0, Date().timeIntervalSince(newest)))) }
         if !queued.isEmpty {
             self.logger.debug("notifications queued", metadata: [
                 "count": "\(queued.count)", "changes": "\(batch.count)", "through_seq": "\(batch.last?.seq ?? 0)",

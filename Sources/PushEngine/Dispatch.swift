@@ -18,6 +18,7 @@ struct Dispatch: Sendable {
     let collapseWindow: Duration
     /// Wakes ``Deferred`` when a draft is held.
     let held: Wakeup
+    var metrics = PushMetrics.none
 
     struct Webhooks: Sendable {
         let registry: DeviceRegistry
@@ -61,10 +62,12 @@ struct Dispatch: Sendable {
         defer { hub.settle(batch) }
         let window = self.collapseWindow.components
         let due = deferring.isEmpty ? Date.distantPast : Date().addingTimeInterval(Double(window.seconds) + Double(window.attoseconds) / 1e18)
+        let metrics = self.metrics
         let queued = try await self.database.enqueue(drafts, removing: fired, position: position, deferring: deferring, due: due, releasing: releasing,
                                                      route: self.route) { queued in
-            hub.deliver(queued.map { (Hub.DeviceKey(family: $0.family, deviceId: $0.deviceId), $0.outgoing) }, batch: batch)
+            metrics.delivered.increment(by: hub.deliver(queued.map { (Hub.DeviceKey(family: $0.family, deviceId: $0.deviceId), $0.outgoing) }, batch: batch))
         }
+        for draft in drafts { metrics.queued((draft.notification.priority ?? .normal).rawValue).increment() }
         if queued.contains(where: \.posted) { self.webhooks?.wakeup.signal() }
         if queued.contains(where: { $0.wake != nil }) { self.wakes?.wakeup.signal() }
         // A change for thousands of devices takes megabytes for a moment (the batch, its

@@ -329,7 +329,9 @@ final class Hub: Sendable {
 
     /// Hands a batch of numbered notifications to their devices' listeners, without
     /// waiting, and keeps it as in flight until ``settle(_:)``.
-    func deliver(_ notifications: [(key: DeviceKey, outgoing: Outgoing)], batch: Int) {
+    /// Returns how many listeners it handed a notification to.
+    @discardableResult
+    func deliver(_ notifications: [(key: DeviceKey, outgoing: Outgoing)], batch: Int) -> Int {
         let targets: [(Listener, Outgoing)] = self.state.withLock { state in
             state.inFlight[batch] = notifications
             var targets: [(Listener, Outgoing)] = []
@@ -366,6 +368,7 @@ final class Hub: Sendable {
                 }
             }
         }
+        return targets.count
     }
 
     /// The batch is committed (or failed): listeners starting now read it from the queue.
@@ -389,6 +392,9 @@ final class Hub: Sendable {
         }
         for listener in all { listener.end(.shutdown) }
     }
+
+    /// Listeners open now.
+    var listenerCount: Int { self.state.withLock { $0.byDevice.values.reduce(0) { $0 + $1.count } } }
 
     func isListening(_ key: DeviceKey) -> Bool { self.state.withLock { $0.byDevice[key] != nil } }
 

@@ -35,6 +35,7 @@ struct Push: Sendable {
         case direct(topics: Set<String>)
     }
     let schema: SchemaCache
+    var metrics = PushMetrics.none
     let logger: Logger
 
     // MARK: Subscriptions
@@ -174,7 +175,9 @@ struct Push: Sendable {
     func ack(_ params: AckParams, auth: Auth?) async throws -> AckResult {
         let device = try await self.device(auth)
         guard params.upTo >= 0 else { throw RPCError.invalidParams("params.upTo", "must not be negative") }
-        return try await self.database.ack(family: device.family, deviceId: device.deviceId, upTo: params.upTo)
+        let result = try await self.database.ack(family: device.family, deviceId: device.deviceId, upTo: params.upTo)
+        self.metrics.acks.increment()
+        return result
     }
 
     func notify(_ params: NotifyParams, auth: Auth?) async throws -> NotifyResult {

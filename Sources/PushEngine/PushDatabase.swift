@@ -374,6 +374,11 @@ final class PushDatabase: StoreLogFollowerDatabase {
     /// A stored body that is not a notification.
     struct Unreadable: Error {}
 
+    /// Notifications waiting in the devices' queues (for the metrics).
+    func pendingCount() async throws -> Int {
+        try await self.pool.read { db in try Int.fetchOne(db, sql: "SELECT (SELECT count(*) FROM queue) + (SELECT count(*) FROM queue_latest)") ?? 0 }
+    }
+
     struct Draft: Sendable {
         var family: String
         var deviceId: String

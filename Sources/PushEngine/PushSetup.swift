@@ -147,7 +147,10 @@ extension ServiceSetup {
         if let delivery = configuration.wakes {
             wakes = Dispatch.Wakes(registry: DeviceRegistry(try await database.activeWakes()), wakeup: Wakeup(), ackWait: delivery.ackWait)
         }
-        let dispatch = Dispatch(database: database, hub: hub, webhooks: webhooks, wakes: wakes, collapseWindow: configuration.collapseWindow, held: Wakeup())
+        let metrics = PushMetrics(environment.metrics)
+        PushMetrics.collect(hub: hub, database: database, into: environment.metrics)
+        var dispatch = Dispatch(database: database, hub: hub, webhooks: webhooks, wakes: wakes, collapseWindow: configuration.collapseWindow, held: Wakeup())
+        dispatch.metrics = metrics
         let position = try await database.position()
         logger.info("database open", metadata: [
             "path": "\(database.path)", "subscriptions": "\(registry.count)", "position": "\(position)",
@@ -157,7 +160,7 @@ extension ServiceSetup {
 
         let fanout = Fanout(registry: registry, access: access, store: StoreReader(client: store), defaultTTL: settings.defaultTTL)
         let follower = ChangeFollower(store: store, database: database, fanout: fanout, dispatch: dispatch, registry: registry, hub: hub,
-                                access: access, logger: logger)
+                                access: access, metrics: metrics, logger: logger)
         var background: [any Service] = [
             credentials,
             follower,
@@ -165,11 +168,13 @@ extension ServiceSetup {
             Periodic(every: configuration.maintenanceInterval, Maintenance(database: database, follower: follower, access: access, logger: logger).run),
         ]
         if let webhooks, let delivery = configuration.webhooks {
-            background.append(WebhookSender(
+            var sender = WebhookSender(
                 database: database, registry: webhooks.registry, wakeup: webhooks.wakeup,
                 settings: WebhookSender.Settings(timeout: delivery.timeout, attempts: delivery.attempts, firstRetry: delivery.firstRetry,
                                                  userAgent: "screentime-pushd/\(configuration.version)"),
-                logger: logger))
+                logger: logger)
+            sender.metrics = metrics
+            background.append(sender)
         }
         var wakeMode: Push.WakeMode?
         if let wakes, let delivery = configuration.wakes {
@@ -197,14 +202,18 @@ extension ServiceSetup {
                 }
                 wakeMode = .direct(topics: key.topics)
             }
-            background.append(WakeSender(
+            var sender = WakeSender(
                 database: database, registry: wakes.registry, wakeup: wakes.wakeup, makeRoute: makeRoute,
-                settings: WakeSender.Settings(perHour: delivery.perHour, attempts: delivery.attempts), logger: logger))
+                settings: WakeSender.Settings(perHour: delivery.perHour, attempts: delivery.attempts), logger: logger)
+            sender.metrics = metrics
+            background.append(sender)
         }
-        let push = Push(
+        var made = Push(
             store: store, credentials: credentials, database: database, registry: registry, access: access, hub: hub, dispatch: dispatch, settings: settings,
             wakeMode: wakeMode,
             schema: SchemaCache(), logger: logger)
+        made.metrics = metrics
+        let push = made
         credentials.observe { changed in
             for device in changed where device.status != .revoked {
                 access.learn(family: device.family, deviceId: device.deviceId, FamilyAccess.Standing(role: device.role, status: device.status))

@@ -25,6 +25,7 @@ struct WebhookSender: Service {
     let registry: DeviceRegistry
     let wakeup: Wakeup
     let settings: Settings
+    var metrics = PushMetrics.none
     let logger: Logger
 
     func run() async throws {
@@ -60,6 +61,7 @@ struct WebhookSender: Service {
             } catch {
                 outcome = .retry(reason: "\(Self.describe(error)) (\(Self.host(delivery)))", after: nil)
             }
+            self.metrics.webhooks(outcome.label).increment()
             switch outcome {
             case .delivered:
                 try await self.database.delivered(delivery, at: now)
@@ -93,6 +95,16 @@ struct WebhookSender: Service {
     }
 
     enum Outcome: Equatable {
+        /// Its name in the metrics.
+        var label: String {
+            switch self {
+            case .delivered: "delivered"
+            case .gone: "gone"
+            case .drop: "refused"
+            case .retry: "failed"
+            }
+        }
+
         case delivered
         /// The endpoint no longer exists.
         case gone(String)

@@ -9,6 +9,11 @@ public enum Builtin {
         summary: "Lists the service's methods with their parameters, results and errors, and the protocol's error codes.", callers: .anyone,
         errors: [.notFound]
     )
+    public static let metrics = MethodSpec<Empty, MetricsResult>(
+        "rpc.metrics",
+        summary: "The service's metrics in the Prometheus text format (requests, durations, connections and the service's own), for the gateway's metrics endpoint and screentimectl status.",
+        callers: .local
+    )
     public static let cancel = MethodSpec<CancelParams, CancelResult>(
         "rpc.cancel",
         summary: "Cancels a request of this connection still in flight (typically a stream); it ends with a `cancelled` error reply.", callers: .anyone
@@ -53,6 +58,25 @@ public struct DescribeResult: Codable, Sendable, Hashable {
         self.maximumFrameSize = maximumFrameSize
         self.methods = methods
         self.errorCodes = errorCodes
+    }
+}
+
+public struct MetricsResult: Codable, Sendable, Hashable {
+    public var service: String
+    public var version: String
+    public var pid: Int32
+    /// When the process started, in seconds since 1970.
+    public var startedAt: Double
+    /// The Prometheus text exposition format (version 0.0.4); empty when the service runs
+    /// with `--no-metrics`.
+    public var text: String
+
+    public init(service: String, version: String, pid: Int32, startedAt: Double, text: String) {
+        self.service = service
+        self.version = version
+        self.pid = pid
+        self.startedAt = startedAt
+        self.text = text
     }
 }
 

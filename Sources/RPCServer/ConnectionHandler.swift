@@ -34,6 +34,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private let connection: ConnectionState
     private let limits: ConnectionLimits
     private let writer: ConnectionWriter
+    private let metrics: RequestMetrics
     private let logger: Logger
     private var context: ChannelHandlerContext?
     private var runner: RequestRunner?
@@ -64,8 +65,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var timer: Scheduled<Void>?
     private var timerDeadline: NIODeadline?
 
-    init(table: MethodTable, state: ServerState, connection: ConnectionState, limits: ConnectionLimits, channel: any Channel, logger: Logger) {
+    init(table: MethodTable, state: ServerState, connection: ConnectionState, limits: ConnectionLimits, channel: any Channel, metrics: RequestMetrics, logger: Logger) {
         self.table = table
+        self.metrics = metrics
         self.state = state
         self.connection = connection
         self.limits = limits
@@ -111,7 +113,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             logger.debug("connection opened")
             self.runner = RequestRunner(
                 table: self.table, state: self.state, connection: self.connection,
-                outbound: Outbound(writer: self.writer), peer: peer, logger: logger,
+                outbound: Outbound(writer: self.writer), peer: peer, metrics: self.metrics, logger: logger,
                 handler: NIOLoopBound(self, eventLoop: channel.eventLoop)
             )
         }

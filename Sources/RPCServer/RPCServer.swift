@@ -6,6 +6,7 @@ import NIOCore
 import NIOPosix
 import RPCCore
 import ServiceLifecycle
+import ServiceMetrics
 import SystemdKit
 
 /// A service's RPC server: give it a configuration and a ``MethodTable``, run it in a
@@ -25,6 +26,8 @@ public final class RPCServer: Service, Sendable {
     private let readiness = Readiness()
     /// One executor per event loop, shared by the connections on that loop.
     private let executors: [ObjectIdentifier: EventLoopExecutor]
+    private let metrics: RequestMetrics
+    private let endedIdle = Mutex(false)
 
     public init(
         configuration: ServerConfiguration,
@@ -36,6 +39,7 @@ public final class RPCServer: Service, Sendable {
         self.logger = logger
         self.group = eventLoopGroup
         self.executors = Dictionary(uniqueKeysWithValues: eventLoopGroup.makeIterator().map { (ObjectIdentifier($0), EventLoopExecutor($0)) })
+        self.metrics = RequestMetrics(configuration.metrics, state: self.state)
         var table = MethodTable()
         Self.addBuiltins(to: &table, configuration: configuration, startedAt: self.startedAt, serviceMethods: methods)
         table.merge(methods)
@@ -125,13 +129,14 @@ public final class RPCServer: Service, Sendable {
                 self.logger.warning("connection limit reached; refusing a connection", metadata: ServiceEvent.connectionRejected.metadata.merging([
                     "max_connections": "\(self.configuration.maximumConnections)",
                 ]) { _, new in new })
+                self.metrics.refused.increment()
                 try pipeline.addFrameCodec(maximumFrameSize: self.configuration.maximumFrameSize)
                 try pipeline.addHandler(RefusingHandler(maximumConnections: self.configuration.maximumConnections))
                 return
             }
             let handler = ConnectionHandler(
                 table: self.table, state: self.state, connection: connection, limits: self.connectionLimits,
-                channel: channel, logger: self.logger)
+                channel: channel, metrics: self.metrics, logger: self.logger)
             try pipeline.addHandler(ReadMeter(connection: handler))
             try pipeline.addFrameCodec(maximumFrameSize: self.configuration.maximumFrameSize)
             try pipeline.addHandler(handler)
@@ -172,6 +177,7 @@ public final class RPCServer: Service, Sendable {
                     "idle_seconds": "\(after / .seconds(1))",
                 ]) { _, new in new })
                 ServiceNotifier.stopping(status: "Idle; exiting until the next connection")
+                self.endedIdle.withLock { $0 = true }
                 self.state.beginShutdown()
                 for listener in listeners { try? await listener.channel.close() }
                 return
@@ -179,6 +185,9 @@ public final class RPCServer: Service, Sendable {
             for listener in listeners { try? await listener.channel.setOption(.autoRead, value: true).get() }
         }
     }
+
+    /// True once it has stopped because it was idle (``ServerConfiguration/idleExitAfter``).
+    public var exitedIdle: Bool { self.endedIdle.withLock { $0 } }
 
     /// Waits until the server serves (its listeners are open): true, or false if it stopped
     /// or failed before that.
@@ -196,9 +205,14 @@ public final class RPCServer: Service, Sendable {
                 pid: getpid()
             )
         }
+        let wallStart = Date().timeIntervalSince1970
+        table.on(Builtin.metrics) { _, _ in
+            MetricsResult(service: configuration.service, version: configuration.version, pid: getpid(), startedAt: wallStart,
+                          text: await configuration.metrics.exposition())
+        }
         // Read off the methods' types when first asked, then kept.
         let described = Lazy<([MethodDescription], [ErrorCode])> {
-            let builtins = [Builtin.ping.describedAs, Builtin.describe.describedAs, Builtin.cancel.describedAs]
+            let builtins = [Builtin.ping.describedAs, Builtin.describe.describedAs, Builtin.metrics.describedAs, Builtin.cancel.describedAs]
             let all = builtins + serviceMethods.descriptions
             // The protocol's codes, then the service's own, in the order its methods name them.
             let errorCodes = ErrorCode.protocolCodes + MethodDescription.errors(all.flatMap(\.errors)).filter { !ErrorCode.protocolCodes.contains($0) }

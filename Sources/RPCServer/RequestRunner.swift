@@ -13,6 +13,7 @@ struct RequestRunner: Sendable {
     let connection: ConnectionState
     let outbound: Outbound
     let peer: PeerCredentials?
+    let metrics: RequestMetrics
     /// Has `connection_id` and the peer's pid and uid.
     let logger: Logger
     /// Told when a request finishes, so the connection may start or read more.
@@ -25,6 +26,7 @@ struct RequestRunner: Sendable {
         switch RequestHead.parseRequest(bytes: Array(frame.readableBytesView)) {
         case .failure(let failure):
             self.logger.debug("unreadable request", metadata: ["error_code": "\(failure.error.code)", "error": "\(failure.error.message)"])
+            self.metrics.refused(RequestMetrics.unreadable, failure.error.code)
             self.outbound.sendNow(ReplyEncoding.error(id: failure.id, failure.error))
             return
         case .success(let parsed):
@@ -41,6 +43,7 @@ struct RequestRunner: Sendable {
         }
         guard let entry = self.table.entries[head.method] else {
             logger.debug("unknown method")
+            self.metrics.refused(RequestMetrics.unknownMethod, .methodNotFound)
             if let id = head.id {
                 self.outbound.sendNow(ReplyEncoding.error(id: id, RPCError(
                     .methodNotFound,
@@ -66,6 +69,7 @@ struct RequestRunner: Sendable {
             break
         case .tooMany:
             logger.notice("too many requests in flight on one connection", metadata: ServiceEvent.connectionRejected.metadata)
+            self.metrics.refused(head.method, .limitExceeded)
             if let id = head.id {
                 self.outbound.sendNow(ReplyEncoding.error(id: id, RPCError(
                     .limitExceeded,
@@ -110,7 +114,9 @@ struct RequestRunner: Sendable {
         } else {
             handler.eventLoop.execute { handler.value.requestFinished() }
         }
-        let micros = (ContinuousClock.now - started).microseconds
+        let duration = ContinuousClock.now - started
+        self.metrics.served(context.method, failure: failure, duration: duration)
+        let micros = duration.microseconds
         if let failure {
             // A refused request is worth a line at the default level: a client is getting
             // something wrong, and the journal shows what (ERROR_CODE=).

@@ -1,4 +1,5 @@
 import RPCCore
+import ServiceMetrics
 import SystemdKit
 
 /// Where a server listens.
@@ -34,6 +35,9 @@ public struct ServerConfiguration: Sendable {
     public var idleExitAfter: Duration?
     /// How long in-flight requests may take to finish after SIGTERM before they are cancelled.
     public var shutdownTimeout: Duration
+    /// Where the server counts its requests and connections, beside the service's own
+    /// instruments (`rpc.metrics` serves them all).
+    public var metrics: ServiceMetrics
 
     public init(
         service: String,
@@ -45,7 +49,8 @@ public struct ServerConfiguration: Sendable {
         idleTimeout: Duration? = defaultIdleTimeout,
         frameTimeout: Duration = defaultFrameTimeout,
         idleExitAfter: Duration? = nil,
-        shutdownTimeout: Duration = .seconds(10)
+        shutdownTimeout: Duration = .seconds(10),
+        metrics: ServiceMetrics? = nil
     ) {
         self.service = service
         self.version = version
@@ -57,6 +62,7 @@ public struct ServerConfiguration: Sendable {
         self.frameTimeout = frameTimeout
         self.idleExitAfter = idleExitAfter
         self.shutdownTimeout = shutdownTimeout
+        self.metrics = metrics ?? ServiceMetrics(service: service)
     }
 
     /// Unary requests a connection reads ahead of their replies: 32, or the in-flight

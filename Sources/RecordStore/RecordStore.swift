@@ -2,6 +2,7 @@ import DurableSQLite
 import Foundation
 import GRDB
 import Logging
+import ServiceMetrics
 import RPCCore
 import StoreAPI
 import Synchronization
@@ -47,13 +48,17 @@ public final class RecordStore: Sendable {
         var deviceId: String
     }
 
-    public init(configuration: Configuration, logger: Logger) throws {
+    /// Its instruments (disabled unless the service gives it its own).
+    let metrics: StoreMetrics
+
+    public init(configuration: Configuration, logger: Logger, metrics: ServiceMetrics? = nil) throws {
         try FileManager.default.createDirectory(atPath: configuration.stateDirectory, withIntermediateDirectories: true)
         let path = (configuration.stateDirectory as NSString).appendingPathComponent(StoreDatabase.fileName)
         self.configuration = configuration
         self.database = try StoreDatabase(path: path, schemaVersion: configuration.schemaVersion, logger: logger)
         self.notifier = ChangeNotifier(head: try self.database.pool.read { try StoreDatabase.head($0) })
-        self.writer = GroupCommit(pool: self.database.pool, notifier: self.notifier, logger: logger)
+        self.metrics = metrics.map(StoreMetrics.init) ?? .none
+        self.writer = GroupCommit(pool: self.database.pool, notifier: self.notifier, metrics: self.metrics, logger: logger)
         self.loopReaders = LoopReaders(path: path, label: "store.loop-reader")
         self.logger = logger
     }

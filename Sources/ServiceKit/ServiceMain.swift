@@ -3,6 +3,7 @@ import Logging
 import RPCCore
 import RPCServer
 import ServiceLifecycle
+import ServiceMetrics
 import SystemdKit
 
 /// What a service's setup code gets: its paths, its logger, and the sockets systemd passed.
@@ -12,12 +13,15 @@ public struct ServiceEnvironment: Sendable {
     public var logger: Logger
     /// The listening sockets systemd passed (socket activation); empty when started by hand.
     public var inheritedSockets: [ListenFD]
+    /// The service's instruments (`rpc.metrics` serves them with the RPC runtime's own).
+    public var metrics: ServiceMetrics
 
-    public init(service: String, paths: ServicePaths, logger: Logger, inheritedSockets: [ListenFD] = []) {
+    public init(service: String, paths: ServicePaths, logger: Logger, inheritedSockets: [ListenFD] = [], metrics: ServiceMetrics? = nil) {
         self.service = service
         self.paths = paths
         self.logger = logger
         self.inheritedSockets = inheritedSockets
+        self.metrics = metrics ?? ServiceMetrics(service: service)
     }
 }
 
@@ -90,12 +94,17 @@ public enum ServiceMain {
             ])
         }
 
+        let runState = RunStateFile(service: service, version: version, runtimeDirectory: paths.runtimeDirectory)
+        if let error = runState.write(runState.started) {
+            logger.debug("cannot write the service's state file", metadata: ["path": "\(runState.path)", "error": "\(error)"])
+        }
         do {
             let inherited = try SocketActivation.takeListenFDs()
             if !inherited.isEmpty {
                 logger.info("using sockets passed by systemd", metadata: ["fds": "\(inherited.map { "\($0.fd):\($0.name)" })"])
             }
-            let environment = ServiceEnvironment(service: service, paths: paths, logger: logger, inheritedSockets: inherited)
+            let metrics = ServiceMetrics(service: service, enabled: !options.noMetrics)
+            let environment = ServiceEnvironment(service: service, paths: paths, logger: logger, inheritedSockets: inherited, metrics: metrics)
             let setup = try await setup(environment)
             let primary: any PrimaryService
             switch setup.server {
@@ -116,7 +125,8 @@ public enum ServiceMain {
                         idleTimeout: options.idleTimeout,
                         frameTimeout: options.frameTimeout,
                         idleExitAfter: options.idleExitSeconds.map { .seconds($0) },
-                        shutdownTimeout: .seconds(options.shutdownTimeoutSeconds)
+                        shutdownTimeout: .seconds(options.shutdownTimeoutSeconds),
+                        metrics: metrics
                     ),
                     methods: methods,
                     logger: logger
@@ -135,7 +145,9 @@ public enum ServiceMain {
             configuration.maximumGracefulShutdownDuration = .seconds(options.shutdownTimeoutSeconds) + .seconds(5)
             try await ServiceGroup(configuration: configuration).run()
             await setup.afterStop()
+            runState.ended((primary as? RPCServer)?.exitedIdle == true ? .idleExited : .stopped)
         } catch {
+            runState.ended(.failed, error: "\(error)")
             logger.critical("cannot run", metadata: ["error": "\(error)"])
             StandardError.write("\(identifier): \(error)\n")
             ServiceNotifier.status("Failed: \(error)")

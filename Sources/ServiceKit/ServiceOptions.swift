@@ -44,6 +44,9 @@ public struct ServiceOptions: ParsableArguments, Sendable {
     @Option(name: .customLong("shutdown-timeout"), help: ArgumentHelp("Seconds requests in flight may take to finish after SIGTERM.", valueName: "seconds"))
     public var shutdownTimeoutSeconds: Double = 10
 
+    @Flag(name: .customLong("no-metrics"), help: "Count nothing for the metrics: rpc.metrics answers an empty text (the cost of counting, measured by the benchmarks).")
+    public var noMetrics = false
+
     @Option(name: .customLong("log-level"), help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", discussion: "Default: $SCREENTIME_LOG_LEVEL, else info."))
     public var logLevel: String?
 

@@ -27,6 +27,7 @@ struct WakeSender: Service {
     /// Made when the sender runs (its HTTP client is shut down when it stops).
     let makeRoute: @Sendable () -> any WakeRoute
     let settings: Settings
+    var metrics = PushMetrics.none
     let logger: Logger
 
     func run() async throws {
@@ -50,28 +51,35 @@ struct WakeSender: Service {
             let until = Date(timeIntervalSince1970: Double(oldest + PushDatabase.hour) / 1000)
             metadata["until"] = "\(until)"
             self.logger.info("wake held: the device's background wakes for this hour are spent (--wakes-per-hour)", metadata: metadata)
+            self.metrics.wakes("held").increment()
             return .held(wake, until: until)
         }
         let ttl = max(0, min(self.settings.longestTTL, Int(wake.expiresAt.timeIntervalSince(now))))
+        let asked = ContinuousClock.now
         let answer = await route.wake(handle: wake.handle, kind: wake.kind, ttlSeconds: ttl, now: now)
+        self.metrics.wakeDuration.record(ContinuousClock.now - asked)
         switch answer {
         case .sent(let apnsId):
             metadata["apns_id"] = "\(apnsId ?? "")"
             self.logger.info("wake sent", metadata: metadata)
+            self.metrics.wakes("sent").increment()
             return .sent(wake, at: now)
         case .gone(let outcome, let reason):
             self.registry.remove(Hub.DeviceKey(family: wake.family, deviceId: wake.deviceId))
             metadata["error"] = "\(reason)"
             self.logger.warning("wake registration is gone; the device is not woken until it registers again", metadata: metadata)
+            self.metrics.wakes("gone").increment()
             return .gone(wake, outcome: outcome, error: reason, now: now)
         case .drop(let reason):
             metadata["error"] = "\(reason)"
             self.logger.error("the relay refused a wake; the notifications wait for the device's next connection", metadata: metadata)
+            self.metrics.wakes("refused").increment()
             return .abandoned(wake, error: reason, now: now)
         case .retry(let reason, let after):
             let wait = after ?? OutboundDelivery.backoff(afterAttempt: wake.attempts + 1, first: self.settings.firstRetry, longest: self.settings.longestRetry)
             let due = now.addingTimeInterval(wait.seconds)
             metadata["error"] = "\(reason)"
+            self.metrics.wakes("failed").increment()
             if wake.attempts + 1 >= self.settings.attempts || due >= wake.expiresAt {
                 self.logger.warning("wake abandoned after its last attempt; the notifications wait for the device's next connection", metadata: metadata)
                 return .abandoned(wake, error: reason, now: now)

@@ -32,7 +32,8 @@ extension ServiceSetup {
         let store = try RecordStore(
             configuration: .init(stateDirectory: environment.paths.stateDirectory, tombstoneGrace: configuration.tombstoneGrace,
                                  schemaVersion: configuration.schemaVersion, clock: configuration.clock),
-            logger: environment.logger)
+            logger: environment.logger, metrics: environment.metrics)
+        StoreMetrics.collect(store, into: environment.metrics)
         environment.logger.info("database open", metadata: [
             "path": "\(store.databasePath)", "schema_version": "\(store.schemaVersion)", "head": "\(store.head)",
         ])

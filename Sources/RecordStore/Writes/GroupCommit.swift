@@ -1,6 +1,7 @@
 import DurableSQLite
 import GRDB
 import Logging
+import ServiceMetrics
 import RPCCore
 import Synchronization
 
@@ -19,6 +20,7 @@ import Synchronization
 final class GroupCommit: Sendable {
     private let pool: DatabasePool
     private let notifier: ChangeNotifier
+    private let metrics: StoreMetrics
     private let logger: Logger
     private let state = Mutex(State())
     private let counters = Mutex((writes: Int64(0), commits: Int64(0)))
@@ -42,9 +44,10 @@ final class GroupCommit: Sendable {
         var committed: @Sendable () -> Void
     }
 
-    init(pool: DatabasePool, notifier: ChangeNotifier, logger: Logger) {
+    init(pool: DatabasePool, notifier: ChangeNotifier, metrics: StoreMetrics, logger: Logger) {
         self.pool = pool
         self.notifier = notifier
+        self.metrics = metrics
         self.logger = logger
     }
 
@@ -146,6 +149,9 @@ final class GroupCommit: Sendable {
             }
             self.notifier.advance(to: head)
             for outcome in outcomes { outcome.committed() }
+            self.metrics.commits.increment()
+            self.metrics.writesPerCommit.record(batch.count)
+            self.metrics.commitDuration.record(committed - applied)
             self.logger.trace("write batch committed", metadata: [
                 "writes": "\(batch.count)",
                 "wait_us": "\((started - queued).microseconds)",

@@ -1,0 +1,16 @@
+import ServiceMetrics
+
+/// The pairing service's own instruments: attempts to redeem an invitation or enrollment
+/// code by outcome (`paired`, `wrong_secret`, `locked_out`, `error`), and lockouts (an
+/// attempt refused because a family had too many wrong secrets).
+struct PairingMetrics: Sendable {
+    let attempts: LabelledInstruments<Counter>
+    let lockouts: Counter
+
+    init(_ metrics: ServiceMetrics) {
+        self.attempts = LabelledInstruments { outcome, _ in metrics.counter("attempts_total", [("outcome", outcome)]) }
+        self.lockouts = metrics.counter("lockouts_total")
+    }
+
+    static let none = PairingMetrics(ServiceMetrics(service: "pairing", enabled: false))
+}
