@@ -100,6 +100,13 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The server as a whole, as its administrator sees it: which services run (from the
+        // state files they write), disk, certificate, backups; the metrics of all of them.
+        .target(
+            name: "ServerStatus",
+            dependencies: ["RPCCore", "RPCClient", "PairingAPI", "AggregatorAPI", "ServerVersion"],
+            swiftSettings: strict
+        ),
         // A service's metrics: swift-metrics instruments on its own Prometheus registry.
         .target(
             name: "ServiceMetrics",
@@ -137,6 +144,7 @@ let package = Package(
             name: "ServiceKit",
             dependencies: [
                 "OptionChecks",
+                "ServerStatus",
                 "RPCCore",
                 "RPCServer",
                 "ServiceMetrics",
@@ -410,6 +418,9 @@ let package = Package(
             name: "Gateway",
             dependencies: [
                 "GatewayAPI",
+                "ServerStatus",
+                "ServiceMetrics",
+                .product(name: "NIOTLS", package: "swift-nio"),
                 "ChangeFeed",
                 "RPCCore",
                 "RPCServer",
@@ -519,6 +530,7 @@ let package = Package(
             name: "AdminCommands",
             dependencies: [
                 "OptionChecks",
+                "ServerStatus",
                 "ProcessSpawn",
                 "ServerVersion",
                 "AggregatorAPI",
@@ -846,6 +858,8 @@ let package = Package(
             name: "GatewayTests",
             dependencies: [
                 "TestSupport",
+                "ServerStatus",
+                "ServiceMetrics",
                 "ProcessSpawn",
                 "StackSupport",
                 "ServiceHarness",

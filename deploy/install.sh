@@ -96,8 +96,9 @@ for unit in screentime.target "${services[@]/#/screentime-}"; do
         chmod 0644 "$units/$unit$suffix"
     done
 done
-# The nightly backup (screentimectl backup scheduled) and its timer.
-for unit in screentime-backup.service screentime-backup.timer; do
+# The nightly backup (screentimectl backup scheduled) and its timer; the metrics socket (off
+# until enabled).
+for unit in screentime-backup.service screentime-backup.timer screentime-metrics.socket; do
     sed -e "s|@DOCDIR@|$docdir|g" -e "s|@BINDIR@|$prefix/bin|g" "$root/systemd/$unit" > "$units/$unit"
     chmod 0644 "$units/$unit"
 done

@@ -27,6 +27,8 @@ for service in "${services[@]}"; do
 done
 systemctl disable --now screentime-backup.timer screentime-backup.service >/dev/null 2>&1 || true
 rm -f "$units/screentime-backup.timer" "$units/screentime-backup.service"
+systemctl disable --now screentime-metrics.socket >/dev/null 2>&1 || true
+rm -f "$units/screentime-metrics.socket"
 systemctl disable --now screentime.target >/dev/null 2>&1 || true
 rm -rf "$units/screentime.target" "$units/screentime-push.service.d" "$units/screentime-gateway.service.d"
 systemctl daemon-reload

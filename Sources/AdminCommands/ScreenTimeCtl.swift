@@ -36,7 +36,7 @@ public struct ScreenTimeCtl: AsyncParsableCommand {
             """,
         version: ServerVersion.current,
         subcommands: [
-            Ping.self, Describe.self, Call.self, QR.self,
+            StatusCommand.self, Ping.self, Describe.self, Call.self, QR.self,
             FamilyCommand.self, ParentCommand.self, ChildCommand.self, DevicesCommand.self, DeviceCommand.self,
             AppsCommand.self, CommandsCommand.self, UsageCommand.self, WatchCommand.self,
             SummaryCommand.self, BalanceCommand.self, LedgerCommand.self, ReportCommand.self, DemoCommand.self,

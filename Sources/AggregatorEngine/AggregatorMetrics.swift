@@ -16,6 +16,8 @@ struct AggregatorMetrics: Sendable {
         self.ingestLag = metrics.gauge("ingest_lag_seconds")
         self.position = metrics.gauge("change_log_position")
         self.alerts = LabelledInstruments { kind, outcome in metrics.counter("alerts_total", [("kind", kind), ("outcome", outcome)]) }
+        // Every kind and outcome from the start, at zero.
+        for kind in Alerts.Kind.allCases { for outcome in ["sent", "dropped"] { _ = self.alerts(kind.rawValue, outcome) } }
     }
 
     static let none = AggregatorMetrics(ServiceMetrics(service: "aggregator", enabled: false))

@@ -16,7 +16,7 @@ import RPCCore
 /// - `clockOff`: a device's clock is more than `clockTolerance` off the server's (by the
 ///   sessions it sends), once until it is right again.
 enum Alerts {
-    enum Kind: String {
+    enum Kind: String, CaseIterable {
         case rewardToday, balanceExhausted, noData, blockedApp, clockOff
     }
 

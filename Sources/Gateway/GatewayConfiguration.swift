@@ -25,6 +25,11 @@ public struct GatewayConfiguration: Sendable {
     /// Devices' streams carried by one connection to a service; at most what the push
     /// service takes on one connection (its `--max-listeners-per-connection`, 64).
     public var streamsPerConnection: Int
+    /// Where the Prometheus metrics are served (`PORT` on 127.0.0.1, or `HOST:PORT`); nil:
+    /// not served, unless systemd passes a socket named `metrics`.
+    public var metricsListen: String?
+    /// The bearer token a scrape must send; nil: none.
+    public var metricsToken: String?
 
     public init(
         listen: String?, runtimeDirectory: String, stateDirectory: String, certificate: CertificateSettings,

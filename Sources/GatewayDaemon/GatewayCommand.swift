@@ -98,6 +98,17 @@ public struct GatewayCommand: AsyncParsableCommand {
     @Option(name: .customLong("streams-per-connection"), help: "Devices' streams (push.listen) carried by one connection to a service: at most the push service's --max-listeners-per-connection (64).")
     var streamsPerConnection: Int = 64
 
+    @Option(name: .customLong("metrics-listen"), help: ArgumentHelp(
+        "Serve the server's Prometheus metrics on GET /metrics here: PORT (on 127.0.0.1) or HOST:PORT. Off by default.",
+        discussion: "Under systemd, enable screentime-gateway-metrics.socket instead (port 9464 on 127.0.0.1; the gateway may not open sockets itself).",
+        valueName: "address"))
+    var metricsListen: String?
+
+    @Option(name: .customLong("metrics-token-file"), help: ArgumentHelp(
+        "A file holding the bearer token a scrape must send (Authorization: Bearer …); without it, anyone who reaches the address may read the metrics.",
+        valueName: "path"))
+    var metricsTokenFile: String?
+
     @Flag(name: .customLong("init-only"), help: "Make the key and certificate (if missing), write endpoint.json for --listen's port, print the pin, and exit.")
     var initOnly = false
 
@@ -107,6 +118,17 @@ public struct GatewayCommand: AsyncParsableCommand {
         guard self.renewDays >= 1 else { throw ValidationError("--renew-days must be at least 1") }
         if let listen {
             do { _ = try GatewayListen.parse(listen) } catch { throw ValidationError(error.description) }
+        }
+        if let metricsListen {
+            do { _ = try MetricsEndpoint.Listen.parse(metricsListen) } catch { throw ValidationError(error.description) }
+        }
+        if let metricsTokenFile {
+            guard let token = try? String(contentsOfFile: metricsTokenFile, encoding: .utf8) else {
+                throw ValidationError("--metrics-token-file: cannot read \(metricsTokenFile)")
+            }
+            guard !token.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+                throw ValidationError("--metrics-token-file: \(metricsTokenFile) is empty; put the token in it (openssl rand -hex 32 > \(metricsTokenFile))")
+            }
         }
         guard self.options.socket == nil, self.options.idleExitSeconds == nil else {
             throw ValidationError("--socket and --idle-exit are not for the gateway: it listens on TCP (--listen, or the socket systemd passes)")
@@ -164,11 +186,15 @@ public struct GatewayCommand: AsyncParsableCommand {
             hostNames: self.hosts.isEmpty ? HostNames.defaults() : self.hosts,
             certificateFile: self.certificateFile, privateKeyFile: self.privateKeyFile,
             lifetime: .seconds(self.certificateDays * 86_400), renewBefore: .seconds(self.renewDays * 86_400), advertisedPort: self.advertisedPort)
-        return GatewayConfiguration(
+        var configuration = GatewayConfiguration(
             listen: self.listen, runtimeDirectory: paths.runtimeDirectory, stateDirectory: paths.stateDirectory, certificate: certificate,
             limits: limits, serverName: self.serverName ?? ProcessInfo.processInfo.hostName, version: ServerVersion.current,
             credentialRecheck: .seconds(self.credentialRecheckSeconds), callTimeout: .seconds(self.callTimeoutSeconds),
             shutdownTimeout: .seconds(self.options.shutdownTimeoutSeconds), streamsPerConnection: self.streamsPerConnection)
+        configuration.metricsListen = self.metricsListen
+        configuration.metricsToken = self.metricsTokenFile
+            .flatMap { try? String(contentsOfFile: $0, encoding: .utf8) }?.trimmingCharacters(in: .whitespacesAndNewlines)
+        return configuration
     }
 }
 

@@ -10,6 +10,9 @@ struct PairingMetrics: Sendable {
     init(_ metrics: ServiceMetrics) {
         self.attempts = LabelledInstruments { outcome, _ in metrics.counter("attempts_total", [("outcome", outcome)]) }
         self.lockouts = metrics.counter("lockouts_total")
+        // Every outcome from the start, at zero: a rate over a series that appears late
+        // misses its first increase.
+        for outcome in ["paired", "wrong_secret", "locked_out", "error"] { _ = self.attempts(outcome) }
     }
 
     static let none = PairingMetrics(ServiceMetrics(service: "pairing", enabled: false))

@@ -65,7 +65,7 @@ struct Dispatch: Sendable {
         let metrics = self.metrics
         let queued = try await self.database.enqueue(drafts, removing: fired, position: position, deferring: deferring, due: due, releasing: releasing,
                                                      route: self.route) { queued in
-            metrics.delivered.increment(by: hub.deliver(queued.map { (Hub.DeviceKey(family: $0.family, deviceId: $0.deviceId), $0.outgoing) }, batch: batch))
+            hub.deliver(queued.map { (Hub.DeviceKey(family: $0.family, deviceId: $0.deviceId), $0.outgoing) }, batch: batch)
         }
         for draft in drafts { metrics.queued((draft.notification.priority ?? .normal).rawValue).increment() }
         if queued.contains(where: \.posted) { self.webhooks?.wakeup.signal() }

@@ -2,6 +2,7 @@ import Foundation
 import MemoryReturn
 import NIOCore
 import RPCCore
+import ServiceMetrics
 import RPCServer
 import Synchronization
 
@@ -115,9 +116,13 @@ final class Hub: Sendable {
         let limits: Limits
         let budget: ConnectionBudget
 
-        init(limits: Limits, budget: ConnectionBudget) {
+        /// Counts each notification written (``PushMetrics``).
+        let delivered: Counter
+
+        init(limits: Limits, budget: ConnectionBudget, delivered: Counter) {
             self.limits = limits
             self.budget = budget
+            self.delivered = delivered
         }
 
         /// What a notification costs while it waits: its JSON and the reply around it.
@@ -172,6 +177,7 @@ final class Hub: Sendable {
                 return true
             }
             guard go else { return self.taken(size) }
+            self.delivered.increment()
             // Held until the write completes (the connection may outlive the listener): a
             // listener's accounting, and so its memory's return, ends with its last write.
             let written = sink.write(encoded: notification.json, flush: flush) {
@@ -278,7 +284,13 @@ final class Hub: Sendable {
         weak var budget: ConnectionBudget?
     }
 
-    init(limits: Limits) { self.limits = limits }
+    /// Counts each notification written to a listener (``PushMetrics``).
+    let delivered: Counter
+
+    init(limits: Limits, delivered: Counter = PushMetrics.none.delivered) {
+        self.limits = limits
+        self.delivered = delivered
+    }
 
     /// Registers a listener before its backlog is read, so nothing queued meanwhile is
     /// missed; `inFlight` is what was delivered and is not committed yet, in order (send
@@ -287,7 +299,7 @@ final class Hub: Sendable {
     func register(_ key: DeviceKey, connection: UInt64) throws(RPCError) -> (listener: Listener, inFlight: [Outgoing], unregister: @Sendable () -> Void) {
         let limits = self.limits
         let registered: Result<(id: Int?, listener: Listener, inFlight: [Outgoing]), RPCError> = self.state.withLock { state in
-            guard !state.closed else { return .success((nil, Listener(limits: limits, budget: ConnectionBudget(limit: limits.connectionBytes)), [])) }
+            guard !state.closed else { return .success((nil, Listener(limits: limits, budget: ConnectionBudget(limit: limits.connectionBytes), delivered: self.delivered), [])) }
             if state.byDevice[key, default: [:]].count >= limits.perDevice {
                 return .failure(RPCError(.limitExceeded, "this device has \(limits.perDevice) push.listen streams open already, the most allowed (--max-listeners-per-device); end one (rpc.cancel, or close its connection) first",
                                          data: ["limit": .int(Int64(limits.perDevice))]))
@@ -297,7 +309,7 @@ final class Hub: Sendable {
                                          data: ["limit": .int(Int64(limits.perConnection))]))
             }
             // Only for a listener that is taken: a refused one leaves no budget behind.
-            let listener = Listener(limits: limits, budget: state.budget(of: connection, limit: limits.connectionBytes))
+            let listener = Listener(limits: limits, budget: state.budget(of: connection, limit: limits.connectionBytes), delivered: self.delivered)
             state.next += 1
             state.byDevice[key, default: [:]][state.next] = listener
             state.byConnection[connection, default: 0] += 1
@@ -329,9 +341,7 @@ final class Hub: Sendable {
 
     /// Hands a batch of numbered notifications to their devices' listeners, without
     /// waiting, and keeps it as in flight until ``settle(_:)``.
-    /// Returns how many listeners it handed a notification to.
-    @discardableResult
-    func deliver(_ notifications: [(key: DeviceKey, outgoing: Outgoing)], batch: Int) -> Int {
+    func deliver(_ notifications: [(key: DeviceKey, outgoing: Outgoing)], batch: Int) {
         let targets: [(Listener, Outgoing)] = self.state.withLock { state in
             state.inFlight[batch] = notifications
             var targets: [(Listener, Outgoing)] = []
@@ -368,7 +378,6 @@ final class Hub: Sendable {
                 }
             }
         }
-        return targets.count
     }
 
     /// The batch is committed (or failed): listeners starting now read it from the queue.

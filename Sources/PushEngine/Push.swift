@@ -134,6 +134,7 @@ struct Push: Sendable {
             let page = try await self.database.pending(family: device.family, deviceId: device.deviceId, after: last, limit: 500, now: Date())
             for notification in page {
                 try await send(notification.json)
+                self.metrics.delivered.increment()
                 last = notification.seq
             }
             if page.count < 500 { break }
@@ -142,6 +143,7 @@ struct Push: Sendable {
         // read: numbers are committed in order, so these follow the backlog.
         for notification in inFlight where notification.seq > last && notification.expiresAt > Date() {
             try await send(notification.json)
+            self.metrics.delivered.increment()
             last = notification.seq
         }
         // One-way (nobody listens), or the backlog was all that was asked for.

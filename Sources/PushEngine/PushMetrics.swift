@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import PushAPI
 import ServiceMetrics
 
 /// The push service's own instruments: notifications queued by priority and handed to
@@ -24,6 +25,11 @@ struct PushMetrics: Sendable {
         self.wakes = LabelledInstruments { outcome, _ in metrics.counter("wakes_total", [("outcome", outcome)]) }
         self.wakeDuration = metrics.timer("wake_request_duration_seconds")
         self.changeToListener = metrics.timer("change_to_listener_seconds")
+        // Every outcome from the start, at zero (a series that appears late loses its first
+        // increase to rate()).
+        for priority in PushPriority.allCases { _ = self.queued(priority.rawValue) }
+        for outcome in ["delivered", "gone", "refused", "failed"] { _ = self.webhooks(outcome) }
+        for outcome in ["sent", "held", "gone", "refused", "failed"] { _ = self.wakes(outcome) }
     }
 
     static let none = PushMetrics(ServiceMetrics(service: "push", enabled: false))

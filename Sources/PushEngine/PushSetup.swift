@@ -134,10 +134,11 @@ extension ServiceSetup {
         // Who a device is, kept from the store's change feed: not a store.whoami per call.
         let credentials = CredentialTable(store: store, logger: logger)
         let access = AccessCache(store: store, credentials: credentials, lifetime: configuration.accessRefresh)
+        let metrics = PushMetrics(environment.metrics)
         let hub = Hub(limits: Hub.Limits(
             notifications: configuration.listenerBuffer, bytes: configuration.listenerBufferBytes,
             connectionBytes: configuration.connectionBufferBytes,
-            perDevice: configuration.maximumListenersPerDevice, perConnection: configuration.maximumListenersPerConnection))
+            perDevice: configuration.maximumListenersPerDevice, perConnection: configuration.maximumListenersPerConnection), delivered: metrics.delivered)
 
         try FileManager.default.createDirectory(atPath: environment.paths.stateDirectory, withIntermediateDirectories: true)
         let database = try PushDatabase(path: environment.paths.stateDirectory + "/" + PushDatabase.fileName, logger: logger)
@@ -147,7 +148,6 @@ extension ServiceSetup {
         if let delivery = configuration.wakes {
             wakes = Dispatch.Wakes(registry: DeviceRegistry(try await database.activeWakes()), wakeup: Wakeup(), ackWait: delivery.ackWait)
         }
-        let metrics = PushMetrics(environment.metrics)
         PushMetrics.collect(hub: hub, database: database, into: environment.metrics)
         var dispatch = Dispatch(database: database, hub: hub, webhooks: webhooks, wakes: wakes, collapseWindow: configuration.collapseWindow, held: Wakeup())
         dispatch.metrics = metrics

@@ -15,13 +15,17 @@ public struct ServiceEnvironment: Sendable {
     public var inheritedSockets: [ListenFD]
     /// The service's instruments (`rpc.metrics` serves them with the RPC runtime's own).
     public var metrics: ServiceMetrics
+    /// Its `<runtime-dir>/status/<service>.json` (nil in a test that runs its setup alone).
+    public var runState: RunStateFile?
 
-    public init(service: String, paths: ServicePaths, logger: Logger, inheritedSockets: [ListenFD] = [], metrics: ServiceMetrics? = nil) {
+    public init(service: String, paths: ServicePaths, logger: Logger, inheritedSockets: [ListenFD] = [], metrics: ServiceMetrics? = nil,
+                runState: RunStateFile? = nil) {
         self.service = service
         self.paths = paths
         self.logger = logger
         self.inheritedSockets = inheritedSockets
         self.metrics = metrics ?? ServiceMetrics(service: service)
+        self.runState = runState
     }
 }
 
@@ -104,7 +108,7 @@ public enum ServiceMain {
                 logger.info("using sockets passed by systemd", metadata: ["fds": "\(inherited.map { "\($0.fd):\($0.name)" })"])
             }
             let metrics = ServiceMetrics(service: service, enabled: !options.noMetrics)
-            let environment = ServiceEnvironment(service: service, paths: paths, logger: logger, inheritedSockets: inherited, metrics: metrics)
+            let environment = ServiceEnvironment(service: service, paths: paths, logger: logger, inheritedSockets: inherited, metrics: metrics, runState: runState)
             let setup = try await setup(environment)
             let primary: any PrimaryService
             switch setup.server {

@@ -53,6 +53,10 @@ struct Up: ParsableCommand {
     @Option(name: .customLong("gateway-address"), help: ArgumentHelp("IPv4 address the gateway listens on; 0.0.0.0 lets phones on the home network reach it.", valueName: "address"))
     var gatewayAddress = "127.0.0.1"
 
+    @Option(name: .customLong("metrics-port"), help: ArgumentHelp(
+        "Serve the stack's Prometheus metrics on http://127.0.0.1:PORT/metrics (the gateway's --metrics-listen; it starts with the gateway).", valueName: "port"))
+    var metricsPort: Int?
+
     static let services = [
         ("store", "screentime-stored"), ("pairing", "screentime-pairingd"), ("push", "screentime-pushd"), ("aggregator", "screentime-aggregatord"),
         ("gateway", "screentime-gatewayd"),
@@ -64,6 +68,7 @@ struct Up: ParsableCommand {
         }
         try checkOption("--stop-timeout", self.stopTimeout, in: 0.1...600, "seconds")
         try checkOption("--gateway-port", self.gatewayPort, in: 0...65535)
+        if let metricsPort { try checkOption("--metrics-port", metricsPort, in: 1...65535) }
     }
 
     func run() throws {
@@ -76,9 +81,9 @@ struct Up: ParsableCommand {
             guard FileManager.default.isExecutableFile(atPath: binary) else {
                 throw ValidationError("\(binary) is missing: build the services first (swift build), or pass --bin-dir")
             }
-            definitions.append(.init(name: name, binary: binary, arguments: [
-                "--runtime-dir", runtime, "--state-dir", state, "--log-target", "stderr", "--log-level", self.logLevel,
-            ], tcp: name == "gateway" ? (self.gatewayAddress, self.gatewayPort) : nil))
+            var arguments = ["--runtime-dir", runtime, "--state-dir", state, "--log-target", "stderr", "--log-level", self.logLevel]
+            if name == "gateway", let metricsPort = self.metricsPort { arguments += ["--metrics-listen", "127.0.0.1:\(metricsPort)"] }
+            definitions.append(.init(name: name, binary: binary, arguments: arguments, tcp: name == "gateway" ? (self.gatewayAddress, self.gatewayPort) : nil))
         }
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
         let console = Console(names: Self.services.map(\.0))
@@ -97,7 +102,7 @@ struct Up: ParsableCommand {
             The device gateway: https://\(self.gatewayAddress == "0.0.0.0" ? "localhost" : self.gatewayAddress):\(port) (its pin: screentimectl gateway pin)
                 curl -k https://\(self.gatewayAddress == "0.0.0.0" ? "localhost" : self.gatewayAddress):\(port)/v1/info
             gateway port: \(port)
-            """)
+            """ + (self.metricsPort.map { "\nMetrics (once the gateway runs): curl http://127.0.0.1:\($0)/metrics" } ?? ""))
         try supervisor.run()
     }
 }

@@ -46,8 +46,18 @@ public func withService<T: Sendable>(
     let logger = log.logger(label: "test.\(service)")
     let paths = ServicePaths(runtimeDirectory: directory.file("run"), stateDirectory: directory.file("state"), configurationDirectory: directory.file("etc"))
     try FileManager.default.createDirectory(atPath: paths.runtimeDirectory, withIntermediateDirectories: true)
-    let environment = ServiceEnvironment(service: service, paths: paths, logger: logger)
-    let prepared = try await setup(environment)
+    // As ServiceMain: its state file in run/status, its instruments shared by its engine and
+    // its RPC server.
+    let runState = RunStateFile(service: service, version: "0.0.0-test", runtimeDirectory: paths.runtimeDirectory)
+    runState.write(runState.started)
+    let environment = ServiceEnvironment(service: service, paths: paths, logger: logger, runState: runState)
+    let prepared: ServiceSetup
+    do {
+        prepared = try await setup(environment)
+    } catch {
+        runState.ended(.failed, error: "\(error)")
+        throw error
+    }
     // The service's own event loop, as in its process: a handler that holds its loop must
     // not hold up the test's clients and the other tests running meanwhile.
     let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -58,7 +68,7 @@ public func withService<T: Sendable>(
         try methods.validate()
         server = RPCServer(
             configuration: ServerConfiguration(service: service, version: "0.0.0-test", endpoint: .path(paths.socketPath(for: service), mode: 0o600),
-                                               maximumFrameSize: maximumFrameSize, shutdownTimeout: .seconds(5)),
+                                               maximumFrameSize: maximumFrameSize, shutdownTimeout: .seconds(5), metrics: environment.metrics),
             methods: methods, logger: logger, eventLoopGroup: loops)
     case .own(let own):
         // The gateway: its own listener (its `client` here connects to no socket).
@@ -70,8 +80,14 @@ public func withService<T: Sendable>(
 
     return try await withThrowingTaskGroup(of: T?.self) { tasks in
         tasks.addTask {
-            try await group.run()
+            do {
+                try await group.run()
+            } catch {
+                runState.ended(.failed, error: "\(error)")
+                throw error
+            }
             await prepared.afterStop()
+            runState.ended(.stopped)
             return nil
         }
         guard await server.waitUntilServing() else {

@@ -60,7 +60,8 @@ struct DebianPackageTests {
                      "./usr/share/man/man1/screentimectl.1.gz", "./lib/systemd/system/screentime.target",
                      "./usr/lib/sysusers.d/screentime.conf", "./usr/libexec/screentime/screentime",
                      "./usr/bin/screentimectl -> ../libexec/screentime/screentime",
-                     "./lib/systemd/system/screentime-backup.service", "./lib/systemd/system/screentime-backup.timer"]
+                     "./lib/systemd/system/screentime-backup.service", "./lib/systemd/system/screentime-backup.timer",
+                     "./lib/systemd/system/screentime-metrics.socket"]
         for service in Self.services {
             paths += ["./usr/share/man/man8/\(service.binary).8.gz", "./usr/libexec/screentime/\(service.binary) -> screentime",
                       "./lib/systemd/system/screentime-\(service.name).socket", "./lib/systemd/system/screentime-\(service.name).service"]
@@ -143,7 +144,7 @@ struct DebianPackageTests {
             }
 
             let units = Self.services.flatMap { ["/lib/systemd/system/screentime-\($0.name).socket", "/lib/systemd/system/screentime-\($0.name).service"] }
-                + ["/lib/systemd/system/screentime-backup.service", "/lib/systemd/system/screentime-backup.timer"]
+                + ["/lib/systemd/system/screentime-backup.service", "/lib/systemd/system/screentime-backup.timer", "/lib/systemd/system/screentime-metrics.socket"]
             let verify = try await container.run(["systemd-analyze", "verify", "/lib/systemd/system/screentime.target"] + units)
             #expect(verify.status == 0 && verify.stderr.isEmpty, "\(verify.stderr)")
             // Without avahi-daemon nothing is announced. A package that brings Avahi's

@@ -32,11 +32,7 @@ struct GatewayPin: ParsableCommand {
     @Flag(help: "Print the endpoint as JSON.") var json = false
 
     func run() throws {
-        let environment = ProcessInfo.processInfo.environment
-        let devState = URL(fileURLWithPath: environment["SCREENTIME_DEV_DIR"] ?? ".screentime").appendingPathComponent("state").standardizedFileURL.path
-        let directory = self.stateDirectory ?? environment["SCREENTIME_STATE_DIR"].flatMap { $0.isEmpty ? nil : $0 }
-            ?? (FileManager.default.fileExists(atPath: GatewayEndpoint.path(stateDirectory: devState)) ? devState : "/var/lib/screentime")
-        let path = GatewayEndpoint.path(stateDirectory: directory)
+        let path = GatewayEndpoint.path(stateDirectory: StateDirectoryOption.resolve(self.stateDirectory))
         let endpoint: GatewayEndpoint
         do {
             guard let read = try GatewayEndpoint.read(from: path) else {

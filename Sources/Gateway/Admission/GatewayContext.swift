@@ -21,8 +21,11 @@ final class GatewayContext: Sendable {
     private let described: Lazy<[MethodDescription]>
     let started = ContinuousClock.now
 
-    init(configuration: GatewayConfiguration, relay: ServiceRelay, logger: Logger) {
+    let metrics: GatewayMetrics
+
+    init(configuration: GatewayConfiguration, relay: ServiceRelay, metrics: GatewayMetrics, logger: Logger) {
         self.configuration = configuration
+        self.metrics = metrics
         self.relay = relay
         self.logger = logger
         self.rateLimiter = RateLimiter(perMinute: configuration.limits.unauthenticatedPerMinute, burst: configuration.limits.unauthenticatedBurst)

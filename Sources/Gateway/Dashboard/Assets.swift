@@ -51,6 +51,11 @@ enum Assets {
         .badge.off { background: var(--off-bg); color: var(--off); }
         .notice { background: var(--ok-bg); color: var(--ok); padding: .75rem 1rem; border-radius: .5rem; }
         .error { background: var(--off-bg); color: var(--off); padding: .75rem 1rem; border-radius: .5rem; }
+        .status-list { display: grid; grid-template-columns: minmax(10rem, max-content) 1fr; gap: .5rem 1rem; margin: 0; }
+        .status-list dt { font-weight: 600; }
+        .status-list dd { margin: 0; }
+        .status-list dd.error { padding: .25rem .5rem; }
+        @media (max-width: 600px) { .status-list { grid-template-columns: 1fr; gap: .15rem; } .status-list dd { margin-bottom: .5rem; } }
         .empty { color: var(--muted); }
         form.stack { display: grid; gap: .4rem; max-width: 28rem; }
         form.stack button { margin-top: .6rem; justify-self: start; }

@@ -7,6 +7,7 @@ import NIOCore
 import PairingAPI
 import QRCode
 import RPCCore
+import ServerStatus
 import StoreAPI
 
 /// The parent's web dashboard, on the gateway's origin and TLS: pages rendered
@@ -583,7 +584,35 @@ struct Dashboard: Sendable {
         if query["saved"] != nil { data["notice"] = "Saved. Days are counted in \(clock.timeZoneName) from now on (the days held in detail are counted again)." }
         // The server's backups: shown when the aggregator can say (an older one cannot).
         if let backups = try? await session.device.call(AggregatorMethods.backupState, Empty()) { data["backups"] = Self.backupLines(backups, clock) }
+        // The server itself, for the parents who run it.
+        if (try? await session.device.devices())?.first(where: { $0.deviceId == session.device.deviceId })?.role == .admin {
+            data["server"] = self.serverLines(clock)
+        }
         return self.page(.ok, "settings", title: "Settings", session: session, clock: clock, data: data)
+    }
+
+    /// The server's state in sentences (``ServerStatus``): its services, disk, certificate
+    /// and the devices connected now.
+    func serverLines(_ clock: FamilyClock) -> [String: Any] {
+        let configuration = self.gateway.configuration
+        var report = ServerStatus.report(runtimeDirectory: configuration.runtimeDirectory, stateDirectory: configuration.stateDirectory)
+        report.devicesConnected = self.gateway.metrics.websocketsOpen
+        let healthy = report.services.allSatisfy(\.isHealthy) && report.disk?.isLow != true
+        var lines: [String: Any] = [
+            "version": "ScreenTime Rewards Server \(report.version).",
+            "health": healthy ? "Everything is working." : "Something needs attention: see below.",
+            "healthy": healthy,
+            "services": report.services.map { ["name": $0.displayName, "sentence": $0.sentence(time: clock.time), "failed": $0.state == .failed, "id": "service-\($0.service)"] },
+            "devices": report.devicesConnected == 1 ? "1 phone, tablet or browser is connected now." : "\(report.devicesConnected ?? 0) phones, tablets and browsers are connected now.",
+        ]
+        if let disk = report.disk {
+            lines["disk"] = "Disk space for the server's data: \(disk.sentence)"
+            lines["diskLow"] = disk.isLow
+        }
+        if let expiry = report.certificateNotValidAfter {
+            lines["certificate"] = "The gateway's certificate is valid until \(clock.time(expiry)); the server renews it by itself before then."
+        }
+        return lines
     }
 
     /// How the nightly backups go, in sentences.

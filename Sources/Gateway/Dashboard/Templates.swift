@@ -679,6 +679,19 @@ enum Templates {
           <p class="hint">Each archive holds the whole server, so that a new disk can take its place with every phone and tablet still paired.</p>
         </section>
         {{/backups}}
+        {{#server}}
+        <section class="card stack" id="server" aria-labelledby="server-heading">
+          <h2 id="server-heading">The server</h2>
+          <p id="server-health" class="{{#healthy}}notice{{/healthy}}{{^healthy}}error{{/healthy}}" role="status">{{health}}</p>
+          <dl class="status-list">
+            {{#services}}<dt>{{name}}</dt><dd id="{{id}}" {{#failed}}class="error"{{/failed}}>{{sentence}}</dd>{{/services}}
+          </dl>
+          <p id="server-devices">{{devices}}</p>
+          {{#disk}}<p id="server-disk" {{#diskLow}}class="error"{{/diskLow}}>{{disk}}</p>{{/disk}}
+          {{#certificate}}<p id="server-certificate">{{certificate}}</p>{{/certificate}}
+          <p class="hint" id="server-version">{{version}} Whoever runs the server sees the same with <code>screentimectl status</code>.</p>
+        </section>
+        {{/server}}
         """#
 
     static let message = #"""

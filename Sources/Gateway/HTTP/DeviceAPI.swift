@@ -58,6 +58,9 @@ struct DeviceAPI: Sendable {
             response = JSONResponse.error(RPCError(.notFound, "nothing here; the device API is at /v1/rpc, /v1/ws and /v1/info"))
         }
         try await writer.write(response: response.head, body: response.body)
+        let route = Self.route(request.uri.path)
+        self.gateway.metrics.responses(route, "\(response.status.code)").increment()
+        self.gateway.metrics.responseDuration(route).record(ContinuousClock.now - started)
         // The response is out: the connection's next request must come in time too.
         RequestDeadline.on(channel) { $0.restart() }
         let level: Logger.Level = response.status.code >= 500 ? .warning : .info
@@ -100,6 +103,7 @@ struct DeviceAPI: Sendable {
                 outcome.deviceId = identity?.deviceId
             } catch {
                 if error.code == .unauthorized, !self.gateway.rateLimiter.allow(address) {
+                    self.gateway.metrics.refused("rate").increment()
                     return JSONResponse.error(Self.rateLimited, id: id)
                 }
                 return JSONResponse.error(ServiceRelay.presentable(error, service: "store"), id: id)
@@ -116,7 +120,21 @@ struct DeviceAPI: Sendable {
 
     /// A 429 when `address` has used up its unauthenticated requests.
     private func limited(_ address: String) -> Response? {
-        self.gateway.rateLimiter.allow(address) ? nil : JSONResponse.error(Self.rateLimited, extra: [.retryAfter: "60"])
+        guard !self.gateway.rateLimiter.allow(address) else { return nil }
+        self.gateway.metrics.refused("rate").increment()
+        return JSONResponse.error(Self.rateLimited, extra: [.retryAfter: "60"])
+    }
+
+    /// The metrics' `route` label: one of a few names, never the path itself.
+    static func route(_ path: String) -> String {
+        switch path {
+        case "/v1/rpc": "rpc"
+        case "/v1/info": "info"
+        case "/healthz": "healthz"
+        case "/v1/ws": "websocket"
+        case _ where Dashboard.owns(path): "dashboard"
+        default: "other"
+        }
     }
 
     static let rateLimited = RPCError(.rateLimited, "too many requests without a device credential from this address; wait a minute")

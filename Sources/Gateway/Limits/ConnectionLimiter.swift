@@ -15,13 +15,15 @@ final class ConnectionLimiter: ChannelInboundHandler, Sendable {
 
     private let total: Int
     private let perAddress: Int
+    private let metrics: GatewayMetrics
     private let logger: Logger
     private let state = Mutex<(open: Int, byAddress: [String: Int], refused: [ObjectIdentifier: RPCError])>((0, [:], [:]))
     /// Connections over a limit answered with an error at once; more are closed at accept.
     static let answeredAtOnce = 16
 
-    init(total: Int, perAddress: Int, logger: Logger) {
+    init(total: Int, perAddress: Int, metrics: GatewayMetrics, logger: Logger) {
         self.total = total
+        self.metrics = metrics
         self.perAddress = perAddress
         self.logger = logger
     }
@@ -47,6 +49,7 @@ final class ConnectionLimiter: ChannelInboundHandler, Sendable {
             return .answered
         }
         guard verdict == .admitted else {
+            self.metrics.refused("connections").increment()
             self.logger.notice("connection refused: too many connections", metadata: [
                 "remote_address": "\(address)", "limit_total": "\(self.total)", "limit_per_address": "\(self.perAddress)",
                 "answered": "\(verdict == .answered)",

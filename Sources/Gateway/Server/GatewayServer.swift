@@ -13,6 +13,7 @@ import RPCServer
 import ServiceLifecycle
 import Synchronization
 import ServiceKit
+import ServiceMetrics
 import SystemdKit
 
 /// Where the gateway listens: a socket systemd passed, or an address it binds itself.
@@ -53,14 +54,17 @@ public final class GatewayServer: PrimaryService, Sendable {
     private let stopping = Mutex(false)
     private let readiness = Readiness()
 
-    public init(configuration: GatewayConfiguration, listen: GatewayListen, keeper: CertificateKeeper, identity: TLSIdentity, logger: Logger) throws {
+    public init(configuration: GatewayConfiguration, listen: GatewayListen, keeper: CertificateKeeper, identity: TLSIdentity,
+                metrics: ServiceMetrics = ServiceMetrics(service: "gateway", enabled: false), logger: Logger) throws {
         self.configuration = configuration
         self.listen = listen
         self.keeper = keeper
         self.contexts = try TLSContextHolder(identity)
-        self.context = GatewayContext(configuration: configuration, relay: ServiceRelay(configuration: configuration, logger: logger), logger: logger)
+        let instruments = GatewayMetrics(metrics)
+        self.context = GatewayContext(configuration: configuration, relay: ServiceRelay(configuration: configuration, logger: logger),
+                                      metrics: instruments, logger: logger)
         self.limiter = ConnectionLimiter(
-            total: configuration.limits.maximumConnections, perAddress: configuration.limits.maximumConnectionsPerAddress, logger: logger)
+            total: configuration.limits.maximumConnections, perAddress: configuration.limits.maximumConnectionsPerAddress, metrics: instruments, logger: logger)
         self.logger = logger
     }
 
@@ -70,7 +74,8 @@ public final class GatewayServer: PrimaryService, Sendable {
         let limits = self.configuration.limits
         let limiter = self.limiter
         let quiescing = ServerQuiescingHelper(group: group)
-        let child = RenewableTLSChannel(base: self.makeHTTPChannel(), contexts: self.contexts)
+        let metrics = self.context.metrics
+        let child = RenewableTLSChannel(base: self.makeHTTPChannel(), contexts: self.contexts, metrics: metrics)
         let logger = self.logger
         let requestTimeout = TimeAmount(limits.requestTimeout)
         let bootstrap = ServerBootstrap(group: group)
@@ -85,6 +90,7 @@ public final class GatewayServer: PrimaryService, Sendable {
             .childChannelOption(.allowRemoteHalfClosure, value: true)
         let initializer: @Sendable (any Channel) -> EventLoopFuture<RenewableTLSChannel<EdgeChannel>.Value> = { channel in
             channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(ByteCounter(metrics))
                 try channel.pipeline.syncOperations.addHandler(RequestDeadline(timeout: requestTimeout))
             }.flatMap {
                 child.setup(channel: channel, logger: logger)

@@ -28,10 +28,12 @@ struct RenewableTLSChannel<Base: ServerChildChannel>: ServerChildChannel {
     typealias Value = Base.Value
     let base: Base
     let contexts: TLSContextHolder
+    let metrics: GatewayMetrics
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
             try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: self.contexts.context))
+            try channel.pipeline.syncOperations.addHandler(HandshakeCounter(self.metrics))
         }.flatMap {
             self.base.setup(channel: channel, logger: logger)
         }

@@ -51,6 +51,8 @@ final class DeviceSocket: Sendable {
         /// A close frame went out (ours, or the answer to the device's).
         var closeSent = false
         var ended = false
+        /// Counted among the WebSockets open (``GatewayMetrics``).
+        var counted = false
         var served = 0
         var closeReason: String?
     }
@@ -102,6 +104,8 @@ final class DeviceSocket: Sendable {
         let handler = DeviceSocketHandler(socket: self, maximumMessageSize: self.gateway.configuration.limits.maximumMessageSize)
         try pipeline.addHandler(handler)
         self.handler.value = handler
+        self.state.withLock { $0.counted = true }
+        self.gateway.metrics.socketOpened()
         self.writer.attach()
         self.startKeepAlive(activity)
         if let token {
@@ -456,6 +460,7 @@ final class DeviceSocket: Sendable {
         let ended = self.state.withLock { state -> (requests: [InFlight], keepAlive: KeepAlive?, served: Int, identity: DeviceIdentity?, reason: String?)? in
             guard !state.ended else { return nil }
             state.ended = true
+            if state.counted { self.gateway.metrics.socketClosed() }
             state.closing = true
             defer {
                 state.requests = [:]
