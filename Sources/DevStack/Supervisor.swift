@@ -173,6 +173,8 @@ public final class Supervisor {
         }
         unlink(self.statusFile)
         rmdir(self.runtimeDirectory + "/notify")
+        // The services' state files (run/status): the stack they described is gone.
+        try? FileManager.default.removeItem(atPath: self.runtimeDirectory + "/status")
         self.console.event("stopped")
     }
 

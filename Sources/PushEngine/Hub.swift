@@ -2,8 +2,8 @@ import Foundation
 import MemoryReturn
 import NIOCore
 import RPCCore
-import ServiceMetrics
 import RPCServer
+import ServiceMetrics
 import Synchronization
 
 /// The devices listening right now, each with a bounded buffer: fan-out never waits for

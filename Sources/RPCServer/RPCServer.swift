@@ -205,14 +205,9 @@ public final class RPCServer: Service, Sendable {
                 pid: getpid()
             )
         }
-        let wallStart = Date().timeIntervalSince1970
-        table.on(Builtin.metrics) { _, _ in
-            MetricsResult(service: configuration.service, version: configuration.version, pid: getpid(), startedAt: wallStart,
-                          text: await configuration.metrics.exposition())
-        }
         // Read off the methods' types when first asked, then kept.
         let described = Lazy<([MethodDescription], [ErrorCode])> {
-            let builtins = [Builtin.ping.describedAs, Builtin.describe.describedAs, Builtin.metrics.describedAs, Builtin.cancel.describedAs]
+            let builtins = [Builtin.ping.describedAs, Builtin.describe.describedAs, Builtin.cancel.describedAs, Builtin.metrics.describedAs]
             let all = builtins + serviceMethods.descriptions
             // The protocol's codes, then the service's own, in the order its methods name them.
             let errorCodes = ErrorCode.protocolCodes + MethodDescription.errors(all.flatMap(\.errors)).filter { !ErrorCode.protocolCodes.contains($0) }
@@ -239,5 +234,10 @@ public final class RPCServer: Service, Sendable {
         // Answered by the connection itself (it needs the connection's requests); declared
         // here so rpc.describe lists it.
         table.on(Builtin.cancel) { _, _ in CancelResult(cancelled: false) }
+        let wallStart = Date().timeIntervalSince1970
+        table.on(Builtin.metrics) { _, _ in
+            MetricsResult(service: configuration.service, version: configuration.version, pid: getpid(), startedAt: wallStart,
+                          text: await configuration.metrics.exposition())
+        }
     }
 }

@@ -48,7 +48,7 @@ struct DeclaredMethodsTests {
         let described = try await withService(declared.list.service, in: directory, setup: declared.setup) { service in
             try await service.client.call(Builtin.describe, DescribeParams())
         }
-        let builtins = [Builtin.ping.name, Builtin.describe.name, Builtin.cancel.name]
+        let builtins = [Builtin.ping.name, Builtin.describe.name, Builtin.cancel.name, Builtin.metrics.name]
         #expect(described.methods.map(\.name) == builtins + declared.list.names)
         for method in declared.list.methods {
             let reported = try #require(described.methods.first { $0.name == method.name })

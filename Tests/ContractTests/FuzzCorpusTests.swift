@@ -15,7 +15,7 @@ struct FuzzCorpusTests {
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Fuzz/corpus")
 
-    static let methods: [any DeclaredMethod] = [Builtin.ping, Builtin.describe, Builtin.cancel]
+    static let methods: [any DeclaredMethod] = [Builtin.ping, Builtin.describe, Builtin.cancel, Builtin.metrics]
         + [StoreMethods.list, PairingMethods.list, PushMethods.list, AggregatorMethods.list].flatMap(\.methods)
 
     /// Each seed's frames, by file name.
