@@ -39,11 +39,11 @@ public final class RPCServer: Service, Sendable {
         self.logger = logger
         self.group = eventLoopGroup
         self.executors = Dictionary(uniqueKeysWithValues: eventLoopGroup.makeIterator().map { (ObjectIdentifier($0), EventLoopExecutor($0)) })
-        self.metrics = RequestMetrics(configuration.metrics, state: self.state)
         var table = MethodTable()
         Self.addBuiltins(to: &table, configuration: configuration, startedAt: self.startedAt, serviceMethods: methods)
         table.merge(methods)
         self.table = table
+        self.metrics = RequestMetrics(configuration.metrics, methods: table.order, state: self.state)
         self.serviceMethods = methods
     }
 

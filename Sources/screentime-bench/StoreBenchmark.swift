@@ -148,6 +148,8 @@ struct StoreBenchmark: AsyncParsableCommand {
         figures.append(Figure(name: "store.zoneChanges, whole zone", value: Double(seen) / pageTime.seconds,
                               unit: "records/s"))
 
+        figures += try await Self.instrumentationCost(services: services, c: c, seconds: seconds, iterations: iterations)
+
         Report.print("screentime-stored (\(records) records, \(Report.format(seconds)) s write runs\(self.common.quick ? ", quick mode" : ""))", figures)
         if let json = self.common.json { try Report.writeJSON(figures, to: json) }
         await reader.close()
@@ -155,6 +157,39 @@ struct StoreBenchmark: AsyncParsableCommand {
     }
 
     static let apps = 10_000
+
+    /// What counting costs: two new stores, one with `--no-metrics`, measured in turns
+    /// (three rounds, medians) so that the machine's drift falls on both alike.
+    static func instrumentationCost(services: BenchServices, c: CFloor, seconds: Double, iterations: Int) async throws -> [Figure] {
+        let work = services.work
+        let (on, off) = (work + "/store-metrics.sock", work + "/store-no-metrics.sock")
+        try services.launch("screentime-stored", ["--socket", on, "--state-dir", work + "/state-metrics"])
+        try services.launch("screentime-stored", ["--no-metrics", "--socket", off, "--state-dir", work + "/state-no-metrics"])
+        var admins: [RPCClient] = []
+        for socket in [on, off] {
+            admins.append(try await Self.benchFamily(RPCClient(configuration: ClientConfiguration(socketPath: socket, callTimeout: .seconds(120), connectTimeout: .seconds(10)))))
+        }
+        var saves: [String: [Double]] = [:], pings: [String: [Double]] = [:]
+        for round in 0..<3 {
+            for (label, socket) in [("on", on), ("off", off)] {
+                saves[label, default: []].append(try await Self.durableSaves(socket: socket, clients: 32, seconds: seconds, run: "m\(round)-").0)
+                pings[label, default: []].append(try c.replay(socket: socket, requestFile: work + "/ping.requests", count: iterations).p50)
+            }
+        }
+        for admin in admins { await admin.close() }
+        let median = { (values: [Double]) in values.sorted()[values.count / 2] }
+        let (savesOn, savesOff) = (median(saves["on"]!), median(saves["off"]!))
+        let (pingOn, pingOff) = (median(pings["on"]!), median(pings["off"]!))
+        say("  metrics on/off: 32-client saves \(Report.format(savesOn))/\(Report.format(savesOff)) per s, rpc.ping p50 \(Report.format(pingOn))/\(Report.format(pingOff)) µs")
+        return [
+            Figure(name: "durable saves, 32 clients, with metrics (median of 3)", value: savesOn, unit: "saves/s",
+                   comparison: "the same with --no-metrics", comparisonValue: savesOff, ratio: savesOn / savesOff,
+                   target: "≥ 0.97x", met: savesOn / savesOff >= 0.97),
+            Figure(name: "rpc.ping (C client) p50, with metrics (median of 3)", value: pingOn, unit: "µs",
+                   comparison: "the same with --no-metrics", comparisonValue: pingOff, ratio: pingOn / pingOff,
+                   target: "≤ 1.03x", met: pingOn / pingOff <= 1.03),
+        ]
+    }
 
     /// The family `bench` with its zones `writes` (saves) and `data` (reads), made through
     /// `admin`, a local client of the store, which it returns.
@@ -173,7 +208,8 @@ struct StoreBenchmark: AsyncParsableCommand {
     }
 
     /// `clients` connections each saving one record per call for `seconds`.
-    static func durableSaves(socket: String, clients: Int, seconds: Double) async throws -> (Double, Samples) {
+    /// `run` names the records apart from other runs' (a save of an existing name is refused).
+    static func durableSaves(socket: String, clients: Int, seconds: Double, run: String = "") async throws -> (Double, Samples) {
         let deadline = ContinuousClock.now + .seconds(seconds)
         let started = ContinuousClock.now
         let results = try await withThrowingTaskGroup(of: (Int, Samples).self) { group in
@@ -184,7 +220,7 @@ struct StoreBenchmark: AsyncParsableCommand {
                     var count = 0
                     while ContinuousClock.now < deadline {
                         var save = Self.usage(count)
-                        save.recordName = "w\(clients)-\(client)-\(count)"
+                        save.recordName = "w\(run)\(clients)-\(client)-\(count)"
                         let sent = ContinuousClock.now
                         let result = try await connection.call(StoreMethods.modify, ModifyParams(family: "bench", zone: "writes", saves: [save]))
                         guard result.allSucceeded else { throw BenchError("save failed: \(result.saved)") }

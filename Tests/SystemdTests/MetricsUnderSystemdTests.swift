@@ -42,7 +42,7 @@ extension SystemdTests {
             let text = try await container.shell("cat /tmp/metrics").stdout
             for line in ["screentime_up{service=\"store\"} 1", "screentime_up{service=\"gateway\"} 1", "screentime_up{service=\"pairing\"} 0",
                          "screentime_service_state{service=\"pairing\",state=\"idle-exited\"} 1", "screentime_service_state{service=\"push\",state=\"not-started\"} 1",
-                         "# TYPE screentime_store_requests_total counter", "# TYPE screentime_gateway_http_responses_total counter"] {
+                         "# TYPE screentime_store_requests_total counter", "# TYPE screentime_gateway_tls_handshakes_total counter"] {
                 #expect(text.contains(line), "\(line) in the scrape")
             }
             // Scraping woke nobody.

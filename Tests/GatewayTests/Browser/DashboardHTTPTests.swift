@@ -164,6 +164,24 @@ struct DashboardHTTPTests {
         }
     }
 
+    @Test("the server's state is on the Settings page of an admin parent only: a co-parent's has none of it")
+    func serverStatusForAdminsOnly() async throws {
+        try await GatewayStack.inProcess { stack in
+            let family = try await Bootstrapped.make(stack.harness)
+            let origin = "Origin: \(stack.url)"
+            var pages: [DeviceRole: String] = [:]
+            for role in [DeviceRole.admin, .coParent] {
+                let browser = Client(stack: stack, jar: stack.harness.directory.file("jar-\(role.rawValue)"))
+                let code = try await family.parent.call(PairingMethods.inviteParent, InviteParentParams(role: role))
+                let token = try await #require(Client.csrf(try browser.get("/signin").0.body))
+                #expect(try await browser.post("/signin", form: ["csrf": token, "family": "smith", "code": code.code, "deviceName": "Laptop"], headers: [origin]).0.status == 303)
+                pages[role] = try await browser.get("/settings").0.body
+            }
+            #expect(pages[.admin]?.contains("id=\"server-heading\"") == true && pages[.admin]?.contains("Record store") == true)
+            #expect(pages[.coParent]?.contains("id=\"server") == false, "a co-parent sees nothing of the server")
+        }
+    }
+
     @Test("sign-out revokes the browser's credential; the family's last admin cannot sign out")
     func signOut() async throws {
         try await GatewayStack.inProcess { stack in

@@ -246,4 +246,21 @@ extension DashboardRhythmsTests {
             try await shots.take("settings-backups", showing: "#backups")
         }
     }
+
+    @Test("Settings show an admin parent how the server is, in words: each service (running or resting), the devices connected now, the disk, the certificate")
+    func serverStatus() async throws {
+        try await inBrowser(failureShot: "server-failure") { stack, browser, shots in
+            let family = try await FamilyOnCommandLine.make(stack)
+            try await family.signInDad(browser)
+            try await browser.go(stack.url + "/settings")
+            #expect(try await browser.waitFor("the server's health", "#server-health") { !$0.isEmpty } == "Everything is working.")
+            #expect(try await browser.text("#service-store").hasPrefix("Running since "))
+            #expect(try await browser.text("#service-gateway").hasPrefix("Running since "))
+            #expect(try await browser.text("#server-devices").hasSuffix("connected now."))
+            #expect(try await browser.text("#server-disk").contains(" free of "))
+            #expect(try await browser.text("#server-certificate").hasPrefix("The gateway's certificate is valid until "))
+            #expect(try await browser.text("#server-version").hasPrefix("ScreenTime Rewards Server "))
+            try await shots.take("settings-server", showing: "#server")
+        }
+    }
 }
