@@ -22,6 +22,9 @@ struct StoreBenchmark: AsyncParsableCommand {
     @Option(help: "Fetches and queries timed for the latency figures.")
     var iterations: Int = 3000
 
+    @Flag(name: .customLong("metrics-cost-only"), help: "Measure only what counting costs (the store with and without --no-metrics).")
+    var metricsCostOnly = false
+
     @OptionGroup var common: CommonOptions
 
     func run() async throws {
@@ -31,6 +34,12 @@ struct StoreBenchmark: AsyncParsableCommand {
         let services = try BenchServices(self.common)
         defer { services.stop() }
         let work = services.work
+        if self.metricsCostOnly {
+            let c = try CFloor(workDirectory: work)
+            try CFloor.writeRequests((1...1000).map { ["id": .int($0), "method": "rpc.ping"] }, to: work + "/ping.requests")
+            Report.print("screentime-stored: what counting costs", try await Self.instrumentationCost(services: services, c: c, seconds: seconds, iterations: iterations))
+            return
+        }
         try services.launch("screentime-stored")
         let socket = services.socket("store")
         let admin = try await Self.benchFamily(services.client("store"))
@@ -159,7 +168,8 @@ struct StoreBenchmark: AsyncParsableCommand {
     static let apps = 10_000
 
     /// What counting costs: two new stores, one with `--no-metrics`, measured in turns
-    /// (three rounds, medians) so that the machine's drift falls on both alike.
+    /// (three rounds, the first in alternate order, medians) so that the machine's drift
+    /// falls on both alike.
     static func instrumentationCost(services: BenchServices, c: CFloor, seconds: Double, iterations: Int) async throws -> [Figure] {
         let work = services.work
         let (on, off) = (work + "/store-metrics.sock", work + "/store-no-metrics.sock")
@@ -171,7 +181,9 @@ struct StoreBenchmark: AsyncParsableCommand {
         }
         var saves: [String: [Double]] = [:], pings: [String: [Double]] = [:]
         for round in 0..<3 {
-            for (label, socket) in [("on", on), ("off", off)] {
+            // Which goes first changes each round: a run's checkpoint must not fall on one side.
+            let order = [("on", on), ("off", off)]
+            for (label, socket) in round % 2 == 0 ? order : order.reversed() {
                 saves[label, default: []].append(try await Self.durableSaves(socket: socket, clients: 32, seconds: seconds, run: "m\(round)-").0)
                 pings[label, default: []].append(try c.replay(socket: socket, requestFile: work + "/ping.requests", count: iterations).p50)
             }
@@ -180,7 +192,7 @@ struct StoreBenchmark: AsyncParsableCommand {
         let median = { (values: [Double]) in values.sorted()[values.count / 2] }
         let (savesOn, savesOff) = (median(saves["on"]!), median(saves["off"]!))
         let (pingOn, pingOff) = (median(pings["on"]!), median(pings["off"]!))
-        say("  metrics on/off: 32-client saves \(Report.format(savesOn))/\(Report.format(savesOff)) per s, rpc.ping p50 \(Report.format(pingOn))/\(Report.format(pingOff)) µs")
+        say("  metrics on/off: 32-client saves \(saves["on"]!.map(Report.format))/\(saves["off"]!.map(Report.format)) per s, rpc.ping p50 \(pings["on"]!.map(Report.format))/\(pings["off"]!.map(Report.format)) µs")
         return [
             Figure(name: "durable saves, 32 clients, with metrics (median of 3)", value: savesOn, unit: "saves/s",
                    comparison: "the same with --no-metrics", comparisonValue: savesOff, ratio: savesOn / savesOff,

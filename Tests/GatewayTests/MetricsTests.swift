@@ -36,7 +36,7 @@ struct MetricsTests {
     /// Labels the metrics may carry: each takes a few values, never an id.
     static let boundedLabels: Set<String> = ["method", "code", "priority", "outcome", "kind", "route", "status", "limit", "service", "state", "version", "le"]
 
-    @Test("after a family's activity every documented metric is served with its type; labels are bounded (a thousand more families add no series); without the token a scrape gets 401")
+    @Test("after a family's activity every documented metric is served with its type; labels are bounded (a thousand more families and devices add no series); without the token a scrape gets 401")
     func documentedMetrics() async throws {
         let port = try freeLoopbackPort()
         let token = "token-\(UUID().uuidString)"
@@ -96,16 +96,22 @@ struct MetricsTests {
             #expect(metrics.value("screentime_store_records_saved_total") ?? 0 >= 1)
             #expect(metrics.labelNames.isSubset(of: Self.boundedLabels), "labels: \(metrics.labelNames.subtracting(Self.boundedLabels))")
 
-            // A thousand families' writes: the same series, only their values move.
+            // A thousand families, each with a device that writes: the same series, only
+            // their values move.
             let store = stack.harness.storeClient()
             let write = { (index: Int) async throws in
                 let name = "family-\(index)"
                 _ = try await store.call(StoreMethods.createFamily, CreateFamilyParams(family: name))
+                _ = try await store.call(StoreMethods.putCredential, PutCredentialParams(family: name, deviceId: "device-\(index)", role: .admin,
+                                                                                         tokenSHA256: SHA256Hex.of("token-\(index)"), status: .active))
+                let device = Auth(token: "token-\(index)")
+                _ = try await store.call(StoreMethods.whoami, Empty(), actingFor: device)
                 _ = try await store.call(StoreMethods.modify, ModifyParams(family: name, zone: "default", saves: [
                     RecordSave(recordType: "AuditEntry", recordName: "a-\(index)", fields: [
                         "familyRef": .reference(name, zone: "default"), "actorParentRef": .reference(name, zone: "default"), "action": "test", "timestamp": .date(Date()),
                     ]),
                 ], atomic: true))
+                _ = try await store.call(StoreMethods.fetch, FetchParams(family: name, zone: "default", recordNames: ["a-\(index)"]), actingFor: device)
             }
             for index in 0..<10 { try await write(index) }
             let few = Set(try await scrape().series.keys)

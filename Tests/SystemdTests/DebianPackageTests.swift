@@ -61,7 +61,7 @@ struct DebianPackageTests {
                      "./usr/lib/sysusers.d/screentime.conf", "./usr/libexec/screentime/screentime",
                      "./usr/bin/screentimectl -> ../libexec/screentime/screentime",
                      "./lib/systemd/system/screentime-backup.service", "./lib/systemd/system/screentime-backup.timer",
-                     "./lib/systemd/system/screentime-metrics.socket"]
+                     "./lib/systemd/system/screentime-metrics.socket", "./usr/share/doc/screentime-server/examples/screentime-dashboard.json"]
         for service in Self.services {
             paths += ["./usr/share/man/man8/\(service.binary).8.gz", "./usr/libexec/screentime/\(service.binary) -> screentime",
                       "./lib/systemd/system/screentime-\(service.name).socket", "./lib/systemd/system/screentime-\(service.name).service"]
@@ -119,6 +119,9 @@ struct DebianPackageTests {
             #expect(try await container.property("UnitFileState", of: "screentime-backup.timer") == "enabled")
             #expect(try await container.property("ActiveState", of: "screentime-backup.timer") == "active")
             #expect(try await container.property("ActiveState", of: "screentime-backup.service") == "inactive")
+            // The metrics' socket is shipped off: nothing listens on 9464 until it is enabled.
+            #expect(try await container.property("UnitFileState", of: "screentime-metrics.socket") == "disabled")
+            #expect(try await container.property("ActiveState", of: "screentime-metrics.socket") == "inactive")
             let changelog = try await runCommand("/usr/bin/dpkg-parsechangelog", ["-l", Container.checkout + "/deploy/debian/changelog", "-S", "Version"]).stdout
                 .trimmingCharacters(in: .whitespacesAndNewlines)
             for service in Self.local {
