@@ -100,7 +100,7 @@ public struct GatewayCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("metrics-listen"), help: ArgumentHelp(
         "Serve the server's Prometheus metrics on GET /metrics here: PORT (on 127.0.0.1) or HOST:PORT. Off by default.",
-        discussion: "Under systemd, enable screentime-gateway-metrics.socket instead (port 9464 on 127.0.0.1; the gateway may not open sockets itself).",
+        discussion: "Under systemd, enable screentime-metrics.socket instead (port 9464 on 127.0.0.1; the gateway may not open sockets itself).",
         valueName: "address"))
     var metricsListen: String?
 

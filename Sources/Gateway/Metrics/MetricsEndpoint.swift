@@ -13,7 +13,7 @@ import Synchronization
 import SystemdKit
 
 /// The server's metrics for Prometheus, in plain HTTP on an address of the administrator's
-/// choosing (off unless asked: `--metrics-listen`, or the `screentime-gateway-metrics.socket`
+/// choosing (off unless asked: `--metrics-listen`, or the `screentime-metrics.socket`
 /// unit, whose socket systemd passes named `metrics`): `GET /metrics` answers the gateway's
 /// own instruments and those of every running service (``ServerMetrics``), with a bearer
 /// token when one is set. Everything else is 404.
@@ -35,7 +35,7 @@ public struct MetricsEndpoint: Service {
         }
     }
 
-    /// The name systemd gives the socket of `screentime-gateway-metrics.socket`
+    /// The name systemd gives the socket of `screentime-metrics.socket`
     /// (`FileDescriptorName=`).
     static let socketName = "metrics"
 
@@ -73,18 +73,25 @@ public struct MetricsEndpoint: Service {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
         let initializer: @Sendable (any Channel) -> EventLoopFuture<HTTP1Channel.Value> = { channel in child.setup(channel: channel, logger: self.logger) }
         let server: NIOAsyncChannel<HTTP1Channel.Value, Never>
-        switch self.listen {
-        case .inherited(let fd):
-            guard SocketActivation.isListeningStream(fd.fd) else {
-                throw GatewayError("fd \(fd.fd) (\(fd.name)) is not a listening TCP socket; check screentime-gateway-metrics.socket's ListenStream=")
+        do {
+            switch self.listen {
+            case .inherited(let fd):
+                guard SocketActivation.isListeningStream(fd.fd) else {
+                    throw GatewayError("fd \(fd.fd) (\(fd.name)) is not a listening TCP socket; check screentime-metrics.socket's ListenStream=")
+                }
+                server = try await bootstrap.bind(fd.fd, serverBackPressureStrategy: nil, childChannelInitializer: initializer)
+            case .address(let host, let port):
+                do {
+                    server = try await bootstrap.bind(host: host, port: port, serverBackPressureStrategy: nil, childChannelInitializer: initializer)
+                } catch {
+                    throw GatewayError("cannot listen for metrics on \(host):\(port): \(error); choose another --metrics-listen address or stop what uses it")
+                }
             }
-            server = try await bootstrap.bind(fd.fd, serverBackPressureStrategy: nil, childChannelInitializer: initializer)
-        case .address(let host, let port):
-            do {
-                server = try await bootstrap.bind(host: host, port: port, serverBackPressureStrategy: nil, childChannelInitializer: initializer)
-            } catch {
-                throw GatewayError("cannot listen for metrics on \(host):\(port): \(error); choose another --metrics-listen address or stop what uses it")
-            }
+        } catch {
+            // The metrics are optional: the families' gateway runs on without them.
+            self.logger.error("metrics not served", metadata: ["error": "\(error)"])
+            try? await gracefulShutdown()
+            return
         }
         let address = server.channel.localAddress.map { "\($0)" } ?? "?"
         self.bound.set(server.channel.localAddress?.port)

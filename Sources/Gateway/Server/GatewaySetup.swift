@@ -7,8 +7,9 @@ import SystemdKit
 extension ServiceSetup {
     /// The gateway as ``ServiceMain`` runs it: its HTTPS server (on the socket systemd
     /// passed, else `configuration.listen`, by default `0.0.0.0:8443`) as the primary, and
-    /// beside it the certificate's renewal (twice a day) and the store's credentials, kept
-    /// from its change feed (who a device is; sockets of revoked devices are cut off).
+    /// beside it the certificate's renewal (twice a day), the store's credentials, kept
+    /// from its change feed (who a device is; sockets of revoked devices are cut off), the
+    /// metrics endpoint when asked for, and the note of the devices connected.
     public static func gateway(_ configuration: GatewayConfiguration, environment: ServiceEnvironment) throws -> ServiceSetup {
         let sockets = environment.inheritedSockets
         let server = try GatewayServer.make(configuration, inherited: sockets.first { $0.name != MetricsEndpoint.socketName }, metrics: environment.metrics,
