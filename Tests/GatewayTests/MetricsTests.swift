@@ -38,7 +38,7 @@ struct MetricsTests {
 
     @Test("after a family's activity every documented metric is served with its type; labels are bounded (a thousand more families and devices add no series); without the token a scrape gets 401")
     func documentedMetrics() async throws {
-        let port = try freeLoopbackPort()
+        let port = try LoopbackPort.free()
         let token = "token-\(UUID().uuidString)"
         try await GatewayStack.inProcess(configure: {
             $0.metricsListen = "127.0.0.1:\(port)"
@@ -167,21 +167,6 @@ struct MetricsTests {
         configuration.metricsListen = listen
         return configuration
     }
-}
-
-/// A free TCP port on 127.0.0.1 (bound, read, closed).
-func freeLoopbackPort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw TestFailure("socket: \(errno)") }
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 } }
-    guard bound else { throw TestFailure("bind: \(errno)") }
-    return Int(UInt16(bigEndian: address.sin_port))
 }
 
 /// A listening Unix socket that only counts the connections waiting on it.
