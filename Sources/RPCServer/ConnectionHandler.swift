@@ -179,6 +179,13 @@ final class ConnectionHandler: ChannelDuplexHandler {
         context.fireChannelWritabilityChanged()
     }
 
+    /// Replies wait for the end of the loop's turn to be flushed (``ConnectionWriter``): a
+    /// close that comes first (shutdown, a timeout, the end of reading) sends them first.
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        if mode == .all { context.flush() }
+        context.close(mode: mode, promise: promise)
+    }
+
     /// NIO asks to read more from the socket: only once every frame read so far has
     /// started and the connection may start more. Otherwise the read is held, and the
     /// socket keeps what the client sends next.
