@@ -35,7 +35,8 @@ struct StatusCommand: AsyncParsableCommand {
 
     func run() async throws {
         let runtime = (self.connection.socketPath(for: "store") as NSString).deletingLastPathComponent
-        var report = ServerStatus.report(runtimeDirectory: runtime, stateDirectory: StateDirectoryOption.resolve(self.stateDirectory))
+        let state = StateDirectoryOption.resolve(self.stateDirectory)
+        var report = ServerStatus.report(runtimeDirectory: runtime, stateDirectory: state)
         if !self.noBackup {
             let client = self.connection.client(for: "aggregator")
             report.backup = try? await client.call(AggregatorMethods.backupState, Empty(), timeout: .seconds(5))
@@ -48,7 +49,10 @@ struct StatusCommand: AsyncParsableCommand {
             encoder.dateEncodingStrategy = .iso8601
             print(String(decoding: (try? encoder.encode(report)) ?? Data(), as: UTF8.self))
         } else {
-            print(Self.text(report, attention: attention))
+            print(Self.text(report, attention: attention, stateDirectory: state))
+            if !FileManager.default.fileExists(atPath: ServiceRunState.directory(runtimeDirectory: runtime)) {
+                print("\nNo service has started since the server booted (they start on their first connection), or \(runtime) is not this server's runtime directory (--runtime-dir).")
+            }
         }
         if !attention.isEmpty { throw ExitCode(1) }
     }
@@ -61,7 +65,10 @@ struct StatusCommand: AsyncParsableCommand {
         return problems
     }
 
-    static func text(_ report: ServerStatusReport, attention: [String]) -> String {
+    static func text(_ report: ServerStatusReport, attention: [String], stateDirectory: String) -> String {
+        // What a user outside the screentime group cannot read (the state directory is 0750).
+        let unreadable = access(stateDirectory, R_OK | X_OK) != 0 && FileManager.default.fileExists(atPath: stateDirectory)
+        let asMember = "cannot read \(stateDirectory): run as root or as a member of the screentime group"
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_GB")
         formatter.dateFormat = "d MMM yyyy, HH:mm"
@@ -77,11 +84,15 @@ struct StatusCommand: AsyncParsableCommand {
         } else {
             lines.append("Devices connected now: none (the gateway is not running).")
         }
-        if let disk = report.disk { lines.append("Disk under \(disk.path): \(disk.sentence)" + (disk.isLow ? " Make room: the server stops saving when it is full." : "")) }
+        if let disk = report.disk {
+            lines.append("Disk under \(disk.path): \(disk.sentence)" + (disk.isLow ? " Make room: the server stops saving when it is full." : ""))
+        } else if unreadable {
+            lines.append("Disk: \(asMember).")
+        }
         if let expiry = report.certificateNotValidAfter {
             lines.append("Gateway certificate: valid until \(time(expiry)); renewed by itself before then.")
         } else {
-            lines.append("Gateway certificate: none yet (the gateway has not started).")
+            lines.append(unreadable ? "Gateway certificate: \(asMember)." : "Gateway certificate: none yet (the gateway has not started).")
         }
         if let backup = report.backup {
             if let since = backup.failingSince {
