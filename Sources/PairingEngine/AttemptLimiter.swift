@@ -89,13 +89,16 @@ final class AttemptLimiter: Sendable {
         return Attempt(family: family)
     }
 
-    /// The attempt was a wrong guess: it stays counted for the window, on disk too.
-    func failed(_ attempt: Attempt) {
+    /// The attempt was a wrong guess: it stays counted for the window, on disk too. True
+    /// when this guess locks the family out (it reached the limit).
+    @discardableResult
+    func failed(_ attempt: Attempt) -> Bool {
         let failure = Failure(family: attempt.family, at: Date().timeIntervalSince1970)
-        self.state.withLock { state in
+        return self.state.withLock { state in
             Self.end(attempt, &state)
             state.failures.append(failure)
             self.save(state.failures)
+            return state.failures.count { $0.family == attempt.family } == self.limits.perFamily
         }
     }
 

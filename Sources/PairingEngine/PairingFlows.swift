@@ -354,7 +354,6 @@ struct PairingFlows: Sendable {
             attempt = try self.limiter.begin(family: family)
         } catch {
             self.metrics.attempts("locked_out").increment()
-            self.metrics.lockouts.increment()
             throw error
         }
         do {
@@ -369,7 +368,11 @@ struct PairingFlows: Sendable {
             self.metrics.attempts("paired").increment()
             return invitation
         } catch let guess as WrongGuess {
-            if guess.counted { self.limiter.failed(attempt) } else { self.limiter.withdraw(attempt) }
+            if !guess.counted {
+                self.limiter.withdraw(attempt)
+            } else if self.limiter.failed(attempt) {
+                self.metrics.lockouts.increment()
+            }
             self.metrics.attempts("wrong_secret").increment()
             throw Self.invalid
         } catch {

@@ -1,8 +1,8 @@
 import ServiceMetrics
 
 /// The pairing service's own instruments: attempts to redeem an invitation or enrollment
-/// code by outcome (`paired`, `wrong_secret`, `locked_out`, `error`), and lockouts (an
-/// attempt refused because a family had too many wrong secrets).
+/// code by outcome (`paired`, `wrong_secret`, `locked_out`: refused while its family is
+/// locked out, `error`), and lockouts (a family's wrong secret that reached its limit).
 struct PairingMetrics: Sendable {
     let attempts: LabelledInstruments<Counter>
     let lockouts: Counter

@@ -68,9 +68,9 @@ final class MethodInstruments: Sendable {
 }
 
 /// The process's size, for the gauge every service has.
-public enum ProcessMemory {
+enum ProcessMemory {
     /// Resident memory (`/proc/self/statm`'s second field, in pages).
-    public static var residentBytes: Int {
+    static var residentBytes: Int {
         guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
         let fields = statm.split(separator: " ")
         guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }

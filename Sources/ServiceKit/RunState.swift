@@ -33,7 +33,6 @@ public final class RunStateFile: Sendable {
             guard FileManager.default.createFile(atPath: temporary, contents: data, attributes: [.posixPermissions: 0o644]) else {
                 throw CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: temporary])
             }
-            chmod(temporary, 0o644)
             guard rename(temporary, self.path) == 0 else {
                 let error = POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
                 unlink(temporary)

@@ -53,6 +53,10 @@ struct MetricsTests {
             #expect(try await curl(url, pin: nil, caFile: nil).status == 401)
             #expect(try await curl(url, pin: nil, caFile: nil, arguments: ["-H", "Authorization: Bearer wrong"]).status == 401)
             #expect(try await curl("http://127.0.0.1:\(port)/other", pin: nil, caFile: nil).status == 404)
+            let auth = ["-H", "Authorization: Bearer \(token)"]
+            #expect(try await curl(url, pin: nil, caFile: nil, arguments: auth + ["-X", "POST", "--data", "x"]).status == 405)
+            #expect(try await curl(url, pin: nil, caFile: nil, arguments: auth + ["-I"]).status == 200)
+            #expect(try await curl(url + "?debug=1", pin: nil, caFile: nil, arguments: auth).status == 200, "a query is ignored")
 
             // A family's day: parents and a child paired (and a wrong code tried), usage saved
             // through the gateway, a notification heard on a WebSocket and acknowledged.
@@ -119,6 +123,23 @@ struct MetricsTests {
             let many = Set(try await scrape().series.keys)
             #expect(many == few, "new series: \(many.subtracting(few).sorted().prefix(10))")
             await parent.close()
+        }
+    }
+
+    @Test("pairing counts a lockout once, when a family's wrong secrets reach the limit; the attempts refused after it are locked_out")
+    func lockouts() async throws {
+        try await PairingHarness.inProcess(configure: { $0.failuresPerFamily = 2 }) { harness in
+            _ = try await Bootstrapped.make(harness)
+            let guess = { _ = try await harness.pairingClient().call(PairingMethods.enrollParent, EnrollParentParams(family: "smith", code: "wrong.code", deviceId: "intruder", deviceName: "?")) }
+            for _ in 0..<2 { await expectError(.invitationInvalid, guess) }
+            for _ in 0..<2 { await expectError(.limitExceeded, guess) }
+            let pairing = RPCClient(configuration: ClientConfiguration(socketPath: harness.pairingSocket))
+            let metrics = Exposition(try await pairing.call(Builtin.metrics, Empty()).text)
+            await pairing.close()
+            #expect(metrics.value("screentime_pairing_lockouts_total") == 1)
+            #expect(metrics.value("screentime_pairing_attempts_total", ["outcome": "wrong_secret"]) == 2)
+            #expect(metrics.value("screentime_pairing_attempts_total", ["outcome": "locked_out"]) == 2)
+            #expect(metrics.value("screentime_pairing_attempts_total", ["outcome": "paired"]) == 1)
         }
     }
 

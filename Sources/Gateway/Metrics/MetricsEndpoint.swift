@@ -133,11 +133,7 @@ public struct MetricsEndpoint: Service {
     }
 
     static func text(_ status: HTTPResponse.Status, _ body: String, contentType: String = "text/plain; charset=utf-8", extra: HTTPFields = [:]) -> Response {
-        var headers: HTTPFields = [.contentType: contentType, .cacheControl: "no-store"]
-        headers.append(contentsOf: extra)
-        let buffer = ByteBuffer(string: body)
-        headers[.contentLength] = String(buffer.readableBytes)
-        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: buffer))
+        WebResponse.make(status, contentType: contentType, body: body, extra: extra)
     }
 }
 

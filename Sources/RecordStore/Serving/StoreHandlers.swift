@@ -13,13 +13,7 @@ enum StoreHandlers {
         methods.on(StoreMethods.listZones) { params, context in try await store.listZones(params, auth: context.auth) }
         methods.on(StoreMethods.modify) { params, context in
             let result = try await store.modify(params, auth: context.auth)
-            if !result.replayed {
-                var counts = ModifyResultCounts()
-                for save in result.saved { if save.error == nil { counts.saved += 1 } else { counts.errors += 1 } }
-                for delete in result.deleted { if delete.error == nil { counts.deleted += 1 } else { counts.errors += 1 } }
-                counts.deleted += result.cascaded.count
-                store.metrics.modified(counts)
-            }
+            store.metrics.modified(result)
             context.logger.debug("modify", metadata: [
                 "family": "\(params.family)", "zone": "\(params.zone)", "saves": "\(result.saved.count)",
                 "deletes": "\(result.deleted.count)", "replayed": "\(result.replayed)",

@@ -1,5 +1,6 @@
 import Foundation
 import ServiceMetrics
+import StoreAPI
 
 /// The store's own instruments: what it saved and deleted, its commits (how many writes
 /// each carried, how long each took to be durable), and at each scrape its change log's
@@ -37,14 +38,12 @@ struct StoreMetrics: Sendable {
         }
     }
 
-    func modified(_ result: ModifyResultCounts) {
-        self.saved.increment(by: result.saved)
-        self.deleted.increment(by: result.deleted)
-        if result.errors > 0 { self.itemErrors.increment(by: result.errors) }
+    /// A `store.modify` answered (a replayed one was counted the first time).
+    func modified(_ result: ModifyResult) {
+        guard !result.replayed else { return }
+        let savesRefused = result.saved.count { $0.error != nil }, deletesRefused = result.deleted.count { $0.error != nil }
+        self.saved.increment(by: result.saved.count - savesRefused)
+        self.deleted.increment(by: result.deleted.count - deletesRefused + result.cascaded.count)
+        if savesRefused + deletesRefused > 0 { self.itemErrors.increment(by: savesRefused + deletesRefused) }
     }
-}
-
-/// What a `store.modify` did, counted.
-struct ModifyResultCounts {
-    var saved = 0, deleted = 0, errors = 0
 }
