@@ -40,9 +40,16 @@ while read -r _ binary; do names+=("$binary"); done < <(sed -e 's/#.*//' -e '/^[
 # folds identical functions that nothing takes the address of (--icf=safe). Generic
 # metadata made by direct calls, not from mangled names whose requirements the runtime
 # checks one conformance scan at a time: a service starts in three quarters of the time
-# (docs/architecture.md, "One program, six names").
+# (docs/architecture.md, "One program, six names"). Every symbol bound at start (-z now),
+# so that the whole relocation-read-only segment is made read-only before any code runs
+# (full RELRO, what Debian's hardening flags ask for). The C the Swift packages compile in
+# (BoringSSL, llhttp, zlib, the shims) built with _FORTIFY_SOURCE=2, as Debian builds C:
+# glibc's checked variants where a buffer's size is known. (Swift code calls the C library
+# through its own bounds-checked types; the fortified wrappers are C-header inlines that
+# only a C compiler picks.)
 flags=(-c release --static-swift-stdlib "${scratch[@]}"
-       -Xswiftc -use-ld=lld -Xlinker --icf=safe -Xlinker -z -Xlinker pack-relative-relocs
+       -Xcc -D_FORTIFY_SOURCE=2
+       -Xswiftc -use-ld=lld -Xlinker --icf=safe -Xlinker -z -Xlinker pack-relative-relocs -Xlinker -z -Xlinker now
        -Xswiftc -Xfrontend -Xswiftc -disable-concrete-type-metadata-mangled-name-accessors)
 cd "$root"
 bin="$(swift build "${flags[@]}" --show-bin-path)"

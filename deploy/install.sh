@@ -136,6 +136,10 @@ for index in "${!services[@]}"; do
     [ -f "$env" ] || sed -e "s/@NAME@/${services[$index]}/g" -e "s/@BINARY@/${binaries[$index]}/g" "$root/deploy/service.env.in" > "$env"
 done
 [ -f /etc/screentime/backup.env ] || install -m 0644 "$root/deploy/backup.env" /etc/screentime/backup.env
+# The options may name secrets (a passphrase's file, a webhook's address): the files are
+# readable by root (systemd reads them) and the services' group only.
+chown root:screentime /etc/screentime/*.env
+chmod 0640 /etc/screentime/*.env
 
 # The gateway's key, certificate and endpoint file (its URLs and pin, which pairing codes
 # carry) now, as the screentime user, rather than at its first connection.

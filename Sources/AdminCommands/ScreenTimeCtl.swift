@@ -237,12 +237,16 @@ enum Output {
             fail("screentimectl: \(error)", exitCode: error.code.exitStatus)
         } catch let error as RPCError {
             var line = "screentimectl: \(error.code): \(error.message)"
-            // A conflict's data is the record as it stands, for programs: its message says it for people.
-            if error.code != .conflict, let data = error.data, let text = try? String(decoding: RPCJSON.makeEncoder().encode(data), as: UTF8.self) {
+            // A conflict's data is the record as it stands, for programs, and a connection
+            // failure's repeats its message: the message says it for people.
+            if error.code != .conflict, !error.isConnectionFailure, let data = error.data, let text = try? String(decoding: RPCJSON.makeEncoder().encode(data), as: UTF8.self) {
                 line += " \(text)"
             }
             let status: Int32
             switch error.code {
+            case .unavailable where error.isPermissionDenied:
+                line += "\n  The server's sockets are for root and the screentime group. Run the command with sudo, or add yourself to the group (sudo adduser \(ProcessInfo.processInfo.environment["USER"] ?? "$USER") screentime) and log in again."
+                status = 69
             case .unavailable where error.data?["socket"] != nil:
                 line += "\n  Is the server running? Start a local one with `screentime-dev up`, or `systemctl start screentime.target`; --runtime-dir or $SCREENTIME_RUNTIME_DIR tell where its sockets are."
                 status = 69

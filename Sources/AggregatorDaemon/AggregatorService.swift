@@ -11,7 +11,7 @@ public struct AggregatorService: AsyncParsableCommand {
         discussion: """
             Serves the aggregator.* methods on <runtime-dir>/aggregator.sock (or the socket systemd passes). \
             Follows the record store's change log (<runtime-dir>/store.sock) from where it stopped and writes \
-            DailySummary records back to it; its own data is <state-dir>/aggregator.sqlite. See docs/protocol.md.
+            DailySummary records back to it; its own data is <state-dir>/aggregator.sqlite. The methods: /usr/share/doc/screentime-server/protocol.md (docs/ in the source).
             """,
         version: ServerVersion.current
     )

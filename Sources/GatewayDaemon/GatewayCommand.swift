@@ -16,7 +16,7 @@ public struct GatewayCommand: AsyncParsableCommand {
         abstract: "The ScreenTime Rewards device gateway: HTTPS and WebSocket for the family's phones and browsers, relayed to the services.",
         discussion: """
             The only ScreenTime service on the network. Serves the device API (POST /v1/rpc, \
-            GET /v1/ws, GET /v1/info, GET /healthz; docs/protocol.md) and the parents' web \
+            GET /v1/ws, GET /v1/info, GET /healthz; /usr/share/doc/screentime-server/protocol.md) and the parents' web \
             dashboard (every other path, from /; a browser signs in with an enrollment code from \
             `screentimectl parent invite`) over TLS on the TCP socket \
             systemd passes (screentime-gateway.socket, port 8443), or on --listen when started \

@@ -13,7 +13,7 @@ public struct PairingService: AsyncParsableCommand {
         discussion: """
             Serves the pairing.* methods on <runtime-dir>/pairing.sock (or the socket systemd passes). \
             Keeps no database of its own: its state is in the record store (<runtime-dir>/store.sock), \
-            invitations in each family's internal _pairing zone. See docs/protocol.md.
+            invitations in each family's internal _pairing zone. The methods: /usr/share/doc/screentime-server/protocol.md (docs/ in the source).
             """,
         version: ServerVersion.current
     )

@@ -12,7 +12,7 @@ public struct PushService: AsyncParsableCommand {
         discussion: """
             Serves the push.* methods on <runtime-dir>/push.sock (or the socket systemd passes). \
             Follows the record store's change log (<runtime-dir>/store.sock) from where it stopped; \
-            subscriptions, queues and that position are in <state-dir>/push.sqlite. See docs/protocol.md.
+            subscriptions, queues and that position are in <state-dir>/push.sqlite. The methods: /usr/share/doc/screentime-server/protocol.md (docs/ in the source).
             """,
         version: ServerVersion.current
     )

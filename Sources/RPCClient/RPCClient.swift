@@ -288,8 +288,10 @@ public final class RPCClient: Sendable {
             do {
                 return try await self.connectOnce()
             } catch {
-                if ContinuousClock.now + delay > giveUp {
-                    throw RPCError.connectionFailed("cannot connect to \(path): \(Self.describe(error))", socket: path)
+                // A socket this user may not open stays so: no retry.
+                let denied = (error as? IOError)?.errnoCode == EACCES
+                if denied || ContinuousClock.now + delay > giveUp {
+                    throw RPCError.connectionFailed("cannot connect to \(path): \(Self.describe(error))", socket: path, permissionDenied: denied)
                 }
                 try await Task.sleep(for: delay)
                 delay = min(delay * 2, .milliseconds(500))

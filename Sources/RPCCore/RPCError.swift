@@ -87,10 +87,18 @@ public struct RPCError: Error, Sendable, Hashable, Codable, CustomStringConverti
     /// `unavailable` raised by a client about its own connection to a service (it could not
     /// connect, send, or the connection closed), not a service's answer: its data says
     /// `"connection": "failed"`, which ``isConnectionFailure`` reads.
-    public static func connectionFailed(_ message: String, socket: String? = nil) -> RPCError {
+    /// A socket this user may not open says `"cause": "permission_denied"`
+    /// (``isPermissionDenied``): waiting does not help, a group membership does.
+    public static func connectionFailed(_ message: String, socket: String? = nil, permissionDenied: Bool = false) -> RPCError {
         var data: [String: JSONValue] = ["connection": "failed"]
         if let socket { data["socket"] = .string(socket) }
+        if permissionDenied { data["cause"] = "permission_denied" }
         return RPCError(.unavailable, message, data: .object(data))
+    }
+
+    /// Whether a client could not connect because it may not open the socket (EACCES).
+    public var isPermissionDenied: Bool {
+        self.isConnectionFailure && self.data?["cause"] == "permission_denied"
     }
 
     /// Whether this is a client's own connection failure (``connectionFailed(_:socket:)``).

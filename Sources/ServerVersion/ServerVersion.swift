@@ -3,5 +3,5 @@
 /// deploy/debian/changelog's newest entry must carry the same version (build-deb.sh
 /// refuses to build otherwise, and a test checks it): bump both together.
 public enum ServerVersion {
-    public static let current = "0.9.0"
+    public static let current = "0.9.1"
 }

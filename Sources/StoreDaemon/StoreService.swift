@@ -11,8 +11,8 @@ public struct StoreService: AsyncParsableCommand {
         discussion: """
             Serves the store.* methods on <runtime-dir>/store.sock (or the socket systemd passes). \
             The database is <state-dir>/store.sqlite (WAL mode, synchronous=FULL): a save that got \
-            a reply survives kill -9 and power loss. See docs/protocol.md for the methods and \
-            docs/operations.md for backups.
+            a reply survives kill -9 and power loss. The methods: /usr/share/doc/screentime-server/protocol.md; \
+            backups: /usr/share/doc/screentime-server/operations.md (docs/ in the source).
             """,
         version: ServerVersion.current
     )

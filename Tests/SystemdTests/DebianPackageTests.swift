@@ -36,13 +36,20 @@ struct DebianPackageTests {
         }
     }
 
-    @Test("lintian finds no error and no warning in the binary, -dbgsym and source packages; one stripped program and its names as links, at most 100 MB installed; Depends from shlibdeps (no zlib1g), a real maintainer, an Apache-2.0 copyright, conffiles only in /etc/screentime, manual pages")
+    @Test("lintian --pedantic finds nothing, not even information, in the binary, -dbgsym and source packages but what the override files name with a reason; one stripped program and its names as links, at most 100 MB installed; Depends from shlibdeps (no zlib1g), a real maintainer, an Apache-2.0 copyright, conffiles only in /etc/screentime, manual pages")
     func lintian() async throws {
         let packages = try await PackageBuild.shared.value
-        let lintian = try await runCommand("/usr/bin/lintian", ["--display-info", packages.current.deb, packages.current.dbgsym, packages.current.dsc], timeout: .seconds(900))
-        let complaints = lintian.stdout.split(separator: "\n").filter { $0.hasPrefix("E: ") || $0.hasPrefix("W: ") }
+        let lintian = try await runCommand("/usr/bin/lintian", ["--pedantic", "--display-info", packages.current.deb, packages.current.dbgsym, packages.current.dsc], timeout: .seconds(900))
+        let complaints = lintian.stdout.split(separator: "\n").filter { ["E: ", "W: ", "I: ", "P: "].contains(where: $0.hasPrefix) }
         #expect(complaints.isEmpty, "lintian:\n\(lintian.stdout)\(lintian.stderr)")
         #expect(lintian.status == 0, "lintian exited \(lintian.status): \(lintian.stderr)")
+        // Every override says why: each paragraph of overrides starts with its reason.
+        for overrides in ["screentime-server.lintian-overrides", "source/lintian-overrides"] {
+            let text = try String(contentsOfFile: Container.checkout + "/deploy/debian/" + overrides, encoding: .utf8)
+            for paragraph in text.components(separatedBy: "\n\n") where paragraph.contains(where: { !$0.isWhitespace }) {
+                #expect(paragraph.hasPrefix("#"), "\(overrides): no reason written above\n\(paragraph)")
+            }
+        }
 
         let fields = try await runCommand("/usr/bin/dpkg-deb", ["--field", packages.current.deb, "Version", "Maintainer", "Depends", "Recommends"]).stdout
         #expect(fields.contains("Version: \(ServerVersion.current)\n"), "\(fields)")
@@ -139,11 +146,21 @@ struct DebianPackageTests {
             _ = try await container.run("curl", "-sk", "--max-time", "30", "-o", "/dev/null", "https://localhost:8443/healthz")
             try await Self.checkGateway(in: container, port: 8443, version: changelog)
 
+            // The options files may name secrets: root and the services' group only.
+            let modes = try await container.shell("stat -c '%n %a %U:%G' /etc/screentime/*.env").stdout.split(separator: "\n")
+            #expect(modes.count == Self.services.count + 1 && modes.allSatisfy { $0.hasSuffix(" 640 root:screentime") }, "\(modes)")
+            // Someone outside the screentime group is told how to get in, not to start a server.
+            let outsider = try await container.run("runuser", "-u", "nobody", "--", "/usr/bin/screentimectl", "ping", "store")
+            #expect(outsider.status == 69 && outsider.stderr.contains("add yourself to the group (sudo adduser") && !outsider.stderr.contains("screentime-dev"), "\(outsider)")
+
             let manual = try await container.shell("MANWIDTH=80 man -P cat screentimectl 2>&1")
             #expect(manual.status == 0 && manual.stdout.contains("NAME") && manual.stdout.contains("screentimectl") && manual.stdout.contains("SYNOPSIS"), "\(manual.stdout.prefix(2000))")
             for service in Self.services {
                 let page = try await container.shell("MANWIDTH=80 man -P cat 8 \(service.binary) 2>&1")
                 #expect(page.status == 0 && page.stdout.contains("--runtime-dir"), "\(service.binary)(8): \(page.stdout.prefix(1000))")
+                // A daemon has no subcommand; the documents are named where they are installed.
+                #expect(!page.stdout.lowercased().contains("subcommand"), "\(service.binary)(8): \(page.stdout.prefix(1000))")
+                #expect(page.stdout.contains("/usr/share/doc/screentime-server/protocol.md") && !page.stdout.contains(" docs/protocol.md"), "\(service.binary)(8): \(page.stdout.prefix(2000))")
             }
 
             let units = Self.services.flatMap { ["/lib/systemd/system/screentime-\($0.name).socket", "/lib/systemd/system/screentime-\($0.name).service"] }
@@ -268,6 +285,22 @@ struct DebianPackageTests {
             }
             #expect(try await container.run("dpkg-query", "-W", "-f", "${Version}", "screentime-server").stdout == "\(ServerVersion.current)+b1")
             try await Self.checkGateway(in: container, port: 9443, version: changelog)
+            let modes = try await container.shell("stat -c '%n %a %U:%G' /etc/screentime/*.env").stdout.split(separator: "\n")
+            #expect(modes.allSatisfy { $0.hasSuffix(" 640 root:screentime") }, "an upgrade keeps the options files private: \(modes)")
+
+            // The administrator takes back every change of the socket: the package's own files
+            // are untouched (dpkg finds none missing or changed) and the port is 8443 again.
+            let reverted = try await container.run("systemctl", "revert", "screentime-gateway.socket")
+            #expect(reverted.status == 0, "\(reverted)")
+            #expect(try await container.run("test", "-e", "/etc/systemd/system/screentime-gateway.socket.d").status != 0, "\(reverted)")
+            // (The one difference dpkg finds is the administrator's own edit of store.env above.)
+            let verified = try await container.run("dpkg", "--verify", "screentime-server")
+            #expect(verified.status == 0 && verified.stdout == "??5?????? c /etc/screentime/store.env\n", "dpkg --verify after systemctl revert: \(verified)")
+            for command in [["daemon-reload"], ["restart", "screentime-gateway.socket", "screentime-gateway.service"]] {
+                let done = try await container.run(["systemctl"] + command)
+                #expect(done.status == 0, "systemctl \(command): \(done)")
+            }
+            try await Self.checkGateway(in: container, port: 8443, version: changelog)
             // The store runs with the edited options: it logs every request at debug.
             _ = try await container.client("store").call("rpc.ping")
             try await container.waitUntil("the store logs at debug level") {
@@ -276,7 +309,7 @@ struct DebianPackageTests {
         }
     }
 
-    @Test("upgrade from the hand-built 0.7 package: the data stays, an edited env file stays as it was, an untouched one becomes the new default, no question asked; remove keeps data and configuration; purge deletes them and keeps the user")
+    @Test("upgrade from the hand-built 0.7 package: the data stays, an edited env file stays as it was, an untouched one becomes the new default, no question asked; remove keeps data and configuration; purge deletes the configuration, keeps the data unless the administrator says to delete it, and keeps the user")
     func upgradeFrom07ThenRemoveAndPurge() async throws {
         try Self.bootable()
         let packages = try await PackageBuild.shared.value
@@ -334,9 +367,21 @@ struct DebianPackageTests {
             #expect(try await container.run("test", "-e", "/var/lib/screentime/store.sqlite").status == 0, "removal keeps the data")
             #expect(try await container.read("/etc/screentime/store.env") == edited, "removal keeps the configuration")
 
-            // Purge: data and configuration go, the user stays (Debian policy).
-            try await container.dpkg("--purge", "screentime-server")
-            #expect(try await container.run("test", "-e", "/var/lib/screentime").status != 0, "purge deletes the data")
+            // Purge where nobody can be asked: the configuration goes, the family's data stays
+            // (the question's default), and installing again finds it.
+            let kept = try await container.run(["env", "DEBIAN_FRONTEND=noninteractive", "dpkg", "--purge", "screentime-server"], timeout: .seconds(300))
+            #expect(kept.status == 0 && (kept.stdout + kept.stderr).contains("the family's data is kept in /var/lib/screentime"), "\(kept)")
+            #expect(try await container.run("test", "-e", "/var/lib/screentime/store.sqlite").status == 0, "a purge keeps the data by default")
+            #expect(try await container.run("test", "-e", "/etc/screentime").status != 0, "purge deletes the configuration")
+            try await container.dpkg("-i", debs.current)
+            let again = try await container.client("store").call(StoreMethods.listFamilies, Empty()).families.map(\.family)
+            #expect(again == ["smith"], "installed again, the server has the family's data")
+
+            // Purge with the answer "delete": data and configuration go, the user stays (Debian policy).
+            try await container.shell("echo 'screentime-server screentime-server/purge-data boolean true' | debconf-set-selections")
+            let purged = try await container.run(["env", "DEBIAN_FRONTEND=noninteractive", "dpkg", "--purge", "screentime-server"], timeout: .seconds(300))
+            #expect(purged.status == 0, "\(purged)")
+            #expect(try await container.run("test", "-e", "/var/lib/screentime").status != 0, "purge deletes the data when told to")
             #expect(try await container.run("test", "-e", "/etc/screentime").status != 0, "purge deletes the configuration")
             #expect(try await container.run("test", "-e", "/etc/avahi/services/screentime.service").status != 0)
             #expect(try await container.run("test", "-e", "/etc/systemd/system/screentime-gateway.socket.d").status != 0, "purge deletes the drop-ins it put there")
