@@ -194,7 +194,6 @@ enum StoreSchemaFloor {
                         ('UsageRecord', 'category', 'learning', 1, ?1), ('UsageRecord', 'deviceID', 'dev-1', 1, ?1)
                         """).execute(arguments: [record, start, end])
                 }
-                try db.execute(sql: "UPDATE zones SET change_seq = ? WHERE id = 1", arguments: [seq])
             }
         }
         return Double(count) / (ContinuousClock.now - started).seconds

@@ -65,6 +65,8 @@ struct StoreBenchmark: AsyncParsableCommand {
             say("  durable saves with \(clients) clients: \(Report.format(rate))/s, \(Report.format(sharing)) per commit")
         }
 
+        figures += try await Self.walPages(WALFile(database: work + "/state/store.sqlite"), socket: socket)
+
         // A large zone for reads.
         let loaded = ContinuousClock.now
         try await Self.load(socket: socket, records: records)
@@ -232,6 +234,50 @@ struct StoreBenchmark: AsyncParsableCommand {
             "logicalID": .string("app-\(i % apps)"), "deviceID": "bench-device", "category": "learning",
             "sessionStart": .date(start), "sessionEnd": .date(start.addingTimeInterval(60)), "totalSeconds": 60,
         ])
+    }
+
+    /// What a usage-record save writes to the WAL: pages per save from one client (each save
+    /// its own commit) and from 32 at once (saves sharing commits share their hot pages),
+    /// and which tables and indexes one save's pages belong to. A run during which the log
+    /// restarted (a checkpoint) is run again.
+    static func walPages(_ wal: WALFile, socket: String) async throws -> [Figure] {
+        func measure(clients: Int, savesEach: Int, run: String) async throws -> [UInt32] {
+            for attempt in 0..<5 {
+                let appended = try await wal.appended {
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        for client in 0..<clients {
+                            group.addTask {
+                                let connection = RPCClient(configuration: ClientConfiguration(socketPath: socket))
+                                for index in 0..<savesEach {
+                                    var save = Self.usage(index)
+                                    save.recordName = "wal-\(run)-\(attempt)-\(client)-\(index)"
+                                    let result = try await connection.call(StoreMethods.modify, ModifyParams(family: "bench", zone: "writes", saves: [save]))
+                                    guard result.allSucceeded else { throw BenchError("save failed: \(result.saved)") }
+                                }
+                                await connection.close()
+                            }
+                        }
+                        try await group.waitForAll()
+                    }
+                }
+                if let appended { return appended }
+            }
+            throw BenchError("the WAL restarted during each of five runs of \(clients * savesEach) saves")
+        }
+        let frameBytes = Double(try wal.frames().pageSize + 24)
+        var figures: [Figure] = []
+        for (clients, savesEach) in [(1, 200), (32, 10)] {
+            let pages = Double(try await measure(clients: clients, savesEach: savesEach, run: "\(clients)").count) / Double(clients * savesEach)
+            figures.append(Figure(name: "  WAL pages per save, \(clients) client\(clients == 1 ? "" : "s")", value: pages,
+                                  unit: "pages (\(Report.format(pages * frameBytes / 1024)) KiB)", target: clients == 1 ? "≤ 6" : nil, met: clients == 1 ? pages <= 6 : nil))
+        }
+        let one = try await measure(clients: 1, savesEach: 1, run: "one")
+        let owners = try wal.owners(of: one).sorted { ($0.value, $1.key) > ($1.value, $0.key) }
+        say("  one usage-record save wrote \(one.count) WAL pages: " + owners.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+        for (owner, count) in owners {
+            figures.append(Figure(name: "    of one save's \(one.count): \(owner)", value: Double(count), unit: count == 1 ? "page" : "pages"))
+        }
+        return figures
     }
 
     /// `clients` connections each saving one record per call for `seconds`.

@@ -127,7 +127,7 @@ struct RestoreTests {
         }
         #expect(!numbers.isEmpty && numbers.allSatisfy { $0 >= 1 << 32 }, "\(numbers)")
         let head = try await DatabaseQueue(path: stack.stack + "/state/store.sqlite").read { db in
-            try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'")
+            try Int64.fetchOne(db, sql: "SELECT MAX(IFNULL((SELECT MAX(seq) FROM changes), 0), IFNULL((SELECT value FROM meta WHERE key = 'change_floor'), 0))")
         }
         #expect((head ?? 0) > 1 << 32)
 

@@ -85,6 +85,47 @@ struct QueryTests {
         Refusal(label: "an unknown record type", recordType: "Homework", parameter: "params.recordType"),
     ]
 
+    @Test("an update moves exactly the index entries, uniqueness keys and references its fields change, whatever stays as it was")
+    func updatesMoveTheirEntries() async throws {
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            let start = Self.base
+            try await family.admin.save([Make.usage("u1", app: "org.khanacademy", start: start, seconds: 60)], zone: FamilyFixture.zone1)
+            // One indexed value changes (logicalID), the rest stay; then only an unindexed one.
+            try await family.admin.save([RecordSave(recordType: "UsageRecord", recordName: "u1", fields: ["logicalID": "org.duolingo"])],
+                                        zone: FamilyFixture.zone1, policy: .changedKeys)
+            try await family.admin.save([RecordSave(recordType: "UsageRecord", recordName: "u1", fields: ["totalSeconds": 61])],
+                                        zone: FamilyFixture.zone1, policy: .changedKeys)
+            #expect(try await Self.names(family, [QueryFilter("logicalID", .equal, "org.khanacademy")]).isEmpty, "the old value is no longer found")
+            #expect(try await Self.names(family, [QueryFilter("logicalID", .equal, "org.duolingo")]) == ["u1"])
+            #expect(try await Self.names(family, [QueryFilter("category", .equal, "learning"), QueryFilter("deviceID", .equal, "c1"),
+                                                  QueryFilter("sessionStart", .equal, .date(start))]) == ["u1"], "the values that stayed are still found")
+
+            // A list loses one value and gains another.
+            try await family.parent.save([Make.child("child-1", opaque: "o1", devices: ["c1", "c2"])])
+            let tag = try #require(try await family.parent.fetch(["child-1"]).records.first?.changeTag)
+            var moved = Make.child("child-1", opaque: "o1", devices: ["c2", "c3"])
+            moved.changeTag = tag
+            try await family.parent.save([moved])
+            for (device, holders) in [("c1", [String]()), ("c2", ["child-1"]), ("c3", ["child-1"])] {
+                let found = try await family.parent.call(StoreMethods.query, QueryParams(
+                    family: FamilyFixture.family, zone: "default", recordType: "ChildContext", filters: [QueryFilter("pairedDeviceIds", .contains, .string(device))]))
+                #expect(found.records.map(\.recordName) == holders, "\(device)")
+            }
+
+            // A uniqueness key that changes frees the old one for another record.
+            try await family.parent.save([Make.child("child-2", opaque: "o2")])
+            let second = try #require(try await family.parent.fetch(["child-2"]).records.first?.changeTag)
+            var renamed = Make.child("child-2", opaque: "o3")
+            renamed.changeTag = second
+            try await family.parent.save([renamed])
+            let taken = try await family.parent.save([Make.child("child-3", opaque: "o3")])
+            #expect(taken.saved.first?.error?.code == .conflict, "o3 is child-2's now")
+            let freed = try await family.parent.save([Make.child("child-4", opaque: "o2")])
+            #expect(freed.allSucceeded, "o2 is free again: \(freed.saved)")
+        }
+    }
+
     @Test("a query the index cannot answer is refused with invalid_params naming the parameter", arguments: refusals)
     func refused(_ refusal: Refusal) async throws {
         try await StoreHarness.inProcess { store in

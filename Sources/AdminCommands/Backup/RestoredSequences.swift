@@ -27,11 +27,16 @@ enum RestoredSequences {
     /// change tokens (`purged_seq`, below which a token is expired), moved to the new head.
     static func advanceStore(at path: String, now: Date = Date()) throws -> Int64 {
         try Self.change(path) { db in
-            let head = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
-            let next = max(head + Self.gap, Self.floor(at: now))
-            if try Int64.fetchOne(db, sql: "SELECT count(*) FROM sqlite_sequence WHERE name = 'changes'") == 0 {
-                try db.execute(sql: "INSERT INTO sqlite_sequence(name, seq) VALUES ('changes', ?)", arguments: [next])
-            } else {
+            // The head: the log's newest entry or its floor (meta.change_floor), or, in an
+            // archive of an earlier version, SQLite's AUTOINCREMENT counter (the store
+            // takes it into the floor when it migrates the archive's database).
+            let counter = try db.tableExists("sqlite_sequence")
+                ? try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0 : 0
+            let newest = try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM changes") ?? 0
+            let floor = try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'change_floor'") ?? 0
+            let next = max(max(counter, newest, floor) + Self.gap, Self.floor(at: now))
+            try db.execute(sql: "INSERT INTO meta(key, value) VALUES ('change_floor', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", arguments: [next])
+            if counter > 0 {
                 try db.execute(sql: "UPDATE sqlite_sequence SET seq = ? WHERE name = 'changes'", arguments: [next])
             }
             try db.execute(sql: "UPDATE families SET purged_seq = ?", arguments: [next])

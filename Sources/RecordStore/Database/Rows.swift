@@ -96,10 +96,12 @@ struct StoredRecord: Sendable {
 }
 
 /// The rows derived from a record's fields: its index entries, uniqueness keys and
-/// `deleteSelf` references. Rebuilt on every save.
+/// `deleteSelf` references. A save changes only the rows its new fields change: every row
+/// written is a page in the WAL, and most updates (a day's summary, a balance) leave the
+/// indexed values as they were.
 enum DerivedRows {
     /// One uniqueness key of a record.
-    struct UniqueKey: Sendable {
+    struct UniqueKey: Sendable, Equatable {
         var constraint: String
         var key: String
     }
@@ -131,29 +133,72 @@ enum DerivedRows {
         return keys
     }
 
+    /// One index entry: a value of an indexed field.
+    private struct IndexEntry: Hashable {
+        var field: String
+        var value: DatabaseValue
+    }
+
+    /// One `deleteSelf` reference's target.
+    private struct Reference: Hashable {
+        var zone: String
+        var name: String
+    }
+
     /// Writes the derived rows of a record whose uniqueness keys were checked
     /// (``uniqueKeys(_:type:fields:family:recordID:)``). `isNew`: the record row was just
-    /// inserted, so it has no derived rows to remove.
+    /// inserted, so it has no derived rows yet; otherwise the rows it has are read (reads
+    /// write no page) and only those that differ are deleted and inserted.
     static func write(
         _ db: Database, recordID: Int64, type: RecordTypeDefinition, fields: [String: JSONValue], at location: RecordLocation,
         uniqueKeys: [UniqueKey], isNew: Bool
     ) throws {
-        if !isNew { try remove(db, recordID: recordID) }
-        var entries: [(field: String, value: DatabaseValue)] = []
+        var entries: [IndexEntry] = []
+        var references: [Reference] = []
         for field in type.fields {
             guard let value = fields[field.name] else { continue }
             if field.indexed {
-                for indexValue in FieldValues.indexValues(value, type: field.type) { entries.append((field.name, indexValue)) }
+                for indexValue in FieldValues.indexValues(value, type: field.type) { entries.append(IndexEntry(field: field.name, value: indexValue)) }
             }
             if field.type == .reference, field.referenceAction == .deleteSelf,
                 case .string(let targetName)? = value["recordName"], case .string(let targetZone)? = value["zone"]
             {
-                try db.execute(cached: "INSERT INTO refs(record_id, family, target_zone, target_name) VALUES (?, ?, ?, ?)",
-                    arguments: [recordID, location.family, targetZone, targetName])
+                references.append(Reference(zone: targetZone, name: targetName))
+            }
+        }
+
+        var keys = uniqueKeys
+        if !isNew {
+            let held = Set(try Row.fetchAll(cached: db, sql: "SELECT field, value FROM field_index WHERE record_id = ?", arguments: [recordID])
+                .map { IndexEntry(field: $0[0], value: $0[1]) })
+            for entry in held.subtracting(entries) {
+                try db.execute(cached: "DELETE FROM field_index WHERE type = ? AND field = ? AND value = ? AND zone_id = ? AND record_id = ?",
+                    arguments: [type.name, entry.field, entry.value, location.zoneID, recordID])
+            }
+            entries.removeAll { held.contains($0) }
+
+            let heldReferences = try Row.fetchAll(cached: db, sql: "SELECT target_zone, target_name FROM refs WHERE record_id = ?", arguments: [recordID])
+                .map { Reference(zone: $0[0], name: $0[1]) }
+            if heldReferences != references {
+                try db.execute(cached: "DELETE FROM refs WHERE record_id = ?", arguments: [recordID])
+            } else {
+                references = []
+            }
+
+            let heldKeys = try Row.fetchAll(cached: db, sql: "SELECT constraint_name, key FROM unique_keys WHERE record_id = ? ORDER BY constraint_name", arguments: [recordID])
+                .map { UniqueKey(constraint: $0[0], key: $0[1]) }
+            if heldKeys != uniqueKeys.sorted(by: { $0.constraint < $1.constraint }) {
+                try db.execute(cached: "DELETE FROM unique_keys WHERE record_id = ?", arguments: [recordID])
+            } else {
+                keys = []
             }
         }
         try insertIndexEntries(db, entries[...], type: type.name, zoneID: location.zoneID, recordID: recordID)
-        for key in uniqueKeys {
+        for reference in references {
+            try db.execute(cached: "INSERT INTO refs(record_id, family, target_zone, target_name) VALUES (?, ?, ?, ?)",
+                arguments: [recordID, location.family, reference.zone, reference.name])
+        }
+        for key in keys {
             try db.execute(cached: "INSERT INTO unique_keys(family, type, constraint_name, key, record_id) VALUES (?, ?, ?, ?, ?)",
                 arguments: [location.family, type.name, key.constraint, key.key, recordID])
         }
@@ -169,7 +214,7 @@ enum DerivedRows {
     }
 
     private static func insertIndexEntries(
-        _ db: Database, _ entries: ArraySlice<(field: String, value: DatabaseValue)>, type: String, zoneID: Int64, recordID: Int64
+        _ db: Database, _ entries: ArraySlice<IndexEntry>, type: String, zoneID: Int64, recordID: Int64
     ) throws {
         var rest = entries
         while !rest.isEmpty {
@@ -204,30 +249,32 @@ enum DerivedRows {
 /// The change log: every change gets the next sequence number; a record change's tag is
 /// that number in base 36.
 enum ChangeLog {
-    /// Logs a change and makes it the zone's latest. `movesZoneHead: false` leaves the zone's
-    /// latest change to ``moveZoneHead(_:zone:to:)``: a batch of saves moves it once.
+    /// Logs a change. A zone's own event (created, deleted, shared) also becomes the zone's
+    /// latest change in its row; a record's change is found through the record (its `seq`),
+    /// so saving one does not rewrite the zone's row.
     @discardableResult
     static func append(
         _ db: Database, zone: ZoneRow, kind: ChangeKind, recordType: String? = nil, recordName: String? = nil,
-        created: Bool? = nil, oldFields: String? = nil, at now: Int64, movesZoneHead: Bool = true
+        created: Bool? = nil, oldFields: String? = nil, at now: Int64
     ) throws -> Int64 {
-        try db.execute(cached: "INSERT INTO changes(family, zone, kind, record_type, record_name, created, old_fields, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            arguments: [zone.family, zone.name, kind.rawValue, recordType, recordName, created, oldFields, now])
-        let seq = db.lastInsertedRowID
-        if movesZoneHead { try moveZoneHead(db, zone: zone, to: seq) }
+        let seq = try StoreDatabase.head(db) + 1
+        try db.execute(cached: "INSERT INTO changes(seq, family, zone, kind, record_type, record_name, created, old_fields, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            arguments: [seq, zone.family, zone.name, kind.rawValue, recordType, recordName, created, oldFields, now])
+        switch kind {
+        case .zoneCreated, .zoneDeleted, .shareChanged:
+            try db.execute(cached: "UPDATE zones SET change_seq = ? WHERE id = ?", arguments: [seq, zone.id])
+        case .recordSaved, .recordDeleted, .credentialChanged:
+            break
+        }
         return seq
     }
 
     /// Logs a change of a device's credential: in no zone, so no zone's change token moves.
     static func appendCredential(_ db: Database, family: String, deviceId: String, at now: Int64) throws -> Int64 {
-        try db.execute(cached: "INSERT INTO changes(family, zone, kind, record_name, at) VALUES (?, '', ?, ?, ?)",
-            arguments: [family, ChangeKind.credentialChanged.rawValue, deviceId, now])
-        return db.lastInsertedRowID
-    }
-
-    /// Records the zone's latest change (what `store.databaseChanges` reports).
-    static func moveZoneHead(_ db: Database, zone: ZoneRow, to seq: Int64) throws {
-        try db.execute(cached: "UPDATE zones SET change_seq = ? WHERE id = ?", arguments: [seq, zone.id])
+        let seq = try StoreDatabase.head(db) + 1
+        try db.execute(cached: "INSERT INTO changes(seq, family, zone, kind, record_name, at) VALUES (?, ?, '', ?, ?, ?)",
+            arguments: [seq, family, ChangeKind.credentialChanged.rawValue, deviceId, now])
+        return seq
     }
 
     static func changeTag(_ seq: Int64) -> String { String(seq, radix: 36) }

@@ -42,10 +42,16 @@ final class StoreDatabase: Sendable {
         self.pool = pool
     }
 
-    /// The newest committed sequence number.
+    /// The newest committed sequence number: the log's newest entry, or the floor a purge
+    /// of the whole log or a restore moved it to (numbers are never given twice).
     static func head(_ db: Database) throws -> Int64 {
-        try Int64.fetchOne(cached: db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
+        try Int64.fetchOne(cached: db, sql: """
+            SELECT MAX(IFNULL((SELECT MAX(seq) FROM changes), 0), IFNULL((SELECT value FROM meta WHERE key = '\(changeFloorKey)'), 0))
+            """) ?? 0
     }
+
+    /// meta's key for the change log's floor (``head(_:)``).
+    static let changeFloorKey = "change_floor"
 
     static func meta(_ db: Database, _ key: String) throws -> Int64 {
         try Int64.fetchOne(cached: db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key]) ?? 0

@@ -10,6 +10,10 @@ import GRDB
 /// changes: the log of every committed change, by sequence number (store.watch)
 /// credentials, idempotency, meta
 /// ```
+///
+/// What a save writes is what bounds durable saves (every page it touches is a WAL frame
+/// written and fsynced), so each index here is one a read needs: docs/architecture.md,
+/// "What a save writes".
 enum Tables {
     static func registerMigrations(in migrator: inout DatabaseMigrator) {
         migrator.registerMigration("tables-v1") { db in
@@ -130,6 +134,35 @@ enum Tables {
             try db.execute(sql: """
                 ALTER TABLE changes ADD COLUMN created INTEGER;
                 ALTER TABLE changes ADD COLUMN old_fields TEXT;
+                """)
+        }
+        // Three pages less per save. The change log numbers its entries itself from its head
+        // (the newest entry, or meta.change_floor when purges or a restore moved it on)
+        // rather than through AUTOINCREMENT, which rewrote sqlite_sequence at every commit;
+        // a purge finds old entries in log order, not through an index by time; and a
+        // record's change no longer rewrites its zone's row and the index of zones by
+        // change: a zone's latest change is the newer of its own events (created, deleted,
+        // shared) and its newest record (records_by_zone_seq).
+        migrator.registerMigration("tables-v3") { db in
+            try db.execute(sql: """
+                INSERT INTO meta(key, value) VALUES ('change_floor', IFNULL((SELECT seq FROM sqlite_sequence WHERE name = 'changes'), 0))
+                    ON CONFLICT(key) DO UPDATE SET value = MAX(IFNULL(value, 0), excluded.value);
+                CREATE TABLE changes_v3 (
+                    seq INTEGER PRIMARY KEY,
+                    family TEXT NOT NULL,
+                    zone TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    record_type TEXT,
+                    record_name TEXT,
+                    at INTEGER NOT NULL,
+                    created INTEGER,
+                    old_fields TEXT
+                );
+                INSERT INTO changes_v3(seq, family, zone, kind, record_type, record_name, at, created, old_fields)
+                    SELECT seq, family, zone, kind, record_type, record_name, at, created, old_fields FROM changes ORDER BY seq;
+                DROP TABLE changes;
+                ALTER TABLE changes_v3 RENAME TO changes;
+                DROP INDEX zones_by_change;
                 """)
         }
     }

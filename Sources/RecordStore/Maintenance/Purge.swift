@@ -23,7 +23,16 @@ enum Purge {
 
         var horizon = try StoreDatabase.meta(db, WatchReader.horizonKey)
         var changes = 0
-        if let purgeThrough = try Int64.fetchOne(cached: db, sql: "SELECT MAX(seq) FROM changes WHERE at < ?", arguments: [cutoff]), purgeThrough > horizon {
+        // The log is purged from its start up to the first entry that is still young: read
+        // in log order, so it reads what it deletes and no more (no index by time to keep up
+        // at every save). A clock that went back leaves an old entry behind a young one for
+        // the next purge.
+        let firstKept = try Int64.fetchOne(cached: db, sql: "SELECT seq FROM changes WHERE at >= ? ORDER BY seq LIMIT 1", arguments: [cutoff])
+        if let purgeThrough = try Int64.fetchOne(cached: db, sql: "SELECT MAX(seq) FROM changes WHERE seq < ?", arguments: [firstKept ?? Int64.max]),
+           purgeThrough > horizon
+        {
+            // The numbers go on from the head even when the whole log goes.
+            try StoreDatabase.setMeta(db, StoreDatabase.changeFloorKey, try StoreDatabase.head(db))
             try db.execute(cached: "DELETE FROM changes WHERE seq <= ?", arguments: [purgeThrough])
             changes = db.changesCount
             horizon = purgeThrough

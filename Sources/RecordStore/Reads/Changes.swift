@@ -92,8 +92,14 @@ enum DatabaseChangesOperation {
         }
         let head = try StoreDatabase.head(db)
         let readable = try AccessControl.readableZoneIDs(principal, family: params.family, in: db)
-        let rows = try Row.fetchAll(cached: db, sql: "SELECT id, name, deleted, change_seq FROM zones WHERE family = ? AND change_seq > ? ORDER BY change_seq LIMIT ?",
-            arguments: [params.family, since, limit + 1])
+        // A zone's latest change: its own latest event, or its newest record's (a family has
+        // a few zones; each is one step down records_by_zone_seq).
+        let rows = try Row.fetchAll(cached: db, sql: """
+            SELECT id, name, deleted, change_seq FROM (
+                SELECT id, name, deleted, MAX(change_seq, IFNULL((SELECT MAX(r.seq) FROM records r WHERE r.zone_id = zones.id), 0)) AS change_seq
+                FROM zones WHERE family = ?)
+            WHERE change_seq > ? ORDER BY change_seq LIMIT ?
+            """, arguments: [params.family, since, limit + 1])
         var changed: [String] = []
         var deleted: [String] = []
         var last = since

@@ -105,7 +105,6 @@ struct ModifyOperation: Sendable {
         var cascaded: [RecordID] = []
         var saved: [SaveOutcome] = []
         saved.reserveCapacity(self.params.saves?.count ?? 0)
-        var lastSaved: Int64?
         for (index, save) in (self.params.saves ?? []).enumerated() {
             do {
                 let checked = try self.checkSave(save, self.prepared[index], in: zone, db)
@@ -115,15 +114,13 @@ struct ModifyOperation: Sendable {
                     saved.append(SaveOutcome(recordName: save.recordName, record: try live.record(zone: zone.name)))
                     continue
                 }
-                let (record, seq) = try self.write(checked, in: zone, db)
+                let record = try self.write(checked, in: zone, db)
                 saved.append(SaveOutcome(recordName: save.recordName, record: record))
-                lastSaved = seq
             } catch let error as ItemError {
                 failures.append(ItemFailure(kind: "save", index: index, recordName: save.recordName, error: error))
                 saved.append(SaveOutcome(recordName: save.recordName, error: error))
             }
         }
-        if let lastSaved { try ChangeLog.moveZoneHead(db, zone: zone, to: lastSaved) }
         var deleted: [DeleteOutcome] = []
         for (index, delete) in (self.params.deletes ?? []).enumerated() {
             do {
@@ -271,15 +268,23 @@ struct ModifyOperation: Sendable {
 
     /// Writes a checked save, all but moving the zone's latest change; throws only storage
     /// errors.
-    private func write(_ checked: CheckedSave, in zone: ZoneRow, _ db: Database) throws -> (Record, seq: Int64) {
+    private func write(_ checked: CheckedSave, in zone: ZoneRow, _ db: Database) throws -> Record {
         let (save, type, live) = (checked.save, checked.type, checked.live)
         let seq = try ChangeLog.append(db, zone: zone, kind: .recordSaved, recordType: type.name, recordName: save.recordName,
-                                       created: live == nil, at: self.now, movesZoneHead: false)
+                                       created: live == nil, at: self.now)
         let tag = ChangeLog.changeTag(seq)
         let recordID: Int64
         let createdAt = live?.createdAt ?? self.now
         let createdBy = live?.createdBy ?? self.principal.name
-        if let existing = checked.existing {
+        if let existing = checked.existing, existing.type == type.name {
+            // The type is left out when it stays: SQLite rewrites the entry of every index
+            // over a column the statement sets, changed or not (records_by_type's page).
+            recordID = existing.id
+            try db.execute(cached: """
+                UPDATE records SET fields = ?, change_tag = ?, seq = ?, created_at = ?, created_by = ?,
+                    modified_at = ?, modified_by = ?, deleted = 0 WHERE id = ?
+                """, arguments: [checked.fieldsText, tag, seq, createdAt, createdBy, self.now, self.principal.name, recordID])
+        } else if let existing = checked.existing {
             recordID = existing.id
             try db.execute(cached: """
                 UPDATE records SET type = ?, fields = ?, change_tag = ?, seq = ?, created_at = ?, created_by = ?,
@@ -297,7 +302,7 @@ struct ModifyOperation: Sendable {
         let record = Record(
             recordType: type.name, recordName: save.recordName, zone: zone.name, fields: checked.fields, changeTag: tag,
             createdAt: Millis.date(createdAt), modifiedAt: Millis.date(self.now), createdBy: createdBy, modifiedBy: self.principal.name)
-        return (record, seq)
+        return record
     }
 
     // MARK: Deletes
