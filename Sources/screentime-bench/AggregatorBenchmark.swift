@@ -108,7 +108,7 @@ struct AggregatorBenchmark: AsyncParsableCommand {
         var figures = [
             Figure(name: "usage records ingested end to end", value: ingestRate, unit: "records/s",
                    comparison: "store.modify alone", comparisonValue: storeRate, ratio: ingestRate / storeRate,
-                   target: "≥ 20000/s", met: ingestRate >= 20_000),
+                   target: "≥ 0.95x and ≥ 20000/s", met: ingestRate >= 0.95 * storeRate && ingestRate >= 20_000),
             Figure(name: "plain SQLite, store schema, same records", value: floorRate, unit: "records/s"),
         ]
 

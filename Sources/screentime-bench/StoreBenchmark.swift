@@ -160,6 +160,7 @@ struct StoreBenchmark: AsyncParsableCommand {
                               unit: "records/s"))
 
         figures += try await Self.instrumentationCost(services: services, c: c, seconds: seconds, iterations: iterations)
+        figures += try await StackMemory.figures(services: services, c: c)
 
         Report.print("screentime-stored (\(records) records, \(Report.format(seconds)) s write runs\(self.common.quick ? ", quick mode" : ""))", figures)
         if let json = self.common.json { try Report.writeJSON(figures, to: json) }
