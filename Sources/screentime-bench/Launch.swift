@@ -45,10 +45,11 @@ final class BenchServices {
         self.binDirectory = common.binDirectory
     }
 
-    /// Starts `name` (`screentime-stored`, …) with its sockets and state in the work directory.
+    /// Starts `name` (`screentime-stored`, …) with its sockets and state in the work directory;
+    /// from `binDirectory` when given, else from the run's.
     @discardableResult
-    func launch(_ name: String, _ arguments: [String] = []) throws -> LaunchedService {
-        let service = try LaunchedService(name, binDirectory: self.binDirectory, work: self.work, arguments: arguments)
+    func launch(_ name: String, _ arguments: [String] = [], from binDirectory: String? = nil) throws -> LaunchedService {
+        let service = try LaunchedService(name, binDirectory: binDirectory ?? self.binDirectory, work: self.work, arguments: arguments)
         self.launched.append(service)
         return service
     }

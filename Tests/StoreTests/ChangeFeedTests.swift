@@ -142,6 +142,27 @@ struct ChangeFeedTests {
         }
     }
 
+    @Test("a zone whose last change was a deletion still reads as changed to a family's token from before it once the tombstone is purged; its zone token then expires")
+    func purgedDeletionStillChangesTheZone() async throws {
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            try await family.child1.save([Make.usage("u1", start: Self.base, seconds: 5), Make.usage("u2", start: Self.base, seconds: 5)], zone: FamilyFixture.zone1)
+            let zoneToken = try await Self.drain(family.parent, zone: FamilyFixture.zone1, since: nil, limit: 100).token
+            let familyToken = try await family.parent.call(StoreMethods.databaseChanges, DatabaseChangesParams(family: FamilyFixture.family)).token
+            _ = try await family.child1.call(StoreMethods.modify, ModifyParams(family: FamilyFixture.family, zone: FamilyFixture.zone1, deletes: [RecordDelete(recordName: "u2")]))
+            let purged = try await family.admin.call(StoreMethods.purge, PurgeParams(olderThanSeconds: 0))
+            #expect(purged.tombstones == 1)
+
+            let changed = try await family.parent.call(StoreMethods.databaseChanges, DatabaseChangesParams(family: FamilyFixture.family, since: familyToken))
+            #expect(changed.changedZones == [FamilyFixture.zone1], "the deletion's zone is still reported: \(changed)")
+            await expectError(.changeTokenExpired) {
+                _ = try await family.parent.call(StoreMethods.zoneChanges, ZoneChangesParams(family: FamilyFixture.family, zone: FamilyFixture.zone1, since: zoneToken))
+            }
+            let after = try await family.parent.call(StoreMethods.databaseChanges, DatabaseChangesParams(family: FamilyFixture.family, since: changed.token))
+            #expect(after.changedZones.isEmpty, "and only once: \(after)")
+        }
+    }
+
     /// Collects a watch that ends when caught up.
     static func watchAll(_ client: RPCClient, _ params: WatchParams) async throws -> (events: [ChangeEvent], end: WatchEnd) {
         var events: [ChangeEvent] = []

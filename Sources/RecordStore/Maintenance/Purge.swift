@@ -7,9 +7,12 @@ import StoreAPI
 /// then get `change_token_expired`.
 enum Purge {
     static func run(olderThan cutoff: Int64, _ db: Database) throws -> PurgeResult {
+        // A zone's latest change is its newest record's when that is newer than its own
+        // events (databaseChanges): a tombstone purged takes its number into the zone's row,
+        // so that the zone still reads as changed to a token from before the deletion.
         try db.execute(cached: """
-            UPDATE zones SET purged_seq = MAX(purged_seq, IFNULL((
-                SELECT MAX(r.seq) FROM records r WHERE r.zone_id = zones.id AND r.deleted = 1 AND r.modified_at < ?), 0))
+            UPDATE zones SET (purged_seq, change_seq) = (SELECT MAX(zones.purged_seq, IFNULL(t.seq, 0)), MAX(zones.change_seq, IFNULL(t.seq, 0))
+                FROM (SELECT MAX(r.seq) AS seq FROM records r WHERE r.zone_id = zones.id AND r.deleted = 1 AND r.modified_at < ?) t)
             """, arguments: [cutoff])
         try db.execute(cached: "DELETE FROM records WHERE deleted = 1 AND modified_at < ?", arguments: [cutoff])
         let tombstones = db.changesCount
