@@ -158,6 +158,8 @@ struct DebianPackageTests {
             for service in Self.services {
                 let page = try await container.shell("MANWIDTH=80 man -P cat 8 \(service.binary) 2>&1")
                 #expect(page.status == 0 && page.stdout.contains("--runtime-dir"), "\(service.binary)(8): \(page.stdout.prefix(1000))")
+                #expect(try await container.property("Documentation", of: "screentime-\(service.name).service").contains("man:\(service.binary)(8)"),
+                        "the unit names its manual page (systemctl help)")
                 // A daemon has no subcommand; the documents are named where they are installed.
                 #expect(!page.stdout.lowercased().contains("subcommand"), "\(service.binary)(8): \(page.stdout.prefix(1000))")
                 #expect(page.stdout.contains("/usr/share/doc/screentime-server/protocol.md") && !page.stdout.contains(" docs/protocol.md"), "\(service.binary)(8): \(page.stdout.prefix(2000))")
