@@ -75,7 +75,9 @@ struct DashboardStoryTests {
         try await shots.take("pair-code")
         try await browser.emulatePhone()
         try await browser.tap("#confirm")
-        try await browser.waitFor("the pairing confirmed", "#pair-done") { $0.contains("is paired") }
+        // The confirmation goes through the gateway to pairing and the store, and the page
+        // hears it back: under a full parallel test run that has taken more than 20 s.
+        try await browser.waitFor("the pairing confirmed", "#pair-done", timeout: .seconds(60)) { $0.contains("is paired") }
         try await browser.emulateLaptop()
         try await self.noConsoleErrors(browser)
 
