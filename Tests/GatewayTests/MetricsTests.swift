@@ -2,6 +2,7 @@ import Foundation
 import Gateway
 import Glibc
 import PairingAPI
+import ProcessSpawn
 import PushAPI
 import RPCClient
 import RPCCore
@@ -38,7 +39,7 @@ struct MetricsTests {
 
     @Test("after a family's activity every documented metric is served with its type; labels are bounded (a thousand more families and devices add no series); without the token a scrape gets 401")
     func documentedMetrics() async throws {
-        let port = try LoopbackPort.free()
+        let port = try FreePort.pick()
         let token = "token-\(UUID().uuidString)"
         try await GatewayStack.inProcess(configure: {
             $0.metricsListen = "127.0.0.1:\(port)"

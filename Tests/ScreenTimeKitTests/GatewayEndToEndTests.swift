@@ -1,6 +1,7 @@
 import AggregatorAPI
 import Foundation
 import PairingAPI
+import ProcessSpawn
 import PushAPI
 import RPCCore
 import ScreenTimeKit
@@ -28,7 +29,7 @@ struct GatewayEndToEndTests {
     /// `port` 0: one below the ephemeral range, so that a test may stop the gateway and
     /// start it again on the same port without another test's port-0 bind taking it.
     static func startGateway(_ stack: KitStack, port: Int = 0) async throws -> (ServiceProcess, Endpoint) {
-        let port = port == 0 ? try LoopbackPort.outsideEphemeralRange() : port
+        let port = port == 0 ? try FreePort.outsideEphemeralRange() : port
         let endpointFile = (stack.state as NSString).appendingPathComponent("gateway/endpoint.json")
         try? FileManager.default.removeItem(atPath: endpointFile)
         let gateway = try ServiceProcess(
