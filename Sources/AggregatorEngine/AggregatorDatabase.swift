@@ -2,6 +2,7 @@ import Foundation
 import DurableSQLite
 import GRDB
 import Logging
+import RPCCore
 import UsageModel
 
 /// The aggregator's own SQLite database (`<state-dir>/aggregator.sqlite`): what it knows of
@@ -218,7 +219,7 @@ extension AggregatorDatabase {
             let policy = try Row.fetchOne(db, sql: """
                 SELECT apps, categories FROM shield_policies WHERE family = ? AND child IN (?, '') ORDER BY child DESC, record_name LIMIT 1
                 """, arguments: [family, child])
-            let decode = { (text: String?) in (try? JSONDecoder().decode([String].self, from: Data((text ?? "[]").utf8))) ?? [] }
+            let decode = { (text: String?) in (try? RPCJSON.decode([String].self, from: (text ?? "[]"))) ?? [] }
             return (devices, decode(policy?["apps"]), decode(policy?["categories"]))
         }
     }
@@ -339,7 +340,7 @@ extension AggregatorDatabase.PendingChildWrite: FetchableRecord {
                         shielded: row[Columns.shielded], shieldVersion: row[Columns.shieldVersion], commandsVersion: row[Columns.commandsVersion],
                         shieldReason: row[Columns.shieldReason], pause: pause,
                         downtimeUntil: (row[Columns.downtimeUntil] as Int64?).map(Millis.date),
-                        alwaysAllowed: (row[Columns.alwaysAllowed] as String?).flatMap { try? JSONDecoder().decode([String].self, from: Data($0.utf8)) } ?? [],
+                        alwaysAllowed: (row[Columns.alwaysAllowed] as String?).flatMap { try? RPCJSON.decode([String].self, from: $0) } ?? [],
                         rewardToday: row[Columns.rewardToday])
             })
     }

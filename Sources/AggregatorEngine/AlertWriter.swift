@@ -21,7 +21,7 @@ struct AlertWriter: Sendable {
     func flush() async throws -> Int {
         let pending = try await self.database.pendingAlerts(limit: 100)
         for alert in pending {
-            let data = (try? RPCJSON.makeDecoder().decode(JSONValue.self, from: Data(alert.data.utf8)))?.objectValue ?? [:]
+            let data = (try? RPCJSON.decode(JSONValue.self, from: alert.data))?.objectValue ?? [:]
             let subject = data["child"]?.stringValue ?? data["deviceId"]?.stringValue ?? ""
             // The outbox's id names the entry (AUTOINCREMENT: never reused), so a retry after
             // push was away saves the same record again rather than a second one.
@@ -49,7 +49,7 @@ struct AlertWriter: Sendable {
         var metadata = data
         metadata["title"] = .string(alert.title)
         metadata["body"] = .string(alert.body)
-        let metadataText = String(decoding: (try? RPCJSON.makeEncoder().encode(JSONValue.object(metadata))) ?? Data("{}".utf8), as: UTF8.self)
+        let metadataText = (try? RPCJSON.encodeText(JSONValue.object(metadata))) ?? "{}"
         let entry = AuditEntry(familyRef: .inDefaultZone(alert.family), actorParentRef: .inDefaultZone(alert.family), action: "alert.\(alert.kind)",
                                target: subject, timestamp: Date(), metadata: metadataText, actor: "server")
         return ModifyParams(family: alert.family, zone: StoreNames.defaultZone, saves: [try .record(entry, named: "alert-\(alert.id)")], atomic: true)

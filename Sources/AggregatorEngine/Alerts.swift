@@ -123,7 +123,7 @@ enum Alerts {
             var payload = data
             payload["alert"] = .string(kind.rawValue)
             try db.execute(cached: "INSERT INTO alert_outbox(family, kind, title, body, data) VALUES (?, ?, ?, ?, ?)",
-                           arguments: [family, kind.rawValue, title, body, String(decoding: try JSONEncoder().encode(JSONValue.object(payload)), as: UTF8.self)])
+                           arguments: [family, kind.rawValue, title, body, try RPCJSON.encodeText(JSONValue.object(payload))])
         } else if !over && fired {
             try db.execute(cached: "DELETE FROM alerts_fired WHERE family = ? AND kind = ? AND subject = ? AND day = ?", arguments: [family, kind.rawValue, subject, day])
         }

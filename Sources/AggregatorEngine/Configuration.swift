@@ -73,7 +73,7 @@ extension AggregatorDatabase {
             self.shielded = row["shielded"] ?? false
             self.shieldReason = row["shield_reason"]
             self.downtimeUntil = row["downtime_until_ms"]
-            self.alwaysAllowed = (row["always_allowed"] as String?).flatMap { try? JSONDecoder().decode([String].self, from: Data($0.utf8)) } ?? []
+            self.alwaysAllowed = (row["always_allowed"] as String?).flatMap { try? RPCJSON.decode([String].self, from: $0) } ?? []
         }
     }
 
@@ -176,7 +176,7 @@ struct ConfigurationWriter: Sendable {
                     reason: item.shielded ? item.shieldReason : nil, alwaysAllowed: downtime ? item.alwaysAllowed : nil,
                     downtimeUntil: downtime ? item.downtimeUntil.map(Millis.date) : nil)
                 let snapshot = ConfigurationSnapshot(version: item.configVersion, rules: rules, shield: shield)
-                let payload = String(decoding: try RPCJSON.makeEncoder().encode(snapshot), as: UTF8.self)
+                let payload = try RPCJSON.encodeText(snapshot)
                 let params = try ModifyParams(family: family, zone: item.zone, saves: [
                     .record(ConfigurationCommand(commandID: ConfigurationSnapshot.recordName, targetDeviceID: item.deviceId!,
                                                  commandType: ConfigurationSnapshot.commandType, payloadJSON: payload, createdAt: Date(), status: "pending"),

@@ -222,6 +222,6 @@ enum EarnedTime {
     }
 
     static func json(_ strings: [String]) throws -> String {
-        String(decoding: try JSONEncoder().encode(strings), as: UTF8.self)
+        try RPCJSON.encodeText(strings)
     }
 }

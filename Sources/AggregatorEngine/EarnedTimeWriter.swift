@@ -130,7 +130,7 @@ struct EarnedTimeWriter: Sendable {
             payload["alwaysAllowed"] = .array(balance.alwaysAllowed.map(JSONValue.string))
             if let until = balance.downtimeUntil { payload["downtimeUntil"] = .date(until) }
         }
-        let payloadText = String(decoding: try RPCJSON.makeEncoder().encode(JSONValue.object(payload)), as: UTF8.self)
+        let payloadText = try RPCJSON.encodeText(JSONValue.object(payload))
         let kind = balance.shielded ? Self.shieldCommand : Self.unshieldCommand
         for device in targets.devices {
             let name = "shield-\(balance.shieldVersion)"

@@ -523,19 +523,12 @@ struct Ratings {
     }
 }
 
-/// A day's apps as stored. Read for every day of a report: parsed by `JSONParser`, not
-/// by a `JSONDecoder` made for each row.
+/// A day's apps as stored.
 enum AppsJSON {
     /// Keys sorted: the same apps always give the same text, which is how a day that did
     /// not change is told from one that did.
-    private static let encoder = {
-        let encoder = RPCJSON.makeEncoder()
-        encoder.outputFormatting.insert(.sortedKeys)
-        return encoder
-    }()
-
     static func encode(_ apps: [AppUsage]) throws -> String {
-        String(decoding: try Self.encoder.encode(apps), as: UTF8.self)
+        String(decoding: try RPCJSON.encodeSorted(apps), as: UTF8.self)
     }
 
     static func decode(_ text: String) throws -> [AppUsage] {

@@ -61,7 +61,7 @@ struct RetentionWriter: Sendable {
                     childRef: .inDefaultZone(item.child), weekStart: LocalDays(timeZone: item.timeZone)?.bounds(of: item.week)?.start ?? Date(),
                     totalLearningSeconds: item.days.learning, totalRewardSeconds: item.days.reward, pointsAccrued: item.days.points,
                     pointsRedeemed: item.redeemed, pointsAdjusted: item.adjusted, usageRecordsPruned: item.usageRecords, ledgerEntriesPruned: item.ledgerEntries,
-                    appsUsedJSON: String(decoding: try JSONEncoder().encode(item.days.top()), as: UTF8.self), lastUpdated: Date())
+                    appsUsedJSON: try RPCJSON.encodeText(item.days.top()), lastUpdated: Date())
                 return try RecordSave.record(week, named: "week-\(item.child)-\(item.week)")
             }
             if let error = await self.store.write(ModifyParams(family: family, zone: StoreNames.defaultZone, saves: saves, savePolicy: .allKeys), logger: self.logger) {

@@ -1,4 +1,5 @@
 import Foundation
+import RPCCore
 
 /// How devices reach the gateway: its URLs and its key pin. The gateway writes it to
 /// `<state-dir>/gateway/endpoint.json` when it starts and whenever its certificate
@@ -31,17 +32,12 @@ public struct GatewayEndpoint: Codable, Sendable, Hashable {
     /// Reads the file; nil when it does not exist (the gateway never started).
     public static func read(from path: String) throws -> GatewayEndpoint? {
         guard let data = FileManager.default.contents(atPath: path) else { return nil }
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        return try decoder.decode(GatewayEndpoint.self, from: data)
+        return try RPCJSON.decode(GatewayEndpoint.self, from: data)
     }
 
     /// Writes the file atomically, readable by the screentime group's services only.
     public func write(to path: String) throws {
-        let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .iso8601
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        try encoder.encode(self).write(to: URL(fileURLWithPath: path), options: .atomic)
+        try Data(try RPCJSON.encodeSorted(self)).write(to: URL(fileURLWithPath: path), options: .atomic)
         try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: path)
     }
 }

@@ -60,7 +60,7 @@ final class AttemptLimiter: Sendable {
             do {
                 let now = Date().timeIntervalSince1970
                 // A time ahead of the clock (it was set back) counts as now.
-                state.failures = try JSONDecoder().decode(Saved.self, from: data).failures.map { Failure(family: $0.family, at: min($0.at, now)) }
+                state.failures = try RPCJSON.decode(Saved.self, from: data).failures.map { Failure(family: $0.family, at: min($0.at, now)) }
             } catch {
                 logger.error("the saved pairing attempts cannot be read; starting with none", metadata: ["path": "\(file)", "error": "\(error)"])
             }
@@ -124,7 +124,7 @@ final class AttemptLimiter: Sendable {
         guard let file else { return }
         let temporary = file + ".tmp"
         do {
-            let data = try JSONEncoder().encode(Saved(failures: failures))
+            let data = Data(try RPCJSON.encode(Saved(failures: failures)))
             guard FileManager.default.createFile(atPath: temporary, contents: data, attributes: [.posixPermissions: 0o600]) else {
                 throw CocoaError(.fileWriteUnknown)
             }

@@ -88,7 +88,7 @@ struct PairingStore: Sendable {
     func audit(_ family: String, actor: String, parentDeviceId: String?, action: String, target: String, metadata: JSONValue? = nil) async throws {
         let entry = AuditEntry(
             familyRef: .inDefaultZone(family), actorParentRef: .inDefaultZone(parentDeviceId.map(Names.parent) ?? family), action: action, target: target,
-            timestamp: Date(), metadata: try metadata.map { String(decoding: try RPCJSON.makeEncoder().encode($0), as: UTF8.self) }, actor: actor)
+            timestamp: Date(), metadata: try metadata.map { try RPCJSON.encodeText($0) }, actor: actor)
         try await self.save(family, zone: "default", [.record(entry, named: "audit-\(Secrets.identifier())")])
     }
 }

@@ -89,9 +89,6 @@ public struct RequestHead: Sendable, Hashable {
     }
 }
 
-// Shared coders: Sendable, and never reconfigured after this point.
-private let sharedEncoder = RPCJSON.makeEncoder()
-
 /// Decoding a method's typed parameters from a request frame.
 public enum ParamsDecoding {
     /// Decodes `params` as `P`, mapping any failure to `invalid_params` that names the
@@ -199,11 +196,10 @@ private struct EnvelopeKey: CodingKey {
 /// {"id": 7, "error": {"code", "message", "data"?}}
 /// ```
 public enum ReplyEncoding {
+    /// Every result is written by the project's own writer: by hand (``JSONWritable``) or
+    /// through ``StreamEncoding``, never Foundation's encoder.
     public static func result<R: Encodable>(id: RequestID, _ result: R, continues: Bool = false) throws -> Data {
-        guard let writable = result as? any JSONWritable else {
-            return try sharedEncoder.encode(ResultReply(id: id, result: result, continues: continues ? true : nil))
-        }
-        return Data(try self.reply(id: id, continues: continues, capacity: 512) { try writable.write(to: &$0) })
+        Data(try self.reply(id: id, continues: continues, capacity: 512) { try $0.encodable(result) })
     }
 
     /// The same reply around a result encoded already, as bytes: a stream item sent to many
@@ -232,15 +228,26 @@ public enum ReplyEncoding {
     }
 
     public static func error(id: RequestID?, _ error: RPCError) -> Data {
-        // An RPCError always encodes; fall back to a fixed text rather than crash.
-        (try? sharedEncoder.encode(ErrorReply(id: id, error: error)))
-            ?? Data(#"{"id":null,"error":{"code":"internal","message":"could not encode the error reply"}}"#.utf8)
+        var writer = JSONWriter(capacity: 256)
+        writer.beginObject()
+        writer.member("id")  // null when the id could not be read
+        switch id {
+        case .int(let value)?: writer.int(value)
+        case .string(let value)?: writer.string(value)
+        case nil: writer.null()
+        }
+        writer.member("error")
+        do {
+            try writer.encodable(error)
+        } catch {
+            // An RPCError always encodes (its data is JSON already); a fixed text rather than a crash.
+            return Data(#"{"id":null,"error":{"code":"internal","message":"could not encode the error reply"}}"#.utf8)
+        }
+        writer.endObject()
+        return Data(writer.bytes)
     }
 
     public static func request<P: Encodable>(id: RequestID?, method: String, params: P, auth: Auth?) throws -> Data {
-        guard let writable = params as? any JSONWritable else {
-            return try sharedEncoder.encode(RequestEnvelope(id: id, method: method, params: params, auth: auth))
-        }
         var writer = JSONWriter(capacity: 512)
         writer.beginObject()
         switch id {
@@ -250,7 +257,7 @@ public enum ReplyEncoding {
         }
         writer.member("method", method)
         writer.member("params")
-        try writable.write(to: &writer)
+        try writer.encodable(params)
         if let auth {
             writer.member("auth")
             writer.beginObject()
@@ -260,32 +267,6 @@ public enum ReplyEncoding {
         writer.endObject()
         return Data(writer.bytes)
     }
-}
-
-private struct ResultReply<R: Encodable>: Encodable {
-    var id: RequestID
-    var result: R
-    var continues: Bool?
-}
-
-private struct ErrorReply: Encodable {
-    var id: RequestID?
-    var error: RPCError
-
-    enum CodingKeys: CodingKey { case id, error }
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(self.id, forKey: .id)  // null when the id could not be read
-        try container.encode(self.error, forKey: .error)
-    }
-}
-
-private struct RequestEnvelope<P: Encodable>: Encodable {
-    var id: RequestID?
-    var method: String
-    var params: P
-    var auth: Auth?
 }
 
 /// The parts of a reply a client needs to route it, and its `result` as the service

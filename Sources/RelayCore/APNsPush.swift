@@ -1,4 +1,5 @@
 import Foundation
+import WireJSON
 
 /// One push as APNs takes it: `POST /3/device/<token>` on HTTP/2 with these headers and
 /// payload (see Apple's "Sending notification requests to APNs").
@@ -48,7 +49,7 @@ public enum APNsOutcome: Sendable, Equatable {
     case refused(status: Int, reason: String)
 
     public static func of(status: Int, apnsId: String?, body: [UInt8]) -> APNsOutcome {
-        let reason = (try? JSONDecoder().decode([String: String].self, from: Data(body)))?["reason"] ?? ""
+        let reason = (try? RPCJSON.decode([String: String].self, from: Data(body)))?["reason"] ?? ""
         switch status {
         case 200: return .delivered(apnsId: apnsId)
         case 410: return .unregistered(reason: reason.isEmpty ? "Unregistered" : reason)

@@ -46,9 +46,9 @@ public final class ProviderToken: Sendable {
     /// A new token.
     @discardableResult
     public func renew(now: Date = Date()) throws -> String {
-        let header = try JSONSerialization.data(withJSONObject: ["alg": "ES256", "kid": self.keyId], options: [.sortedKeys])
-        let claims = try JSONSerialization.data(withJSONObject: ["iss": self.teamId, "iat": Int64(now.timeIntervalSince1970)], options: [.sortedKeys])
-        let input = Base64URL.encode(header) + "." + Base64URL.encode(claims)
+        let header = try RPCJSON.encodeSorted(JSONValue.object(["alg": "ES256", "kid": .string(self.keyId)]))
+        let claims = try RPCJSON.encodeSorted(JSONValue.object(["iss": .string(self.teamId), "iat": .int(Int64(now.timeIntervalSince1970))]))
+        let input = Base64URL.encode(Data(header)) + "." + Base64URL.encode(Data(claims))
         let signature = try P256.Signing.PrivateKey(rawRepresentation: self.key).signature(for: Data(input.utf8))
         let token = input + "." + Base64URL.encode(signature.rawRepresentation)
         self.current.withLock { $0 = (token, now) }

@@ -48,7 +48,7 @@ public struct HandleSealer: Sendable {
     public init(key: SymmetricKey) { self.key = key.withUnsafeBytes { Data($0) } }
 
     public func seal(_ registration: WakeRegistration) throws -> String {
-        let plain = try JSONEncoder().encode(registration)
+        let plain = Data(try RPCJSON.encode(registration))
         let box = try ChaChaPoly.seal(plain, using: SymmetricKey(data: self.key), authenticating: Self.context)
         return "v1." + Base64URL.encode(box.combined)
     }
@@ -59,7 +59,7 @@ public struct HandleSealer: Sendable {
         guard handle.hasPrefix("v1."), let combined = Base64URL.decode(String(handle.dropFirst(3))),
               let box = try? ChaChaPoly.SealedBox(combined: combined),
               let plain = try? ChaChaPoly.open(box, using: SymmetricKey(data: self.key), authenticating: Self.context),
-              let registration = try? JSONDecoder().decode(WakeRegistration.self, from: plain)
+              let registration = try? RPCJSON.decode(WakeRegistration.self, from: plain)
         else { throw .invalidHandle }
         return registration
     }

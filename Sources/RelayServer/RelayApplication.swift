@@ -1,6 +1,7 @@
 import APNs
 import AsyncHTTPClient
 import Foundation
+import WireJSON
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
@@ -100,7 +101,7 @@ public struct RelayService: Service {
                 return Self.error(error)
             }
             guard let body = try? await request.body.collect(upTo: Self.bodyLimit) else { return Self.error(RelayError.tooLarge(Self.bodyLimit)) }
-            guard let seal = try? JSONDecoder().decode(SealRequest.self, from: Data(Array(buffer: body))) else {
+            guard let seal = try? RPCJSON.decode(SealRequest.self, from: Data(Array(buffer: body))) else {
                 return Self.error(RelayError.invalidRequest("the body must be {token, topic, environment: production|development, pin}"))
             }
             do {
@@ -149,7 +150,7 @@ public struct RelayService: Service {
     static let bodyLimit = 16 * 1024
 
     static func json<T: Encodable>(_ status: Int, _ value: T) -> Response {
-        let data = (try? JSONEncoder().encode(value)) ?? Data("{}".utf8)
+        let data = (try? RPCJSON.encode(value)) ?? Array("{}".utf8)
         return Response(status: .init(code: status), headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 

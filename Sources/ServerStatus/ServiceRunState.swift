@@ -1,4 +1,5 @@
 import Foundation
+import WireJSON
 import Glibc
 
 /// What a service says of itself in `<runtime-dir>/status/<service>.json`: running (and
@@ -61,7 +62,7 @@ public struct ServiceRunState: Codable, Sendable, Hashable {
     /// gone says failed. Nil: the service has not started since the boot (or writes none).
     public static func read(service: String, runtimeDirectory: String) -> ServiceRunState? {
         guard let data = FileManager.default.contents(atPath: path(service: service, runtimeDirectory: runtimeDirectory)),
-              var state = try? JSONDecoder().decode(ServiceRunState.self, from: data) else { return nil }
+              var state = try? RPCJSON.decode(ServiceRunState.self, from: data) else { return nil }
         if state.state == .running, !Self.alive(state.pid) {
             state.state = .failed
             state.error = state.error ?? "the process ended without a word (killed or crashed)"

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import RPCCore
 import ServerStatus
 import Synchronization
 
@@ -25,9 +26,7 @@ public final class RunStateFile: Sendable {
         do {
             let directory = (self.path as NSString).deletingLastPathComponent
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            let data = try encoder.encode(state)
+            let data = Data(try RPCJSON.encodeSorted(state))
             // Readable by the administrator's screentimectl (the services' umask is 0077).
             let temporary = self.path + ".\(getpid()).tmp"
             guard FileManager.default.createFile(atPath: temporary, contents: data, attributes: [.posixPermissions: 0o644]) else {

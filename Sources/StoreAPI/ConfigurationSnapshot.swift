@@ -75,7 +75,7 @@ public struct ConfigurationSnapshot: Codable, Sendable, Hashable {
     /// payload is not a snapshot).
     public init?(commandType: String?, payloadJSON: String?) {
         guard commandType == Self.commandType, let payloadJSON,
-              let snapshot = try? RPCJSON.makeDecoder().decode(Self.self, from: Data(payloadJSON.utf8)) else { return nil }
+              let snapshot = try? RPCJSON.decode(Self.self, from: payloadJSON) else { return nil }
         self = snapshot
     }
 }

@@ -2,8 +2,8 @@ import Foundation
 import RPCCore
 
 // The store's hot replies written by hand (see `JSONWritable`): a record read goes from
-// the database row to the wire without `JSONEncoder`. Member names and omissions are those
-// of the synthesized `Encodable` forms; StoreAPITests checks each against `JSONEncoder`.
+// the database row to the wire without any encoder. Member names and omissions are those
+// of the synthesized `Encodable` forms; ContractTests checks each against Foundation's.
 
 extension Record: JSONWritable {
     public func write(to writer: inout JSONWriter) throws {
@@ -86,7 +86,7 @@ extension ChangeEvent: JSONWritable {
             try writer.value(.object(deletedFields))
         }
         if let deletedBy = self.deletedBy { writer.member("deletedBy", deletedBy) }
-        try writer.member("credential", encodable: self.credential)  // rare: through JSONEncoder
+        try writer.member("credential", encodable: self.credential)  // rare: its Encodable form
         writer.endObject()
     }
 }
@@ -99,7 +99,7 @@ extension SaveOutcome: JSONWritable {
             writer.member("record")
             try record.write(to: &writer)
         }
-        try writer.member("error", encodable: self.error)  // rare: through JSONEncoder
+        try writer.member("error", encodable: self.error)  // rare: its Encodable form
         writer.endObject()
     }
 }

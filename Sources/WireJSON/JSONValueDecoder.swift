@@ -70,6 +70,19 @@ struct ValueDecoder: Decoder {
             }
             return date as! T
         }
+        // As Foundation's coders write them: Data in base64, a URL as its text.
+        if T.self == Data.self {
+            guard let data = Data(base64Encoded: try self.decode(String.self)) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: self.codingPath, debugDescription: "must be base64"))
+            }
+            return data as! T
+        }
+        if T.self == URL.self {
+            guard let url = URL(string: try self.decode(String.self)) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: self.codingPath, debugDescription: "must be a URL"))
+            }
+            return url as! T
+        }
         return try T(from: self)
     }
 

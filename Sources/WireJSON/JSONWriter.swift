@@ -1,9 +1,9 @@
 import Foundation
 
 /// A value that writes its own JSON, byte by byte: the hot replies (records, change
-/// events) skip `JSONEncoder`, whose generic containers cost more than the work itself.
-/// What it writes must decode to the same value as its `Encodable` form; the tests check
-/// each conforming type against `JSONEncoder`.
+/// events) skip even ``StreamEncoding``'s generic containers. What it writes must decode
+/// to the same value as its `Encodable` form; the tests check each conforming type
+/// against Foundation's `JSONEncoder`.
 public protocol JSONWritable {
     func write(to writer: inout JSONWriter) throws
 }
@@ -15,8 +15,14 @@ public protocol JSONWritable {
 public struct JSONWriter {
     public private(set) var bytes: [UInt8] = []
     private var needsComma = false
+    /// `/` written as `\/`, as Foundation's encoder does by default (texts an earlier
+    /// version stored and compares byte for byte).
+    private let escapesSlashes: Bool
 
-    public init(capacity: Int = 256) { self.bytes.reserveCapacity(capacity) }
+    public init(capacity: Int = 256, escapingSlashes: Bool = false) {
+        self.bytes.reserveCapacity(capacity)
+        self.escapesSlashes = escapingSlashes
+    }
 
     // MARK: Structure
 
@@ -71,7 +77,9 @@ public struct JSONWriter {
         guard value.isFinite else {
             throw EncodingError.invalidValue(value, .init(codingPath: [], debugDescription: "\(value) has no JSON form"))
         }
-        if value == value.rounded(), abs(value) < 9_007_199_254_740_992 {
+        if value == 0, value.sign == .minus {
+            self.number("-0")  // as Foundation's encoder writes it
+        } else if value == value.rounded(), abs(value) < 9_007_199_254_740_992 {
             self.int(Int64(value))
         } else {
             self.bytes.append(contentsOf: "\(value)".utf8)
@@ -89,7 +97,8 @@ public struct JSONWriter {
     public mutating func string(_ value: String) {
         self.bytes.append(UInt8(ascii: "\""))
         // Most strings (names, ids) need no escape: copied whole.
-        if !value.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+        let slash: UInt8 = self.escapesSlashes ? UInt8(ascii: "/") : UInt8(ascii: "\"")
+        if !value.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 == slash }) {
             self.bytes.append(contentsOf: value.utf8)
             self.bytes.append(UInt8(ascii: "\""))
             self.needsComma = true
@@ -99,6 +108,7 @@ public struct JSONWriter {
             switch byte {
             case UInt8(ascii: "\""): self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
             case UInt8(ascii: "\\"): self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case UInt8(ascii: "/") where self.escapesSlashes: self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "/")])
             case 0x0A: self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
             case 0x0D: self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
             case 0x09: self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
@@ -161,15 +171,20 @@ public struct JSONWriter {
         }
     }
 
-    /// Any value: by hand when it can, else through `JSONEncoder` (the rare types without
-    /// a ``JSONWritable`` form).
+    /// Any value: by hand when it can, else through its `Encodable` form
+    /// (``StreamEncoding``, straight into these bytes).
     public mutating func encodable<T: Encodable>(_ value: T) throws {
         if let writable = value as? any JSONWritable {
             try writable.write(to: &self)
         } else {
-            self.bytes.append(contentsOf: try writerFallbackEncoder.encode(value))
-            self.needsComma = true
+            try StreamEncoding.encode(value, into: &self)
         }
+    }
+
+    /// A number's text, as it is.
+    mutating func number(_ text: String) {
+        self.bytes.append(contentsOf: text.utf8)
+        self.needsComma = true
     }
 
     private mutating func scalar(_ text: StaticString) {
@@ -177,8 +192,6 @@ public struct JSONWriter {
         self.needsComma = true
     }
 }
-
-private let writerFallbackEncoder = RPCJSON.makeEncoder()
 
 extension JSONValue: JSONWritable {
     public func write(to writer: inout JSONWriter) throws { try writer.value(self) }

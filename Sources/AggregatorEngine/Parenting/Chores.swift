@@ -248,7 +248,7 @@ struct ChoreRow: Codable, Sendable, FetchableRecord, PersistableRecord {
     }
 
     var decodedDays: [Weekday] {
-        (try? RPCJSON.makeDecoder().decode([Weekday].self, from: Data(self.days.utf8))) ?? []
+        (try? RPCJSON.decode([Weekday].self, from: self.days)) ?? []
     }
 }
 

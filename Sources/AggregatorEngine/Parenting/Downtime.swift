@@ -239,7 +239,7 @@ enum Downtime {
     }
 
     static func json<T: Encodable>(_ value: T) throws -> String {
-        String(decoding: try RPCJSON.makeEncoder().encode(value), as: UTF8.self)
+        try RPCJSON.encodeText(value)
     }
 }
 
@@ -270,10 +270,10 @@ struct DowntimeRow: Codable, Sendable, FetchableRecord, PersistableRecord {
     }
 
     var decodedWindows: [DowntimeWindow] {
-        (try? RPCJSON.makeDecoder().decode([DowntimeWindow].self, from: Data(self.windows.utf8))) ?? []
+        (try? RPCJSON.decode([DowntimeWindow].self, from: self.windows)) ?? []
     }
 
     var allowed: [String] {
-        (try? RPCJSON.makeDecoder().decode([String].self, from: Data(self.alwaysAllowed.utf8))) ?? []
+        (try? RPCJSON.decode([String].self, from: self.alwaysAllowed)) ?? []
     }
 }

@@ -32,7 +32,7 @@ enum FamilyLog {
         data["words"] = .string(words)
         // A parent the aggregator knows no name of: the reader names its device instead.
         if !actor.name.isEmpty { data["actorName"] = .string(actor.name) }
-        let text = String(decoding: try RPCJSON.makeEncoder().encode(JSONValue.object(data)), as: UTF8.self)
+        let text = try RPCJSON.encodeText(JSONValue.object(data))
         let actorRef: RecordReference = actor.kind == .parent ? .inDefaultZone(ParentingNames.parentRecord(actor.deviceId)) : .inDefaultZone(family)
         let entry = AuditEntry(familyRef: .inDefaultZone(family), actorParentRef: actorRef, action: action, target: target,
                                timestamp: Millis.date(at), metadata: text, actor: actor.auditActor)

@@ -151,7 +151,7 @@ struct RecordOutboxRow: Codable, Sendable, FetchableRecord, PersistableRecord {
     /// Queues a typed record's save (every field, as it is now).
     static func queue<F: RecordFields>(_ fields: F, named recordName: String, family: String, zone: String = StoreNames.defaultZone, _ db: Database) throws {
         let wire = try TypedRecord<F>.wireFields(fields)
-        let text = String(decoding: try RPCJSON.makeEncoder().encode(JSONValue.object(wire)), as: UTF8.self)
+        let text = try RPCJSON.encodeText(JSONValue.object(wire))
         try RecordOutboxRow(id: nil, family: family, zone: zone, recordType: F.recordType, recordName: recordName, fields: text).insert(db)
     }
 }
@@ -168,7 +168,7 @@ struct NotifyOutboxRow: Codable, Sendable, FetchableRecord, PersistableRecord {
     }
 
     static func queue(_ params: NotifyParams, _ db: Database) throws {
-        let text = String(decoding: try RPCJSON.makeEncoder().encode(params), as: UTF8.self)
+        let text = try RPCJSON.encodeText(params)
         try NotifyOutboxRow(id: nil, family: params.family, params: text).insert(db)
     }
 }

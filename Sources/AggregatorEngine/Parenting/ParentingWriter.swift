@@ -32,7 +32,7 @@ struct ParentingWriter: Sendable {
         }
         for group in groups {
             let saves = group.rows.map { row in
-                let fields = (try? RPCJSON.makeDecoder().decode(JSONValue.self, from: Data(row.fields.utf8)))?.objectValue ?? [:]
+                let fields = (try? RPCJSON.decode(JSONValue.self, from: row.fields))?.objectValue ?? [:]
                 return RecordSave(recordType: row.recordType, recordName: row.recordName, fields: fields)
             }
             let params = ModifyParams(family: group.family, zone: group.zone, saves: saves, savePolicy: .allKeys)
@@ -51,7 +51,7 @@ struct ParentingWriter: Sendable {
             try NotifyOutboxRow.order(NotifyOutboxRow.Columns.id).limit(100).fetchAll(db)
         }
         for row in pending {
-            guard let params = try? RPCJSON.makeDecoder().decode(NotifyParams.self, from: Data(row.params.utf8)) else { continue }
+            guard let params = try? RPCJSON.decode(NotifyParams.self, from: row.params) else { continue }
             if let error = await self.notify(params) {
                 // Push is away: the notification waits in the outbox. Refused: it never will be sent.
                 guard error.code == .notFound || error.code == .invalidParams else { throw error }

@@ -81,11 +81,11 @@ final class GatewayContext: Sendable {
     }
 
     static func encoded<T: Encodable>(_ value: T) -> EncodedJSON {
-        (try? RPCJSON.makeEncoder().encode(value)).map { EncodedJSON(Array($0)) } ?? EncodedJSON("null")
+        (try? RPCJSON.encode(value)).map(EncodedJSON.init) ?? EncodedJSON("null")
     }
 
     static func json<T: Encodable>(_ value: T) -> JSONValue {
-        guard let data = try? RPCJSON.makeEncoder().encode(value), let json = try? JSONParser.parse(bytes: Array(data)) else { return .null }
+        guard let bytes = try? RPCJSON.encode(value), let json = try? JSONParser.parse(bytes: bytes) else { return .null }
         return json
     }
 }

@@ -30,10 +30,8 @@ enum JSONResponse {
     }
 
     static func encode<T: Encodable>(_ status: HTTPResponse.Status, _ value: T) -> Response {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
-        return self.make(status, bytes: data)
+        let bytes = (try? RPCJSON.encodeSorted(value)) ?? Array("{}".utf8)
+        return self.make(status, bytes: Data(bytes))
     }
 
     /// An error as a reply envelope (`{"id": …, "error": {…}}`) with the status that fits

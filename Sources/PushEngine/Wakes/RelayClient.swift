@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Crypto
 import Foundation
+import WireJSON
 import NIOCore
 import NIOSSL
 import PushAPI
@@ -34,8 +35,8 @@ struct RelayClient: WakeRoute {
         let body: [UInt8]
         let headers: [(String, String)]
         do {
-            body = Array(try JSONEncoder().encode(WakeRequest(
-                handle: handle, kind: kind, collapseId: "screentime-\(kind.rawValue)", ttlSeconds: ttlSeconds)))
+            body = try RPCJSON.encode(WakeRequest(
+                handle: handle, kind: kind, collapseId: "screentime-\(kind.rawValue)", ttlSeconds: ttlSeconds))
             headers = try WakeSignature.headers(body: body, key: try self.signingKey.key(), time: now)
         } catch {
             return .retry(reason: "cannot sign the wake: \(error)", after: .seconds(60))
@@ -51,9 +52,9 @@ struct RelayClient: WakeRoute {
             let data = Array(buffer: try await response.body.collect(upTo: 64 * 1024))
             let status = Int(response.status.code)
             if status == 200 {
-                return .sent(apnsId: (try? JSONDecoder().decode(WakeResponse.self, from: Data(data)))?.apnsId)
+                return .sent(apnsId: (try? RPCJSON.decode(WakeResponse.self, from: Data(data)))?.apnsId)
             }
-            let refusal = try? JSONDecoder().decode(RelayErrorBody.self, from: Data(data))
+            let refusal = try? RPCJSON.decode(RelayErrorBody.self, from: Data(data))
             let reason = refusal.map { "\($0.message) (\($0.error))" } ?? "HTTP \(status) from \(self.host)"
             switch (status, refusal?.error) {
             case (410, _): return .gone(.unregistered, reason)

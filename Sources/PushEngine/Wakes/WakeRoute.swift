@@ -1,5 +1,6 @@
 import APNs
 import Foundation
+import WireJSON
 import Logging
 import PushAPI
 import RelayCore
@@ -37,11 +38,11 @@ struct DirectAPNs: WakeRoute {
 
     /// What a direct registration keeps as its handle.
     static func handle(_ registration: WakeRegistration) -> String {
-        String(decoding: (try? JSONEncoder().encode(registration)) ?? Data(), as: UTF8.self)
+        (try? RPCJSON.encodeText(registration)) ?? ""
     }
 
     func wake(handle: String, kind: WakeKind, ttlSeconds: Int, now: Date) async -> WakeAnswer {
-        guard let registration = try? JSONDecoder().decode(WakeRegistration.self, from: Data(handle.utf8)) else {
+        guard let registration = try? RPCJSON.decode(WakeRegistration.self, from: handle) else {
             return .gone(.refused, "the registration is not a direct one (it was made through a relay): the device must register again")
         }
         let outcome = await self.client.send(kind, to: registration, collapseId: "screentime-\(kind.rawValue)", ttlSeconds: ttlSeconds)

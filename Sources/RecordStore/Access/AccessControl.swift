@@ -33,11 +33,18 @@ enum AccessControl {
     }
 
     static func access(_ principal: Principal, to zone: ZoneRow, in db: Database) throws -> ZoneAccess {
+        try self.access(principal, to: zone) { device in
+            try String.fetchOne(cached: db, sql: "SELECT permission FROM shares WHERE zone_id = ? AND device_id = ?", arguments: [zone.id, device.deviceId])
+        }
+    }
+
+    /// The same, with the child device's share in the zone (its `permission`, nil for
+    /// none) found by `sharePermission`: read with the zone when it is read at all.
+    static func access(_ principal: Principal, to zone: ZoneRow, sharePermission: (DeviceIdentity) throws -> String?) rethrows -> ZoneAccess {
         guard case .device(let device) = principal else { return .readWrite }
         guard device.family == zone.family, !Names.isInternalZone(zone.name) else { return .none }
         if device.role.isParent { return .readWrite }
-        let permission = try String.fetchOne(cached: db, sql: "SELECT permission FROM shares WHERE zone_id = ? AND device_id = ?", arguments: [zone.id, device.deviceId])
-        switch permission.flatMap(SharePermission.init(rawValue:)) {
+        switch try sharePermission(device).flatMap(SharePermission.init(rawValue:)) {
         case .readWrite?: return .readWrite
         case .readOnly?: return .read
         case nil: return .none
@@ -45,7 +52,11 @@ enum AccessControl {
     }
 
     static func requireRead(_ principal: Principal, _ zone: ZoneRow, in db: Database) throws {
-        if try access(principal, to: zone, in: db) < .read {
+        try self.requireRead(principal, zone, access: try access(principal, to: zone, in: db))
+    }
+
+    static func requireRead(_ principal: Principal, _ zone: ZoneRow, access: ZoneAccess) throws {
+        if access < .read {
             throw RPCError(.forbidden, "\(principal.name) may not read zone \(zone.name) of family \(zone.family)")
         }
     }

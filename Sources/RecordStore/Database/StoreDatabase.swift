@@ -106,12 +106,6 @@ enum SchemaBackfill {
 
 /// Stored `fields` JSON text.
 enum FieldsCoding {
-    private static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
-    }()
-
     /// A record's fields as stored: canonical JSON, keys sorted.
     static func encode(_ fields: [String: JSONValue]) throws -> String {
         var writer = JSONWriter()
@@ -119,10 +113,12 @@ enum FieldsCoding {
         return String(decoding: writer.bytes, as: UTF8.self)
     }
 
-    /// A uniqueness key. Still through `JSONEncoder`: keys stored by earlier versions
-    /// must compare equal byte for byte.
+    /// A uniqueness key: the text earlier versions stored through Foundation's encoder
+    /// (keys sorted, slashes not escaped), byte for byte, since stored keys are compared.
     static func encodeValue(_ value: JSONValue) throws -> String {
-        String(decoding: try encoder.encode(value), as: UTF8.self)
+        var writer = JSONWriter(capacity: 32)
+        try writer.value(value, sortedKeys: true)
+        return String(decoding: writer.bytes, as: UTF8.self)
     }
 
     static func decode(_ text: String) throws -> [String: JSONValue] {

@@ -66,7 +66,7 @@ enum QueryOperation {
         let queryKey = try fingerprint(params)
         var cursor: Cursor?
         if let text = params.cursor {
-            guard let data = Base64URL.decode(text), let decoded = try? JSONDecoder().decode(Cursor.self, from: data) else {
+            guard let data = Base64URL.decode(text), let decoded = try? RPCJSON.decode(Cursor.self, from: data) else {
                 throw RPCError.invalidParams("params.cursor", "is not a cursor returned by store.query")
             }
             guard decoded.query == queryKey else {
@@ -159,7 +159,7 @@ enum QueryOperation {
         if rows.count > limit, let last = rows.prefix(limit).last {
             let value: DatabaseValue? = sortField != nil ? last[12] : nil
             let cursor = Cursor(query: queryKey, id: last[0], value: value.flatMap(CursorValue.init))
-            next = try Base64URL.encode(JSONEncoder().encode(cursor))
+            next = Base64URL.encode(Data(try RPCJSON.encode(cursor)))
         }
         return QueryResult(records: records, cursor: next)
     }
@@ -239,9 +239,8 @@ enum QueryOperation {
         var key = params
         key.cursor = nil
         key.limit = nil
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        return String(SHA256Hex.of(try encoder.encode(key)).prefix(24))
+        // Slashes escaped as earlier versions wrote them: a cursor stays valid over an upgrade.
+        return String(SHA256Hex.of(Data(try RPCJSON.encodeSorted(key, escapingSlashes: true))).prefix(24))
     }
 }
 

@@ -65,7 +65,7 @@ enum FieldValues {
             return value
         case .json:
             guard case .string(let text) = value else { throw wrong("a string holding JSON text") }
-            guard (try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])) != nil else {
+            guard (try? JSONParser.parse(text)) != nil else {
                 throw ItemError(code: .invalidParams, message: "field \(field.name) must hold valid JSON text", field: field.name)
             }
             return value

@@ -93,7 +93,7 @@ struct ModifyOperation: Sendable {
                 throw RPCError(.conflict, "requestId \(requestId) was already used for a different batch; use a new request id for new changes",
                     data: ["requestId": .string(requestId)])
             }
-            var result = try RPCJSON.makeDecoder().decode(ModifyResult.self, from: Data((stored["result"] as String).utf8))
+            var result = try RPCJSON.decode(ModifyResult.self, from: stored["result"] as String)
             result.replayed = true
             return result
         }
@@ -149,7 +149,7 @@ struct ModifyOperation: Sendable {
             try db.execute(cached: """
                 INSERT INTO idempotency(family, principal, request_id, params_sha256, result, created_at) VALUES (?, ?, ?, ?, ?, ?)
                 """, arguments: [self.params.family, self.principal.name, requestId, paramsHash,
-                                 String(decoding: try RPCJSON.makeEncoder().encode(result), as: UTF8.self), self.now])
+                                 try RPCJSON.encodeText(result), self.now])
         }
         return result
     }
@@ -341,11 +341,11 @@ struct ModifyOperation: Sendable {
 
     /// The same request is the same whatever clock it was sent at (a retry stamps its own).
     static func hash(_ params: ModifyParams) throws -> String {
-        let encoder = RPCJSON.makeEncoder()
-        encoder.outputFormatting.insert(.sortedKeys)
         var request = params
         request.deviceClock = nil
-        return SHA256Hex.of(try encoder.encode(request))
+        // The same text as earlier versions hashed (keys sorted, slashes as they are): a
+        // retry over an upgrade is still the same request.
+        return SHA256Hex.of(Data(try RPCJSON.encodeSorted(request)))
     }
 }
 

@@ -176,7 +176,7 @@ public struct ConfigurationCommand: RecordFields {
 
     /// The payload decoded as `T`.
     public func payload<T: Decodable>(_ type: T.Type) throws -> T {
-        try RPCJSON.makeDecoder().decode(T.self, from: Data((self.payloadJSON ?? "null").utf8))
+        try RPCJSON.decode(T.self, from: (self.payloadJSON ?? "null"))
     }
 
     /// The family's whole configuration, when this is the server's `applyConfiguration`

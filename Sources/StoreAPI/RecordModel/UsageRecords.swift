@@ -82,7 +82,7 @@ public struct DailySummary: RecordFields {
     /// `appsUsedJSON` decoded.
     public var appsUsed: [AppUsage] {
         guard let text = self.appsUsedJSON else { return [] }
-        return (try? RPCJSON.makeDecoder().decode([AppUsage].self, from: Data(text.utf8))) ?? []
+        return (try? RPCJSON.decode([AppUsage].self, from: text)) ?? []
     }
 
     public init(summaryID: String? = nil, date: Date, deviceID: String, childRef: RecordReference? = nil, totalLearningSeconds: Int64? = nil,
