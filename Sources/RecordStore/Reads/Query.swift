@@ -235,7 +235,7 @@ enum QueryOperation {
         return name
     }
 
-    private static func fingerprint(_ params: QueryParams) throws -> String {
+    static func fingerprint(_ params: QueryParams) throws -> String {
         var key = params
         key.cursor = nil
         key.limit = nil
