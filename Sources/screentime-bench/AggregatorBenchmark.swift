@@ -47,10 +47,10 @@ struct AggregatorBenchmark: AsyncParsableCommand {
         let children = self.common.quick ? 4 : self.children
         let days = self.common.quick ? 120 : self.days
         let perDay = self.common.quick ? 8 : self.sessionsPerDay
-        let services = try BenchServices(self.common)
+        let services = try BenchServices(self.common, benchmark: "aggregator")
         defer { services.stop() }
         let work = services.work
-        try services.launch("screentime-stored", ["--wake", "none"])
+        let store = try services.launch("screentime-stored", ["--wake", "none"])
         // No retention during the run: the year of data must stay in detail.
         let aggregator = try services.launch("screentime-aggregatord", ["--retention-days", "3660", "--push-socket", work + "/no-push.sock"])
         let storeClient = services.client("store")
@@ -89,13 +89,15 @@ struct AggregatorBenchmark: AsyncParsableCommand {
         let total = batches.reduce(0) { $0 + ($1.saves?.count ?? 0) }
 
         let started = ContinuousClock.now
-        try await concurrently(batches, width: 8) { params in
-            let result = try await storeClient.call(StoreMethods.modify, params)
-            guard result.allSucceeded else { throw BenchError("the store refused usage records: \(result.saved.compactMap(\.error).first.map { "\($0)" } ?? "?")") }
+        let (written, ingested) = try await services.phase("usage records written and ingested", [store, aggregator]) {
+            try await concurrently(batches, width: 8) { params in
+                let result = try await storeClient.call(StoreMethods.modify, params)
+                guard result.allSucceeded else { throw BenchError("the store refused usage records: \(result.saved.compactMap(\.error).first.map { "\($0)" } ?? "?")") }
+            }
+            let written = ContinuousClock.now - started
+            say("  store: \(total) written in \(Report.format(written.seconds)) s")
+            return (written, try await Self.waitForIngest(of: total, through: local, since: started))
         }
-        let written = ContinuousClock.now - started
-        say("  store: \(total) written in \(Report.format(written.seconds)) s")
-        let ingested = try await Self.waitForIngest(of: total, through: local, since: started)
         let ingestRate = Double(total) / ingested.seconds
         let storeRate = Double(total) / written.seconds
         say("  aggregator: counted and summaries written after \(Report.format(ingested.seconds)) s")

@@ -33,6 +33,9 @@ struct AllBenchmarks: AsyncParsableCommand {
     @Option(name: .customLong("bin-dir"), help: "Where the service binaries are (default: beside this executable).")
     var binDirectory: String?
 
+    @Flag(help: "After the runs of each benchmark, one more with --profile (figures not counted): perf profiles of its hottest phases in <out-dir>/profiles, their top frames in BENCHMARKS.md.")
+    var profile = false
+
     @Option(help: ArgumentHelp("An earlier run's benchmarks.json: the benchmarks left out with --skip keep its results (to run one again and keep the rest).", valueName: "file"))
     var reuse: String?
 
@@ -74,6 +77,18 @@ struct AllBenchmarks: AsyncParsableCommand {
                     continue
                 }
                 result.runs.append(try Report.decoder.decode([Figure].self, from: data))
+            }
+            if self.profile {
+                say("\n=== \(name), profiled (its figures not counted)")
+                let directory = self.outDirectory + "/profiles"
+                var arguments = [name, "--profile", directory]
+                if self.quick { arguments.append("--quick") }
+                if let binDirectory = self.binDirectory { arguments += ["--bin-dir", binDirectory] }
+                try? FileManager.default.removeItem(atPath: Profiler.listing(directory: directory, benchmark: name))
+                let status = try Self.runSelf(arguments)
+                if status != 0 { result.failures.append("the profiled run exited with status \(status)") }
+                result.profiles = (try? Data(contentsOf: URL(fileURLWithPath: Profiler.listing(directory: directory, benchmark: name))))
+                    .flatMap { try? JSONDecoder().decode([PhaseProfile].self, from: $0) }
             }
             results.append(result)
         }
@@ -120,6 +135,8 @@ struct BenchmarkResult: Codable {
     var failures: [String] = []
     /// When the runs come from an earlier report (`--reuse`): that run's date.
     var reusedFrom: String?
+    /// The hottest phases' profiles (`--profile`).
+    var profiles: [PhaseProfile]?
 
     init(name: String, skipped: String? = nil) {
         self.name = name
@@ -241,6 +258,16 @@ struct BenchmarkReport: Codable {
                     + "\(figure.target.map { "\($0): \(figure.met == true ? "met" : "not met")" } ?? "") |")
             }
             lines.append("")
+            for profile in result.profiles ?? [] {
+                lines += ["Where the time goes: \(profile.phase) (`perf record -e cpu-clock -g`, \(profile.samples) samples, a run of its own; "
+                    + "the functions with the most samples of their own; all of it, with callees, in profiles/\(profile.file)):", "",
+                    "| Self | Process | Function |", "| ---: | --- | --- |"]
+                for frame in profile.top {
+                    let symbol = frame.symbol.count > 150 ? String(frame.symbol.prefix(150)) + "…" : frame.symbol
+                    lines.append("| \(String(format: "%.1f%%", frame.percent)) | \(frame.process) | `\(symbol.replacingOccurrences(of: "|", with: "\\|").replacingOccurrences(of: "`", with: "'"))` |")
+                }
+                lines.append("")
+            }
         }
         lines += ["How each benchmark works and what its comparison is: docs/operations.md, \"Benchmarks\".", ""]
         // Figures measured by other means (the fuzzer's runs) and the history of changes, kept

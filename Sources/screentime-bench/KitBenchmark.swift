@@ -35,11 +35,11 @@ struct KitBenchmark: AsyncParsableCommand {
     func run() async throws {
         let iterations = self.common.quick ? 300 : self.iterations
         let burst = self.common.quick ? 100 : self.burst
-        let services = try BenchServices(self.common)
+        let services = try BenchServices(self.common, benchmark: "kit")
         defer { services.stop() }
         let work = services.work
         try services.launch("screentime-stored")
-        try services.launch("screentime-pushd")
+        let push = try services.launch("screentime-pushd")
         let gateway = try services.launch("screentime-gatewayd", [
             "--listen", "127.0.0.1:0", "--host", "localhost", "--host", "127.0.0.1",
         ])
@@ -104,7 +104,7 @@ struct KitBenchmark: AsyncParsableCommand {
         }
         _ = try await rate("device-0", kitCount)  // warm up
         _ = try await rate("device-1", floorCount)
-        let kitRate = try await rate("device-0", kitCount)
+        let kitRate = try await services.phase("a burst of notifications to one device", [gateway, push]) { try await rate("device-0", kitCount) }
         let floorRate = try await rate("device-1", floorCount)
         await pushClient.close()
         await listener.close()

@@ -8,9 +8,11 @@ import Synchronization
 /// A service binary started for a benchmark, killed when the benchmark ends.
 final class LaunchedService {
     let process = Process()
+    let name: String
 
     /// Starts `name` from `binDirectory` with its runtime and state directories in `work`.
     init(_ name: String, binDirectory: String?, work: String, arguments: [String] = []) throws {
+        self.name = name
         let binary = (binDirectory ?? Locations.binDirectory) + "/" + name
         guard FileManager.default.isExecutableFile(atPath: binary) else {
             throw BenchError("\(binary) not found; build with deploy/build-release.sh screentime-bench first, or pass --bin-dir")
@@ -37,12 +39,16 @@ final class BenchServices {
     let directory: WorkDirectory
     private let binDirectory: String?
     private var launched: [LaunchedService] = []
+    /// Set when the run profiles its hottest phases (`--profile`).
+    let profiler: Profiler?
 
     var work: String { self.directory.path }
 
-    init(_ common: CommonOptions) throws {
+    /// `benchmark`: the benchmark's name, for a run that profiles (its profiles are named after it).
+    init(_ common: CommonOptions, benchmark: String? = nil) throws {
         self.directory = try WorkDirectory(common.workDirectory)
         self.binDirectory = common.binDirectory
+        self.profiler = try common.profile.flatMap { directory in try benchmark.map { try Profiler(directory: directory, benchmark: $0) } }
     }
 
     /// Starts `name` (`screentime-stored`, …) with its sockets and state in the work directory;
@@ -155,4 +161,7 @@ struct CommonOptions: ParsableArguments {
 
     @Option(name: .customLong("bin-dir"), help: "Where the service binaries are (default: beside this executable).")
     var binDirectory: String?
+
+    @Option(help: ArgumentHelp("Record a perf profile (cpu-clock, call graph) of the benchmark's hottest phases into this directory, with their top frames.", valueName: "dir"))
+    var profile: String?
 }

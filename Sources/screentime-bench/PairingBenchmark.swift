@@ -24,10 +24,10 @@ struct PairingBenchmark: AsyncParsableCommand {
 
     func run() async throws {
         let devices = self.common.quick ? 40 : self.devices
-        let services = try BenchServices(self.common)
+        let services = try BenchServices(self.common, benchmark: "pairing")
         defer { services.stop() }
-        try services.launch("screentime-stored")
-        try services.launch("screentime-pairingd", ["--server-address", "bench.local"])
+        let store = try services.launch("screentime-stored")
+        let pairing = try services.launch("screentime-pairingd", ["--server-address", "bench.local"])
         let socket = services.socket("pairing")
         let admin = RPCClient(configuration: ClientConfiguration(socketPath: socket, connectTimeout: .seconds(10)))
 
@@ -41,24 +41,26 @@ struct PairingBenchmark: AsyncParsableCommand {
 
         // Children of 1 to 4 devices each, as families have them; the first tenth warms up.
         var invite = Samples(), accept = Samples(), confirm = Samples(), flow = Samples()
-        for index in 0..<devices {
-            let child = "child-\(index / 4)"
-            let flowStarted = ContinuousClock.now
-            let invitation = try await parent.call(PairingMethods.createInvitation, CreateInvitationParams(childId: child))
-            let invited = ContinuousClock.now
-            let accepted = try await admin.call(PairingMethods.acceptInvitation, AcceptInvitationParams(
-                family: "bench", invitationId: invitation.invitationId, secret: invitation.secret,
-                deviceId: "device-\(index)", deviceName: "Device \(index)"))
-            let accepting = ContinuousClock.now
-            _ = try await parent.call(PairingMethods.confirm, InvitationParams(invitationId: invitation.invitationId))
-            let confirmed = ContinuousClock.now
-            guard accepted.credential.deviceId == "device-\(index)" else { throw BenchError("accepted the wrong device: \(accepted.credential.deviceId)") }
-            guard index >= devices / 10 else { continue }
-            invite.add(invited - flowStarted)
-            accept.add(accepting - invited)
-            confirm.add(confirmed - accepting)
-            flow.add(confirmed - flowStarted)
-            if (index + 1) % max(1, devices / 5) == 0 { say("  paired \(index + 1) of \(devices) devices") }
+        try await services.phase("pairing \(devices) devices", [pairing, store]) {
+            for index in 0..<devices {
+                let child = "child-\(index / 4)"
+                let flowStarted = ContinuousClock.now
+                let invitation = try await parent.call(PairingMethods.createInvitation, CreateInvitationParams(childId: child))
+                let invited = ContinuousClock.now
+                let accepted = try await admin.call(PairingMethods.acceptInvitation, AcceptInvitationParams(
+                    family: "bench", invitationId: invitation.invitationId, secret: invitation.secret,
+                    deviceId: "device-\(index)", deviceName: "Device \(index)"))
+                let accepting = ContinuousClock.now
+                _ = try await parent.call(PairingMethods.confirm, InvitationParams(invitationId: invitation.invitationId))
+                let confirmed = ContinuousClock.now
+                guard accepted.credential.deviceId == "device-\(index)" else { throw BenchError("accepted the wrong device: \(accepted.credential.deviceId)") }
+                guard index >= devices / 10 else { continue }
+                invite.add(invited - flowStarted)
+                accept.add(accepting - invited)
+                confirm.add(confirmed - accepting)
+                flow.add(confirmed - flowStarted)
+                if (index + 1) % max(1, devices / 5) == 0 { say("  paired \(index + 1) of \(devices) devices") }
+            }
         }
         let listed = ContinuousClock.now
         let list = try await parent.call(PairingMethods.listDevices, Empty())

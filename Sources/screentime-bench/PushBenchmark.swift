@@ -52,7 +52,7 @@ struct PushBenchmark: AsyncParsableCommand {
         guard openFiles > most + 256 else {
             throw BenchError("\(most) listeners need \(most + 256) open files; the hard limit is \(openFiles) (raise it with ulimit -Hn or in limits.conf)")
         }
-        let services = try BenchServices(self.common)
+        let services = try BenchServices(self.common, benchmark: "push")
         defer { services.stop() }
         let work = services.work
         let store = try services.launch("screentime-stored")
@@ -106,7 +106,11 @@ struct PushBenchmark: AsyncParsableCommand {
             let rounds = max(20, level >= 10_000 ? self.rounds / 4 : level >= 1000 ? self.rounds / 2 : self.rounds) / (self.common.quick ? 5 : 1)
             let cpu = CPUTime(pids: ["push": [push.process.processIdentifier], "store": [store.process.processIdentifier]])
             let spentBefore = cpu.sample()
-            let latency = try await Self.latency(level, rounds: max(rounds, 4), writer: writer, arrivals: arrivals)
+            let latency = level == most
+                ? try await services.phase("changes to \(level) listening", [push, store]) {
+                    try await Self.latency(level, rounds: max(rounds, 4), writer: writer, arrivals: arrivals)
+                }
+                : try await Self.latency(level, rounds: max(rounds, 4), writer: writer, arrivals: arrivals)
             // With what the listeners' acknowledgements cost the services.
             let spent = cpu.since(spentBefore, per: max(rounds, 4))
             let target: Double? = level == 1000 ? 20 : level == 10_000 ? 200 : nil

@@ -47,7 +47,7 @@ struct WakeBenchmark: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let services = try BenchServices(self.common)
+        let services = try BenchServices(self.common, benchmark: "wake")
         defer { services.stop() }
         let work = services.work
         let wakes = self.common.quick ? 1000 : self.wakes
@@ -100,7 +100,7 @@ struct WakeBenchmark: AsyncParsableCommand {
         let keyFile = work + "/gateway-key.pem"
         try server.pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
         try services.launch("screentime-stored")
-        try services.launch("screentime-pushd", [
+        let push = try services.launch("screentime-pushd", [
             "--wake-relay", relay.url, "--wake-relay-ca", relay.caFile, "--wake-key", keyFile, "--wakes-per-hour", "60", "--max-connections", "\(deviceCount + 100)",
         ])
         let storeClient = services.client("store")
@@ -117,17 +117,19 @@ struct WakeBenchmark: AsyncParsableCommand {
         }
         let writer = ChangeWriter(store: storeClient)
         var samples = Samples()
-        for round in 0...rounds {
-            receipts.expect(Set(tokens))
-            _ = try await writer.change()
-            let returned = Monotonic.nanoseconds()
-            guard await receipts.wait(timeout: .seconds(60)) else {
-                throw BenchError("only \(receipts.count) of \(deviceCount) wakes reached the stand-in within 60 s of change \(round)")
+        try await services.phase("changes to \(deviceCount) devices asleep", [push]) {
+            for round in 0...rounds {
+                receipts.expect(Set(tokens))
+                _ = try await writer.change()
+                let returned = Monotonic.nanoseconds()
+                guard await receipts.wait(timeout: .seconds(60)) else {
+                    throw BenchError("only \(receipts.count) of \(deviceCount) wakes reached the stand-in within 60 s of change \(round)")
+                }
+                // The first round warms the connections up; it is not counted.
+                if round > 0 { for arrived in receipts.times { samples.add(.nanoseconds(Int64(arrived) - Int64(min(arrived, returned)))) } }
+                // Each device woke and fetched: it acknowledges, so the next change wakes it at once.
+                try await concurrently(sleepers, width: 32) { device in _ = try await device.client.call(PushMethods.ack, AckParams(upTo: Int64.max / 2)) }
             }
-            // The first round warms the connections up; it is not counted.
-            if round > 0 { for arrived in receipts.times { samples.add(.nanoseconds(Int64(arrived) - Int64(min(arrived, returned)))) } }
-            // Each device woke and fetched: it acknowledges, so the next change wakes it at once.
-            try await concurrently(sleepers, width: 32) { device in _ = try await device.client.call(PushMethods.ack, AckParams(upTo: Int64.max / 2)) }
         }
         figures.append(Figure(name: "change → APNs, \(deviceCount) asleep, p50", value: samples.p50 / 1000, unit: "ms",
                               comparison: "\(deviceCount) wakes posted to the relay at once, p50", comparisonValue: burst.p50 / 1000,

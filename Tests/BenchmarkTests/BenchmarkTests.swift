@@ -74,3 +74,43 @@ struct PostgresBenchmarkTests {
         #expect(left.isEmpty, "processes left running: \(left)")
     }
 }
+
+/// `--profile`: perf samples a benchmark's hottest phase and its top frames reach the report.
+@Suite("screentime-bench all --profile: the hottest phase profiled, its top frames in BENCHMARKS.md",
+       .enabled(if: PerfCheck.unavailable == nil, "PROFILE TEST NOT RUN: \(PerfCheck.unavailable ?? "")"))
+struct ProfileTests {
+    @Test("a profiled quick run of the pairing benchmark records its phase and writes the frames")
+    func profiledRun() async throws {
+        let out = TemporaryDirectory()
+        let binaries = (Binaries.path("screentime-stored") as NSString).deletingLastPathComponent
+        let others = ["store", "push", "gateway", "kit", "aggregator", "wake", "redis", "postgres", "coldstart"].flatMap { ["--skip", $0] }
+        let run = try await runCommand(Binaries.path("screentime-bench"),
+                                       ["all", "--quick", "--repeat", "1", "--profile", "--out-dir", out.path, "--bin-dir", binaries] + others,
+                                       timeout: .seconds(300))
+        #expect(run.status == 0, "\(run.stdout.suffix(3000))\(run.stderr.suffix(2000))")
+        let markdown = (try? String(contentsOfFile: out.file("BENCHMARKS.md"), encoding: .utf8)) ?? ""
+        #expect(markdown.contains("Where the time goes: pairing 40 devices"), "\(markdown.suffix(2000))")
+        #expect(markdown.contains("| Self | Process | Function |"))
+        let report = (try? String(contentsOfFile: out.file("profiles/pairing-pairing-40-devices.txt"), encoding: .utf8)) ?? ""
+        #expect(report.contains("## With callees"), "\(report.prefix(1000))")
+        // Samples were taken, and of the services, not only of the kernel.
+        #expect(report.contains("screentime-pairingd") || report.contains("screentime-stored"), "\(report.prefix(2000))")
+    }
+}
+
+/// Whether perf can sample here (installed, and allowed to open a cpu-clock event).
+enum PerfCheck {
+    static let unavailable: String? = {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/perf") else { return "perf is missing (apt-get install linux-perf; .ci/run installs it)" }
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("perf-check-\(getpid()).data").path
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/perf")
+        process.arguments = ["record", "-q", "-e", "cpu-clock", "-o", data, "--", "/bin/true"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return "perf cannot be started" }
+        process.waitUntilExit()
+        return process.terminationStatus == 0 ? nil : "perf cannot record a cpu-clock event here (kernel.perf_event_paranoid, or a seccomp profile)"
+    }()
+}
