@@ -1,4 +1,5 @@
 import GRDB
+import GRDBSQLite
 
 // Hot SQL (the store's, the aggregator's ingest) goes through each connection's statement cache: a statement is compiled
 // once per connection, not on every call (compiling, with GRDB's authorizer, cost more than
@@ -29,5 +30,44 @@ extension Database {
     /// Runs one fixed statement from the cache.
     public func execute(cached sql: String, arguments: StatementArguments = StatementArguments()) throws {
         try self.cachedStatement(sql: sql).execute(arguments: arguments)
+    }
+}
+
+/// The current row of a cached statement, read by column number straight from SQLite.
+/// GRDB's `Row` for a fetch builds a dictionary of the statement's lowercased column names
+/// first: for the reads every request makes (a zone, a record, a credential) that was a
+/// fifth of a point fetch's CPU. Valid only inside ``Database/firstRow(cached:arguments:_:)``.
+public struct StatementRow {
+    let statement: SQLiteStatement
+
+    public func isNull(_ column: Int32) -> Bool { sqlite3_column_type(self.statement, column) == SQLITE_NULL }
+    public func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(self.statement, column) }
+    public func bool(_ column: Int32) -> Bool { sqlite3_column_int64(self.statement, column) != 0 }
+
+    /// The column's text ("" for NULL).
+    public func text(_ column: Int32) -> String {
+        guard let bytes = sqlite3_column_text(self.statement, column) else { return "" }
+        return String(decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(self.statement, column))), as: UTF8.self)
+    }
+
+    public func optionalText(_ column: Int32) -> String? { self.isNull(column) ? nil : self.text(column) }
+}
+
+extension Database {
+    /// The first row of a fixed statement from the cache, read by `read` (``StatementRow``);
+    /// nil when there is none.
+    public func firstRow<T>(cached sql: String, arguments: StatementArguments, _ read: (StatementRow) throws -> T) throws -> T? {
+        let statement = try self.cachedStatement(sql: sql)
+        try statement.setArguments(arguments)
+        let raw = statement.sqliteStatement
+        defer { sqlite3_reset(raw) }
+        switch sqlite3_step(raw) {
+        case SQLITE_ROW:
+            return try read(StatementRow(statement: raw))
+        case SQLITE_DONE:
+            return nil
+        case let code:
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(self.sqliteConnection)), sql: sql)
+        }
     }
 }

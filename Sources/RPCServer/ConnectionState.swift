@@ -66,6 +66,15 @@ final class ConnectionState: Sendable {
         }
     }
 
+    /// Whether a request may be answered at once, with no task: the connection is under its
+    /// limit and no request in flight has its `id` (else ``start(id:isStream:_:)`` refuses it
+    /// as it refuses any other).
+    func mayAnswerAtOnce(id: RequestID?) -> Bool {
+        self.state.withLock { requests in
+            requests.tasks.count < self.limit && (id.map { requests.tokensByID[$0] == nil } ?? true)
+        }
+    }
+
     /// Starts `body` as the request `id`, unless the connection is at its limit or that id
     /// is still in flight. `body` gets the token to pass to ``finish(_:)``.
     func start(id: RequestID?, isStream: Bool, _ body: @escaping @Sendable (UInt64) async -> Void) -> StartOutcome {

@@ -57,7 +57,28 @@ public struct MethodTable: Sendable {
 
     /// Adds a unary method.
     public mutating func on<P, R>(_ spec: MethodSpec<P, R>, _ handler: @escaping @Sendable (P, RequestContext) async throws -> R) {
-        self.add(spec.name, isStream: false, callers: spec.callers.list, describe: { spec.describedAs }) { rawParams, context, outbound in
+        self.add(spec.name, isStream: false, callers: spec.callers.list, describe: { spec.describedAs }, immediate: nil) { rawParams, context, outbound in
+            let params = try ParamsDecoding.decode(P.self, params: rawParams)
+            let result = try await handler(params, context)
+            guard let id = context.requestID else { return }
+            await outbound.sendOrDrop(try ReplyEncoding.result(id: id, result))
+        }
+    }
+
+    /// Adds a unary method answered on the connection's event loop when it can be, with no
+    /// task of its own: `immediately` runs there as the request is read and returns the
+    /// result, or nil when the request must wait for something (then `handler` runs as an
+    /// ordinary request). For what never waits: a built-in's answer, a point read on the
+    /// loop's own database connection.
+    public mutating func on<P, R>(_ spec: MethodSpec<P, R>, immediately: @escaping @Sendable (P, RequestContext) throws -> R?,
+                                  otherwise handler: @escaping @Sendable (P, RequestContext) async throws -> R) {
+        let immediate: Entry.Immediate = { rawParams, context in
+            let params = try ParamsDecoding.decode(P.self, params: rawParams)
+            guard let result = try immediately(params, context) else { return .deferred }
+            guard let id = context.requestID else { return .answered(nil) }
+            return .answered(try ReplyEncoding.result(id: id, result))
+        }
+        self.add(spec.name, isStream: false, callers: spec.callers.list, describe: { spec.describedAs }, immediate: immediate) { rawParams, context, outbound in
             let params = try ParamsDecoding.decode(P.self, params: rawParams)
             let result = try await handler(params, context)
             guard let id = context.requestID else { return }
@@ -68,7 +89,7 @@ public struct MethodTable: Sendable {
     /// Adds a streaming method: the handler yields items through the writer and returns the
     /// final result.
     public mutating func on<P, I, E>(_ spec: StreamSpec<P, I, E>, _ handler: @escaping @Sendable (P, StreamWriter<I>, RequestContext) async throws -> E) {
-        self.add(spec.name, isStream: true, callers: spec.callers.list, describe: { spec.describedAs }) { rawParams, context, outbound in
+        self.add(spec.name, isStream: true, callers: spec.callers.list, describe: { spec.describedAs }, immediate: nil) { rawParams, context, outbound in
             let params = try ParamsDecoding.decode(P.self, params: rawParams)
             let end = try await handler(params, StreamWriter(id: context.requestID, outbound: outbound), context)
             guard let id = context.requestID else { return }
@@ -79,7 +100,7 @@ public struct MethodTable: Sendable {
     /// `describe` is called only when `rpc.describe` is first asked: reading every method's
     /// schemas off its Codable types was a sixth of what a service did to start.
     private mutating func add(_ name: String, isStream: Bool, callers declaredCallers: [Caller],
-                              describe: @escaping @Sendable () -> MethodDescription, _ run: @escaping Entry.Run) {
+                              describe: @escaping @Sendable () -> MethodDescription, immediate: Entry.Immediate?, _ run: @escaping Entry.Run) {
         if let declared = self.declared, declared.method(named: name) == nil {
             self.problems.append("has a handler for \(name), which its MethodList does not declare")
             return
@@ -93,7 +114,14 @@ public struct MethodTable: Sendable {
             try CallerCheck.admit(context.auth, to: name, callers: callers)
             try await run(rawParams, context, outbound)
         }
-        self.entries[name] = Entry(describe: describe, isStream: isStream, run: guarded)
+        var guardedImmediate: Entry.Immediate?
+        if let immediate {
+            guardedImmediate = { rawParams, context throws -> ImmediateOutcome in
+                try CallerCheck.admit(context.auth, to: name, callers: callers)
+                return try immediate(rawParams, context)
+            }
+        }
+        self.entries[name] = Entry(describe: describe, isStream: isStream, run: guarded, immediate: guardedImmediate)
         self.order.append(name)
     }
 
@@ -105,9 +133,18 @@ public struct MethodTable: Sendable {
     struct Entry: Sendable {
         /// `params` as parsed with the request's head (nil: absent).
         typealias Run = @Sendable (_ params: JSONValue?, _ context: RequestContext, _ outbound: Outbound) async throws -> Void
+        /// Answers on the event loop, or says the request must run as a task.
+        typealias Immediate = @Sendable (_ params: JSONValue?, _ context: RequestContext) throws -> ImmediateOutcome
         var describe: @Sendable () -> MethodDescription
         var isStream: Bool
         var run: Run
+        var immediate: Immediate?
+    }
+
+    enum ImmediateOutcome {
+        /// The reply (nil for a one-way request).
+        case answered(Data?)
+        case deferred
     }
 }
 

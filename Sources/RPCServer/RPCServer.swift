@@ -196,7 +196,7 @@ public final class RPCServer: Service, Sendable {
     }
 
     private static func addBuiltins(to table: inout MethodTable, configuration: ServerConfiguration, startedAt: ContinuousClock.Instant, serviceMethods: MethodTable) {
-        table.on(Builtin.ping) { _, _ in
+        let ping = { @Sendable () -> PingResult in
             let uptime = ContinuousClock.now - startedAt
             return PingResult(
                 service: configuration.service,
@@ -205,6 +205,7 @@ public final class RPCServer: Service, Sendable {
                 pid: getpid()
             )
         }
+        table.on(Builtin.ping, immediately: { _, _ in ping() }, otherwise: { _, _ in ping() })
         // Read off the methods' types when first asked, then kept.
         let described = Lazy<([MethodDescription], [ErrorCode])> {
             let builtins = [Builtin.ping.describedAs, Builtin.describe.describedAs, Builtin.cancel.describedAs, Builtin.metrics.describedAs]

@@ -61,6 +61,9 @@ struct RequestRunner: Sendable {
             connectionID: self.connection.id,
             logger: logger
         )
+        if let immediate = entry.immediate, self.connection.mayAnswerAtOnce(id: head.id), self.answer(immediate, params: params, context: context) {
+            return
+        }
         let outcome = self.connection.start(id: head.id, isStream: entry.isStream) { token in
             await self.run(entry, params: params, context: context, token: token)
         }
@@ -86,6 +89,25 @@ struct RequestRunner: Sendable {
                 data: ["id": id]
             )))
         }
+    }
+
+    /// Answers a request on the event loop, with no task (``MethodTable/Entry/immediate``);
+    /// false when it must run as a task after all.
+    private func answer(_ immediate: MethodTable.Entry.Immediate, params: JSONValue?, context: RequestContext) -> Bool {
+        let started = ContinuousClock.now
+        var failure: RPCError?
+        do {
+            switch try immediate(params, context) {
+            case .deferred: return false
+            case .answered(let reply): if let reply { self.outbound.sendNow(reply) }
+            }
+        } catch {
+            failure = self.reply(to: error, reason: nil, context: context)
+            if let failure, let id = context.requestID { self.outbound.sendNow(ReplyEncoding.error(id: id, failure)) }
+        }
+        self.state.noteServed()
+        self.finished(context, failure: failure, duration: ContinuousClock.now - started)
+        return true
     }
 
     private static func json(_ id: RequestID) -> JSONValue {
@@ -114,7 +136,11 @@ struct RequestRunner: Sendable {
         } else {
             handler.eventLoop.execute { handler.value.requestFinished() }
         }
-        let duration = ContinuousClock.now - started
+        self.finished(context, failure: failure, duration: ContinuousClock.now - started)
+    }
+
+    /// Counts and logs a request that has been answered.
+    private func finished(_ context: RequestContext, failure: RPCError?, duration: Duration) {
         self.metrics.served(context.method, failure: failure, duration: duration)
         let micros = duration.microseconds
         if let failure {

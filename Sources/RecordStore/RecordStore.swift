@@ -90,14 +90,17 @@ public final class RecordStore: Sendable {
     /// ``read(_:_:)``. Anything that may scan belongs in ``read(_:_:)``: it would hold
     /// every connection of the loop while it runs.
     private func shortRead<T: Sendable>(_ auth: Auth?, _ body: @escaping @Sendable (Principal, Database) throws -> T) async throws -> T {
-        let value: T?
+        if let value = try self.readOnLoop(auth, body) { return value }
+        return try await self.read(auth, body)
+    }
+
+    /// The same read on the current event loop's connection, or nil when not on one.
+    private func readOnLoop<T>(_ auth: Auth?, _ body: (Principal, Database) throws -> T) throws -> T? {
         do {
-            value = try self.loopReaders.read { db in try body(try self.resolve(auth, db), db) }
+            return try self.loopReaders.read { db in try body(try self.resolve(auth, db), db) }
         } catch {
             throw self.surface(error)
         }
-        if let value { return value }
-        return try await self.read(auth, body)
     }
 
     private func write<T: Sendable>(_ auth: Auth?, _ body: @escaping @Sendable (Principal, Int64, Database) throws -> T) async throws -> T {
@@ -191,6 +194,15 @@ public final class RecordStore: Sendable {
         return try await self.write(auth) { principal, now, db in
             try ModifyOperation(schema: schema, principal: principal, params: params, prepared: prepared, now: now).run(db)
         }
+    }
+
+    /// A fetch answered on the calling event loop, on its own read connection (a few
+    /// records by name); nil when it must run as ``fetch(_:auth:)`` (more records, or not on
+    /// an event loop).
+    public func fetchOnLoop(_ params: FetchParams, auth: Auth?) throws -> FetchResult? {
+        try FetchOperation.validate(params)
+        guard params.recordNames.count <= FetchOperation.shortReadLimit else { return nil }
+        return try self.readOnLoop(auth) { principal, db in try FetchOperation.run(params, principal: principal, db) }
     }
 
     public func fetch(_ params: FetchParams, auth: Auth?) async throws -> FetchResult {
@@ -367,12 +379,19 @@ public final class RecordStore: Sendable {
     }
 
     public func whoami(auth: Auth?) async throws -> WhoAmIResult {
-        try await self.shortRead(auth) { principal, _ in
-            switch principal {
-            case .local: WhoAmIResult(principal: "local")
-            case .device(let device):
-                WhoAmIResult(principal: "device", family: device.family, deviceId: device.deviceId, role: device.role, status: device.status)
-            }
+        try await self.shortRead(auth) { principal, _ in Self.whoami(principal) }
+    }
+
+    /// ``whoami(auth:)`` on the calling event loop; nil when not on one.
+    public func whoamiOnLoop(auth: Auth?) throws -> WhoAmIResult? {
+        try self.readOnLoop(auth) { principal, _ in Self.whoami(principal) }
+    }
+
+    private static func whoami(_ principal: Principal) -> WhoAmIResult {
+        switch principal {
+        case .local: WhoAmIResult(principal: "local")
+        case .device(let device):
+            WhoAmIResult(principal: "device", family: device.family, deviceId: device.deviceId, role: device.role, status: device.status)
         }
     }
 

@@ -45,14 +45,14 @@ enum Credentials {
     /// every request, so a revocation applies to the very next one.
     static func resolve(_ auth: Auth?, in db: Database) throws -> Principal {
         guard let auth else { return .local }
-        guard let row = try Row.fetchOne(cached: db, sql: "SELECT family, device_id, role, status FROM credentials WHERE token_sha256 = ?",
-            arguments: [hash(token: auth.token)])
+        guard let identity = try db.firstRow(cached: "SELECT family, device_id, role, status FROM credentials WHERE token_sha256 = ?",
+                                             arguments: [hash(token: auth.token)], { row in
+            DeviceIdentity(family: row.text(0), deviceId: row.text(1), role: DeviceRole(rawValue: row.text(2)) ?? .child,
+                           status: CredentialStatus(rawValue: row.text(3)) ?? .revoked)
+        })
         else {
             throw RPCError(.unauthorized, "the device token is not known to this server; pair the device again")
         }
-        let identity = DeviceIdentity(
-            family: row["family"], deviceId: row["device_id"], role: DeviceRole(rawValue: row["role"]) ?? .child,
-            status: CredentialStatus(rawValue: row["status"]) ?? .revoked)
         if identity.status == .revoked {
             throw RPCError.deviceRevoked(identity.deviceId)
         }

@@ -17,10 +17,11 @@ struct ZoneRow: Sendable, Hashable {
 
     /// The live zone, or `not_found` naming what is missing (the family or the zone).
     static func find(_ db: Database, family: String, name: String) throws -> ZoneRow {
-        if let row = try Row.fetchOne(cached: db, sql: "SELECT id, created_at, incarnation, purged_seq FROM zones WHERE family = ? AND name = ? AND deleted = 0",
-            arguments: [family, name])
-        {
-            return ZoneRow(id: row["id"], family: family, name: name, createdAt: row["created_at"], incarnation: row["incarnation"], purgedSeq: row["purged_seq"])
+        if let zone = try db.firstRow(cached: "SELECT id, created_at, incarnation, purged_seq FROM zones WHERE family = ? AND name = ? AND deleted = 0",
+                                      arguments: [family, name], { row in
+            ZoneRow(id: row.int64(0), family: family, name: name, createdAt: row.int64(1), incarnation: row.int64(2), purgedSeq: row.int64(3))
+        }) {
+            return zone
         }
         try FamilyRow.require(db, family)
         throw RPCError(.notFound, "zone \(name) does not exist in family \(family)", data: ["zone": .string(name)])
@@ -80,9 +81,23 @@ struct StoredRecord: Sendable {
         self.deleted = row[offset + 10]
     }
 
+    /// Reads the columns of ``columns`` starting at `offset`, straight from SQLite.
+    init(_ row: StatementRow, offset: Int32 = 0) {
+        self.id = row.int64(offset)
+        self.name = row.text(offset + 1)
+        self.type = row.text(offset + 2)
+        self.fieldsText = row.text(offset + 3)
+        self.changeTag = row.text(offset + 4)
+        self.seq = row.int64(offset + 5)
+        self.createdAt = row.int64(offset + 6)
+        self.createdBy = row.text(offset + 7)
+        self.modifiedAt = row.int64(offset + 8)
+        self.modifiedBy = row.text(offset + 9)
+        self.deleted = row.bool(offset + 10)
+    }
+
     static func find(_ db: Database, zoneID: Int64, name: String) throws -> StoredRecord? {
-        try Row.fetchOne(cached: db, sql: "SELECT \(columns) FROM records r WHERE r.zone_id = ? AND r.name = ?", arguments: [zoneID, name])
-            .map { StoredRecord($0) }
+        try db.firstRow(cached: "SELECT \(columns) FROM records r WHERE r.zone_id = ? AND r.name = ?", arguments: [zoneID, name]) { StoredRecord($0) }
     }
 
     func fields() throws -> [String: JSONValue] { try FieldsCoding.decode(self.fieldsText) }

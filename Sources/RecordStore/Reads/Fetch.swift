@@ -43,24 +43,24 @@ enum FetchOperation {
     /// (the busiest read of all: a device fetching one record by name).
     private static func one(_ name: String, _ params: FetchParams, principal: Principal, _ db: Database) throws -> FetchResult {
         let shareDevice = principal.device.map { $0.role.isParent ? "" : $0.deviceId } ?? ""
-        guard let row = try Row.fetchOne(cached: db, sql: """
+        let recordColumns: Int32 = 5
+        guard let (zone, permission, stored) = try db.firstRow(cached: """
             SELECT z.id, z.created_at, z.incarnation, z.purged_seq, s.permission, \(StoredRecord.columns)
             FROM zones z
             LEFT JOIN shares s ON s.zone_id = z.id AND s.device_id = ?
             LEFT JOIN records r ON r.zone_id = z.id AND r.name = ?
             WHERE z.family = ? AND z.name = ? AND z.deleted = 0
-            """, arguments: [shareDevice, name, params.family, params.zone])
+            """, arguments: [shareDevice, name, params.family, params.zone], { row in
+                (ZoneRow(id: row.int64(0), family: params.family, name: params.zone, createdAt: row.int64(1), incarnation: row.int64(2), purgedSeq: row.int64(3)),
+                 row.optionalText(4),
+                 row.isNull(recordColumns) ? nil : StoredRecord(row, offset: recordColumns))
+            })
         else {
             _ = try ZoneRow.find(db, family: params.family, name: params.zone)  // says which is missing: the family or the zone
             throw RPCError(.notFound, "zone \(params.zone) does not exist in family \(params.family)", data: ["zone": .string(params.zone)])
         }
-        let zone = ZoneRow(id: row[0], family: params.family, name: params.zone, createdAt: row[1], incarnation: row[2], purgedSeq: row[3])
-        let permission: String? = row[4]
         try AccessControl.requireRead(principal, zone, access: AccessControl.access(principal, to: zone) { _ in permission })
-        let recordColumns = 5
-        guard (row[recordColumns] as Int64?) != nil else { return FetchResult(records: [], missing: [name]) }
-        let stored = StoredRecord(row, offset: recordColumns)
-        guard !stored.deleted else { return FetchResult(records: [], missing: [name]) }
+        guard let stored, !stored.deleted else { return FetchResult(records: [], missing: [name]) }
         return FetchResult(records: [try stored.record(zone: zone.name)], missing: [])
     }
 }

@@ -20,7 +20,8 @@ enum StoreHandlers {
             ])
             return result
         }
-        methods.on(StoreMethods.fetch) { params, context in try await store.fetch(params, auth: context.auth) }
+        methods.on(StoreMethods.fetch, immediately: { params, context in try store.fetchOnLoop(params, auth: context.auth) },
+                   otherwise: { params, context in try await store.fetch(params, auth: context.auth) })
         methods.on(StoreMethods.query) { params, context in try await store.query(params, auth: context.auth) }
         methods.on(StoreMethods.zoneChanges) { params, context in try await store.zoneChanges(params, auth: context.auth) }
         methods.on(StoreMethods.databaseChanges) { params, context in try await store.databaseChanges(params, auth: context.auth) }
@@ -60,7 +61,8 @@ enum StoreHandlers {
         }
         methods.on(StoreMethods.listCredentials) { params, context in try await store.listCredentials(params, auth: context.auth) }
         methods.on(StoreMethods.credentialSnapshot) { _, context in try await store.credentialSnapshot(auth: context.auth) }
-        methods.on(StoreMethods.whoami) { _, context in try await store.whoami(auth: context.auth) }
+        methods.on(StoreMethods.whoami, immediately: { _, context in try store.whoamiOnLoop(auth: context.auth) },
+                   otherwise: { _, context in try await store.whoami(auth: context.auth) })
         methods.on(StoreMethods.schema) { _, _ in store.schemaInfo }
         methods.on(StoreMethods.backup) { params, context in try await store.backup(params, auth: context.auth) }
         methods.on(StoreMethods.purge) { params, context in try await store.purge(params, auth: context.auth) }
