@@ -20,7 +20,7 @@ public enum Builtin {
     )
 }
 
-public struct PingResult: Codable, Sendable, Hashable {
+public struct PingResult: Codable, Sendable, Hashable, JSONWritable {
     public var service: String
     public var version: String
     public var uptimeSeconds: Double
@@ -31,6 +31,17 @@ public struct PingResult: Codable, Sendable, Hashable {
         self.version = version
         self.uptimeSeconds = uptimeSeconds
         self.pid = pid
+    }
+
+    /// By hand: every health check asks for it.
+    public func write(to writer: inout JSONWriter) throws {
+        writer.beginObject()
+        writer.member("service", self.service)
+        writer.member("version", self.version)
+        writer.member("uptimeSeconds")
+        try writer.double(self.uptimeSeconds)
+        writer.member("pid", Int(self.pid))
+        writer.endObject()
     }
 }
 

@@ -22,8 +22,18 @@ public struct RequestContext: Sendable {
     public var peer: PeerCredentials?
     /// Unique per connection for the life of the process; also in the log as `CONNECTION_ID`.
     public var connectionID: UInt64
-    /// Carries `request_id`, `method`, `peer_uid`, `peer_pid`, `connection_id`.
-    public var logger: Logger
+    /// The connection's logger (`peer_uid`, `peer_pid`, `connection_id`).
+    let connectionLogger: Logger
+
+    /// Carries `request_id`, `method`, `peer_uid`, `peer_pid`, `connection_id`. Made when
+    /// asked for: most requests log nothing, and a logger with two more fields is two
+    /// allocations per request.
+    public var logger: Logger {
+        var logger = self.connectionLogger
+        logger[metadataKey: "method"] = "\(self.method)"
+        if let id = self.requestID { logger[metadataKey: "request_id"] = "\(id)" }
+        return logger
+    }
 }
 
 /// Sends the items of a stream. Each `yield` is one reply with `"continues": true`; it

@@ -33,16 +33,20 @@ struct RequestRunner: Sendable {
             (head, params) = parsed
         }
 
-        var logger = self.logger
-        logger[metadataKey: "method"] = "\(head.method)"
-        if let id = head.id { logger[metadataKey: "request_id"] = "\(id)" }
-
         if head.method == Builtin.cancel.name {
             self.cancel(params, head: head)
             return
         }
+        let context = RequestContext(
+            requestID: head.id,
+            method: head.method,
+            auth: head.auth,
+            peer: self.peer,
+            connectionID: self.connection.id,
+            connectionLogger: self.logger
+        )
         guard let entry = self.table.entries[head.method] else {
-            logger.debug("unknown method")
+            context.logger.debug("unknown method")
             self.metrics.refused(RequestMetrics.unknownMethod, .methodNotFound)
             if let id = head.id {
                 self.outbound.sendNow(ReplyEncoding.error(id: id, RPCError(
@@ -53,14 +57,6 @@ struct RequestRunner: Sendable {
             }
             return
         }
-        let context = RequestContext(
-            requestID: head.id,
-            method: head.method,
-            auth: head.auth,
-            peer: self.peer,
-            connectionID: self.connection.id,
-            logger: logger
-        )
         if let immediate = entry.immediate, self.connection.mayAnswerAtOnce(id: head.id), self.answer(immediate, params: params, context: context) {
             return
         }
@@ -71,7 +67,7 @@ struct RequestRunner: Sendable {
         case .started:
             break
         case .tooMany:
-            logger.notice("too many requests in flight on one connection", metadata: ServiceEvent.connectionRejected.metadata)
+            context.logger.notice("too many requests in flight on one connection", metadata: ServiceEvent.connectionRejected.metadata)
             self.metrics.refused(head.method, .limitExceeded)
             if let id = head.id {
                 self.outbound.sendNow(ReplyEncoding.error(id: id, RPCError(

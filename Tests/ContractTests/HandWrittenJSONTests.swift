@@ -92,6 +92,8 @@ struct HandWrittenJSONTests {
             PushNotification(seq: 0, family: "fam", reason: .zoneChanged, createdAt: Self.at, expiresAt: Self.at),
             PushNotification(seq: 3, family: "f", reason: .message, alert: Alert(title: "t"), createdAt: Self.at, expiresAt: Self.at),
         ], decodes: { $0.seq != 0 }),
+        // The built-ins
+        Example([PingResult(service: "store", version: "0.9.1", uptimeSeconds: 12.25, pid: 42), PingResult(service: "push", version: "1", uptimeSeconds: 3, pid: 7)]),
         // The aggregator
         Example(Self.apps),
         Example(Self.rows),

@@ -174,6 +174,7 @@ struct StreamEncodingTests {
             "FetchParams": pairs([FetchParams(family: "f", zone: "z", recordNames: ["a"])]),
             "Alert": pairs([Alert(title: "Over the limit", body: "2h")]),
             "PushNotification": pairs([PushNotification(seq: 3, family: "f", reason: .message, alert: Alert(title: "t"), createdAt: h.at, expiresAt: h.at)]),
+            "PingResult": pairs([PingResult(service: "store", version: "0.9.1", uptimeSeconds: 12.25, pid: 42)]),
             "AppUsage": pairs(h.apps),
             "ReportRow": pairs(h.rows),
             "Report": pairs([Report(family: "f", child: "c1", deviceId: nil, from: "2026-11-21", to: "2026-11-22", by: .day, timeZone: "UTC",
@@ -220,5 +221,27 @@ struct NoFoundationCodersTests {
         }
         #expect(scanned > 200, "the scan read too few files (\(scanned)): is Sources/ where it was?")
         #expect(found.isEmpty, "use RPCJSON.encode/decode (the project's own coders) instead:\n\(found.joined(separator: "\n"))")
+    }
+}
+
+@Suite("Names checked byte by byte say what Unicode says")
+struct NameCheckTests {
+    @Test("an identifier holds no control character (Unicode's Cc), whatever else it holds", arguments: [
+        ("device-1", true), ("Ana's iPad é 😀", true), ("a\u{0}b", false), ("tab\there", false), ("del\u{7F}", false),
+        ("next\u{85}line", false), ("c1 \u{9F}", false), ("\u{A0}nbsp", true), ("\u{C2}\u{A9}", true), ("", false),
+        (String(repeating: "x", count: 256), false),
+    ])
+    func identifiers(name: String, valid: Bool) {
+        #expect(StoreNames.isValidIdentifier(name) == valid)
+        if !name.isEmpty && name.utf8.count <= 255 {
+            #expect(StoreNames.isValidIdentifier(name) == !name.unicodeScalars.contains { $0.properties.generalCategory == .control })
+        }
+    }
+
+    @Test("a zone name is ASCII letters, digits, '-', '_' and '.'", arguments: [
+        ("default", true), ("ChildMonitoring-c1", true), ("_pairing", true), ("a.b_c-9", true), ("é", false), ("a b", false), ("a/b", false), ("", false),
+    ])
+    func zones(name: String, valid: Bool) {
+        #expect(StoreNames.isValidZone(name) == valid)
     }
 }
