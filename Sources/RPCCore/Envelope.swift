@@ -199,7 +199,12 @@ public enum ReplyEncoding {
     /// Every result is written by the project's own writer: by hand (``JSONWritable``) or
     /// through ``StreamEncoding``, never Foundation's encoder.
     public static func result<R: Encodable>(id: RequestID, _ result: R, continues: Bool = false) throws -> Data {
-        Data(try self.reply(id: id, continues: continues, capacity: 512) { try $0.encodable(result) })
+        Data(try self.resultBytes(id: id, result, continues: continues))
+    }
+
+    /// The same reply as bytes, for a writer that takes them as they are.
+    public static func resultBytes<R: Encodable>(id: RequestID, _ result: R, continues: Bool = false) throws -> [UInt8] {
+        try self.reply(id: id, continues: continues, capacity: 512) { try $0.encodable(result) }
     }
 
     /// The same reply around a result encoded already, as bytes: a stream item sent to many

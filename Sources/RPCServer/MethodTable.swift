@@ -76,7 +76,7 @@ public struct MethodTable: Sendable {
             let params = try ParamsDecoding.decode(P.self, params: rawParams)
             guard let result = try immediately(params, context) else { return .deferred }
             guard let id = context.requestID else { return .answered(nil) }
-            return .answered(try ReplyEncoding.result(id: id, result))
+            return .answered(try ReplyEncoding.resultBytes(id: id, result))
         }
         self.add(spec.name, isStream: false, callers: spec.callers.list, describe: { spec.describedAs }, immediate: immediate) { rawParams, context, outbound in
             let params = try ParamsDecoding.decode(P.self, params: rawParams)
@@ -143,7 +143,7 @@ public struct MethodTable: Sendable {
 
     enum ImmediateOutcome {
         /// The reply (nil for a one-way request).
-        case answered(Data?)
+        case answered([UInt8]?)
         case deferred
     }
 }

@@ -31,4 +31,8 @@ struct Outbound: Sendable {
     func sendNow(_ payload: Data) {
         try? self.writer.writeNow(ByteBuffer(bytes: payload))
     }
+
+    func sendNow(bytes payload: [UInt8]) {
+        try? self.writer.writeNow(ByteBuffer(bytes: payload))
+    }
 }

@@ -95,7 +95,7 @@ struct RequestRunner: Sendable {
         do {
             switch try immediate(params, context) {
             case .deferred: return false
-            case .answered(let reply): if let reply { self.outbound.sendNow(reply) }
+            case .answered(let reply): if let reply { self.outbound.sendNow(bytes: reply) }
             }
         } catch {
             failure = self.reply(to: error, reason: nil, context: context)
