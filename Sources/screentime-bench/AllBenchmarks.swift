@@ -259,6 +259,10 @@ struct BenchmarkReport: Codable {
             }
             lines.append("")
             for profile in result.profiles ?? [] {
+                guard profile.samples > 0 else {
+                    lines += ["Where the time goes: \(profile.phase): perf took no samples in its run (a phase shorter than perf took to start sampling); run it again with `--profile`.", ""]
+                    continue
+                }
                 lines += ["Where the time goes: \(profile.phase) (`perf record -e cpu-clock -g`, \(profile.samples) samples, a run of its own; "
                     + "the functions with the most samples of their own; all of it, with callees, in profiles/\(profile.file)):", "",
                     "| Self | Process | Function |", "| ---: | --- | --- |"]
