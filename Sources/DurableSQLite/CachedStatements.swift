@@ -33,24 +33,40 @@ extension Database {
     }
 }
 
+/// A row's columns read by number: a GRDB `Row`, or a ``StatementRow`` straight from
+/// SQLite, so that one reader of a row type serves both.
+public protocol ColumnReading {
+    func isNull(_ column: Int) -> Bool
+    func int64(_ column: Int) -> Int64
+    /// The column's text ("" for NULL).
+    func text(_ column: Int) -> String
+}
+
+extension ColumnReading {
+    public func bool(_ column: Int) -> Bool { self.int64(column) != 0 }
+    public func optionalText(_ column: Int) -> String? { self.isNull(column) ? nil : self.text(column) }
+}
+
+extension Row: ColumnReading {
+    public func isNull(_ column: Int) -> Bool { self.hasNull(atIndex: column) }
+    public func int64(_ column: Int) -> Int64 { self[column] }
+    public func text(_ column: Int) -> String { self[column] ?? "" }
+}
+
 /// The current row of a cached statement, read by column number straight from SQLite.
 /// GRDB's `Row` for a fetch builds a dictionary of the statement's lowercased column names
 /// first: for the reads every request makes (a zone, a record, a credential) that was a
 /// fifth of a point fetch's CPU. Valid only inside ``Database/firstRow(cached:arguments:_:)``.
-public struct StatementRow {
+public struct StatementRow: ColumnReading {
     let statement: SQLiteStatement
 
-    public func isNull(_ column: Int32) -> Bool { sqlite3_column_type(self.statement, column) == SQLITE_NULL }
-    public func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(self.statement, column) }
-    public func bool(_ column: Int32) -> Bool { sqlite3_column_int64(self.statement, column) != 0 }
+    public func isNull(_ column: Int) -> Bool { sqlite3_column_type(self.statement, Int32(column)) == SQLITE_NULL }
+    public func int64(_ column: Int) -> Int64 { sqlite3_column_int64(self.statement, Int32(column)) }
 
-    /// The column's text ("" for NULL).
-    public func text(_ column: Int32) -> String {
-        guard let bytes = sqlite3_column_text(self.statement, column) else { return "" }
-        return String(decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(self.statement, column))), as: UTF8.self)
+    public func text(_ column: Int) -> String {
+        guard let bytes = sqlite3_column_text(self.statement, Int32(column)) else { return "" }
+        return String(decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(self.statement, Int32(column)))), as: UTF8.self)
     }
-
-    public func optionalText(_ column: Int32) -> String? { self.isNull(column) ? nil : self.text(column) }
 }
 
 extension Database {

@@ -217,11 +217,7 @@ public enum ReplyEncoding {
     private static func reply(id: RequestID, continues: Bool, capacity: Int, _ writeResult: (inout JSONWriter) throws -> Void) rethrows -> [UInt8] {
         var writer = JSONWriter(capacity: capacity)
         writer.beginObject()
-        writer.member("id")
-        switch id {
-        case .int(let value): writer.int(value)
-        case .string(let value): writer.string(value)
-        }
+        Self.writeID(id, to: &writer)
         writer.member("result")
         try writeResult(&writer)
         if continues {
@@ -235,12 +231,7 @@ public enum ReplyEncoding {
     public static func error(id: RequestID?, _ error: RPCError) -> Data {
         var writer = JSONWriter(capacity: 256)
         writer.beginObject()
-        writer.member("id")  // null when the id could not be read
-        switch id {
-        case .int(let value)?: writer.int(value)
-        case .string(let value)?: writer.string(value)
-        case nil: writer.null()
-        }
+        Self.writeID(id, to: &writer)  // null when the id could not be read
         writer.member("error")
         do {
             try writer.encodable(error)
@@ -250,6 +241,16 @@ public enum ReplyEncoding {
         }
         writer.endObject()
         return Data(writer.bytes)
+    }
+
+    /// `"id":…`, or `"id":null` without one.
+    private static func writeID(_ id: RequestID?, to writer: inout JSONWriter) {
+        writer.member("id")
+        switch id {
+        case .int(let value)?: writer.int(value)
+        case .string(let value)?: writer.string(value)
+        case nil: writer.null()
+        }
     }
 
     public static func request<P: Encodable>(id: RequestID?, method: String, params: P, auth: Auth?) throws -> Data {

@@ -57,12 +57,7 @@ public struct MethodTable: Sendable {
 
     /// Adds a unary method.
     public mutating func on<P, R>(_ spec: MethodSpec<P, R>, _ handler: @escaping @Sendable (P, RequestContext) async throws -> R) {
-        self.add(spec.name, isStream: false, callers: spec.callers.list, describe: { spec.describedAs }, immediate: nil) { rawParams, context, outbound in
-            let params = try ParamsDecoding.decode(P.self, params: rawParams)
-            let result = try await handler(params, context)
-            guard let id = context.requestID else { return }
-            await outbound.sendOrDrop(try ReplyEncoding.result(id: id, result))
-        }
+        self.add(spec.name, isStream: false, callers: spec.callers.list, describe: { spec.describedAs }, immediate: nil, Self.unary(handler))
     }
 
     /// Adds a unary method answered on the connection's event loop when it can be, with no
@@ -78,7 +73,12 @@ public struct MethodTable: Sendable {
             guard let id = context.requestID else { return .answered(nil) }
             return .answered(try ReplyEncoding.resultBytes(id: id, result))
         }
-        self.add(spec.name, isStream: false, callers: spec.callers.list, describe: { spec.describedAs }, immediate: immediate) { rawParams, context, outbound in
+        self.add(spec.name, isStream: false, callers: spec.callers.list, describe: { spec.describedAs }, immediate: immediate, Self.unary(handler))
+    }
+
+    /// A unary handler run as a task: its params decoded, its result sent as the reply.
+    private static func unary<P: Decodable, R: Encodable>(_ handler: @escaping @Sendable (P, RequestContext) async throws -> R) -> Entry.Run {
+        { rawParams, context, outbound in
             let params = try ParamsDecoding.decode(P.self, params: rawParams)
             let result = try await handler(params, context)
             guard let id = context.requestID else { return }

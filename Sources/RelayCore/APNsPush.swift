@@ -49,7 +49,7 @@ public enum APNsOutcome: Sendable, Equatable {
     case refused(status: Int, reason: String)
 
     public static func of(status: Int, apnsId: String?, body: [UInt8]) -> APNsOutcome {
-        let reason = (try? RPCJSON.decode([String: String].self, from: Data(body)))?["reason"] ?? ""
+        let reason = (try? RPCJSON.decode([String: String].self, from: body))?["reason"] ?? ""
         switch status {
         case 200: return .delivered(apnsId: apnsId)
         case 410: return .unregistered(reason: reason.isEmpty ? "Unregistered" : reason)

@@ -101,7 +101,7 @@ public struct RelayService: Service {
                 return Self.error(error)
             }
             guard let body = try? await request.body.collect(upTo: Self.bodyLimit) else { return Self.error(RelayError.tooLarge(Self.bodyLimit)) }
-            guard let seal = try? RPCJSON.decode(SealRequest.self, from: Data(Array(buffer: body))) else {
+            guard let seal = try? RPCJSON.decode(SealRequest.self, from: Array(buffer: body)) else {
                 return Self.error(RelayError.invalidRequest("the body must be {token, topic, environment: production|development, pin}"))
             }
             do {

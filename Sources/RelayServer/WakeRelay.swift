@@ -38,7 +38,7 @@ struct WakeRelay: Sendable {
     func wake(body: [UInt8], key: String?, time: String?, signature: String?, now: Date = Date()) async throws(RelayError) -> WakeResponse {
         let pin = try WakeSignature.verify(body: body, key: key, time: time, signature: signature, now: now)
         guard let signature, self.seen.insert(signature, now: now) else { throw .badSignature("this wake was sent already (each signed wake is taken once)") }
-        guard let request = try? RPCJSON.decode(WakeRequest.self, from: Data(body)) else {
+        guard let request = try? RPCJSON.decode(WakeRequest.self, from: body) else {
             throw .invalidRequest("the body must be {handle, kind: background|alert, collapseId?, ttlSeconds?}")
         }
         if let collapseId = request.collapseId, collapseId.utf8.count > 64 { throw .invalidRequest("collapseId must be at most 64 bytes") }

@@ -66,10 +66,7 @@ public struct JSONWriter {
 
     public mutating func bool(_ value: Bool) { self.scalar(value ? "true" : "false") }
 
-    public mutating func int(_ value: Int64) {
-        self.bytes.append(contentsOf: String(value).utf8)
-        self.needsComma = true
-    }
+    public mutating func int(_ value: Int64) { self.number(String(value)) }
 
     public mutating func int(_ value: Int) { self.int(Int64(value)) }
 
@@ -82,8 +79,7 @@ public struct JSONWriter {
         } else if value == value.rounded(), abs(value) < 9_007_199_254_740_992 {
             self.int(Int64(value))
         } else {
-            self.bytes.append(contentsOf: "\(value)".utf8)
-            self.needsComma = true
+            self.number("\(value)")
         }
     }
 

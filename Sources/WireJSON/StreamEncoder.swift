@@ -104,14 +104,14 @@ final class EncodingSink {
             try writable.write(to: &self.writer)
             return
         }
-        if let data = value as? Data {
+        if T.self == Data.self {
             prefix.write(to: &self.writer)
-            self.writer.string(data.base64EncodedString())
+            self.writer.string((value as! Data).base64EncodedString())
             return
         }
-        if let url = value as? URL {
+        if T.self == URL.self {
             prefix.write(to: &self.writer)
-            self.writer.string(url.absoluteString)
+            self.writer.string((value as! URL).absoluteString)
             return
         }
         let encoder = StreamEncoder(sink: self, level: level, prefix: prefix, codingPath: codingPath)

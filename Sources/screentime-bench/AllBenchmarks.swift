@@ -193,16 +193,8 @@ struct Machine: Codable {
 
     private static func sourceRevision() -> String? {
         func git(_ arguments: [String]) -> String? {
-            let process = Process()
-            let output = Pipe()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["git", "-C", Locations.packageRoot] + arguments
-            process.standardOutput = output
-            process.standardError = FileHandle.nullDevice
-            guard (try? process.run()) != nil else { return nil }
-            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            return process.terminationStatus == 0 ? text.trimmingCharacters(in: .whitespacesAndNewlines) : nil
+            guard let git = Tools.path("git"), let run = try? Tools.output(git, ["-C", Locations.packageRoot] + arguments), run.status == 0 else { return nil }
+            return run.text.trimmingCharacters(in: .whitespacesAndNewlines)
         }
         guard let commit = git(["rev-parse", "--short", "HEAD"]), !commit.isEmpty else { return nil }
         let changed = !(git(["status", "--porcelain", "--untracked-files=no"]) ?? "").isEmpty

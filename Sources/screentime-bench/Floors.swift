@@ -74,16 +74,9 @@ struct CFloor {
 
     /// Runs the C client; its JSON output.
     private func client(_ arguments: [String]) throws -> [String: Double] {
-        let client = Process()
-        client.executableURL = URL(fileURLWithPath: self.binary)
-        client.arguments = arguments
-        let output = Pipe()
-        client.standardOutput = output
-        try client.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        client.waitUntilExit()
-        guard client.terminationStatus == 0 else { throw BenchError("the C client (\(arguments.joined(separator: " "))) failed (exit \(client.terminationStatus))") }
-        return try JSONDecoder().decode([String: Double].self, from: data)
+        let (status, text) = try Tools.output(self.binary, arguments, keepErrors: true)
+        guard status == 0 else { throw BenchError("the C client (\(arguments.joined(separator: " "))) failed (exit \(status))") }
+        return try JSONDecoder().decode([String: Double].self, from: Data(text.utf8))
     }
 
     /// Writes requests for ``replay(socket:requestFile:count:)``, one per line.

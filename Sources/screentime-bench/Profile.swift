@@ -31,7 +31,7 @@ final class Profiler {
         self.directory = directory
         self.benchmark = benchmark
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        guard Self.which("perf") != nil else {
+        guard Tools.path("perf") != nil else {
             throw BenchError("--profile needs perf (Debian: apt install linux-perf)")
         }
     }
@@ -52,7 +52,7 @@ final class Profiler {
         }
         defer { unlink(control); unlink(ack) }
         let perf = Process()
-        perf.executableURL = URL(fileURLWithPath: Self.which("perf")!)
+        perf.executableURL = URL(fileURLWithPath: Tools.path("perf")!)
         perf.arguments = ["record", "-q", "-e", "cpu-clock", "-g", "-D", "-1", "--control", "fifo:\(control),\(ack)",
                           "-p", processes.map { String($0.pid) }.joined(separator: ","), "-o", data]
         let errors = Pipe()
@@ -98,15 +98,15 @@ final class Profiler {
     /// `perf report`'s top frames by samples of their own, and with their callees.
     private func report(data: String, file: String, phase: String) throws -> PhaseProfile {
         // By binary (the service's program, a library, the kernel) and function.
-        let own = try Self.run("perf", ["report", "-i", data, "--stdio", "-q", "--no-children", "--sort", "dso,sym", "-g", "none", "--percent-limit", "0.5"])
-        let inclusive = try Self.run("perf", ["report", "-i", data, "--stdio", "-q", "--children", "--sort", "dso,sym", "-g", "none", "--percent-limit", "2"])
-        let samples = try Self.run("perf", ["report", "-i", data, "--stdio", "-q", "--no-children", "--sort", "dso", "-g", "none", "--show-nr-samples"])
+        let own = try Self.perf(["report", "-i", data, "--stdio", "-q", "--no-children", "--sort", "dso,sym", "-g", "none", "--percent-limit", "0.5"])
+        let inclusive = try Self.perf(["report", "-i", data, "--stdio", "-q", "--children", "--sort", "dso,sym", "-g", "none", "--percent-limit", "2"])
+        let samples = try Self.perf(["report", "-i", data, "--stdio", "-q", "--no-children", "--sort", "dso", "-g", "none", "--show-nr-samples"])
             .split(separator: "\n").compactMap { line in line.split(separator: " ").dropFirst().first.flatMap { Int($0) } }.reduce(0, +)
-        let frames = Self.frames(Self.demangle(own))
+        let ownText = Self.demangle(own)
         let text = "# \(self.benchmark): \(phase)\n# perf record -e cpu-clock -g; \(samples) samples\n\n## Self\n\n"
-            + Self.demangle(own) + "\n## With callees (children)\n\n" + Self.demangle(inclusive)
+            + ownText + "\n## With callees (children)\n\n" + Self.demangle(inclusive)
         try text.write(toFile: file, atomically: true, encoding: .utf8)
-        return PhaseProfile(benchmark: self.benchmark, phase: phase, samples: samples, file: (file as NSString).lastPathComponent, top: Array(frames.prefix(12)))
+        return PhaseProfile(benchmark: self.benchmark, phase: phase, samples: samples, file: (file as NSString).lastPathComponent, top: Array(Self.frames(ownText).prefix(12)))
     }
 
     /// `12.34%  screentime-stor  [.] symbol` lines.
@@ -120,38 +120,13 @@ final class Profiler {
 
     /// Swift's mangled names made readable (`swift-demangle --simplified`), where the tool is.
     static func demangle(_ text: String) -> String {
-        guard let tool = which("swift-demangle") else { return text }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = ["--simplified"]
-        let input = Pipe(), output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        guard (try? process.run()) != nil else { return text }
-        let writer = Thread { input.fileHandleForWriting.write(Data(text.utf8)); try? input.fileHandleForWriting.close() }
-        writer.start()
-        let result = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return process.terminationStatus == 0 ? String(decoding: result, as: UTF8.self) : text
+        guard let tool = Tools.path("swift-demangle"), let demangled = try? Tools.output(tool, ["--simplified"], input: text), demangled.status == 0 else { return text }
+        return demangled.text
     }
 
-    static func run(_ tool: String, _ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: which(tool) ?? "/usr/bin/\(tool)")
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self)
-    }
-
-    static func which(_ tool: String) -> String? {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        let directories = path.split(separator: ":").map(String.init) + ["/usr/sbin", "/usr/bin"]
-        return directories.map { $0 + "/" + tool }.first { FileManager.default.isExecutableFile(atPath: $0) }
+    /// What `perf` writes to its standard output.
+    static func perf(_ arguments: [String]) throws -> String {
+        try Tools.output(Tools.path("perf") ?? "/usr/bin/perf", arguments).text
     }
 }
 

@@ -107,38 +107,23 @@ final class Redis {
     }
 
     private func run(_ test: String, clients: Int, valueBytes: Int, requests: Int) throws -> Double {
-        let benchmark = Process()
-        benchmark.executableURL = URL(fileURLWithPath: Redis.path("redis-benchmark")!)
-        benchmark.arguments = ["-s", self.socket, "-t", test, "-c", "\(clients)", "-n", "\(requests)", "-d", "\(valueBytes)", "-r", "100000", "--csv"]
-        let output = Pipe()
-        benchmark.standardOutput = output
-        benchmark.standardError = FileHandle.nullDevice
-        try benchmark.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        benchmark.waitUntilExit()
+        let (status, text) = try Tools.output(Redis.path("redis-benchmark")!, [
+            "-s", self.socket, "-t", test, "-c", "\(clients)", "-n", "\(requests)", "-d", "\(valueBytes)", "-r", "100000", "--csv",
+        ])
         // "test","rps","avg_latency_ms",…  then  "SET","81234.56",…
-        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n")
-        guard benchmark.terminationStatus == 0, lines.count >= 2,
+        let lines = text.split(separator: "\n")
+        guard status == 0, lines.count >= 2,
               let rps = Double(lines[1].split(separator: ",").dropFirst().first?.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) ?? "")
-        else { throw BenchError("redis-benchmark -t \(test) failed: \(String(decoding: data, as: UTF8.self))") }
+        else { throw BenchError("redis-benchmark -t \(test) failed: \(text)") }
         return rps
     }
 
     func stop() { Interruption.kill(self.process) }
 
-    static func path(_ tool: String) -> String? {
-        ["/usr/bin/", "/usr/local/bin/", "/usr/sbin/"].map { $0 + tool }.first { FileManager.default.isExecutableFile(atPath: $0) }
-    }
+    static func path(_ tool: String) -> String? { Tools.path(tool) }
 
     static var version: String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.path("redis-server") ?? "/usr/bin/redis-server")
-        process.arguments = ["--version"]
-        let output = Pipe()
-        process.standardOutput = output
-        guard (try? process.run()) != nil else { return "?" }
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        guard let text = try? Tools.output(Self.path("redis-server") ?? "/usr/bin/redis-server", ["--version"]).text else { return "?" }
         return text.split(separator: " ").first { $0.hasPrefix("v=") }.map { String($0.dropFirst(2)) } ?? "?"
     }
 }

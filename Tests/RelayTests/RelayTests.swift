@@ -75,6 +75,11 @@ struct RelayTests {
         #expect(otherTopic.status == 400 && (otherTopic.body["message"] as? String)?.contains("does not push to com.other.app") == true)
         let notJSON = try await relay.post("/v1/seal", Array("nope".utf8))
         #expect(notJSON.status == 400 && notJSON.body["error"] as? String == "invalid_request")
+        let notUTF8 = try await relay.post("/v1/seal", [UInt8(ascii: "{"), 0xFF, 0xFE, UInt8(ascii: "}")])
+        #expect(notUTF8.status == 400 && notUTF8.body["error"] as? String == "invalid_request", "\(notUTF8)")
+        let deep = Array((String(repeating: "[", count: 600) + String(repeating: "]", count: 600)).utf8)
+        let tooDeep = try await relay.post("/v1/wake", deep, headers: try WakeSignature.headers(body: deep, key: server))
+        #expect(tooDeep.status == 400 && tooDeep.body["error"] as? String == "invalid_request", "\(tooDeep)")
         #expect(apns.pushes.count == 1, "only the one signed wake, once")
         await relay.stop()
     }

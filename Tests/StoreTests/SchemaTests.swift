@@ -42,6 +42,9 @@ struct SchemaTests {
             "familyRef": familyRef, "rewardApps": ["a", 3]]), field: "rewardApps"),
         Violation(label: "JSON text that is not JSON", save: RecordSave(recordType: "AuditEntry", recordName: "a", fields: [
             "familyRef": familyRef, "actorParentRef": .reference("p"), "action": "x", "timestamp": .date(Date()), "metadata": "{oops"]), field: "metadata"),
+        Violation(label: "JSON text nested deeper than the parser takes", save: RecordSave(recordType: "AuditEntry", recordName: "a", fields: [
+            "familyRef": familyRef, "actorParentRef": .reference("p"), "action": "x", "timestamp": .date(Date()),
+            "metadata": .string(String(repeating: "[", count: 600) + String(repeating: "]", count: 600))]), field: "metadata"),
     ]
 
     @Test("a schema violation fails with invalid_params naming the field, and nothing is saved", arguments: violations)

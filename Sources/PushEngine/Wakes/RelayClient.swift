@@ -52,9 +52,9 @@ struct RelayClient: WakeRoute {
             let data = Array(buffer: try await response.body.collect(upTo: 64 * 1024))
             let status = Int(response.status.code)
             if status == 200 {
-                return .sent(apnsId: (try? RPCJSON.decode(WakeResponse.self, from: Data(data)))?.apnsId)
+                return .sent(apnsId: (try? RPCJSON.decode(WakeResponse.self, from: data))?.apnsId)
             }
-            let refusal = try? RPCJSON.decode(RelayErrorBody.self, from: Data(data))
+            let refusal = try? RPCJSON.decode(RelayErrorBody.self, from: data)
             let reason = refusal.map { "\($0.message) (\($0.error))" } ?? "HTTP \(status) from \(self.host)"
             switch (status, refusal?.error) {
             case (410, _): return .gone(.unregistered, reason)

@@ -66,23 +66,9 @@ struct StoredRecord: Sendable {
     var modifiedBy: String
     var deleted: Bool
 
-    /// Reads the columns of ``columns`` starting at `offset`.
-    init(_ row: Row, offset: Int = 0) {
-        self.id = row[offset]
-        self.name = row[offset + 1]
-        self.type = row[offset + 2]
-        self.fieldsText = row[offset + 3]
-        self.changeTag = row[offset + 4]
-        self.seq = row[offset + 5]
-        self.createdAt = row[offset + 6]
-        self.createdBy = row[offset + 7]
-        self.modifiedAt = row[offset + 8]
-        self.modifiedBy = row[offset + 9]
-        self.deleted = row[offset + 10]
-    }
-
-    /// Reads the columns of ``columns`` starting at `offset`, straight from SQLite.
-    init(_ row: StatementRow, offset: Int32 = 0) {
+    /// Reads the columns of ``columns`` starting at `offset` (from a GRDB `Row`, or straight
+    /// from SQLite).
+    init(_ row: some ColumnReading, offset: Int = 0) {
         self.id = row.int64(offset)
         self.name = row.text(offset + 1)
         self.type = row.text(offset + 2)

@@ -21,15 +21,13 @@ enum FetchOperation {
         try AccessControl.requireRead(principal, zone, in: db)
         guard !params.recordNames.isEmpty else { return FetchResult(records: [], missing: []) }
         var found: [String: Record] = [:]
-        do {
-            let marks = databaseQuestionMarks(count: params.recordNames.count)
-            let rows = try Row.fetchAll(
-                db, sql: "SELECT \(StoredRecord.columns) FROM records r WHERE r.zone_id = ? AND r.deleted = 0 AND r.name IN (\(marks))",
-                arguments: StatementArguments([zone.id] + params.recordNames.map { $0 as any DatabaseValueConvertible }))
-            for row in rows {
-                let stored = StoredRecord(row)
-                found[stored.name] = try stored.record(zone: zone.name)
-            }
+        let marks = databaseQuestionMarks(count: params.recordNames.count)
+        let rows = try Row.fetchAll(
+            db, sql: "SELECT \(StoredRecord.columns) FROM records r WHERE r.zone_id = ? AND r.deleted = 0 AND r.name IN (\(marks))",
+            arguments: StatementArguments([zone.id] + params.recordNames.map { $0 as any DatabaseValueConvertible }))
+        for row in rows {
+            let stored = StoredRecord(row)
+            found[stored.name] = try stored.record(zone: zone.name)
         }
         var records: [Record] = []
         var missing: [String] = []
@@ -43,7 +41,7 @@ enum FetchOperation {
     /// (the busiest read of all: a device fetching one record by name).
     private static func one(_ name: String, _ params: FetchParams, principal: Principal, _ db: Database) throws -> FetchResult {
         let shareDevice = principal.device.map { $0.role.isParent ? "" : $0.deviceId } ?? ""
-        let recordColumns: Int32 = 5
+        let recordColumns = 5
         guard let (zone, permission, stored) = try db.firstRow(cached: """
             SELECT z.id, z.created_at, z.incarnation, z.purged_seq, s.permission, \(StoredRecord.columns)
             FROM zones z
