@@ -14,7 +14,19 @@ import Synchronization
 public final class LoopReaders: Sendable {
     private let path: String
     private let configuration: Configuration
-    private let connections = Mutex<[ObjectIdentifier: DatabaseQueue]>([:])
+    private let connections = Mutex<[ObjectIdentifier: LoopConnection]>([:])
+
+    /// One loop's connection and its read transaction.
+    private final class LoopConnection: @unchecked Sendable {  // touched only on its own loop
+        let queue: DatabaseQueue
+        /// Inside ``LoopReaders/batch(_:)``: a read transaction, once begun, is held until
+        /// the batch ends.
+        var inBatch = false
+        /// A read transaction is open (only inside a batch, between reads).
+        var holdingSnapshot = false
+
+        init(_ queue: DatabaseQueue) { self.queue = queue }
+    }
 
     /// The most of the file each connection maps (address space, not memory: the pages are
     /// the kernel's page cache, shared by every connection).
@@ -28,6 +40,8 @@ public final class LoopReaders: Sendable {
         configuration.readonly = true
         // A WAL reader waits only while another connection recovers the WAL after a crash.
         configuration.busyMode = .timeout(10)
+        // A batch's snapshot spans several accesses (``batch(_:)`` ends it, always).
+        configuration.allowsUnsafeTransactions = true
         // The database file's pages read through a memory map, not a pread (a system call
         // and a copy) for every page a point read's B-tree walk misses in the connection's
         // small cache. Pages in the WAL are still read from it. Nothing truncates the
@@ -39,25 +53,55 @@ public final class LoopReaders: Sendable {
 
     /// Runs `body` inside one read transaction (a snapshot) on the current event loop's
     /// connection; nil, without running it, when the caller is not on an event loop.
+    /// Inside ``batch(_:)`` the snapshot is the batch's.
     public func read<T>(_ body: (Database) throws -> T) throws -> T? {
-        guard let loop = MultiThreadedEventLoopGroup.currentEventLoop else { return nil }
-        let key = ObjectIdentifier(loop as AnyObject)
-        let queue = try self.connections.withLock { connections in
-            if let queue = connections[key] { return queue }
-            let queue = try DatabaseQueue(path: self.path, configuration: self.configuration)
-            connections[key] = queue
-            return queue
-        }
-        return try queue.inDatabase { db in
-            try db.execute(cached: "BEGIN DEFERRED")
+        guard let connection = try self.connection() else { return nil }
+        return try connection.queue.inDatabase { db in
+            if !connection.holdingSnapshot {
+                try db.execute(cached: "BEGIN DEFERRED")
+            }
             do {
                 let value = try body(db)
-                try db.execute(cached: "COMMIT")
+                if connection.inBatch {
+                    connection.holdingSnapshot = true
+                } else {
+                    try db.execute(cached: "COMMIT")
+                }
                 return value
             } catch {
+                connection.holdingSnapshot = false
                 try? db.execute(cached: "ROLLBACK")
                 throw error
             }
+        }
+    }
+
+    /// Runs `body` (on an event loop), in which the reads on this loop share one snapshot,
+    /// begun by the first of them: two file locks (taking the WAL's read mark and giving it
+    /// back, the `fcntl` calls a read transaction costs) for all of them instead of two
+    /// each. Only for reads that may see the database as of the batch's start: the frames
+    /// of one read from a socket, all sent before it began.
+    public func batch(_ body: () -> Void) {
+        guard let connection = try? self.connection() else { return body() }
+        connection.inBatch = true
+        body()
+        connection.inBatch = false
+        guard connection.holdingSnapshot else { return }
+        connection.holdingSnapshot = false
+        connection.queue.inDatabase { db in
+            if (try? db.execute(cached: "COMMIT")) == nil { try? db.execute(cached: "ROLLBACK") }
+        }
+    }
+
+    /// The current event loop's connection, made on first use; nil off a loop.
+    private func connection() throws -> LoopConnection? {
+        guard let loop = MultiThreadedEventLoopGroup.currentEventLoop else { return nil }
+        let key = ObjectIdentifier(loop as AnyObject)
+        return try self.connections.withLock { connections in
+            if let connection = connections[key] { return connection }
+            let connection = LoopConnection(try DatabaseQueue(path: self.path, configuration: self.configuration))
+            connections[key] = connection
+            return connection
         }
     }
 }

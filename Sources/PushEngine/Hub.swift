@@ -156,7 +156,7 @@ final class Hub: Sendable {
 
         /// A pending notification is gone (written to the socket, skipped, or its
         /// connection closed).
-        private func taken(_ size: Int) {
+        func taken(_ size: Int) {
             let drained = self.state.withLock { state in
                 state.pending -= 1
                 state.pendingBytes -= size
@@ -166,21 +166,26 @@ final class Hub: Sendable {
             if drained { MemoryReturn.request() }
         }
 
-        /// Writes a notification ``offer(_:)`` reserved, on the sink's event loop; nothing
-        /// once the listener has ended, and nothing expired.
-        func write(_ notification: Outgoing, to sink: StreamSink, flush: Bool = true) {
-            let now = Date()
-            let size = Self.size(notification)
-            let go = self.state.withLock { state in
+        /// Whether a notification ``offer(_:)`` reserved is to be written now (on the sink's
+        /// event loop): not once the listener has ended, nor one written already or expired.
+        /// Takes it as the last written.
+        func accepts(_ notification: Outgoing, now: Date) -> Bool {
+            self.state.withLock { state in
                 guard case .direct = state.mode, notification.seq > state.last, notification.expiresAt > now else { return false }
                 state.last = notification.seq
                 return true
             }
-            guard go else { return self.taken(size) }
+        }
+
+        /// Writes a notification ``offer(_:)`` reserved, on the sink's event loop; nothing
+        /// once the listener has ended, and nothing expired.
+        func write(_ notification: Outgoing, to sink: StreamSink) {
+            let size = Self.size(notification)
+            guard self.accepts(notification, now: Date()) else { return self.taken(size) }
             self.delivered.increment()
             // Held until the write completes (the connection may outlive the listener): a
             // listener's accounting, and so its memory's return, ends with its last write.
-            let written = sink.write(encoded: notification.json, flush: flush) {
+            let written = sink.write(encoded: notification.json) {
                 self.taken(size)
             }
             if !written { self.taken(size) }
@@ -357,25 +362,51 @@ final class Hub: Sendable {
         // order): a connection is flushed once its notifications are written, so those of
         // listeners sharing one (as the gateway's do) go in one system call, and the
         // first connection's are on their way while the next one's are written.
-        var byLoop: [ObjectIdentifier: (loop: any EventLoop, connections: [ObjectIdentifier: Int], groups: [[(Listener, Outgoing, StreamSink)]])] = [:]
+        var groups: [[(Listener, Outgoing, StreamSink)]] = []
+        var groupOf: [ObjectIdentifier: Int] = [:]
+        var last: (connection: ObjectIdentifier, group: Int)?
         for (listener, outgoing) in targets {
             guard case .direct(let sink) = listener.offer(outgoing) else { continue }
-            let loop = ObjectIdentifier(sink.eventLoop)
-            var entry = byLoop.removeValue(forKey: loop) ?? (sink.eventLoop, [:], [])
-            if let group = entry.connections[sink.connection] {
-                entry.groups[group].append((listener, outgoing, sink))
-            } else {
-                entry.connections[sink.connection] = entry.groups.count
-                entry.groups.append([(listener, outgoing, sink)])
-            }
-            byLoop[loop] = entry
+            let connection = sink.connection
+            // Consecutive notifications mostly go to one connection: no lookup for those.
+            let group = last?.connection == connection ? last!.group : groupOf[connection] ?? {
+                groupOf[connection] = groups.count
+                groups.append([])
+                return groups.count - 1
+            }()
+            last = (connection, group)
+            groups[group].append((listener, outgoing, sink))
         }
-        for (loop, _, groups) in byLoop.values {
+        var byLoop: [ObjectIdentifier: (loop: any EventLoop, groups: [Int])] = [:]
+        for (index, group) in groups.enumerated() {
+            let loop = group[0].2.eventLoop
+            byLoop[ObjectIdentifier(loop), default: (loop, [])].groups.append(index)
+        }
+        let (delivered, writes) = (self.delivered, groups)
+        for (loop, indices) in byLoop.values {
             loop.execute {
-                for group in groups {
-                    for (listener, outgoing, sink) in group { listener.write(outgoing, to: sink, flush: false) }
-                    group[0].2.flush()
+                let now = Date()
+                var count = 0
+                for index in indices {
+                    let group = writes[index]
+                    var written: [(listener: Listener, size: Int)] = []
+                    written.reserveCapacity(group.count)
+                    for (listener, outgoing, sink) in group {
+                        let size = Listener.size(outgoing)
+                        guard listener.accepts(outgoing, now: now), sink.write(encoded: outgoing.json) else {
+                            listener.taken(size)
+                            continue
+                        }
+                        written.append((listener, size))
+                    }
+                    // Each listener's accounting ends as its writes go to the socket: writes
+                    // complete in order, so once the connection's last has, all have.
+                    let sink = group[0].2
+                    sink.whenWritten { [written] in for (listener, size) in written { listener.taken(size) } }
+                    sink.flush()
+                    count += written.count
                 }
+                delivered.increment(by: count)
             }
         }
     }

@@ -111,8 +111,8 @@ final class ClientConnection: Sendable {
     }
 
     /// Routes one reply frame.
-    func deliver(_ payload: Data) {
-        guard let head = try? ReplyHead.parse(payload) else {
+    func deliver(_ payload: [UInt8]) {
+        guard let head = try? ReplyHead.parse(bytes: payload) else {
             self.failAll(RPCError(.invalidJSON, "the service sent a reply that is not valid JSON"))
             return
         }
@@ -169,7 +169,7 @@ final class ReplyRouter: ChannelInboundHandler, Sendable {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = Self.unwrapInboundIn(data)
-        self.connection.deliver(Data(frame.readableBytesView))
+        self.connection.deliver(Array(frame.readableBytesView))
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 
 /// Credentials a device presents with a request.
 public struct Auth: Codable, Sendable, Hashable {
@@ -207,6 +208,11 @@ public enum ReplyEncoding {
         try self.reply(id: id, continues: continues, capacity: 512) { try $0.encodable(result) }
     }
 
+    /// The same reply around a result that writes itself.
+    public static func resultBytes(id: RequestID, written result: some JSONWritable) throws -> [UInt8] {
+        try self.reply(id: id, continues: false, capacity: 512) { try result.write(to: &$0) }
+    }
+
     /// The same reply around a result encoded already, as bytes: a stream item sent to many
     /// peers goes from here into the socket's buffer with one copy.
     public static func resultBytes(id: RequestID, encoded result: EncodedJSON, continues: Bool = false) -> [UInt8] {
@@ -241,6 +247,33 @@ public enum ReplyEncoding {
         }
         writer.endObject()
         return Data(writer.bytes)
+    }
+
+    /// The replies of one stream's items, whose bytes around the item are the same for
+    /// every item: written once for the stream, not once per item and device.
+    public struct StreamItems: Sendable {
+        /// `{"id":…,"result":`
+        private let head: [UInt8]
+        private static let tail = Array(#","continues":true}"#.utf8)
+
+        public init(id: RequestID) {
+            var writer = JSONWriter(capacity: 32)
+            writer.beginObject()
+            ReplyEncoding.writeID(id, to: &writer)
+            writer.member("result")
+            self.head = writer.bytes
+        }
+
+        /// The length of the reply carrying `item`.
+        public func count(_ item: EncodedJSON) -> Int { self.head.count + item.bytes.count + Self.tail.count }
+
+        /// Appends the reply carrying `item` (as ``resultBytes(id:encoded:continues:)``
+        /// writes it with `continues`).
+        public func write(_ item: EncodedJSON, to buffer: inout ByteBuffer) {
+            buffer.writeBytes(self.head)
+            buffer.writeBytes(item.bytes)
+            buffer.writeBytes(Self.tail)
+        }
     }
 
     /// `"id":…`, or `"id":null` without one.
@@ -292,18 +325,34 @@ public struct ReplyHead: Sendable {
     }
 
     public static func parse(_ payload: Data) throws -> ReplyHead {
-        let bytes = [UInt8](payload)
+        try self.parse(bytes: [UInt8](payload))
+    }
+
+    /// The same from the frame's bytes (a stream's replies are parsed by the thousand: the
+    /// usual id, a number, and `continues` are read straight from the bytes).
+    public static func parse(bytes: [UInt8]) throws -> ReplyHead {
         var head = ReplyHead()
         for (key, range) in try JSONParser.members(bytes: bytes) {
             switch key {
             case "id":
+                if let number = Self.integer(bytes[range]) {
+                    head.id = .int(number)
+                    continue
+                }
                 let value = try JSONParser.parse(bytes: Array(bytes[range]))
                 head.id = value == .null ? nil : try JSONValueDecoding.decode(RequestID.self, from: value)
             case "error":
                 let value = try JSONParser.parse(bytes: Array(bytes[range]))
                 head.error = value == .null ? nil : try JSONValueDecoding.decode(RPCError.self, from: value)
             case "continues":
-                head.continues = try JSONParser.parse(bytes: Array(bytes[range])).boolValue
+                let literal = bytes[range]
+                if literal.elementsEqual("true".utf8) {
+                    head.continues = true
+                } else if literal.elementsEqual("false".utf8) {
+                    head.continues = false
+                } else {
+                    head.continues = try JSONParser.parse(bytes: Array(literal)).boolValue
+                }
             case "result":
                 head.encodedResult = EncodedJSON(Array(bytes[range]))
             default:
@@ -311,6 +360,24 @@ public struct ReplyHead: Sendable {
             }
         }
         return head
+    }
+}
+
+extension ReplyHead {
+    /// A JSON integer of at most 18 digits (so it fits an `Int64`) written plainly, or nil
+    /// for anything else (left to the parser).
+    static func integer(_ text: ArraySlice<UInt8>) -> Int64? {
+        var digits = text[...]
+        let negative = digits.first == UInt8(ascii: "-")
+        if negative { digits = digits.dropFirst() }
+        guard !digits.isEmpty, digits.count <= 18, digits.count == 1 || digits.first != UInt8(ascii: "0") else { return nil }
+        var value: Int64 = 0
+        for byte in digits {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+        }
+        if negative && value == 0 { return nil }  // "-0": the parser's to judge
+        return negative ? -value : value
     }
 }
 

@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOExtras
 
@@ -67,9 +68,37 @@ public struct FrameTooLargeError: Error, Sendable, Hashable {
 
 extension ChannelPipeline.SynchronousOperations {
     /// Adds the frame decoder and the length prepender: after this the channel reads and
-    /// writes whole frame payloads as `ByteBuffer`s.
-    public func addFrameCodec(maximumFrameSize: Int) throws {
+    /// writes whole frame payloads as `ByteBuffer`s. Without `prependingLengths`, it reads
+    /// payloads and writes whole frames as they are (each made with ``Frame``).
+    public func addFrameCodec(maximumFrameSize: Int, prependingLengths: Bool = true) throws {
         try self.addHandler(ByteToMessageHandler(BoundedFrameDecoder(maximumFrameSize: maximumFrameSize)))
-        try self.addHandler(LengthFieldPrepender(lengthFieldBitLength: .fourBytes, lengthFieldEndianness: .big))
+        if prependingLengths {
+            try self.addHandler(LengthFieldPrepender(lengthFieldBitLength: .fourBytes, lengthFieldEndianness: .big))
+        }
+    }
+}
+
+/// One frame, length prefix and payload, in one buffer.
+///
+/// Why not `LengthFieldPrepender` on a busy connection: it writes each length as a buffer
+/// of its own, so every reply cost a second allocation, a second pass down the pipeline and
+/// a second `iovec`; a reply built here costs one of each.
+public enum Frame {
+    /// A frame holding `payload`.
+    public static func of(_ payload: [UInt8]) -> ByteBuffer {
+        self.build(capacity: payload.count) { $0.writeBytes(payload) }
+    }
+
+    public static func of(_ payload: Data) -> ByteBuffer {
+        self.build(capacity: payload.count) { $0.writeBytes(payload) }
+    }
+
+    /// A frame whose payload `write` appends; its length is set once it is written.
+    public static func build(capacity: Int, _ write: (inout ByteBuffer) throws -> Void) rethrows -> ByteBuffer {
+        var buffer = ByteBufferAllocator().buffer(capacity: capacity + 4)
+        buffer.writeInteger(UInt32(0))
+        try write(&buffer)
+        buffer.setInteger(UInt32(buffer.readableBytes - 4), at: buffer.readerIndex)
+        return buffer
     }
 }

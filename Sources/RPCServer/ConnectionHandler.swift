@@ -368,12 +368,21 @@ final class ReadMeter: ChannelInboundHandler {
     typealias InboundOut = ByteBuffer
     private let connection: ConnectionHandler
 
-    init(connection: ConnectionHandler) { self.connection = connection }
+    private let aroundRead: (@Sendable (() -> Void) -> Void)?
+
+    init(connection: ConnectionHandler, aroundRead: (@Sendable (() -> Void) -> Void)?) {
+        self.connection = connection
+        self.aroundRead = aroundRead
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let framedBefore = self.connection.framedBytes
         self.connection.bytesArrived(self.unwrapInboundIn(data).readableBytes)
-        context.fireChannelRead(data)
+        if let aroundRead = self.aroundRead {
+            aroundRead { context.fireChannelRead(data) }
+        } else {
+            context.fireChannelRead(data)
+        }
         self.connection.arrivalDecoded(framedBefore: framedBefore)
     }
 }

@@ -3,7 +3,8 @@ import NIOCore
 import RPCCore
 import Synchronization
 
-/// The write side of one connection, shared by the tasks of its requests.
+/// The write side of one connection, shared by the tasks of its requests. What it writes
+/// are whole frames (``Frame``): the connection's pipeline adds no length prefix.
 ///
 /// A write goes straight to the channel (on its event loop, where requests usually run
 /// anyway); a writer that asks to wait for room then waits while the channel is not
@@ -21,9 +22,6 @@ final class ConnectionWriter: Sendable {
     private final class LoopState {
         var closed = false
         var waiting: [RoomWait] = []
-        /// The last write handed to the channel: writes complete in order, so once it has,
-        /// every earlier one has gone to the socket (or failed) too.
-        var lastWrite: EventLoopFuture<Void>?
         /// A flush is queued for the end of this turn of the loop.
         var flushQueued = false
     }
@@ -36,28 +34,26 @@ final class ConnectionWriter: Sendable {
 
     var eventLoop: any EventLoop { self.channel.eventLoop }
 
-    /// Writes one frame payload; with `waitForRoom`, then waits until the channel is
-    /// writable again (throws if the request is cancelled meanwhile or the peer goes).
-    func write(_ buffer: ByteBuffer, waitForRoom: Bool) async throws {
+    /// Writes one frame; with `waitForRoom`, then waits until the channel is writable
+    /// again (throws if the request is cancelled meanwhile or the peer goes).
+    func write(_ frame: ByteBuffer, waitForRoom: Bool) async throws {
         let loop = self.channel.eventLoop
         if loop.inEventLoop {
-            try self.writeNow(buffer)
+            try self.writeNow(frame)
         } else {
-            try await loop.submit { try self.writeNow(buffer) }.get()
+            try await loop.submit { try self.writeNow(frame) }.get()
         }
         if waitForRoom && !self.channel.isWritable {
             try await self.waitUntilWritable()
         }
     }
 
-    /// Writes on the event loop, without waiting; `promise` completes once the bytes have
-    /// gone to the socket (or failed). Without `flush`, the bytes wait for ``flush()``.
-    func writeNow(_ buffer: ByteBuffer, promise: EventLoopPromise<Void>? = nil, flush: Bool = true) throws {
+    /// Writes one frame on the event loop, without waiting; `promise` completes once the
+    /// bytes have gone to the socket (or failed). Without `flush`, they wait for ``flush()``.
+    func writeNow(_ frame: ByteBuffer, promise: EventLoopPromise<Void>? = nil, flush: Bool = true) throws {
         let state = self.loopState.value
         guard !state.closed else { throw ChannelError.ioOnClosedChannel }
-        let promise = promise ?? self.channel.eventLoop.makePromise()
-        state.lastWrite = promise.futureResult
-        self.channel.write(buffer, promise: promise)
+        self.channel.write(frame, promise: promise)
         if flush && !state.flushQueued {
             state.flushQueued = true
             self.channel.eventLoop.execute {
@@ -75,9 +71,19 @@ final class ConnectionWriter: Sendable {
     /// Runs `body` on the event loop once everything written so far has gone to the socket
     /// (or failed: the peer has gone): at once when nothing is waiting to go.
     func whenFlushed(_ body: @escaping () -> Void) {
-        let state = self.loopState.value
-        guard let last = state.lastWrite else { return body() }
-        last.assumeIsolated().whenComplete { _ in body() }
+        self.afterWrites(body)
+        self.channel.flush()
+    }
+
+    /// Runs `body` on the event loop once everything written so far has gone to the socket
+    /// or failed (without flushing it). On the event loop.
+    func afterWrites(_ body: @escaping () -> Void) {
+        guard !self.loopState.value.closed else { return body() }
+        // Writes complete in order, so an empty one completes once every write before it
+        // has: no write needs a promise of its own for this.
+        let promise = self.channel.eventLoop.makePromise(of: Void.self)
+        promise.futureResult.assumeIsolated().whenComplete { _ in body() }
+        self.channel.write(ByteBuffer(), promise: promise)
     }
 
     private func waitUntilWritable() async throws {
@@ -114,7 +120,6 @@ final class ConnectionWriter: Sendable {
     func channelClosed() {
         let state = self.loopState.value
         state.closed = true
-        state.lastWrite = nil
         let waiting = state.waiting
         state.waiting = []
         for wait in waiting { wait.finish(throwing: ChannelError.ioOnClosedChannel) }

@@ -12,6 +12,12 @@ public struct MethodTable: Sendable {
     let declared: MethodList?
     /// What ``validate()`` reports: handlers added for undeclared methods, or twice.
     private var problems: [String] = []
+    /// Runs around the serving of the frames of one read from a connection (its argument),
+    /// on the connection's event loop: what the requests answered there share may be taken
+    /// once for all of them (``LoopReaders``' snapshot). Every one of those frames was in
+    /// the process before it runs, so what was written before any of them was sent is
+    /// there for all of them.
+    public var aroundRead: (@Sendable (() -> Void) -> Void)?
 
     /// A table that implements exactly `list`.
     public init(implementing list: MethodList) {
@@ -45,6 +51,7 @@ public struct MethodTable: Sendable {
     /// ``validate()`` (a service method named like a built-in).
     mutating func merge(_ other: MethodTable) {
         self.problems += other.problems
+        self.aroundRead = self.aroundRead ?? other.aroundRead
         for name in other.order {
             guard self.entries[name] == nil else {
                 self.problems.append("has a method \(name) that is already declared")
@@ -67,11 +74,25 @@ public struct MethodTable: Sendable {
     /// loop's own database connection.
     public mutating func on<P, R>(_ spec: MethodSpec<P, R>, immediately: @escaping @Sendable (P, RequestContext) throws -> R?,
                                   otherwise handler: @escaping @Sendable (P, RequestContext) async throws -> R) {
+        self.add(spec, immediately, encode: { id, result in try ReplyEncoding.resultBytes(id: id, result) }, otherwise: handler)
+    }
+
+    /// The same, with the answer given on the loop written by `W`, which must write the
+    /// JSON of an `R` (for a result made of parts stored as JSON text already: a fetched
+    /// record's fields go out as the store has them).
+    public mutating func on<P, R, W: JSONWritable>(_ spec: MethodSpec<P, R>, immediatelyWritten immediately: @escaping @Sendable (P, RequestContext) throws -> W?,
+                                                   otherwise handler: @escaping @Sendable (P, RequestContext) async throws -> R) {
+        self.add(spec, immediately, encode: { id, result in try ReplyEncoding.resultBytes(id: id, written: result) }, otherwise: handler)
+    }
+
+    private mutating func add<P, R, A>(_ spec: MethodSpec<P, R>, _ immediately: @escaping @Sendable (P, RequestContext) throws -> A?,
+                                       encode: @escaping @Sendable (RequestID, A) throws -> [UInt8],
+                                       otherwise handler: @escaping @Sendable (P, RequestContext) async throws -> R) {
         let immediate: Entry.Immediate = { rawParams, context in
             let params = try ParamsDecoding.decode(P.self, params: rawParams)
             guard let result = try immediately(params, context) else { return .deferred }
             guard let id = context.requestID else { return .answered(nil) }
-            return .answered(try ReplyEncoding.resultBytes(id: id, result))
+            return .answered(try encode(id, result))
         }
         self.add(spec.name, isStream: false, callers: spec.callers.list, describe: { spec.describedAs }, immediate: immediate, Self.unary(handler))
     }

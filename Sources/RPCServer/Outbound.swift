@@ -8,11 +8,11 @@ struct Outbound: Sendable {
 
     /// Sends one reply and waits while the peer is slow to read (back-pressure).
     func send(_ payload: Data) async throws {
-        try await self.writer.write(ByteBuffer(bytes: payload), waitForRoom: true)
+        try await self.writer.write(Frame.of(payload), waitForRoom: true)
     }
 
     func send(bytes payload: [UInt8]) async throws {
-        try await self.writer.write(ByteBuffer(bytes: payload), waitForRoom: true)
+        try await self.writer.write(Frame.of(payload), waitForRoom: true)
     }
 
     /// Sends, ignoring a peer that has gone: there is nobody left to tell.
@@ -24,15 +24,15 @@ struct Outbound: Sendable {
     /// request has been cancelled (by `rpc.cancel` or shutdown): the client must still learn
     /// how its request ended.
     func sendFinal(_ payload: Data) async {
-        try? await self.writer.write(ByteBuffer(bytes: payload), waitForRoom: false)
+        try? await self.writer.write(Frame.of(payload), waitForRoom: false)
     }
 
     /// Sends from the event loop, without waiting (the connection's own error replies).
     func sendNow(_ payload: Data) {
-        try? self.writer.writeNow(ByteBuffer(bytes: payload))
+        try? self.writer.writeNow(Frame.of(payload))
     }
 
     func sendNow(bytes payload: [UInt8]) {
-        try? self.writer.writeNow(ByteBuffer(bytes: payload))
+        try? self.writer.writeNow(Frame.of(payload))
     }
 }

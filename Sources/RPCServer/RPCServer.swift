@@ -137,8 +137,8 @@ public final class RPCServer: Service, Sendable {
             let handler = ConnectionHandler(
                 table: self.table, state: self.state, connection: connection, limits: self.connectionLimits,
                 channel: channel, metrics: self.metrics, logger: self.logger)
-            try pipeline.addHandler(ReadMeter(connection: handler))
-            try pipeline.addFrameCodec(maximumFrameSize: self.configuration.maximumFrameSize)
+            try pipeline.addHandler(ReadMeter(connection: handler, aroundRead: self.table.aroundRead))
+            try pipeline.addFrameCodec(maximumFrameSize: self.configuration.maximumFrameSize, prependingLengths: false)
             try pipeline.addHandler(handler)
         }
     }

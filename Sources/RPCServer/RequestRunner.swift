@@ -46,7 +46,7 @@ struct RequestRunner: Sendable {
             connectionLogger: self.logger
         )
         guard let entry = self.table.entries[head.method] else {
-            context.logger.debug("unknown method")
+            context.debug("unknown method")
             self.metrics.refused(RequestMetrics.unknownMethod, .methodNotFound)
             if let id = head.id {
                 self.outbound.sendNow(ReplyEncoding.error(id: id, RPCError(
@@ -147,7 +147,7 @@ struct RequestRunner: Sendable {
                 "error_code": "\(failure.code)", "error": "\(failure.message)", "duration_us": "\(micros)",
             ]) { _, new in new })
         } else {
-            context.logger.debug("request served", metadata: ["duration_us": "\(micros)"])
+            context.debug("request served", metadata: ["duration_us": "\(micros)"])
         }
     }
 

@@ -199,10 +199,11 @@ public final class RecordStore: Sendable {
     /// A fetch answered on the calling event loop, on its own read connection (a few
     /// records by name); nil when it must run as ``fetch(_:auth:)`` (more records, or not on
     /// an event loop).
-    public func fetchOnLoop(_ params: FetchParams, auth: Auth?) throws -> FetchResult? {
+    /// The result writes the records' fields as stored (``FetchReply``).
+    func fetchOnLoop(_ params: FetchParams, auth: Auth?) throws -> FetchReply? {
         try FetchOperation.validate(params)
         guard params.recordNames.count <= FetchOperation.shortReadLimit else { return nil }
-        return try self.readOnLoop(auth) { principal, db in try FetchOperation.run(params, principal: principal, db) }
+        return try self.readOnLoop(auth) { principal, db in try FetchOperation.reply(params, principal: principal, db) }
     }
 
     public func fetch(_ params: FetchParams, auth: Auth?) async throws -> FetchResult {

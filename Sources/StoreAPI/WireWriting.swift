@@ -7,12 +7,19 @@ import RPCCore
 
 extension Record: JSONWritable {
     public func write(to writer: inout JSONWriter) throws {
+        try self.write(to: &writer, fieldsText: nil)
+    }
+
+    /// With `fieldsText`, the record's fields are that JSON object's text, written as it is
+    /// (the store's stored text: a record read to be sent is not parsed and written again),
+    /// and ``fields`` is not looked at.
+    public func write(to writer: inout JSONWriter, fieldsText: String?) throws {
         writer.beginObject()
         writer.member("recordType", self.recordType)
         writer.member("recordName", self.recordName)
         writer.member("zone", self.zone)
         writer.member("fields")
-        try writer.value(.object(self.fields))
+        if let fieldsText { writer.raw(text: fieldsText) } else { try writer.value(.object(self.fields)) }
         writer.member("changeTag", self.changeTag)
         writer.member("createdAt", self.createdAt)
         writer.member("modifiedAt", self.modifiedAt)

@@ -135,6 +135,12 @@ public struct JSONWriter {
         self.needsComma = true
     }
 
+    /// JSON text written as it is (it must be one complete JSON value; nothing checks it).
+    public mutating func raw(text: String) {
+        self.bytes.append(contentsOf: text.utf8)
+        self.needsComma = true
+    }
+
     /// With `sortedKeys`, object members in key order (a canonical text, for storage).
     public mutating func value(_ value: JSONValue, sortedKeys: Bool = false) throws {
         switch value {

@@ -241,8 +241,8 @@ struct NIOWebSocketEchoServer: AsyncParsableCommand {
             shouldUpgrade: { channel, _ in channel.eventLoop.makeSucceededFuture(HTTPHeaders()) },
             upgradePipelineHandler: { channel, _ in
                 channel.eventLoop.makeCompletedFuture {
-                    Self.open.add(channel)
                     try channel.pipeline.syncOperations.addHandler(Echo())
+                    try Self.open.add(channel)
                 }
             })
         let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -264,21 +264,37 @@ struct NIOWebSocketEchoServer: AsyncParsableCommand {
     static let open = OpenSockets()
 
     final class OpenSockets: Sendable {
-        private let sockets = Mutex<[ObjectIdentifier: (loop: any EventLoop, channels: [ObjectIdentifier: any Channel])]>([:])
+        /// Each socket's WebSocket frame encoder, where a broadcast writes its frames.
+        private let sockets = Mutex<[ObjectIdentifier: (loop: any EventLoop, encoders: [ObjectIdentifier: NIOLoopBound<ChannelHandlerContext>])]>([:])
 
-        func add(_ channel: any Channel) {
+        /// On the channel's loop, once its WebSocket handlers are in place.
+        func add(_ channel: any Channel) throws {
             let loop = ObjectIdentifier(channel.eventLoop)
-            self.sockets.withLock { $0[loop, default: (channel.eventLoop, [:])].channels[ObjectIdentifier(channel)] = channel }
+            let encoder = NIOLoopBound(try channel.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self), eventLoop: channel.eventLoop)
+            self.sockets.withLock { $0[loop, default: (channel.eventLoop, [:])].encoders[ObjectIdentifier(channel)] = encoder }
             channel.closeFuture.whenComplete { _ in
-                _ = self.sockets.withLock { $0[loop]?.channels.removeValue(forKey: ObjectIdentifier(channel)) }
+                _ = self.sockets.withLock { $0[loop]?.encoders.removeValue(forKey: ObjectIdentifier(channel)) }
             }
         }
 
-        /// One job per event loop writes `text` to that loop's sockets.
+        /// One job per event loop writes `text` to that loop's sockets, each message as one
+        /// buffer (header and text) handed to the handler below the frame encoder: one TLS
+        /// record per message, as the gateway writes them.
         func broadcast(_ text: ByteBuffer) {
-            for (loop, channels) in self.sockets.withLock({ $0.values.map { ($0.loop, Array($0.channels.values)) } }) {
+            for (loop, encoders) in self.sockets.withLock({ $0.values.map { ($0.loop, Array($0.encoders.values)) } }) {
                 loop.execute {
-                    for channel in channels { channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: text), promise: nil) }
+                    for encoder in encoders {
+                        var frame = encoder.value.channel.allocator.buffer(capacity: text.readableBytes + 4)
+                        frame.writeInteger(UInt8(0x81))  // FIN, text
+                        if text.readableBytes <= 125 {
+                            frame.writeInteger(UInt8(text.readableBytes))
+                        } else {
+                            frame.writeInteger(UInt8(126))
+                            frame.writeInteger(UInt16(text.readableBytes))
+                        }
+                        frame.writeImmutableBuffer(text)
+                        encoder.value.writeAndFlush(NIOAny(frame), promise: nil)
+                    }
                 }
             }
         }

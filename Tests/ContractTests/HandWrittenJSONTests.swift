@@ -130,6 +130,12 @@ struct HandWrittenJSONTests {
             for match in text.matches(of: conformance) { found.insert(String(match.1)) }
         }
         #expect(found.count >= Self.examples.count, "the scan found too few conformances: \(found.sorted())")
-        #expect(found.subtracting(Self.examples.map(\.typeName)).isEmpty, "no example for \(found.subtracting(Self.examples.map(\.typeName)).sorted())")
+        // Types that write another type's JSON (not Codable themselves), each checked
+        // against that type where it lives.
+        let writingAnother: Set = [
+            "FetchReply",  // a FetchResult from stored fields' text: StoreTests/StoredTextTests
+        ]
+        let missing = found.subtracting(Self.examples.map(\.typeName)).subtracting(writingAnother)
+        #expect(missing.isEmpty, "no example for \(missing.sorted())")
     }
 }

@@ -1,5 +1,5 @@
 import Foundation
-import RPCCore
+@testable import RPCCore
 import Testing
 
 @Suite("Request and reply envelopes")
@@ -80,5 +80,27 @@ struct EnvelopeTests {
         let error = try JSONSerialization.jsonObject(with: ReplyEncoding.error(id: nil, RPCError(.invalidJSON, "bad"))) as? [String: Any]
         #expect(error?["id"] is NSNull)
         #expect((error?["error"] as? [String: Any])?["code"] as? String == "invalid_json")
+    }
+
+    @Test("a reply's id and continues read straight from the bytes are what the parser reads", arguments: [
+        (#"{"id":7,"result":{"a":1},"continues":true}"#, RequestID.int(7) as RequestID?, true as Bool?),
+        (#"{"id":-12,"result":null,"continues":false}"#, .int(-12), false),
+        (#"{"id":0,"result":[]}"#, .int(0), nil),
+        (#"{"id":9223372036854775807,"result":1}"#, .int(Int64.max), nil),
+        (#"{"id":"listen-1","result":1, "continues" : true }"#, .string("listen-1"), true),
+        (#"{"id":null,"error":{"code":"invalid_json","message":"m"}}"#, nil, nil),
+    ])
+    func replyHeadFastPaths(text: String, id: RequestID?, continues: Bool?) throws {
+        let head = try ReplyHead.parse(bytes: Array(text.utf8))
+        #expect(head.id == id)
+        #expect(head.continues == continues)
+        #expect(try ReplyHead.parse(Data(text.utf8)).id == id)
+    }
+
+    @Test("an id that is not a plain integer goes to the parser: a fraction, an exponent, a leading zero, minus zero", arguments: [
+        #"{"id":1.5,"result":1}"#, #"{"id":1e3,"result":1}"#, #"{"id":007,"result":1}"#, #"{"id":-0,"result":1}"#, #"{"id":12a,"result":1}"#,
+    ])
+    func replyHeadOddIDs(text: String) {
+        #expect(ReplyHead.integer(ArraySlice(Array(text.utf8)[6..<(text.utf8.count - 11)])) == nil)
     }
 }

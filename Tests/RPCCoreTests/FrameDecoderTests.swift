@@ -66,3 +66,32 @@ struct FrameDecoderTests {
         #expect(written == [0, 0, 0, 2] + Array("{}".utf8))
     }
 }
+
+@Suite("Frames and stream replies written in one buffer")
+struct FrameWritingTests {
+    @Test("a frame built in one buffer is what the length prepender writes in two")
+    func frameMatchesPrepender() throws {
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addFrameCodec(maximumFrameSize: 1 << 20)
+        for payload in [[UInt8](), Array(#"{"id":1,"result":{}}"#.utf8), [UInt8](repeating: 0x61, count: 70_000)] {
+            try channel.writeAndFlush(ByteBuffer(bytes: payload)).wait()
+            var prepended: [UInt8] = []
+            while var part = try channel.readOutbound(as: ByteBuffer.self) { prepended += part.readBytes(length: part.readableBytes) ?? [] }
+            var built = Frame.of(payload)
+            #expect(built.readBytes(length: built.readableBytes) == prepended)
+        }
+        _ = try channel.finish()
+    }
+
+    @Test("a stream item written around its JSON is the reply resultBytes makes, for either kind of id")
+    func streamItems() {
+        let item = EncodedJSON(#"{"seq":3,"note":"a \"quoted\" word"}"#)
+        for id in [RequestID.int(42), .string("listen-\"1\"")] {
+            let items = ReplyEncoding.StreamItems(id: id)
+            var buffer = ByteBuffer()
+            items.write(item, to: &buffer)
+            #expect(buffer.readableBytes == items.count(item))
+            #expect(buffer.readBytes(length: buffer.readableBytes) == ReplyEncoding.resultBytes(id: id, encoded: item, continues: true))
+        }
+    }
+}

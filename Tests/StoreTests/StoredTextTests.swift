@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 @testable import RecordStore
 import RPCCore
 import StoreAPI
@@ -44,5 +45,20 @@ struct StoredTextTests {
                                  filters: [QueryFilter("bundleId", .equal, "org.khan/academy"), QueryFilter("minutes", .greater, 5)],
                                  sort: QuerySort("sessionStart", descending: true))
         #expect(try QueryOperation.fingerprint(params) == String(SHA256Hex.of(try Self.foundationSorted(params, escapingSlashes: true)).prefix(24)))
+    }
+
+    @Test("a fetch answered on the loop writes the stored fields' text as it is: the same result as the records parsed and written again")
+    func fetchReplyWithStoredFields() throws {
+        let text = try FieldsCoding.encode(Self.fields)
+        let stored = try DatabaseQueue().read { db in
+            try Row.fetchOne(db, sql: "SELECT 7, 'u/1', 'UsageRecord', ?, '3s', 12, 1795003200123, 'device:c1', 1795003260000, 'local', 0",
+                             arguments: [text]).map { StoredRecord($0) }
+        }
+        let record = try #require(stored)
+        var writer = JSONWriter()
+        try FetchReply(zone: "ChildMonitoring-c1", records: [record, record], missing: ["gone"]).write(to: &writer)
+        let expected = FetchResult(records: Array(repeating: try record.record(zone: "ChildMonitoring-c1"), count: 2), missing: ["gone"])
+        #expect(try RPCJSON.decode(FetchResult.self, from: writer.bytes) == expected)
+        #expect(String(decoding: writer.bytes, as: UTF8.self).contains(text))
     }
 }

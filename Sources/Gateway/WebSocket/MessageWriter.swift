@@ -24,6 +24,9 @@ final class MessageWriter: Sendable {
         self.closed = .makeBoxSendingValue(false, eventLoop: channel.eventLoop)
     }
 
+    /// The socket's event loop.
+    var channelLoop: any EventLoop { self.channel.eventLoop }
+
     /// Whether the WebSocket is closing (a close frame went out or came in). On the loop.
     var isClosed: Bool { self.closed.value }
 
@@ -59,28 +62,38 @@ final class MessageWriter: Sendable {
         guard loop.inEventLoop else {
             return loop.flatSubmit { self.write(message) }
         }
-        let promise = loop.makePromise(of: Void.self)
+        return self.writeOnLoop(count: message.count) { $0.writeBytes(message) }
+    }
+
+    /// Writes and flushes one text message of `count` bytes, which `writeMessage` appends
+    /// to the frame's buffer (so a message made of parts is copied once, into the frame).
+    /// On the channel's event loop.
+    func writeOnLoop(count: Int, _ writeMessage: (inout ByteBuffer) -> Void) -> EventLoopFuture<Void> {
+        let promise = self.channel.eventLoop.makePromise(of: Void.self)
         guard !self.closed.value else {
             promise.fail(ChannelError.outputClosed)
             return promise.futureResult
         }
-        guard let encoder = self.encoder.value, self.channel.isActive else {
-            self.channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: message)), promise: promise)
-            return promise.futureResult
-        }
-        var buffer = self.channel.allocator.buffer(capacity: message.count + 10)
+        var buffer = self.channel.allocator.buffer(capacity: count + 10)
         buffer.writeInteger(UInt8(0x81))  // FIN, text
-        switch message.count {
+        switch count {
         case ...125:
-            buffer.writeInteger(UInt8(message.count))
+            buffer.writeInteger(UInt8(count))
         case ...0xFFFF:
             buffer.writeInteger(UInt8(126))
-            buffer.writeInteger(UInt16(message.count))
+            buffer.writeInteger(UInt16(count))
         default:
             buffer.writeInteger(UInt8(127))
-            buffer.writeInteger(UInt64(message.count))
+            buffer.writeInteger(UInt64(count))
         }
-        buffer.writeBytes(message)
+        let header = buffer.readableBytes
+        writeMessage(&buffer)
+        assert(buffer.readableBytes - header == count, "a WebSocket message of \(buffer.readableBytes - header) bytes said it had \(count)")
+        guard let encoder = self.encoder.value, self.channel.isActive else {
+            buffer.moveReaderIndex(forwardBy: header)
+            self.channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: buffer), promise: promise)
+            return promise.futureResult
+        }
         encoder.writeAndFlush(NIOAny(buffer), promise: promise)
         return promise.futureResult
     }

@@ -3,6 +3,7 @@ import NIOWebSocket
 import RPCClient
 import RPCCore
 import Synchronization
+import WireJSON
 
 /// Writes one relayed stream's replies to its WebSocket as they come from the service,
 /// straight from the service connection's event loop (the socket's own: see
@@ -30,6 +31,7 @@ final class StreamForwarder: Sendable {
 
     private let writer: MessageWriter
     private let id: RequestID
+    private let items: ReplyEncoding.StreamItems
     private let limit: Int
     private let service: String
     private let state = Mutex(State())
@@ -37,6 +39,7 @@ final class StreamForwarder: Sendable {
     init(writer: MessageWriter, id: RequestID, limit: Int, service: String) {
         self.writer = writer
         self.id = id
+        self.items = ReplyEncoding.StreamItems(id: id)
         self.limit = limit
         self.service = service
     }
@@ -44,29 +47,41 @@ final class StreamForwarder: Sendable {
     /// One reply from the service, on its connection's event loop: the socket's own, so
     /// nothing else writes to the socket while this does (a close frame included).
     func deliver(_ event: Result<StreamEvent<EncodedJSON, EncodedJSON>, RPCError>) {
-        let reply: (bytes: [UInt8], item: Bool)? = self.state.withLock { state in
+        enum Reply {
+            case item(EncodedJSON)
+            case last([UInt8])
+        }
+        let reply: Reply? = self.state.withLock { state in
             guard state.outcome == nil else { return nil }
             switch event {
             case .success(.item(let item)):
                 guard state.pending < self.limit else {
                     Self.end(&state, .overflowed)
-                    return (Array(ReplyEncoding.error(id: self.id, RPCError(.limitExceeded, "this stream's replies were not read fast enough (over \(self.limit) waiting); it was ended, call it again"))), false)
+                    return .last(Array(ReplyEncoding.error(id: self.id, RPCError(.limitExceeded, "this stream's replies were not read fast enough (over \(self.limit) waiting); it was ended, call it again"))))
                 }
                 state.pending += 1
-                return (ReplyEncoding.resultBytes(id: self.id, encoded: item, continues: true), true)
+                return .item(item)
             case .success(.end(let end)):
                 Self.end(&state, .ended)
-                return (ReplyEncoding.resultBytes(id: self.id, encoded: end), false)
+                return .last(ReplyEncoding.resultBytes(id: self.id, encoded: end))
             case .failure(let error):
                 Self.end(&state, .ended)
-                return (Array(ReplyEncoding.error(id: self.id, ServiceRelay.presentable(error, service: self.service))), false)
+                return .last(Array(ReplyEncoding.error(id: self.id, ServiceRelay.presentable(error, service: self.service))))
             }
         }
-        guard let reply else { return }
-        let written = self.writer.write(reply.bytes)
-        guard reply.item else { return }
-        // Counted until it has gone to the network (or the socket is gone).
-        written.whenComplete { _ in self.state.withLock { $0.pending -= 1 } }
+        switch reply {
+        case nil:
+            return
+        case .last(let bytes):
+            self.writer.write(bytes)
+        case .item(let item):
+            // Written around the item straight into the frame; counted until it has gone
+            // to the network (or the socket is gone).
+            let written = self.writer.channelLoop.inEventLoop
+                ? self.writer.writeOnLoop(count: self.items.count(item)) { self.items.write(item, to: &$0) }
+                : self.writer.write(ReplyEncoding.resultBytes(id: self.id, encoded: item, continues: true))
+            written.whenComplete { _ in self.state.withLock { $0.pending -= 1 } }
+        }
     }
 
     /// Ends the stream from our side; replies that come after are dropped.

@@ -89,8 +89,13 @@ struct StoredRecord: Sendable {
     func fields() throws -> [String: JSONValue] { try FieldsCoding.decode(self.fieldsText) }
 
     func record(zone: String) throws -> Record {
+        self.record(zone: zone, fields: try self.fields())
+    }
+
+    /// The record with `fields` in place of its own.
+    func record(zone: String, fields: [String: JSONValue]) -> Record {
         Record(
-            recordType: self.type, recordName: self.name, zone: zone, fields: try self.fields(), changeTag: self.changeTag,
+            recordType: self.type, recordName: self.name, zone: zone, fields: fields, changeTag: self.changeTag,
             createdAt: Millis.date(self.createdAt), modifiedAt: Millis.date(self.modifiedAt),
             createdBy: self.createdBy, modifiedBy: self.modifiedBy)
     }

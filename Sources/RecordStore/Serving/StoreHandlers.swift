@@ -6,6 +6,9 @@ import StoreAPI
 enum StoreHandlers {
     static func table(_ store: RecordStore) -> MethodTable {
         var methods = MethodTable(implementing: StoreMethods.list)
+        // The fetches of one read from a socket (32 pipelined, say) share one snapshot.
+        let readers = store.loopReaders
+        methods.aroundRead = { serve in readers.batch(serve) }
         methods.on(StoreMethods.createFamily) { params, context in try await store.createFamily(params, auth: context.auth) }
         methods.on(StoreMethods.listFamilies) { _, context in try await store.listFamilies(auth: context.auth) }
         methods.on(StoreMethods.createZone) { params, context in try await store.createZone(params, auth: context.auth) }
@@ -14,13 +17,13 @@ enum StoreHandlers {
         methods.on(StoreMethods.modify) { params, context in
             let result = try await store.modify(params, auth: context.auth)
             store.metrics.modified(result)
-            context.logger.debug("modify", metadata: [
+            context.debug("modify", metadata: [
                 "family": "\(params.family)", "zone": "\(params.zone)", "saves": "\(result.saved.count)",
                 "deletes": "\(result.deleted.count)", "replayed": "\(result.replayed)",
             ])
             return result
         }
-        methods.on(StoreMethods.fetch, immediately: { params, context in try store.fetchOnLoop(params, auth: context.auth) },
+        methods.on(StoreMethods.fetch, immediatelyWritten: { params, context in try store.fetchOnLoop(params, auth: context.auth) },
                    otherwise: { params, context in try await store.fetch(params, auth: context.auth) })
         methods.on(StoreMethods.query) { params, context in try await store.query(params, auth: context.auth) }
         methods.on(StoreMethods.zoneChanges) { params, context in try await store.zoneChanges(params, auth: context.auth) }
