@@ -46,7 +46,7 @@ public struct RequestHead: Sendable, Hashable {
         if bytes.isEmpty {
             return .failure(Failure(id: nil, error: RPCError(.invalidFrame, "the frame is empty; a frame carries one JSON object")))
         }
-        guard String(validating: bytes, as: UTF8.self) != nil else {
+        guard UTF8Validation.isValid(bytes) else {
             return .failure(Failure(id: nil, error: RPCError(.invalidJSON, "the frame is not valid UTF-8")))
         }
         let request: JSONValue

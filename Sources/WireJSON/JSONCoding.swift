@@ -31,7 +31,7 @@ public enum RPCJSON {
 
     /// Decodes untrusted bytes (a body off the network, a file): checked as UTF-8 first.
     public static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
-        guard String(validating: bytes, as: UTF8.self) != nil else {
+        guard UTF8Validation.isValid(bytes) else {
             throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "the JSON text is not valid UTF-8"))
         }
         return try JSONValueDecoding.decode(T.self, from: try JSONParser.parse(bytes: bytes))

@@ -145,7 +145,7 @@ struct GatewayBenchmark: AsyncParsableCommand {
                 try await BenchWebSocket.connect(group: group, port: echoPort, path: "/", token: token, context: context)
             }
             let fanOut = try await Self.fanOutFloor(levels: levels, rounds: rounds, port: echoPort, server: server.processIdentifier, group: group,
-                                                    context: context, devices: devicesBinary, work: work)
+                                                    context: context, devices: devicesBinary, work: work, messageSize: try Self.notificationSize())
             return (echo, memory, handshakes, fanOut)
         }
         for (name, through, direct) in [("rpc.ping", gatewayPing, unixPing), ("store.fetch", gatewayFetch, unixFetch)] {
@@ -297,12 +297,24 @@ struct GatewayBenchmark: AsyncParsableCommand {
         return port
     }
 
+    /// The size of a notification as the gateway writes it to a device here: the reply
+    /// around one of this benchmark's notifications.
+    static func notificationSize() throws -> Int {
+        let now = Date()
+        let notification = PushNotification(
+            seq: 10_000, family: PushBenchmark.family, reason: .recordUpdated, subscriptionId: Self.subscription.subscriptionId,
+            zone: PushBenchmark.zone, recordType: RecordTypes.usageRecord, recordName: "session", changeSeq: 100_000,
+            fields: ["totalSeconds": .int(100)], collapseKey: "bench", createdAt: now, expiresAt: now.addingTimeInterval(86_400))
+        return try ReplyEncoding.resultBytes(id: .int(2), notification, continues: true).count
+    }
+
     /// The floor of a notification's fan-out: the bare NIO TLS WebSocket server writes one
-    /// message to every open socket (``NIOWebSocketEchoServer``'s broadcast), timed from
-    /// the request to each arrival; `rounds(level)` times at each level. With each level's
-    /// latencies, the server's CPU per message written (µs).
+    /// message of `messageSize` bytes (a notification's, padded) to every open socket
+    /// (``NIOWebSocketEchoServer``'s broadcast), timed from the request to each arrival;
+    /// `rounds(level)` times at each level. With each level's latencies, the server's CPU
+    /// per message written (µs).
     static func fanOutFloor(levels: [Int], rounds: (Int) -> Int, port: Int, server: Int32, group: any EventLoopGroup, context: NIOSSLContext,
-                            devices devicesBinary: String?, work: String) async throws -> [Int: (Samples, Double)] {
+                            devices devicesBinary: String?, work: String, messageSize: Int) async throws -> [Int: (Samples, Double)] {
         let arrivals = Arrivals()
         let sockets = Listeners()
         var cDevices: [CWebSocketDevices] = []
@@ -330,7 +342,9 @@ struct GatewayBenchmark: AsyncParsableCommand {
                 round += 1
                 arrivals.expect(round: round)
                 let sent = Monotonic.nanoseconds()
-                trigger.send(#"broadcast:{"totalSeconds":\#(round)}"#)
+                let message = #"{"totalSeconds":\#(round),"padding":""}"#
+                let padding = String(repeating: "x", count: max(0, messageSize - message.utf8.count))
+                trigger.send("broadcast:" + #"{"totalSeconds":\#(round),"padding":"\#(padding)"}"#)
                 guard await arrivals.wait(for: level, timeout: .seconds(30)) else {
                     throw BenchError("only \(arrivals.count) of \(level) sockets of the bare NIO server received broadcast \(round) within 30 s")
                 }

@@ -48,3 +48,27 @@ struct JSONParserTests {
         #expect((try? JSONParser.members(bytes: Array(fine.utf8)))?.count == 1)
     }
 }
+
+@Suite("UTF-8 checked before parsing")
+struct UTF8ValidationTests {
+    @Test("ASCII of every length around the eight-byte steps, and UTF-8 of every width, are valid; the same with a bad byte anywhere are not")
+    func validAndInvalid() {
+        for length in 0...20 {
+            let ascii = Array(String(repeating: "a", count: length).utf8)
+            #expect(UTF8Validation.isValid(ascii))
+            for position in 0..<length {
+                var bad = ascii
+                bad[position] = 0xFF
+                #expect(!UTF8Validation.isValid(bad), "0xFF at \(position) of \(length)")
+                var cut = ascii
+                cut[position] = 0xC3  // a two-byte sequence's start, without its continuation (or with 'a' after it)
+                #expect(!UTF8Validation.isValid(cut), "a lone lead byte at \(position) of \(length)")
+            }
+        }
+        for text in ["é", "Ana's \"maths\" é 😀", "日本語のテキスト、八バイトを超える", "\u{7F}\u{80}"] {
+            #expect(UTF8Validation.isValid(Array(text.utf8)), "\(text)")
+            #expect(!UTF8Validation.isValid(Array(text.utf8.dropLast())) || text.utf8.last! < 0x80, "\(text) cut short")
+        }
+        #expect(!UTF8Validation.isValid([0xED, 0xA0, 0x80]))  // a surrogate, not UTF-8
+    }
+}

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOWebSocket
+import WireJSON
 
 /// A device's WebSocket as the event loop reads it: frames become messages, and each
 /// message goes to its ``DeviceSocket`` on the same thread, with no task in between. It
@@ -81,7 +82,7 @@ final class DeviceSocketHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func deliver(text: Bool, _ data: ByteBuffer) {
         guard text else { return self.socket.receivedBinary() }
         let bytes = Array(data.readableBytesView)
-        guard bytes.allSatisfy({ $0 < 0x80 }) || String(validating: bytes, as: UTF8.self) != nil else {
+        guard UTF8Validation.isValid(bytes) else {
             return self.fail(.dataInconsistentWithMessage, "a text message that is not UTF-8")
         }
         self.socket.received(bytes)
