@@ -49,31 +49,56 @@ public struct JSONParser {
         var members: [(key: String, value: Range<Int>)] = []
         parser.skipWhitespace()
         guard parser.at(UInt8(ascii: "{")) else { throw parser.failure }
-        parser.index += 1
+        try parser.eachMember { key, parser throws(Failure) in
+            parser.skipWhitespace()
+            let start = parser.index
+            try parser.skipValue(depth: 1)
+            members.append((key, start..<parser.index))
+        }
+        return members
+    }
+
+    /// Parses one JSON value, checked exactly as ``parse(bytes:)`` checks it; when it is an
+    /// object, hands each member to `member` in order (a key given twice, twice) instead of
+    /// building the object, and returns true; false for any other value. For a request's
+    /// envelope: its four members are wanted, not a dictionary of them.
+    public static func parse(bytes: [UInt8], members member: (String, JSONValue) -> Void) throws(Failure) -> Bool {
+        var parser = JSONParser(bytes: bytes)
         parser.skipWhitespace()
-        if parser.at(UInt8(ascii: "}")) {
-            parser.index += 1
+        guard parser.at(UInt8(ascii: "{")) else {
+            _ = try parser.value(depth: 0)
+            parser.skipWhitespace()
+            guard parser.index == parser.bytes.count else { throw Failure(offset: parser.index) }
+            return false
+        }
+        try parser.eachMember { key, parser throws(Failure) in member(key, try parser.value(depth: 1)) }
+        return true
+    }
+
+    /// Reads the object starting here (at its `{`) to the end of the text, `readValue`
+    /// reading each member's value.
+    private mutating func eachMember(_ readValue: (String, inout JSONParser) throws(Failure) -> Void) throws(Failure) {
+        self.index += 1
+        self.skipWhitespace()
+        if self.at(UInt8(ascii: "}")) {
+            self.index += 1
         } else {
             while true {
-                parser.skipWhitespace()
-                let key = try parser.string()
-                parser.skipWhitespace()
-                try parser.expect(":")
-                parser.skipWhitespace()
-                let start = parser.index
-                try parser.skipValue(depth: 1)
-                members.append((key, start..<parser.index))
-                parser.skipWhitespace()
-                guard parser.index < parser.bytes.count else { throw parser.failure }
-                let next = parser.bytes[parser.index]
-                parser.index += 1
+                self.skipWhitespace()
+                let key = try self.string()
+                self.skipWhitespace()
+                try self.expect(":")
+                try readValue(key, &self)
+                self.skipWhitespace()
+                guard self.index < self.bytes.count else { throw self.failure }
+                let next = self.bytes[self.index]
+                self.index += 1
                 if next == UInt8(ascii: "}") { break }
-                guard next == UInt8(ascii: ",") else { throw Failure(offset: parser.index - 1) }
+                guard next == UInt8(ascii: ",") else { throw Failure(offset: self.index - 1) }
             }
         }
-        parser.skipWhitespace()
-        guard parser.index == parser.bytes.count else { throw parser.failure }
-        return members
+        self.skipWhitespace()
+        guard self.index == self.bytes.count else { throw self.failure }
     }
 
     private init(bytes: [UInt8]) { self.bytes = bytes }

@@ -49,6 +49,40 @@ struct JSONParserTests {
     }
 }
 
+@Suite("An object's members handed over one by one")
+struct ObjectMembersTests {
+    func members(_ text: String) throws -> (isObject: Bool, members: [String]) {
+        var members: [String] = []
+        let isObject = try JSONParser.parse(bytes: Array(text.utf8)) { key, value in members.append("\(key)=\(value)") }
+        return (isObject, members)
+    }
+
+    @Test("each member in order, a key given twice twice, with the values parse(bytes:) gives")
+    func inOrder() throws {
+        let text = #"{"id":7,"method":"m","params":{"a":[1,"x"]},"id":"again"}"#
+        let (isObject, members) = try self.members(text)
+        #expect(isObject)
+        guard case .object(let parsed) = try JSONParser.parse(text) else { Issue.record("not an object"); return }
+        #expect(members == ["id=\(JSONValue.int(7))", "method=\(JSONValue.string("m"))", "params=\(parsed["params"]!)", "id=\(JSONValue.string("again"))"])
+        #expect(try self.members(" { } ") == (true, []))
+    }
+
+    @Test("another value is checked and not an object; what parse(bytes:) refuses, this refuses", arguments: [
+        #"[1,2]"#, #""text""#, "3", "null",
+    ])
+    func notAnObject(text: String) throws {
+        #expect(try self.members(text) == (false, []))
+    }
+
+    @Test("refused as parse(bytes:) refuses it: a lone surrogate in a member nobody wants, trailing text, a missing comma", arguments: [
+        #"{"id":1,"extra":"\ud800"}"#, #"{"id":1} x"#, #"{"id":1 "method":"m"}"#, #"{"id":"#, #"["#,
+    ])
+    func refused(text: String) {
+        #expect(throws: JSONParser.Failure.self) { try JSONParser.parse(text) }
+        #expect(throws: JSONParser.Failure.self) { try self.members(text) }
+    }
+}
+
 @Suite("UTF-8 checked before parsing")
 struct UTF8ValidationTests {
     @Test("ASCII of every length around the eight-byte steps, and UTF-8 of every width, are valid; the same with a bad byte anywhere are not")
