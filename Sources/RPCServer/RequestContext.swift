@@ -96,8 +96,7 @@ public struct StreamSink: Sendable {
     public func write(encoded item: EncodedJSON, flush: Bool = true, written: @escaping @Sendable () -> Void) -> Bool {
         let promise = self.writer.eventLoop.makePromise(of: Void.self)
         do {
-            let frame = Frame.build(capacity: self.items.count(item)) { self.items.write(item, to: &$0) }
-            try self.writer.writeNow(frame, promise: promise, flush: flush)
+            try self.writer.writeNow(self.frame(item), promise: promise, flush: flush)
         } catch {
             promise.succeed(())
             return false
@@ -109,8 +108,12 @@ public struct StreamSink: Sendable {
     /// Writes one item and neither flushes it nor tracks it (see ``whenWritten(_:)``);
     /// false when the connection has closed already. On ``eventLoop``.
     public func write(encoded item: EncodedJSON) -> Bool {
-        let frame = Frame.build(capacity: self.items.count(item)) { self.items.write(item, to: &$0) }
-        return (try? self.writer.writeNow(frame, flush: false)) != nil
+        (try? self.writer.writeNow(self.frame(item), flush: false)) != nil
+    }
+
+    /// The reply carrying `item`, framed.
+    private func frame(_ item: EncodedJSON) -> ByteBuffer {
+        Frame.build(capacity: self.items.count(item)) { self.items.write(item, to: &$0) }
     }
 
     /// Runs `body` on the loop once everything written to the connection so far has gone
