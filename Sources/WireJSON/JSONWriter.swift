@@ -91,16 +91,28 @@ public struct JSONWriter {
     }
 
     public mutating func string(_ value: String) {
+        // Read as one contiguous buffer: a String's UTF-8 view, walked byte by byte, was most
+        // of what writing a short string cost.
+        var value = value
+        value.withUTF8 { self.string(utf8: $0) }
+    }
+
+    private mutating func string(utf8: UnsafeBufferPointer<UInt8>) {
         self.bytes.append(UInt8(ascii: "\""))
         // Most strings (names, ids) need no escape: copied whole.
         let slash: UInt8 = self.escapesSlashes ? UInt8(ascii: "/") : UInt8(ascii: "\"")
-        if !value.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 == slash }) {
-            self.bytes.append(contentsOf: value.utf8)
+        var clean = true
+        for byte in utf8 where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte == slash {
+            clean = false
+            break
+        }
+        if clean {
+            self.bytes.append(contentsOf: utf8)
             self.bytes.append(UInt8(ascii: "\""))
             self.needsComma = true
             return
         }
-        for byte in value.utf8 {
+        for byte in utf8 {
             switch byte {
             case UInt8(ascii: "\""): self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
             case UInt8(ascii: "\\"): self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
