@@ -177,20 +177,6 @@ final class Hub: Sendable {
             }
         }
 
-        /// Writes a notification ``offer(_:)`` reserved, on the sink's event loop; nothing
-        /// once the listener has ended, and nothing expired.
-        func write(_ notification: Outgoing, to sink: StreamSink) {
-            let size = Self.size(notification)
-            guard self.accepts(notification, now: Date()) else { return self.taken(size) }
-            self.delivered.increment()
-            // Held until the write completes (the connection may outlive the listener): a
-            // listener's accounting, and so its memory's return, ends with its last write.
-            let written = sink.write(encoded: notification.json) {
-                self.taken(size)
-            }
-            if !written { self.taken(size) }
-        }
-
         /// After the backlog (up to `last`): sends what was buffered after it, in order, and
         /// from then on takes notifications for direct writes. Runs on the sink's loop, so
         /// these writes go before any direct one (which are queued on that loop).
@@ -204,7 +190,7 @@ final class Hub: Sendable {
         }
 
         private func goDirectOnLoop(_ sink: StreamSink, after last: Int64) {
-            // `write` skips what the backlog had (up to `last`) and what expired meanwhile.
+            // The write skips what the backlog had (up to `last`) and what expired meanwhile.
             // Buffered items stay counted as pending until written.
             let buffered: [Outgoing] = self.state.withLock { state in
                 guard case .buffering(let items) = state.mode else { return [] }
@@ -212,7 +198,8 @@ final class Hub: Sendable {
                 state.last = last
                 return items
             }
-            for notification in buffered { self.write(notification, to: sink) }
+            let written = Hub.write(buffered.map { (self, $0, sink) }, now: Date())
+            self.delivered.increment(by: written)
         }
 
         /// Waits until the listener ends (cut off, revoked, shutdown) or the task is
@@ -386,29 +373,31 @@ final class Hub: Sendable {
         for (loop, indices) in byLoop.values {
             loop.execute {
                 let now = Date()
-                var count = 0
-                for index in indices {
-                    let group = writes[index]
-                    var written: [(listener: Listener, size: Int)] = []
-                    written.reserveCapacity(group.count)
-                    for (listener, outgoing, sink) in group {
-                        let size = Listener.size(outgoing)
-                        guard listener.accepts(outgoing, now: now), sink.write(encoded: outgoing.json) else {
-                            listener.taken(size)
-                            continue
-                        }
-                        written.append((listener, size))
-                    }
-                    // Each listener's accounting ends as its writes go to the socket: writes
-                    // complete in order, so once the connection's last has, all have.
-                    let sink = group[0].2
-                    sink.whenWritten { [written] in for (listener, size) in written { listener.taken(size) } }
-                    sink.flush()
-                    count += written.count
-                }
-                delivered.increment(by: count)
+                delivered.increment(by: indices.reduce(0) { $0 + Hub.write(writes[$1], now: now) })
             }
         }
+    }
+
+    /// Writes notifications ``Listener/offer(_:)`` reserved to one connection and flushes
+    /// them, on its event loop; skips (and gives back) what a listener no longer takes.
+    /// Each listener's accounting, and so its memory's return, ends as its writes go to
+    /// the socket (the connection may outlive the listener): writes complete in order, so
+    /// one callback after the last serves them all. Returns how many were written.
+    private static func write(_ group: [(Listener, Outgoing, StreamSink)], now: Date) -> Int {
+        guard let sink = group.first?.2 else { return 0 }
+        var written: [(listener: Listener, size: Int)] = []
+        written.reserveCapacity(group.count)
+        for (listener, outgoing, sink) in group {
+            let size = Listener.size(outgoing)
+            guard listener.accepts(outgoing, now: now), sink.write(encoded: outgoing.json) else {
+                listener.taken(size)
+                continue
+            }
+            written.append((listener, size))
+        }
+        sink.whenWritten { [written] in for (listener, size) in written { listener.taken(size) } }
+        sink.flush()
+        return written.count
     }
 
     /// The batch is committed (or failed): listeners starting now read it from the queue.

@@ -68,8 +68,8 @@ final class ConnectionWriter: Sendable {
         self.channel.flush()
     }
 
-    /// Runs `body` on the event loop once everything written so far has gone to the socket
-    /// (or failed: the peer has gone): at once when nothing is waiting to go.
+    /// Flushes, and runs `body` on the event loop once everything written so far has gone
+    /// to the socket (or failed: the peer has gone); at once when the channel has closed.
     func whenFlushed(_ body: @escaping () -> Void) {
         self.afterWrites(body)
         self.channel.flush()

@@ -82,31 +82,16 @@ public struct StreamSink: Sendable {
     let items: ReplyEncoding.StreamItems
     let writer: ConnectionWriter
 
-    /// The loop that serves the connection: call ``write(encoded:flush:written:)`` on it.
+    /// The loop that serves the connection: call ``write(encoded:)`` on it.
     public var eventLoop: any EventLoop { self.writer.eventLoop }
 
     /// The connection: sinks of many streams may share one.
     public var connection: ObjectIdentifier { ObjectIdentifier(self.writer) }
 
-    /// Writes one item (the JSON of the stream's item type) and, unless `flush` is false,
-    /// flushes it (a caller writing to many sinks at once flushes each connection once,
-    /// with ``flush()``, so the items to one connection go in one system call); `written`
-    /// runs on the loop once the bytes have gone to the socket, or the connection has
-    /// closed. False, without calling `written`, when the connection has closed already.
-    public func write(encoded item: EncodedJSON, flush: Bool = true, written: @escaping @Sendable () -> Void) -> Bool {
-        let promise = self.writer.eventLoop.makePromise(of: Void.self)
-        do {
-            try self.writer.writeNow(self.frame(item), promise: promise, flush: flush)
-        } catch {
-            promise.succeed(())
-            return false
-        }
-        promise.futureResult.whenComplete { _ in written() }
-        return true
-    }
-
-    /// Writes one item and neither flushes it nor tracks it (see ``whenWritten(_:)``);
-    /// false when the connection has closed already. On ``eventLoop``.
+    /// Writes one item (the JSON of the stream's item type) without flushing it (a caller
+    /// writing to many sinks flushes each connection once, with ``flush()``, so the items
+    /// to one connection go in one system call); false when the connection has closed
+    /// already. ``whenWritten(_:)`` says when it has gone to the socket. On ``eventLoop``.
     public func write(encoded item: EncodedJSON) -> Bool {
         (try? self.writer.writeNow(self.frame(item), flush: false)) != nil
     }

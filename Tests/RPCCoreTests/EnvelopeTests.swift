@@ -101,6 +101,18 @@ struct EnvelopeTests {
         #"{"id":1.5,"result":1}"#, #"{"id":1e3,"result":1}"#, #"{"id":007,"result":1}"#, #"{"id":-0,"result":1}"#, #"{"id":12a,"result":1}"#,
     ])
     func replyHeadOddIDs(text: String) {
-        #expect(ReplyHead.integer(ArraySlice(Array(text.utf8)[6..<(text.utf8.count - 11)])) == nil)
+        // The id's text alone: between `{"id":` and `,"result"`.
+        let bytes = Array(text.utf8)
+        let end = bytes.count - #","result":1}"#.utf8.count
+        #expect(String(decoding: bytes[6..<end], as: UTF8.self) + #","result":1}"# == String(text.dropFirst(6)))
+        #expect(ReplyHead.integer(ArraySlice(bytes[6..<end])) == nil)
+    }
+
+    @Test("a plain integer id is read straight from its bytes, not left to the parser")
+    func replyHeadIntegerIDs() {
+        for (text, value) in [("0", Int64(0)), ("7", 7), ("-12", -12), ("999999999999999999", 999_999_999_999_999_999)] {
+            #expect(ReplyHead.integer(ArraySlice(Array(text.utf8))) == value, "\(text)")
+        }
+        #expect(ReplyHead.integer(ArraySlice(Array("9223372036854775807".utf8))) == nil, "19 digits go to the parser")
     }
 }

@@ -24,9 +24,6 @@ final class MessageWriter: Sendable {
         self.closed = .makeBoxSendingValue(false, eventLoop: channel.eventLoop)
     }
 
-    /// The socket's event loop.
-    var channelLoop: any EventLoop { self.channel.eventLoop }
-
     /// Whether the WebSocket is closing (a close frame went out or came in). On the loop.
     var isClosed: Bool { self.closed.value }
 
@@ -58,43 +55,46 @@ final class MessageWriter: Sendable {
     /// network (or failed).
     @discardableResult
     func write(_ message: [UInt8]) -> EventLoopFuture<Void> {
-        let loop = self.channel.eventLoop
-        guard loop.inEventLoop else {
-            return loop.flatSubmit { self.write(message) }
-        }
-        return self.writeOnLoop(count: message.count) { $0.writeBytes(message) }
+        self.write(count: message.count) { $0.writeBytes(message) }
     }
 
     /// Writes and flushes one text message of `count` bytes, which `writeMessage` appends
     /// to the frame's buffer (so a message made of parts is copied once, into the frame).
-    /// On the channel's event loop.
-    func writeOnLoop(count: Int, _ writeMessage: (inout ByteBuffer) -> Void) -> EventLoopFuture<Void> {
+    /// The frame is made on the calling thread and sent from the socket's event loop.
+    @discardableResult
+    func write(count: Int, _ writeMessage: (inout ByteBuffer) -> Void) -> EventLoopFuture<Void> {
+        var frame = self.channel.allocator.buffer(capacity: count + 10)
+        frame.writeInteger(UInt8(0x81))  // FIN, text
+        switch count {
+        case ...125:
+            frame.writeInteger(UInt8(count))
+        case ...0xFFFF:
+            frame.writeInteger(UInt8(126))
+            frame.writeInteger(UInt16(count))
+        default:
+            frame.writeInteger(UInt8(127))
+            frame.writeInteger(UInt64(count))
+        }
+        let header = frame.readableBytes
+        writeMessage(&frame)
+        assert(frame.readableBytes - header == count, "a WebSocket message of \(frame.readableBytes - header) bytes said it had \(count)")
+        let loop = self.channel.eventLoop
+        guard loop.inEventLoop else { return loop.flatSubmit { self.send(frame, header: header) } }
+        return self.send(frame, header: header)
+    }
+
+    /// Sends a frame whose header is its first `header` bytes. On the channel's event loop.
+    private func send(_ frame: ByteBuffer, header: Int) -> EventLoopFuture<Void> {
         let promise = self.channel.eventLoop.makePromise(of: Void.self)
         guard !self.closed.value else {
             promise.fail(ChannelError.outputClosed)
             return promise.futureResult
         }
-        var buffer = self.channel.allocator.buffer(capacity: count + 10)
-        buffer.writeInteger(UInt8(0x81))  // FIN, text
-        switch count {
-        case ...125:
-            buffer.writeInteger(UInt8(count))
-        case ...0xFFFF:
-            buffer.writeInteger(UInt8(126))
-            buffer.writeInteger(UInt16(count))
-        default:
-            buffer.writeInteger(UInt8(127))
-            buffer.writeInteger(UInt64(count))
-        }
-        let header = buffer.readableBytes
-        writeMessage(&buffer)
-        assert(buffer.readableBytes - header == count, "a WebSocket message of \(buffer.readableBytes - header) bytes said it had \(count)")
         guard let encoder = self.encoder.value, self.channel.isActive else {
-            buffer.moveReaderIndex(forwardBy: header)
-            self.channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: buffer), promise: promise)
+            self.channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: frame.getSlice(at: frame.readerIndex + header, length: frame.readableBytes - header)!), promise: promise)
             return promise.futureResult
         }
-        encoder.writeAndFlush(NIOAny(buffer), promise: promise)
+        encoder.writeAndFlush(NIOAny(frame), promise: promise)
         return promise.futureResult
     }
 }

@@ -77,10 +77,8 @@ final class StreamForwarder: Sendable {
         case .item(let item):
             // Written around the item straight into the frame; counted until it has gone
             // to the network (or the socket is gone).
-            let written = self.writer.channelLoop.inEventLoop
-                ? self.writer.writeOnLoop(count: self.items.count(item)) { self.items.write(item, to: &$0) }
-                : self.writer.write(ReplyEncoding.resultBytes(id: self.id, encoded: item, continues: true))
-            written.whenComplete { _ in self.state.withLock { $0.pending -= 1 } }
+            self.writer.write(count: self.items.count(item)) { self.items.write(item, to: &$0) }
+                .whenComplete { _ in self.state.withLock { $0.pending -= 1 } }
         }
     }
 
