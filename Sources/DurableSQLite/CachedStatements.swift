@@ -75,6 +75,37 @@ extension Database {
     public func firstRow<T>(cached sql: String, arguments: StatementArguments, _ read: (StatementRow) throws -> T) throws -> T? {
         let statement = try self.cachedStatement(sql: sql)
         try statement.setArguments(arguments)
+        return try self.firstRow(of: statement, sql: sql, read)
+    }
+
+    /// The same for a statement whose arguments are all text, bound straight to SQLite:
+    /// `StatementArguments` (an array of existentials, cast back one by one) cost as much as
+    /// a point read's B-tree walk.
+    public func firstRow<T>(cached sql: String, texts: [String], _ read: (StatementRow) throws -> T) throws -> T? {
+        let statement = try self.cachedStatement(sql: sql)
+        let raw = statement.sqliteStatement
+        guard sqlite3_bind_parameter_count(raw) == Int32(texts.count) else {
+            throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "\(texts.count) arguments for \(sqlite3_bind_parameter_count(raw)) parameters", sql: sql)
+        }
+        sqlite3_reset(raw)
+        for (index, text) in texts.enumerated() {
+            var text = text
+            let code = text.withUTF8 { utf8 in
+                // An empty buffer may have no address, which SQLite would bind as NULL.
+                guard let start = utf8.baseAddress, !utf8.isEmpty else { return sqlite3_bind_text(raw, Int32(index + 1), "", 0, nil) }
+                return sqlite3_bind_text(raw, Int32(index + 1), start, Int32(utf8.count), Self.transient)
+            }
+            guard code == SQLITE_OK else {
+                throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(self.sqliteConnection)), sql: sql)
+            }
+        }
+        return try self.firstRow(of: statement, sql: sql, read)
+    }
+
+    /// SQLite copies the bytes it is given (`SQLITE_TRANSIENT`).
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    private func firstRow<T>(of statement: Statement, sql: String, _ read: (StatementRow) throws -> T) throws -> T? {
         let raw = statement.sqliteStatement
         defer { sqlite3_reset(raw) }
         switch sqlite3_step(raw) {

@@ -24,6 +24,9 @@ public final class LoopReaders: Sendable {
         var inBatch = false
         /// A read transaction is open (only inside a batch, between reads).
         var holdingSnapshot = false
+        /// The connection, inside a batch: the batch runs within one access to the queue,
+        /// so its reads need no access of their own (each a `DispatchQueue.sync`).
+        var database: Database?
 
         init(_ queue: DatabaseQueue) { self.queue = queue }
     }
@@ -34,6 +37,7 @@ public final class LoopReaders: Sendable {
 
     /// `path`: a database in WAL mode, opened (and migrated) already by its writer.
     public init(path: String, label: String) {
+        SQLiteThreading.useMultiThreadMode()
         self.path = path
         var configuration = Configuration()
         configuration.label = label
@@ -56,23 +60,26 @@ public final class LoopReaders: Sendable {
     /// Inside ``batch(_:)`` the snapshot is the batch's.
     public func read<T>(_ body: (Database) throws -> T) throws -> T? {
         guard let connection = try self.connection() else { return nil }
-        return try connection.queue.inDatabase { db in
-            if !connection.holdingSnapshot {
-                try db.execute(cached: "BEGIN DEFERRED")
+        if let db = connection.database { return try Self.read(body, on: connection, db) }
+        return try connection.queue.inDatabase { db in try Self.read(body, on: connection, db) }
+    }
+
+    private static func read<T>(_ body: (Database) throws -> T, on connection: LoopConnection, _ db: Database) throws -> T {
+        if !connection.holdingSnapshot {
+            try db.execute(cached: "BEGIN DEFERRED")
+        }
+        do {
+            let value = try body(db)
+            if connection.inBatch {
+                connection.holdingSnapshot = true
+            } else {
+                try db.execute(cached: "COMMIT")
             }
-            do {
-                let value = try body(db)
-                if connection.inBatch {
-                    connection.holdingSnapshot = true
-                } else {
-                    try db.execute(cached: "COMMIT")
-                }
-                return value
-            } catch {
-                connection.holdingSnapshot = false
-                try? db.execute(cached: "ROLLBACK")
-                throw error
-            }
+            return value
+        } catch {
+            connection.holdingSnapshot = false
+            try? db.execute(cached: "ROLLBACK")
+            throw error
         }
     }
 
@@ -81,14 +88,19 @@ public final class LoopReaders: Sendable {
     /// back, the `fcntl` calls a read transaction costs) for all of them instead of two
     /// each. Only for reads that may see the database as of the batch's start: the frames
     /// of one read from a socket, all sent before it began.
+    ///
+    /// The batch is one access to the connection's queue, whose connection its reads use
+    /// as they come. Nothing in `body` may wait for that queue (only these reads use it).
     public func batch(_ body: () -> Void) {
-        guard let connection = try? self.connection() else { return body() }
-        connection.inBatch = true
-        body()
-        connection.inBatch = false
-        guard connection.holdingSnapshot else { return }
-        connection.holdingSnapshot = false
+        guard let connection = try? self.connection(), connection.database == nil else { return body() }
         connection.queue.inDatabase { db in
+            connection.inBatch = true
+            connection.database = db
+            body()
+            connection.database = nil
+            connection.inBatch = false
+            guard connection.holdingSnapshot else { return }
+            connection.holdingSnapshot = false
             if (try? db.execute(cached: "COMMIT")) == nil { try? db.execute(cached: "ROLLBACK") }
         }
     }

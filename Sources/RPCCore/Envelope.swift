@@ -43,54 +43,75 @@ public struct RequestHead: Sendable, Hashable {
     }
 
     public static func parseRequest(bytes: [UInt8]) -> Result<(head: RequestHead, params: JSONValue?), Failure> {
+        self.parseRequestLeavingParams(bytes: bytes).map { ($0.head, $0.params?.value) }
+    }
+
+    /// The same with the params checked but left as their bytes, for the method to read
+    /// (``ParamsDecoding/decode(_:params:)-(_,RequestParams?)``): building them as a
+    /// `JSONValue` first was the most of reading a point fetch's request.
+    public static func parseRequestLeavingParams(bytes: [UInt8]) -> Result<(head: RequestHead, params: RequestParams?), Failure> {
         if bytes.isEmpty {
             return .failure(Failure(id: nil, error: RPCError(.invalidFrame, "the frame is empty; a frame carries one JSON object")))
         }
         guard UTF8Validation.isValid(bytes) else {
             return .failure(Failure(id: nil, error: RPCError(.invalidJSON, "the frame is not valid UTF-8")))
         }
-        // The envelope's members as they come (no dictionary of them: that was a tenth of
-        // a ping); a member given twice counts as the last, as in a parsed object.
-        var (idValue, methodValue, paramsValue, authValue): (JSONValue?, JSONValue?, JSONValue?, JSONValue?)
+        // The envelope's members as they come, each value checked (no dictionary of them:
+        // that was a tenth of a ping); a member given twice counts as the last, as in a
+        // parsed object.
+        let members: [(key: String, value: Range<Int>)]
         do {
-            let isObject = try JSONParser.parse(bytes: bytes) { key, value in
-                switch key {
-                case "id": idValue = value
-                case "method": methodValue = value
-                case "params": paramsValue = value
-                case "auth": authValue = value
-                default: break
-                }
-            }
-            guard isObject else {
-                return .failure(Failure(id: nil, error: RPCError(.invalidRequest, "a request must be a JSON object with \"method\" and, to get a reply, \"id\"")))
-            }
+            members = try JSONParser.members(bytes: bytes)
         } catch {
-            return .failure(Failure(id: nil, error: RPCError.unreadableJSON(error)))
+            // Not an object, or not JSON: which one is the full parser's to say.
+            do {
+                _ = try JSONParser.parse(bytes: bytes)
+            } catch {
+                return .failure(Failure(id: nil, error: RPCError.unreadableJSON(error)))
+            }
+            return .failure(Failure(id: nil, error: RPCError(.invalidRequest, "a request must be a JSON object with \"method\" and, to get a reply, \"id\"")))
         }
+        var (idRange, methodRange, paramsRange, authRange): (Range<Int>?, Range<Int>?, Range<Int>?, Range<Int>?)
+        for (key, range) in members {
+            switch key {
+            case "id": idRange = range
+            case "method": methodRange = range
+            case "params": paramsRange = range
+            case "auth": authRange = range
+            default: break
+            }
+        }
+        // Checked already: parsing a member's value cannot fail.
+        func value(_ range: Range<Int>?) -> JSONValue? { range.flatMap { try? JSONParser.parse(bytes: bytes, in: $0) } }
         var id: RequestID?
-        switch idValue {
-        case nil: break
-        case .int(let number)?: id = .int(number)
-        case .string(let text)?: id = .string(text)
-        case .null?: return .failure(Failure(id: nil, error: RPCError(.invalidRequest, "\"id\" must be a string or an integer; leave it out for a one-way request")))
-        default: return .failure(Failure(id: nil, error: RPCError(.invalidRequest, "\"id\" must be a string or an integer")))
+        if let idRange, let number = ReplyHead.integer(bytes[idRange]) {
+            id = .int(number)
+        } else {
+            switch value(idRange) {
+            case nil: break
+            case .int(let number)?: id = .int(number)
+            case .string(let text)?: id = .string(text)
+            case .null?: return .failure(Failure(id: nil, error: RPCError(.invalidRequest, "\"id\" must be a string or an integer; leave it out for a one-way request")))
+            default: return .failure(Failure(id: nil, error: RPCError(.invalidRequest, "\"id\" must be a string or an integer")))
+            }
         }
         let method: String
-        switch methodValue {
+        switch value(methodRange) {
         case nil: return .failure(Failure(id: id, error: RPCError(.invalidRequest, "\"method\" is required")))
         case .string(let text)? where !text.isEmpty: method = text
         case .string?: return .failure(Failure(id: id, error: RPCError(.invalidRequest, "\"method\" must not be empty")))
         default: return .failure(Failure(id: id, error: RPCError(.invalidRequest, "\"method\" must be a string")))
         }
-        var params: JSONValue?
-        switch paramsValue {
-        case nil, .null?: break
-        case .object(let object)?: params = .object(object)
-        default: return .failure(Failure(id: id, error: RPCError(.invalidRequest, "\"params\" must be a JSON object")))
+        var params: RequestParams?
+        if let paramsRange {
+            switch bytes[paramsRange.lowerBound] {
+            case UInt8(ascii: "{"): params = RequestParams(bytes: bytes, range: paramsRange)
+            case UInt8(ascii: "n"): break  // null
+            default: return .failure(Failure(id: id, error: RPCError(.invalidRequest, "\"params\" must be a JSON object")))
+            }
         }
         var auth: Auth?
-        switch authValue {
+        switch value(authRange) {
         case nil, .null?: break
         case .object(let object)? where object["token"]?.stringValue != nil:
             auth = Auth(token: object["token"]!.stringValue!)
@@ -98,6 +119,23 @@ public struct RequestHead: Sendable, Hashable {
         }
         return .success((RequestHead(id: id, method: method, auth: auth), params))
     }
+}
+
+/// A request's `params` object as it came: checked JSON, in the frame's bytes. A method
+/// whose parameters read themselves (``JSONReadable``) reads them from here; any other
+/// parses ``value``.
+public struct RequestParams: Sendable {
+    public let bytes: [UInt8]
+    /// Where the object is in ``bytes`` (it starts with `{`).
+    public let range: Range<Int>
+
+    public init(bytes: [UInt8], range: Range<Int>) {
+        self.bytes = bytes
+        self.range = range
+    }
+
+    /// The params, parsed. The bytes were checked when the request was read: this cannot fail.
+    public var value: JSONValue { (try? JSONParser.parse(bytes: self.bytes, in: self.range)) ?? .object([:]) }
 }
 
 /// Decoding a method's typed parameters from a request frame.
@@ -116,6 +154,16 @@ public enum ParamsDecoding {
         }
         let params = request["params"]
         return try self.decode(P.self, params: params == .null ? nil : params)
+    }
+
+    /// Decodes `params` as the request carried them (nil: absent or null, read as `{}`):
+    /// straight from their bytes when `P` reads itself (``JSONReadable``), else parsed.
+    public static func decode<P: Decodable>(_ type: P.Type, params: RequestParams?) throws(RPCError) -> P {
+        if let params, let readable = P.self as? any JSONReadable.Type,
+            let value = readable.read(bytes: params.bytes, range: params.range) as? P {
+            return value
+        }
+        return try self.decode(P.self, params: params?.value)
     }
 
     /// Decodes `params` parsed already by ``RequestHead/parseRequest(_:)`` (nil: absent or

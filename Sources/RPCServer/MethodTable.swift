@@ -152,10 +152,10 @@ public struct MethodTable: Sendable {
     }
 
     struct Entry: Sendable {
-        /// `params` as parsed with the request's head (nil: absent).
-        typealias Run = @Sendable (_ params: JSONValue?, _ context: RequestContext, _ outbound: Outbound) async throws -> Void
+        /// `params` as the request carried them, checked with its head (nil: absent).
+        typealias Run = @Sendable (_ params: RequestParams?, _ context: RequestContext, _ outbound: Outbound) async throws -> Void
         /// Answers on the event loop, or says the request must run as a task.
-        typealias Immediate = @Sendable (_ params: JSONValue?, _ context: RequestContext) throws -> ImmediateOutcome
+        typealias Immediate = @Sendable (_ params: RequestParams?, _ context: RequestContext) throws -> ImmediateOutcome
         var describe: @Sendable () -> MethodDescription
         var isStream: Bool
         var run: Run

@@ -22,8 +22,8 @@ struct RequestRunner: Sendable {
     /// Called on the event loop for each frame read.
     func handle(_ frame: ByteBuffer) {
         let head: RequestHead
-        let params: JSONValue?
-        switch RequestHead.parseRequest(bytes: Array(frame.readableBytesView)) {
+        let params: RequestParams?
+        switch RequestHead.parseRequestLeavingParams(bytes: Array(frame.readableBytesView)) {
         case .failure(let failure):
             self.logger.debug("unreadable request", metadata: ["error_code": "\(failure.error.code)", "error": "\(failure.error.message)"])
             self.metrics.refused(RequestMetrics.unreadable, failure.error.code)
@@ -34,7 +34,7 @@ struct RequestRunner: Sendable {
         }
 
         if head.method == Builtin.cancel.name {
-            self.cancel(params, head: head)
+            self.cancel(params?.value, head: head)
             return
         }
         let context = RequestContext(
@@ -89,7 +89,7 @@ struct RequestRunner: Sendable {
 
     /// Answers a request on the event loop, with no task (``MethodTable/Entry/immediate``);
     /// false when it must run as a task after all.
-    private func answer(_ immediate: MethodTable.Entry.Immediate, params: JSONValue?, context: RequestContext) -> Bool {
+    private func answer(_ immediate: MethodTable.Entry.Immediate, params: RequestParams?, context: RequestContext) -> Bool {
         let started = ContinuousClock.now
         var failure: RPCError?
         do {
@@ -113,7 +113,7 @@ struct RequestRunner: Sendable {
         }
     }
 
-    private func run(_ entry: MethodTable.Entry, params: JSONValue?, context: RequestContext, token: UInt64) async {
+    private func run(_ entry: MethodTable.Entry, params: RequestParams?, context: RequestContext, token: UInt64) async {
         let started = ContinuousClock.now
         var failure: RPCError?
         do {

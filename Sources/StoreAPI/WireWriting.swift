@@ -257,7 +257,7 @@ extension DeleteOutcome: JSONReadable {
 extension ItemError {
     /// An item's error (the rare case) through `Decodable`.
     static func readIfPresent(_ key: String, in object: JSONObjectReader) throws -> ItemError? {
-        switch object.members[key] {
+        switch object.value(key) {
         case nil, .null?: return nil
         case let value?: return try JSONValueDecoding.decode(ItemError.self, from: value)
         }
@@ -289,7 +289,7 @@ extension ChangeEvent: JSONReadable {
             record: try object.readIfPresent("record", as: Record.self), at: try object.date("at"),
             created: try object.boolIfPresent("created"), deletedFields: try object.objectIfPresent("deletedFields"),
             deletedBy: try object.stringIfPresent("deletedBy"),
-            credential: try object.members["credential"].flatMap { value in
+            credential: try object.value("credential").flatMap { value in
                 value == .null ? nil : try JSONValueDecoding.decode(CredentialEntry.self, from: value)
             })
     }

@@ -22,7 +22,9 @@ public struct JSONParser {
     public static let maximumDepth = 512
 
     private let bytes: [UInt8]
-    private var index = 0
+    private var index: Int
+    /// Where the text ends: the array's end, or the end of the range parsed.
+    private let end: Int
 
     /// Parses one JSON value (with nothing but whitespace after it).
     public static func parse(_ text: String) throws(Failure) -> JSONValue {
@@ -35,17 +37,21 @@ public struct JSONParser {
         var parser = JSONParser(bytes: bytes)
         let value = try parser.value(depth: 0)
         parser.skipWhitespace()
-        guard parser.index == parser.bytes.count else { throw Failure(offset: parser.index) }
+        guard parser.index == parser.end else { throw Failure(offset: parser.index) }
         return value
     }
 
     /// The members of one JSON object, in order, each value checked but left as the range
     /// of its bytes: a reply routed by its `id` and its `result` passed on as the service
-    /// wrote it, without building the values and writing them again. Values are checked
-    /// as ``parse(bytes:)`` checks them, except that a `\u` escape of half a surrogate
-    /// pair is let through as it is.
+    /// wrote it, a request's `params` read by the method that wants them, without building
+    /// the values first. Values are checked exactly as ``parse(bytes:)`` checks them.
     public static func members(bytes: [UInt8]) throws(Failure) -> [(key: String, value: Range<Int>)] {
-        var parser = JSONParser(bytes: bytes)
+        try self.members(bytes: bytes, in: 0..<bytes.count)
+    }
+
+    /// The same for the object that is `bytes[range]`.
+    public static func members(bytes: [UInt8], in range: Range<Int>) throws(Failure) -> [(key: String, value: Range<Int>)] {
+        var parser = JSONParser(bytes: bytes, in: range)
         var members: [(key: String, value: Range<Int>)] = []
         parser.skipWhitespace()
         guard parser.at(UInt8(ascii: "{")) else { throw parser.failure }
@@ -58,55 +64,83 @@ public struct JSONParser {
         return members
     }
 
-    /// Parses one JSON value, checked exactly as ``parse(bytes:)`` checks it; when it is an
-    /// object, hands each member to `member` in order (a key given twice, twice) instead of
-    /// building the object, and returns true; false for any other value. For a request's
-    /// envelope: its four members are wanted, not a dictionary of them.
-    public static func parse(bytes: [UInt8], members member: (String, JSONValue) -> Void) throws(Failure) -> Bool {
-        var parser = JSONParser(bytes: bytes)
+    /// The elements of the array that is `bytes[range]`, each checked and left as the
+    /// range of its bytes.
+    public static func elements(bytes: [UInt8], in range: Range<Int>) throws(Failure) -> [Range<Int>] {
+        var parser = JSONParser(bytes: bytes, in: range)
+        var elements: [Range<Int>] = []
         parser.skipWhitespace()
-        guard parser.at(UInt8(ascii: "{")) else {
-            _ = try parser.value(depth: 0)
+        guard parser.at(UInt8(ascii: "[")) else { throw parser.failure }
+        try parser.eachItem(closing: UInt8(ascii: "]")) { parser throws(Failure) in
             parser.skipWhitespace()
-            guard parser.index == parser.bytes.count else { throw Failure(offset: parser.index) }
-            return false
+            let start = parser.index
+            try parser.skipValue(depth: 1)
+            elements.append(start..<parser.index)
         }
-        try parser.eachMember { key, parser throws(Failure) in member(key, try parser.value(depth: 1)) }
-        return true
+        return elements
+    }
+
+    /// Parses the one JSON value that is `bytes[range]` (a member's or an element's range
+    /// from ``members(bytes:in:)`` or ``elements(bytes:in:)``).
+    public static func parse(bytes: [UInt8], in range: Range<Int>) throws(Failure) -> JSONValue {
+        var parser = JSONParser(bytes: bytes, in: range)
+        let value = try parser.value(depth: 0)
+        parser.skipWhitespace()
+        guard parser.index == parser.end else { throw Failure(offset: parser.index) }
+        return value
     }
 
     /// Reads the object starting here (at its `{`) to the end of the text, `readValue`
     /// reading each member's value.
     private mutating func eachMember(_ readValue: (String, inout JSONParser) throws(Failure) -> Void) throws(Failure) {
+        try self.eachItem(closing: UInt8(ascii: "}")) { parser throws(Failure) in
+            parser.skipWhitespace()
+            let key = try parser.string()
+            parser.skipWhitespace()
+            try parser.expect(":")
+            try readValue(key, &parser)
+        }
+    }
+
+    /// Reads the object or array starting here (at its opening byte) to the end of the
+    /// text, `readItem` reading each item (a member, an element).
+    private mutating func eachItem(closing: UInt8, _ readItem: (inout JSONParser) throws(Failure) -> Void) throws(Failure) {
         self.index += 1
         self.skipWhitespace()
-        if self.at(UInt8(ascii: "}")) {
+        if self.at(closing) {
             self.index += 1
         } else {
             while true {
+                try readItem(&self)
                 self.skipWhitespace()
-                let key = try self.string()
-                self.skipWhitespace()
-                try self.expect(":")
-                try readValue(key, &self)
-                self.skipWhitespace()
-                guard self.index < self.bytes.count else { throw self.failure }
+                guard self.index < self.end else { throw self.failure }
                 let next = self.bytes[self.index]
                 self.index += 1
-                if next == UInt8(ascii: "}") { break }
+                if next == closing { break }
                 guard next == UInt8(ascii: ",") else { throw Failure(offset: self.index - 1) }
             }
         }
         self.skipWhitespace()
-        guard self.index == self.bytes.count else { throw self.failure }
+        guard self.index == self.end else { throw self.failure }
     }
 
-    private init(bytes: [UInt8]) { self.bytes = bytes }
+    private init(bytes: [UInt8]) {
+        self.bytes = bytes
+        self.index = 0
+        self.end = bytes.count
+    }
+
+    private init(bytes: [UInt8], in range: Range<Int>) {
+        precondition(range.lowerBound >= 0 && range.upperBound <= bytes.count, "a range outside the bytes")
+        self.bytes = bytes
+        self.index = range.lowerBound
+        self.end = range.upperBound
+    }
 
     private var failure: Failure { Failure(offset: self.index) }
 
     private mutating func skipWhitespace() {
-        while self.index < self.bytes.count {
+        while self.index < self.end {
             switch self.bytes[self.index] {
             case 0x20, 0x0A, 0x0D, 0x09: self.index += 1
             default: return
@@ -116,7 +150,7 @@ public struct JSONParser {
 
     private mutating func expect(_ literal: StaticString) throws(Failure) {
         let count = literal.utf8CodeUnitCount
-        guard self.index + count <= self.bytes.count else { throw self.failure }
+        guard self.index + count <= self.end else { throw self.failure }
         for offset in 0..<count where self.bytes[self.index + offset] != literal.utf8Start[offset] { throw self.failure }
         self.index += count
     }
@@ -124,7 +158,7 @@ public struct JSONParser {
     /// `depth`: the arrays and objects around the value.
     private mutating func value(depth: Int) throws(Failure) -> JSONValue {
         self.skipWhitespace()
-        guard self.index < self.bytes.count else { throw self.failure }
+        guard self.index < self.end else { throw self.failure }
         switch self.bytes[self.index] {
         case UInt8(ascii: "{") where depth >= Self.maximumDepth, UInt8(ascii: "[") where depth >= Self.maximumDepth:
             var failure = self.failure
@@ -134,7 +168,7 @@ public struct JSONParser {
             self.index += 1
             var members: [String: JSONValue] = [:]
             self.skipWhitespace()
-            if self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: "}") {
+            if self.index < self.end, self.bytes[self.index] == UInt8(ascii: "}") {
                 self.index += 1
                 return .object(members)
             }
@@ -145,7 +179,7 @@ public struct JSONParser {
                 try self.expect(":")
                 members[key] = try self.value(depth: depth + 1)
                 self.skipWhitespace()
-                guard self.index < self.bytes.count else { throw self.failure }
+                guard self.index < self.end else { throw self.failure }
                 let next = self.bytes[self.index]
                 self.index += 1
                 if next == UInt8(ascii: "}") { return .object(members) }
@@ -155,14 +189,14 @@ public struct JSONParser {
             self.index += 1
             var items: [JSONValue] = []
             self.skipWhitespace()
-            if self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: "]") {
+            if self.index < self.end, self.bytes[self.index] == UInt8(ascii: "]") {
                 self.index += 1
                 return .array(items)
             }
             while true {
                 items.append(try self.value(depth: depth + 1))
                 self.skipWhitespace()
-                guard self.index < self.bytes.count else { throw self.failure }
+                guard self.index < self.end else { throw self.failure }
                 let next = self.bytes[self.index]
                 self.index += 1
                 if next == UInt8(ascii: "]") { return .array(items) }
@@ -187,7 +221,7 @@ public struct JSONParser {
     /// Checks one value and moves past it, building nothing (see ``members(bytes:)``).
     private mutating func skipValue(depth: Int) throws(Failure) {
         self.skipWhitespace()
-        guard self.index < self.bytes.count else { throw self.failure }
+        guard self.index < self.end else { throw self.failure }
         let opening = self.bytes[self.index]
         switch opening {
         case UInt8(ascii: "{") where depth >= Self.maximumDepth, UInt8(ascii: "[") where depth >= Self.maximumDepth:
@@ -212,7 +246,7 @@ public struct JSONParser {
                 }
                 try self.skipValue(depth: depth + 1)
                 self.skipWhitespace()
-                guard self.index < self.bytes.count else { throw self.failure }
+                guard self.index < self.end else { throw self.failure }
                 let next = self.bytes[self.index]
                 self.index += 1
                 if next == closing { return }
@@ -227,21 +261,27 @@ public struct JSONParser {
         case UInt8(ascii: "n"):
             try self.expect("null")
         default:
-            _ = try self.scanNumber()
+            // What number() refuses too: a number past a double's range.
+            let (start, isInteger) = try self.scanNumber()
+            if !isInteger || self.index - start > 18 {
+                guard let double = Double(String(decoding: self.bytes[start..<self.index], as: UTF8.self)), double.isFinite else {
+                    throw Failure(offset: start)
+                }
+            }
         }
     }
 
     private mutating func skipString() throws(Failure) {
         guard self.at(UInt8(ascii: "\"")) else { throw self.failure }
         self.index += 1
-        while self.index < self.bytes.count {
+        while self.index < self.end {
             let byte = self.bytes[self.index]
             self.index += 1
             switch byte {
             case UInt8(ascii: "\""):
                 return
             case UInt8(ascii: "\\"):
-                guard self.index < self.bytes.count else { throw self.failure }
+                guard self.index < self.end else { throw self.failure }
                 let escape = self.bytes[self.index]
                 self.index += 1
                 switch escape {
@@ -249,7 +289,14 @@ public struct JSONParser {
                     UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
                     continue
                 case UInt8(ascii: "u"):
-                    _ = try self.hex4()
+                    // What string() refuses too: half a surrogate pair.
+                    let code = try self.hex4()
+                    if (0xD800..<0xDC00).contains(code) {
+                        try self.expect("\\u")
+                        guard (0xDC00..<0xE000).contains(try self.hex4()) else { throw self.failure }
+                    } else if (0xDC00..<0xE000).contains(code) {
+                        throw self.failure
+                    }
                 default:
                     throw Failure(offset: self.index - 1)
                 }
@@ -291,10 +338,10 @@ public struct JSONParser {
         return (start, isInteger)
     }
 
-    private func at(_ byte: UInt8) -> Bool { self.index < self.bytes.count && self.bytes[self.index] == byte }
+    private func at(_ byte: UInt8) -> Bool { self.index < self.end && self.bytes[self.index] == byte }
 
     private var atDigit: Bool {
-        self.index < self.bytes.count && self.bytes[self.index] >= UInt8(ascii: "0") && self.bytes[self.index] <= UInt8(ascii: "9")
+        self.index < self.end && self.bytes[self.index] >= UInt8(ascii: "0") && self.bytes[self.index] <= UInt8(ascii: "9")
     }
 
     private mutating func skipDigits() {
@@ -302,11 +349,11 @@ public struct JSONParser {
     }
 
     private mutating func string() throws(Failure) -> String {
-        guard self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: "\"") else { throw self.failure }
+        guard self.index < self.end, self.bytes[self.index] == UInt8(ascii: "\"") else { throw self.failure }
         self.index += 1
         let start = self.index
         // Fast path: no escapes.
-        while self.index < self.bytes.count {
+        while self.index < self.end {
             let byte = self.bytes[self.index]
             if byte == UInt8(ascii: "\"") {
                 let text = String(decoding: self.bytes[start..<self.index], as: UTF8.self)
@@ -318,14 +365,14 @@ public struct JSONParser {
             self.index += 1
         }
         var scalars = Array(self.bytes[start..<self.index])
-        while self.index < self.bytes.count {
+        while self.index < self.end {
             let byte = self.bytes[self.index]
             self.index += 1
             switch byte {
             case UInt8(ascii: "\""):
                 return String(decoding: scalars, as: UTF8.self)
             case UInt8(ascii: "\\"):
-                guard self.index < self.bytes.count else { throw self.failure }
+                guard self.index < self.end else { throw self.failure }
                 let escape = self.bytes[self.index]
                 self.index += 1
                 switch escape {
@@ -357,7 +404,7 @@ public struct JSONParser {
     }
 
     private mutating func hex4() throws(Failure) -> UInt32 {
-        guard self.index + 4 <= self.bytes.count,
+        guard self.index + 4 <= self.end,
             let code = UInt32(String(decoding: self.bytes[self.index..<self.index + 4], as: UTF8.self), radix: 16)
         else { throw self.failure }
         self.index += 4

@@ -1,7 +1,8 @@
 import Foundation
 
-/// A value that reads itself from a parsed `JSONValue`: the hot streams (change events,
-/// notifications) skip the generic `Decoder`, whose containers cost more than the work.
+/// A value that reads itself from a parsed `JSONValue`, or from checked JSON text: the hot
+/// streams (change events, notifications) and the busiest requests' parameters skip the
+/// generic `Decoder`, whose containers cost more than the work.
 ///
 /// The reading is a fast path only. It gives up (throws ``JSONObjectReader/Mismatch``) on
 /// anything but the exact shape its `Encodable` form writes, and ``ResultDecoding`` then
@@ -18,6 +19,13 @@ extension JSONReadable {
         guard let object = JSONObjectReader(value) else { return nil }
         return try? Self(reading: object)
     }
+
+    /// The same from the object that is `bytes[range]`, JSON checked already (by
+    /// ``JSONParser/members(bytes:)``, say): its members are parsed only as they are read.
+    public static func read(bytes: [UInt8], range: Range<Int>) -> Self? {
+        guard let object = JSONObjectReader(bytes: bytes, range: range) else { return nil }
+        return try? Self(reading: object)
+    }
 }
 
 /// The members of a JSON object, read by type. Absent and `null` are the same for the
@@ -27,11 +35,66 @@ public struct JSONObjectReader {
         public init() {}
     }
 
-    public let members: [String: JSONValue]
+    private enum Members {
+        case parsed([String: JSONValue])
+        /// Checked JSON text and where each member's value is in it, in order.
+        case text([UInt8], [(key: String, value: Range<Int>)])
+    }
+
+    private let members: Members
 
     public init?(_ value: JSONValue) {
         guard case .object(let members) = value else { return nil }
-        self.members = members
+        self.members = .parsed(members)
+    }
+
+    /// The object that is `bytes[range]` (checked JSON); nil when it is not an object.
+    public init?(bytes: [UInt8], range: Range<Int>) {
+        guard let members = try? JSONParser.members(bytes: bytes, in: range) else { return nil }
+        self.members = .text(bytes, members)
+    }
+
+    /// A member's value (nil: absent); a key given twice is the last, as in a parsed object.
+    public func value(_ key: String) -> JSONValue? {
+        switch self.members {
+        case .parsed(let members):
+            return members[key]
+        case .text(let bytes, let members):
+            guard let member = members.last(where: { $0.key == key }) else { return nil }
+            return try? JSONParser.parse(bytes: bytes, in: member.value)
+        }
+    }
+
+    /// The readers of an array member's objects, each read where it is; nil when the
+    /// member is absent or null.
+    private func objectReaders(_ key: String) throws -> [JSONObjectReader]? {
+        switch self.members {
+        case .parsed(let members):
+            switch members[key] {
+            case nil, .null?: return nil
+            case .array(let items)?: return try items.map { item in try JSONObjectReader(item).orMismatch() }
+            case _?: throw Mismatch()
+            }
+        case .text(let bytes, let members):
+            // Only `null` starts with an "n".
+            guard let member = members.last(where: { $0.key == key }), bytes[member.value.lowerBound] != UInt8(ascii: "n") else { return nil }
+            guard let elements = try? JSONParser.elements(bytes: bytes, in: member.value) else { throw Mismatch() }
+            return try elements.map { element in try JSONObjectReader(bytes: bytes, range: element).orMismatch() }
+        }
+    }
+
+    /// The reader of an object member; nil when the member is absent or null.
+    private func objectReader(_ key: String) throws -> JSONObjectReader? {
+        switch self.members {
+        case .parsed(let members):
+            switch members[key] {
+            case nil, .null?: return nil
+            case let value?: return try JSONObjectReader(value).orMismatch()
+            }
+        case .text(let bytes, let members):
+            guard let member = members.last(where: { $0.key == key }), bytes[member.value.lowerBound] != UInt8(ascii: "n") else { return nil }
+            return try JSONObjectReader(bytes: bytes, range: member.value).orMismatch()
+        }
     }
 
     public func string(_ key: String) throws -> String { try self.required(key) { $0.stringValue } }
@@ -58,12 +121,12 @@ public struct JSONObjectReader {
     }
 
     private func required<T>(_ key: String, _ extract: (JSONValue) -> T?) throws -> T {
-        guard let value = self.members[key].flatMap(extract) else { throw Mismatch() }
+        guard let value = self.value(key).flatMap(extract) else { throw Mismatch() }
         return value
     }
 
     private func optional<T>(_ key: String, _ extract: (JSONValue) -> T?) throws -> T? {
-        switch self.members[key] {
+        switch self.value(key) {
         case nil, .null?: return nil
         case let value?:
             guard let extracted = extract(value) else { throw Mismatch() }
@@ -86,24 +149,13 @@ public struct JSONObjectReader {
 
     /// An array of readable objects.
     public func read<T: JSONReadable>(_ key: String, asArrayOf type: T.Type) throws -> [T] {
-        guard let items = self.members[key]?.arrayValue else { throw Mismatch() }
-        return try Self.readAll(items, as: T.self)
+        guard let readers = try self.objectReaders(key) else { throw Mismatch() }
+        return try readers.map { try T(reading: $0) }
     }
 
     /// An array of readable objects, if present.
     public func readIfPresent<T: JSONReadable>(_ key: String, asArrayOf type: T.Type) throws -> [T]? {
-        switch self.members[key] {
-        case nil, .null?: return nil
-        case .array(let items)?: return try Self.readAll(items, as: T.self)
-        case _?: throw Mismatch()
-        }
-    }
-
-    private static func readAll<T: JSONReadable>(_ items: [JSONValue], as type: T.Type) throws -> [T] {
-        try items.map { item in
-            guard let object = JSONObjectReader(item) else { throw Mismatch() }
-            return try T(reading: object)
-        }
+        try self.objectReaders(key)?.map { try T(reading: $0) }
     }
 
     private static func all<T>(_ items: [JSONValue], _ extract: (JSONValue) -> T?) -> [T]? {
@@ -118,11 +170,13 @@ public struct JSONObjectReader {
 
     /// A nested readable value, if present.
     public func readIfPresent<T: JSONReadable>(_ key: String, as type: T.Type) throws -> T? {
-        switch self.members[key] {
-        case nil, .null?: return nil
-        case let value?:
-            guard let object = JSONObjectReader(value) else { throw Mismatch() }
-            return try T(reading: object)
-        }
+        try self.objectReader(key).map { try T(reading: $0) }
+    }
+}
+
+extension Optional where Wrapped == JSONObjectReader {
+    fileprivate func orMismatch() throws -> JSONObjectReader {
+        guard let self else { throw JSONObjectReader.Mismatch() }
+        return self
     }
 }

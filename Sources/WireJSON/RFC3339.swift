@@ -1,9 +1,4 @@
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// The wire's one date format, RFC 3339 in UTC with milliseconds (`2026-11-22T08:30:00.000Z`),
 /// written and read by hand: every record carries dates, and Foundation's format styles
@@ -20,30 +15,58 @@ public enum RFC3339 {
     /// Appends the formatted date to `bytes`.
     public static func append(_ date: Date, to bytes: inout [UInt8]) {
         let millis = Int64((date.timeIntervalSince1970 * 1000).rounded())
-        var seconds = time_t(millis.floorDivided(by: 1000))
-        let fraction = Int(millis - Int64(seconds) * 1000)
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        let year = Int(parts.tm_year) + 1900
+        let seconds = millis.floorDivided(by: 1000)
+        let (year, month, day) = self.civil(days: seconds.floorDivided(by: 86_400))
         if year < 0 || year > 9999 {
             // Outside what four digits hold: Foundation's own text, rare enough not to matter.
             bytes.append(contentsOf: date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)).utf8)
             return
         }
-        self.digits(year, 4, &bytes)
-        bytes.append(UInt8(ascii: "-"))
-        self.digits(Int(parts.tm_mon) + 1, 2, &bytes)
-        bytes.append(UInt8(ascii: "-"))
-        self.digits(Int(parts.tm_mday), 2, &bytes)
-        bytes.append(UInt8(ascii: "T"))
-        self.digits(Int(parts.tm_hour), 2, &bytes)
-        bytes.append(UInt8(ascii: ":"))
-        self.digits(Int(parts.tm_min), 2, &bytes)
-        bytes.append(UInt8(ascii: ":"))
-        self.digits(Int(parts.tm_sec), 2, &bytes)
-        bytes.append(UInt8(ascii: "."))
-        self.digits(fraction, 3, &bytes)
-        bytes.append(UInt8(ascii: "Z"))
+        let secondOfDay = Int(seconds - seconds.floorDivided(by: 86_400) * 86_400)
+        let fraction = Int(millis - seconds * 1000)
+        // Written into a fixed buffer and appended once (a byte at a time, the array's
+        // checks were most of a date's cost).
+        var text: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        withUnsafeMutableBytes(of: &text) { out in
+            func put(_ value: Int, _ count: Int, at offset: Int) {
+                var rest = value
+                for index in stride(from: offset + count - 1, through: offset, by: -1) {
+                    out[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+                    rest /= 10
+                }
+            }
+            put(year, 4, at: 0)
+            out[4] = UInt8(ascii: "-")
+            put(month, 2, at: 5)
+            out[7] = UInt8(ascii: "-")
+            put(day, 2, at: 8)
+            out[10] = UInt8(ascii: "T")
+            put(secondOfDay / 3600, 2, at: 11)
+            out[13] = UInt8(ascii: ":")
+            put(secondOfDay / 60 % 60, 2, at: 14)
+            out[16] = UInt8(ascii: ":")
+            put(secondOfDay % 60, 2, at: 17)
+            out[19] = UInt8(ascii: ".")
+            put(fraction, 3, at: 20)
+            out[23] = UInt8(ascii: "Z")
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: out[0..<24]))
+        }
+    }
+
+    /// The proleptic Gregorian date of a day counted from 1970-01-01, the inverse of
+    /// ``daysFromCivil(year:month:day:)`` (no time zone, so none of the locking in libc's
+    /// `gmtime_r`).
+    static func civil(days: Int64) -> (year: Int, month: Int, day: Int) {
+        let z = days + 719_468
+        let era = z.floorDivided(by: 146_097)
+        let dayOfEra = z - era * 146_097                                              // [0, 146096]
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365  // [0, 399]
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)  // [0, 365], from March 1
+        let shiftedMonth = (5 * dayOfYear + 2) / 153                                   // [0, 11], March = 0
+        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
+        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        return (Int(year), Int(month), Int(day))
     }
 
     /// Reads `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; nil for anything else.
@@ -104,17 +127,6 @@ public enum RFC3339 {
         // Milliseconds are what the wire carries: round the fraction to them, as the writer does.
         let millis = Double(seconds) * 1000 + (fraction * 1000).rounded()
         return Date(timeIntervalSince1970: millis / 1000)
-    }
-
-    private static func digits(_ value: Int, _ count: Int, _ bytes: inout [UInt8]) {
-        var divisor = 1
-        for _ in 1..<count { divisor *= 10 }
-        var rest = value
-        while divisor > 0 {
-            bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor))
-            rest %= divisor
-            divisor /= 10
-        }
     }
 
     private static func daysIn(month: Int, year: Int) -> Int {

@@ -30,6 +30,7 @@ struct HandWrittenJSONTests {
                     #expect(try RPCJSON.makeDecoder().decode(T.self, from: Data(writer.bytes)) == value, "\(T.self) decodes back")
                     if let readable = T.self as? any JSONReadable.Type {
                         #expect(readable.read(written) as? T == value, "\(T.self) read by hand")
+                        #expect(readable.read(bytes: writer.bytes, range: 0..<writer.bytes.count) as? T == value, "\(T.self) read by hand from its text")
                     }
                 }
             }

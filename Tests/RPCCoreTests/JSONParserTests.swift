@@ -49,37 +49,80 @@ struct JSONParserTests {
     }
 }
 
-@Suite("An object's members handed over one by one")
-struct ObjectMembersTests {
-    func members(_ text: String) throws -> (isObject: Bool, members: [String]) {
-        var members: [String] = []
-        let isObject = try JSONParser.parse(bytes: Array(text.utf8)) { key, value in members.append("\(key)=\(value)") }
-        return (isObject, members)
+@Suite("Values inside a larger text, left as their bytes")
+struct ValuesInPlaceTests {
+    @Test("members(in:), elements(in:) and parse(in:) read a value where it is, ranges counted in the whole text")
+    func inPlace() throws {
+        let bytes = Array(#"xx{"a":[1, "x" ,{"b":null}],"c":"d","a":[]}yy"#.utf8)
+        let object = 2..<(bytes.count - 2)
+        let members = try JSONParser.members(bytes: bytes, in: object)
+        #expect(members.map(\.key) == ["a", "c", "a"])
+        let elements = try JSONParser.elements(bytes: bytes, in: members[0].value)
+        #expect(elements.map { String(decoding: bytes[$0], as: UTF8.self) } == ["1", #""x""#, #"{"b":null}"#])
+        #expect(try JSONParser.parse(bytes: bytes, in: elements[2]) == ["b": nil])
+        #expect(try JSONParser.elements(bytes: bytes, in: members[2].value).isEmpty)
+        #expect(try JSONParser.parse(bytes: bytes, in: object) == ["a": [], "c": "d"])
+        // The range's end is the text's end: what follows it is not read.
+        #expect(throws: JSONParser.Failure.self) { try JSONParser.parse(bytes: bytes, in: 2..<10) }
+        #expect(throws: JSONParser.Failure.self) { try JSONParser.elements(bytes: bytes, in: members[1].value) }
+        #expect(throws: JSONParser.Failure.self) { try JSONParser.members(bytes: bytes, in: members[0].value) }
     }
 
-    @Test("each member in order, a key given twice twice, with the values parse(bytes:) gives")
-    func inOrder() throws {
-        let text = #"{"id":7,"method":"m","params":{"a":[1,"x"]},"id":"again"}"#
-        let (isObject, members) = try self.members(text)
-        #expect(isObject)
-        guard case .object(let parsed) = try JSONParser.parse(text) else { Issue.record("not an object"); return }
-        #expect(members == ["id=\(JSONValue.int(7))", "method=\(JSONValue.string("m"))", "params=\(parsed["params"]!)", "id=\(JSONValue.string("again"))"])
-        #expect(try self.members(" { } ") == (true, []))
-    }
-
-    @Test("another value is checked and not an object; what parse(bytes:) refuses, this refuses", arguments: [
-        #"[1,2]"#, #""text""#, "3", "null",
-    ])
-    func notAnObject(text: String) throws {
-        #expect(try self.members(text) == (false, []))
-    }
-
-    @Test("refused as parse(bytes:) refuses it: a lone surrogate in a member nobody wants, trailing text, a missing comma", arguments: [
-        #"{"id":1,"extra":"\ud800"}"#, #"{"id":1} x"#, #"{"id":1 "method":"m"}"#, #"{"id":"#, #"["#,
+    @Test("what parse(bytes:) refuses, members refuses, in a value nobody builds", arguments: [
+        #"{"id":1,"extra":"\ud800"}"#, #"{"id":1,"extra":"\udc00"}"#, #"{"id":1,"extra":"\ud800\u0041"}"#, #"{"id":1,"extra":"\ud800x"}"#,
+        #"{"id":1,"extra":1e400}"#, #"{"id":1,"extra":[-1e400]}"#, #"{"id":1,"extra":1"# + String(repeating: "0", count: 400) + "}",
+        #"{"id":1} x"#, #"{"id":1 "method":"m"}"#, #"{"id":"#, #"["#,
     ])
     func refused(text: String) {
         #expect(throws: JSONParser.Failure.self) { try JSONParser.parse(text) }
-        #expect(throws: JSONParser.Failure.self) { try self.members(text) }
+        #expect(throws: JSONParser.Failure.self) { try JSONParser.members(bytes: Array(text.utf8)) }
+    }
+
+    @Test("what parse(bytes:) accepts, members accepts", arguments: [
+        #"{"a":"\ud83d\ude00"}"#, #"{"a":12345678901234567890123}"#, #"{"a":-9223372036854775808}"#, #"{"a":1.5e300}"#, #"{"a":-0}"#,
+        #"{"a":"\u00e9\n"}"#, #"{"a":[{"b":[true,false,null]}]}"#,
+    ])
+    func accepted(text: String) throws {
+        let value = try JSONParser.parse(text)
+        let bytes = Array(text.utf8)
+        let members = try JSONParser.members(bytes: bytes)
+        #expect(try JSONParser.parse(bytes: bytes, in: members[0].value) == value.objectValue?["a"])
+    }
+}
+
+@Suite("A request's envelope, its params left as their bytes")
+struct RequestEnvelopeTests {
+    @Test("the head and the params' place, with a key given twice counted as the last")
+    func headAndParams() throws {
+        let bytes = Array(#" {"id":7,"method":"m","params":{"a":[1,"x"]},"auth":{"token":"t"},"id":"again"} "#.utf8)
+        let (head, params) = try RequestHead.parseRequestLeavingParams(bytes: bytes).get()
+        #expect(head == RequestHead(id: .string("again"), method: "m", auth: Auth(token: "t")))
+        let range = try #require(params?.range)
+        #expect(String(decoding: bytes[range], as: UTF8.self) == #"{"a":[1,"x"]}"#)
+        #expect(params?.value == ["a": [1, "x"]])
+        #expect(try RequestHead.parseRequestLeavingParams(bytes: Array(#"{"method":"m","params":null}"#.utf8)).get().params == nil)
+    }
+
+    @Test("each bad envelope refused with its code, and its id when that was readable", arguments: [
+        (#"[1,2]"#, "invalid_request", nil), (#""text""#, "invalid_request", nil), ("3", "invalid_request", nil), ("null", "invalid_request", nil),
+        ("{", "invalid_json", nil), ("", "invalid_frame", nil), (#"{"id":1,"method":"m","extra":"\ud800"}"#, "invalid_json", nil),
+        (#"{"id":1,"params":{"x":1e400},"method":"m"}"#, "invalid_json", nil), (#"{"id":1.5,"method":"m"}"#, "invalid_request", nil),
+        (#"{"id":null,"method":"m"}"#, "invalid_request", nil), (#"{"id":2,"method":"m","params":[1]}"#, "invalid_request", RequestID.int(2)),
+        (#"{"id":"a","method":""}"#, "invalid_request", RequestID.string("a")), (#"{"id":3,"method":"m","auth":{"token":1}}"#, "invalid_request", RequestID.int(3)),
+    ] as [(String, String, RequestID?)])
+    func errors(text: String, code: String, id: RequestID?) {
+        guard case .failure(let failure) = RequestHead.parseRequestLeavingParams(bytes: Array(text.utf8)) else {
+            Issue.record("accepted: \(text)")
+            return
+        }
+        #expect(failure.error.code.rawValue == code)
+        #expect(failure.id == id)
+    }
+
+    @Test("an id of -0 or with an exponent's worth of digits is read by the parser, not the fast path")
+    func unusualIDs() throws {
+        #expect(try RequestHead.parseRequestLeavingParams(bytes: Array(#"{"id":-0,"method":"m"}"#.utf8)).get().head.id == .int(0))
+        #expect(try RequestHead.parseRequestLeavingParams(bytes: Array(#"{"id": 42 ,"method":"m"}"#.utf8)).get().head.id == .int(42))
     }
 }
 

@@ -48,6 +48,16 @@ struct JSONWireTests {
         #expect(RFC3339.parse(text) == Date(timeIntervalSince1970: millis))
     }
 
+    @Test("dates over four hundred years and more are written as Foundation writes them")
+    func datesAgreeWithFoundation() {
+        let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+        // A day every 97 days from 1583 to 9999, at a time of day that moves with it.
+        for day in stride(from: -141_427, through: 2_932_896, by: 97) {
+            let date = Date(timeIntervalSince1970: Double(day) * 86_400 + Double(day.magnitude % 86_400))
+            #expect(RFC3339.format(date) == date.formatted(style), "day \(day)")
+        }
+    }
+
     @Test("dates are read with or without fractions, with Z or an offset")
     func dateForms() {
         let moment = Date(timeIntervalSince1970: 1_795_000_000)

@@ -26,4 +26,31 @@ struct WireWritingTests {
         #expect(head == RequestHead(id: .int(3), method: "store.fetch", auth: Auth(token: "t")))
         #expect(try ParamsDecoding.decode(FetchParams.self, params: raw) == params)
     }
+
+    func params<P: Decodable>(_ type: P.Type, _ text: String) throws -> P {
+        let request = Array(#"{"id":1,"method":"m","params":"#.utf8) + Array(text.utf8) + Array("}".utf8)
+        let (_, params) = try RequestHead.parseRequestLeavingParams(bytes: request).get()
+        return try ParamsDecoding.decode(P.self, params: params)
+    }
+
+    @Test("params read from the request's bytes: escapes, a key given twice (the last), keys nobody reads, nested saves")
+    func paramsFromBytes() throws {
+        #expect(try self.params(FetchParams.self, #"{"family":"f","zone":"z\u00e9\n","recordNames":["a","b\"c"],"extra":{"x":[1]},"family":"g"}"#)
+            == FetchParams(family: "g", zone: "zé\n", recordNames: ["a", "b\"c"]))
+        let modify = try self.params(ModifyParams.self, #"{"family":"f","zone":"z","saves":[{"recordType":"T","recordName":"r","fields":{"n":2,"t":"x"}}],"deletes":null}"#)
+        #expect(modify == ModifyParams(family: "f", zone: "z", saves: [RecordSave(recordType: "T", recordName: "r", fields: ["n": 2, "t": "x"])]))
+    }
+
+    @Test("params of another shape than the hand reader's go through Decodable, which names what is wrong", arguments: [
+        (#"{"family":"f","zone":"z","recordNames":["a",2]}"#, "params.recordNames[1] must be a string"),
+        (#"{"family":"f","zone":"z"}"#, "params.recordNames is required"),
+        (#"{"family":5,"zone":"z","recordNames":[]}"#, "params.family must be a string"),
+    ])
+    func paramsOfAnotherShape(text: String, message: String) {
+        #expect {
+            _ = try self.params(FetchParams.self, text)
+        } throws: { error in
+            (error as? RPCError)?.code == .invalidParams && (error as? RPCError)?.message.contains(message) == true
+        }
+    }
 }

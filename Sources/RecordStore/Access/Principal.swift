@@ -46,7 +46,7 @@ enum Credentials {
     static func resolve(_ auth: Auth?, in db: Database) throws -> Principal {
         guard let auth else { return .local }
         guard let identity = try db.firstRow(cached: "SELECT family, device_id, role, status FROM credentials WHERE token_sha256 = ?",
-                                             arguments: [hash(token: auth.token)], { row in
+                                             texts: [hash(token: auth.token)], { row in
             DeviceIdentity(family: row.text(0), deviceId: row.text(1), role: DeviceRole(rawValue: row.text(2)) ?? .child,
                            status: CredentialStatus(rawValue: row.text(3)) ?? .revoked)
         })

@@ -18,7 +18,7 @@ struct ZoneRow: Sendable, Hashable {
     /// The live zone, or `not_found` naming what is missing (the family or the zone).
     static func find(_ db: Database, family: String, name: String) throws -> ZoneRow {
         if let zone = try db.firstRow(cached: "SELECT id, created_at, incarnation, purged_seq FROM zones WHERE family = ? AND name = ? AND deleted = 0",
-                                      arguments: [family, name], { row in
+                                      texts: [family, name], { row in
             ZoneRow(id: row.int64(0), family: family, name: name, createdAt: row.int64(1), incarnation: row.int64(2), purgedSeq: row.int64(3))
         }) {
             return zone

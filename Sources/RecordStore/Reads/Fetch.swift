@@ -50,21 +50,18 @@ enum FetchOperation {
     }
 
     /// The zone, the child device's share in it and the record found in one statement
-    /// (the busiest read of all: a device fetching one record by name).
+    /// (the busiest read of all: a device fetching one record by name). A parent and the
+    /// server's own callers have no share to look up.
     private static func one(_ name: String, _ params: FetchParams, principal: Principal, _ db: Database) throws -> (zone: String, records: [StoredRecord], missing: [String]) {
-        let shareDevice = principal.device.map { $0.role.isParent ? "" : $0.deviceId } ?? ""
+        let child = principal.device.flatMap { $0.role.isParent ? nil : $0.deviceId }
         let recordColumns = 5
-        guard let (zone, permission, stored) = try db.firstRow(cached: """
-            SELECT z.id, z.created_at, z.incarnation, z.purged_seq, s.permission, \(StoredRecord.columns)
-            FROM zones z
-            LEFT JOIN shares s ON s.zone_id = z.id AND s.device_id = ?
-            LEFT JOIN records r ON r.zone_id = z.id AND r.name = ?
-            WHERE z.family = ? AND z.name = ? AND z.deleted = 0
-            """, arguments: [shareDevice, name, params.family, params.zone], { row in
-                (ZoneRow(id: row.int64(0), family: params.family, name: params.zone, createdAt: row.int64(1), incarnation: row.int64(2), purgedSeq: row.int64(3)),
-                 row.optionalText(4),
-                 row.isNull(recordColumns) ? nil : StoredRecord(row, offset: recordColumns))
-            })
+        let sql = child == nil ? Self.oneWithoutShare : Self.oneWithShare
+        let texts = child.map { [$0, name, params.family, params.zone] } ?? [name, params.family, params.zone]
+        guard let (zone, permission, stored) = try db.firstRow(cached: sql, texts: texts, { row in
+            (ZoneRow(id: row.int64(0), family: params.family, name: params.zone, createdAt: row.int64(1), incarnation: row.int64(2), purgedSeq: row.int64(3)),
+             row.optionalText(4),
+             row.isNull(recordColumns) ? nil : StoredRecord(row, offset: recordColumns))
+        })
         else {
             _ = try ZoneRow.find(db, family: params.family, name: params.zone)  // says which is missing: the family or the zone
             throw RPCError(.notFound, "zone \(params.zone) does not exist in family \(params.family)", data: ["zone": .string(params.zone)])
@@ -73,6 +70,21 @@ enum FetchOperation {
         guard let stored, !stored.deleted else { return (zone.name, [], [name]) }
         return (zone.name, [stored], [])
     }
+
+    private static let oneWithShare = """
+        SELECT z.id, z.created_at, z.incarnation, z.purged_seq, s.permission, \(StoredRecord.columns)
+        FROM zones z
+        LEFT JOIN shares s ON s.zone_id = z.id AND s.device_id = ?
+        LEFT JOIN records r ON r.zone_id = z.id AND r.name = ?
+        WHERE z.family = ? AND z.name = ? AND z.deleted = 0
+        """
+
+    private static let oneWithoutShare = """
+        SELECT z.id, z.created_at, z.incarnation, z.purged_seq, NULL, \(StoredRecord.columns)
+        FROM zones z
+        LEFT JOIN records r ON r.zone_id = z.id AND r.name = ?
+        WHERE z.family = ? AND z.name = ? AND z.deleted = 0
+        """
 }
 
 /// A `store.fetch` result whose records' fields are written as the store keeps them (their

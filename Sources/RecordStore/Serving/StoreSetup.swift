@@ -1,3 +1,4 @@
+import DurableSQLite
 import Foundation
 import Logging
 import ServiceKit
@@ -36,6 +37,7 @@ extension ServiceSetup {
         StoreMetrics.collect(store, into: environment.metrics)
         environment.logger.info("database open", metadata: [
             "path": "\(store.databasePath)", "schema_version": "\(store.schemaVersion)", "head": "\(store.head)",
+            "sqlite_threading": "\(SQLiteThreading.mode)",
         ])
         let targets = configuration.wake ?? ["push", "aggregator"].map { WakeTarget(name: $0, socketPath: environment.paths.socketPath(for: $0)) }
         // With nobody to wake (`--wake none`) there is no waker: a service that returns at
