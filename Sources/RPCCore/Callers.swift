@@ -56,9 +56,12 @@ public protocol DeclaredMethod: Sendable {
     var kind: MethodDescription.Kind { get }
     var describedAs: MethodDescription { get }
     /// Decodes a request's `params` (nil: absent or null) into this method's parameter type,
-    /// exactly as the server does before it calls the handler: for checking a request
-    /// without knowing its method's types (the fuzz target decodes every declared method's
-    /// params through this).
+    /// exactly as the server does before it calls the handler (from the request's bytes):
+    /// for checking a request without knowing its method's types (the fuzz target decodes
+    /// every declared method's params through this).
+    func decodeParams(_ params: RequestParams?) throws(RPCError) -> any Codable & Sendable
+    /// The same from the params parsed (the path of a method whose params do not read
+    /// themselves; the fuzz target checks both paths agree).
     func decodeParams(_ params: JSONValue?) throws(RPCError) -> any Codable & Sendable
 }
 

@@ -32,6 +32,10 @@ public struct MethodSpec<Params: Codable & Sendable, Result: Codable & Sendable>
             errors: MethodDescription.errors(MethodDescription.commonErrors + self.errors)
         )
     }
+    public func decodeParams(_ params: RequestParams?) throws(RPCError) -> any Codable & Sendable {
+        try ParamsDecoding.decode(Params.self, params: params)
+    }
+
     public func decodeParams(_ params: JSONValue?) throws(RPCError) -> any Codable & Sendable {
         try ParamsDecoding.decode(Params.self, params: params)
     }
@@ -66,6 +70,10 @@ public struct StreamSpec<Params: Codable & Sendable, Item: Codable & Sendable, E
             errors: MethodDescription.errors(MethodDescription.commonErrors + [.cancelled] + self.errors)
         )
     }
+    public func decodeParams(_ params: RequestParams?) throws(RPCError) -> any Codable & Sendable {
+        try ParamsDecoding.decode(Params.self, params: params)
+    }
+
     public func decodeParams(_ params: JSONValue?) throws(RPCError) -> any Codable & Sendable {
         try ParamsDecoding.decode(Params.self, params: params)
     }

@@ -74,8 +74,8 @@ enum WireFuzz {
     /// What a service does with one frame, up to calling the handler.
     static func serve(_ frame: [UInt8]) {
         let head: RequestHead
-        let params: JSONValue?
-        switch RequestHead.parseRequest(bytes: frame) {
+        let params: RequestParams?
+        switch RequestHead.parseRequestLeavingParams(bytes: frame) {
         case .failure(let failure):
             self.checkErrorReply(id: failure.id, failure.error)
             return
@@ -92,9 +92,33 @@ enum WireFuzz {
             decoded = try method.decodeParams(params)
         } catch {
             self.checkErrorReply(id: head.id, error)
+            self.checkSameRefusal(error, params: params, method: method)
             return
         }
+        self.checkSameValue(decoded, params: params, method: method)
         self.checkRoundTrip(decoded, head: head, method: method)
+    }
+
+    /// Params read from the request's bytes (the hand readers' path) decode to what the
+    /// parsed params decode to: the same value, written as the same JSON.
+    static func checkSameValue(_ decoded: any Codable & Sendable, params: RequestParams?, method: any DeclaredMethod) {
+        do {
+            let parsed = try method.decodeParams(params?.value)
+            check(try RPCJSON.encodeSorted(decoded) == RPCJSON.encodeSorted(parsed),
+                  "\(method.name): params read from the bytes differ from the parsed params' \(String(decoding: params.map { Array($0.bytes[$0.range]) } ?? [], as: UTF8.self))")
+        } catch {
+            check(false, "\(method.name): params read from the bytes were refused once parsed (\(error))")
+        }
+    }
+
+    /// And what the bytes' path refuses, the parsed path refuses with the same code.
+    static func checkSameRefusal(_ refusal: RPCError, params: RequestParams?, method: any DeclaredMethod) {
+        do {
+            _ = try method.decodeParams(params?.value)
+            check(false, "\(method.name): params refused from the bytes (\(refusal.code)) were accepted once parsed")
+        } catch {
+            check(error.code == refusal.code, "\(method.name): params refused from the bytes with \(refusal.code), parsed with \(error.code)")
+        }
     }
 
     /// The error reply is readable, carries the request's id and the error's code.
