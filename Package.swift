@@ -294,7 +294,7 @@ let package = Package(
         .target(
             name: "DurableSQLite",
             dependencies: [
-                "CSQLiteThreading",
+                "CSQLiteConfig",
                 "RPCCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
@@ -360,8 +360,8 @@ let package = Package(
         // libqrencode and libpng, found through pkg-config (Debian: libqrencode-dev, libpng-dev).
         .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
-        // sqlite3_config, which is variadic (DurableSQLite sets SQLite's threading mode).
-        .systemLibrary(name: "CSQLiteThreading", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // sqlite3_config, which is variadic (DurableSQLite turns SQLite's memory statistics off).
+        .systemLibrary(name: "CSQLiteConfig", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // QR codes for pairing invitations: the symbol and its terminal, SVG and PNG renderings.
         .target(name: "QRCode", dependencies: ["CQRencode", "CPNG"], swiftSettings: strict),
         // Benchmarks: each figure beside its floor, measured in the same run.

@@ -56,7 +56,8 @@ extension Row: ColumnReading {
 /// The current row of a cached statement, read by column number straight from SQLite.
 /// GRDB's `Row` for a fetch builds a dictionary of the statement's lowercased column names
 /// first: for the reads every request makes (a zone, a record, a credential) that was a
-/// fifth of a point fetch's CPU. Valid only inside ``Database/firstRow(cached:arguments:_:)``.
+/// fifth of a point fetch's CPU. Valid only inside the `read` of ``Database/firstRow(cached:arguments:_:)``
+/// or ``Database/firstRow(cached:texts:_:)``.
 public struct StatementRow: ColumnReading {
     let statement: SQLiteStatement
 
@@ -92,7 +93,7 @@ extension Database {
             var text = text
             let code = text.withUTF8 { utf8 in
                 // An empty buffer may have no address, which SQLite would bind as NULL.
-                guard let start = utf8.baseAddress, !utf8.isEmpty else { return sqlite3_bind_text(raw, Int32(index + 1), "", 0, nil) }
+                guard let start = utf8.baseAddress, !utf8.isEmpty else { return sqlite3_bind_text(raw, Int32(index + 1), "", 0, Self.transient) }
                 return sqlite3_bind_text(raw, Int32(index + 1), start, Int32(utf8.count), Self.transient)
             }
             guard code == SQLITE_OK else {

@@ -50,7 +50,7 @@ extension DurableSQLite {
     /// kernel crash. So the writer is set back to FULL (one fsync of the log per commit),
     /// and a writer that does not say FULL is refused.
     public static func pool(path: String, configuration: Configuration) throws -> DatabasePool {
-        SQLiteThreading.useMultiThreadMode()
+        SQLiteMemoryStatistics.turnOff()
         let pool = try DatabasePool(path: path, configuration: configuration)
         let synchronous = try pool.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")

@@ -37,7 +37,7 @@ public final class LoopReaders: Sendable {
 
     /// `path`: a database in WAL mode, opened (and migrated) already by its writer.
     public init(path: String, label: String) {
-        SQLiteThreading.useMultiThreadMode()
+        SQLiteMemoryStatistics.turnOff()
         self.path = path
         var configuration = Configuration()
         configuration.label = label

@@ -47,8 +47,8 @@ public struct RequestHead: Sendable, Hashable {
     }
 
     /// The same with the params checked but left as their bytes, for the method to read
-    /// (``ParamsDecoding/decode(_:params:)-(_,RequestParams?)``): building them as a
-    /// `JSONValue` first was the most of reading a point fetch's request.
+    /// (``ParamsDecoding``, from a ``RequestParams``): building them as a `JSONValue`
+    /// first was most of reading a point fetch's request.
     public static func parseRequestLeavingParams(bytes: [UInt8]) -> Result<(head: RequestHead, params: RequestParams?), Failure> {
         if bytes.isEmpty {
             return .failure(Failure(id: nil, error: RPCError(.invalidFrame, "the frame is empty; a frame carries one JSON object")))

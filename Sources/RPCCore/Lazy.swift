@@ -1,7 +1,8 @@
 import Synchronization
 
-/// A value made once, when first asked for, then kept: for what costs at start-up and is
-/// rarely needed (`rpc.describe`'s schemas, read off the methods' Codable types).
+/// A value made once, when first asked for, then kept: for what costs at start-up and may
+/// never be needed (`rpc.describe`'s schemas, read off the methods' Codable types; a
+/// method's metrics, made at its first call).
 public final class Lazy<Value: Sendable>: Sendable {
     // Inlinable, so that a caller in another module reads it specialized to its value's
     // type: unspecialized, each read looked the generic types up at run time (every

@@ -1,6 +1,7 @@
 /// A small, strict JSON parser straight to ``JSONValue``. It parses untrusted input: every
-/// request frame a service reads (the envelope and its params, in one pass) and every reply
-/// a client reads, as well as text the services wrote themselves (stored record fields).
+/// request frame a service reads (its envelope's members checked in one pass, the params
+/// read or parsed after) and every reply a client reads, as well as text the services
+/// wrote themselves (stored record fields).
 /// So it is strict (RFC 8259, UTF-8 checked by the caller), bounded in depth
 /// (``maximumDepth``) and never recurses past it; going through `JSONDecoder` and
 /// `Codable` instead would cost several times more (each value is probed type by type).
@@ -403,11 +404,22 @@ public struct JSONParser {
         throw self.failure
     }
 
+    /// Four hexadecimal digits, exactly (no sign, which `UInt32(_:radix:)` would take).
     private mutating func hex4() throws(Failure) -> UInt32 {
-        guard self.index + 4 <= self.end,
-            let code = UInt32(String(decoding: self.bytes[self.index..<self.index + 4], as: UTF8.self), radix: 16)
-        else { throw self.failure }
-        self.index += 4
+        guard self.index + 4 <= self.end else { throw self.failure }
+        var code: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = self.bytes[self.index]
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: throw self.failure
+            }
+            code = code << 4 | UInt32(digit)
+            self.index += 1
+        }
         return code
     }
 }

@@ -18,7 +18,7 @@ struct JSONParserTests {
     }
 
     @Test("it refuses what is not JSON", arguments: ["", "{", "{\"a\":}", "[1,]", "tru", "\"open", "1 2", "{\"a\" 1}", "\"\u{1}\"", "--1", "\"\\x\"",
-        "+1", "01", "1.", ".5", "1e", "-", "1e+", "NaN", "Infinity", "1e400", "-1e400"])
+        "+1", "01", "1.", ".5", "1e", "-", "1e+", "NaN", "Infinity", "1e400", "-1e400", #""\u+041""#, #""\u-000""#, #""\u 041""#, #""\u04g1""#])
     func refuses(_ text: String) {
         #expect(throws: JSONParser.Failure.self) { try JSONParser.parse(text) }
     }
@@ -119,10 +119,22 @@ struct RequestEnvelopeTests {
         #expect(failure.id == id)
     }
 
-    @Test("an id of -0 or with an exponent's worth of digits is read by the parser, not the fast path")
+    @Test("ids the fast path leaves to the parser: -0, nineteen digits, an exponent, past 64 bits")
     func unusualIDs() throws {
-        #expect(try RequestHead.parseRequestLeavingParams(bytes: Array(#"{"id":-0,"method":"m"}"#.utf8)).get().head.id == .int(0))
-        #expect(try RequestHead.parseRequestLeavingParams(bytes: Array(#"{"id": 42 ,"method":"m"}"#.utf8)).get().head.id == .int(42))
+        func id(_ text: String) -> Result<RequestID?, RequestHead.Failure> {
+            RequestHead.parseRequestLeavingParams(bytes: Array(#"{"id":\#(text),"method":"m"}"#.utf8)).map(\.head.id)
+        }
+        #expect(try id("-0").get() == .int(0))
+        #expect(try id(" 42 ").get() == .int(42))
+        #expect(try id("1234567890123456789").get() == .int(1_234_567_890_123_456_789))
+        #expect(try id("-9223372036854775808").get() == .int(Int64.min))
+        for refused in ["1e2", "9223372036854775808", "1.0"] {
+            guard case .failure(let failure) = id(refused) else {
+                Issue.record("\(refused) accepted as an id")
+                continue
+            }
+            #expect(failure.error.code == .invalidRequest, "\(refused)")
+        }
     }
 }
 

@@ -30,6 +30,10 @@ struct RecordTests {
             let fetched = try await family.parent.fetch(["rule-b", "rule-zzz", "rule-a"])
             #expect(fetched.records.map(\.recordName) == ["rule-b", "rule-a"])
             #expect(fetched.missing == ["rule-zzz"])
+            // One name at a time (the point read): the whole name is compared, a NUL in it too.
+            #expect(try await family.parent.fetch(["rule-a"]).records.map(\.recordName) == ["rule-a"])
+            #expect(try await family.parent.fetch(["rule-a\u{0}x"]).missing == ["rule-a\u{0}x"])
+            #expect(try await family.parent.fetch(["rule-zzz"]).missing == ["rule-zzz"])
         }
     }
 

@@ -37,7 +37,7 @@ extension ServiceSetup {
         StoreMetrics.collect(store, into: environment.metrics)
         environment.logger.info("database open", metadata: [
             "path": "\(store.databasePath)", "schema_version": "\(store.schemaVersion)", "head": "\(store.head)",
-            "sqlite_threading": "\(SQLiteThreading.mode)",
+            "sqlite_memory_statistics": "\(SQLiteMemoryStatistics.areOff ? "off" : "on")",
         ])
         let targets = configuration.wake ?? ["push", "aggregator"].map { WakeTarget(name: $0, socketPath: environment.paths.socketPath(for: $0)) }
         // With nobody to wake (`--wake none`) there is no waker: a service that returns at
