@@ -19,14 +19,14 @@ public final class LoopReaders: Sendable {
     /// One loop's connection and its read transaction.
     private final class LoopConnection: @unchecked Sendable {  // touched only on its own loop
         let queue: DatabaseQueue
-        /// Inside ``LoopReaders/batch(_:)``: a read transaction, once begun, is held until
-        /// the batch ends.
-        var inBatch = false
         /// A read transaction is open (only inside a batch, between reads).
         var holdingSnapshot = false
-        /// The connection, inside a batch: the batch runs within one access to the queue,
-        /// so its reads need no access of their own (each a `DispatchQueue.sync`).
+        /// The connection, inside ``LoopReaders/batch(_:)`` only: the batch runs within one
+        /// access to the queue, so its reads need no access of their own (each a
+        /// `DispatchQueue.sync`), and a read transaction, once begun, is held until the
+        /// batch ends.
         var database: Database?
+        var inBatch: Bool { self.database != nil }
 
         init(_ queue: DatabaseQueue) { self.queue = queue }
     }
@@ -94,11 +94,9 @@ public final class LoopReaders: Sendable {
     public func batch(_ body: () -> Void) {
         guard let connection = try? self.connection(), connection.database == nil else { return body() }
         connection.queue.inDatabase { db in
-            connection.inBatch = true
             connection.database = db
             body()
             connection.database = nil
-            connection.inBatch = false
             guard connection.holdingSnapshot else { return }
             connection.holdingSnapshot = false
             if (try? db.execute(cached: "COMMIT")) == nil { try? db.execute(cached: "ROLLBACK") }

@@ -163,7 +163,9 @@ public enum ParamsDecoding {
             let value = readable.read(bytes: params.bytes, range: params.range) as? P {
             return value
         }
-        return try self.decode(P.self, params: params?.value)
+        // The hand reader gave up on this shape (or there is none): it would give up on the
+        // parsed value too.
+        return try self.decodeThroughDecodable(P.self, params: params?.value)
     }
 
     /// Decodes `params` parsed already by ``RequestHead/parseRequest(_:)`` (nil: absent or
@@ -172,6 +174,10 @@ public enum ParamsDecoding {
         // Parameters that read themselves (JSONReadable: the busiest calls') skip the
         // generic decoder; any other shape goes through it, which refuses or accepts as ever.
         if let params, let readable = P.self as? any JSONReadable.Type, let value = readable.read(params) as? P { return value }
+        return try self.decodeThroughDecodable(P.self, params: params)
+    }
+
+    private static func decodeThroughDecodable<P: Decodable>(_ type: P.Type, params: JSONValue?) throws(RPCError) -> P {
         do {
             return try JSONValueDecoding.decode(P.self, from: params ?? .object([:]), codingPath: [EnvelopeKey("params")])
         } catch let error as RPCError {

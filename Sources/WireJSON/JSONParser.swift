@@ -24,7 +24,7 @@ public struct JSONParser {
 
     private let bytes: [UInt8]
     private var index: Int
-    /// Where the text ends: the array's end, or the end of the range parsed.
+    /// Where the text ends: the end of the range parsed (the whole array's, mostly).
     private let end: Int
 
     /// Parses one JSON value (with nothing but whitespace after it).
@@ -35,11 +35,7 @@ public struct JSONParser {
     /// Parses one JSON value from UTF-8 bytes. The bytes must be valid UTF-8 (strings are
     /// read without checking); check untrusted input first.
     public static func parse(bytes: [UInt8]) throws(Failure) -> JSONValue {
-        var parser = JSONParser(bytes: bytes)
-        let value = try parser.value(depth: 0)
-        parser.skipWhitespace()
-        guard parser.index == parser.end else { throw Failure(offset: parser.index) }
-        return value
+        try self.parse(bytes: bytes, in: 0..<bytes.count)
     }
 
     /// The members of one JSON object, in order, each value checked but left as the range
@@ -62,6 +58,7 @@ public struct JSONParser {
             try parser.skipValue(depth: 1)
             members.append((key, start..<parser.index))
         }
+        try parser.expectEnd()
         return members
     }
 
@@ -78,6 +75,7 @@ public struct JSONParser {
             try parser.skipValue(depth: 1)
             elements.append(start..<parser.index)
         }
+        try parser.expectEnd()
         return elements
     }
 
@@ -86,13 +84,12 @@ public struct JSONParser {
     public static func parse(bytes: [UInt8], in range: Range<Int>) throws(Failure) -> JSONValue {
         var parser = JSONParser(bytes: bytes, in: range)
         let value = try parser.value(depth: 0)
-        parser.skipWhitespace()
-        guard parser.index == parser.end else { throw Failure(offset: parser.index) }
+        try parser.expectEnd()
         return value
     }
 
-    /// Reads the object starting here (at its `{`) to the end of the text, `readValue`
-    /// reading each member's value.
+    /// Reads the object starting here (at its `{`) through its `}`, `readValue` reading
+    /// each member's value.
     private mutating func eachMember(_ readValue: (String, inout JSONParser) throws(Failure) -> Void) throws(Failure) {
         try self.eachItem(closing: UInt8(ascii: "}")) { parser throws(Failure) in
             parser.skipWhitespace()
@@ -103,8 +100,8 @@ public struct JSONParser {
         }
     }
 
-    /// Reads the object or array starting here (at its opening byte) to the end of the
-    /// text, `readItem` reading each item (a member, an element).
+    /// Reads the object or array starting here (at its opening byte) through its `closing`
+    /// byte, `readItem` reading each item (a member, an element).
     private mutating func eachItem(closing: UInt8, _ readItem: (inout JSONParser) throws(Failure) -> Void) throws(Failure) {
         self.index += 1
         self.skipWhitespace()
@@ -117,18 +114,16 @@ public struct JSONParser {
                 guard self.index < self.end else { throw self.failure }
                 let next = self.bytes[self.index]
                 self.index += 1
-                if next == closing { break }
+                if next == closing { return }
                 guard next == UInt8(ascii: ",") else { throw Failure(offset: self.index - 1) }
             }
         }
-        self.skipWhitespace()
-        guard self.index == self.end else { throw self.failure }
     }
 
-    private init(bytes: [UInt8]) {
-        self.bytes = bytes
-        self.index = 0
-        self.end = bytes.count
+    /// Nothing but whitespace is left of the text.
+    private mutating func expectEnd() throws(Failure) {
+        self.skipWhitespace()
+        guard self.index == self.end else { throw self.failure }
     }
 
     private init(bytes: [UInt8], in range: Range<Int>) {
@@ -231,27 +226,14 @@ public struct JSONParser {
             throw failure
         case UInt8(ascii: "{"), UInt8(ascii: "["):
             let isObject = opening == UInt8(ascii: "{")
-            let closing = isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")
-            self.index += 1
-            self.skipWhitespace()
-            if self.at(closing) {
-                self.index += 1
-                return
-            }
-            while true {
+            try self.eachItem(closing: isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")) { parser throws(Failure) in
                 if isObject {
-                    self.skipWhitespace()
-                    try self.skipString()
-                    self.skipWhitespace()
-                    try self.expect(":")
+                    parser.skipWhitespace()
+                    try parser.skipString()
+                    parser.skipWhitespace()
+                    try parser.expect(":")
                 }
-                try self.skipValue(depth: depth + 1)
-                self.skipWhitespace()
-                guard self.index < self.end else { throw self.failure }
-                let next = self.bytes[self.index]
-                self.index += 1
-                if next == closing { return }
-                guard next == UInt8(ascii: ",") else { throw Failure(offset: self.index - 1) }
+                try parser.skipValue(depth: depth + 1)
             }
         case UInt8(ascii: "\""):
             try self.skipString()

@@ -65,6 +65,13 @@ public struct JSONObjectReader {
         }
     }
 
+    /// Where a member's value is in the text; nil when it is absent or null (only `null`
+    /// starts with an "n").
+    private static func place(of key: String, in members: [(key: String, value: Range<Int>)], _ bytes: [UInt8]) -> Range<Int>? {
+        guard let member = members.last(where: { $0.key == key }), bytes[member.value.lowerBound] != UInt8(ascii: "n") else { return nil }
+        return member.value
+    }
+
     /// The readers of an array member's objects, each read where it is; nil when the
     /// member is absent or null.
     private func objectReaders(_ key: String) throws -> [JSONObjectReader]? {
@@ -76,9 +83,8 @@ public struct JSONObjectReader {
             case _?: throw Mismatch()
             }
         case .text(let bytes, let members):
-            // Only `null` starts with an "n".
-            guard let member = members.last(where: { $0.key == key }), bytes[member.value.lowerBound] != UInt8(ascii: "n") else { return nil }
-            guard let elements = try? JSONParser.elements(bytes: bytes, in: member.value) else { throw Mismatch() }
+            guard let place = Self.place(of: key, in: members, bytes) else { return nil }
+            guard let elements = try? JSONParser.elements(bytes: bytes, in: place) else { throw Mismatch() }
             return try elements.map { element in try JSONObjectReader(bytes: bytes, range: element).orMismatch() }
         }
     }
@@ -92,8 +98,8 @@ public struct JSONObjectReader {
             case let value?: return try JSONObjectReader(value).orMismatch()
             }
         case .text(let bytes, let members):
-            guard let member = members.last(where: { $0.key == key }), bytes[member.value.lowerBound] != UInt8(ascii: "n") else { return nil }
-            return try JSONObjectReader(bytes: bytes, range: member.value).orMismatch()
+            guard let place = Self.place(of: key, in: members, bytes) else { return nil }
+            return try JSONObjectReader(bytes: bytes, range: place).orMismatch()
         }
     }
 

@@ -16,13 +16,14 @@ public enum RFC3339 {
     public static func append(_ date: Date, to bytes: inout [UInt8]) {
         let millis = Int64((date.timeIntervalSince1970 * 1000).rounded())
         let seconds = millis.floorDivided(by: 1000)
-        let (year, month, day) = self.civil(days: seconds.floorDivided(by: 86_400))
+        let days = seconds.floorDivided(by: 86_400)
+        let (year, month, day) = self.civil(days: days)
         if year < 0 || year > 9999 {
             // Outside what four digits hold: Foundation's own text, rare enough not to matter.
             bytes.append(contentsOf: date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)).utf8)
             return
         }
-        let secondOfDay = Int(seconds - seconds.floorDivided(by: 86_400) * 86_400)
+        let secondOfDay = Int(seconds - days * 86_400)
         let fraction = Int(millis - seconds * 1000)
         // Written into a fixed buffer and appended once (a byte at a time, the array's
         // checks were most of a date's cost).

@@ -38,6 +38,8 @@ struct WireWritingTests {
         // The hand reader, not the Decodable fallback, must take these.
         let text = Array(#"{"family":"f","zone":"z\u00e9","recordNames":["a"],"extra":[{"x":1}],"family":"g"}"#.utf8)
         #expect(FetchParams.read(bytes: text, range: 0..<text.count) == FetchParams(family: "g", zone: "zé", recordNames: ["a"]))
+        let saves = Array(#"{"family":"f","zone":"z","saves":[{"recordType":"T","recordName":"r","fields":{"n":2}}],"deletes":null}"#.utf8)
+        #expect(ModifyParams.read(bytes: saves, range: 0..<saves.count) == ModifyParams(family: "f", zone: "z", saves: [RecordSave(recordType: "T", recordName: "r", fields: ["n": 2])]))
         #expect(try self.params(FetchParams.self, #"{"family":"f","zone":"z\u00e9\n","recordNames":["a","b\"c"],"extra":{"x":[1]},"family":"g"}"#)
             == FetchParams(family: "g", zone: "zé\n", recordNames: ["a", "b\"c"]))
         let modify = try self.params(ModifyParams.self, #"{"family":"f","zone":"z","saves":[{"recordType":"T","recordName":"r","fields":{"n":2,"t":"x"}}],"deletes":null}"#)
