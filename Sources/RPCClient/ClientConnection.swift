@@ -123,11 +123,11 @@ final class ClientConnection: Sendable {
         }
         let waiter: Waiter? = self.state.withLock { routing in
             // A reply means the request went out, whatever its write's callback says.
-            routing.unwritten.remove(id)
-            switch routing.waiters[id] {
-            case .stream where head.continues == true: return routing.waiters[id]
-            default: return routing.waiters.removeValue(forKey: id)
-            }
+            if !routing.unwritten.isEmpty { routing.unwritten.remove(id) }
+            guard let waiter = routing.waiters[id] else { return nil }
+            if case .stream = waiter, head.continues == true { return waiter }
+            routing.waiters[id] = nil
+            return waiter
         }
         switch waiter {
         case .unary(let continuation):

@@ -395,34 +395,40 @@ public struct ReplyHead: Sendable {
     /// The same from the frame's bytes (a stream's replies are parsed by the thousand: the
     /// usual id, a number, and `continues` are read straight from the bytes).
     public static func parse(bytes: [UInt8]) throws -> ReplyHead {
-        var head = ReplyHead()
-        for (key, range) in try JSONParser.members(bytes: bytes) {
+        var id, error, continues, result: Range<Int>?
+        try JSONParser.eachMember(bytes: bytes, in: 0..<bytes.count) { key, range in
             switch key {
-            case "id":
-                if let number = Self.integer(bytes[range]) {
-                    head.id = .int(number)
-                    continue
-                }
-                let value = try JSONParser.parse(bytes: Array(bytes[range]))
-                head.id = value == .null ? nil : try JSONValueDecoding.decode(RequestID.self, from: value)
-            case "error":
-                let value = try JSONParser.parse(bytes: Array(bytes[range]))
-                head.error = value == .null ? nil : try JSONValueDecoding.decode(RPCError.self, from: value)
-            case "continues":
-                let literal = bytes[range]
-                if literal.elementsEqual("true".utf8) {
-                    head.continues = true
-                } else if literal.elementsEqual("false".utf8) {
-                    head.continues = false
-                } else {
-                    head.continues = try JSONParser.parse(bytes: Array(literal)).boolValue
-                }
-            case "result":
-                head.encodedResult = EncodedJSON(Array(bytes[range]))
-            default:
-                break
+            case "id": id = range
+            case "error": error = range
+            case "continues": continues = range
+            case "result": result = range
+            default: break
             }
         }
+        var head = ReplyHead()
+        if let id {
+            if let number = Self.integer(bytes[id]) {
+                head.id = .int(number)
+            } else {
+                let value = try JSONParser.parse(bytes: bytes, in: id)
+                head.id = value == .null ? nil : try JSONValueDecoding.decode(RequestID.self, from: value)
+            }
+        }
+        if let error {
+            let value = try JSONParser.parse(bytes: bytes, in: error)
+            head.error = value == .null ? nil : try JSONValueDecoding.decode(RPCError.self, from: value)
+        }
+        if let continues {
+            let literal = bytes[continues]
+            if literal.elementsEqual("true".utf8) {
+                head.continues = true
+            } else if literal.elementsEqual("false".utf8) {
+                head.continues = false
+            } else {
+                head.continues = try JSONParser.parse(bytes: bytes, in: continues).boolValue
+            }
+        }
+        if let result { head.encodedResult = EncodedJSON(Array(bytes[result])) }
         return head
     }
 }

@@ -48,18 +48,24 @@ public struct JSONParser {
 
     /// The same for the object that is `bytes[range]`.
     public static func members(bytes: [UInt8], in range: Range<Int>) throws(Failure) -> [(key: String, value: Range<Int>)] {
-        var parser = JSONParser(bytes: bytes, in: range)
         var members: [(key: String, value: Range<Int>)] = []
+        try self.eachMember(bytes: bytes, in: range) { members.append(($0, $1)) }
+        return members
+    }
+
+    /// The same, each member handed to `body` as it is read, with no array built (a reply
+    /// routed by a few known members, by the thousand).
+    public static func eachMember(bytes: [UInt8], in range: Range<Int>, _ body: (String, Range<Int>) -> Void) throws(Failure) {
+        var parser = JSONParser(bytes: bytes, in: range)
         parser.skipWhitespace()
         guard parser.at(UInt8(ascii: "{")) else { throw parser.failure }
         try parser.eachMember { key, parser throws(Failure) in
             parser.skipWhitespace()
             let start = parser.index
             try parser.skipValue(depth: 1)
-            members.append((key, start..<parser.index))
+            body(key, start..<parser.index)
         }
         try parser.expectEnd()
-        return members
     }
 
     /// The elements of the array that is `bytes[range]`, each checked and left as the

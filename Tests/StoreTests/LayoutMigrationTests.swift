@@ -14,7 +14,7 @@ import TestSupport
 struct LayoutMigrationTests {
     static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures/store-0.9").path
 
-    @Test("0.9's database (made by Tests/Fixtures/store-0.9/make.py): the log goes on from its counter, the zone's and the family's tokens still hold, the indexes a save no longer needs are gone")
+    @Test("0.9's database (made by Tests/Fixtures/store-0.9/make.py): the log goes on from its counter, the zone's and the family's tokens still hold, the indexes a save no longer needs are gone, index rows included")
     func earlierLayout() async throws {
         let directory = TemporaryDirectory()
         let state = directory.file("state")
@@ -55,12 +55,14 @@ struct LayoutMigrationTests {
         await client.close()
         await store.stop()
 
-        let layout = try await DatabaseQueue(path: state + "/store.sqlite").read { db in
-            try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name")
+        let (layout, usageIndexes) = try await DatabaseQueue(path: state + "/store.sqlite").read { db in
+            (try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name"),
+             try String.fetchAll(db, sql: "SELECT DISTINCT field FROM field_index WHERE type = 'UsageRecord' ORDER BY field"))
         }
         for gone in ["changes_by_time", "zones_by_change"] {
             #expect(!layout.contains(gone), "\(gone) is gone: \(layout)")
         }
+        #expect(usageIndexes == ["deviceID", "logicalID", "sessionStart"], "a usage record's unqueried fields are no longer indexed")
     }
 
     @Test("after a purge of the whole log and a restart, the next change is numbered after every change before it")

@@ -103,7 +103,7 @@ struct SchemaTests {
     func describesSchema() async throws {
         try await StoreHarness.inProcess { store in
             let schema = try await store.client().call(StoreMethods.schema, Empty())
-            #expect(schema.version == 11)
+            #expect(schema.version == 12)
             #expect(schema.recordTypes.first { $0.name == "RegisteredDevice" }?.fields.contains { $0.name == "appVersion" } == true)
             let names = Set(schema.recordTypes.map(\.name))
             for name in ["Family", "ParentProfile", "ChildContext", "MonitoringSession", "RegisteredDevice", "AppRule", "AppConfiguration",
@@ -142,7 +142,7 @@ struct SchemaTests {
 
         try await store.restart()
         let parent = store.client(token: FamilyFixture.parentToken)
-        #expect(try await parent.call(StoreMethods.schema, Empty()).version == 11)
+        #expect(try await parent.call(StoreMethods.schema, Empty()).version == 12)
         let familyRecord = try #require(try await parent.fetch([FamilyFixture.family]).records.first)
         #expect(familyRecord.fields["timeZone"] == "UTC" && familyRecord.fields["displayName"] == "Smiths")
         let rewards = try await parent.call(StoreMethods.query, byClass)

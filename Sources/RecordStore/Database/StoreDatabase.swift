@@ -63,7 +63,7 @@ final class StoreDatabase: Sendable {
 }
 
 /// The data side of a schema version: defaults into existing records, index rows for new
-/// indexes, a check of new uniqueness constraints.
+/// indexes (and none for dropped ones), a check of new uniqueness constraints.
 enum SchemaBackfill {
     static func apply(_ version: SchemaVersion, to db: Database, schemaBefore: SchemaRegistry) throws {
         var schema = schemaBefore
@@ -79,6 +79,8 @@ enum SchemaBackfill {
                 if field.indexed { try reindex(db, type: type, schema: schema) }
             case .addIndex(let type, _):
                 try reindex(db, type: type, schema: schema)
+            case .dropIndex(let type, let field):
+                try db.execute(cached: "DELETE FROM field_index WHERE type = ? AND field = ?", arguments: [type, field])
             case .addUnique(let type, _):
                 try reindex(db, type: type, schema: schema)
             }

@@ -94,8 +94,9 @@ struct SchemaRegistry: Sendable {
                 precondition(self.types[type]?.field(field.name) == nil, "field \(type).\(field.name) added twice")
                 self.types[type]!.fields.append(field)
             case .addIndex(let type, let field):
-                let position = self.types[type]!.fields.firstIndex { $0.name == field }!
-                self.types[type]!.fields[position].indexed = true
+                self.setIndexed(true, type: type, field: field)
+            case .dropIndex(let type, let field):
+                self.setIndexed(false, type: type, field: field)
             case .addUnique(let type, let fields):
                 self.types[type]!.unique.append(fields)
             case .allowValues(let type, let field, let values):
@@ -110,6 +111,12 @@ struct SchemaRegistry: Sendable {
             }
         }
         self.version = version.number
+    }
+
+    private mutating func setIndexed(_ indexed: Bool, type: String, field: String) {
+        let position = self.types[type]!.fields.firstIndex { $0.name == field }!
+        precondition(self.types[type]!.fields[position].indexed != indexed, "\(type).\(field) is already \(indexed ? "indexed" : "not indexed")")
+        self.types[type]!.fields[position].indexed = indexed
     }
 
     var info: SchemaResult {

@@ -9,6 +9,9 @@ enum SchemaStep: Sendable {
     case addField(recordType: String, FieldDefinition)
     /// Makes a field queryable; existing records are indexed.
     case addIndex(recordType: String, field: String)
+    /// A field no query needs is no longer indexed: every save of the type wrote a page for
+    /// it. Its index rows are deleted; filtering or sorting on it is refused from then on.
+    case dropIndex(recordType: String, field: String)
     /// Adds a uniqueness constraint; refused on start if existing records break it.
     case addUnique(recordType: String, fields: [String])
     /// More values a string field with a list of allowed values accepts.
@@ -33,7 +36,7 @@ struct SchemaVersion: Sendable {
 
 /// Every schema version, oldest first. Add new versions at the end.
 enum SchemaHistory {
-    static let versions: [SchemaVersion] = [version1, version2, version3, version4, version5, version6, version7, version8, version9, version10, version11]
+    static let versions: [SchemaVersion] = [version1, version2, version3, version4, version5, version6, version7, version8, version9, version10, version11, version12]
 
     static var latest: Int { versions.last!.number }
 
@@ -294,5 +297,15 @@ enum SchemaHistory {
                 int("pointsPerMinute", minimum: 0), bool("isEnabled"), bool("blockingEnabled"),
             ],
             unique: [["childRef", "bundleId"]])),
+    ])
+
+    /// Fewer pages a usage record's save writes: of its indexes, those that no query of
+    /// the server, the app or the documents uses go (`bundleId`, `sessionEnd`, `category`);
+    /// `logicalID`, `sessionStart` and `deviceID` stay, the fields the app's CloudKit type
+    /// made queryable (docs/data-model.md, "Indexes").
+    static let version12 = SchemaVersion(number: 12, name: "usage-indexes", steps: [
+        .dropIndex(recordType: RecordTypes.usageRecord, field: "bundleId"),
+        .dropIndex(recordType: RecordTypes.usageRecord, field: "sessionEnd"),
+        .dropIndex(recordType: RecordTypes.usageRecord, field: "category"),
     ])
 }

@@ -6,7 +6,7 @@ import RPCCore
 /// One session of one app on one child device.
 public struct UsageRecord: RecordFields {
     public static let recordType = "UsageRecord"
-    public static let indexedFields: Set<CodingKeys> = [.logicalID, .bundleId, .sessionStart, .sessionEnd, .category, .deviceID]
+    public static let indexedFields: Set<CodingKeys> = [.logicalID, .sessionStart, .deviceID]
     /// The fields' names: the wire's keys.
     public enum CodingKeys: String, CodingKey, CaseIterable, Sendable {
         case recordID, logicalID, bundleId, displayName, sessionStart, sessionEnd, totalSeconds, earnedPoints, category, deviceID, clockOffsetSeconds
