@@ -169,9 +169,11 @@ final class AggregatorStack: @unchecked Sendable {
         return records.first.map(Summary.init)
     }
 
-    /// Waits until the day's summary satisfies `condition` (nil: there is none).
+    /// Waits until the day's summary satisfies `condition` (nil: there is none). The bound
+    /// is generous: in CI, beside systemd containers booting, a first summary has taken over
+    /// ten seconds; the wait ends as soon as the summary is there.
     @discardableResult
-    func waitForSummary(_ day: String, timeout: Duration = .seconds(10), until condition: (Summary?) -> Bool) async throws -> Summary? {
+    func waitForSummary(_ day: String, timeout: Duration = .seconds(30), until condition: (Summary?) -> Bool) async throws -> Summary? {
         try await eventually("the summary of \(day) coming to what was expected", timeout: timeout) { seen in
             let summary = try await self.summary(day)
             seen = String(describing: summary)
@@ -199,7 +201,7 @@ extension AggregatorStack {
     }
 
     @discardableResult
-    func waitForBalance(timeout: Duration = .seconds(10), until condition: (Record?) -> Bool) async throws -> Record? {
+    func waitForBalance(timeout: Duration = .seconds(30), until condition: (Record?) -> Bool) async throws -> Record? {
         try await eventually("the balance coming to what was expected", timeout: timeout) { seen in
             let balance = try await self.balance()
             seen = String(describing: balance?.fields)

@@ -302,7 +302,7 @@ enum SchemaHistory {
     /// Fewer pages a usage record's save writes: of its indexes, those that no query of
     /// the server, the app or the documents uses go (`bundleId`, `sessionEnd`, `category`);
     /// `logicalID`, `sessionStart` and `deviceID` stay, the fields the app's CloudKit type
-    /// made queryable (docs/data-model.md, "Indexes").
+    /// made queryable (docs/data-model.md, "Indexes and the queries that need them").
     static let version12 = SchemaVersion(number: 12, name: "usage-indexes", steps: [
         .dropIndex(recordType: RecordTypes.usageRecord, field: "bundleId"),
         .dropIndex(recordType: RecordTypes.usageRecord, field: "sessionEnd"),
