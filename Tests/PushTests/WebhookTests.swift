@@ -139,7 +139,7 @@ struct WebhookTests {
     func gone() async throws {
         let endpoint = try await WebhookEndpoint.start(answering: [410])
         defer { endpoint.stop() }
-        let stack = try await PushStack.start(pushArguments: Self.fastRetries)
+        let stack = try await PushStack.start(pushArguments: Self.patientRetries)
         defer { stack.stopNow() }
         let parent = stack.family.parentCredential.deviceId
         let params = SetWebhookParams(url: endpoint.base + "/up", format: .unifiedpush)

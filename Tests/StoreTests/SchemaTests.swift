@@ -126,6 +126,45 @@ struct SchemaTests {
         }
     }
 
+    /// One row of a record type's table in docs/data-model.md: `| `name` | type | required | indexed | … |`.
+    struct DocumentedField: Hashable, CustomStringConvertible {
+        var name: String
+        var type: String
+        var required: Bool
+        var indexed: Bool
+        var description: String { "\(self.name) \(self.type)\(self.required ? " required" : "")\(self.indexed ? " indexed" : "")" }
+    }
+
+    /// The field tables of docs/data-model.md, by the record type their section is named for.
+    static func documentedFields() throws -> [String: Set<DocumentedField>] {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let text = try String(contentsOf: root.appendingPathComponent("docs/data-model.md"), encoding: .utf8)
+        var tables: [String: Set<DocumentedField>] = [:]
+        var section = ""
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("## ") { section = String(line.dropFirst(3)) }
+            guard line.hasPrefix("| `") else { continue }
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false).dropFirst().map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count >= 4 else { continue }
+            tables[section, default: []].insert(DocumentedField(
+                name: cells[0].trimmingCharacters(in: CharacterSet(charactersIn: "`")), type: cells[1], required: cells[2] == "yes", indexed: cells[3] == "yes"))
+        }
+        return tables
+    }
+
+    @Test("docs/data-model.md's table of each record type says what store.schema says: every field, its type, whether required and whether indexed")
+    func dataModelDocumentMatchesSchema() async throws {
+        let documented = try Self.documentedFields()
+        try await StoreHarness.inProcess { store in
+            let schema = try await store.client().call(StoreMethods.schema, Empty())
+            for type in schema.recordTypes {
+                let served = Set(type.fields.map { DocumentedField(name: $0.name, type: $0.type.rawValue, required: $0.required, indexed: $0.indexed) })
+                let written = documented[type.name] ?? []
+                #expect(written == served, "\(type.name): only in the document \(written.subtracting(served).sorted { $0.name < $1.name }), only in the schema \(served.subtracting(written).sorted { $0.name < $1.name })")
+            }
+        }
+    }
+
     @Test("an older database migrates on start: new fields get their defaults and new indexes answer queries")
     func migration() async throws {
         let store = try await StoreHarness.start(arguments: ["--schema-version", "1"])
