@@ -174,7 +174,7 @@ public final class RecordStore: Sendable {
         }
         return try await self.write(auth) { principal, now, db in
             let zone = try self.zoneForParent(principal, family: params.family, zone: params.zone, "delete zones", db)
-            return DeleteZoneResult(recordsDeleted: try ZoneOperations.deleteZone(zone, principal: principal, now: now, db))
+            return DeleteZoneResult(recordsDeleted: try ZoneOperations.deleteZone(zone, schema: self.schema, principal: principal, now: now, db))
         }
     }
 

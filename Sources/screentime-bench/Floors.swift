@@ -139,7 +139,7 @@ enum SQLiteFloor {
 }
 
 /// Plain SQLite doing what the store writes for a usage record — the lookup of an existing
-/// record, its change-log row, its row, its five field-index rows — with the store's own
+/// record, its change-log row, its row, its three field-index rows — with the store's own
 /// schema (copied from its database) and durability (WAL, synchronous=FULL), `batch`
 /// records a transaction: the floor of the store's storage on this machine, without
 /// requests, JSON, checks or a second process.
@@ -183,9 +183,8 @@ enum StoreSchemaFloor {
                     let record = db.lastInsertedRowID
                     try db.cachedStatement(sql: """
                         INSERT OR IGNORE INTO field_index(type, field, value, zone_id, record_id) VALUES
-                        ('UsageRecord', 'logicalID', 'org.khan', 1, ?1), ('UsageRecord', 'sessionStart', ?2, 1, ?1), ('UsageRecord', 'sessionEnd', ?3, 1, ?1),
-                        ('UsageRecord', 'category', 'learning', 1, ?1), ('UsageRecord', 'deviceID', 'dev-1', 1, ?1)
-                        """).execute(arguments: [record, start, end])
+                        ('UsageRecord', 'logicalID', 'org.khan', 1, ?1), ('UsageRecord', 'sessionStart', ?2, 1, ?1), ('UsageRecord', 'deviceID', 'dev-1', 1, ?1)
+                        """).execute(arguments: [record, at])
                 }
             }
         }

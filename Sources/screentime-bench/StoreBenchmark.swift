@@ -105,6 +105,17 @@ struct StoreBenchmark: AsyncParsableCommand {
             _ = try await reader.call(StoreMethods.query, params)
             if i >= iterations / 10 { queries.add(ContinuousClock.now - started) }
         }
+        // The documented usage query: one device's sessions of the last hour, newest first.
+        var recent = Samples()
+        let lastHour = Date(timeIntervalSince1970: 1_790_000_000 + Double(max(0, records - 3600)))
+        for i in 0..<max(10, iterations / 10) {
+            let params = QueryParams(family: "bench", zone: "data", recordType: RecordTypes.usageRecord,
+                                     filters: [QueryFilter("deviceID", .equal, "bench-device"), QueryFilter("sessionStart", .greaterOrEqual, .date(lastHour))],
+                                     sort: QuerySort("sessionStart", descending: true), limit: 50)
+            let started = ContinuousClock.now
+            _ = try await reader.call(StoreMethods.query, params)
+            if i >= iterations / 100 { recent.add(ContinuousClock.now - started) }
+        }
         // The same requests from the C client: the service's own cost, beside the C floor.
         let c = try CFloor(workDirectory: work)
         let floor = try c.roundTrip(socket: work + "/floor.sock", requestBytes: requestBytes, replyBytes: replyBytes, count: iterations)
@@ -155,6 +166,7 @@ struct StoreBenchmark: AsyncParsableCommand {
                               ratio: fetches.p99 / floor.p99))
         figures.append(Figure(name: "indexed store.query (limit 10), p50", value: queries.p50, unit: "µs over \(records) records"))
         figures.append(Figure(name: "indexed store.query (limit 10), p99", value: queries.p99, unit: "µs"))
+        figures.append(Figure(name: "a device's sessions since an hour ago, newest first (limit 50), p50", value: recent.p50, unit: "µs over \(records) records"))
 
         // zoneChanges: the whole zone, page by page.
         let paged = ContinuousClock.now

@@ -1,4 +1,5 @@
 import Foundation
+import class GRDB.DatabaseQueue
 import RPCClient
 import RPCCore
 import StoreAPI
@@ -185,6 +186,87 @@ struct QueryTests {
             tooMany.cursor = nil
             tooMany.limit = 401
             await expectError(.invalidParams) { _ = try await family.parent.call(StoreMethods.query, tooMany) }
+        }
+    }
+
+    @Test("a query's other filters and its sort are checked on each record's own fields (dates, references, lists), page after page")
+    func filtersBeyondTheFirst() async throws {
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            // 60 sessions a minute apart, every third on another device, some sharing a start.
+            let sessions: [RecordSave] = (0..<60).map { (i: Int) -> RecordSave in
+                let device = i % 3 == 2 ? "c9" : "c1"
+                let app = i % 2 == 0 ? "org.khanacademy" : "com.game"
+                return Make.usage(String(format: "s%02d", i), device: device, app: app, start: Self.base.addingTimeInterval(Double(i / 2) * 60), seconds: 30)
+            }
+            try await family.admin.save(sessions, zone: FamilyFixture.zone1)
+            // Sorted on a filtered field (its index entries come in order) and on another.
+            let from = JSONValue.date(Self.base.addingTimeInterval(10 * 60))
+            let device = QueryFilter("deviceID", .equal, "c1"), app = QueryFilter("logicalID", .in, ["org.khanacademy"])
+            for (filters, since) in [([device, QueryFilter("sessionStart", .greaterOrEqual, from), app], 10), ([device, app], 0)] {
+                let matching: [Int] = (0..<60).filter { i in i % 3 != 2 && i / 2 >= since && i % 2 == 0 }
+                let expected: [String] = matching.map { String(format: "s%02d", $0) }
+                for descending in [false, true] {
+                    var params = QueryParams(
+                        family: FamilyFixture.family, zone: FamilyFixture.zone1, recordType: "UsageRecord", filters: filters,
+                        sort: QuerySort("sessionStart", descending: descending), limit: 3)
+                    var seen: [String] = []
+                    repeat {
+                        let page = try await family.parent.call(StoreMethods.query, params)
+                        seen += page.records.map(\.recordName)
+                        params.cursor = page.cursor
+                    } while params.cursor != nil && seen.count <= 60
+                    #expect(seen == (descending ? expected.reversed() : expected), "since \(since), descending: \(descending)")
+                }
+            }
+
+            // A reference and a list as the second filter, after a string's index entries.
+            try await family.parent.save([Make.appRule("org.khan"), Make.appRule("org.khan.kids")])
+            let ownFamily = QueryFilter("familyRef", .equal, .reference(FamilyFixture.family))
+            let rules = { (filters: [QueryFilter]) in
+                try await family.parent.call(StoreMethods.query, QueryParams(
+                    family: FamilyFixture.family, zone: "default", recordType: "AppRule", filters: filters, sort: QuerySort("bundleId", descending: true)))
+                    .records.map(\.recordName)
+            }
+            #expect(try await rules([QueryFilter("bundleId", .beginsWith, "org.khan"), ownFamily]) == ["rule-org.khan.kids", "rule-org.khan"])
+            #expect(try await rules([QueryFilter("bundleId", .equal, "org.khan"), QueryFilter("familyRef", .equal, .reference("another"))]).isEmpty)
+            try await family.parent.save([Make.child("child-1", opaque: "o1", devices: ["c1", "c2"]), Make.child("child-2", opaque: "o2", devices: ["c3"])])
+            let children = try await family.parent.call(StoreMethods.query, QueryParams(
+                family: FamilyFixture.family, zone: "default", recordType: "ChildContext",
+                filters: [QueryFilter("childOpaqueId", .in, ["o1", "o2"]), QueryFilter("pairedDeviceIds", .contains, "c3")]))
+            #expect(children.records.map(\.recordName) == ["child-2"])
+        }
+    }
+
+    @Test("a record's index entries go with it: after an update, a deletion and its zone's deletion the index holds exactly what live records' fields give")
+    func entriesLeaveWithTheirRecord() async throws {
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            try await family.admin.save((0..<5).map { Make.usage("u\($0)", start: Self.base.addingTimeInterval(Double($0) * 60), seconds: 30) },
+                                        zone: FamilyFixture.zone1)
+            try await family.admin.save([Make.usage("w0", device: "c2", start: Self.base, seconds: 30)], zone: FamilyFixture.zone2)
+            let database = try DatabaseQueue(path: store.state + "/store.sqlite")
+            let entries = { (zone: String) in
+                try await database.read { db in
+                    try String.fetchAll(db, sql: """
+                        SELECT IFNULL(r.name, '(no record)') || ' ' || f.field || '=' || f.value FROM field_index f JOIN zones z ON z.id = f.zone_id
+                        LEFT JOIN records r ON r.id = f.record_id WHERE f.type = 'UsageRecord' AND z.name = ? ORDER BY 1
+                        """, arguments: [zone])
+                }
+            }
+            #expect(try await entries(FamilyFixture.zone1).count == 15, "three indexed fields each")
+
+            try await family.admin.save([RecordSave(recordType: "UsageRecord", recordName: "u0", fields: ["logicalID": "org.duolingo"])],
+                                        zone: FamilyFixture.zone1, policy: .changedKeys)
+            try await family.admin.call(StoreMethods.modify, ModifyParams(
+                family: FamilyFixture.family, zone: FamilyFixture.zone1, deletes: [RecordDelete(recordName: "u1")]))
+            let left = try await entries(FamilyFixture.zone1)
+            #expect(left.count == 12 && left.filter { $0.hasPrefix("u1 ") }.isEmpty, "\(left)")
+            #expect(left.filter { $0.hasPrefix("u0 logicalID") } == ["u0 logicalID=org.duolingo"], "\(left)")
+
+            try await family.parent.call(StoreMethods.deleteZone, ZoneParams(family: FamilyFixture.family, zone: FamilyFixture.zone1))
+            #expect(try await entries(FamilyFixture.zone1).isEmpty)
+            #expect(try await entries(FamilyFixture.zone2).count == 3, "another zone's entries stay")
         }
     }
 

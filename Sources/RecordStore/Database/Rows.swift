@@ -151,37 +151,44 @@ enum DerivedRows {
         var name: String
     }
 
+    /// The index entries of a record of `type` with `fields`: what it holds in
+    /// `field_index`. A record's entries are always found this way, from its fields, never
+    /// by a lookup by record (there is no index by record to keep up at every save).
+    private static func indexEntries(_ type: RecordTypeDefinition, _ fields: [String: JSONValue]) -> [IndexEntry] {
+        var entries: [IndexEntry] = []
+        for field in type.fields where field.indexed {
+            guard let value = fields[field.name] else { continue }
+            for indexValue in FieldValues.indexValues(value, type: field.type) { entries.append(IndexEntry(field: field.name, value: indexValue)) }
+        }
+        return entries
+    }
+
     /// Writes the derived rows of a record whose uniqueness keys were checked
-    /// (``uniqueKeys(_:type:fields:family:recordID:)``). `isNew`: the record row was just
-    /// inserted, so it has no derived rows yet; otherwise the rows it has are read (reads
-    /// write no page) and only those that differ are deleted and inserted.
+    /// (``uniqueKeys(_:type:fields:family:recordID:)``). `isNew`: the record has no derived
+    /// rows yet (a new record, or a tombstone saved again). Otherwise `held` are the fields
+    /// its index entries were derived from (nil: unknown, so every entry is inserted if
+    /// missing and none deleted, as when a new index is backfilled), and its references and
+    /// uniqueness keys are read; only the rows that differ are deleted and inserted (reads
+    /// write no page).
     static func write(
         _ db: Database, recordID: Int64, type: RecordTypeDefinition, fields: [String: JSONValue], at location: RecordLocation,
-        uniqueKeys: [UniqueKey], isNew: Bool
+        uniqueKeys: [UniqueKey], isNew: Bool, held: [String: JSONValue]?
     ) throws {
-        var entries: [IndexEntry] = []
+        var entries = indexEntries(type, fields)
         var references: [Reference] = []
-        for field in type.fields {
-            guard let value = fields[field.name] else { continue }
-            if field.indexed {
-                for indexValue in FieldValues.indexValues(value, type: field.type) { entries.append(IndexEntry(field: field.name, value: indexValue)) }
-            }
-            if field.type == .reference, field.referenceAction == .deleteSelf,
-                case .string(let targetName)? = value["recordName"], case .string(let targetZone)? = value["zone"]
-            {
+        for field in type.fields where field.type == .reference && field.referenceAction == .deleteSelf {
+            if case .string(let targetName)? = fields[field.name]?["recordName"], case .string(let targetZone)? = fields[field.name]?["zone"] {
                 references.append(Reference(zone: targetZone, name: targetName))
             }
         }
 
         var keys = uniqueKeys
         if !isNew {
-            let held = Set(try Row.fetchAll(cached: db, sql: "SELECT field, value FROM field_index WHERE record_id = ?", arguments: [recordID])
-                .map { IndexEntry(field: $0[0], value: $0[1]) })
-            for entry in held.subtracting(entries) {
-                try db.execute(cached: "DELETE FROM field_index WHERE type = ? AND field = ? AND value = ? AND zone_id = ? AND record_id = ?",
-                    arguments: [type.name, entry.field, entry.value, location.zoneID, recordID])
+            if let held {
+                let heldEntries = Set(indexEntries(type, held))
+                try deleteIndexEntries(db, heldEntries.subtracting(entries), type: type.name, zoneID: location.zoneID, recordID: recordID)
+                entries.removeAll { heldEntries.contains($0) }
             }
-            entries.removeAll { held.contains($0) }
 
             let heldReferences = try Row.fetchAll(cached: db, sql: "SELECT target_zone, target_name FROM refs WHERE record_id = ?", arguments: [recordID])
                 .map { Reference(zone: $0[0], name: $0[1]) }
@@ -207,6 +214,14 @@ enum DerivedRows {
         for key in keys {
             try db.execute(cached: "INSERT INTO unique_keys(family, type, constraint_name, key, record_id) VALUES (?, ?, ?, ?, ?)",
                 arguments: [location.family, type.name, key.constraint, key.key, recordID])
+        }
+    }
+
+    /// Each entry by its whole key.
+    private static func deleteIndexEntries(_ db: Database, _ entries: some Collection<IndexEntry>, type: String, zoneID: Int64, recordID: Int64) throws {
+        for entry in entries {
+            try db.execute(cached: "DELETE FROM field_index WHERE type = ? AND field = ? AND value = ? AND zone_id = ? AND record_id = ?",
+                arguments: [type, entry.field, entry.value, zoneID, recordID])
         }
     }
 
@@ -239,16 +254,26 @@ enum DerivedRows {
         }
     }
 
-    /// Checks and writes (a migration rebuilding the rows of existing records).
-    static func replace(_ db: Database, recordID: Int64, type: RecordTypeDefinition, fields: [String: JSONValue], at location: RecordLocation) throws {
+    /// Checks and writes what is missing (a migration adding an index or a uniqueness
+    /// constraint to existing records).
+    static func backfill(_ db: Database, recordID: Int64, type: RecordTypeDefinition, fields: [String: JSONValue], at location: RecordLocation) throws {
         let keys = try uniqueKeys(db, type: type, fields: fields, family: location.family, recordID: recordID)
-        try write(db, recordID: recordID, type: type, fields: fields, at: location, uniqueKeys: keys, isNew: false)
+        try write(db, recordID: recordID, type: type, fields: fields, at: location, uniqueKeys: keys, isNew: false, held: nil)
     }
 
-    static func remove(_ db: Database, recordID: Int64) throws {
-        try db.execute(cached: "DELETE FROM field_index WHERE record_id = ?", arguments: [recordID])
+    /// Removes the derived rows of a live record of `type` whose fields are `fields`.
+    static func remove(_ db: Database, recordID: Int64, type: RecordTypeDefinition?, fields: [String: JSONValue], zoneID: Int64) throws {
+        if let type {
+            try deleteIndexEntries(db, indexEntries(type, fields), type: type.name, zoneID: zoneID, recordID: recordID)
+        }
         try db.execute(cached: "DELETE FROM unique_keys WHERE record_id = ?", arguments: [recordID])
         try db.execute(cached: "DELETE FROM refs WHERE record_id = ?", arguments: [recordID])
+    }
+
+    /// Removes the index entries of every record of a zone (its records are being deleted:
+    /// the index has no key by zone or record, so this reads the whole index once).
+    static func removeIndexEntries(ofZone zoneID: Int64, _ db: Database) throws {
+        try db.execute(cached: "DELETE FROM field_index WHERE zone_id = ?", arguments: [zoneID])
     }
 }
 

@@ -98,7 +98,7 @@ enum SchemaBackfill {
             let fields = try FieldsCoding.decode(row["fields"] as String)
             let location = RecordLocation(family: row["family"], zone: row["zone"], zoneID: row["zone_id"])
             do {
-                try DerivedRows.replace(db, recordID: row["id"], type: definition, fields: fields, at: location)
+                try DerivedRows.backfill(db, recordID: row["id"], type: definition, fields: fields, at: location)
             } catch let error as ItemError {
                 throw DurableSQLite.OpenError(description: "schema v\(schema.version) cannot be applied: \(error.message)")
             }

@@ -4,20 +4,26 @@ import GRDB
 import RPCCore
 import StoreAPI
 
-/// `store.query`: filters and sort on indexed fields only (as CloudKit), answered from the
-/// field index; keyset paging with an opaque cursor.
+/// `store.query`: filters and sort on indexed fields only (as CloudKit); keyset paging with
+/// an opaque cursor. One filter finds the records in the field index; every filter, and a
+/// sort the index does not give, are then read from each record's own fields (the index has
+/// no key by record to join them through: docs/architecture.md, "What a save writes").
 enum QueryOperation {
-    /// One filter turned into SQL on a `field_index` join.
+    /// One filter as SQL, twice: on an index entry's value (`$v`) and on the record's own
+    /// fields.
     private struct Condition {
         var field: String
         var sql: String
         var arguments: [DatabaseValue]
+        /// The same test on the record's fields (`r.fields`).
+        var recordSQL: String
+        var recordArguments: [DatabaseValue]
         /// How few rows it likely matches; lower is more selective: equality, a list of
         /// values, a range, inequality.
         var selectivity: Int
     }
 
-    /// Each filter is a join; SQLite allows 64 tables in one.
+    /// A query holds at most this many filters (each is checked on every record found).
     static let maximumFilters = 16
 
     /// What a cursor remembers: which query, and where the last page ended.
@@ -94,56 +100,59 @@ enum QueryOperation {
         if zoneNames.isEmpty { return QueryResult(records: [], cursor: nil) }
         let zoneList = zoneNames.keys.sorted().map(String.init).joined(separator: ",")
 
+        // Drive the query from one filter's index entries (CROSS JOIN fixes the order in
+        // SQLite; without statistics the planner would scan the records instead): a filter on
+        // the sort field when there is one, whose entries come in sort order, so that a page
+        // stops at its limit (a record without the field fails that filter anyway);
+        // otherwise the most selective. Every filter, that one too, is then checked on the
+        // record itself, so an entry never decides alone.
+        let sortDriver = sortField.flatMap { field in conditions.firstIndex { $0.field == field.name } }
+        let driver = sortDriver ?? conditions.indices.min { conditions[$0].selectivity < conditions[$1].selectivity }
+        let sort: SortKey? = sortField.map { field in
+            sortDriver != nil
+                ? SortKey(sql: "f.value", idSQL: "f.record_id", recordValue: nil)
+                : SortKey(sql: RecordValueSQL.scalar(field).sql, idSQL: "r.id", recordValue: RecordValueSQL.scalar(field))
+        }
         var sql = "SELECT \(StoredRecord.columns), r.zone_id"
         var arguments: [DatabaseValue] = []
-        if sortField != nil { sql += ", s.value" }
-        // Drive the join from the most selective filter's index rows (CROSS JOIN fixes the
-        // order in SQLite); without statistics the planner would scan the records instead.
-        let driver = conditions.indices.min { conditions[$0].selectivity < conditions[$1].selectivity }
-        var filterSQL = ""
-        var filterArguments: [DatabaseValue] = []
-        for (index, condition) in conditions.enumerated() {
-            let f = "f\(index)"
-            filterSQL += " AND \(f).record_id = r.id AND \(f).type = ? AND \(f).field = ? AND \(f).zone_id IN (\(zoneList)) AND "
-                + condition.sql.replacingOccurrences(of: "$v", with: "\(f).value")
-            filterArguments += [type.name.databaseValue, condition.field.databaseValue] + condition.arguments
-        }
+        if let sort { sql += ", \(sort.sql)" }
         if let driver {
-            sql += " FROM field_index f\(driver) CROSS JOIN records r"
+            let condition = conditions[driver]
+            sql += " FROM field_index f CROSS JOIN records r ON f.record_id = r.id"
+            sql += " WHERE f.type = ? AND f.field = ? AND f.zone_id IN (\(zoneList)) AND " + condition.sql.replacingOccurrences(of: "$v", with: "f.value") + " AND"
+            arguments += [type.name.databaseValue, condition.field.databaseValue] + condition.arguments
         } else {
-            sql += " FROM records r"
+            sql += " FROM records r WHERE"
         }
-        for index in conditions.indices where index != driver {
-            sql += " JOIN field_index f\(index) ON f\(index).record_id = r.id"
-        }
-        if let sortField {
-            sql += " LEFT JOIN field_index s ON s.record_id = r.id AND s.type = ? AND s.field = ?"
-            arguments += [type.name.databaseValue, sortField.databaseValue]
-        }
-        sql += " WHERE r.type = ? AND r.deleted = 0 AND r.zone_id IN (\(zoneList))" + filterSQL
+        sql += " r.type = ? AND r.deleted = 0 AND r.zone_id IN (\(zoneList))"
         arguments.append(type.name.databaseValue)
-        arguments += filterArguments
+        for condition in conditions {
+            sql += " AND " + condition.recordSQL
+            arguments += condition.recordArguments
+        }
         if let cursor {
-            switch (sortField != nil, descending, cursor.value) {
-            case (false, _, _):
+            switch (sort, descending, cursor.value) {
+            case (nil, _, _):
                 sql += " AND r.id > ?"
                 arguments.append(cursor.id.databaseValue)
-            case (true, false, let value?):
-                sql += " AND (s.value > ? OR (s.value = ? AND r.id > ?))"
-                arguments += [value.databaseValue, value.databaseValue, cursor.id.databaseValue]
-            case (true, false, nil):
-                sql += " AND (s.value IS NOT NULL OR r.id > ?)"
+            case (let sort?, false, let value?):
+                sql += " AND (\(sort.sql) > ? OR (\(sort.sql) = ? AND \(sort.idSQL) > ?))"
+                let bound = sort.fromIndexValue(value.databaseValue)
+                arguments += [bound, bound, cursor.id.databaseValue]
+            case (let sort?, false, nil):
+                sql += " AND (\(sort.sql) IS NOT NULL OR \(sort.idSQL) > ?)"
                 arguments.append(cursor.id.databaseValue)
-            case (true, true, let value?):
-                sql += " AND (s.value < ? OR (s.value = ? AND r.id < ?) OR s.value IS NULL)"
-                arguments += [value.databaseValue, value.databaseValue, cursor.id.databaseValue]
-            case (true, true, nil):
-                sql += " AND s.value IS NULL AND r.id < ?"
+            case (let sort?, true, let value?):
+                sql += " AND (\(sort.sql) < ? OR (\(sort.sql) = ? AND \(sort.idSQL) < ?) OR \(sort.sql) IS NULL)"
+                let bound = sort.fromIndexValue(value.databaseValue)
+                arguments += [bound, bound, cursor.id.databaseValue]
+            case (let sort?, true, nil):
+                sql += " AND \(sort.sql) IS NULL AND \(sort.idSQL) < ?"
                 arguments.append(cursor.id.databaseValue)
             }
         }
-        if sortField != nil {
-            sql += descending ? " ORDER BY s.value DESC, r.id DESC" : " ORDER BY s.value ASC, r.id ASC"
+        if let sort {
+            sql += descending ? " ORDER BY \(sort.sql) DESC, \(sort.idSQL) DESC" : " ORDER BY \(sort.sql) ASC, \(sort.idSQL) ASC"
         } else {
             sql += " ORDER BY r.id ASC"
         }
@@ -157,7 +166,7 @@ enum QueryOperation {
         }
         var next: String?
         if rows.count > limit, let last = rows.prefix(limit).last {
-            let value: DatabaseValue? = sortField != nil ? last[12] : nil
+            let value: DatabaseValue? = sort.map { $0.toIndexValue(last[StoredRecord.width + 1]) }
             let cursor = Cursor(query: queryKey, id: last[0], value: value.flatMap(CursorValue.init))
             next = Base64URL.encode(Data(try RPCJSON.encode(cursor)))
         }
@@ -196,19 +205,31 @@ enum QueryOperation {
                 ? "\(field.name) is a list: filter it with contains"
                 : "contains applies to list fields; \(field.name) is a \(field.type.rawValue)")
         }
+        func condition(_ sql: String, _ arguments: [DatabaseValue], selectivity: Int) -> Condition {
+            let recordSQL: String
+            var recordArguments = arguments
+            if isList {
+                recordSQL = "EXISTS (SELECT 1 FROM json_each(r.fields, \(RecordValueSQL.path(field.name))) WHERE \(sql.replacingOccurrences(of: "$v", with: "value")))"
+            } else {
+                let value = RecordValueSQL.scalar(field)
+                recordSQL = sql.replacingOccurrences(of: "$v", with: value.sql)
+                recordArguments = arguments.map(value.fromIndexValue)
+            }
+            return Condition(field: field.name, sql: sql, arguments: arguments, recordSQL: recordSQL, recordArguments: recordArguments, selectivity: selectivity)
+        }
         switch filter.op {
         case .contains, .equal:
-            return Condition(field: field.name, sql: "$v = ?", arguments: [try scalar(filter.value, "\(path).value")], selectivity: 0)
+            return condition("$v = ?", [try scalar(filter.value, "\(path).value")], selectivity: 0)
         case .notEqual:
-            return Condition(field: field.name, sql: "$v != ?", arguments: [try scalar(filter.value, "\(path).value")], selectivity: 3)
+            return condition("$v != ?", [try scalar(filter.value, "\(path).value")], selectivity: 3)
         case .less, .lessOrEqual, .greater, .greaterOrEqual:
-            return Condition(field: field.name, sql: "$v \(filter.op.rawValue) ?", arguments: [try scalar(filter.value, "\(path).value")], selectivity: 2)
+            return condition("$v \(filter.op.rawValue) ?", [try scalar(filter.value, "\(path).value")], selectivity: 2)
         case .in:
             guard case .array(let values) = filter.value, !values.isEmpty, values.count <= 100 else {
                 throw RPCError.invalidParams("\(path).value", "must be a list of 1 to 100 values for in")
             }
             let arguments = try values.enumerated().map { try scalar($1, "\(path).value[\($0)]") }
-            return Condition(field: field.name, sql: "$v IN (\(databaseQuestionMarks(count: arguments.count)))", arguments: arguments, selectivity: 1)
+            return condition("$v IN (\(databaseQuestionMarks(count: arguments.count)))", arguments, selectivity: 1)
         case .beginsWith:
             guard field.type == .string else {
                 throw RPCError.invalidParams("\(path).op", "beginsWith applies to string fields; \(field.name) is a \(field.type.rawValue)")
@@ -217,11 +238,11 @@ enum QueryOperation {
                 throw RPCError.invalidParams("\(path).value", "must be a non-empty string for beginsWith")
             }
             // Text compares bytewise: everything starting with the prefix sorts below prefix + U+10FFFF.
-            return Condition(field: field.name, sql: "$v >= ? AND $v < ?", arguments: [prefix.databaseValue, (prefix + "\u{10FFFF}").databaseValue], selectivity: 2)
+            return condition("$v >= ? AND $v < ?", [prefix.databaseValue, (prefix + "\u{10FFFF}").databaseValue], selectivity: 2)
         }
     }
 
-    private static func sortable(_ name: String, type: RecordTypeDefinition) throws -> String {
+    private static func sortable(_ name: String, type: RecordTypeDefinition) throws -> FieldDefinition {
         guard let field = type.field(name) else {
             throw RPCError.invalidParams("params.sort.field", "\(type.name) has no field \(name); its fields are \(type.fields.map(\.name).joined(separator: ", "))")
         }
@@ -232,7 +253,7 @@ enum QueryOperation {
         guard field.type != .stringList, field.type != .intList else {
             throw RPCError.invalidParams("params.sort.field", "\(name) is a list and cannot be sorted on")
         }
-        return name
+        return field
     }
 
     static func fingerprint(_ params: QueryParams) throws -> String {
@@ -245,3 +266,54 @@ enum QueryOperation {
 }
 
 
+
+/// What a query sorts on: the driving index entry's value (`f.value`, in the index's own
+/// terms), or the record's own value of the field (``RecordValueSQL``); ties in record order.
+private struct SortKey {
+    var sql: String
+    var idSQL: String
+    var recordValue: RecordValueSQL?
+
+    func fromIndexValue(_ value: DatabaseValue) -> DatabaseValue { self.recordValue?.fromIndexValue(value) ?? value }
+    func toIndexValue(_ value: DatabaseValue) -> DatabaseValue { self.recordValue?.toIndexValue(value) ?? value }
+}
+
+/// A scalar field's value read from a record's stored fields (`r.fields`, canonical JSON),
+/// in SQL, comparable with the field's index entries: the same value for strings, numbers
+/// and booleans (JSON's true and false read as 1 and 0, as the index holds them), `zone/name`
+/// for a reference. A date is stored as its canonical text, which sorts as the date does
+/// (fixed width, UTC, milliseconds), where the index holds milliseconds: values are carried
+/// across with ``fromIndexValue(_:)`` and ``toIndexValue(_:)``.
+struct RecordValueSQL {
+    var sql: String
+    var type: FieldType
+
+    static func scalar(_ field: FieldDefinition) -> RecordValueSQL {
+        switch field.type {
+        case .reference:
+            RecordValueSQL(
+                sql: "(json_extract(r.fields, \(path(field.name, "zone"))) || '/' || json_extract(r.fields, \(path(field.name, "recordName"))))",
+                type: field.type)
+        default:
+            RecordValueSQL(sql: "json_extract(r.fields, \(path(field.name)))", type: field.type)
+        }
+    }
+
+    /// A JSON path to a field (and a member of it) as an SQL literal. Field names are the
+    /// schema's identifiers (letters, digits, `_`); the path quotes them all the same.
+    static func path(_ components: String...) -> String {
+        "'$" + components.map { ".\"" + $0.replacingOccurrences(of: "'", with: "''").replacingOccurrences(of: "\"", with: "") + "\"" }.joined() + "'"
+    }
+
+    /// An index value (a filter's or a cursor's) as the record's fields hold it.
+    func fromIndexValue(_ value: DatabaseValue) -> DatabaseValue {
+        guard self.type == .date, case .int64(let millis) = value.storage else { return value }
+        return StoreDates.format(Millis.date(millis)).databaseValue
+    }
+
+    /// A value read with ``sql`` as the index holds it.
+    func toIndexValue(_ value: DatabaseValue) -> DatabaseValue {
+        guard self.type == .date, case .string(let text) = value.storage else { return value }
+        return FieldValues.scalarIndexValue(.string(text), type: .date) ?? value
+    }
+}

@@ -128,8 +128,9 @@ struct ModifyOperation: Sendable {
                     deleted.append(DeleteOutcome(recordName: delete.recordName, deleted: false))
                     continue
                 }
-                try Tombstones.delete(existing, in: zone, by: self.principal, at: self.now, db)
-                cascaded += try Tombstones.cascade(from: RecordID(zone: zone.name, recordName: existing.name), family: zone.family, by: self.principal, at: self.now, db)
+                try Tombstones.delete(existing, in: zone, schema: self.schema, by: self.principal, at: self.now, db)
+                cascaded += try Tombstones.cascade(from: RecordID(zone: zone.name, recordName: existing.name), family: zone.family, schema: self.schema,
+                                                   by: self.principal, at: self.now, db)
                 deleted.append(DeleteOutcome(recordName: delete.recordName, deleted: true))
             } catch let error as ItemError {
                 failures.append(ItemFailure(kind: "delete", index: index, recordName: delete.recordName, error: error))
@@ -166,6 +167,8 @@ struct ModifyOperation: Sendable {
         var fields: [String: JSONValue]
         var fieldsText: String
         var uniqueKeys: [DerivedRows.UniqueKey]
+        /// The live record's fields before this save.
+        var before: [String: JSONValue]?
         /// A live record's fields are exactly these already.
         var unchanged: Bool
     }
@@ -259,11 +262,11 @@ struct ModifyOperation: Sendable {
                 serverRecord: try live?.record(zone: zone.name))
         }
         if let before, before == merged {
-            return CheckedSave(save: save, type: type, existing: existing, live: live, fields: merged, fieldsText: "", uniqueKeys: [], unchanged: true)
+            return CheckedSave(save: save, type: type, existing: existing, live: live, fields: merged, fieldsText: "", uniqueKeys: [], before: before, unchanged: true)
         }
         let uniqueKeys = try DerivedRows.uniqueKeys(db, type: type, fields: merged, family: zone.family, recordID: existing?.id)
         return CheckedSave(save: save, type: type, existing: existing, live: live, fields: merged,
-                           fieldsText: try text ?? FieldsCoding.encode(merged), uniqueKeys: uniqueKeys, unchanged: false)
+                           fieldsText: try text ?? FieldsCoding.encode(merged), uniqueKeys: uniqueKeys, before: before, unchanged: false)
     }
 
     /// Writes a checked save, all but moving the zone's latest change; throws only storage
@@ -297,8 +300,9 @@ struct ModifyOperation: Sendable {
                 """, arguments: [zone.id, save.recordName, type.name, checked.fieldsText, tag, seq, createdAt, createdBy, self.now, self.principal.name])
             recordID = db.lastInsertedRowID
         }
+        // A tombstone has no derived rows: its deletion removed them.
         try DerivedRows.write(db, recordID: recordID, type: type, fields: checked.fields, at: zone.location,
-                              uniqueKeys: checked.uniqueKeys, isNew: checked.existing == nil)
+                              uniqueKeys: checked.uniqueKeys, isNew: live == nil, held: checked.before)
         let record = Record(
             recordType: type.name, recordName: save.recordName, zone: zone.name, fields: checked.fields, changeTag: tag,
             createdAt: Millis.date(createdAt), modifiedAt: Millis.date(self.now), createdBy: createdBy, modifiedBy: self.principal.name)
@@ -351,18 +355,20 @@ struct ModifyOperation: Sendable {
 
 /// Deletion: a tombstone that change feeds report until it is purged.
 enum Tombstones {
-    static func delete(_ record: StoredRecord, in zone: ZoneRow, by principal: Principal, at now: Int64, _ db: Database) throws {
+    static func delete(_ record: StoredRecord, in zone: ZoneRow, schema: SchemaRegistry, by principal: Principal, at now: Int64, _ db: Database) throws {
         let seq = try ChangeLog.append(db, zone: zone, kind: .recordDeleted, recordType: record.type, recordName: record.name,
                                        oldFields: record.fieldsText, at: now)
         try db.execute(cached: """
             UPDATE records SET deleted = 1, fields = '{}', change_tag = ?, seq = ?, modified_at = ?, modified_by = ? WHERE id = ?
             """, arguments: [ChangeLog.changeTag(seq), seq, now, principal.name, record.id])
-        try DerivedRows.remove(db, recordID: record.id)
+        try DerivedRows.remove(db, recordID: record.id, type: schema[record.type], fields: try record.fields(), zoneID: zone.id)
     }
 
     /// Deletes every live record that references `target` with `deleteSelf`, and what
     /// references those in turn.
-    static func cascade(from target: RecordID, family: String, by principal: Principal, at now: Int64, _ db: Database) throws -> [RecordID] {
+    static func cascade(
+        from target: RecordID, family: String, schema: SchemaRegistry, by principal: Principal, at now: Int64, _ db: Database
+    ) throws -> [RecordID] {
         var deleted: [RecordID] = []
         var work = [target]
         while let next = work.popLast() {
@@ -376,7 +382,7 @@ enum Tombstones {
                 let record = StoredRecord(row)
                 let zone = ZoneRow(id: row["zone_id"], family: family, name: row["zone_name"], createdAt: row["zone_created_at"],
                                    incarnation: row["zone_incarnation"], purgedSeq: row["zone_purged_seq"])
-                try delete(record, in: zone, by: principal, at: now, db)
+                try delete(record, in: zone, schema: schema, by: principal, at: now, db)
                 let id = RecordID(zone: zone.name, recordName: record.name, recordType: record.type)
                 deleted.append(id)
                 work.append(id)

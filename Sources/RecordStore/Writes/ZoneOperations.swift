@@ -43,9 +43,10 @@ enum ZoneOperations {
         return zone
     }
 
-    static func deleteZone(_ zone: ZoneRow, principal: Principal, now: Int64, _ db: Database) throws -> Int {
+    static func deleteZone(_ zone: ZoneRow, schema: SchemaRegistry, principal: Principal, now: Int64, _ db: Database) throws -> Int {
         let records = RecordsTable.filter(RecordsTable.Columns.zoneID == zone.id)
         let count = try records.filter(RecordsTable.Columns.deleted == false).fetchCount(db)
+        try DerivedRows.removeIndexEntries(ofZone: zone.id, db)
         try records.deleteAll(db)
         try SharesTable.of(zone.id).deleteAll(db)
         try ZonesTable.filter(key: zone.id).updateAll(db, ZonesTable.Columns.deleted.set(to: true), ZonesTable.Columns.deletedAt.set(to: now))
@@ -54,7 +55,7 @@ enum ZoneOperations {
         let ref = RefsTable.Columns.self
         let targets = try RefsTable.filter(ref.family == zone.family && ref.targetZone == zone.name).select(ref.targetName, as: String.self).distinct().fetchAll(db)
         for target in targets {
-            _ = try Tombstones.cascade(from: RecordID(zone: zone.name, recordName: target), family: zone.family, by: principal, at: now, db)
+            _ = try Tombstones.cascade(from: RecordID(zone: zone.name, recordName: target), family: zone.family, schema: schema, by: principal, at: now, db)
         }
         return count
     }

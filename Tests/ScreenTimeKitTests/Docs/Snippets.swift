@@ -69,7 +69,9 @@ extension KitDocs {
     static func block6() async throws {
         let rule = try await kit.records.fetch(AppRule.self, "rule-org.khanacademy", in: "default")
         show(rule?.fields.classification ?? "no rule", "for Khan Academy")
-        for try await page in kit.records.query(UsageRecord.self, in: zone, where: [QueryFilter("deviceID", .equal, "emma-ipad")],
+        let weekAgo = Date().addingTimeInterval(-7 * 86_400)
+        for try await page in kit.records.query(UsageRecord.self, in: zone,
+                                                where: [QueryFilter("deviceID", .equal, "emma-ipad"), QueryFilter("sessionStart", .greaterOrEqual, .date(weekAgo))],
                                                 sort: QuerySort("sessionStart", descending: true)) {
             for usage in page { show(usage.fields.logicalID, "\(usage.fields.totalSeconds) s") }
         }
