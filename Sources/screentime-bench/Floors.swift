@@ -145,6 +145,35 @@ enum SQLiteFloor {
 /// requests, JSON, checks or a second process.
 enum StoreSchemaFloor {
     static func recordsPerSecond(schemaFrom store: String, path: String, count: Int, batch: Int) throws -> Double {
+        let pool = try self.database(schemaFrom: store, path: path)
+        let started = ContinuousClock.now
+        for first in stride(from: 0, to: count, by: batch) {
+            try pool.write { db in try self.insert(db, first..<min(count, first + batch)) }
+        }
+        return Double(count) / (ContinuousClock.now - started).seconds
+    }
+
+    /// The WAL pages (page numbers, as the log holds them) that `count` records write, one a
+    /// transaction, into a database already holding `preload` (its B-trees as deep as the
+    /// store's): the floor beside the store's WAL pages per save. Nil when the log restarted
+    /// meanwhile (run again).
+    static func walPages(schemaFrom store: String, path: String, preload: Int, count: Int) async throws -> (pages: [UInt32], wal: WALFile)? {
+        let pool = try self.database(schemaFrom: store, path: path)
+        for first in stride(from: 0, to: preload, by: 400) { try self.write(pool, first..<min(preload, first + 400)) }
+        // The log checkpointed, then begun again (with a record not counted): the frames of
+        // the records counted all go into one log.
+        try self.checkpoint(pool)
+        try self.write(pool, preload..<preload + 1)
+        let wal = WALFile(database: path)
+        let appended = try await wal.appended {
+            for index in preload + 1...preload + count { try self.write(pool, index..<index + 1) }
+        }
+        return appended.map { ($0, wal) }
+    }
+
+    /// A new database with the store's tables and indexes (copied from its database), a
+    /// family and a zone.
+    private static func database(schemaFrom store: String, path: String) throws -> DatabasePool {
         let schema = try DatabaseQueue(path: store, configuration: {
             var configuration = Configuration()
             configuration.readonly = true
@@ -161,34 +190,43 @@ enum StoreSchemaFloor {
             try db.execute(sql: "INSERT INTO families(id, created_at) VALUES ('f', 0)")
             try db.execute(sql: "INSERT INTO zones(id, family, name, created_at, change_seq) VALUES (1, 'f', 'ChildMonitoring-1', 0, 0)")
         }
-        let started = ContinuousClock.now
-        for first in stride(from: 0, to: count, by: batch) {
-            try pool.write { db in
-                var seq: Int64 = 0
-                for index in first..<min(count, first + batch) {
-                    let name = "u-\(index)"
-                    let at = Int64(1_790_000_000_000 + index * 60_000)
-                    let start = StoreDates.format(Date(timeIntervalSince1970: Double(at) / 1000))
-                    let end = StoreDates.format(Date(timeIntervalSince1970: Double(at) / 1000 + 600))
-                    _ = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, seq FROM records WHERE zone_id = 1 AND name = ?"), arguments: [name])
-                    try db.cachedStatement(sql: """
-                        INSERT INTO changes(family, zone, kind, record_type, record_name, at, created) VALUES ('f', 'ChildMonitoring-1', 'recordSaved', 'UsageRecord', ?, ?, 1)
-                        """).execute(arguments: [name, at])
-                    seq = db.lastInsertedRowID
-                    let fields = #"{"category":"learning","deviceID":"dev-1","logicalID":"org.khan","sessionEnd":"\#(end)","sessionStart":"\#(start)","totalSeconds":600}"#
-                    try db.cachedStatement(sql: """
-                        INSERT INTO records(zone_id, name, type, fields, change_tag, seq, created_at, created_by, modified_at, modified_by)
-                        VALUES (1, ?, 'UsageRecord', ?, ?, ?, ?, 'dev-1', ?, 'dev-1')
-                        """).execute(arguments: [name, fields, "t\(seq)", seq, at, at])
-                    let record = db.lastInsertedRowID
-                    try db.cachedStatement(sql: """
-                        INSERT OR IGNORE INTO field_index(type, field, value, zone_id, record_id) VALUES
-                        ('UsageRecord', 'logicalID', 'org.khan', 1, ?1), ('UsageRecord', 'sessionStart', ?2, 1, ?1), ('UsageRecord', 'deviceID', 'dev-1', 1, ?1)
-                        """).execute(arguments: [record, at])
-                }
-            }
+        return pool
+    }
+
+    /// The records of `range` in one transaction (GRDB's synchronous write, also from an
+    /// async caller).
+    private static func write(_ pool: DatabasePool, _ range: Range<Int>) throws {
+        try pool.write { db in try self.insert(db, range) }
+    }
+
+    private static func checkpoint(_ pool: DatabasePool) throws {
+        // No checkpoint until the count is done (SQLite's comes at 1,000 pages of log).
+        try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA wal_autocheckpoint = 0") }
+    }
+
+    /// What the store writes for each usage record of `range`.
+    private static func insert(_ db: Database, _ range: Range<Int>) throws {
+        for index in range {
+            let name = "u-\(index)"
+            let at = Int64(1_790_000_000_000 + index * 60_000)
+            let start = StoreDates.format(Date(timeIntervalSince1970: Double(at) / 1000))
+            let end = StoreDates.format(Date(timeIntervalSince1970: Double(at) / 1000 + 600))
+            _ = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, seq FROM records WHERE zone_id = 1 AND name = ?"), arguments: [name])
+            try db.cachedStatement(sql: """
+                INSERT INTO changes(family, zone, kind, record_type, record_name, at, created) VALUES ('f', 'ChildMonitoring-1', 'recordSaved', 'UsageRecord', ?, ?, 1)
+                """).execute(arguments: [name, at])
+            let seq = db.lastInsertedRowID
+            let fields = #"{"category":"learning","deviceID":"dev-1","logicalID":"org.khan","sessionEnd":"\#(end)","sessionStart":"\#(start)","totalSeconds":600}"#
+            try db.cachedStatement(sql: """
+                INSERT INTO records(zone_id, name, type, fields, change_tag, seq, created_at, created_by, modified_at, modified_by)
+                VALUES (1, ?, 'UsageRecord', ?, ?, ?, ?, 'dev-1', ?, 'dev-1')
+                """).execute(arguments: [name, fields, "t\(seq)", seq, at, at])
+            let record = db.lastInsertedRowID
+            try db.cachedStatement(sql: """
+                INSERT OR IGNORE INTO field_index(type, field, value, zone_id, record_id) VALUES
+                ('UsageRecord', 'logicalID', 'org.khan', 1, ?1), ('UsageRecord', 'sessionStart', ?2, 1, ?1), ('UsageRecord', 'deviceID', 'dev-1', 1, ?1)
+                """).execute(arguments: [record, at])
         }
-        return Double(count) / (ContinuousClock.now - started).seconds
     }
 }
 

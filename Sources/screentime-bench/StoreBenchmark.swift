@@ -67,7 +67,9 @@ struct StoreBenchmark: AsyncParsableCommand {
             say("  durable saves with \(clients) clients: \(Report.format(rate))/s, \(Report.format(sharing)) per commit")
         }
 
-        figures += try await Self.walPages(WALFile(database: work + "/state/store.sqlite"), socket: socket)
+        let saved = try await admin.call(StoreMethods.stats, Empty()).writes
+        figures += try await Self.walPages(WALFile(database: work + "/state/store.sqlite"), socket: socket,
+                                           floorPath: work + "/schema-floor.sqlite", preload: Int(saved))
 
         // A large zone for reads.
         let loaded = ContinuousClock.now
@@ -263,9 +265,11 @@ struct StoreBenchmark: AsyncParsableCommand {
     /// What a usage-record save writes to the WAL: pages per save from one client (each save
     /// its own commit) and from 32 at once (saves sharing commits share their hot pages),
     /// and which tables and indexes the one-client saves' pages belong to, per save (over
-    /// 200 saves: one save alone may split a B-tree page and write its parents). A run
-    /// during which the log restarted (a checkpoint) is run again.
-    static func walPages(_ wal: WALFile, socket: String) async throws -> [Figure] {
+    /// 200 saves: one save alone may split a B-tree page and write its parents), beside
+    /// what plain SQLite writes for the same rows in the same tables and indexes, into as
+    /// many records as the store holds (``StoreSchemaFloor``). A run during which the log
+    /// restarted (a checkpoint) is run again.
+    static func walPages(_ wal: WALFile, socket: String, floorPath: String, preload: Int) async throws -> [Figure] {
         func measure(clients: Int, savesEach: Int, run: String) async throws -> [UInt32] {
             for attempt in 0..<5 {
                 let appended = try await wal.appended {
@@ -290,15 +294,28 @@ struct StoreBenchmark: AsyncParsableCommand {
             throw BenchError("the WAL restarted during each of five runs of \(clients * savesEach) saves")
         }
         let frameBytes = Double(try wal.frames().pageSize + 24)
+        var floor: (pages: [UInt32], wal: WALFile)?
+        for attempt in 0..<5 where floor == nil {
+            try? FileManager.default.removeItem(atPath: floorPath + "-wal")
+            try? FileManager.default.removeItem(atPath: floorPath)
+            floor = try await StoreSchemaFloor.walPages(schemaFrom: wal.database, path: floorPath, preload: preload + attempt, count: 200)
+        }
+        guard let floor else { throw BenchError("the floor's WAL restarted during each of five runs") }
+        let floorPages = Double(floor.pages.count) / 200
         var figures: [Figure] = []
         var loneSaves: [UInt32] = []
         for (clients, savesEach) in [(1, 200), (32, 10)] {
             let written = try await measure(clients: clients, savesEach: savesEach, run: "\(clients)")
             if clients == 1 { loneSaves = written }
             let pages = Double(written.count) / Double(clients * savesEach)
-            figures.append(Figure(name: "  WAL pages per save, \(clients) client\(clients == 1 ? "" : "s")", value: pages,
-                                  unit: "pages (\(Report.format(pages * frameBytes / 1024)) KiB)", target: clients == 1 ? "≤ 6" : nil, met: clients == 1 ? pages <= 6 : nil))
+            figures.append(clients == 1
+                ? Figure(name: "  WAL pages per save, 1 client", value: pages, unit: "pages (\(Report.format(pages * frameBytes / 1024)) KiB)",
+                         comparison: "SQLite, same rows", comparisonValue: floorPages, ratio: pages / floorPages, target: "≤ 6", met: pages <= 6)
+                : Figure(name: "  WAL pages per save, \(clients) clients", value: pages, unit: "pages (\(Report.format(pages * frameBytes / 1024)) KiB)"))
         }
+        let floorOwners = try floor.wal.owners(of: floor.pages).sorted { ($0.value, $1.key) > ($1.value, $0.key) }
+        say("  plain SQLite, the same rows: \(Report.format(floorPages)) pages per record: "
+            + floorOwners.map { "\($0.key) \(Report.format(Double($0.value) / 200))" }.joined(separator: ", "))
         // Pages by table and index, for the tables every save writes to (a page's owner read
         // now: one the saves freed since, rare, counts as the free list).
         let owners = try wal.owners(of: loneSaves).sorted { ($0.value, $1.key) > ($1.value, $0.key) }
@@ -306,6 +323,8 @@ struct StoreBenchmark: AsyncParsableCommand {
         for (owner, count) in owners {
             figures.append(Figure(name: "    of which \(owner)", value: Double(count) / 200, unit: "pages per save"))
         }
+        figures.append(Figure(name: "  WAL pages per record, plain SQLite with the store's schema", value: floorPages,
+                              unit: "pages (the same rows, into as many records)"))
         return figures
     }
 
