@@ -118,6 +118,17 @@ struct StoreBenchmark: AsyncParsableCommand {
             _ = try await reader.call(StoreMethods.query, params)
             if i >= iterations / 100 { recent.add(ContinuousClock.now - started) }
         }
+        // Every usage record of the zone, page after page, as the aggregator's recompute
+        // reads them: ten pages of 400.
+        var listed = Samples()
+        var listCursor: String?
+        for _ in 0..<10 {
+            let started = ContinuousClock.now
+            let page = try await reader.call(StoreMethods.query, QueryParams(
+                family: "bench", zone: "data", recordType: RecordTypes.usageRecord, limit: 400, cursor: listCursor))
+            listed.add(ContinuousClock.now - started)
+            listCursor = page.cursor
+        }
         // The same requests from the C client: the service's own cost, beside the C floor.
         let c = try CFloor(workDirectory: work)
         let floor = try c.roundTrip(socket: work + "/floor.sock", requestBytes: requestBytes, replyBytes: replyBytes, count: iterations)
@@ -169,6 +180,7 @@ struct StoreBenchmark: AsyncParsableCommand {
         figures.append(Figure(name: "indexed store.query (limit 10), p50", value: queries.p50, unit: "µs over \(records) records"))
         figures.append(Figure(name: "indexed store.query (limit 10), p99", value: queries.p99, unit: "µs"))
         figures.append(Figure(name: "a device's sessions since an hour ago, newest first (limit 50), p50", value: recent.p50, unit: "µs over \(records) records"))
+        figures.append(Figure(name: "a zone's usage records without filters, a page of 400, p50", value: listed.p50, unit: "µs over \(records) records"))
 
         // zoneChanges: the whole zone, page by page.
         let paged = ContinuousClock.now

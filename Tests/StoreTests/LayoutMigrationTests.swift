@@ -57,14 +57,18 @@ struct LayoutMigrationTests {
             filters: [QueryFilter("deviceID", .equal, "emma-ipad"), QueryFilter("sessionStart", .greaterOrEqual, "2026-10-02T00:00:00Z")],
             sort: QuerySort("sessionStart", descending: true)))
         #expect(sessions.records.map(\.recordName) == ["u3", "u1"], "the index 0.9 wrote answers queries")
+        let all = try await client.call(StoreMethods.query, QueryParams(family: "smith", zone: zone, recordType: "UsageRecord"))
+        #expect(all.records.map(\.recordName) == ["u0", "u1", "u3"], "every usage record, in the order they were made")
         await client.close()
         await store.stop()
 
-        let (layout, usageIndexes, indexKeys) = try await DatabaseQueue(path: state + "/store.sqlite").read { db in
+        let (layout, usageIndexes, indexKeys, byType) = try await DatabaseQueue(path: state + "/store.sqlite").read { db in
             (try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name"),
              try String.fetchAll(db, sql: "SELECT DISTINCT field FROM field_index WHERE type = 'UsageRecord' ORDER BY field"),
-             try Row.fetchAll(db, sql: "PRAGMA foreign_key_list(field_index)").count)
+             try Row.fetchAll(db, sql: "PRAGMA foreign_key_list(field_index)").count,
+             try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'records_by_type'"))
         }
+        #expect(byType?.hasSuffix("WHERE type NOT IN ('UsageRecord')") == true, "usage records are not in the index by type: \(byType ?? "no index")")
         #expect(indexKeys == 0, "the field index has no foreign key to search at each record's deletion")
         for gone in ["changes_by_time", "zones_by_change", "field_index_by_record"] {
             #expect(!layout.contains(gone), "\(gone) is gone: \(layout)")

@@ -11,7 +11,7 @@ import StoreAPI
 enum QueryOperation {
     /// One filter as SQL, twice: on an index entry's value (`$v`) and on the record's own
     /// fields.
-    private struct Condition {
+    struct Condition {
         var field: String
         var sql: String
         var arguments: [DatabaseValue]
@@ -27,13 +27,13 @@ enum QueryOperation {
     static let maximumFilters = 16
 
     /// What a cursor remembers: which query, and where the last page ended.
-    private struct Cursor: Codable {
+    struct Cursor: Codable {
         var query: String
         var id: Int64
         var value: CursorValue?
     }
 
-    private enum CursorValue: Codable {
+    enum CursorValue: Codable {
         case int(Int64)
         case double(Double)
         case string(String)
@@ -98,67 +98,11 @@ enum QueryOperation {
             }
         }
         if zoneNames.isEmpty { return QueryResult(records: [], cursor: nil) }
-        let zoneList = zoneNames.keys.sorted().map(String.init).joined(separator: ",")
+        let statement = Statement(type: type, conditions: conditions, sortField: sortField, descending: descending,
+                                  zoneIDs: zoneNames.keys.sorted(), cursor: cursor, limit: limit)
+        let sort = statement.sort
 
-        // Drive the query from one filter's index entries (CROSS JOIN fixes the order in
-        // SQLite; without statistics the planner would scan the records instead): a filter on
-        // the sort field when there is one, whose entries come in sort order, so that a page
-        // stops at its limit (a record without the field fails that filter anyway);
-        // otherwise the most selective. Every filter, that one too, is then checked on the
-        // record itself, so an entry never decides alone.
-        let sortDriver = sortField.flatMap { field in conditions.firstIndex { $0.field == field.name } }
-        let driver = sortDriver ?? conditions.indices.min { conditions[$0].selectivity < conditions[$1].selectivity }
-        let sort: SortKey? = sortField.map { field in
-            sortDriver != nil
-                ? SortKey(sql: "f.value", idSQL: "f.record_id", recordValue: nil)
-                : SortKey(sql: RecordValueSQL.scalar(field).sql, idSQL: "r.id", recordValue: RecordValueSQL.scalar(field))
-        }
-        var sql = "SELECT \(StoredRecord.columns), r.zone_id"
-        var arguments: [DatabaseValue] = []
-        if let sort { sql += ", \(sort.sql)" }
-        if let driver {
-            let condition = conditions[driver]
-            sql += " FROM field_index f CROSS JOIN records r ON f.record_id = r.id"
-            sql += " WHERE f.type = ? AND f.field = ? AND f.zone_id IN (\(zoneList)) AND " + condition.sql.replacingOccurrences(of: "$v", with: "f.value") + " AND"
-            arguments += [type.name.databaseValue, condition.field.databaseValue] + condition.arguments
-        } else {
-            sql += " FROM records r WHERE"
-        }
-        sql += " r.type = ? AND r.deleted = 0 AND r.zone_id IN (\(zoneList))"
-        arguments.append(type.name.databaseValue)
-        for condition in conditions {
-            sql += " AND " + condition.recordSQL
-            arguments += condition.recordArguments
-        }
-        if let cursor {
-            switch (sort, descending, cursor.value) {
-            case (nil, _, _):
-                sql += " AND r.id > ?"
-                arguments.append(cursor.id.databaseValue)
-            case (let sort?, false, let value?):
-                sql += " AND (\(sort.sql) > ? OR (\(sort.sql) = ? AND \(sort.idSQL) > ?))"
-                let bound = sort.fromIndexValue(value.databaseValue)
-                arguments += [bound, bound, cursor.id.databaseValue]
-            case (let sort?, false, nil):
-                sql += " AND (\(sort.sql) IS NOT NULL OR \(sort.idSQL) > ?)"
-                arguments.append(cursor.id.databaseValue)
-            case (let sort?, true, let value?):
-                sql += " AND (\(sort.sql) < ? OR (\(sort.sql) = ? AND \(sort.idSQL) < ?) OR \(sort.sql) IS NULL)"
-                let bound = sort.fromIndexValue(value.databaseValue)
-                arguments += [bound, bound, cursor.id.databaseValue]
-            case (let sort?, true, nil):
-                sql += " AND \(sort.sql) IS NULL AND \(sort.idSQL) < ?"
-                arguments.append(cursor.id.databaseValue)
-            }
-        }
-        if let sort {
-            sql += descending ? " ORDER BY \(sort.sql) DESC, \(sort.idSQL) DESC" : " ORDER BY \(sort.sql) ASC, \(sort.idSQL) ASC"
-        } else {
-            sql += " ORDER BY r.id ASC"
-        }
-        sql += " LIMIT \(limit + 1)"
-
-        let rows = try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments))
+        let rows = try Row.fetchAll(db, sql: statement.sql, arguments: StatementArguments(statement.arguments))
         var records: [Record] = []
         for row in rows.prefix(limit) {
             let stored = StoredRecord(row)
@@ -171,6 +115,99 @@ enum QueryOperation {
             next = Base64URL.encode(Data(try RPCJSON.encode(cursor)))
         }
         return QueryResult(records: records, cursor: next)
+    }
+
+    /// A query's SQL, once its zones are known: the records of the page and one more (the
+    /// next page's first, to know there is one), each with its zone and, when sorted, its
+    /// sort value.
+    struct Statement {
+        var sql: String
+        var arguments: [DatabaseValue]
+        var sort: SortKey?
+
+        init(type: RecordTypeDefinition, conditions: [Condition], sortField: FieldDefinition?, descending: Bool,
+             zoneIDs: [Int64], cursor: Cursor?, limit: Int) {
+            let zoneList = zoneIDs.map(String.init).joined(separator: ",")
+
+            // Drive the query from one filter's index entries (CROSS JOIN fixes the order in
+            // SQLite; without statistics the planner would scan the records instead): a filter on
+            // the sort field when there is one, whose entries come in sort order, so that a page
+            // stops at its limit (a record without the field fails that filter anyway);
+            // otherwise the most selective. Every filter, that one too, is then checked on the
+            // record itself, so an entry never decides alone.
+            let sortDriver = sortField.flatMap { field in conditions.firstIndex { $0.field == field.name } }
+            let driver = sortDriver ?? conditions.indices.min { conditions[$0].selectivity < conditions[$1].selectivity }
+            let sort: SortKey? = sortField.map { field in
+                sortDriver != nil
+                    ? SortKey(sql: "f.value", idSQL: "f.record_id", recordValue: nil)
+                    : SortKey(sql: RecordValueSQL.scalar(field).sql, idSQL: "r.id", recordValue: RecordValueSQL.scalar(field))
+            }
+            // Unsorted, records come in record order: with an equality filter's entries in one
+            // zone, the entries' own order (so a page stops at its limit).
+            let recordID = driver == nil ? "r.id" : "f.record_id"
+            var sql = "SELECT \(StoredRecord.columns), r.zone_id"
+            var arguments: [DatabaseValue] = []
+            if let sort { sql += ", \(sort.sql)" }
+            if let driver {
+                let condition = conditions[driver]
+                sql += " FROM field_index f CROSS JOIN records r ON f.record_id = r.id"
+                sql += " WHERE f.type = ? AND f.field = ? AND f.zone_id IN (\(zoneList)) AND " + condition.sql.replacingOccurrences(of: "$v", with: "f.value") + " AND"
+                arguments += [type.name.databaseValue, condition.field.databaseValue] + condition.arguments
+            } else {
+                sql += " FROM records r WHERE"
+            }
+            // Without filters or sort, a type `records_by_type` leaves out is read in record
+            // order (`+` keeps SQLite from finding the zone's records by an index and sorting
+            // them again for every page); another type says it is one the index holds.
+            let listedInOrder = Tables.listedInRecordOrder.contains(type.name)
+            let zoneColumn = driver == nil && sort == nil && listedInOrder ? "+r.zone_id" : "r.zone_id"
+            sql += " r.type = ? AND r.deleted = 0 AND \(zoneColumn) IN (\(zoneList))" + (listedInOrder ? "" : " AND r." + Tables.byTypeCondition)
+            arguments.append(type.name.databaseValue)
+            for condition in conditions {
+                sql += " AND " + condition.recordSQL
+                arguments += condition.recordArguments
+            }
+            if let cursor {
+                switch (sort, descending, cursor.value) {
+                case (nil, _, _):
+                    sql += " AND \(recordID) > ?"
+                    arguments.append(cursor.id.databaseValue)
+                case (let sort?, false, let value?):
+                    sql += " AND (\(sort.sql) > ? OR (\(sort.sql) = ? AND \(sort.idSQL) > ?))"
+                    let bound = sort.fromIndexValue(value.databaseValue)
+                    arguments += [bound, bound, cursor.id.databaseValue]
+                case (let sort?, false, nil):
+                    sql += " AND (\(sort.sql) IS NOT NULL OR \(sort.idSQL) > ?)"
+                    arguments.append(cursor.id.databaseValue)
+                case (let sort?, true, let value?):
+                    sql += " AND (\(sort.sql) < ? OR (\(sort.sql) = ? AND \(sort.idSQL) < ?) OR \(sort.sql) IS NULL)"
+                    let bound = sort.fromIndexValue(value.databaseValue)
+                    arguments += [bound, bound, cursor.id.databaseValue]
+                case (let sort?, true, nil):
+                    sql += " AND \(sort.sql) IS NULL AND \(sort.idSQL) < ?"
+                    arguments.append(cursor.id.databaseValue)
+                }
+            }
+            if let sort {
+                sql += descending ? " ORDER BY \(sort.sql) DESC, \(sort.idSQL) DESC" : " ORDER BY \(sort.sql) ASC, \(sort.idSQL) ASC"
+            } else {
+                sql += " ORDER BY \(recordID) ASC"
+            }
+            sql += " LIMIT \(limit + 1)"
+            self.sql = sql
+            self.arguments = arguments
+            self.sort = sort
+        }
+    }
+
+    /// The statement of `params` over the zones `zoneIDs` (for tests of its plan).
+    static func statement(_ params: QueryParams, type: RecordTypeDefinition, zoneIDs: [Int64]) throws -> Statement {
+        let conditions = try (params.filters ?? []).enumerated().map { index, filter in
+            try condition(filter, type: type, zone: params.zone, path: "params.filters[\(index)]")
+        }
+        return Statement(type: type, conditions: conditions, sortField: try params.sort.map { try sortable($0.field, type: type) },
+                         descending: params.sort?.descending ?? false, zoneIDs: zoneIDs, cursor: nil,
+                         limit: params.limit ?? QueryParams.defaultLimit)
     }
 
     /// A filter as SQL over `$v` (the index value), after checking the field is indexed
@@ -269,7 +306,7 @@ enum QueryOperation {
 
 /// What a query sorts on: the driving index entry's value (`f.value`, in the index's own
 /// terms), or the record's own value of the field (``RecordValueSQL``); ties in record order.
-private struct SortKey {
+struct SortKey {
     var sql: String
     var idSQL: String
     var recordValue: RecordValueSQL?

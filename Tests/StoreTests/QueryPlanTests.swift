@@ -1,0 +1,53 @@
+import Foundation
+import GRDB
+@testable import RecordStore
+import RPCClient
+import RPCCore
+import StoreAPI
+import Testing
+import TestSupport
+
+/// What SQLite does with the statements `store.query` makes, read with `EXPLAIN QUERY PLAN`
+/// on a store's own database: each page reads what it returns, never the whole zone sorted.
+@Suite("Query plans: one filter's index entries, the index by type, or the records in order")
+struct QueryPlanTests {
+    @Test("a query reads the entries of one filter (in order when it filters the sort field), another type's index, or usage records in record order")
+    func plans() async throws {
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            try await family.admin.save((0..<20).map { Make.usage("u\($0)", start: QueryTests.base.addingTimeInterval(Double($0) * 60), seconds: 30) },
+                                        zone: FamilyFixture.zone1)
+            let schema = SchemaRegistry(applying: SchemaHistory.versions)
+            let database = try DatabaseQueue(path: store.state + "/store.sqlite")
+            let zone = try #require(try await database.read { db in
+                try Int64.fetchOne(db, sql: "SELECT id FROM zones WHERE name = ?", arguments: [FamilyFixture.zone1])
+            })
+            func plan(_ type: String, _ filters: [QueryFilter] = [], sort: QuerySort? = nil) async throws -> String {
+                let params = QueryParams(family: FamilyFixture.family, zone: FamilyFixture.zone1, recordType: type, filters: filters, sort: sort)
+                let statement = try QueryOperation.statement(params, type: try #require(schema[type]), zoneIDs: [zone])
+                return try await database.read { db in
+                    try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + statement.sql, arguments: StatementArguments(statement.arguments))
+                        .map { $0["detail"] as String }.joined(separator: "; ")
+                }
+            }
+
+            let listed = try await plan("UsageRecord")
+            #expect(listed.contains("SEARCH r USING INTEGER PRIMARY KEY") || listed.contains("SCAN r"), "\(listed)")
+            #expect(!listed.contains("TEMP B-TREE") && !listed.contains("INDEX"), "usage records in record order, no index, no sort: \(listed)")
+
+            let summaries = try await plan("DailySummary")
+            #expect(summaries.contains("USING INDEX records_by_type") && !summaries.contains("TEMP B-TREE"), "\(summaries)")
+
+            let since = JSONValue.date(QueryTests.base.addingTimeInterval(600))
+            let recent = try await plan("UsageRecord", [QueryFilter("deviceID", .equal, "c1"), QueryFilter("sessionStart", .greaterOrEqual, since)],
+                                        sort: QuerySort("sessionStart", descending: true))
+            #expect(recent.contains("SEARCH f USING PRIMARY KEY (type=? AND field=? AND value>?)"), "driven from sessionStart's entries: \(recent)")
+            #expect(!recent.contains("USE TEMP B-TREE FOR ORDER BY"), "in sort order (only ties sorted): \(recent)")
+
+            let oneApp = try await plan("UsageRecord", [QueryFilter("logicalID", .equal, "org.khanacademy")])
+            #expect(oneApp.contains("SEARCH f USING PRIMARY KEY (type=? AND field=? AND value=? AND zone_id=?)")
+                        && oneApp.contains("SEARCH r USING INTEGER PRIMARY KEY (rowid=?)") && !oneApp.contains("TEMP B-TREE"),
+                    "one app's entries, in record order: \(oneApp)")
+        }
+    }
+}
