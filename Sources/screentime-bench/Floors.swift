@@ -171,22 +171,26 @@ enum StoreSchemaFloor {
         return appended.map { ($0, wal) }
     }
 
-    /// A new database with the store's tables and indexes (copied from its database), a
-    /// family and a zone.
+    /// A new database with the store's tables and indexes (copied from its database, with
+    /// the keys of its field index), a family and a zone.
     private static func database(schemaFrom store: String, path: String) throws -> DatabasePool {
-        let schema = try DatabaseQueue(path: store, configuration: {
+        let (schema, keys) = try DatabaseQueue(path: store, configuration: {
             var configuration = Configuration()
             configuration.readonly = true
             return configuration
         }()).read { db in
-            try String.fetchAll(db, sql: """
+            (try String.fetchAll(db, sql: """
                 SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' AND type IN ('table', 'index')
                 ORDER BY type = 'index', rowid
-                """)
+                """),
+             try Row.fetchAll(db, sql: "SELECT key, type, field FROM field_keys"))
         }
         let pool = try DurableSQLite.pool(path: path, configuration: Configuration())
         try pool.write { db in
             for statement in schema { try db.execute(sql: statement) }
+            for key in keys {
+                try db.execute(sql: "INSERT INTO field_keys(key, type, field) VALUES (?, ?, ?)", arguments: [key["key"], key["type"], key["field"]])
+            }
             try db.execute(sql: "INSERT INTO families(id, created_at) VALUES ('f', 0)")
             try db.execute(sql: "INSERT INTO zones(id, family, name, created_at, change_seq) VALUES (1, 'f', 'ChildMonitoring-1', 0, 0)")
         }
@@ -223,8 +227,10 @@ enum StoreSchemaFloor {
                 """).execute(arguments: [name, fields, "t\(seq)", seq, at, at])
             let record = db.lastInsertedRowID
             try db.cachedStatement(sql: """
-                INSERT OR IGNORE INTO field_index(type, field, value, zone_id, record_id) VALUES
-                ('UsageRecord', 'logicalID', 'org.khan', 1, ?1), ('UsageRecord', 'sessionStart', ?2, 1, ?1), ('UsageRecord', 'deviceID', 'dev-1', 1, ?1)
+                INSERT OR IGNORE INTO field_index(key, value, zone_id, record_id) VALUES
+                ((SELECT key FROM field_keys WHERE type = 'UsageRecord' AND field = 'logicalID'), 'org.khan', 1, ?1),
+                ((SELECT key FROM field_keys WHERE type = 'UsageRecord' AND field = 'sessionStart'), ?2, 1, ?1),
+                ((SELECT key FROM field_keys WHERE type = 'UsageRecord' AND field = 'deviceID'), 'dev-1', 1, ?1)
                 """).execute(arguments: [record, at])
         }
     }

@@ -64,7 +64,7 @@ struct LayoutMigrationTests {
 
         let (layout, usageIndexes, indexKeys, byType) = try await DatabaseQueue(path: state + "/store.sqlite").read { db in
             (try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name"),
-             try String.fetchAll(db, sql: "SELECT DISTINCT field FROM field_index WHERE type = 'UsageRecord' ORDER BY field"),
+             try String.fetchAll(db, sql: "SELECT DISTINCT k.field FROM field_index f JOIN field_keys k ON k.key = f.key WHERE k.type = 'UsageRecord' ORDER BY k.field"),
              try Row.fetchAll(db, sql: "PRAGMA foreign_key_list(field_index)").count,
              try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'records_by_type'"))
         }

@@ -41,13 +41,34 @@ struct QueryPlanTests {
             let since = JSONValue.date(QueryTests.base.addingTimeInterval(600))
             let recent = try await plan("UsageRecord", [QueryFilter("deviceID", .equal, "c1"), QueryFilter("sessionStart", .greaterOrEqual, since)],
                                         sort: QuerySort("sessionStart", descending: true))
-            #expect(recent.contains("SEARCH f USING PRIMARY KEY (type=? AND field=? AND value>?)"), "driven from sessionStart's entries: \(recent)")
+            #expect(recent.contains("SEARCH f USING PRIMARY KEY (key=? AND value>?)"), "driven from sessionStart's entries: \(recent)")
             #expect(!recent.contains("USE TEMP B-TREE FOR ORDER BY"), "in sort order (only ties sorted): \(recent)")
 
             let oneApp = try await plan("UsageRecord", [QueryFilter("logicalID", .equal, "org.khanacademy")])
-            #expect(oneApp.contains("SEARCH f USING PRIMARY KEY (type=? AND field=? AND value=? AND zone_id=?)")
+            #expect(oneApp.contains("SEARCH f USING PRIMARY KEY (key=? AND value=? AND zone_id=?)")
                         && oneApp.contains("SEARCH r USING INTEGER PRIMARY KEY (rowid=?)") && !oneApp.contains("TEMP B-TREE"),
                     "one app's entries, in record order: \(oneApp)")
+        }
+    }
+
+    @Test("index keys follow the schema's history: the same numbers after any part of it, none given twice, a dropped index's kept; field_keys holds them")
+    func indexKeys() async throws {
+        let full = SchemaRegistry(applying: SchemaHistory.versions).indexKeys
+        #expect(full.map(\.key) == Array(1...Int64(full.count)), "numbered from 1 without gaps")
+        #expect(Set(full.map { "\($0.type).\($0.field)" }).count == full.count)
+        for count in 1...SchemaHistory.versions.count {
+            let part = SchemaRegistry(applying: Array(SchemaHistory.versions.prefix(count))).indexKeys
+            #expect(part.map { "\($0.type).\($0.field)=\($0.key)" } == full.prefix(part.count).map { "\($0.type).\($0.field)=\($0.key)" },
+                    "a database at version \(count) has the same keys")
+        }
+        let usage = SchemaRegistry(applying: SchemaHistory.versions)["UsageRecord"]
+        #expect(usage?.field("bundleId")?.indexed == false && usage?.field("bundleId")?.indexKey != 0, "a dropped index keeps its key")
+
+        try await StoreHarness.inProcess { store in
+            let stored = try await DatabaseQueue(path: store.state + "/store.sqlite").read { db in
+                try Row.fetchAll(db, sql: "SELECT key, type, field FROM field_keys ORDER BY key").map { "\($0["type"] as String).\($0["field"] as String)=\($0["key"] as Int64)" }
+            }
+            #expect(stored == full.map { "\($0.type).\($0.field)=\($0.key)" })
         }
     }
 }

@@ -249,8 +249,8 @@ struct QueryTests {
             let entries = { (zone: String) in
                 try await database.read { db in
                     try String.fetchAll(db, sql: """
-                        SELECT IFNULL(r.name, '(no record)') || ' ' || f.field || '=' || f.value FROM field_index f JOIN zones z ON z.id = f.zone_id
-                        LEFT JOIN records r ON r.id = f.record_id WHERE f.type = 'UsageRecord' AND z.name = ? ORDER BY 1
+                        SELECT IFNULL(r.name, '(no record)') || ' ' || k.field || '=' || f.value FROM field_index f JOIN field_keys k ON k.key = f.key
+                        JOIN zones z ON z.id = f.zone_id LEFT JOIN records r ON r.id = f.record_id WHERE k.type = 'UsageRecord' AND z.name = ? ORDER BY 1
                         """, arguments: [zone])
                 }
             }

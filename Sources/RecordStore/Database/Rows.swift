@@ -139,9 +139,9 @@ enum DerivedRows {
         return keys
     }
 
-    /// One index entry: a value of an indexed field.
+    /// One index entry: a value of an indexed field (its ``FieldDefinition/indexKey``).
     private struct IndexEntry: Hashable {
-        var field: String
+        var key: Int64
         var value: DatabaseValue
     }
 
@@ -158,7 +158,7 @@ enum DerivedRows {
         var entries: [IndexEntry] = []
         for field in type.fields where field.indexed {
             guard let value = fields[field.name] else { continue }
-            for indexValue in FieldValues.indexValues(value, type: field.type) { entries.append(IndexEntry(field: field.name, value: indexValue)) }
+            for indexValue in FieldValues.indexValues(value, type: field.type) { entries.append(IndexEntry(key: field.indexKey, value: indexValue)) }
         }
         return entries
     }
@@ -186,7 +186,7 @@ enum DerivedRows {
         if !isNew {
             if let held {
                 let heldEntries = Set(indexEntries(type, held))
-                try deleteIndexEntries(db, heldEntries.subtracting(entries), type: type.name, zoneID: location.zoneID, recordID: recordID)
+                try deleteIndexEntries(db, heldEntries.subtracting(entries), zoneID: location.zoneID, recordID: recordID)
                 entries.removeAll { heldEntries.contains($0) }
             }
 
@@ -206,7 +206,7 @@ enum DerivedRows {
                 keys = []
             }
         }
-        try insertIndexEntries(db, entries[...], type: type.name, zoneID: location.zoneID, recordID: recordID)
+        try insertIndexEntries(db, entries[...], zoneID: location.zoneID, recordID: recordID)
         for reference in references {
             try db.execute(cached: "INSERT INTO refs(record_id, family, target_zone, target_name) VALUES (?, ?, ?, ?)",
                 arguments: [recordID, location.family, reference.zone, reference.name])
@@ -218,25 +218,23 @@ enum DerivedRows {
     }
 
     /// Each entry by its whole key.
-    private static func deleteIndexEntries(_ db: Database, _ entries: some Collection<IndexEntry>, type: String, zoneID: Int64, recordID: Int64) throws {
+    private static func deleteIndexEntries(_ db: Database, _ entries: some Collection<IndexEntry>, zoneID: Int64, recordID: Int64) throws {
         for entry in entries {
-            try db.execute(cached: "DELETE FROM field_index WHERE type = ? AND field = ? AND value = ? AND zone_id = ? AND record_id = ?",
-                arguments: [type, entry.field, entry.value, zoneID, recordID])
+            try db.execute(cached: "DELETE FROM field_index WHERE key = ? AND value = ? AND zone_id = ? AND record_id = ?",
+                arguments: [entry.key, entry.value, zoneID, recordID])
         }
     }
 
     /// Index entries go in a few rows per statement: one statement per entry cost more in
     /// binding and stepping than SQLite spent inserting.
     private static let entriesPerStatement = 8
-    /// By count: `?1` the type, `?2` the zone, `?3` the record, then field and value per row.
+    /// By count: `?1` the zone, `?2` the record, then key and value per row.
     private static let insertIndexSQL = (0...entriesPerStatement).map { count in
-        "INSERT OR IGNORE INTO field_index(type, field, value, zone_id, record_id) VALUES "
-            + (0..<count).map { "(?1, ?\(4 + 2 * $0), ?\(5 + 2 * $0), ?2, ?3)" }.joined(separator: ", ")
+        "INSERT OR IGNORE INTO field_index(key, value, zone_id, record_id) VALUES "
+            + (0..<count).map { "(?\(3 + 2 * $0), ?\(4 + 2 * $0), ?1, ?2)" }.joined(separator: ", ")
     }
 
-    private static func insertIndexEntries(
-        _ db: Database, _ entries: ArraySlice<IndexEntry>, type: String, zoneID: Int64, recordID: Int64
-    ) throws {
+    private static func insertIndexEntries(_ db: Database, _ entries: ArraySlice<IndexEntry>, zoneID: Int64, recordID: Int64) throws {
         var rest = entries
         while !rest.isEmpty {
             let chunk = rest.prefix(entriesPerStatement)
@@ -244,10 +242,10 @@ enum DerivedRows {
             // As optionals of the protocol: GRDB's initializer for those maps with a closure;
             // the one for [DatabaseValue] maps with a key path, which unspecialised (it is
             // not inlinable) cost a tenth of the writer thread.
-            var values: [(any DatabaseValueConvertible)?] = [type, zoneID, recordID]
-            values.reserveCapacity(3 + 2 * chunk.count)
+            var values: [(any DatabaseValueConvertible)?] = [zoneID, recordID]
+            values.reserveCapacity(2 + 2 * chunk.count)
             for entry in chunk {
-                values.append(entry.field)
+                values.append(entry.key)
                 values.append(entry.value)
             }
             try db.execute(cached: insertIndexSQL[chunk.count], arguments: StatementArguments(values))
@@ -264,7 +262,7 @@ enum DerivedRows {
     /// Removes the derived rows of a live record of `type` whose fields are `fields`.
     static func remove(_ db: Database, recordID: Int64, type: RecordTypeDefinition?, fields: [String: JSONValue], zoneID: Int64) throws {
         if let type {
-            try deleteIndexEntries(db, indexEntries(type, fields), type: type.name, zoneID: zoneID, recordID: recordID)
+            try deleteIndexEntries(db, indexEntries(type, fields), zoneID: zoneID, recordID: recordID)
         }
         try db.execute(cached: "DELETE FROM unique_keys WHERE record_id = ?", arguments: [recordID])
         try db.execute(cached: "DELETE FROM refs WHERE record_id = ?", arguments: [recordID])

@@ -68,6 +68,7 @@ enum SchemaBackfill {
     static func apply(_ version: SchemaVersion, to db: Database, schemaBefore: SchemaRegistry) throws {
         var schema = schemaBefore
         schema.apply(version)
+        try FieldKeys.record(schema, db)
         for step in version.steps {
             switch step {
             case .addRecordType, .allowValues, .makeAppendOnly, .notInFuture, .serverOnlyValues:
@@ -80,7 +81,8 @@ enum SchemaBackfill {
             case .addIndex(let type, _):
                 try reindex(db, type: type, schema: schema)
             case .dropIndex(let type, let field):
-                try db.execute(cached: "DELETE FROM field_index WHERE type = ? AND field = ?", arguments: [type, field])
+                guard let key = schema[type]?.field(field)?.indexKey else { continue }
+                try db.execute(cached: "DELETE FROM field_index WHERE key = ?", arguments: [key])
             case .addUnique(let type, _):
                 try reindex(db, type: type, schema: schema)
             }

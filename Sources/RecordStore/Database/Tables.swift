@@ -7,7 +7,8 @@ import StoreAPI
 /// families ──< zones ──< records ──< unique_keys   (one row per uniqueness constraint)
 ///                  │        └──────< refs          (deleteSelf references, for cascades)
 ///                  └──< shares (participants)
-/// field_index: one row per indexed value (type, field, value, zone, record), no key by record
+/// field_index: one row per indexed value (key, value, zone, record), no key by record;
+///              field_keys: which type and field each key stands for
 /// changes: the log of every committed change, by sequence number (store.watch)
 /// credentials, idempotency, meta
 /// ```
@@ -208,6 +209,45 @@ enum Tables {
                 DROP INDEX records_by_type;
                 CREATE INDEX records_by_type ON records(type, zone_id) WHERE \(byTypeCondition);
                 """)
+        }
+        // Half a page less per usage record: an index entry starts with a number for its type
+        // and field (``FieldDefinition/indexKey``, `field_keys` says which) rather than their
+        // names, so more entries fit a page and the index splits less often.
+        migrator.registerMigration("tables-v6") { db in
+            try db.execute(sql: """
+                CREATE TABLE field_keys (
+                    key INTEGER PRIMARY KEY,
+                    type TEXT NOT NULL,
+                    field TEXT NOT NULL,
+                    UNIQUE (type, field)
+                );
+                """)
+            // Every key of the history this program knows (the entries to convert have theirs
+            // among them); a later schema version records its own as it is applied.
+            try FieldKeys.record(SchemaRegistry(applying: SchemaHistory.versions), db)
+            try db.execute(sql: """
+                CREATE TABLE field_index_v6 (
+                    key INTEGER NOT NULL,
+                    value,
+                    zone_id INTEGER NOT NULL,
+                    record_id INTEGER NOT NULL,
+                    PRIMARY KEY (key, value, zone_id, record_id)
+                ) WITHOUT ROWID;
+                INSERT INTO field_index_v6(key, value, zone_id, record_id)
+                    SELECT k.key, f.value, f.zone_id, f.record_id FROM field_index f JOIN field_keys k ON k.type = f.type AND k.field = f.field;
+                DROP TABLE field_index;
+                ALTER TABLE field_index_v6 RENAME TO field_index;
+                """)
+        }
+    }
+}
+
+/// `field_keys`: the type and field each index key stands for (for people reading the
+/// database, and the benchmark's floor; the store itself takes them from its schema).
+enum FieldKeys {
+    static func record(_ schema: SchemaRegistry, _ db: Database) throws {
+        for (type, field, key) in schema.indexKeys {
+            try db.execute(cached: "INSERT OR IGNORE INTO field_keys(key, type, field) VALUES (?, ?, ?)", arguments: [key, type, field])
         }
     }
 }

@@ -13,6 +13,8 @@ enum QueryOperation {
     /// fields.
     struct Condition {
         var field: String
+        /// The field's ``FieldDefinition/indexKey``.
+        var key: Int64
         var sql: String
         var arguments: [DatabaseValue]
         /// The same test on the record's fields (`r.fields`).
@@ -151,8 +153,8 @@ enum QueryOperation {
             if let driver {
                 let condition = conditions[driver]
                 sql += " FROM field_index f CROSS JOIN records r ON f.record_id = r.id"
-                sql += " WHERE f.type = ? AND f.field = ? AND f.zone_id IN (\(zoneList)) AND " + condition.sql.replacingOccurrences(of: "$v", with: "f.value") + " AND"
-                arguments += [type.name.databaseValue, condition.field.databaseValue] + condition.arguments
+                sql += " WHERE f.key = ? AND f.zone_id IN (\(zoneList)) AND " + condition.sql.replacingOccurrences(of: "$v", with: "f.value") + " AND"
+                arguments += [condition.key.databaseValue] + condition.arguments
             } else {
                 sql += " FROM records r WHERE"
             }
@@ -252,7 +254,8 @@ enum QueryOperation {
                 recordSQL = sql.replacingOccurrences(of: "$v", with: value.sql)
                 recordArguments = arguments.map(value.fromIndexValue)
             }
-            return Condition(field: field.name, sql: sql, arguments: arguments, recordSQL: recordSQL, recordArguments: recordArguments, selectivity: selectivity)
+            return Condition(field: field.name, key: field.indexKey, sql: sql, arguments: arguments, recordSQL: recordSQL, recordArguments: recordArguments,
+                             selectivity: selectivity)
         }
         switch filter.op {
         case .contains, .equal:

@@ -16,6 +16,11 @@ struct FieldDefinition: Sendable {
     var referenceAction: ReferenceAction? = nil
     /// Filled into existing records when a migration adds the field.
     var defaultValue: JSONValue? = nil
+    /// The number that stands for this type and field in the field index (0: never
+    /// indexed): given by ``SchemaRegistry`` in the order the schema's history first indexed
+    /// each field, so the same in every database and never given to another field, also
+    /// once the index is dropped.
+    var indexKey: Int64 = 0
 
     var info: FieldInfo {
         FieldInfo(
@@ -74,6 +79,8 @@ struct SchemaRegistry: Sendable {
     private(set) var version = 0
     private(set) var types: [String: RecordTypeDefinition] = [:]
     private(set) var order: [String] = []
+    /// The last index key given (``FieldDefinition/indexKey``).
+    private var lastIndexKey: Int64 = 0
 
     init() {}
 
@@ -86,12 +93,16 @@ struct SchemaRegistry: Sendable {
     mutating func apply(_ version: SchemaVersion) {
         for step in version.steps {
             switch step {
-            case .addRecordType(let definition):
+            case .addRecordType(var definition):
                 precondition(self.types[definition.name] == nil, "record type \(definition.name) added twice")
+                for position in definition.fields.indices where definition.fields[position].indexed {
+                    definition.fields[position].indexKey = self.nextIndexKey()
+                }
                 self.types[definition.name] = definition
                 self.order.append(definition.name)
-            case .addField(let type, let field):
+            case .addField(let type, var field):
                 precondition(self.types[type]?.field(field.name) == nil, "field \(type).\(field.name) added twice")
+                if field.indexed { field.indexKey = self.nextIndexKey() }
                 self.types[type]!.fields.append(field)
             case .addIndex(let type, let field):
                 self.setIndexed(true, type: type, field: field)
@@ -117,6 +128,21 @@ struct SchemaRegistry: Sendable {
         let position = self.types[type]!.fields.firstIndex { $0.name == field }!
         precondition(self.types[type]!.fields[position].indexed != indexed, "\(type).\(field) is already \(indexed ? "indexed" : "not indexed")")
         self.types[type]!.fields[position].indexed = indexed
+        if indexed && self.types[type]!.fields[position].indexKey == 0 {
+            self.types[type]!.fields[position].indexKey = self.nextIndexKey()
+        }
+    }
+
+    private mutating func nextIndexKey() -> Int64 {
+        self.lastIndexKey += 1
+        return self.lastIndexKey
+    }
+
+    /// Every field that has an index key (indexed now or once), with it.
+    var indexKeys: [(type: String, field: String, key: Int64)] {
+        self.order.flatMap { type in
+            self.types[type]!.fields.filter { $0.indexKey != 0 }.map { (type, $0.name, $0.indexKey) }
+        }.sorted { $0.key < $1.key }
     }
 
     var info: SchemaResult {
