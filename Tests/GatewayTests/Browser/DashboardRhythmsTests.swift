@@ -188,6 +188,13 @@ extension DashboardRhythmsTests {
     func digest() async throws {
         try await inBrowser(failureShot: "digest-failure") { stack, browser, shots in
             let family = try await FamilyOnCommandLine.make(stack)
+            // The digest's week ends with the family's digest day: today's (in Paris), so that
+            // the session of two hours ago is in it at any hour (on a Monday just after
+            // midnight, a week ending on Sunday has no two hours behind it yet).
+            var paris = Calendar(identifier: .gregorian)
+            paris.timeZone = TimeZone(identifier: "Europe/Paris")!
+            let today = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"][paris.component(.weekday, from: Date()) - 1]
+            _ = try await family.must(["call", "store", "store.modify", #"{"family":"smith","zone":"default","savePolicy":"changedKeys","saves":[{"recordType":"Family","recordName":"smith","fields":{"digestDay":"\#(today)"}}]}"#])
             _ = try await family.must(["apps", "set", "--profile", "mum", "org.khanacademy", "--category", "learning", "--points-per-minute", "2", "--name", "Khan Academy"])
             _ = try await family.must(["usage", "add", "--profile", "emma-tablet", "org.khanacademy", "--minutes", "45", "--category", "learning",
                                        // A whole second: a session across the family's midnight is split
