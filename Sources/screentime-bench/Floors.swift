@@ -145,36 +145,53 @@ enum SQLiteFloor {
 /// requests, JSON, checks or a second process.
 enum StoreSchemaFloor {
     static func recordsPerSecond(schemaFrom store: String, path: String, count: Int, batch: Int) throws -> Double {
-        let pool = try self.database(schemaFrom: store, path: path)
+        let floor = try self.database(schemaFrom: store, path: path)
         let started = ContinuousClock.now
-        for first in stride(from: 0, to: count, by: batch) {
-            try pool.write { db in try self.insert(db, first..<min(count, first + batch)) }
-        }
+        for first in stride(from: 0, to: count, by: batch) { try floor.write(first..<min(count, first + batch)) }
         return Double(count) / (ContinuousClock.now - started).seconds
     }
 
     /// The WAL pages (page numbers, as the log holds them) that `count` records write, one a
-    /// transaction, into a database already holding `preload` (its B-trees as deep as the
-    /// store's): the floor beside the store's WAL pages per save. Nil when the log restarted
-    /// meanwhile (run again).
-    static func walPages(schemaFrom store: String, path: String, preload: Int, count: Int) async throws -> (pages: [UInt32], wal: WALFile)? {
-        let pool = try self.database(schemaFrom: store, path: path)
-        for first in stride(from: 0, to: preload, by: 400) { try self.write(pool, first..<min(preload, first + 400)) }
-        // The log checkpointed, then begun again (with a record not counted): the frames of
-        // the records counted all go into one log.
-        try self.checkpoint(pool)
-        try self.write(pool, preload..<preload + 1)
+    /// transaction, into a new database already holding `preload` (its B-trees as deep as
+    /// the store's): the floor beside the store's WAL pages per save.
+    static func walPages(schemaFrom store: String, path: String, preload: Int, count: Int) async throws -> (pages: [UInt32], wal: WALFile) {
+        for file in [path, path + "-wal"] { try? FileManager.default.removeItem(atPath: file) }
+        let floor = try self.database(schemaFrom: store, path: path)
+        for first in stride(from: 0, to: preload, by: 400) { try floor.write(first..<min(preload, first + 400)) }
+        // The log checkpointed, then begun again (with a record not counted), and no
+        // checkpoint until the count is done: the frames of the records counted all go into
+        // one log.
+        try floor.checkpointOnce()
+        try floor.write(preload..<preload + 1)
         let wal = WALFile(database: path)
-        let appended = try await wal.appended {
-            for index in preload + 1...preload + count { try self.write(pool, index..<index + 1) }
+        guard let appended = try await wal.appended(by: { for index in preload + 1...preload + count { try floor.write(index..<index + 1) } }) else {
+            throw BenchError("the floor's WAL restarted while its pages were counted")
         }
-        return appended.map { ($0, wal) }
+        return (appended, wal)
+    }
+
+    /// A database of the store's schema, and the keys of a usage record's indexed fields in it.
+    private struct Floor {
+        var pool: DatabasePool
+        /// `logicalID`, `sessionStart`, `deviceID`.
+        var keys: [Int64]
+
+        /// The records of `range` in one transaction (GRDB's synchronous write, also from an
+        /// async caller).
+        func write(_ range: Range<Int>) throws {
+            try self.pool.write { db in try StoreSchemaFloor.insert(db, range, keys: self.keys) }
+        }
+
+        /// Checkpoints the log now, and not again.
+        func checkpointOnce() throws {
+            try self.pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA wal_autocheckpoint = 0") }
+        }
     }
 
     /// A new database with the store's tables and indexes (copied from its database, with
     /// the keys of its field index), a family and a zone.
-    private static func database(schemaFrom store: String, path: String) throws -> DatabasePool {
-        let (schema, keys) = try DatabaseQueue(path: store, configuration: {
+    private static func database(schemaFrom store: String, path: String) throws -> Floor {
+        let (schema, keyRows) = try DatabaseQueue(path: store, configuration: {
             var configuration = Configuration()
             configuration.readonly = true
             return configuration
@@ -188,28 +205,23 @@ enum StoreSchemaFloor {
         let pool = try DurableSQLite.pool(path: path, configuration: Configuration())
         try pool.write { db in
             for statement in schema { try db.execute(sql: statement) }
-            for key in keys {
+            for key in keyRows {
                 try db.execute(sql: "INSERT INTO field_keys(key, type, field) VALUES (?, ?, ?)", arguments: [key["key"], key["type"], key["field"]])
             }
             try db.execute(sql: "INSERT INTO families(id, created_at) VALUES ('f', 0)")
             try db.execute(sql: "INSERT INTO zones(id, family, name, created_at, change_seq) VALUES (1, 'f', 'ChildMonitoring-1', 0, 0)")
         }
-        return pool
-    }
-
-    /// The records of `range` in one transaction (GRDB's synchronous write, also from an
-    /// async caller).
-    private static func write(_ pool: DatabasePool, _ range: Range<Int>) throws {
-        try pool.write { db in try self.insert(db, range) }
-    }
-
-    private static func checkpoint(_ pool: DatabasePool) throws {
-        // No checkpoint until the count is done (SQLite's comes at 1,000 pages of log).
-        try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA wal_autocheckpoint = 0") }
+        let keys = try ["logicalID", "sessionStart", "deviceID"].map { field in
+            guard let key = keyRows.first(where: { $0["type"] == "UsageRecord" && $0["field"] == field }) else {
+                throw BenchError("the store's database has no index key for UsageRecord.\(field)")
+            }
+            return key["key"] as Int64
+        }
+        return Floor(pool: pool, keys: keys)
     }
 
     /// What the store writes for each usage record of `range`.
-    private static func insert(_ db: Database, _ range: Range<Int>) throws {
+    private static func insert(_ db: Database, _ range: Range<Int>, keys: [Int64]) throws {
         for index in range {
             let name = "u-\(index)"
             let at = Int64(1_790_000_000_000 + index * 60_000)
@@ -227,11 +239,8 @@ enum StoreSchemaFloor {
                 """).execute(arguments: [name, fields, "t\(seq)", seq, at, at])
             let record = db.lastInsertedRowID
             try db.cachedStatement(sql: """
-                INSERT OR IGNORE INTO field_index(key, value, zone_id, record_id) VALUES
-                ((SELECT key FROM field_keys WHERE type = 'UsageRecord' AND field = 'logicalID'), 'org.khan', 1, ?1),
-                ((SELECT key FROM field_keys WHERE type = 'UsageRecord' AND field = 'sessionStart'), ?2, 1, ?1),
-                ((SELECT key FROM field_keys WHERE type = 'UsageRecord' AND field = 'deviceID'), 'dev-1', 1, ?1)
-                """).execute(arguments: [record, at])
+                INSERT OR IGNORE INTO field_index(key, value, zone_id, record_id) VALUES (?3, 'org.khan', 1, ?1), (?4, ?2, 1, ?1), (?5, 'dev-1', 1, ?1)
+                """).execute(arguments: [record, at, keys[0], keys[1], keys[2]])
         }
     }
 }

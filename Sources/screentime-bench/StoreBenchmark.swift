@@ -306,13 +306,7 @@ struct StoreBenchmark: AsyncParsableCommand {
             throw BenchError("the WAL restarted during each of five runs of \(clients * savesEach) saves")
         }
         let frameBytes = Double(try wal.frames().pageSize + 24)
-        var floor: (pages: [UInt32], wal: WALFile)?
-        for attempt in 0..<5 where floor == nil {
-            try? FileManager.default.removeItem(atPath: floorPath + "-wal")
-            try? FileManager.default.removeItem(atPath: floorPath)
-            floor = try await StoreSchemaFloor.walPages(schemaFrom: wal.database, path: floorPath, preload: preload + attempt, count: 200)
-        }
-        guard let floor else { throw BenchError("the floor's WAL restarted during each of five runs") }
+        let floor = try await StoreSchemaFloor.walPages(schemaFrom: wal.database, path: floorPath, preload: preload, count: 200)
         let floorPages = Double(floor.pages.count) / 200
         var figures: [Figure] = []
         var loneSaves: [UInt32] = []

@@ -85,6 +85,8 @@ struct QueryTests {
         Refusal(label: "a number compared with a string field", filters: [QueryFilter("logicalID", .equal, 3)], parameter: "params.filters[0].value"),
         Refusal(label: "in without a list", filters: [QueryFilter("logicalID", .in, "a")], parameter: "params.filters[0].value"),
         Refusal(label: "a date that is not a date", filters: [QueryFilter("sessionStart", .less, "soon")], parameter: "params.filters[0].value"),
+        Refusal(label: "a date past the year 9999 once in UTC", filters: [QueryFilter("sessionStart", .less, "9999-12-31T23:00:00-05:00")],
+                parameter: "params.filters[0].value"),
         Refusal(label: "an unknown record type", recordType: "Homework", parameter: "params.recordType"),
     ]
 

@@ -36,6 +36,12 @@ struct SchemaTests {
             "familyRef": familyRef, "childRef": .reference("c"), "type": "redemption", "amount": -5, "timestamp": .date(Date())]), field: "amount"),
         Violation(label: "a date that is not RFC 3339", save: RecordSave(recordType: "UsageRecord", recordName: "u", fields: [
             "logicalID": "a", "deviceID": "c1", "sessionStart": "yesterday", "sessionEnd": .date(Date()), "totalSeconds": 5]), field: "sessionStart"),
+        Violation(label: "a date before the year 0000 once in UTC", save: RecordSave(recordType: "PointsLedgerEntry", recordName: "l", fields: [
+            "familyRef": familyRef, "childRef": .reference("c"), "type": "redemption", "amount": 5, "timestamp": "0000-01-01T00:30:00+01:00"]),
+                  field: "timestamp"),
+        Violation(label: "a date past the year 9999 once in UTC", save: RecordSave(recordType: "PointsLedgerEntry", recordName: "l", fields: [
+            "familyRef": familyRef, "childRef": .reference("c"), "type": "redemption", "amount": 5, "timestamp": "9999-12-31T23:00:00-05:00"]),
+                  field: "timestamp"),
         Violation(label: "a reference that is a bare string", save: RecordSave(recordType: "EarnedTimeBalance", recordName: "b", fields: [
             "childRef": "child-1", "balanceSeconds": 5]), field: "childRef"),
         Violation(label: "a list holding a number", save: RecordSave(recordType: "ShieldPolicy", recordName: "s", fields: [

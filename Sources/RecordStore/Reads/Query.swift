@@ -66,10 +66,7 @@ enum QueryOperation {
             throw RPCError.invalidParams("params.filters", "may hold at most \(maximumFilters) filters, not \(params.filters!.count)")
         }
 
-        let conditions = try (params.filters ?? []).enumerated().map { index, filter in
-            try condition(filter, type: type, zone: params.zone, path: "params.filters[\(index)]")
-        }
-        let sortField = try params.sort.map { sort in try sortable(sort.field, type: type) }
+        let (conditions, sortField) = try Self.terms(params, type: type)
         let descending = params.sort?.descending ?? false
         let queryKey = try fingerprint(params)
         var cursor: Cursor?
@@ -140,9 +137,9 @@ enum QueryOperation {
             let sortDriver = sortField.flatMap { field in conditions.firstIndex { $0.field == field.name } }
             let driver = sortDriver ?? conditions.indices.min { conditions[$0].selectivity < conditions[$1].selectivity }
             let sort: SortKey? = sortField.map { field in
-                sortDriver != nil
-                    ? SortKey(sql: "f.value", idSQL: "f.record_id", recordValue: nil)
-                    : SortKey(sql: RecordValueSQL.scalar(field).sql, idSQL: "r.id", recordValue: RecordValueSQL.scalar(field))
+                if sortDriver != nil { return SortKey(sql: "f.value", idSQL: "f.record_id", recordValue: nil) }
+                let value = RecordValueSQL.scalar(field)
+                return SortKey(sql: value.sql, idSQL: "r.id", recordValue: value)
             }
             // Unsorted, records come in record order: with an equality filter's entries in one
             // zone, the entries' own order (so a page stops at its limit).
@@ -202,14 +199,19 @@ enum QueryOperation {
         }
     }
 
-    /// The statement of `params` over the zones `zoneIDs` (for tests of its plan).
-    static func statement(_ params: QueryParams, type: RecordTypeDefinition, zoneIDs: [Int64]) throws -> Statement {
+    /// The query's filters and sort field, checked against its record type.
+    private static func terms(_ params: QueryParams, type: RecordTypeDefinition) throws -> (conditions: [Condition], sortField: FieldDefinition?) {
         let conditions = try (params.filters ?? []).enumerated().map { index, filter in
             try condition(filter, type: type, zone: params.zone, path: "params.filters[\(index)]")
         }
-        return Statement(type: type, conditions: conditions, sortField: try params.sort.map { try sortable($0.field, type: type) },
-                         descending: params.sort?.descending ?? false, zoneIDs: zoneIDs, cursor: nil,
-                         limit: params.limit ?? QueryParams.defaultLimit)
+        return (conditions, try params.sort.map { try sortable($0.field, type: type) })
+    }
+
+    /// The statement of `params`' first page over the zones `zoneIDs` (for tests of its plan).
+    static func statement(_ params: QueryParams, type: RecordTypeDefinition, zoneIDs: [Int64]) throws -> Statement {
+        let (conditions, sortField) = try Self.terms(params, type: type)
+        return Statement(type: type, conditions: conditions, sortField: sortField, descending: params.sort?.descending ?? false,
+                         zoneIDs: zoneIDs, cursor: nil, limit: params.limit ?? QueryParams.defaultLimit)
     }
 
     /// A filter as SQL over `$v` (the index value), after checking the field is indexed
@@ -304,8 +306,6 @@ enum QueryOperation {
         return String(SHA256Hex.of(Data(try RPCJSON.encodeSorted(key, escapingSlashes: true))).prefix(24))
     }
 }
-
-
 
 /// What a query sorts on: the driving index entry's value (`f.value`, in the index's own
 /// terms), or the record's own value of the field (``RecordValueSQL``); ties in record order.

@@ -1,3 +1,4 @@
+import DurableSQLite
 import Foundation
 import GRDB
 import RPCCore
@@ -41,6 +42,12 @@ enum FieldValues {
             guard let date = StoreDates.parse(text) else {
                 throw ItemError(code: .invalidParams, message: "field \(field.name) must be \(example), not \(quote(text))", field: field.name)
             }
+            // The canonical text has one width only in these years, and the store compares
+            // dates as that text (a query's filters read from the record's fields).
+            guard Self.canonicalDates.contains(Millis.of(date)) else {
+                throw ItemError(code: .invalidParams, message: "field \(field.name) must be a date in the years 0000 to 9999 (in UTC), not \(quote(text))",
+                                field: field.name)
+            }
             return .string(StoreDates.format(date))
         case .reference:
             guard case .object(let members) = value, case .string(let name)? = members["recordName"], !name.isEmpty,
@@ -71,6 +78,9 @@ enum FieldValues {
             return value
         }
     }
+
+    /// 0000-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z, in milliseconds.
+    static let canonicalDates: ClosedRange<Int64> = -62_167_219_200_000...253_402_300_799_999
 
     private static func checkMinimum(_ number: Int64, _ field: FieldDefinition) throws(ItemError) {
         if let minimum = field.minimum, number < minimum {
