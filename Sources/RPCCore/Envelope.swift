@@ -458,11 +458,16 @@ public enum ResultDecoding {
     }
 
     public static func decode<R: Decodable>(_ type: R.Type, from head: ReplyHead) throws -> R {
-        guard head.encodedResult != nil else {
+        guard let encoded = head.encodedResult else {
             throw DecodingError.keyNotFound(EnvelopeKey("result"), .init(codingPath: [], debugDescription: "the reply has no result"))
         }
-        let result = head.result
-        if let readable = R.self as? any JSONReadable.Type, let value = readable.read(result) as? R { return value }
-        return try JSONValueDecoding.decode(R.self, from: result, codingPath: [EnvelopeKey("result")])
+        // A readable type reads its members where they are in the text (checked when the
+        // reply was read), with no dictionary built for the objects around its values.
+        if let readable = R.self as? any JSONReadable.Type,
+            let value = readable.read(bytes: encoded.bytes, range: encoded.bytes.indices) as? R
+        {
+            return value
+        }
+        return try JSONValueDecoding.decode(R.self, from: head.result, codingPath: [EnvelopeKey("result")])
     }
 }

@@ -9,20 +9,30 @@ public struct LocalDays: Sendable {
     private let calendar: Calendar
     /// Foundation's calendar arithmetic is slow next to everything else the aggregator
     /// does per session (it was a fifth of its ingest); a day's bounds never change.
-    private let memo = Memo()
+    private let memo: Memo
 
     private final class Memo: Sendable {
         struct Day { var name: String; var start: Date; var end: Date }
         let state = Mutex<(bounds: [String: Day], last: Day?)>(([:], nil))
     }
 
+    /// Each time zone's days, made once: their memo then serves every batch and family in
+    /// that zone (there are some hundreds of IANA zones at most).
+    private static let known = Mutex<[String: LocalDays]>([:])
+
     /// Nil for an identifier that is not an IANA time zone.
     public init?(timeZone identifier: String) {
+        if let known = Self.known.withLock({ $0[identifier] }) {
+            self = known
+            return
+        }
         guard let zone = TimeZone(identifier: identifier) else { return nil }
         self.timeZone = zone
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = zone
         self.calendar = calendar
+        self.memo = Memo()
+        Self.known.withLock { $0[identifier] = self }
     }
 
     /// The day an instant falls on.
@@ -134,7 +144,12 @@ public struct LocalDays: Sendable {
     }
 
     public static func format(year: Int, month: Int, day: Int) -> String {
-        String(format: "%04d-%02d-%02d", year, month, day)
+        // As `%04d-%02d-%02d` would write it, without Foundation's formatter (once a session).
+        func padded(_ value: Int, _ width: Int) -> String {
+            let digits = String(value)
+            return value < 0 || digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
+        }
+        return padded(year, 4) + "-" + padded(month, 2) + "-" + padded(day, 2)
     }
 
     public static func parse(_ day: String) -> (Int, Int, Int)? {

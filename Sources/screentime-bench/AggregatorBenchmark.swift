@@ -88,6 +88,8 @@ struct AggregatorBenchmark: AsyncParsableCommand {
         }
         let total = batches.reduce(0) { $0 + ($1.saves?.count ?? 0) }
 
+        let cpu = CPUTime(pids: ["store": [store.process.processIdentifier], "aggregator": [aggregator.process.processIdentifier]])
+        let cpuBefore = cpu.sample()
         let started = ContinuousClock.now
         let (written, ingested) = try await services.phase("usage records written and ingested", [store, aggregator]) {
             try await concurrently(batches, width: 8) { params in
@@ -98,9 +100,11 @@ struct AggregatorBenchmark: AsyncParsableCommand {
             say("  store: \(total) written in \(Report.format(written.seconds)) s")
             return (written, try await Self.waitForIngest(of: total, through: local, since: started))
         }
+        // Both processes' CPU per record over the phase (µs): where the machine's cores went.
+        let spent = cpu.since(cpuBefore, per: total).mapValues { $0 * 1000 }
         let ingestRate = Double(total) / ingested.seconds
         let storeRate = Double(total) / written.seconds
-        say("  aggregator: counted and summaries written after \(Report.format(ingested.seconds)) s")
+        say("  aggregator: counted and summaries written after \(Report.format(ingested.seconds)) s; CPU per record: store \(Report.format(spent["store"] ?? .nan)) µs, aggregator \(Report.format(spent["aggregator"] ?? .nan)) µs")
 
         // What SQLite alone does with the store's schema for as many records.
         let floorRate = try StoreSchemaFloor.recordsPerSecond(
@@ -112,6 +116,8 @@ struct AggregatorBenchmark: AsyncParsableCommand {
                    comparison: "store.modify alone", comparisonValue: storeRate, ratio: ingestRate / storeRate,
                    target: "≥ 0.95x and ≥ 20000/s", met: ingestRate >= 0.95 * storeRate && ingestRate >= 20_000),
             Figure(name: "plain SQLite, store schema, same records", value: floorRate, unit: "records/s"),
+            Figure(name: "  CPU per record end to end, store", value: spent["store"] ?? .nan, unit: "µs"),
+            Figure(name: "  CPU per record end to end, aggregator", value: spent["aggregator"] ?? .nan, unit: "µs"),
         ]
 
         // A parent's 90-day report of one child, by day.
@@ -148,10 +154,15 @@ struct AggregatorBenchmark: AsyncParsableCommand {
         ])
         defer { second.kill() }
         let secondClient = RPCClient(configuration: ClientConfiguration(socketPath: catchUp + "/aggregator.sock", callTimeout: .seconds(300), connectTimeout: .seconds(10)))
+        let catchUpCPU = CPUTime(pids: ["store": [store.process.processIdentifier], "aggregator": [second.process.processIdentifier]])
+        let catchUpBefore = catchUpCPU.sample()
         let caughtUp = try await Self.waitForIngest(of: total, through: secondClient, since: ContinuousClock.now)
+        let catchUpSpent = catchUpCPU.since(catchUpBefore, per: total).mapValues { $0 * 1000 }
         let catchUpRate = Double(total) / caughtUp.seconds
         say("  a second aggregator caught up on \(total) records in \(Report.format(caughtUp.seconds)) s")
         figures.insert(Figure(name: "aggregator alone: catch-up on records in the store", value: catchUpRate, unit: "records/s"), at: 1)
+        figures.insert(Figure(name: "  CPU per record catching up, aggregator", value: catchUpSpent["aggregator"] ?? .nan,
+                              unit: "µs (store \(Report.format(catchUpSpent["store"] ?? .nan)) µs)"), at: 2)
         await secondClient.close()
 
         Report.print("screentime-aggregatord (\(children) children × \(days) days × \(perDay) sessions\(self.common.quick ? ", quick mode" : ""))", figures)
