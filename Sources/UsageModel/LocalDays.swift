@@ -17,8 +17,10 @@ public struct LocalDays: Sendable {
     }
 
     /// Each time zone's days, made once: their memo then serves every batch and family in
-    /// that zone (there are some hundreds of IANA zones at most).
+    /// that zone. A household's server sees a zone or two; the bound keeps a stream of
+    /// distinct identifiers (offsets such as `GMT+0130` are valid too) from growing it.
     private static let known = Mutex<[String: LocalDays]>([:])
+    private static let mostKnown = 64
 
     /// Nil for an identifier that is not an IANA time zone.
     public init?(timeZone identifier: String) {
@@ -32,7 +34,10 @@ public struct LocalDays: Sendable {
         calendar.timeZone = zone
         self.calendar = calendar
         self.memo = Memo()
-        Self.known.withLock { $0[identifier] = self }
+        Self.known.withLock { known in
+            if known.count >= Self.mostKnown { known.removeAll(keepingCapacity: true) }
+            known[identifier] = self
+        }
     }
 
     /// The day an instant falls on.

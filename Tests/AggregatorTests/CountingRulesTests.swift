@@ -19,6 +19,20 @@ struct CountingRulesTests {
         #expect(LocalDays(timeZone: "Mars/Olympus") == nil && self.newYork.bounds(of: "2026-13-01") == nil)
     }
 
+    @Test("a day's name has four digits of year and two of month and day, as it sorts; each zone's days answer alike wherever they are made")
+    func dayNames() throws {
+        #expect(LocalDays.format(year: 7, month: 3, day: 9) == "0007-03-09")
+        #expect(LocalDays.format(year: 2026, month: 12, day: 31) == "2026-12-31")
+        #expect(LocalDays.format(year: 12026, month: 1, day: 1) == "12026-01-01")
+        // Many zones made in turn (past the number kept), then New York's again.
+        let offsets = (0..<120).map { "GMT\($0 % 2 == 0 ? "+" : "-")\(String(format: "%02d", $0 / 2 % 15))\(["00", "15", "30", "45"][$0 / 30])" }
+        #expect(Set(offsets).count == 120 && offsets.compactMap { LocalDays(timeZone: $0) }.count == 120)
+        let again = try #require(LocalDays(timeZone: "America/New_York"))
+        let instant = try #require(self.newYork.bounds(of: "2026-03-08")).start.addingTimeInterval(5 * 3600)
+        #expect(again.day(containing: instant) == "2026-03-08" && again.bounds(of: "2026-03-08")! == self.newYork.bounds(of: "2026-03-08")!)
+        #expect(again.timeZone.identifier == "America/New_York")
+    }
+
     @Test("an interval is split at each local midnight it crosses")
     func split() throws {
         let start = try #require(self.newYork.bounds(of: "2026-11-21")).start.addingTimeInterval(23 * 3600)
