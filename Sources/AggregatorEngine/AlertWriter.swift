@@ -29,7 +29,7 @@ struct AlertWriter: Sendable {
                 guard error.code == .notFound else { throw error }  // the store is away: the alert waits
             }
             let params = NotifyParams(family: alert.family, parents: true, alert: Alert(title: alert.title, body: alert.body), data: data,
-                                      collapseKey: "alert:\(alert.kind):\(subject)", priority: .high)
+                                      collapseKey: "alert:\(alert.kind):\(subject)", priority: .high, requestId: Self.requestId(alert))
             switch await self.notify(params) {
             case .success(let result):
                 self.logger.notice("alert sent", metadata: ["family": "\(alert.family)", "alert": "\(alert.kind)", "parents": "\(result.queued.count)"])
@@ -43,6 +43,18 @@ struct AlertWriter: Sendable {
             try await self.database.alertSent(alert.id)
         }
         return pending.count
+    }
+
+    /// The alert's name for push: the same on every retry (a restart after push took it, before
+    /// its row was deleted, sends it again, and push recognises it), and a new one for a new
+    /// alert even when this database was made anew and its ids started again (the content
+    /// goes in too: FNV-1a, the same in every process, unlike Swift's seeded `Hasher`).
+    static func requestId(_ alert: AggregatorDatabase.PendingAlert) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in [alert.family, alert.kind, alert.title, alert.body, alert.data].joined(separator: "\n").utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
+        }
+        return "alert-\(alert.id)-" + String(hash, radix: 16)
     }
 
     static func auditEntry(_ alert: AggregatorDatabase.PendingAlert, data: [String: JSONValue], subject: String) throws(RPCError) -> ModifyParams {

@@ -286,11 +286,16 @@ public struct NotifyParams: Codable, Sendable, Hashable {
     public var collapseKey: String?
     public var priority: PushPriority?
     public var ttlSeconds: Double?
+    /// The caller's name for this notification: the same request sent again (a retry after
+    /// the caller restarted, not knowing whether the first went out) queues nothing more
+    /// and gets the first answer.
+    public var requestId: String?
 
     public init(
         family: String, deviceId: String? = nil, parents: Bool? = nil, alert: Alert? = nil, data: [String: JSONValue]? = nil,
-        collapseKey: String? = nil, priority: PushPriority? = nil, ttlSeconds: Double? = nil
+        collapseKey: String? = nil, priority: PushPriority? = nil, ttlSeconds: Double? = nil, requestId: String? = nil
     ) {
+        self.requestId = requestId
         self.family = family
         self.deviceId = deviceId
         self.parents = parents

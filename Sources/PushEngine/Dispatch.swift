@@ -39,8 +39,8 @@ struct Dispatch: Sendable {
     /// Live listeners get the notifications as soon as they are numbered; the call returns
     /// once they are committed to the devices' queues.
     func queue(_ drafts: [PushDatabase.Draft], removing fired: [PushDatabase.SubscriptionKey] = [], position: Int64? = nil,
-               releasing: [Deferred.Key] = []) async throws -> [PushDatabase.Queued] {
-        try await self.queue(drafts, deferring: [], removing: fired, position: position, releasing: releasing)
+               releasing: [Deferred.Key] = [], request: PushDatabase.NotifyRequest? = nil) async throws -> [PushDatabase.Queued] {
+        try await self.queue(drafts, deferring: [], removing: fired, position: position, releasing: releasing, request: request)
     }
 
     /// A batch of changes' notifications: "fetch changes" hints (zone and family
@@ -50,13 +50,13 @@ struct Dispatch: Sendable {
         guard self.collapseWindow > .zero else { return try await self.queue(drafts, removing: fired, position: position) }
         let isHint = { (draft: PushDatabase.Draft) in draft.notification.reason == .zoneChanged && draft.notification.collapseKey != nil }
         let held = drafts.filter(isHint)
-        let queued = try await self.queue(drafts.filter { !isHint($0) }, deferring: held, removing: fired, position: position, releasing: [])
+        let queued = try await self.queue(drafts.filter { !isHint($0) }, deferring: held, removing: fired, position: position, releasing: [], request: nil)
         if !held.isEmpty { self.held.signal() }
         return queued
     }
 
     private func queue(_ drafts: [PushDatabase.Draft], deferring: [PushDatabase.Draft], removing fired: [PushDatabase.SubscriptionKey], position: Int64?,
-                       releasing: [Deferred.Key]) async throws -> [PushDatabase.Queued] {
+                       releasing: [Deferred.Key], request: PushDatabase.NotifyRequest?) async throws -> [PushDatabase.Queued] {
         let hub = self.hub
         let batch = hub.newBatch()
         defer { hub.settle(batch) }
@@ -64,7 +64,7 @@ struct Dispatch: Sendable {
         let due = deferring.isEmpty ? Date.distantPast : Date().addingTimeInterval(Double(window.seconds) + Double(window.attoseconds) / 1e18)
         let metrics = self.metrics
         let queued = try await self.database.enqueue(drafts, removing: fired, position: position, deferring: deferring, due: due, releasing: releasing,
-                                                     route: self.route) { queued in
+                                                     request: request, route: self.route) { queued in
             hub.deliver(queued.map { (Hub.DeviceKey(family: $0.family, deviceId: $0.deviceId), $0.outgoing) }, batch: batch)
         }
         for draft in drafts { metrics.queued((draft.notification.priority ?? .normal).rawValue).increment() }

@@ -192,6 +192,14 @@ struct Push: Sendable {
             throw RPCError.invalidParams("params", "a notification needs an alert, data, or both")
         }
         try Check.notification(alert: params.alert, collapseKey: params.collapseKey, ttlSeconds: params.ttlSeconds, path: "params")
+        if let requestId = params.requestId {
+            try Check.identifier("params.requestId", requestId)
+            // Sent before: the first answer, and nothing queued again.
+            if let answer = try await self.database.notifyAnswer(family: params.family, requestId: requestId) {
+                self.logger.info("notification already sent", metadata: ["family": "\(params.family)", "request_id": "\(requestId)"])
+                return answer
+            }
+        }
         let access = try await self.access.access(params.family)
         let targets: [String]
         if let deviceId = params.deviceId {
@@ -210,7 +218,8 @@ struct Push: Sendable {
             priority: params.priority ?? .normal, createdAt: now, expiresAt: now.addingTimeInterval(ttl.seconds))
         // The same notification for every target: one group, encoded once.
         let drafts = targets.map { PushDatabase.Draft(family: params.family, deviceId: $0, notification: notification, group: 1) }
-        let queued = try await self.dispatch.queue(drafts)
+        let request = params.requestId.map { PushDatabase.NotifyRequest(family: params.family, id: $0, at: now) }
+        let queued = try await self.dispatch.queue(drafts, request: request)
         self.logger.info("notification sent", metadata: ["family": "\(params.family)", "devices": "\(queued.map(\.deviceId))"])
         return NotifyResult(queued: queued.map { QueuedNotification(deviceId: $0.deviceId, seq: $0.seq) })
     }

@@ -93,7 +93,7 @@ final class PushDatabase: StoreLogFollowerDatabase {
     /// at `due`; `releasing` are held drafts that `drafts` now queue, deleted in the same
     /// transaction.
     func enqueue(_ drafts: [Draft], removing fired: [SubscriptionKey] = [], position: Int64? = nil,
-                 deferring: [Draft] = [], due: Date = Date(), releasing: [Deferred.Key] = [],
+                 deferring: [Draft] = [], due: Date = Date(), releasing: [Deferred.Key] = [], request: NotifyRequest? = nil,
                  route: @escaping @Sendable (_ family: String, _ deviceId: String) -> Route = { _, _ in Route() },
                  deliver: @escaping @Sendable ([Queued]) -> Void = { _ in }) async throws -> [Queued] {
         let held = try deferring.map { draft in (draft, try Coding.encode(draft.notification)) }
@@ -117,6 +117,7 @@ final class PushDatabase: StoreLogFollowerDatabase {
                             try SubscriptionEntry.of(family: key.family, deviceId: key.deviceId).filter(SubscriptionEntry.Columns.id == key.id).deleteAll(db)
                         }
                         if let position { try StoreLogPosition.save(db, position) }
+                        if let request { try Self.keep(request, answer: queued, db) }
                         db.afterNextTransaction(onCommit: { _ in
                             self.committed.withLock { committed in committed.merge(moved) { max($0, $1) } }
                         })
@@ -343,11 +344,39 @@ final class PushDatabase: StoreLogFollowerDatabase {
         }
     }
 
+    // MARK: push.notify's request ids
+
+    /// A `push.notify` named by its caller: its answer is kept with what it queued, in one
+    /// transaction, so a retry finds either both or neither.
+    struct NotifyRequest: Sendable {
+        var family: String
+        var id: String
+        var at: Date
+    }
+
+    /// How long an answer is kept for a retry: past a caller's restart, or its days away.
+    static let notifyRequestLifetime: TimeInterval = 7 * 86_400
+
+    /// The answer to the named request, if it was queued (and not forgotten yet).
+    func notifyAnswer(family: String, requestId: String) async throws -> NotifyResult? {
+        try await self.pool.read { db in
+            try String.fetchOne(db, sql: "SELECT result FROM notify_requests WHERE family = ? AND request_id = ?", arguments: [family, requestId])
+        }.map { try RPCJSON.decode(NotifyResult.self, from: Data($0.utf8)) }
+    }
+
+    private static func keep(_ request: NotifyRequest, answer queued: [Queued], _ db: Database) throws {
+        let answer = NotifyResult(queued: queued.map { QueuedNotification(deviceId: $0.deviceId, seq: $0.seq) })
+        try db.execute(sql: "INSERT OR REPLACE INTO notify_requests(family, request_id, result, at_ms) VALUES (?, ?, ?, ?)",
+                       arguments: [request.family, request.id, try RPCJSON.encodeText(answer), Millis.of(request.at)])
+    }
+
     /// Drops expired notifications, and stored notifications no queue points at any more
-    /// (acknowledged or replaced everywhere); returns how many queued ones expired.
+    /// (acknowledged or replaced everywhere), and request ids past their week; returns how
+    /// many queued ones expired.
     func purgeExpired(now: Date) async throws -> Int {
         try await self.pool.write { db in
             let cut = Millis.of(now)
+            try db.execute(sql: "DELETE FROM notify_requests WHERE at_ms < ?", arguments: [Millis.of(now.addingTimeInterval(-Self.notifyRequestLifetime))])
             var dropped = 0
             // A device's numbers need nothing kept when its rows go: `devices.last_seq`
             // is at or past every number handed out (reserved before they were).

@@ -165,6 +165,19 @@ extension PushDatabase {
                 CREATE INDEX wakes_by_due ON wakes(due_ms) WHERE due_ms IS NOT NULL;
                 """)
         }
+        migrator.registerMigration("push-v6-notify-requests") { db in
+            try db.execute(sql: """
+                -- push.notify's answers by the caller's request id, for a retry (kept a week)
+                CREATE TABLE notify_requests (
+                    family TEXT NOT NULL,
+                    request_id TEXT NOT NULL,
+                    result TEXT NOT NULL,
+                    at_ms INTEGER NOT NULL,
+                    PRIMARY KEY (family, request_id)
+                ) WITHOUT ROWID;
+                CREATE INDEX notify_requests_by_time ON notify_requests(at_ms);
+                """)
+        }
         return migrator
     }
 }

@@ -78,4 +78,25 @@ struct AccessTests {
             }
         }
     }
+
+    @Test("push.notify with a request id, sent again (a caller's retry after its restart), queues nothing more and answers as the first; another id is another notification")
+    func notifyRetriedByRequestID() async throws {
+        try await PushStack.inProcess { stack in
+            let listening = Listening(stack.parent)
+            let digest = NotifyParams(family: "smith", parents: true, alert: Alert(title: "The week of 23 Nov to 29 Nov"), requestId: "notify-1f2e")
+            let first = try await stack.local.call(PushMethods.notify, digest)
+            let again = try await stack.local.call(PushMethods.notify, digest)
+            #expect(first.queued == [QueuedNotification(deviceId: "mum-phone", seq: 1)] && again == first)
+            let other = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "Next"), requestId: "notify-2a"))
+            #expect(other.queued.map(\.seq) == [2])
+            let received = try await listening.wait(for: 2)
+            try await listening.expectQuiet(beyond: 2)
+            #expect(received.map(\.alert?.title) == ["The week of 23 Nov to 29 Nov", "Next"])
+            for bad in ["", String(repeating: "x", count: 256), "line\nbreak"] {
+                await expectError(.invalidParams) {
+                    _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "hi"), requestId: bad))
+                }
+            }
+        }
+    }
 }

@@ -192,6 +192,29 @@ struct DeliveryTests {
         #expect(seqs.prefix(2) == [1, 2] && seqs.count == 4 && seqs[2] > 2 && seqs[3] == seqs[2] + 1)
     }
 
+    @Test("a push.notify retried with its request id after push was killed and restarted is not sent twice")
+    func notifyRetriedAcrossRestart() async throws {
+        let stack = try await PushStack.start()
+        defer { stack.stopNow() }
+        let alert = NotifyParams(family: stack.family.family, parents: true, alert: Alert(title: "Emma's reward time is used up"), requestId: "alert-7-9c41")
+        let first = try await stack.local.call(PushMethods.notify, alert)
+        await stack.kill()
+        try await stack.startPush()
+        let again = try await eventually("the retry reaching the restarted push service") { seen in
+            do {
+                return try await stack.local.call(PushMethods.notify, alert)
+            } catch {
+                seen = "\(error)"
+                return nil
+            }
+        }
+        #expect(again == first)
+        let listening = Listening(stack.parent)
+        let received = try await listening.wait(for: 1)
+        try await listening.expectQuiet(beyond: 1)
+        #expect(received.map(\.seq) == first.queued.map(\.seq))
+    }
+
     @Test("away longer than the store keeps its change log, push skips what was purged and carries on")
     func skipsPurgedChanges() async throws {
         let stack = try await PushStack.start(storeArguments: ["--tombstone-grace", "0"])

@@ -168,6 +168,10 @@ struct NotifyOutboxRow: Codable, Sendable, FetchableRecord, PersistableRecord {
     }
 
     static func queue(_ params: NotifyParams, _ db: Database) throws {
+        var params = params
+        // Named once, as queued: a retry after a restart (the first may have gone out before
+        // its row was deleted) is then recognised by push and not sent twice.
+        params.requestId = params.requestId ?? "notify-" + FamilyLog.randomHex()
         let text = try RPCJSON.encodeText(params)
         try NotifyOutboxRow(id: nil, family: params.family, params: text).insert(db)
     }
