@@ -81,12 +81,14 @@ struct Ingest {
             return seal
         }
         var audited = 0
+        // Each device's clock as its newest session of the batch says (noted once a batch).
+        var clocks: [DeviceClock: ClockReading] = [:]
         for change in changes {
             // Before the change is applied: its sentence says what it changed.
             if try ChangeAudit.note(change, db) { audited += 1 }
             switch change.recordType {
             case RecordTypes.usageRecord:
-                dirty.formUnion(try self.applySession(change, days: calendar(change.family), seal: seal(change.family), db))
+                dirty.formUnion(try self.applySession(change, days: calendar(change.family), seal: seal(change.family), clocks: &clocks, db))
             case RecordTypes.family:
                 switch try self.applyFamily(change, db) {
                 case .timeZone:
@@ -134,6 +136,9 @@ struct Ingest {
                 continue
             }
         }
+        for (device, reading) in clocks {
+            try Alerts.noteClock(family: device.family, deviceId: device.deviceId, offsetSeconds: reading.offsetSeconds, at: reading.at, db)
+        }
         for family in configurations { try Configuration.changed(family: family, db) }
         for family in wholeFamilies { dirty.formUnion(try Self.allDays(of: family, db)) }
         dirty = try dirty.filter { try !seal($0.family).covers(day: $0.day) }
@@ -162,25 +167,71 @@ struct Ingest {
     // MARK: Records
 
     /// Stores the session as it is now (or forgets it); returns the days it touched then and now.
-    private func applySession(_ change: Change, days: LocalDays, seal: Retention.Seal, _ db: Database) throws -> Set<DeviceDay> {
+    private func applySession(_ change: Change, days: LocalDays, seal: Retention.Seal, clocks: inout [DeviceClock: ClockReading],
+                              _ db: Database) throws -> Set<DeviceDay> {
+        let session = change.deleted ? nil : Session(change.fields)
+        // A session not seen before (most are): its row is new, and no older days to count again.
+        if let session, !Self.isLate(session, seal), try Self.insert(session, of: change, ifNew: true, db) {
+            Self.note(session, of: change, in: &clocks)
+            return Self.days(family: change.family, device: session.deviceId, session.start, session.end, days)
+        }
         var touched = Set<DeviceDay>()
         if let old = try Row.fetchOne(cached: db, sql: "SELECT device_id, start_ms, end_ms FROM sessions WHERE family = ? AND zone = ? AND record_name = ?",
                                       arguments: [change.family, change.zone, change.recordName]) {
             touched.formUnion(Self.days(family: change.family, device: old["device_id"], Millis.date(old["start_ms"]), Millis.date(old["end_ms"]), days))
             try db.execute(cached: "DELETE FROM sessions WHERE family = ? AND zone = ? AND record_name = ?", arguments: [change.family, change.zone, change.recordName])
         }
-        guard !change.deleted, let session = Session(change.fields) else { return touched }
-        if let sealed = seal.startMillis, Millis.of(session.end) <= sealed {
+        guard let session else { return touched }
+        if Self.isLate(session, seal) {
             try Retention.pruneLate(family: change.family, zone: change.zone, recordName: change.recordName, db)
             return touched
         }
+        _ = try Self.insert(session, of: change, ifNew: false, db)
+        touched.formUnion(Self.days(family: change.family, device: session.deviceId, session.start, session.end, days))
+        Self.note(session, of: change, in: &clocks)
+        return touched
+    }
+
+    /// A device of a family, whose clock its sessions tell.
+    struct DeviceClock: Hashable {
+        var family: String
+        var deviceId: String
+    }
+
+    struct ClockReading {
+        var offsetSeconds: Int64
+        var at: Int64
+    }
+
+    /// Ends before the family's sealed days: kept only as their totals.
+    private static func isLate(_ session: Session, _ seal: Retention.Seal) -> Bool {
+        seal.startMillis.map { Millis.of(session.end) <= $0 } ?? false
+    }
+
+    /// Stores the session's row; with `ifNew`, only when the record has none yet (returns
+    /// whether it stored it).
+    private static func insert(_ session: Session, of change: Change, ifNew: Bool, _ db: Database) throws -> Bool {
+        let arguments: StatementArguments = [change.family, change.zone, change.recordName, session.deviceId, session.app, session.bundleId,
+                                             session.category, Millis.of(session.start), Millis.of(session.end)]
+        if ifNew {
+            try db.execute(cached: """
+                INSERT INTO sessions(family, zone, record_name, device_id, app, bundle_id, category, start_ms, end_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT DO NOTHING
+                """, arguments: arguments)
+            return db.changesCount > 0
+        }
         try db.execute(cached: """
             INSERT INTO sessions(family, zone, record_name, device_id, app, bundle_id, category, start_ms, end_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """, arguments: [change.family, change.zone, change.recordName, session.deviceId, session.app, session.bundleId, session.category,
-                             Millis.of(session.start), Millis.of(session.end)])
-        touched.formUnion(Self.days(family: change.family, device: session.deviceId, session.start, session.end, days))
-        try Alerts.noteClock(family: change.family, deviceId: session.deviceId, offsetSeconds: session.clockOffsetSeconds, at: Millis.of(change.at ?? Date()), db)
-        return touched
+            """, arguments: arguments)
+        return true
+    }
+
+    /// Keeps the session's clock reading when it is the device's newest of the batch.
+    private static func note(_ session: Session, of change: Change, in clocks: inout [DeviceClock: ClockReading]) {
+        let reading = ClockReading(offsetSeconds: session.clockOffsetSeconds, at: Millis.of(change.at ?? Date()))
+        let device = DeviceClock(family: change.family, deviceId: session.deviceId)
+        if let known = clocks[device], known.at > reading.at { return }
+        clocks[device] = reading
     }
 
     enum FamilyChange { case nothing, timeZone, rate }
