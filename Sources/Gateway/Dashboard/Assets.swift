@@ -168,11 +168,40 @@ enum Assets {
 
           function say(text) { if (status) status.textContent = text; }
 
-          // A parent typing in a form of the live part (a reply, an amount) keeps what they
-          // typed: the update waits until they leave the field.
+          // A parent busy with a form of the live part keeps it as it is: the update waits
+          // while they are in a field, have changed one (a reply, an amount, a choice) and
+          // not sent it, or are pressing a button (replaced under the pointer, the button
+          // would never get its click).
+          var pressing = false;
+          live.addEventListener("pointerdown", function () { pressing = true; });
+          document.addEventListener("pointerup", function () { setTimeout(function () { pressing = false; }, 0); });
+          document.addEventListener("pointercancel", function () { pressing = false; });
+          function changed(field) {
+            if (field.type === "hidden" || field.type === "submit" || field.type === "button") return false;
+            if (field.type === "checkbox" || field.type === "radio") return field.checked !== field.defaultChecked;
+            if (field.tagName === "SELECT") {
+              // With no option marked selected, the first is the one shown at first.
+              var first = 0;
+              for (var i = 0; i < field.options.length; i++) if (field.options[i].defaultSelected) { first = i; break; }
+              return field.selectedIndex !== first;
+            }
+            return field.value !== field.defaultValue;
+          }
           function typing() {
+            if (pressing) return true;
             var active = document.activeElement;
-            return active && live.contains(active) && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName);
+            if (active && live.contains(active) && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName)) return true;
+            var fields = live.querySelectorAll("input, textarea, select");
+            for (var i = 0; i < fields.length; i++) if (changed(fields[i])) return true;
+            return false;
+          }
+
+          // Says so while an update waits for the parent's form.
+          var holding = "Live: the page updates once you send or clear the form";
+          function hold(on) {
+            live.dataset.held = on ? "1" : "";
+            if (on) say(holding);
+            else if (status && status.textContent === holding) say("Live");
           }
 
           function refresh() {
@@ -180,7 +209,7 @@ enum Assets {
             pending = setTimeout(function () {
               pending = null;
               if (stopped) return;
-              if (typing()) { setTimeout(refresh, 1000); return; }
+              if (typing()) { hold(true); setTimeout(refresh, 1000); return; }
               inFlight = new AbortController();
               fetch(live.dataset.live, { credentials: "same-origin", headers: { "Accept": "text/html" }, cache: "no-store", signal: inFlight.signal })
                 .then(function (response) {
@@ -191,6 +220,9 @@ enum Assets {
                 })
                 .then(function (html) {
                   if (html === null || html === undefined) return;
+                  // Begun while the parent was not busy with a form, arrived while they are.
+                  if (typing()) { hold(true); setTimeout(refresh, 1000); return; }
+                  hold(false);
                   live.innerHTML = html;
                   live.dataset.refreshed = String(Date.now());
                 })
