@@ -176,6 +176,8 @@ enum Assets {
           live.addEventListener("pointerdown", function () { pressing = true; });
           document.addEventListener("pointerup", function () { setTimeout(function () { pressing = false; }, 0); });
           document.addEventListener("pointercancel", function () { pressing = false; });
+          // A press that ends outside the window never tells its end here.
+          window.addEventListener("blur", function () { pressing = false; });
           function changed(field) {
             if (field.type === "hidden" || field.type === "submit" || field.type === "button") return false;
             if (field.type === "checkbox" || field.type === "radio") return field.checked !== field.defaultChecked;
