@@ -3,6 +3,8 @@ import RPCClient
 import RPCCore
 import ServiceLifecycle
 import StoreAPI
+import Synchronization
+import WireJSON
 
 /// Follows the store's `store.watch` for a service that derives state from it (push, the
 /// aggregator): from the position the service saved, in batches, retrying with backoff
@@ -14,7 +16,8 @@ import StoreAPI
 /// (`store.watch` with a `limit`, ending at each page), and only then follows live, where
 /// changes arriving while a batch is applied make up the next one. A live backlog that
 /// grows past ``maximumBacklog`` (the store commits faster than the service applies) ends
-/// the live stream, and the service catches up in pages again from its saved position.
+/// the live stream; the service applies what it holds and catches up in pages again from
+/// its saved position.
 public struct ChangeFeed: Sendable {
     public let store: RPCClient
     /// The watcher's name: the store does not wake a service while it follows.
@@ -110,26 +113,66 @@ public struct ChangeFeed: Sendable {
         self.logger.info("following the store", metadata: ["after": "\(position)"])
         let pending = Backlog<ChangeEvent>()
         let (signal, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        // How the live stream ended: nil while it runs, then the error it ended with (none
+        // for an end of the store's). Its changes are read on the store connection's event
+        // loop as they come, with no task or stream per change.
+        let ending = Mutex<Ending?>(nil)
+        // The stream, once open: stopped on the store as soon as it falls behind.
+        let opened = Mutex<RelayedStream?>(nil)
+        let (limit, batchSize) = (self.maximumBacklog, self.batchSize)
         let params = WatchParams(after: position, recordTypes: self.recordTypes, watcher: self.watcher)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                defer { wake.finish() }
-                for try await event in self.store.stream(StoreMethods.watch, params) {
-                    guard case .item(let change) = event else { continue }
-                    if pending.append(change) > self.maximumBacklog { throw FellBehind() }
-                    wake.yield()
+        let stream = try await self.store.streamOnLoop(StoreMethods.watch, params) { event in
+            let end: Ending?
+            switch event {
+            case .success(.item(let item)):
+                guard ending.withLock({ $0 == nil }) else { return }  // ended here already: dropped
+                if let change = Self.change(item) {
+                    end = pending.append(change) > limit ? Ending(error: FellBehind()) : nil
+                } else {
+                    end = Ending(error: RPCError(.internal, "the store sent a change this service cannot read"))
                 }
+            case .success(.end):
+                end = Ending(error: nil)
+            case .failure(let error):
+                end = Ending(error: error)
             }
-            group.addTask {
-                for await _ in signal {
-                    while true {
-                        let batch = pending.take(self.batchSize)
-                        if batch.isEmpty { break }
-                        try await apply(batch)
-                    }
-                }
+            guard let end else {
+                wake.yield()
+                return
             }
-            try await group.waitForAll()
+            ending.withLock { if $0 == nil { $0 = end } }
+            wake.finish()
+            opened.withLock { $0 }?.cancel()
         }
+        opened.withLock { $0 = stream }
+        defer { stream.cancel() }
+        // Ends when the stream has ended (and been drained) or this task is cancelled.
+        for await _ in signal {
+            try await Self.drain(pending, batchSize, apply)
+        }
+        try Task.checkCancellation()
+        try await Self.drain(pending, batchSize, apply)
+        if let error = ending.withLock({ $0?.error }) { throw error }
+    }
+
+    /// Why the live stream ended.
+    private struct Ending: Sendable {
+        var error: (any Error)?
+    }
+
+    private static func drain(_ pending: Backlog<ChangeEvent>, _ batchSize: Int, _ apply: @Sendable ([ChangeEvent]) async throws -> Void) async throws {
+        while true {
+            let batch = pending.take(batchSize)
+            if batch.isEmpty { return }
+            try await apply(batch)
+        }
+    }
+
+    /// A change as the store wrote it (the text read where it is; anything else of the
+    /// shape through `Decodable`); nil when it is not one.
+    static func change(_ item: EncodedJSON) -> ChangeEvent? {
+        if let change = ChangeEvent.read(bytes: item.bytes, range: item.bytes.indices) { return change }
+        guard let value = try? JSONParser.parse(bytes: item.bytes) else { return nil }
+        return try? JSONValueDecoding.decode(ChangeEvent.self, from: value)
     }
 }

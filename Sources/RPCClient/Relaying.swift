@@ -87,9 +87,26 @@ extension RPCClient {
         _ method: String, params: JSONValue?, auth: Auth?,
         deliver: @escaping @Sendable (Result<StreamEvent<EncodedJSON, EncodedJSON>, RPCError>) -> Void
     ) async throws(RPCError) -> RelayedStream {
+        try await self.openRelayed(method, params: params ?? .object([:]), auth: auth, deliver: deliver)
+    }
+
+    /// The same for one of this client's own streams (no caller to act for): its replies
+    /// handed to `deliver` on the connection's event loop as they come, with no task and no
+    /// stream of its own per reply (a follower of `store.watch` reads thousands a second).
+    public func streamOnLoop<P, I, E>(
+        _ spec: StreamSpec<P, I, E>, _ params: P,
+        deliver: @escaping @Sendable (Result<StreamEvent<EncodedJSON, EncodedJSON>, RPCError>) -> Void
+    ) async throws(RPCError) -> RelayedStream {
+        try await self.openRelayed(spec.name, params: params, auth: nil, deliver: deliver)
+    }
+
+    private func openRelayed<P: Encodable>(
+        _ method: String, params: P, auth: Auth?,
+        deliver: @escaping @Sendable (Result<StreamEvent<EncodedJSON, EncodedJSON>, RPCError>) -> Void
+    ) async throws(RPCError) -> RelayedStream {
         let connection = try await self.connection()
         let id = connection.makeID()
-        let payload = try Self.encodeRequest(id: id, method: method, params: params ?? .object([:]), auth: auth)
+        let payload = try Self.encodeRequest(id: id, method: method, params: params, auth: auth)
         try connection.register(id, .stream { reply in
             switch reply {
             case .failure(let error):
