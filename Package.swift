@@ -308,7 +308,7 @@ let package = Package(
         .target(
             name: "ChangeFeed",
             dependencies: [
-                "StoreAPI", "RPCClient", "RPCCore", "WireJSON",
+                "StoreAPI", "RPCClient", "RPCCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

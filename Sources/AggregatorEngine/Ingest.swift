@@ -171,7 +171,7 @@ struct Ingest {
                               _ db: Database) throws -> Set<DeviceDay> {
         let session = change.deleted ? nil : Session(change.fields)
         // A session not seen before (most are): its row is new, and no older days to count again.
-        if let session, !Self.isLate(session, seal), try Self.insert(session, of: change, ifNew: true, db) {
+        if let session, !Self.isLate(session, seal), try Self.insertIfNew(session, of: change, db) {
             Self.note(session, of: change, in: &clocks)
             return Self.days(family: change.family, device: session.deviceId, session.start, session.end, days)
         }
@@ -186,7 +186,8 @@ struct Ingest {
             try Retention.pruneLate(family: change.family, zone: change.zone, recordName: change.recordName, db)
             return touched
         }
-        _ = try Self.insert(session, of: change, ifNew: false, db)
+        // Its old row (if any) is gone: stored now.
+        _ = try Self.insertIfNew(session, of: change, db)
         touched.formUnion(Self.days(family: change.family, device: session.deviceId, session.start, session.end, days))
         Self.note(session, of: change, in: &clocks)
         return touched
@@ -208,22 +209,14 @@ struct Ingest {
         seal.startMillis.map { Millis.of(session.end) <= $0 } ?? false
     }
 
-    /// Stores the session's row; with `ifNew`, only when the record has none yet (returns
-    /// whether it stored it).
-    private static func insert(_ session: Session, of change: Change, ifNew: Bool, _ db: Database) throws -> Bool {
-        let arguments: StatementArguments = [change.family, change.zone, change.recordName, session.deviceId, session.app, session.bundleId,
-                                             session.category, Millis.of(session.start), Millis.of(session.end)]
-        if ifNew {
-            try db.execute(cached: """
-                INSERT INTO sessions(family, zone, record_name, device_id, app, bundle_id, category, start_ms, end_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT DO NOTHING
-                """, arguments: arguments)
-            return db.changesCount > 0
-        }
+    /// Stores the session's row unless the record has one; returns whether it stored it.
+    private static func insertIfNew(_ session: Session, of change: Change, _ db: Database) throws -> Bool {
         try db.execute(cached: """
             INSERT INTO sessions(family, zone, record_name, device_id, app, bundle_id, category, start_ms, end_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """, arguments: arguments)
-        return true
+            ON CONFLICT DO NOTHING
+            """, arguments: [change.family, change.zone, change.recordName, session.deviceId, session.app, session.bundleId,
+                             session.category, Millis.of(session.start), Millis.of(session.end)])
+        return db.changesCount > 0
     }
 
     /// Keeps the session's clock reading when it is the device's newest of the batch.

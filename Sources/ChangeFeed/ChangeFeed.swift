@@ -4,7 +4,6 @@ import RPCCore
 import ServiceLifecycle
 import StoreAPI
 import Synchronization
-import WireJSON
 
 /// Follows the store's `store.watch` for a service that derives state from it (push, the
 /// aggregator): from the position the service saved, in batches, retrying with backoff
@@ -126,10 +125,11 @@ public struct ChangeFeed: Sendable {
             switch event {
             case .success(.item(let item)):
                 guard ending.withLock({ $0 == nil }) else { return }  // ended here already: dropped
-                if let change = Self.change(item) {
+                do {
+                    let change = try ResultDecoding.decode(ChangeEvent.self, from: item)
                     end = pending.append(change) > limit ? Ending(error: FellBehind()) : nil
-                } else {
-                    end = Ending(error: RPCError(.internal, "the store sent a change this service cannot read"))
+                } catch {
+                    end = Ending(error: RPCError(.internal, "the store sent a change this service cannot read: \(error)"))
                 }
             case .success(.end):
                 end = Ending(error: nil)
@@ -166,13 +166,5 @@ public struct ChangeFeed: Sendable {
             if batch.isEmpty { return }
             try await apply(batch)
         }
-    }
-
-    /// A change as the store wrote it (the text read where it is; anything else of the
-    /// shape through `Decodable`); nil when it is not one.
-    static func change(_ item: EncodedJSON) -> ChangeEvent? {
-        if let change = ChangeEvent.read(bytes: item.bytes, range: item.bytes.indices) { return change }
-        guard let value = try? JSONParser.parse(bytes: item.bytes) else { return nil }
-        return try? JSONValueDecoding.decode(ChangeEvent.self, from: value)
     }
 }

@@ -461,13 +461,19 @@ public enum ResultDecoding {
         guard let encoded = head.encodedResult else {
             throw DecodingError.keyNotFound(EnvelopeKey("result"), .init(codingPath: [], debugDescription: "the reply has no result"))
         }
-        // A readable type reads its members where they are in the text (checked when the
-        // reply was read), with no dictionary built for the objects around its values.
+        return try self.decode(R.self, from: encoded)
+    }
+
+    /// The same from a result as the service wrote it (valid JSON: a reply's, or a relayed
+    /// stream's item).
+    public static func decode<R: Decodable>(_ type: R.Type, from encoded: EncodedJSON) throws -> R {
+        // A readable type reads its members where they are in the text, with no dictionary
+        // built for the objects around its values.
         if let readable = R.self as? any JSONReadable.Type,
             let value = readable.read(bytes: encoded.bytes, range: encoded.bytes.indices) as? R
         {
             return value
         }
-        return try JSONValueDecoding.decode(R.self, from: head.result, codingPath: [EnvelopeKey("result")])
+        return try JSONValueDecoding.decode(R.self, from: try JSONParser.parse(bytes: encoded.bytes), codingPath: [EnvelopeKey("result")])
     }
 }

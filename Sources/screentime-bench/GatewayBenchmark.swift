@@ -464,30 +464,3 @@ enum OpenFiles {
         return OpenFileLimit.raiseToHard()
     }
 }
-
-/// User and system CPU time of some processes (each name's summed), from /proc/PID/stat.
-struct CPUTime {
-    let pids: [String: [Int32]]
-
-    func sample() -> [String: Double] {
-        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
-        return self.pids.compactMapValues { pids in
-            let seconds = pids.compactMap { pid -> Double? in
-                guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return nil }
-                let fields = stat[stat.index(after: close)...].split(separator: " ")
-                // After the name: state is field 3, utime 14 and stime 15 (1-based, of the whole line).
-                guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-                return (user + system) / ticks
-            }
-            return seconds.isEmpty ? nil : seconds.reduce(0, +)
-        }
-    }
-
-    /// Milliseconds of CPU each process spent since `before`, divided by `per`.
-    func since(_ before: [String: Double], per count: Int) -> [String: Double] {
-        let now = self.sample()
-        return now.reduce(into: [:]) { result, entry in
-            result[entry.key] = (entry.value - (before[entry.key] ?? entry.value)) * 1000 / Double(max(1, count))
-        }
-    }
-}

@@ -87,6 +87,10 @@ struct AccessTests {
             let first = try await stack.local.call(PushMethods.notify, digest)
             let again = try await stack.local.call(PushMethods.notify, digest)
             #expect(first.queued == [QueuedNotification(deviceId: "mum-phone", seq: 1)] && again == first)
+            // The id is what counts: used again for another notification, it sends nothing.
+            var reused = digest
+            reused.alert = Alert(title: "Another week")
+            #expect(try await stack.local.call(PushMethods.notify, reused) == first)
             let other = try await stack.local.call(PushMethods.notify, NotifyParams(family: "smith", parents: true, alert: Alert(title: "Next"), requestId: "notify-2a"))
             #expect(other.queued.map(\.seq) == [2])
             let received = try await listening.wait(for: 2)
