@@ -102,7 +102,11 @@ public struct FieldInfo: Codable, Sendable, Hashable {
     public var name: String
     public var type: FieldType
     public var required: Bool
+    /// Queryable: a query may filter and sort on it.
     public var indexed: Bool
+    /// Queryable, but the store keeps no index entries for it: a query that filters on it
+    /// alone reads the zone's records of the type one by one. Absent: false.
+    public var readFromRecords: Bool?
     public var allowedValues: [String]?
     public var minimum: Int64?
     /// For lists: merged by union under `changedKeys`.
@@ -111,13 +115,14 @@ public struct FieldInfo: Codable, Sendable, Hashable {
     public var defaultValue: JSONValue?
 
     public init(
-        name: String, type: FieldType, required: Bool, indexed: Bool, allowedValues: [String]? = nil, minimum: Int64? = nil,
-        mergeAsSet: Bool? = nil, referenceAction: ReferenceAction? = nil, defaultValue: JSONValue? = nil
+        name: String, type: FieldType, required: Bool, indexed: Bool, readFromRecords: Bool? = nil, allowedValues: [String]? = nil,
+        minimum: Int64? = nil, mergeAsSet: Bool? = nil, referenceAction: ReferenceAction? = nil, defaultValue: JSONValue? = nil
     ) {
         self.name = name
         self.type = type
         self.required = required
         self.indexed = indexed
+        self.readFromRecords = readFromRecords
         self.allowedValues = allowedValues
         self.minimum = minimum
         self.mergeAsSet = mergeAsSet

@@ -170,16 +170,17 @@ enum StoreSchemaFloor {
         return (appended, wal)
     }
 
-    /// A database of the store's schema, and the keys of a usage record's indexed fields in it.
+    /// A database of the store's schema, and the key of a usage record's one field-index
+    /// entry in it.
     private struct Floor {
         var pool: DatabasePool
-        /// `logicalID`, `sessionStart`, `deviceID`.
-        var keys: [Int64]
+        /// `sessionStart`'s (`logicalID` and `deviceID` are read from the records).
+        var key: Int64
 
         /// The records of `range` in one transaction (GRDB's synchronous write, also from an
         /// async caller).
         func write(_ range: Range<Int>) throws {
-            try self.pool.write { db in try StoreSchemaFloor.insert(db, range, keys: self.keys) }
+            try self.pool.write { db in try StoreSchemaFloor.insert(db, range, key: self.key) }
         }
 
         /// Checkpoints the log now, and not again.
@@ -211,17 +212,14 @@ enum StoreSchemaFloor {
             try db.execute(sql: "INSERT INTO families(id, created_at) VALUES ('f', 0)")
             try db.execute(sql: "INSERT INTO zones(id, family, name, created_at, change_seq) VALUES (1, 'f', 'ChildMonitoring-1', 0, 0)")
         }
-        let keys = try ["logicalID", "sessionStart", "deviceID"].map { field in
-            guard let key = keyRows.first(where: { $0["type"] == "UsageRecord" && $0["field"] == field }) else {
-                throw BenchError("the store's database has no index key for UsageRecord.\(field)")
-            }
-            return key["key"] as Int64
+        guard let key = keyRows.first(where: { $0["type"] == "UsageRecord" && $0["field"] == "sessionStart" }) else {
+            throw BenchError("the store's database has no index key for UsageRecord.sessionStart")
         }
-        return Floor(pool: pool, keys: keys)
+        return Floor(pool: pool, key: key["key"])
     }
 
     /// What the store writes for each usage record of `range`.
-    private static func insert(_ db: Database, _ range: Range<Int>, keys: [Int64]) throws {
+    private static func insert(_ db: Database, _ range: Range<Int>, key: Int64) throws {
         for index in range {
             let name = "u-\(index)"
             let at = Int64(1_790_000_000_000 + index * 60_000)
@@ -239,8 +237,8 @@ enum StoreSchemaFloor {
                 """).execute(arguments: [name, fields, "t\(seq)", seq, at, at])
             let record = db.lastInsertedRowID
             try db.cachedStatement(sql: """
-                INSERT OR IGNORE INTO field_index(key, value, zone_id, record_id) VALUES (?3, 'org.khan', 1, ?1), (?4, ?2, 1, ?1), (?5, 'dev-1', 1, ?1)
-                """).execute(arguments: [record, at, keys[0], keys[1], keys[2]])
+                INSERT OR IGNORE INTO field_index(key, value, zone_id, record_id) VALUES (?3, ?2, 1, ?1)
+                """).execute(arguments: [record, at, key])
         }
     }
 }

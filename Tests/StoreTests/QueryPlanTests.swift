@@ -44,10 +44,19 @@ struct QueryPlanTests {
             #expect(recent.contains("SEARCH f USING PRIMARY KEY (key=? AND value>?)"), "driven from sessionStart's entries: \(recent)")
             #expect(!recent.contains("USE TEMP B-TREE FOR ORDER BY"), "in sort order (only ties sorted): \(recent)")
 
+            let newest = try await plan("UsageRecord", [QueryFilter("deviceID", .equal, "c1")], sort: QuerySort("sessionStart", descending: true))
+            #expect(newest.contains("SEARCH f USING PRIMARY KEY (key=?"), "driven from sessionStart's entries, which every usage record has: \(newest)")
+            #expect(!newest.contains("USE TEMP B-TREE FOR ORDER BY"), "in sort order (only ties sorted): \(newest)")
+
             let oneApp = try await plan("UsageRecord", [QueryFilter("logicalID", .equal, "org.khanacademy")])
-            #expect(oneApp.contains("SEARCH f USING PRIMARY KEY (key=? AND value=? AND zone_id=?)")
-                        && oneApp.contains("SEARCH r USING INTEGER PRIMARY KEY (rowid=?)") && !oneApp.contains("TEMP B-TREE"),
-                    "one app's entries, in record order: \(oneApp)")
+            #expect((oneApp.contains("SEARCH r USING INTEGER PRIMARY KEY") || oneApp.contains("SCAN r")) && !oneApp.contains(" f ")
+                        && !oneApp.contains("TEMP B-TREE") && !oneApp.contains("INDEX"),
+                    "logicalID is read from the records: usage records in record order, each checked: \(oneApp)")
+
+            let bundles = try await plan("AppRule", [QueryFilter("bundleId", .equal, "org.khan")])
+            #expect(bundles.contains("SEARCH f USING PRIMARY KEY (key=? AND value=? AND zone_id=?)")
+                        && bundles.contains("SEARCH r USING INTEGER PRIMARY KEY (rowid=?)") && !bundles.contains("TEMP B-TREE"),
+                    "one app's rule from its entries, in record order: \(bundles)")
         }
     }
 

@@ -156,7 +156,7 @@ enum DerivedRows {
     /// by a lookup by record (there is no index by record to keep up at every save).
     private static func indexEntries(_ type: RecordTypeDefinition, _ fields: [String: JSONValue]) -> [IndexEntry] {
         var entries: [IndexEntry] = []
-        for field in type.fields where field.indexed {
+        for field in type.fields where field.hasIndexEntries {
             guard let value = fields[field.name] else { continue }
             for indexValue in FieldValues.indexValues(value, type: field.type) { entries.append(IndexEntry(key: field.indexKey, value: indexValue)) }
         }

@@ -80,7 +80,7 @@ enum SchemaBackfill {
                 if field.indexed { try reindex(db, type: type, schema: schema) }
             case .addIndex(let type, _):
                 try reindex(db, type: type, schema: schema)
-            case .dropIndex(let type, let field):
+            case .dropIndex(let type, let field), .readFromRecords(let type, let field):
                 guard let key = schema[type]?.field(field)?.indexKey else { continue }
                 try db.execute(cached: "DELETE FROM field_index WHERE key = ?", arguments: [key])
             case .addUnique(let type, _):

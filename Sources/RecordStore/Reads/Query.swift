@@ -5,9 +5,11 @@ import RPCCore
 import StoreAPI
 
 /// `store.query`: filters and sort on indexed fields only (as CloudKit); keyset paging with
-/// an opaque cursor. One filter finds the records in the field index; every filter, and a
-/// sort the index does not give, are then read from each record's own fields (the index has
-/// no key by record to join them through: docs/architecture.md, "What a save writes").
+/// an opaque cursor. One filter finds the records in the field index (or, when no filter
+/// has entries there, the sort field's entries or the records themselves); every filter,
+/// and a sort the index does not give, are then read from each record's own fields (the
+/// index has no key by record to join them through: docs/architecture.md, "What a save
+/// writes").
 enum QueryOperation {
     /// One filter as SQL, twice: on an index entry's value (`$v`) and on the record's own
     /// fields.
@@ -15,6 +17,8 @@ enum QueryOperation {
         var field: String
         /// The field's ``FieldDefinition/indexKey``.
         var key: Int64
+        /// Whether the field has entries in the index, so the query can start from them.
+        var hasEntries: Bool
         var sql: String
         var arguments: [DatabaseValue]
         /// The same test on the record's fields (`r.fields`).
@@ -133,17 +137,22 @@ enum QueryOperation {
             // the sort field when there is one, whose entries come in sort order, so that a page
             // stops at its limit (a record without the field fails that filter anyway);
             // otherwise the most selective. Every filter, that one too, is then checked on the
-            // record itself, so an entry never decides alone.
-            let sortDriver = sortField.flatMap { field in conditions.firstIndex { $0.field == field.name } }
-            let driver = sortDriver ?? conditions.indices.min { conditions[$0].selectivity < conditions[$1].selectivity }
+            // record itself, so an entry never decides alone. A filter on a field read from the
+            // records has no entries to start from.
+            let withEntries = conditions.indices.filter { conditions[$0].hasEntries }
+            let sortDriver = sortField.flatMap { field in withEntries.first { conditions[$0].field == field.name } }
+            let driver = sortDriver ?? withEntries.min { conditions[$0].selectivity < conditions[$1].selectivity }
+            // With no filter to start from, a required sort field's entries (every record has
+            // one) give the records in sort order, so a page stops at its limit.
+            let sortEntries = driver == nil ? sortField.flatMap { $0.hasIndexEntries && $0.required ? $0.indexKey : nil } : nil
             let sort: SortKey? = sortField.map { field in
-                if sortDriver != nil { return SortKey(sql: "f.value", idSQL: "f.record_id", recordValue: nil) }
+                if sortDriver != nil || sortEntries != nil { return SortKey(sql: "f.value", idSQL: "f.record_id", recordValue: nil) }
                 let value = RecordValueSQL.scalar(field)
                 return SortKey(sql: value.sql, idSQL: "r.id", recordValue: value)
             }
             // Unsorted, records come in record order: with an equality filter's entries in one
             // zone, the entries' own order (so a page stops at its limit).
-            let recordID = driver == nil ? "r.id" : "f.record_id"
+            let recordID = driver == nil && sortEntries == nil ? "r.id" : "f.record_id"
             var sql = "SELECT \(StoredRecord.columns), r.zone_id"
             var arguments: [DatabaseValue] = []
             if let sort { sql += ", \(sort.sql)" }
@@ -152,6 +161,9 @@ enum QueryOperation {
                 sql += " FROM field_index f CROSS JOIN records r ON f.record_id = r.id"
                 sql += " WHERE f.key = ? AND f.zone_id IN (\(zoneList)) AND " + condition.sql.replacingOccurrences(of: "$v", with: "f.value") + " AND"
                 arguments += [condition.key.databaseValue] + condition.arguments
+            } else if let sortEntries {
+                sql += " FROM field_index f CROSS JOIN records r ON f.record_id = r.id WHERE f.key = ? AND f.zone_id IN (\(zoneList)) AND"
+                arguments.append(sortEntries.databaseValue)
             } else {
                 sql += " FROM records r WHERE"
             }
@@ -256,8 +268,8 @@ enum QueryOperation {
                 recordSQL = sql.replacingOccurrences(of: "$v", with: value.sql)
                 recordArguments = arguments.map(value.fromIndexValue)
             }
-            return Condition(field: field.name, key: field.indexKey, sql: sql, arguments: arguments, recordSQL: recordSQL, recordArguments: recordArguments,
-                             selectivity: selectivity)
+            return Condition(field: field.name, key: field.indexKey, hasEntries: field.hasIndexEntries, sql: sql, arguments: arguments,
+                             recordSQL: recordSQL, recordArguments: recordArguments, selectivity: selectivity)
         }
         switch filter.op {
         case .contains, .equal:

@@ -21,10 +21,18 @@ struct FieldDefinition: Sendable {
     /// each field, so the same in every database and never given to another field, also
     /// once the index is dropped.
     var indexKey: Int64 = 0
+    /// Queryable, but with no entries in the field index: a query reads the field from the
+    /// records themselves (a type whose records a query reads in order anyway, where no
+    /// documented query starts from this field's values).
+    var readFromRecords = false
+
+    /// Whether a record's value of this field has entries in `field_index`.
+    var hasIndexEntries: Bool { self.indexed && !self.readFromRecords }
 
     var info: FieldInfo {
         FieldInfo(
             name: self.name, type: self.type, required: self.required, indexed: self.indexed,
+            readFromRecords: self.readFromRecords ? true : nil,
             allowedValues: self.allowedValues, minimum: self.minimum, mergeAsSet: self.mergeAsSet ? true : nil,
             referenceAction: self.type == .reference ? (self.referenceAction ?? ReferenceAction.none) : nil,
             defaultValue: self.defaultValue
@@ -108,6 +116,10 @@ struct SchemaRegistry: Sendable {
                 self.setIndexed(true, type: type, field: field)
             case .dropIndex(let type, let field):
                 self.setIndexed(false, type: type, field: field)
+            case .readFromRecords(let type, let field):
+                let position = self.types[type]!.fields.firstIndex { $0.name == field }!
+                precondition(self.types[type]!.fields[position].hasIndexEntries, "\(type).\(field) has no index entries to give up")
+                self.types[type]!.fields[position].readFromRecords = true
             case .addUnique(let type, let fields):
                 self.types[type]!.unique.append(fields)
             case .allowValues(let type, let field, let values):
@@ -128,6 +140,7 @@ struct SchemaRegistry: Sendable {
         let position = self.types[type]!.fields.firstIndex { $0.name == field }!
         precondition(self.types[type]!.fields[position].indexed != indexed, "\(type).\(field) is already \(indexed ? "indexed" : "not indexed")")
         self.types[type]!.fields[position].indexed = indexed
+        self.types[type]!.fields[position].readFromRecords = false
         if indexed && self.types[type]!.fields[position].indexKey == 0 {
             self.types[type]!.fields[position].indexKey = self.nextIndexKey()
         }

@@ -12,6 +12,10 @@ enum SchemaStep: Sendable {
     /// A field no query needs is no longer indexed: every save of the type wrote a page for
     /// it. Its index rows are deleted; filtering or sorting on it is refused from then on.
     case dropIndex(recordType: String, field: String)
+    /// A field stays queryable but loses its index entries: no documented query starts from
+    /// its values, and each entry was a page every save wrote. Its entries are deleted; a
+    /// query checks the field on each record it reads (``FieldDefinition/readFromRecords``).
+    case readFromRecords(recordType: String, field: String)
     /// Adds a uniqueness constraint; refused on start if existing records break it.
     case addUnique(recordType: String, fields: [String])
     /// More values a string field with a list of allowed values accepts.
@@ -36,7 +40,7 @@ struct SchemaVersion: Sendable {
 
 /// Every schema version, oldest first. Add new versions at the end.
 enum SchemaHistory {
-    static let versions: [SchemaVersion] = [version1, version2, version3, version4, version5, version6, version7, version8, version9, version10, version11, version12]
+    static let versions: [SchemaVersion] = [version1, version2, version3, version4, version5, version6, version7, version8, version9, version10, version11, version12, version13]
 
     static var latest: Int { versions.last!.number }
 
@@ -307,5 +311,15 @@ enum SchemaHistory {
         .dropIndex(recordType: RecordTypes.usageRecord, field: "bundleId"),
         .dropIndex(recordType: RecordTypes.usageRecord, field: "sessionEnd"),
         .dropIndex(recordType: RecordTypes.usageRecord, field: "category"),
+    ])
+
+    /// Fewer pages again: a usage record keeps one index entry, `sessionStart`'s, which the
+    /// documented query (one device's sessions since a date, newest first) reads in order.
+    /// `logicalID` and `deviceID` stay queryable, read from the records: a query on them
+    /// alone reads the zone's usage records in record order, as listing them does
+    /// (docs/data-model.md, "Indexes and the queries that need them").
+    static let version13 = SchemaVersion(number: 13, name: "usage-entries", steps: [
+        .readFromRecords(recordType: RecordTypes.usageRecord, field: "logicalID"),
+        .readFromRecords(recordType: RecordTypes.usageRecord, field: "deviceID"),
     ])
 }
