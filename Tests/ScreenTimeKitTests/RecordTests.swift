@@ -7,6 +7,31 @@ import TestSupport
 
 @Suite("Records", .serialized)
 struct RecordTests {
+    @Test("a query the server answers with an empty page and a cursor (it read 10,000 records and found none) gives no empty page: the kit asks on")
+    func emptyPagesAreNotGivenOn() async throws {
+        let stack = try await KitStack.start()
+        defer { stack.stopAll() }
+        let (parent, child, zone) = try await stack.family()
+        // 10,100 sessions of Emma's iPad, then one of her old one, saved by the server's admin.
+        let start = Date(timeIntervalSince1970: 1_790_000_000)
+        for chunk in stride(from: 0, to: 10_101, by: 400) {
+            let saves = try (chunk..<min(10_101, chunk + 400)).map { i in
+                try RecordSave.record(UsageRecord(logicalID: "org.khan", sessionStart: start.addingTimeInterval(Double(i) * 60),
+                                                  sessionEnd: start.addingTimeInterval(Double(i) * 60 + 30), totalSeconds: 30,
+                                                  deviceID: i == 10_100 ? "emma-old-ipad" : "emma-ipad"), named: "s\(i)")
+            }
+            let result = try await stack.admin("store").call(StoreMethods.modify, ModifyParams(family: "smith", zone: zone, saves: saves))
+            #expect(result.saved.allSatisfy { $0.error == nil })
+        }
+        var pages: [[String]] = []
+        for try await page in parent.records.query(UsageRecord.self, in: zone, where: [QueryFilter(UsageRecord.Field.deviceID, .equal, "emma-old-ipad")]) {
+            pages.append(page.map(\.recordName))
+        }
+        #expect(pages == [["s10100"]])
+        await child.close()
+        await parent.close()
+    }
+
     @Test("typed records round-trip every field type; queries come in pages; zone changes move the kept token only after the handler")
     func recordsPagesAndChanges() async throws {
         let stack = try await KitStack.start()

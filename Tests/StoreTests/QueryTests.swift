@@ -221,6 +221,38 @@ struct QueryTests {
         }
     }
 
+    @Test("a filter read from the records reads at most 10,000 records a page: a value only late records hold gets an empty page with a cursor, then its records")
+    func filtersReadFromRecordsReadABoundedPage() async throws {
+        try await StoreHarness.inProcess { store in
+            let family = try await FamilyFixture.setUp(store)
+            // 10,500 sessions of the phone; the tablet's are the 10,201st and the 10,401st.
+            for chunk in stride(from: 0, to: 10_500, by: 350) {
+                try await family.admin.save((chunk..<chunk + 350).map { i in
+                    Make.usage("s\(i)", device: i == 10_200 || i == 10_400 ? "tablet" : "c1", start: Self.base.addingTimeInterval(Double(i) * 60), seconds: 30)
+                }, zone: FamilyFixture.zone1)
+            }
+            var params = QueryParams(family: FamilyFixture.family, zone: FamilyFixture.zone1, recordType: "UsageRecord",
+                                     filters: [QueryFilter("deviceID", .equal, "tablet")], limit: 10)
+            let first = try await family.parent.call(StoreMethods.query, params)
+            #expect(first.records.isEmpty && first.cursor != nil, "the first 10,000 records hold none of the tablet's: \(first.records.map(\.recordName))")
+            params.cursor = first.cursor
+            let second = try await family.parent.call(StoreMethods.query, params)
+            #expect(second.records.map(\.recordName) == ["s10200", "s10400"] && second.cursor == nil)
+
+            // A value no record holds: a page per 10,000 records, then the end.
+            params.filters = [QueryFilter("deviceID", .equal, "lost-phone")]
+            params.cursor = nil
+            var pages = 0
+            repeat {
+                let page = try await family.parent.call(StoreMethods.query, params)
+                #expect(page.records.isEmpty)
+                params.cursor = page.cursor
+                pages += 1
+            } while params.cursor != nil && pages < 10
+            #expect(pages == 2)
+        }
+    }
+
     @Test("a query's other filters and its sort are checked on each record's own fields (dates, references, lists), page after page")
     func filtersBeyondTheFirst() async throws {
         try await StoreHarness.inProcess { store in

@@ -160,9 +160,11 @@ struct SystemdTests {
             _ = try await store.call(StoreMethods.createZone, ZoneParams(family: "smith", zone: "usage"))
 
             // Writers on their own connections, each sending atomic 200-record batches one
-            // after the other, so the store is always busy with some when the stop comes.
+            // after the other, so the store is always busy with some when the stop comes
+            // (each writer spends most of its time on its own side, building a batch and
+            // reading the reply: with 12, the store was seen with none in flight).
             let stopped = Flag()
-            let writers = (0..<12).map { writer in
+            let writers = (0..<24).map { writer in
                 Task {
                     let client = container.client("store")
                     var outcomes: [(names: [String], error: RPCError?)] = []

@@ -32,6 +32,15 @@ enum QueryOperation {
     /// A query holds at most this many filters (each is checked on every record found).
     static let maximumFilters = 16
 
+    /// A query that checks records one by one (filters only on fields read from the
+    /// records, no sort) reads at most this many records a page, so that a value few
+    /// records hold costs a bounded read: such a page may hold fewer records than its limit,
+    /// even none, with a cursor that goes on after the last record read.
+    static let recordsReadAtMost = 10_000
+    /// The last record a page that checks records one by one may read, after `?` (nil:
+    /// fewer records than that are left).
+    static let lastRecordReadSQL = "SELECT id FROM records WHERE id > ? ORDER BY id LIMIT 1 OFFSET \(recordsReadAtMost - 1)"
+
     /// What a cursor remembers: which query, and where the last page ended.
     struct Cursor: Codable {
         var query: String
@@ -116,6 +125,10 @@ enum QueryOperation {
             let value: DatabaseValue? = sort.map { $0.toIndexValue(last[StoredRecord.width + 1]) }
             let cursor = Cursor(query: queryKey, id: last[0], value: value.flatMap(CursorValue.init))
             next = Base64URL.encode(Data(try RPCJSON.encode(cursor)))
+        } else if statement.readsOneByOne,
+                  let lastRead = try Int64.fetchOne(cached: db, sql: Self.lastRecordReadSQL, arguments: [cursor?.id ?? 0]) {
+            // The page read all it may: the next one goes on after the last record read.
+            next = Base64URL.encode(Data(try RPCJSON.encode(Cursor(query: queryKey, id: lastRead, value: nil))))
         }
         return QueryResult(records: records, cursor: next)
     }
@@ -127,6 +140,8 @@ enum QueryOperation {
         var sql: String
         var arguments: [DatabaseValue]
         var sort: SortKey?
+        /// Checks records one by one, at most ``QueryOperation/recordsReadAtMost`` a page.
+        var readsOneByOne: Bool
 
         init(type: RecordTypeDefinition, conditions: [Condition], sortField: FieldDefinition?, descending: Bool,
              zoneIDs: [Int64], cursor: Cursor?, limit: Int) {
@@ -198,6 +213,11 @@ enum QueryOperation {
                     sql += " AND \(sort.sql) IS NULL AND \(sort.idSQL) < ?"
                     arguments.append(cursor.id.databaseValue)
                 }
+            }
+            self.readsOneByOne = driver == nil && sortEntries == nil && sort == nil && !conditions.isEmpty
+            if self.readsOneByOne {
+                sql += " AND r.id <= IFNULL((\(QueryOperation.lastRecordReadSQL)), \(Int64.max))"
+                arguments.append((cursor?.id ?? 0).databaseValue)
             }
             if let sort {
                 sql += descending ? " ORDER BY \(sort.sql) DESC, \(sort.idSQL) DESC" : " ORDER BY \(sort.sql) ASC, \(sort.idSQL) ASC"

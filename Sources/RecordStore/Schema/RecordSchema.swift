@@ -110,6 +110,9 @@ struct SchemaRegistry: Sendable {
                 self.order.append(definition.name)
             case .addField(let type, var field):
                 precondition(self.types[type]?.field(field.name) == nil, "field \(type).\(field.name) added twice")
+                // Every live record holds a required field (a query sorted on one reads its
+                // entries as all the records): records made before it get the default.
+                precondition(!field.required || field.defaultValue != nil, "required field \(type).\(field.name) added without a default")
                 if field.indexed { field.indexKey = self.nextIndexKey() }
                 self.types[type]!.fields.append(field)
             case .addIndex(let type, let field):

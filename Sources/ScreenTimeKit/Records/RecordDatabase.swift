@@ -185,12 +185,17 @@ public struct RecordPages<F: RecordFields>: AsyncSequence, Sendable {
         public mutating func next() async throws -> [TypedRecord<F>]? {
             if self.done { return nil }
             let family = try self.pages.session.requireIdentity().family
-            let result = try await self.pages.session.call(StoreMethods.query, QueryParams(
-                family: family, zone: self.pages.zone, recordType: F.recordType, filters: self.pages.filters.isEmpty ? nil : self.pages.filters,
-                sort: self.pages.sort, limit: self.pages.pageSize, cursor: self.cursor))
-            self.cursor = result.cursor
-            self.done = result.cursor == nil
-            if result.records.isEmpty && self.done { return nil }
+            var result: QueryResult
+            // A page may come back empty with a cursor (the server read all it reads for one
+            // page and found none): the next one is asked for rather than an empty page given.
+            repeat {
+                result = try await self.pages.session.call(StoreMethods.query, QueryParams(
+                    family: family, zone: self.pages.zone, recordType: F.recordType, filters: self.pages.filters.isEmpty ? nil : self.pages.filters,
+                    sort: self.pages.sort, limit: self.pages.pageSize, cursor: self.cursor))
+                self.cursor = result.cursor
+                self.done = result.cursor == nil
+            } while result.records.isEmpty && !self.done
+            if result.records.isEmpty { return nil }
             var page: [TypedRecord<F>] = []
             for record in result.records { page.append(try TypedRecord<F>(record)) }
             return page
