@@ -32,6 +32,21 @@ struct QueryTests {
 
     static func indices(_ list: [Int]) -> [String] { list.map { String(format: "u%02d", $0) } }
 
+    /// Every page of a query, following its cursor (at most `atMost` pages); `between` runs
+    /// after each page with the number of pages so far.
+    static func pages(_ family: FamilyFixture, _ params: QueryParams, atMost: Int = 30,
+                      between: (Int) async throws -> Void = { _ in }) async throws -> [[Record]] {
+        var params = params
+        var pages: [[Record]] = []
+        repeat {
+            let page = try await family.parent.call(StoreMethods.query, params)
+            pages.append(page.records)
+            params.cursor = page.cursor
+            try await between(pages.count)
+        } while params.cursor != nil && pages.count < atMost
+        return pages
+    }
+
     @Test("every operator selects exactly the matching records")
     func operators() async throws {
         try await StoreHarness.inProcess { store in
@@ -159,17 +174,10 @@ struct QueryTests {
                 }, zone: FamilyFixture.zone1)
             }
             for descending in [false, true] {
-                var params = QueryParams(family: FamilyFixture.family, zone: FamilyFixture.zone1, recordType: "UsageRecord",
-                                         sort: QuerySort("sessionStart", descending: descending), limit: 40)
-                var seen: [Record] = []
-                var pages = 0
-                repeat {
-                    let page = try await family.parent.call(StoreMethods.query, params)
-                    seen += page.records
-                    pages += 1
-                    params.cursor = page.cursor
-                } while params.cursor != nil && pages < 20
-                #expect(pages == 7)
+                let pages = try await Self.pages(family, QueryParams(family: FamilyFixture.family, zone: FamilyFixture.zone1, recordType: "UsageRecord",
+                                                                     sort: QuerySort("sessionStart", descending: descending), limit: 40))
+                let seen = pages.flatMap { $0 }
+                #expect(pages.count == 7)
                 #expect(seen.count == 250 && Set(seen.map(\.recordName)).count == 250)
                 let starts = seen.map { $0.fields["sessionStart"]!.stringValue! }
                 #expect(starts == (descending ? starts.sorted(by: >) : starts.sorted()))
@@ -202,22 +210,15 @@ struct QueryTests {
             try await family.admin.save((0..<90).map { i in
                 Make.usage(String(format: "s%02d", i), device: i % 3 == 0 ? "tablet" : "c1", start: Self.base.addingTimeInterval(Double(i) * 60), seconds: 30)
             }, zone: FamilyFixture.zone1)
-            var params = QueryParams(family: FamilyFixture.family, zone: FamilyFixture.zone1, recordType: "UsageRecord",
+            let params = QueryParams(family: FamilyFixture.family, zone: FamilyFixture.zone1, recordType: "UsageRecord",
                                      filters: [QueryFilter("deviceID", .equal, "tablet")], limit: 7)
-            var seen: [String] = []
-            var pages = 0
-            repeat {
-                let page = try await family.parent.call(StoreMethods.query, params)
-                #expect(page.records.allSatisfy { $0.fields["deviceID"] == "tablet" })
-                seen += page.records.map(\.recordName)
-                params.cursor = page.cursor
-                pages += 1
-                if pages == 2 {
-                    try await family.admin.save([Make.usage("s90", device: "tablet", start: Self.base.addingTimeInterval(90 * 60), seconds: 30)], zone: FamilyFixture.zone1)
-                }
-            } while params.cursor != nil && pages < 20
-            #expect(seen == (0...90).filter { $0 % 3 == 0 }.map { String(format: "s%02d", $0) }, "in the order they were made, s90 last")
-            #expect(pages == 5)
+            let pages = try await Self.pages(family, params) { count in
+                guard count == 2 else { return }
+                try await family.admin.save([Make.usage("s90", device: "tablet", start: Self.base.addingTimeInterval(90 * 60), seconds: 30)], zone: FamilyFixture.zone1)
+            }
+            #expect(pages.joined().allSatisfy { $0.fields["deviceID"] == "tablet" })
+            #expect(pages.joined().map(\.recordName) == (0...90).filter { $0 % 3 == 0 }.map { String(format: "s%02d", $0) }, "in the order they were made, s90 last")
+            #expect(pages.count == 5)
         }
     }
 
@@ -242,14 +243,8 @@ struct QueryTests {
             // A value no record holds: a page per 10,000 records, then the end.
             params.filters = [QueryFilter("deviceID", .equal, "lost-phone")]
             params.cursor = nil
-            var pages = 0
-            repeat {
-                let page = try await family.parent.call(StoreMethods.query, params)
-                #expect(page.records.isEmpty)
-                params.cursor = page.cursor
-                pages += 1
-            } while params.cursor != nil && pages < 10
-            #expect(pages == 2)
+            let pages = try await Self.pages(family, params)
+            #expect(pages.map(\.count) == [0, 0])
         }
     }
 
@@ -271,15 +266,9 @@ struct QueryTests {
                 let matching: [Int] = (0..<60).filter { i in i % 3 != 2 && i / 2 >= since && i % 2 == 0 }
                 let expected: [String] = matching.map { String(format: "s%02d", $0) }
                 for descending in [false, true] {
-                    var params = QueryParams(
+                    let seen = try await Self.pages(family, QueryParams(
                         family: FamilyFixture.family, zone: FamilyFixture.zone1, recordType: "UsageRecord", filters: filters,
-                        sort: QuerySort("sessionStart", descending: descending), limit: 3)
-                    var seen: [String] = []
-                    repeat {
-                        let page = try await family.parent.call(StoreMethods.query, params)
-                        seen += page.records.map(\.recordName)
-                        params.cursor = page.cursor
-                    } while params.cursor != nil && seen.count <= 60
+                        sort: QuerySort("sessionStart", descending: descending), limit: 3)).joined().map(\.recordName)
                     #expect(seen == (descending ? expected.reversed() : expected), "since \(since), descending: \(descending)")
                 }
             }
