@@ -104,8 +104,8 @@ public struct FieldInfo: Codable, Sendable, Hashable {
     public var required: Bool
     /// Queryable: a query may filter and sort on it.
     public var indexed: Bool
-    /// Queryable, but the store keeps no index entries for it: a query that filters on it
-    /// alone reads the zone's records of the type one by one. Absent: false.
+    /// Queryable, but the store keeps no index entries for it: a query with nothing else to
+    /// start from reads the records one by one, at most 10,000 a page. Absent: false.
     public var readFromRecords: Bool?
     public var allowedValues: [String]?
     public var minimum: Int64?

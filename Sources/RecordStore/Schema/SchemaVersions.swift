@@ -316,8 +316,8 @@ enum SchemaHistory {
     /// Fewer pages again: a usage record keeps one index entry, `sessionStart`'s, which the
     /// documented query (one device's sessions since a date, newest first) reads in order.
     /// `logicalID` and `deviceID` stay queryable, read from the records: a query on them
-    /// alone reads the zone's usage records in record order, as listing them does
-    /// (docs/data-model.md, "Indexes and the queries that need them").
+    /// alone reads the records in record order, as listing a zone's usage records does, at
+    /// most 10,000 a page (docs/data-model.md, "Indexes and the queries that need them").
     static let version13 = SchemaVersion(number: 13, name: "usage-entries", steps: [
         .readFromRecords(recordType: RecordTypes.usageRecord, field: "logicalID"),
         .readFromRecords(recordType: RecordTypes.usageRecord, field: "deviceID"),
