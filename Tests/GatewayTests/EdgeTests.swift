@@ -227,6 +227,27 @@ struct EdgeTests {
         await authenticated.close()
     }
 
+    @Test("a request sent with no credential and still in flight at --auth-timeout is answered before the socket is closed with 1008")
+    func requestInFlightAtTheCredentialDeadline() async throws {
+        let stack = try await GatewayStack.start(gatewayArguments: Self.slowTimeout + ["--auth-timeout", "3"])
+        defer { stack.stopNow() }
+        // The pairing service stopped (SIGSTOP): an enrollment sent now waits for it.
+        stack.harness.pairing.signal(SIGSTOP)
+        defer { stack.harness.pairing.signal(SIGCONT) }
+        let socket = try await DeviceWebSocket(stack: stack)
+        socket.request(1, "pairing.enrollParent", ["family": "smith", "code": "ABCD-EFGH-IJKL", "deviceId": "dad-phone", "deviceName": "Dad's phone"])
+        try await waitUntil("the deadline passed with the enrollment in flight", detail: String(stack.gateway.log.suffix(2000))) {
+            stack.gateway.log.contains("no credential in time, but a request is in flight: waiting for it")
+        }
+        stack.harness.pairing.signal(SIGCONT)
+        let answer = try await socket.reply(to: 1)
+        #expect(answer["error"]?["code"] != nil && answer["error"]?["code"] != "unauthorized", "the pairing service's own answer: \(answer)")
+        // Still no credential: the deadline moved once, and the socket is closed after it.
+        let timedOut = try await socket.next()
+        #expect(timedOut["error"]?["code"] == "unauthorized", "\(timedOut)")
+        #expect(try await socket.waitForClose() == 1008)
+    }
+
     @Test("a method name with a newline, CR, ANSI escapes or bytes that are not UTF-8, sent with no credential, stays on one log line")
     func forgedLogLines() async throws {
         let stack = try await GatewayStack.start()

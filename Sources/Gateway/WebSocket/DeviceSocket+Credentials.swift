@@ -64,11 +64,22 @@ extension DeviceSocket {
     }
 
     /// A socket opened without a credential has `--auth-timeout` to give one
-    /// (`gateway.authenticate`); then it is closed with 1008.
-    func requireCredential() {
+    /// (`gateway.authenticate`); then it is closed with 1008. A request it sent in time and
+    /// still in flight at the deadline (an enrollment, whose answer is the credential) moves
+    /// the deadline once, by as much again: closing then would lose the answer to a request
+    /// the services may have carried out (an enrollment code used, its credential unsent).
+    func requireCredential(extended: Bool = false) {
         let timeout = self.gateway.configuration.limits.authenticationTimeout
         self.channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
             guard self.identity == nil, !self.state.withLock({ $0.closing }) else { return }
+            let inFlight = self.state.withLock { $0.requests.count + $0.anonymous.count }
+            if inFlight > 0, !extended {
+                self.logger.info("no credential in time, but a request is in flight: waiting for it", metadata: [
+                    "remote_address": "\(self.address)", "auth_timeout_s": "\(timeout.seconds)", "in_flight": "\(inFlight)",
+                ])
+                self.requireCredential(extended: true)
+                return
+            }
             self.logger.info("websocket closed: no credential in time", metadata: [
                 "remote_address": "\(self.address)", "auth_timeout_s": "\(timeout.seconds)",
             ])

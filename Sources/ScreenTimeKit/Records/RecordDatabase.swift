@@ -189,6 +189,7 @@ public struct RecordPages<F: RecordFields>: AsyncSequence, Sendable {
             // A page may come back empty with a cursor (the server read all it reads for one
             // page and found none): the next one is asked for rather than an empty page given.
             repeat {
+                try Task.checkCancellation()
                 result = try await self.pages.session.call(StoreMethods.query, QueryParams(
                     family: family, zone: self.pages.zone, recordType: F.recordType, filters: self.pages.filters.isEmpty ? nil : self.pages.filters,
                     sort: self.pages.sort, limit: self.pages.pageSize, cursor: self.cursor))
