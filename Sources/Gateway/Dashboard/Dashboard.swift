@@ -176,8 +176,11 @@ struct Dashboard: Sendable {
         return parts.count == 4 && parts[0] == "devices" && parts[1] == "pair" && (parts[3] == "confirm" || parts[3] == "reject")
     }
 
+    /// The largest form body a dashboard page takes.
+    static let maximumFormSize = 64 << 10
+
     func form(_ request: inout Request) async -> [String: String] {
-        guard let body = try? await request.collectBody(upTo: 64 << 10) else { return [:] }
+        guard let body = try? await request.collectBody(upTo: Self.maximumFormSize) else { return [:] }
         return FormData.parse(Substring(String(buffer: body)))
     }
 

@@ -53,6 +53,11 @@ struct DeviceAPI: Sendable {
         case (_, "/v1/ws"):
             response = JSONResponse.error(RPCError(.invalidRequest, "/v1/ws is a WebSocket: send GET with Upgrade: websocket"))
         case (_, let path) where Dashboard.owns(path):
+            // A form's body must come within the deadline; then the page is served without
+            // one: a sign-in cut off after its enrollment code was used would leave the
+            // browser to send it again, and be told the code is used.
+            if request.method == .post { _ = try? await request.collectBody(upTo: Dashboard.maximumFormSize) }
+            RequestDeadline.on(channel) { $0.disarm() }
             response = await self.dashboard.respond(to: &request, address: address)
         default:
             response = JSONResponse.error(RPCError(.notFound, "nothing here; the device API is at /v1/rpc, /v1/ws and /v1/info"))

@@ -55,6 +55,26 @@ struct DashboardHTTPTests {
         }
     }
 
+    @Test("a sign-in served for longer than --request-timeout (the pairing service slow) is answered, not cut off with its enrollment code used")
+    func slowSignInIsAnswered() async throws {
+        let stack = try await GatewayStack.start(gatewayArguments: ["--request-timeout", "2"])
+        defer { stack.stopNow() }
+        let family = try await Bootstrapped.make(stack.harness)
+        let code = try await family.parent.call(PairingMethods.inviteParent, InviteParentParams(role: .coParent))
+        let browser = Client(stack: stack, jar: stack.harness.directory.file("jar-slow"))
+        let (form, _) = try await browser.get("/signin")
+        let token = try #require(Client.csrf(form.body))
+        // The pairing service stopped (SIGSTOP) while the form is sent: the enrollment waits.
+        stack.harness.pairing.signal(SIGSTOP)
+        defer { stack.harness.pairing.signal(SIGCONT) }
+        async let signedIn = browser.post("/signin", form: ["csrf": token, "family": "smith", "code": code.code, "deviceName": "Laptop"],
+                                          headers: ["Origin: \(stack.url)"])
+        try await Task.sleep(for: .milliseconds(3500))  // past --request-timeout: what must not happen is a close
+        stack.harness.pairing.signal(SIGCONT)
+        let (result, _) = try await signedIn
+        #expect(result.status == 303 && browser.cookie("screentime_session") != nil, "\(result.status): \(result.body.prefix(400))")
+    }
+
     @Test("sign-in sets a HttpOnly, Secure, SameSite=Strict session; forms need the session's CSRF token and this origin; a revoked session is refused at its next request")
     func sessions() async throws {
         try await GatewayStack.inProcess { stack in
