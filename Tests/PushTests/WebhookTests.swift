@@ -169,7 +169,9 @@ struct WebhookTests {
     func refusedAndTimedOut() async throws {
         let endpoint = try await WebhookEndpoint.start(answering: [400, 0, 0, 0])
         defer { endpoint.stop() }
-        let stack = try await PushStack.start(pushArguments: ["--webhooks", "--webhook-retry", "0.05", "--webhook-timeout", "0.5", "--webhook-attempts", "3"])
+        // A timeout of two seconds: under a full parallel run, a local endpoint's 400 once took
+        // longer than half a second to come back, and was recorded as a timeout.
+        let stack = try await PushStack.start(pushArguments: ["--webhooks", "--webhook-retry", "0.05", "--webhook-timeout", "2", "--webhook-attempts", "3"])
         defer { stack.stopNow() }
         let parent = stack.family.parentCredential.deviceId
         _ = try await stack.parent.call(PushMethods.setWebhook, SetWebhookParams(url: endpoint.base + "/up", format: .unifiedpush))
@@ -185,9 +187,9 @@ struct WebhookTests {
         #expect(endpoint.received.count == 1, "not retried")
 
         _ = try await stack.local.call(PushMethods.notify, NotifyParams(family: stack.family.family, deviceId: parent, data: ["n": 2]))
-        _ = try await endpoint.wait(for: 4)
+        _ = try await endpoint.wait(for: 4, timeout: .seconds(30))
         // Given up: the outbox is empty after the last attempt, so no more can come.
-        let abandoned = try await eventually("push giving up after the last attempt") { seen in
+        let abandoned = try await eventually("push giving up after the last attempt", timeout: .seconds(30)) { seen in
             let webhook = try await stack.parent.call(PushMethods.getWebhook, Empty())
             seen = "\(webhook)"
             return webhook.lastError?.contains("timed out") == true && webhook.pending == 0 ? webhook : nil
