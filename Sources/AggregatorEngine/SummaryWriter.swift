@@ -52,14 +52,8 @@ struct SummaryWriter: Sendable {
 extension RPCClient {
     /// Every record of a type in a zone, page after page (`store.query`).
     func records(family: String, zone: String, type: String) async throws(RPCError) -> [StoreAPI.Record] {
-        var records: [StoreAPI.Record] = []
-        var cursor: String?
-        repeat {
-            let page = try await self.call(StoreMethods.query, QueryParams(family: family, zone: zone, recordType: type, limit: 400, cursor: cursor))
-            records += page.records
-            cursor = page.cursor
-        } while cursor != nil
-        return records
+        try await QueryParams(family: family, zone: zone, recordType: type, limit: QueryParams.maximumLimit)
+            .allRecords { (params) async throws(RPCError) in try await self.call(StoreMethods.query, params) }
     }
 
     /// `store.modify` for the aggregator's own records: returns the store's refusal of the

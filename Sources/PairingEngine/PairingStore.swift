@@ -58,14 +58,8 @@ struct PairingStore: Sendable {
 
     /// Every record of a type in the family (all pages).
     func all(_ family: String, zone: String? = nil, type: String, filters: [QueryFilter] = []) async throws -> [Record] {
-        var records: [Record] = []
-        var params = QueryParams(family: family, zone: zone, recordType: type, filters: filters, limit: 400)
-        while true {
-            let page = try await self.client.call(StoreMethods.query, params)
-            records += page.records
-            guard let cursor = page.cursor else { return records }
-            params.cursor = cursor
-        }
+        try await QueryParams(family: family, zone: zone, recordType: type, filters: filters, limit: QueryParams.maximumLimit)
+            .allRecords { params in try await self.client.call(StoreMethods.query, params) }
     }
 
     func credential(_ family: String, deviceId: String) async throws -> CredentialInfo? {

@@ -73,6 +73,19 @@ public struct QueryParams: Codable, Sendable, Hashable {
 
     public static let defaultLimit = 100
     public static let maximumLimit = 400
+
+    /// Every record the query finds, page after page (its cursor followed), until none is
+    /// left or `atMost` have come; `page` asks the store for one page (`store.query`).
+    public func allRecords<E: Error>(atMost: Int = .max, _ page: (QueryParams) async throws(E) -> QueryResult) async throws(E) -> [Record] {
+        var params = self
+        var records: [Record] = []
+        repeat {
+            let result = try await page(params)
+            records += result.records
+            params.cursor = result.cursor
+        } while params.cursor != nil && records.count < atMost
+        return records
+    }
 }
 
 public struct QueryResult: Codable, Sendable, Hashable {

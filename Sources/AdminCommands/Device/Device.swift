@@ -90,15 +90,9 @@ struct Device {
 
     /// Every record of a type a query returns, following its cursor.
     func all<F: RecordFields>(_ type: F.Type, zone: String? = nil, filters: [QueryFilter]? = nil, sort: QuerySort? = nil) async throws -> [TypedRecord<F>] {
-        var records: [TypedRecord<F>] = []
-        var cursor: String?
-        repeat {
-            let page = try await self.store.call(StoreMethods.query, QueryParams(
-                family: self.family, zone: zone, recordType: F.recordType, filters: filters, sort: sort, limit: 400, cursor: cursor))
-            records += try page.records.map { record throws(RPCError) in try TypedRecord<F>(record) }
-            cursor = page.cursor
-        } while cursor != nil
-        return records
+        try await QueryParams(family: self.family, zone: zone, recordType: F.recordType, filters: filters, sort: sort, limit: QueryParams.maximumLimit)
+            .allRecords { params in try await self.store.call(StoreMethods.query, params) }
+            .map { record throws(RPCError) in try TypedRecord<F>(record) }
     }
 
     /// The active child devices of the family (a parent's view), optionally of one child;

@@ -19,15 +19,9 @@ extension BrowserDevice {
     /// Every record of a type in a zone, following the query's cursor (records whose fields
     /// do not read as the type are left out).
     func all<F: RecordFields>(_ type: F.Type, zone: String, filters: [QueryFilter]? = nil, sort: QuerySort? = nil, limit: Int = 2000) async throws(RPCError) -> [TypedRecord<F>] {
-        var records: [TypedRecord<F>] = []
-        var cursor: String?
-        repeat {
-            let page = try await self.call(StoreMethods.query, QueryParams(
-                family: self.family, zone: zone, recordType: F.recordType, filters: filters, sort: sort, limit: 400, cursor: cursor))
-            records += page.records.compactMap { try? TypedRecord<F>($0) }
-            cursor = page.cursor
-        } while cursor != nil && records.count < limit
-        return records
+        try await QueryParams(family: self.family, zone: zone, recordType: F.recordType, filters: filters, sort: sort, limit: QueryParams.maximumLimit)
+            .allRecords(atMost: limit) { (params) async throws(RPCError) in try await self.call(StoreMethods.query, params) }
+            .compactMap { try? TypedRecord<F>($0) }
     }
 
     /// One record of a type, by name; nil when there is none (or it is another type).
