@@ -212,6 +212,7 @@ struct Dashboard: Sendable {
         let deviceName = (form["deviceName"] ?? "").trimmingCharacters(in: .whitespaces)
         let displayName = (form["displayName"] ?? "").trimmingCharacters(in: .whitespaces)
         let deviceId = DeviceInfo.browserSessionPrefix + SessionKeys.random(bytes: 6).lowercased().filter { $0.isLetter || $0.isNumber }
+        self.gateway.logger.debug("dashboard sign-in: enrolling", metadata: ["family": "\(family)", "device_id": "\(deviceId)", "remote_address": "\(address)"])
         do {
             let credential = try await BrowserDevice.call(PairingMethods.enrollParent, EnrollParentParams(
                 family: family, code: code, deviceId: deviceId, deviceName: deviceName.isEmpty ? "Browser" : deviceName,

@@ -29,8 +29,11 @@ struct DeviceAPI: Sendable {
         let address = channel.remoteAddress?.ipAddress ?? "unknown"
         var request = request
         var outcome = Outcome()
-        // The head is here; a body, if any, must follow within the deadline.
-        RequestDeadline.on(channel) { $0.restart() }
+        // The head is here: a form or a call's body must follow within the deadline (each
+        // route that reads one disarms it then); any other request is whole now, and its
+        // answer takes what it takes (a health check while a service is slow, say).
+        let hasBody = request.method == .post
+        RequestDeadline.on(channel) { hasBody ? $0.restart() : $0.disarm() }
         let response: Response
         switch (request.method, request.uri.path) {
         case (.post, "/v1/rpc"):

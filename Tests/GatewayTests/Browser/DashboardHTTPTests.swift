@@ -69,7 +69,16 @@ struct DashboardHTTPTests {
         defer { stack.harness.pairing.signal(SIGCONT) }
         async let signedIn = browser.post("/signin", form: ["csrf": token, "family": "smith", "code": code.code, "deviceName": "Laptop"],
                                           headers: ["Origin: \(stack.url)"])
-        try await Task.sleep(for: .milliseconds(3500))  // past --request-timeout: what must not happen is a close
+        // The form has come and the enrollment waits: the request's deadline, if it still had
+        // one, began before this line was logged.
+        try await waitUntil("the sign-in waiting for the pairing service", detail: String(stack.gateway.log.suffix(2000))) {
+            stack.gateway.log.contains("dashboard sign-in: enrolling")
+        }
+        // A connection opened now and silent is closed at its own deadline, so the sign-in's
+        // has passed by then too.
+        let silent = try await RawTLS.connect(stack)
+        defer { silent.close() }
+        #expect(try await silent.waitForClose() != nil, "the gateway closes a connection that sends nothing within --request-timeout")
         stack.harness.pairing.signal(SIGCONT)
         let (result, _) = try await signedIn
         #expect(result.status == 303 && browser.cookie("screentime_session") != nil, "\(result.status): \(result.body.prefix(400))")
