@@ -46,6 +46,16 @@ struct CFloor {
         return (figures["p50"] ?? .nan, figures["p99"] ?? .nan)
     }
 
+    /// `clients` C clients (as ``clients(socket:clients:seconds:requestFile:)``) against the
+    /// service floor (``NIOFloorServer`` with `--database`, this executable) started for them on a new
+    /// database at `database` with the schema of the store's at `schemaFrom`.
+    func serviceFloor(socket: String, schemaFrom: String, database: String, replyBytes: Int,
+                      clients: Int, seconds: Double, requestFile: String) throws -> (rps: Double, p50: Double, p99: Double) {
+        let figures = try self.against(server: [Locations.thisExecutable, "nio-floor-server", socket, "\(replyBytes)", "--database", database, "--schema-from", schemaFrom],
+                                       client: ["clients", socket, "\(clients)", "\(seconds)", requestFile])
+        return (figures["rps"] ?? .nan, figures["p50"] ?? .nan, figures["p99"] ?? .nan)
+    }
+
     /// Starts the C floor server, runs the C client against it, stops the server.
     private func againstFloorServer(socket: String, replyBytes: Int, client arguments: [String]) throws -> [String: Double] {
         try self.against(server: [self.binary, "server", socket, "\(replyBytes)"], client: arguments)
@@ -155,7 +165,6 @@ enum StoreSchemaFloor {
     /// transaction, into a new database already holding `preload` (its B-trees as deep as
     /// the store's): the floor beside the store's WAL pages per save.
     static func walPages(schemaFrom store: String, path: String, preload: Int, count: Int) async throws -> (pages: [UInt32], wal: WALFile) {
-        for file in [path, path + "-wal"] { try? FileManager.default.removeItem(atPath: file) }
         let floor = try self.database(schemaFrom: store, path: path)
         for first in stride(from: 0, to: preload, by: 400) { try floor.write(first..<min(preload, first + 400)) }
         // The log checkpointed, then begun again (with a record not counted), and no
@@ -172,7 +181,7 @@ enum StoreSchemaFloor {
 
     /// A database of the store's schema, and the key of a usage record's one field-index
     /// entry in it.
-    private struct Floor {
+    struct Floor {
         var pool: DatabasePool
         /// `sessionStart`'s (`logicalID` and `deviceID` are read from the records).
         var key: Int64
@@ -189,9 +198,10 @@ enum StoreSchemaFloor {
         }
     }
 
-    /// A new database with the store's tables and indexes (copied from its database, with
-    /// the keys of its field index), a family and a zone.
-    private static func database(schemaFrom store: String, path: String) throws -> Floor {
+    /// A new database at `path` (any old one removed) with the store's tables and indexes
+    /// (copied from its database, with the keys of its field index), a family and a zone.
+    static func database(schemaFrom store: String, path: String) throws -> Floor {
+        for file in [path, path + "-wal", path + "-shm"] { try? FileManager.default.removeItem(atPath: file) }
         let (schema, keyRows) = try DatabaseQueue(path: store, configuration: {
             var configuration = Configuration()
             configuration.readonly = true

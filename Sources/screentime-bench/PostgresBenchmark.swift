@@ -13,7 +13,8 @@ import Synchronization
 /// single-row INSERTs beside durable one-record saves from 1, 8, 32 and 50 C clients (and
 /// the Swift client's from 1 and 32, for what the client runtime costs), a
 /// prepared point SELECT beside `store.fetch` of one record (C client), with the store's
-/// own floors (SQLite with its schema, the bare SwiftNIO request/reply server).
+/// own floors (SQLite with its schema in process and behind SwiftNIO on one loop: the
+/// service floor; the bare SwiftNIO request/reply server).
 struct PostgresBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "postgres",
@@ -134,6 +135,28 @@ struct PostgresBenchmark: AsyncParsableCommand {
         figures.append(Figure(name: "  durable saves, 32 clients, vs bulk floor", value: saves32, unit: "saves/s",
                               comparison: "plain SQLite, store schema, 400 records a transaction", comparisonValue: floorRate,
                               ratio: saves32 / floorRate))
+
+        // The service floor: the same saves from the same C clients, answered by SwiftNIO with
+        // SQLite on its event loop, one transaction a turn of the loop: what a save service in
+        // a process of its own reaches at most on this machine.
+        let saveReply = try await admin.call(StoreMethods.modify, ModifyParams(family: "bench", zone: "writes", saves: [StoreBenchmark.usage(0)]))
+        let saveReplyBytes = try RPCJSON.makeEncoder().encode(["id": JSONValue.int(1), "result": try JSONValue(encoding: saveReply)]).count
+        for clients in [1, 32] {
+            let label = "\(clients) client\(clients == 1 ? "" : "s")"
+            let service = try c.serviceFloor(socket: work + "/service-floor.sock", schemaFrom: work + "/state/store.sqlite",
+                                             database: work + "/service-floor-\(clients).sqlite", replyBytes: saveReplyBytes,
+                                             clients: clients, seconds: Double(seconds), requestFile: work + "/save.request")
+            let saves = saveRates[clients] ?? .nan
+            figures.append(Figure(name: "durable saves, \(label) (C), vs service floor", value: saves, unit: "saves/s",
+                                  comparison: "SwiftNIO + SQLite on its loop, \(label) (p50 \(Report.format(service.p50)) µs)",
+                                  comparisonValue: service.rps, ratio: saves / service.rps))
+            let inProcess = clients == 1 ? loneFloorRate : batchFloorRate
+            let records = clients == 1 ? "1 record" : "\(batch32) records"
+            figures.append(Figure(name: "  service floor, \(label), vs plain SQLite in process", value: service.rps, unit: "saves/s",
+                                  comparison: "plain SQLite, store schema, \(records) a transaction", comparisonValue: inProcess,
+                                  ratio: service.rps / inProcess))
+            say("  service floor, \(label): \(Report.format(service.rps)) saves/s")
+        }
 
         // Reads: one record by name, one request at a time.
         let reader = RPCClient(configuration: ClientConfiguration(socketPath: socket))
