@@ -119,7 +119,7 @@ extension NIOFloorServer {
     /// length-field decoder to a handler `handler` makes for it, on the connection's loop.
     /// Prints "ready" once listening; returns when the listener closes.
     private static func serve(socket: String, group: any EventLoopGroup,
-                      handler: @escaping @Sendable () -> any ChannelInboundHandler) async throws {
+                              handler: @escaping @Sendable () -> any ChannelInboundHandler) async throws {
         let channel = try await ServerBootstrap(group: group)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
