@@ -5,6 +5,39 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
 ]
 
+/// The products of the packages below that targets depend on, each named once.
+extension Target.Dependency {
+    static var asyncHTTPClient: Self { .product(name: "AsyncHTTPClient", package: "async-http-client") }
+    static var grdb: Self { .product(name: "GRDB", package: "GRDB.swift") }
+    static var grdbSQLite: Self { .product(name: "GRDBSQLite", package: "GRDB.swift") }
+    static var hummingbird: Self { .product(name: "Hummingbird", package: "hummingbird") }
+    static var hummingbirdCore: Self { .product(name: "HummingbirdCore", package: "hummingbird") }
+    static var hummingbirdHTTP2: Self { .product(name: "HummingbirdHTTP2", package: "hummingbird") }
+    static var hummingbirdTLS: Self { .product(name: "HummingbirdTLS", package: "hummingbird") }
+    static var argumentParser: Self { .product(name: "ArgumentParser", package: "swift-argument-parser") }
+    static var swiftASN1: Self { .product(name: "SwiftASN1", package: "swift-asn1") }
+    static var x509: Self { .product(name: "X509", package: "swift-certificates") }
+    static var crypto: Self { .product(name: "Crypto", package: "swift-crypto") }
+    static var httpTypes: Self { .product(name: "HTTPTypes", package: "swift-http-types") }
+    static var logging: Self { .product(name: "Logging", package: "swift-log") }
+    static var coreMetrics: Self { .product(name: "CoreMetrics", package: "swift-metrics") }
+    static var mustache: Self { .product(name: "Mustache", package: "swift-mustache") }
+    static var nioCore: Self { .product(name: "NIOCore", package: "swift-nio") }
+    static var nioEmbedded: Self { .product(name: "NIOEmbedded", package: "swift-nio") }
+    static var nioHTTP1: Self { .product(name: "NIOHTTP1", package: "swift-nio") }
+    static var nioPosix: Self { .product(name: "NIOPosix", package: "swift-nio") }
+    static var nioTLS: Self { .product(name: "NIOTLS", package: "swift-nio") }
+    static var nioWebSocket: Self { .product(name: "NIOWebSocket", package: "swift-nio") }
+    static var nioExtras: Self { .product(name: "NIOExtras", package: "swift-nio-extras") }
+    static var nioHTTPTypes: Self { .product(name: "NIOHTTPTypes", package: "swift-nio-extras") }
+    static var nioHTTPTypesHTTP1: Self { .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras") }
+    static var nioSSL: Self { .product(name: "NIOSSL", package: "swift-nio-ssl") }
+    static var prometheus: Self { .product(name: "Prometheus", package: "swift-prometheus") }
+    static var serviceLifecycle: Self { .product(name: "ServiceLifecycle", package: "swift-service-lifecycle") }
+    static var unixSignals: Self { .product(name: "UnixSignals", package: "swift-service-lifecycle") }
+    static var wsClient: Self { .product(name: "WSClient", package: "swift-websocket") }
+}
+
 let package = Package(
     name: "ScreenTimeServer",
     // The kit is linked into the iPhone app (Synchronization's Mutex needs iOS 18 and macOS 15);
@@ -64,8 +97,7 @@ let package = Package(
         .target(
             name: "SystemdKit",
             dependencies: [
-                "CSystemd",
-                .product(name: "Logging", package: "swift-log"),
+                "CSystemd", .logging,
             ],
             swiftSettings: strict
         ),
@@ -78,9 +110,7 @@ let package = Package(
         .target(
             name: "RPCCore",
             dependencies: [
-                "WireJSON",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOExtras", package: "swift-nio-extras"),
+                "WireJSON", .nioCore, .nioExtras,
             ],
             swiftSettings: strict
         ),
@@ -88,15 +118,8 @@ let package = Package(
         .target(
             name: "RPCServer",
             dependencies: [
-                "RPCCore",
-                "ServiceMetrics",
-                "CSystemd",
-                "SystemdKit",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOExtras", package: "swift-nio-extras"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "RPCCore", "ServiceMetrics", "CSystemd", "SystemdKit", .nioCore, .nioPosix, .nioExtras,
+                .logging, .serviceLifecycle,
             ],
             swiftSettings: strict
         ),
@@ -111,8 +134,7 @@ let package = Package(
         .target(
             name: "ServiceMetrics",
             dependencies: [
-                .product(name: "CoreMetrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
+                .coreMetrics, .prometheus,
             ],
             swiftSettings: strict
         ),
@@ -120,11 +142,7 @@ let package = Package(
         .target(
             name: "RPCClient",
             dependencies: [
-                "RPCCore",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOExtras", package: "swift-nio-extras"),
-                .product(name: "Logging", package: "swift-log"),
+                "RPCCore", .nioCore, .nioPosix, .nioExtras, .logging,
             ],
             swiftSettings: strict
         ),
@@ -136,24 +154,15 @@ let package = Package(
         // The range check of every executable's numeric options, with one wording.
         .target(
             name: "OptionChecks",
-            dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [.argumentParser],
             swiftSettings: strict
         ),
         // What every service executable shares: options, paths, logging, main.
         .target(
             name: "ServiceKit",
             dependencies: [
-                "OptionChecks",
-                "ServerStatus",
-                "RPCCore",
-                "RPCServer",
-                "ServiceMetrics",
-                "SystemdKit",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                "OptionChecks", "ServerStatus", "RPCCore", "RPCServer", "ServiceMetrics", "SystemdKit",
+                .argumentParser, .logging, .nioPosix, .serviceLifecycle, .unixSignals,
             ],
             swiftSettings: strict
         ),
@@ -161,7 +170,7 @@ let package = Package(
         // Shared by the store and every client of it.
         .target(
             name: "StoreAPI",
-            dependencies: ["RPCCore", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["RPCCore", .crypto],
             swiftSettings: strict
         ),
         // The record store's engine: schema, SQLite through GRDB, group commit, queries,
@@ -169,16 +178,8 @@ let package = Package(
         .target(
             name: "RecordStore",
             dependencies: [
-                "RPCCore",
-                "ServiceMetrics",
-                "RPCServer",
-                "RPCClient",
-                "ServiceKit",
-                "StoreAPI",
-                "DurableSQLite",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "RPCCore", "ServiceMetrics", "RPCServer", "RPCClient", "ServiceKit", "StoreAPI",
+                "DurableSQLite", .grdb, .logging, .serviceLifecycle,
             ],
             swiftSettings: strict
         ),
@@ -186,24 +187,20 @@ let package = Package(
         .target(
             name: "StoreDaemon",
             dependencies: [
-                "OptionChecks",
-                "RecordStore",
-                "ServerVersion",
-                "ServiceKit",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "OptionChecks", "RecordStore", "ServerVersion", "ServiceKit", .argumentParser,
             ],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "screentime-stored",
-            dependencies: ["StoreDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["StoreDaemon", .argumentParser],
             swiftSettings: strict
         ),
         // The pairing service's wire contract, and what both devices compute themselves:
         // the pairing URI and the short verification code.
         .target(
             name: "PairingAPI",
-            dependencies: ["RPCCore", "StoreAPI", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["RPCCore", "StoreAPI", .crypto],
             swiftSettings: strict
         ),
         // The pairing service's engine: invitations, enrollment, short codes, credentials,
@@ -211,16 +208,8 @@ let package = Package(
         .target(
             name: "PairingEngine",
             dependencies: [
-                "PairingAPI",
-                "ServiceMetrics",
-                "StoreAPI",
-                "ServiceKit",
-                "RPCCore",
-                "RPCServer",
-                "RPCClient",
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "PairingAPI", "ServiceMetrics", "StoreAPI", "ServiceKit", "RPCCore", "RPCServer", "RPCClient",
+                .crypto, .logging, .serviceLifecycle,
             ],
             swiftSettings: strict
         ),
@@ -228,17 +217,13 @@ let package = Package(
         .target(
             name: "PairingDaemon",
             dependencies: [
-                "OptionChecks",
-                "PairingEngine",
-                "ServerVersion",
-                "ServiceKit",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "OptionChecks", "PairingEngine", "ServerVersion", "ServiceKit", .argumentParser,
             ],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "screentime-pairingd",
-            dependencies: ["PairingDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["PairingDaemon", .argumentParser],
             swiftSettings: strict
         ),
         // The push service's wire contract: subscriptions, notifications, listening, acks.
@@ -252,24 +237,9 @@ let package = Package(
         .target(
             name: "PushEngine",
             dependencies: [
-                "ServiceMetrics",
-                "PushAPI",
-                "MemoryReturn",
-                "StoreAPI",
-                "ServiceKit",
-                "ChangeFeed",
-                "DurableSQLite",
-                "RPCCore",
-                "RPCServer",
-                "RPCClient",
-                "RelayCore",
-                "APNs",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Crypto", package: "swift-crypto"),
+                "ServiceMetrics", "PushAPI", "MemoryReturn", "StoreAPI", "ServiceKit", "ChangeFeed",
+                "DurableSQLite", "RPCCore", "RPCServer", "RPCClient", "RelayCore", "APNs", .grdb, .logging,
+                .serviceLifecycle, .asyncHTTPClient, .nioSSL, .crypto,
             ],
             swiftSettings: strict
         ),
@@ -277,29 +247,20 @@ let package = Package(
         .target(
             name: "PushDaemon",
             dependencies: [
-                "OptionChecks",
-                "PushEngine",
-                "ServerVersion",
-                "ServiceKit",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "OptionChecks", "PushEngine", "ServerVersion", "ServiceKit", .argumentParser,
             ],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "screentime-pushd",
-            dependencies: ["PushDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["PushDaemon", .argumentParser],
             swiftSettings: strict
         ),
         // SQLite opened the services' way: WAL, fsynced commits, migrations, a meta table.
         .target(
             name: "DurableSQLite",
             dependencies: [
-                "CSQLiteConfig",
-                "RPCCore",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "GRDBSQLite", package: "GRDB.swift"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOPosix", package: "swift-nio"),
+                "CSQLiteConfig", "RPCCore", .grdb, .grdbSQLite, .logging, .nioPosix,
             ],
             swiftSettings: strict
         ),
@@ -309,8 +270,7 @@ let package = Package(
             name: "ChangeFeed",
             dependencies: [
                 "StoreAPI", "RPCClient", "RPCCore",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .logging, .serviceLifecycle,
             ],
             swiftSettings: strict
         ),
@@ -323,20 +283,9 @@ let package = Package(
         .target(
             name: "AggregatorEngine",
             dependencies: [
-                "ServiceMetrics",
-                "AggregatorAPI",
-                "UsageModel",
-                "StoreAPI",
-                "PushAPI",
-                "ServiceKit",
-                "ChangeFeed",
-                "DurableSQLite",
-                "RPCCore",
-                "RPCServer",
-                "RPCClient",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "ServiceMetrics", "AggregatorAPI", "UsageModel", "StoreAPI", "PushAPI", "ServiceKit",
+                "ChangeFeed", "DurableSQLite", "RPCCore", "RPCServer", "RPCClient", .grdb, .logging,
+                .serviceLifecycle,
             ],
             swiftSettings: strict
         ),
@@ -344,17 +293,13 @@ let package = Package(
         .target(
             name: "AggregatorDaemon",
             dependencies: [
-                "OptionChecks",
-                "AggregatorEngine",
-                "ServerVersion",
-                "ServiceKit",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "OptionChecks", "AggregatorEngine", "ServerVersion", "ServiceKit", .argumentParser,
             ],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "screentime-aggregatord",
-            dependencies: ["AggregatorDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["AggregatorDaemon", .argumentParser],
             swiftSettings: strict
         ),
         // libqrencode and libpng, found through pkg-config (Debian: libqrencode-dev, libpng-dev).
@@ -368,34 +313,15 @@ let package = Package(
         .executableTarget(
             name: "screentime-bench",
             dependencies: [
-                "OptionChecks",
-                "ScreenTimeKit",
-                "APNs",
-                "APNsStandIn",
-                "RelayCore",
-                "DurableSQLite",
-                "RPCCore",
-                "RPCClient",
-                "StoreAPI",
-                "PairingAPI",
-                "PushAPI",
-                "AggregatorAPI",
-                "UsageModel",
-                "ServiceKit",
-                "SystemdContainer",
+                "OptionChecks", "ScreenTimeKit", "APNs", "APNsStandIn", "RelayCore", "DurableSQLite",
+                "RPCCore", "RPCClient", "StoreAPI", "PairingAPI", "PushAPI", "AggregatorAPI", "UsageModel",
+                "ServiceKit", "SystemdContainer",
                 // The PostgreSQL benchmark's server and pgbench: children with a clean signal mask.
-                "ProcessSpawn",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "ProcessSpawn", .grdb, .argumentParser,
                 // The bare SwiftNIO request/reply server, a floor beside the C one.
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOExtras", package: "swift-nio-extras"),
+                .nioCore, .nioPosix, .nioExtras,
                 // The gateway benchmark's TLS WebSocket clients and its bare NIO TLS WebSocket echo floor.
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOWebSocket", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "NIOTLS", package: "swift-nio"),
+                .nioHTTP1, .nioWebSocket, .nioSSL, .nioTLS,
             ],
             swiftSettings: strict
         ),
@@ -408,9 +334,7 @@ let package = Package(
         .executableTarget(
             name: "screentime-dev",
             dependencies: [
-                "OptionChecks",
-                "DevStack",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "OptionChecks", "DevStack", .argumentParser,
             ],
             swiftSettings: strict
         ),
@@ -421,38 +345,12 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
-                "GatewayAPI",
-                "ServerStatus",
-                "ServiceMetrics",
-                .product(name: "NIOTLS", package: "swift-nio"),
-                "ChangeFeed",
-                "RPCCore",
-                "RPCServer",
-                "RPCClient",
-                "StoreAPI",
-                "PairingAPI",
-                "PushAPI",
-                "AggregatorAPI",
-                "SystemdKit",
-                "ServiceKit",
+                "GatewayAPI", "ServerStatus", "ServiceMetrics", .nioTLS, "ChangeFeed", "RPCCore", "RPCServer",
+                "RPCClient", "StoreAPI", "PairingAPI", "PushAPI", "AggregatorAPI", "SystemdKit", "ServiceKit",
                 // The dashboard: its pages' templates and the pairing invitation's QR code.
-                "QRCode",
-                .product(name: "Mustache", package: "swift-mustache"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdCore", package: "hummingbird"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOWebSocket", package: "swift-nio"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
-                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "X509", package: "swift-certificates"),
-                .product(name: "SwiftASN1", package: "swift-asn1"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "QRCode", .mustache, .hummingbird, .hummingbirdCore, .nioCore, .nioPosix, .nioHTTP1,
+                .nioWebSocket, .httpTypes, .nioHTTPTypes, .nioHTTPTypesHTTP1, .nioSSL, .x509, .swiftASN1,
+                .crypto, .logging, .serviceLifecycle,
             ],
             swiftSettings: strict
         ),
@@ -461,18 +359,14 @@ let package = Package(
         // API: the app and the home server use its types too.
         .target(
             name: "RelayCore",
-            dependencies: ["RPCCore", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["RPCCore", .crypto],
             swiftSettings: strict
         ),
         // APNs over HTTP/2 with a provider token: for the relay, and for push in direct mode.
         .target(
             name: "APNs",
             dependencies: [
-                "RelayCore",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Logging", package: "swift-log"),
+                "RelayCore", .asyncHTTPClient, .nioCore, .nioSSL, .logging,
             ],
             swiftSettings: strict
         ),
@@ -480,31 +374,16 @@ let package = Package(
         .target(
             name: "RelayServer",
             dependencies: [
-                "RelayCore",
-                "APNs",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdCore", package: "hummingbird"),
-                .product(name: "HummingbirdTLS", package: "hummingbird"),
-                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "RelayCore", "APNs", .hummingbird, .hummingbirdCore, .hummingbirdTLS, .hummingbirdHTTP2,
+                .httpTypes, .asyncHTTPClient, .nioCore, .nioSSL, .logging, .serviceLifecycle,
             ],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "screentime-relayd",
             dependencies: [
-                "OptionChecks",
-                "RelayCore",
-                "RelayServer",
-                "ServerVersion",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "OptionChecks", "RelayCore", "RelayServer", "ServerVersion", .argumentParser, .logging,
+                .serviceLifecycle,
             ],
             swiftSettings: strict
         ),
@@ -512,50 +391,30 @@ let package = Package(
         .target(
             name: "GatewayDaemon",
             dependencies: [
-                "OptionChecks",
-                "Gateway",
-                "ServerVersion",
-                "RPCCore",
-                "ServiceKit",
-                "SystemdKit",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "OptionChecks", "Gateway", "ServerVersion", "RPCCore", "ServiceKit", "SystemdKit",
+                .argumentParser, .logging, .serviceLifecycle,
             ],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "screentime-gatewayd",
-            dependencies: ["GatewayDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["GatewayDaemon", .argumentParser],
             swiftSettings: strict
         ),
         // screentimectl's commands, for its own binary and for `screentime`.
         .target(
             name: "AdminCommands",
             dependencies: [
-                "OptionChecks",
-                "ServerStatus",
-                "ProcessSpawn",
-                "ServerVersion",
-                "AggregatorAPI",
-                "PairingAPI",
-                "PushAPI",
-                "StoreAPI",
-                .product(name: "Crypto", package: "swift-crypto"),
+                "OptionChecks", "ServerStatus", "ProcessSpawn", "ServerVersion", "AggregatorAPI",
+                "PairingAPI", "PushAPI", "StoreAPI", .crypto,
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
-                .product(name: "GRDB", package: "GRDB.swift"),
-                "QRCode",
-                "RPCCore",
-                "RPCClient",
-                "ScreenTimeKit",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
+                .grdb, "QRCode", "RPCCore", "RPCClient", "ScreenTimeKit", .argumentParser, .logging,
             ],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "screentimectl",
-            dependencies: ["AdminCommands", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["AdminCommands", .argumentParser],
             swiftSettings: strict
         ),
         // One program, six names: what the package installs (docs/architecture.md).
@@ -563,8 +422,7 @@ let package = Package(
             name: "screentime",
             dependencies: [
                 "AdminCommands", "StoreDaemon", "PairingDaemon", "PushDaemon", "AggregatorDaemon", "GatewayDaemon",
-                "ServerVersion",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "ServerVersion", .argumentParser,
             ],
             swiftSettings: strict
         ),
@@ -575,24 +433,10 @@ let package = Package(
         .target(
             name: "ScreenTimeKit",
             dependencies: [
-                "RPCCore",
-                "RPCClient",
-                "StoreAPI",
-                "PairingAPI",
-                "PushAPI",
-                "AggregatorAPI",
-                "RelayCore",
+                "RPCCore", "RPCClient", "StoreAPI", "PairingAPI", "PushAPI", "AggregatorAPI", "RelayCore",
                 // The wake relay's one request (URLSession on Apple's platforms).
                 .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(platforms: [.linux])),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "NIOTLS", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOWebSocket", package: "swift-nio"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Logging", package: "swift-log"),
+                .nioCore, .nioPosix, .nioSSL, .nioTLS, .nioHTTP1, .nioWebSocket, .crypto, .grdb, .logging,
             ],
             swiftSettings: strict
         ),
@@ -600,11 +444,7 @@ let package = Package(
         .executableTarget(
             name: "screentime-testd",
             dependencies: [
-                "ServiceKit",
-                "RPCCore",
-                "RPCServer",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
+                "ServiceKit", "RPCCore", "RPCServer", .argumentParser, .logging,
             ],
             path: "Tests/Fixtures/TestService",
             swiftSettings: strict
@@ -612,12 +452,7 @@ let package = Package(
         .testTarget(
             name: "RPCCoreTests",
             dependencies: [
-                "RPCCore",
-                "SystemdKit",
-                "ServiceKit",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOEmbedded", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
+                "RPCCore", "SystemdKit", "ServiceKit", .nioCore, .nioEmbedded, .logging,
             ],
             swiftSettings: strict
         ),
@@ -634,9 +469,7 @@ let package = Package(
             name: "ServiceHarness",
             dependencies: [
                 "TestSupport", "RPCCore", "RPCServer", "RPCClient", "ServiceKit",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .logging, .nioPosix, .serviceLifecycle,
             ],
             path: "Tests/ServiceHarness",
             swiftSettings: strict
@@ -654,32 +487,18 @@ let package = Package(
         .testTarget(
             name: "RPCIntegrationTests",
             dependencies: [
-                "TestSupport",
-                "RPCCore",
-                "RPCClient",
-                "screentime-testd",
-                "screentimectl",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
+                "TestSupport", "RPCCore", "RPCClient", "screentime-testd", "screentimectl", .nioCore,
+                .nioPosix,
             ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "StoreTests",
             dependencies: [
-                "TestSupport",
-                "RPCCore",
-                "RPCClient",
-                "StoreAPI",
-                "ChangeFeed",
+                "TestSupport", "RPCCore", "RPCClient", "StoreAPI", "ChangeFeed",
                 // The logic tests run the store's engine in process; the process tests, its binary.
-                "RecordStore",
-                "DurableSQLite",
-                "ServiceHarness",
-                "screentime-stored",
-                "screentimectl",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Logging", package: "swift-log"),
+                "RecordStore", "DurableSQLite", "ServiceHarness", "screentime-stored", "screentimectl", .grdb,
+                .logging,
             ],
             swiftSettings: strict
         ),
@@ -694,61 +513,28 @@ let package = Package(
         .testTarget(
             name: "PairingTests",
             dependencies: [
-                "TestSupport",
-                "StackSupport",
-                "RPCCore",
-                "RPCClient",
-                "StoreAPI",
-                "PairingAPI",
-                "screentime-stored",
-                "screentime-pairingd",
-                "screentimectl",
+                "TestSupport", "StackSupport", "RPCCore", "RPCClient", "StoreAPI", "PairingAPI",
+                "screentime-stored", "screentime-pairingd", "screentimectl",
             ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "AggregatorTests",
             dependencies: [
-                "TestSupport",
-                "StackSupport",
-                "ServiceHarness",
-                "AggregatorEngine",
-                "PushEngine",
-                "RPCCore",
-                "RPCClient",
-                "StoreAPI",
-                "AggregatorAPI",
-                "PushAPI",
-                "UsageModel",
-                "screentime-stored",
-                "screentime-pairingd",
-                "screentime-pushd",
-                "screentime-aggregatord",
-                .product(name: "GRDB", package: "GRDB.swift"),
+                "TestSupport", "StackSupport", "ServiceHarness", "AggregatorEngine", "PushEngine", "RPCCore",
+                "RPCClient", "StoreAPI", "AggregatorAPI", "PushAPI", "UsageModel", "screentime-stored",
+                "screentime-pairingd", "screentime-pushd", "screentime-aggregatord", .grdb,
             ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "PushTests",
             dependencies: [
-                "TestSupport",
-                "WakeTestSupport",
-                .product(name: "Crypto", package: "swift-crypto"),
-                "StackSupport",
-                "ServiceHarness",
-                "PushEngine",
-                "RPCCore",
-                "RPCClient",
-                "StoreAPI",
-                "PushAPI",
-                "screentime-stored",
-                "screentime-pairingd",
-                "screentime-pushd",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
+                "TestSupport", "WakeTestSupport", .crypto, "StackSupport", "ServiceHarness", "PushEngine",
+                "RPCCore", "RPCClient", "StoreAPI", "PushAPI", "screentime-stored", "screentime-pairingd",
+                "screentime-pushd", .nioCore, .nioPosix, .nioHTTP1,
                 // Writes a push database as an earlier version left it.
-                .product(name: "GRDB", package: "GRDB.swift"),
+                .grdb,
                 // Reads push's position in the store's log as push saves it.
                 "DurableSQLite",
             ],
@@ -757,50 +543,26 @@ let package = Package(
         .testTarget(
             name: "DevStackTests",
             dependencies: [
-                "TestSupport",
-                "StackSupport",
-                "RPCCore",
-                "RPCClient",
-                "StoreAPI",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                "screentime-dev",
-                "screentimectl",
-                "screentime-stored",
-                "screentime-pairingd",
-                "screentime-pushd",
-                "screentime-aggregatord",
-                "screentime-gatewayd",
+                "TestSupport", "StackSupport", "RPCCore", "RPCClient", "StoreAPI", .grdb, "screentime-dev",
+                "screentimectl", "screentime-stored", "screentime-pairingd", "screentime-pushd",
+                "screentime-aggregatord", "screentime-gatewayd",
             ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "BenchmarkTests",
             dependencies: [
-                "TestSupport",
-                "screentime-bench",
-                "screentime-stored",
-                "screentime-pairingd",
-                "screentime-pushd",
-                "screentime-aggregatord",
+                "TestSupport", "screentime-bench", "screentime-stored", "screentime-pairingd",
+                "screentime-pushd", "screentime-aggregatord",
             ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "TestSupport",
-                "StackSupport",
-                "RPCCore",
-                "RPCClient",
-                "StoreAPI",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                "screentime-dev",
-                "screentimectl",
-                "screentime-stored",
-                "screentime-pairingd",
-                "screentime-pushd",
-                "screentime-aggregatord",
-                "screentime-gatewayd",
+                "TestSupport", "StackSupport", "RPCCore", "RPCClient", "StoreAPI", .grdb, "screentime-dev",
+                "screentimectl", "screentime-stored", "screentime-pairingd", "screentime-pushd",
+                "screentime-aggregatord", "screentime-gatewayd",
             ],
             swiftSettings: strict
         ),
@@ -809,17 +571,8 @@ let package = Package(
             // its own: for the wake tests and the wake benchmark.
             name: "APNsStandIn",
             dependencies: [
-                "RelayCore",
-                "WireJSON",
-                .product(name: "X509", package: "swift-certificates"),
-                .product(name: "SwiftASN1", package: "swift-asn1"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
+                "RelayCore", "WireJSON", .x509, .swiftASN1, .hummingbird, .hummingbirdHTTP2, .httpTypes,
+                .nioCore, .nioSSL, .crypto, .logging,
             ],
             swiftSettings: strict
         ),
@@ -828,15 +581,8 @@ let package = Package(
             // test's own process.
             name: "WakeTestSupport",
             dependencies: [
-                "TestSupport",
-                "APNsStandIn",
-                "RelayCore",
-                "RelayServer",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
+                "TestSupport", "APNsStandIn", "RelayCore", "RelayServer", .asyncHTTPClient, .nioCore, .nioSSL,
+                .crypto, .logging,
             ],
             path: "Tests/WakeTestSupport",
             swiftSettings: strict
@@ -844,105 +590,41 @@ let package = Package(
         .testTarget(
             name: "RelayTests",
             dependencies: [
-                "TestSupport",
-                "WakeTestSupport",
-                "RelayCore",
-                "RelayServer",
-                "screentime-relayd",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "TestSupport", "WakeTestSupport", "RelayCore", "RelayServer", "screentime-relayd",
+                .asyncHTTPClient, .nioCore, .nioSSL, .crypto, .logging, .serviceLifecycle,
             ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "GatewayTests",
             dependencies: [
-                "TestSupport",
-                "ServerStatus",
-                "ServiceMetrics",
-                "ProcessSpawn",
-                "StackSupport",
-                "ServiceHarness",
-                "ServiceKit",
-                "PushEngine",
-                "AggregatorEngine",
-                "Gateway",
-                "GatewayAPI",
-                "RPCCore",
-                "RPCClient",
-                "StoreAPI",
-                "PairingAPI",
-                "PushAPI",
-                "screentime-stored",
-                "screentime-pairingd",
-                "screentime-pushd",
-                "screentime-aggregatord",
-                "screentime-gatewayd",
+                "TestSupport", "ServerStatus", "ServiceMetrics", "ProcessSpawn", "StackSupport",
+                "ServiceHarness", "ServiceKit", "PushEngine", "AggregatorEngine", "Gateway", "GatewayAPI",
+                "RPCCore", "RPCClient", "StoreAPI", "PairingAPI", "PushAPI", "screentime-stored",
+                "screentime-pairingd", "screentime-pushd", "screentime-aggregatord", "screentime-gatewayd",
                 "screentimectl",
                 // The dashboard's browser tests: JSON over HTTP to chromedriver.
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "WSClient", package: "swift-websocket"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "NIOWebSocket", package: "swift-nio"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOEmbedded", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Logging", package: "swift-log"),
+                .asyncHTTPClient, .wsClient, .httpTypes, .nioWebSocket, .nioCore, .nioPosix, .nioHTTP1,
+                .nioEmbedded, .nioSSL, .logging,
             ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "ScreenTimeKitTests",
             dependencies: [
-                "ScreenTimeKit",
-                "WakeTestSupport",
-                "TestSupport",
-                "StackSupport",
-                "RPCCore",
-                "RPCClient",
-                "StoreAPI",
-                "PairingAPI",
-                "PushAPI",
-                "AggregatorAPI",
-                "screentime-stored",
-                "screentime-pairingd",
-                "screentime-pushd",
-                "screentime-aggregatord",
-                "screentime-gatewayd",
-                "screentimectl",
-                "ProcessSpawn",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "NIOTLS", package: "swift-nio"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "GRDB", package: "GRDB.swift"),
+                "ScreenTimeKit", "WakeTestSupport", "TestSupport", "StackSupport", "RPCCore", "RPCClient",
+                "StoreAPI", "PairingAPI", "PushAPI", "AggregatorAPI", "screentime-stored",
+                "screentime-pairingd", "screentime-pushd", "screentime-aggregatord", "screentime-gatewayd",
+                "screentimectl", "ProcessSpawn", .nioCore, .nioPosix, .nioSSL, .nioTLS, .crypto, .grdb,
             ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "SystemdTests",
             dependencies: [
-                "ServerVersion",
-                "TestSupport",
-                "SystemdContainer",
-                "RPCCore",
-                "RPCClient",
-                "StoreAPI",
-                "screentime-stored",
-                "screentime-pairingd",
-                "screentime-pushd",
-                "screentime-aggregatord",
-                "screentime-gatewayd",
-                "screentimectl",
-                "screentime",
-                "screentime-bench",
+                "ServerVersion", "TestSupport", "SystemdContainer", "RPCCore", "RPCClient", "StoreAPI",
+                "screentime-stored", "screentime-pairingd", "screentime-pushd", "screentime-aggregatord",
+                "screentime-gatewayd", "screentimectl", "screentime", "screentime-bench",
             ],
             swiftSettings: strict
         ),
