@@ -88,8 +88,10 @@ struct AggregatorBenchmark: AsyncParsableCommand {
         }
         let total = batches.reduce(0) { $0 + ($1.saves?.count ?? 0) }
 
-        let cpu = CPUTime(pids: ["store": [store.process.processIdentifier], "aggregator": [aggregator.process.processIdentifier]])
+        // The clients are this process: the saves' encoding and the status polls.
+        let cpu = CPUTime(pids: ["store": [store.process.processIdentifier], "aggregator": [aggregator.process.processIdentifier], "clients": [getpid()]])
         let cpuBefore = cpu.sample()
+        let machineBefore = MachineCPU.sample()
         let started = ContinuousClock.now
         let (written, ingested) = try await services.phase("usage records written and ingested", [store, aggregator]) {
             try await concurrently(batches, width: 8) { params in
@@ -100,11 +102,15 @@ struct AggregatorBenchmark: AsyncParsableCommand {
             say("  store: \(total) written in \(Report.format(written.seconds)) s")
             return (written, try await Self.waitForIngest(of: total, through: local, since: started))
         }
-        // Both processes' CPU per record over the phase (µs): where the machine's cores went.
+        // Each process's CPU per record over the phase (µs): where the machine's cores went.
         let spent = cpu.since(cpuBefore, per: total).mapValues { $0 * 1000 }
+        let busy = MachineCPU.sample().busyPercent(since: machineBefore)
         let ingestRate = Double(total) / ingested.seconds
         let storeRate = Double(total) / written.seconds
-        say("  aggregator: counted and summaries written after \(Report.format(ingested.seconds)) s; CPU per record: store \(Report.format(spent["store"] ?? .nan)) µs, aggregator \(Report.format(spent["aggregator"] ?? .nan)) µs")
+        // What the cores allow at these costs: every core busy with nothing but the three.
+        let perRecord = ["store", "aggregator", "clients"].reduce(0) { $0 + (spent[$1] ?? .nan) }
+        let ceiling = Double(MachineCPU.cores) * 1e6 / perRecord
+        say("  aggregator: counted and summaries written after \(Report.format(ingested.seconds)) s; CPU per record: store \(Report.format(spent["store"] ?? .nan)) µs, aggregator \(Report.format(spent["aggregator"] ?? .nan)) µs, clients \(Report.format(spent["clients"] ?? .nan)) µs; the machine \(Report.format(busy))% busy")
 
         // What SQLite alone does with the store's schema for as many records.
         let floorRate = try StoreSchemaFloor.recordsPerSecond(
@@ -118,6 +124,11 @@ struct AggregatorBenchmark: AsyncParsableCommand {
             Figure(name: "plain SQLite, store schema, same records", value: floorRate, unit: "records/s"),
             Figure(name: "  CPU per record end to end, store", value: spent["store"] ?? .nan, unit: "µs"),
             Figure(name: "  CPU per record end to end, aggregator", value: spent["aggregator"] ?? .nan, unit: "µs"),
+            Figure(name: "  CPU per record end to end, clients", value: spent["clients"] ?? .nan, unit: "µs"),
+            Figure(name: "  the machine's CPU busy, write to ingested", value: busy, unit: "% of \(MachineCPU.cores) cores"),
+            Figure(name: "usage records ingested end to end, vs what the cores allow", value: ingestRate, unit: "records/s",
+                   comparison: "\(MachineCPU.cores) cores / CPU per record of store, aggregator and clients", comparisonValue: ceiling,
+                   ratio: ingestRate / ceiling),
         ]
 
         // A parent's 90-day report of one child, by day.

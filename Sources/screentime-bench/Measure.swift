@@ -130,3 +130,28 @@ struct CPUTime {
         }
     }
 }
+
+/// The whole machine's CPU time, busy and in all, from /proc/stat: how much of the cores a
+/// phase left unused (a phase near 100% busy goes faster only with less CPU per unit).
+struct MachineCPU {
+    let busy: Double
+    let all: Double
+
+    static var cores: Int { ProcessInfo.processInfo.activeProcessorCount }
+
+    static func sample() -> MachineCPU {
+        guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+              let line = stat.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") }) else { return MachineCPU(busy: .nan, all: .nan) }
+        // user nice system idle iowait irq softirq steal (guest time is counted in user).
+        let ticks = line.split(separator: " ").dropFirst().prefix(8).compactMap { Double($0) }
+        guard ticks.count == 8 else { return MachineCPU(busy: .nan, all: .nan) }
+        let idle = ticks[3] + ticks[4]
+        return MachineCPU(busy: ticks.reduce(0, +) - idle, all: ticks.reduce(0, +))
+    }
+
+    /// The share of the machine's CPU time busy since `before`, in percent.
+    func busyPercent(since before: MachineCPU) -> Double {
+        (self.busy - before.busy) * 100 / max(1, self.all - before.all)
+    }
+}
+
