@@ -154,4 +154,3 @@ struct MachineCPU {
         (self.busy - before.busy) * 100 / max(1, self.all - before.all)
     }
 }
-
