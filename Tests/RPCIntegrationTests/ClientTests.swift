@@ -58,7 +58,7 @@ struct ClientTests {
         // meanwhile find that connection open and queue their requests on it.
         let held = DispatchSemaphore(value: 0)
         let holding = loop.next().submit { held.wait() }
-        service.stopNow()
+        await service.stop()
         service = try await ServiceProcess.startByHand(in: dir)
         let calls = (0..<20).map { index in
             Task { try await client.call(Test_.echo, Echo(message: "after \(index)")).message }

@@ -4,7 +4,7 @@ import PairingAPI
 import ProcessSpawn
 import PushAPI
 import RPCCore
-import ScreenTimeKit
+@testable import ScreenTimeKit
 import StoreAPI
 import Testing
 import TestSupport
@@ -230,6 +230,23 @@ struct GatewayEndToEndTests {
         #expect(refused?.code == .conflict, "done once today")
         let digest = try await parent.parent.digest()
         #expect(digest.children.first?.choresDone == 1 && digest.children.first?.requestsAsked == 1, "\(digest)")
+    }
+
+    @Test("a call that meets a connection the gateway closed, before the request went out, is sent once more on the next connection and answered")
+    func unsentRequestGoesOnTheNextConnection() async throws {
+        let stack = try await KitStack.start(["store", "pairing"])
+        defer { stack.stopAll() }
+        let (gateway, endpoint) = try await Self.startGateway(stack)
+        defer { gateway.stopNow() }
+        let transport = WebSocketTransport(configuration: .init(urls: endpoint.urls, pin: try #require(KeyPin(endpoint.pin)), backoff: KitStack.fast))
+        let closed = try await eventually("the transport connected", timeout: .seconds(30)) { _ in transport.currentConnection }
+        // The connection is gone (as when the gateway restarts or closes a silent socket),
+        // and the request is written to it before the transport has noticed.
+        await closed.discard()
+        let answer = try await transport.call(TransportRequest(method: "rpc.ping"), startingOn: closed)
+        #expect(answer["service"]?.stringValue == "gateway", "\(answer)")
+        #expect(transport.currentConnection !== closed)
+        await transport.close()
     }
 
     @Test("a device removed from the family: its kit enters `revoked` once, makes no more connections, fails calls at once with device_revoked and keeps its queue unsent; the gateway's log names the device")

@@ -129,8 +129,8 @@ let usageDayUTC: Date = {
     return calendar.component(.hour, from: now) < 2 ? now.addingTimeInterval(-86_400) : now
 }()
 
-/// Runs `body`, failing the test if it has not returned within `limit` (a wait that would
-/// otherwise hang the run; the body is cancelled and left behind).
+/// Runs `body`, failing the test if it has not returned within `limit` (a ``WaitDeadline``:
+/// a wait that would otherwise hang the run; the body is cancelled and left behind).
 func within<T: Sendable>(_ limit: Duration, _ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
     let settled = Flag()
     let outcome = Mutex<Result<T, any Error>?>(nil)
@@ -145,12 +145,18 @@ func within<T: Sendable>(_ limit: Duration, _ what: String, _ body: @escaping @S
     let work = Task {
         do { settle(.success(try await body())) } catch { settle(.failure(error)) }
     }
+    let deadline = WaitDeadline(limit)
     let timer = Task {
-        try? await Task.sleep(for: limit)
+        var clock = deadline
+        while !clock.expired() {
+            do { try await Task.sleep(for: .milliseconds(50)) } catch { return }
+        }
         settle(.failure(TestFailure("\(what) did not happen within \(limit)")))
         work.cancel()
     }
     await settled.wait()
     timer.cancel()
-    return try outcome.withLock { $0! }.get()
+    let result = outcome.withLock { $0! }
+    if case .success = result { deadline.noteIfSlow(what) } else { deadline.noteIfSlow(what, outcome: "failed") }
+    return try result.get()
 }

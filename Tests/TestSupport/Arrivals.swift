@@ -33,8 +33,8 @@ public final class Arrivals<Element: Sendable>: Sendable {
         for continuation in ready { continuation.resume() }
     }
 
-    /// Waits until at least `count` have arrived; returns them all. Fails after `timeout`
-    /// with `describe` of what did arrive.
+    /// Waits until at least `count` have arrived; returns them all. Fails after `timeout` (a
+    /// ``WaitDeadline``) with `describe` of what did arrive.
     @discardableResult
     public func wait(for count: Int, timeout: Duration = .seconds(10), _ what: String = "arrivals",
                      describe: @Sendable ([Element]) -> String = { "\($0)" }) async throws -> [Element] {
@@ -42,9 +42,16 @@ public final class Arrivals<Element: Sendable>: Sendable {
             defer { state.nextWaiter += 1 }
             return state.nextWaiter
         }
-        let arrived = await withTaskGroup(of: Bool.self) { group in
+        let deadline = WaitDeadline(timeout)
+        let arrived = await withTaskGroup(of: Bool.self) { [deadline] group in
             group.addTask { await self.arrival(of: count, id: id); return true }
-            group.addTask { try? await Task.sleep(for: timeout); return false }
+            group.addTask {
+                var clock = deadline
+                while !clock.expired() {
+                    do { try await Task.sleep(for: .milliseconds(50)) } catch { return false }
+                }
+                return false
+            }
             let first = await group.next() ?? false
             group.cancelAll()
             // If the time ran out, the arrival waiter is still suspended: resume it.
@@ -52,6 +59,7 @@ public final class Arrivals<Element: Sendable>: Sendable {
             return first
         }
         let items = self.all
+        deadline.noteIfSlow("\(count) \(what)", outcome: arrived || items.count >= count ? "done" : "failed")
         guard arrived || items.count >= count else {
             throw TestFailure("expected \(count) \(what) within \(timeout), got \(items.count): \(describe(items))")
         }

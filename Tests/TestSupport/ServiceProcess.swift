@@ -113,16 +113,14 @@ public final class ServiceProcess: @unchecked Sendable {
         try await eventually("the process exiting", timeout: timeout, detail: self.log) { _ in self.exitStatus }
     }
 
-    /// Stops it before returning, without suspending: for `defer` at the end of a test,
-    /// where a detached task might never run before the test process exits.
+    /// Stops it without suspending and without waiting: for `defer` at the end of a test.
+    /// SIGTERM now; the reaper's thread (``Reaper``) waits for the exit and sends SIGKILL
+    /// after `timeout`, and kills whatever still runs when the test process exits. A test
+    /// that needs the process gone before it goes on awaits ``stop()`` instead.
     public func stopNow(timeout: Duration = .seconds(10)) {
+        guard self.isRunning else { return }
         self.signal(SIGTERM)
-        let deadline = ContinuousClock.now + timeout
-        while self.isRunning && ContinuousClock.now < deadline { usleep(10_000) }
-        if self.isRunning {
-            self.signal(SIGKILL)
-            while self.isRunning { usleep(10_000) }
-        }
+        Reaper.shared.take(self, grace: timeout)
     }
 
     public func stop() async {

@@ -295,7 +295,15 @@ struct Dashboard: Sendable {
                 let parts = path.split(separator: "/")
                 if parts.count == 4, parts[1] == "pair", parts[3] == "confirm" || parts[3] == "reject" {
                     let params = InvitationParams(invitationId: String(parts[2]))
-                    _ = try await device.call(parts[3] == "confirm" ? PairingMethods.confirm : PairingMethods.reject, params)
+                    let confirming = parts[3] == "confirm"
+                    do {
+                        _ = try await device.call(confirming ? PairingMethods.confirm : PairingMethods.reject, params)
+                    } catch let refused as RPCError where refused.code == .conflict {
+                        // The same answer twice (a double tap, or a browser sending the form
+                        // again after a lost connection): the page shows what is now so.
+                        let status = try await device.call(PairingMethods.invitationStatus, params).status
+                        guard status == (confirming ? .confirmed : .rejected) else { throw refused }
+                    }
                     return WebResponse.redirect("/devices/pair/\(parts[2])")
                 }
                 return self.methodNotAllowed("GET")

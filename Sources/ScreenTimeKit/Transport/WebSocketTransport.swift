@@ -65,6 +65,9 @@ public final class WebSocketTransport: Transport {
         var generation = 0
         var nextID: Int64 = 1
         var waiters: [RequestID: Waiter] = [:]
+        /// Requests being written: the connection's end leaves them to their writer, who
+        /// knows whether they went out (``exchange``).
+        var writing: Set<RequestID> = []
         var lastError: RPCError?
         var closed = false
         /// The server's `device_revoked`: no more connections until a new credential.
@@ -95,14 +98,62 @@ public final class WebSocketTransport: Transport {
     public var lastError: RPCError? { self.link.withLock { $0.lastError } }
 
     public func call(_ request: TransportRequest) async throws(RPCError) -> JSONValue {
+        try await self.call(request, startingOn: nil)
+    }
+
+    /// `call(_:)`, its first attempt on `first` when given (a connection a test closed).
+    func call(_ request: TransportRequest, startingOn first: PinnedWebSocket?) async throws(RPCError) -> JSONValue {
         let deadline = request.timeout ?? self.configuration.callTimeout
         let started = ContinuousClock.now
-        let writer = try await self.connectedWriter(within: deadline, for: request.method)
+        var retried = false
+        var first = first
+        while true {
+            let writer: PinnedWebSocket
+            if let given = first {
+                writer = given
+                first = nil
+            } else {
+                writer = try await self.connectedWriter(within: deadline - (ContinuousClock.now - started), for: request.method)
+            }
+            let cause: any Error
+            do {
+                return try await self.exchange(request, on: writer, deadline: deadline, started: started)
+            } catch {
+                switch error {
+                case .failed(let error): throw error
+                case .unsent(let error): cause = error
+                }
+            }
+            // The connection closed under the request before it went out (the gateway
+            // restarting, or closing a connection that stayed silent past its deadline): no
+            // part of it reached the gateway, so it goes once more on the next connection.
+            guard !retried else { throw self.revokedError ?? RPCError(.unavailable, "could not send \(request.method): \(cause)") }
+            retried = true
+            self.link.withLock { link in
+                if link.writer === writer { link.writer = nil }
+            }
+            self.logger.debug("a request met a closed connection before it was sent; sending it on the next one",
+                              metadata: ["method": "\(request.method)", "error": "\(cause)"])
+        }
+    }
+
+    /// How one attempt at a request ended without an answer: `unsent` when writing it failed
+    /// (nothing of it reached the gateway, so it may be sent again), `failed` otherwise.
+    private enum AttemptError: Error {
+        case unsent(any Error)
+        case failed(RPCError)
+    }
+
+    /// Sends `request` on `writer` under a new id and waits for its answer, until the
+    /// call's deadline (`started` + `deadline`).
+    private func exchange(_ request: TransportRequest, on writer: PinnedWebSocket, deadline: Duration,
+                          started: ContinuousClock.Instant) async throws(AttemptError) -> JSONValue {
         let id = self.link.withLock { link in
             defer { link.nextID += 1 }
             return RequestID.int(link.nextID)
         }
-        let payload = try Self.encode(id: id, request)
+        let payload: String
+        do { payload = try Self.encode(id: id, request) } catch { throw .failed(error) }
         let remaining = deadline - (ContinuousClock.now - started)
         let timer = Task { [weak self] in
             try? await Task.sleep(for: remaining)
@@ -112,30 +163,54 @@ public final class WebSocketTransport: Transport {
         do {
             return try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { continuation in
+                    // Registered only on the connection it is written to: one that has
+                    // gone already means the request is sent on the next one.
                     let registered = self.link.withLock { link -> Bool in
-                        guard link.writer != nil else { return false }
+                        guard link.writer === writer else { return false }
                         link.waiters[id] = .unary(continuation)
+                        link.writing.insert(id)
                         return true
                     }
                     guard registered else {
-                        continuation.resume(throwing: self.revokedError ?? RPCError(.unavailable, "the connection to the gateway closed"))
+                        if let revoked = self.revokedError {
+                            continuation.resume(throwing: revoked)
+                        } else {
+                            continuation.resume(throwing: Unsent(cause: RPCError(.unavailable, "the connection to the gateway closed")))
+                        }
                         return
                     }
                     Task {
-                        do { try await writer.send(text: payload) } catch {
+                        do {
+                            try await writer.send(text: payload)
+                            // Written: from now on the connection's end fails it as lost (it
+                            // may have reached the gateway). If it ended while this was being
+                            // written, the end left it to this.
+                            let lost = self.link.withLock { link in
+                                link.writing.remove(id)
+                                return link.writer !== writer
+                            }
+                            if lost { self.fail(id, self.revokedError ?? Self.lostError) }
+                        } catch {
+                            self.link.withLock { _ = $0.writing.remove(id) }
                             // A connection the gateway closed because the device was removed
                             // (its error came first): the call fails as revoked, not unavailable.
-                            self.fail(id, self.revokedError ?? RPCError(.unavailable, "could not send \(request.method): \(error)"))
+                            if let revoked = self.revokedError {
+                                self.fail(id, revoked)
+                            } else {
+                                self.failUnsent(id, error)
+                            }
                         }
                     }
                 }
             } onCancel: {
                 self.fail(id, RPCError(.cancelled, "the call was cancelled"))
             }
+        } catch let error as Unsent {
+            throw .unsent(error.cause)
         } catch let error as RPCError {
-            throw error
+            throw .failed(error)
         } catch {
-            throw RPCError(.internal, "\(error)")
+            throw .failed(RPCError(.internal, "\(error)"))
         }
     }
 
@@ -249,7 +324,7 @@ public final class WebSocketTransport: Transport {
                     self.failAll(revoked)
                     break
                 }
-                self.failAll(RPCError(.unavailable, "the connection to the gateway was lost"))
+                self.failAll(Self.lostError, exceptWriting: true)
                 if connected.get() || Task.isCancelled || self.link.withLock({ $0.suspended }) { break }
             }
             if Task.isCancelled || self.link.withLock({ $0.closed }) { break }
@@ -379,6 +454,9 @@ public final class WebSocketTransport: Transport {
         for waiter in waiters { waiter.resume() }
     }
 
+    /// The connection requests go on now, if there is one.
+    var currentConnection: PinnedWebSocket? { self.link.withLock { $0.writer } }
+
     /// The server's `device_revoked`, once it said so.
     private var revokedError: RPCError? { self.link.withLock { $0.revoked } }
 
@@ -387,10 +465,28 @@ public final class WebSocketTransport: Transport {
         Self.fail(waiter, error)
     }
 
-    private func failAll(_ error: RPCError) {
+    /// A request whose write failed: its caller may send it again (``call(_:)``).
+    private struct Unsent: Error {
+        var cause: any Error
+    }
+
+    private func failUnsent(_ id: RequestID, _ cause: any Error) {
+        guard let waiter = self.link.withLock({ $0.waiters.removeValue(forKey: id) }) else { return }
+        switch waiter {
+        case .unary(let continuation): continuation.resume(throwing: Unsent(cause: cause))
+        case .stream(let continuation): continuation.finish(throwing: RPCError(.unavailable, "could not send the request: \(cause)"))
+        }
+    }
+
+    private static let lostError = RPCError(.unavailable, "the connection to the gateway was lost")
+
+    /// Fails every waiting request with `error`; with `exceptWriting`, not those still being
+    /// written (their writer decides: sent again when the write failed, else lost).
+    private func failAll(_ error: RPCError, exceptWriting: Bool = false) {
         let waiters = self.link.withLock { link in
-            defer { link.waiters = [:] }
-            return Array(link.waiters.values)
+            let ending = link.waiters.filter { !exceptWriting || !link.writing.contains($0.key) }
+            for id in ending.keys { link.waiters[id] = nil }
+            return Array(ending.values)
         }
         for waiter in waiters { Self.fail(waiter, error) }
     }

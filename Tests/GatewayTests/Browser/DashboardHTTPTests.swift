@@ -193,6 +193,29 @@ struct DashboardHTTPTests {
         }
     }
 
+    @Test("a pairing confirmed twice (a double tap, or the form sent again) shows the device paired; a reject after it is still refused")
+    func confirmSentTwice() async throws {
+        try await GatewayStack.inProcess { stack in
+            let family = try await Bootstrapped.make(stack.harness)
+            let pending = try await family.pairChild(stack.harness, confirm: false)
+            let origin = "Origin: \(stack.url)"
+            let browser = Client(stack: stack, jar: stack.harness.directory.file("jar"))
+            let code = try await family.parent.call(PairingMethods.inviteParent, InviteParentParams(role: .admin))
+            let token = try await #require(Client.csrf(try browser.get("/signin").0.body))
+            #expect(try await browser.post("/signin", form: ["csrf": token, "family": "smith", "code": code.code, "deviceName": "Laptop"], headers: [origin]).0.status == 303)
+            let page = "/devices/pair/\(pending.invitation.invitationId)"
+            let csrf = try #require(Client.csrf(try await browser.get(page).0.body))
+            for attempt in 1...2 {
+                let (answer, headers) = try await browser.post(page + "/confirm", form: ["csrf": csrf], headers: [origin])
+                #expect(answer.status == 303 && headers.lowercased().contains("location: \(page)"), "confirm \(attempt): \(answer.status) \(answer.body)")
+                let shown = try await browser.get(page).0.body
+                #expect(shown.contains("id=\"pair-done\"") && shown.contains("is paired with Emma"), "confirm \(attempt): \(shown)")
+            }
+            let rejected = try await browser.post(page + "/reject", form: ["csrf": csrf], headers: [origin]).0
+            #expect(rejected.status >= 400 && rejected.body.contains("is confirmed already"), "\(rejected.status) \(rejected.body)")
+        }
+    }
+
     @Test("the server's state is on the Settings page of an admin parent only: a co-parent's has none of it")
     func serverStatusForAdminsOnly() async throws {
         try await GatewayStack.inProcess { stack in
