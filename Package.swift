@@ -345,7 +345,7 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
-                "GatewayAPI", "ServerStatus", "ServiceMetrics", .nioTLS, "ChangeFeed", "RPCCore", "RPCServer",
+                "GatewayAPI", "EdgeLimits", "ServerStatus", "ServiceMetrics", .nioTLS, "ChangeFeed", "RPCCore", "RPCServer",
                 "RPCClient", "StoreAPI", "PairingAPI", "PushAPI", "AggregatorAPI", "SystemdKit", "ServiceKit",
                 // The dashboard: its pages' templates and the pairing invitation's QR code.
                 "QRCode", .mustache, .hummingbird, .hummingbirdCore, .nioCore, .nioPosix, .nioHTTP1,
@@ -354,6 +354,10 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // What bounds a server on the internet, the gateway's and the relay's: an address's
+        // key (an IPv6 /64 as one), connections per address and in all, the deadline of a
+        // connection's request, and counts per key in sliding windows.
+        .target(name: "EdgeLimits", dependencies: [.nioCore, .logging], swiftSettings: strict),
         // The wake relay the app's publisher runs: sealing handles, verifying wakes signed
         // with a home server's key, the APNs request and its provider token. No Linux-only
         // API: the app and the home server use its types too.
@@ -374,8 +378,8 @@ let package = Package(
         .target(
             name: "RelayServer",
             dependencies: [
-                "RelayCore", "APNs", .hummingbird, .hummingbirdCore, .hummingbirdTLS, .hummingbirdHTTP2,
-                .httpTypes, .asyncHTTPClient, .nioCore, .nioSSL, .logging, .serviceLifecycle,
+                "RelayCore", "APNs", "EdgeLimits", .hummingbird, .hummingbirdCore, .hummingbirdTLS, .hummingbirdHTTP2,
+                .httpTypes, .asyncHTTPClient, .nioCore, .nioSSL, .crypto, .logging, .serviceLifecycle,
             ],
             swiftSettings: strict
         ),
@@ -383,7 +387,7 @@ let package = Package(
             name: "screentime-relayd",
             dependencies: [
                 "OptionChecks", "RelayCore", "RelayServer", "ServerVersion", .argumentParser, .logging,
-                .serviceLifecycle,
+                .nioCore, .serviceLifecycle,
             ],
             swiftSettings: strict
         ),
@@ -590,7 +594,7 @@ let package = Package(
         .testTarget(
             name: "RelayTests",
             dependencies: [
-                "TestSupport", "WakeTestSupport", "RelayCore", "RelayServer", "screentime-relayd",
+                "TestSupport", "WakeTestSupport", "EdgeLimits", "RelayCore", "RelayServer", "screentime-relayd",
                 .asyncHTTPClient, .nioCore, .nioSSL, .crypto, .logging, .serviceLifecycle,
             ],
             swiftSettings: strict
@@ -599,7 +603,7 @@ let package = Package(
             name: "GatewayTests",
             dependencies: [
                 "TestSupport", "ServerStatus", "ServiceMetrics", "ProcessSpawn", "StackSupport",
-                "ServiceHarness", "ServiceKit", "PushEngine", "AggregatorEngine", "Gateway", "GatewayAPI",
+                "ServiceHarness", "ServiceKit", "PushEngine", "AggregatorEngine", "EdgeLimits", "Gateway", "GatewayAPI",
                 "RPCCore", "RPCClient", "StoreAPI", "PairingAPI", "PushAPI", "screentime-stored",
                 "screentime-pairingd", "screentime-pushd", "screentime-aggregatord", "screentime-gatewayd",
                 "screentimectl",

@@ -12,6 +12,9 @@ public enum RelayError: Error, Sendable, Equatable {
     case unregistered(reason: String)
     /// APNs could not be reached, or failed after retries.
     case apnsUnavailable(String)
+    /// The relay has no room now for what the request needs (a full table of seen wakes or
+    /// of limited addresses): refused rather than grown; try again after the seconds given.
+    case busy(retryAfterSeconds: Int)
 
     public var status: Int {
         switch self {
@@ -22,6 +25,7 @@ public enum RelayError: Error, Sendable, Equatable {
         case .unregistered: 410
         case .rateLimited: 429
         case .apnsUnavailable: 502
+        case .busy: 503
         }
     }
 
@@ -35,6 +39,7 @@ public enum RelayError: Error, Sendable, Equatable {
         case .unregistered: "unregistered"
         case .rateLimited: "rate_limited"
         case .apnsUnavailable: "apns_unavailable"
+        case .busy: "busy"
         }
     }
 
@@ -48,6 +53,7 @@ public enum RelayError: Error, Sendable, Equatable {
         case .rateLimited(let seconds): "too many requests from this server or address; try again in \(seconds) s"
         case .unregistered(let reason): "APNs no longer knows this device (\(reason)): drop the registration until the device registers again"
         case .apnsUnavailable(let why): "APNs did not take the wake: \(why)"
+        case .busy(let seconds): "the relay is busy and refuses rather than take on more; try again in \(seconds) s"
         }
     }
 }

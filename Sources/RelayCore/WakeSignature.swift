@@ -48,6 +48,13 @@ public enum WakeSignature {
         return Self.pin(spki: spki)
     }
 
+    /// SHA-256 of what a wake's signature signs (its time and body): what the relay keeps
+    /// of a wake it took, to refuse it sent again. Not the signature itself, which an
+    /// ECDSA signer or anyone who saw it can turn into a second valid one ((r, n - s)).
+    public static func signedDigest(time: String, body: [UInt8]) -> SHA256.Digest {
+        SHA256.hash(data: Self.message(time: time, body: body))
+    }
+
     /// base64 SHA-256 of a SubjectPublicKeyInfo: the form devices pin.
     public static func pin(spki: Data) -> String {
         Data(SHA256.hash(data: spki)).base64EncodedString()

@@ -1,4 +1,5 @@
 import Foundation
+import RPCCore
 
 /// `POST /v1/seal`, from the app: its APNs device token to seal for its home server.
 public struct SealRequest: Codable, Sendable, Hashable {
@@ -39,12 +40,22 @@ public struct WakeRequest: Codable, Sendable, Hashable {
     public var collapseId: String?
     /// How long APNs may keep trying (`apns-expiration`); absent: once, now.
     public var ttlSeconds: Int?
+    /// A new random id for each wake, so that two wakes of the same handle signed in the
+    /// same second are two (the relay refuses a wake whose time and body it has seen).
+    public var id: String?
 
-    public init(handle: String, kind: Kind, collapseId: String? = nil, ttlSeconds: Int? = nil) {
+    public init(handle: String, kind: Kind, collapseId: String? = nil, ttlSeconds: Int? = nil, id: String? = WakeRequest.newId()) {
         self.handle = handle
         self.kind = kind
         self.collapseId = collapseId
         self.ttlSeconds = ttlSeconds
+        self.id = id
+    }
+
+    /// 16 random bytes, base64url.
+    public static func newId() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return Base64URL.encode(Data((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }))
     }
 }
 

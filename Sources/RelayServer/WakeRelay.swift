@@ -1,9 +1,11 @@
 import APNs
+import Crypto
+import EdgeLimits
 import Foundation
-import WireJSON
 import Logging
 import RelayCore
 import Synchronization
+import WireJSON
 
 /// The relay's logic, apart from HTTP: seals device tokens into handles, and turns a home
 /// server's signed wake into an APNs push. It keeps no registration: everything it needs is
@@ -13,9 +15,9 @@ struct WakeRelay: Sendable {
     /// The app topics (bundle ids) this relay's APNs key may push to.
     let topics: Set<String>
     let apns: APNsClient
-    let limiter: WakeLimiter
-    /// Signatures already taken: a wake captured on its way cannot be sent again.
-    let seen = SeenSignatures()
+    /// Wakes already taken: one captured on its way cannot be sent again.
+    let seen: SeenWakes
+    let limiter: WindowLimiter
     let logger: Logger
 
     func seal(_ request: SealRequest) throws(RelayError) -> SealResponse {
@@ -34,21 +36,30 @@ struct WakeRelay: Sendable {
         }
     }
 
-    /// Verifies a wake (its signature, its handle, the pin in both) and pushes it.
+    /// Verifies a wake (its signature, its handle, the pin in both) and pushes it. The
+    /// caller has counted it against its address already (``RelayService``): nothing here
+    /// is done for a caller over its limit.
     func wake(body: [UInt8], key: String?, time: String?, signature: String?, now: Date = Date()) async throws(RelayError) -> WakeResponse {
         let pin = try WakeSignature.verify(body: body, key: key, time: time, signature: signature, now: now)
-        guard let signature, self.seen.insert(signature, now: now) else { throw .badSignature("this wake was sent already (each signed wake is taken once)") }
         guard let request = try? RPCJSON.decode(WakeRequest.self, from: body) else {
-            throw .invalidRequest("the body must be {handle, kind: background|alert, collapseId?, ttlSeconds?}")
+            throw .invalidRequest("the body must be {handle, kind: background|alert, collapseId?, ttlSeconds?, id?}")
         }
         if let collapseId = request.collapseId, collapseId.utf8.count > 64 { throw .invalidRequest("collapseId must be at most 64 bytes") }
         if let ttl = request.ttlSeconds, !(0...2_592_000).contains(ttl) { throw .invalidRequest("ttlSeconds must be between 0 and 30 days") }
+        if let id = request.id, id.utf8.count > 64 { throw .invalidRequest("id must be at most 64 bytes") }
         let registration = try self.sealer.open(request.handle)
         guard registration.pin == pin else { throw .wrongServer }
+        // Only now, with the pin matched, is the wake remembered: a caller with a key of its
+        // own makes the relay keep nothing.
+        switch self.seen.insert(WakeSignature.signedDigest(time: time ?? "", body: body), now: now) {
+        case .new: break
+        case .seenBefore: throw .badSignature("this wake was sent already (each signed wake is taken once)")
+        case .full: throw .busy(retryAfterSeconds: 10)
+        }
         // Per server, and per device (pins cost nothing to make: one device is not woken
         // more often however many keys ask).
-        try self.limiter.take("server " + pin, now: now)
-        try self.limiter.take("device " + registration.token, now: now)
+        try Self.check(self.limiter.take("server " + pin, now: now))
+        try Self.check(self.limiter.take("device " + registration.token, now: now))
         let outcome = await self.apns.send(request.kind, to: registration, collapseId: request.collapseId, ttlSeconds: request.ttlSeconds)
         var fields: Logger.Metadata = ["pin": "\(pin)", "kind": "\(request.kind.rawValue)", "environment": "\(registration.environment.rawValue)"]
         switch outcome {
@@ -72,62 +83,73 @@ struct WakeRelay: Sendable {
     }
 }
 
-/// Wakes per key (a home server's pin, a device's token): a token bucket of `perMinute`,
-/// so that no server can spend the relay's standing with APNs for the others.
-final class WakeLimiter: Sendable {
-    let perMinute: Int
-    private let buckets = Mutex<[String: (tokens: Double, at: Date)]>([:])
-
-    init(perMinute: Int) { self.perMinute = perMinute }
-
-    func take(_ key: String, now: Date) throws(RelayError) {
-        let rate = Double(self.perMinute) / 60
-        let capacity = Double(self.perMinute)
-        let granted: Bool = self.buckets.withLock { buckets in
-            if buckets.count > 100_000 { buckets = buckets.filter { now.timeIntervalSince($0.value.at) < 120 } }
-            var bucket = buckets[key] ?? (capacity, now)
-            bucket.tokens = min(capacity, bucket.tokens + max(0, now.timeIntervalSince(bucket.at)) * rate)
-            bucket.at = now
-            guard bucket.tokens >= 1 else {
-                buckets[key] = bucket
-                return false
-            }
-            bucket.tokens -= 1
-            buckets[key] = bucket
-            return true
+extension WakeRelay {
+    /// A limiter's verdict as the relay's answer.
+    static func check(_ verdict: WindowLimiter.Verdict) throws(RelayError) {
+        switch verdict {
+        case .allowed: return
+        case .limited(let seconds): throw .rateLimited(retryAfterSeconds: seconds)
+        case .full(let seconds): throw .busy(retryAfterSeconds: seconds)
         }
-        if !granted { throw .rateLimited(retryAfterSeconds: max(1, Int((1 / rate).rounded(.up)))) }
     }
 }
 
-/// The signatures of the wakes taken in the last `WakeSignature.maximumAge` (older ones
-/// are refused for their time anyway): a replayed wake is refused. Kept in the order taken,
-/// so the expired ones leave from the front, a few at each insert: no insert ever scans
-/// them all, however many a busy relay holds.
-final class SeenSignatures: Sendable {
+/// What the wakes taken in the last `2 × WakeSignature.maximumAge` signed (older ones are
+/// refused for their time anyway), by digest: a replayed wake is refused. Kept in the order
+/// taken, so the expired ones leave from the front, a few at each insert: no insert ever
+/// scans them all. It holds at most `capacity`: past that a wake is refused (busy), never
+/// kept at the cost of more memory.
+final class SeenWakes: Sendable {
+    enum Outcome: Equatable { case new, seenBefore, full }
+
+    /// A SHA-256 digest as four words: a small key, hashed fast.
+    struct Key: Hashable, Sendable {
+        let words: (UInt64, UInt64, UInt64, UInt64)
+        init(_ digest: SHA256.Digest) {
+            var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+            digest.withUnsafeBytes { raw in
+                withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw.prefix(32))) }
+            }
+            self.words = words
+        }
+        static func == (a: Key, b: Key) -> Bool { a.words == b.words }
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(self.words.0)
+            hasher.combine(self.words.1)
+            hasher.combine(self.words.2)
+            hasher.combine(self.words.3)
+        }
+    }
+
     private struct State {
-        var seen: [String: Date] = [:]
-        var order: [(signature: String, at: Date)] = []
+        var seen: Set<Key> = []
+        var order: [(key: Key, at: Date)] = []
         var head = 0
     }
 
+    let capacity: Int
     private let state = Mutex(State())
 
-    /// False when `signature` was taken already.
-    func insert(_ signature: String, now: Date) -> Bool {
-        self.state.withLock { state in
+    init(capacity: Int) { self.capacity = max(1, capacity) }
+
+    var count: Int { self.state.withLock { $0.seen.count } }
+
+    func insert(_ digest: SHA256.Digest, now: Date) -> Outcome {
+        let key = Key(digest)
+        return self.state.withLock { state in
             while state.head < state.order.count, now.timeIntervalSince(state.order[state.head].at) > 2 * WakeSignature.maximumAge {
-                state.seen[state.order[state.head].signature] = nil
+                state.seen.remove(state.order[state.head].key)
                 state.head += 1
             }
             if state.head > 4096, state.head * 2 > state.order.count {
                 state.order.removeFirst(state.head)
                 state.head = 0
             }
-            guard state.seen[signature] == nil else { return false }
-            state.seen[signature] = now
-            state.order.append((signature, now))
-            return true
+            guard !state.seen.contains(key) else { return .seenBefore }
+            guard state.seen.count < self.capacity else { return .full }
+            state.seen.insert(key)
+            state.order.append((key, now))
+            return .new
         }
     }
 }

@@ -161,21 +161,12 @@ struct HostileInputTests {
 }
 
 /// A bare TCP connection to the gateway's port.
-enum RawTCP {
+extension RawTCP {
     /// Connects, sends `bytes`, and reads until the gateway closes; true when it does
     /// (within 30 s, a socket timeout, so a hang fails rather than blocks).
     static func closesAfter(sending bytes: [UInt8], port: Int) throws -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestFailure("socket failed") }
+        let fd = try RawTCP.open(port: port)
         defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw TestFailure("connect failed: \(String(cString: strerror(errno)))") }
         var timeout = timeval(tv_sec: 30, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }

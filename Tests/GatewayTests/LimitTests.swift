@@ -236,24 +236,6 @@ enum TCPQueues {
 }
 
 extension RawTCP {
-    /// A TCP connection to the gateway's port that sends nothing; the caller closes it.
-    static func open(port: Int) throws -> Int32 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestFailure("socket failed") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else {
-            close(fd)
-            throw TestFailure("connect failed: \(String(cString: strerror(errno)))")
-        }
-        return fd
-    }
-
     /// Closes with a reset (SO_LINGER 0), which the gateway sees at once.
     static func reset(_ fd: Int32) {
         var linger = Glibc.linger(l_onoff: 1, l_linger: 0)

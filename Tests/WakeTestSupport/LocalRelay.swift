@@ -24,16 +24,18 @@ public final class LocalRelay: Sendable {
     /// `tls` false: plain HTTP, as behind a reverse proxy (what an app's URLSession on
     /// Linux can reach without trusting a test CA).
     /// `port` 0: a free one.
+    /// `configure`: any other option of the relay's.
     public init(apns: TestAPNs, sealingKey: String = HandleSealer.newKeyText(), wakesPerMinute: Int = 120, sealsPerMinute: Int = 60, tls: Bool = true,
-                port: Int = 0) async throws {
+                port: Int = 0, configure: (inout RelayConfiguration) -> Void = { _ in }) async throws {
         self.apns = apns
         self.sealingKey = sealingKey
         let authority = try LocalCA(in: self.directory.path, name: "relay")
         self.caFile = tls ? authority.caFile : nil
-        let configuration = RelayConfiguration(
+        var configuration = RelayConfiguration(
             host: "127.0.0.1", port: port, tls: tls ? (authority.certificateFile, authority.keyFile) : nil, sealingKey: sealingKey,
             topics: [apns.topic], apnsKeyId: apns.keyId, apnsTeamId: apns.teamId, apnsKey: apns.p8, apnsURL: apns.url,
             apnsCAFile: apns.certificateFile, wakesPerMinutePerServer: wakesPerMinute, sealsPerMinutePerAddress: sealsPerMinute)
+        configure(&configuration)
         let ready = AsyncStream<Int>.makeStream()
         let service = try RelayService(configuration, logger: Logger(label: "relay")) { port in ready.continuation.yield(port) }
         self.task = Task { try await service.run() }
@@ -84,7 +86,7 @@ public final class LocalRelay: Sendable {
     /// A home server's wake, signed with its key.
     public func wake(_ handle: String, kind: String = "background", as server: P256.Signing.PrivateKey, collapseId: String? = nil,
               time: Date = Date()) async throws -> (status: Int, body: [String: Any], headers: [String: String]) {
-        var fields: [String: Any] = ["handle": handle, "kind": kind]
+        var fields: [String: Any] = ["handle": handle, "kind": kind, "id": WakeRequest.newId()]
         if let collapseId { fields["collapseId"] = collapseId }
         let body = Array(try JSONSerialization.data(withJSONObject: fields))
         return try await self.post("/v1/wake", body, headers: try WakeSignature.headers(body: body, key: server, time: time))

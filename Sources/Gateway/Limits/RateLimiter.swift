@@ -1,3 +1,4 @@
+import EdgeLimits
 import Synchronization
 
 /// A token bucket per IP address for what costs the gateway work with no credential behind

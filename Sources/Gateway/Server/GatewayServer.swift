@@ -1,4 +1,5 @@
 import ChangeFeed
+import EdgeLimits
 import Foundation
 import GatewayAPI
 import HTTPTypes
@@ -10,10 +11,10 @@ import NIOPosix
 import PairingAPI
 import RPCCore
 import RPCServer
-import ServiceLifecycle
-import Synchronization
 import ServiceKit
+import ServiceLifecycle
 import ServiceMetrics
+import Synchronization
 import SystemdKit
 
 /// Where the gateway listens: a socket systemd passed, or an address it binds itself.

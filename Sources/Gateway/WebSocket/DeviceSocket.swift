@@ -1,3 +1,4 @@
+import EdgeLimits
 import Foundation
 import GatewayAPI
 import Logging

@@ -1,3 +1,4 @@
+import EdgeLimits
 @testable import Gateway
 import HTTPTypes
 import Testing

@@ -6,36 +6,36 @@ import NIOCore
 /// disarmed while the request is served, armed again when its response is written (for
 /// the next request of a keep-alive connection). A slowloris client, trickling bytes to keep a
 /// connection open, is cut off here; an idle timeout alone would not see it, since it is
-/// never idle. Sits first in the pipeline, under TLS.
-final class RequestDeadline: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = NIOAny
+/// never idle. Sits first in the pipeline, under TLS. The gateway's and the wake relay's.
+public final class RequestDeadline: ChannelInboundHandler, RemovableChannelHandler {
+    public typealias InboundIn = NIOAny
     private let timeout: TimeAmount
     private var scheduled: Scheduled<Void>?
     private weak var context: ChannelHandlerContext?
 
-    init(timeout: TimeAmount) { self.timeout = timeout }
+    public init(timeout: TimeAmount) { self.timeout = timeout }
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    public func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         if context.channel.isActive { self.arm() }
     }
 
-    func channelActive(context: ChannelHandlerContext) {
+    public func channelActive(context: ChannelHandlerContext) {
         self.arm()
         context.fireChannelActive()
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    public func handlerRemoved(context: ChannelHandlerContext) {
         self.disarm()
         self.context = nil
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    public func channelInactive(context: ChannelHandlerContext) {
         self.disarm()
         context.fireChannelInactive()
     }
 
-    func arm() {
+    public func arm() {
         guard let context, self.scheduled == nil else { return }
         let channel = context.channel
         self.scheduled = context.eventLoop.scheduleTask(in: self.timeout) {
@@ -43,13 +43,13 @@ final class RequestDeadline: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
-    func disarm() {
+    public func disarm() {
         self.scheduled?.cancel()
         self.scheduled = nil
     }
 
     /// A fresh deadline from now.
-    func restart() {
+    public func restart() {
         self.disarm()
         self.arm()
     }
@@ -57,7 +57,7 @@ final class RequestDeadline: ChannelInboundHandler, RemovableChannelHandler {
 
 extension RequestDeadline {
     /// Runs `body` on the handler of `channel`, if it has one (on its event loop).
-    static func on(_ channel: any Channel, _ body: @escaping @Sendable (RequestDeadline) -> Void) {
+    public static func on(_ channel: any Channel, _ body: @escaping @Sendable (RequestDeadline) -> Void) {
         channel.eventLoop.execute {
             if let handler = try? channel.pipeline.syncOperations.handler(type: RequestDeadline.self) {
                 body(handler)

@@ -4,8 +4,8 @@ import Glibc
 /// as an IPv4-mapped IPv6 address, as on a dual-stack socket), or an IPv6 /64: a home
 /// connection is given a whole /64, so one household could otherwise use as many
 /// addresses as it likes.
-enum AddressKey {
-    static func of(_ address: String) -> String {
+public enum AddressKey {
+    public static func of(_ address: String) -> String {
         var bytes = in6_addr()
         guard address.contains(":"), inet_pton(AF_INET6, address, &bytes) == 1 else { return address }
         let octets = withUnsafeBytes(of: &bytes) { Array($0) }
