@@ -97,7 +97,7 @@ let package = Package(
         .target(
             name: "SystemdKit",
             dependencies: [
-                "CSystemd", .logging,
+                "CSystemd", "LineLogging", .logging,
             ],
             swiftSettings: strict
         ),
@@ -106,6 +106,9 @@ let package = Package(
         // The wire's JSON: values, the parser of untrusted input (depth-limited), the
         // writer, the decoder into Codable types, RFC 3339 dates. No dependencies.
         .target(name: "WireJSON", swiftSettings: strict),
+        // Log lines on stderr, one entry a line whatever a request put in it: the services'
+        // handler off the journal, and the wake relay's.
+        .target(name: "LineLogging", dependencies: [.logging], swiftSettings: strict),
         // The wire: frames, envelopes, error codes, method declarations, schemas.
         .target(
             name: "RPCCore",
@@ -161,7 +164,7 @@ let package = Package(
         .target(
             name: "ServiceKit",
             dependencies: [
-                "OptionChecks", "ServerStatus", "RPCCore", "RPCServer", "ServiceMetrics", "SystemdKit",
+                "OptionChecks", "ServerStatus", "RPCCore", "RPCServer", "ServiceMetrics", "SystemdKit", "LineLogging",
                 .argumentParser, .logging, .nioPosix, .serviceLifecycle, .unixSignals,
             ],
             swiftSettings: strict
@@ -386,7 +389,7 @@ let package = Package(
         .executableTarget(
             name: "screentime-relayd",
             dependencies: [
-                "OptionChecks", "RelayCore", "RelayServer", "ServerVersion", .argumentParser, .logging,
+                "OptionChecks", "LineLogging", "RelayCore", "RelayServer", "ServerVersion", .argumentParser, .logging,
                 .nioCore, .serviceLifecycle,
             ],
             swiftSettings: strict
@@ -437,7 +440,7 @@ let package = Package(
         .target(
             name: "ScreenTimeKit",
             dependencies: [
-                "RPCCore", "RPCClient", "StoreAPI", "PairingAPI", "PushAPI", "AggregatorAPI", "RelayCore",
+                "RPCCore", "RPCClient", "StoreAPI", "PairingAPI", "PushAPI", "AggregatorAPI", "GatewayAPI", "RelayCore",
                 // The wake relay's one request (URLSession on Apple's platforms).
                 .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(platforms: [.linux])),
                 .nioCore, .nioPosix, .nioSSL, .nioTLS, .nioHTTP1, .nioWebSocket, .crypto, .grdb, .logging,
@@ -456,7 +459,7 @@ let package = Package(
         .testTarget(
             name: "RPCCoreTests",
             dependencies: [
-                "RPCCore", "SystemdKit", "ServiceKit", .nioCore, .nioEmbedded, .logging,
+                "RPCCore", "LineLogging", "SystemdKit", "ServiceKit", .nioCore, .nioEmbedded, .logging,
             ],
             swiftSettings: strict
         ),
@@ -594,7 +597,7 @@ let package = Package(
         .testTarget(
             name: "RelayTests",
             dependencies: [
-                "TestSupport", "WakeTestSupport", "EdgeLimits", "RelayCore", "RelayServer", "screentime-relayd",
+                "TestSupport", "WakeTestSupport", "APNs", "EdgeLimits", "RelayCore", "RelayServer", "screentime-relayd",
                 .asyncHTTPClient, .nioCore, .nioSSL, .crypto, .logging, .serviceLifecycle,
             ],
             swiftSettings: strict

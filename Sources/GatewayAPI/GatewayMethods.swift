@@ -73,3 +73,15 @@ public struct HealthReport: Codable, Sendable, Hashable {
         self.services = services
     }
 }
+
+/// The reasons the gateway gives when it closes a device's WebSocket (close code 1008).
+public enum GatewayCloseReason {
+    /// No credential within `--auth-timeout`, and no request of the socket under way: none
+    /// it sent was carried out, nor will be, so a client may send them again on a new socket.
+    public static let noCredential = "no credential in time"
+    /// No credential within the deadline moved once for a request in flight, still in
+    /// flight: that request may have been carried out.
+    public static let noCredentialCutOff = "no credential in time; requests in flight were cut off"
+    public static let deviceRevoked = "device revoked"
+    public static let credentialNotValid = "credential not valid"
+}

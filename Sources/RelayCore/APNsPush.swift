@@ -43,7 +43,10 @@ public enum APNsOutcome: Sendable, Equatable {
     case unregistered(reason: String)
     /// 403 `ExpiredProviderToken`: renew the provider token and send again (once).
     case expiredProviderToken
-    /// 429 and 5xx: try again later.
+    /// 429: this device is pushed to too often. Not retried: a retry soon makes it worse;
+    /// the caller backs off.
+    case tooManyRequests(reason: String)
+    /// 5xx: try again later.
     case retry(status: Int, reason: String)
     /// Anything else: the request itself is wrong (a bug, or a misconfigured relay).
     case refused(status: Int, reason: String)
@@ -55,7 +58,8 @@ public enum APNsOutcome: Sendable, Equatable {
         case 410: return .unregistered(reason: reason.isEmpty ? "Unregistered" : reason)
         case 400 where ["BadDeviceToken", "DeviceTokenNotForTopic"].contains(reason): return .unregistered(reason: reason)
         case 403 where reason == "ExpiredProviderToken": return .expiredProviderToken
-        case 429, 500...599: return .retry(status: status, reason: reason)
+        case 429: return .tooManyRequests(reason: reason.isEmpty ? "TooManyRequests" : reason)
+        case 500...599: return .retry(status: status, reason: reason)
         default: return .refused(status: status, reason: reason)
         }
     }

@@ -7,7 +7,15 @@ public struct RelayConfiguration: Sendable {
     /// The certificate chain and key it serves with (PEM, whatever the files are named);
     /// nil: plain HTTP (behind a reverse proxy that terminates TLS).
     public var tls: (certificateFile: String, keyFile: String)?
-    public var sealingKey: String
+    /// The sealing keys' texts (base64 of 32 bytes): the first seals, every one opens (an
+    /// older key kept while its handles are still in use).
+    public var sealingKeys: [String]
+    /// How long a handle is good for after it was sealed.
+    public var handleLifetime: TimeInterval
+    /// Visible alerts one device may be sent an hour.
+    public var alertsPerHourPerDevice: Int
+    /// Pushes a second to APNs at most, over every caller: what the publisher allows.
+    public var apnsPushesPerSecond: Int
     public var topics: Set<String>
     public var apnsKeyId: String
     public var apnsTeamId: String
@@ -43,16 +51,20 @@ public struct RelayConfiguration: Sendable {
     /// that a new key is refused with 503.
     public var maximumLimitedKeys: Int
 
-    public init(host: String, port: Int, tls: (certificateFile: String, keyFile: String)?, sealingKey: String, topics: Set<String>,
+    public init(host: String, port: Int, tls: (certificateFile: String, keyFile: String)?, sealingKeys: [String], topics: Set<String>,
                 apnsKeyId: String, apnsTeamId: String, apnsKey: String, apnsURL: String? = nil, apnsCAFile: String? = nil,
                 wakesPerMinutePerServer: Int = 120, wakesPerMinutePerAddress: Int = 600, sealsPerMinutePerAddress: Int = 60,
                 trustForwardedFor: Bool = false, apnsAttempts: Int = 3, maximumConnections: Int = 10_000,
                 maximumConnectionsPerAddress: Int = 32, requestTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(120),
-                maximumSeenWakes: Int = 1_000_000, maximumLimitedKeys: Int = 1_000_000) {
+                maximumSeenWakes: Int = 1_000_000, maximumLimitedKeys: Int = 1_000_000, handleLifetime: TimeInterval = 30 * 86_400,
+                alertsPerHourPerDevice: Int = 10, apnsPushesPerSecond: Int = 2_000) {
         self.host = host
         self.port = port
         self.tls = tls
-        self.sealingKey = sealingKey
+        self.sealingKeys = sealingKeys
+        self.handleLifetime = handleLifetime
+        self.alertsPerHourPerDevice = alertsPerHourPerDevice
+        self.apnsPushesPerSecond = apnsPushesPerSecond
         self.topics = topics
         self.apnsKeyId = apnsKeyId
         self.apnsTeamId = apnsTeamId

@@ -21,8 +21,9 @@ public struct RelayService: Service {
 
     public init(_ configuration: RelayConfiguration, logger: Logger, onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws {
         // Everything read and checked before anything is made that must be shut down.
-        guard let sealingKey = HandleSealer.key(fromText: configuration.sealingKey) else {
-            throw RelayConfigurationError("the sealing key must be base64 of 32 bytes")
+        let sealingKeys = configuration.sealingKeys.compactMap(HandleSealer.key(fromText:))
+        guard !sealingKeys.isEmpty, sealingKeys.count == configuration.sealingKeys.count else {
+            throw RelayConfigurationError("a sealing key must be base64 of 32 bytes")
         }
         let providerToken: ProviderToken
         do {
@@ -36,10 +37,12 @@ public struct RelayService: Service {
         let http = APNsClient.makeHTTPClient(trusting: configuration.apnsCAFile)
         let apnsURL = configuration.apnsURL
         let relay = WakeRelay(
-            sealer: HandleSealer(key: sealingKey), topics: configuration.topics,
+            sealer: HandleSealer(keys: sealingKeys, lifetime: configuration.handleLifetime), topics: configuration.topics,
             apns: APNsClient(http: http, providerToken: providerToken, baseURL: { apnsURL ?? APNsPush.host($0) }, attempts: configuration.apnsAttempts, logger: logger),
             seen: SeenWakes(capacity: configuration.maximumSeenWakes),
-            limiter: WindowLimiter(limit: configuration.wakesPerMinutePerServer, capacity: configuration.maximumLimitedKeys), logger: logger)
+            limiter: WindowLimiter(limit: configuration.wakesPerMinutePerServer, capacity: configuration.maximumLimitedKeys),
+            alerts: WindowLimiter(limit: configuration.alertsPerHourPerDevice, window: 3600, capacity: configuration.maximumLimitedKeys),
+            budget: WindowLimiter(limit: configuration.apnsPushesPerSecond, window: 1, capacity: 1), logger: logger)
         let sealLimiter = WindowLimiter(limit: configuration.sealsPerMinutePerAddress, capacity: configuration.maximumLimitedKeys)
         let wakeLimiter = WindowLimiter(limit: configuration.wakesPerMinutePerAddress, capacity: configuration.maximumLimitedKeys)
         let trustForwardedFor = configuration.trustForwardedFor
@@ -151,7 +154,7 @@ public struct RelayService: Service {
         let relayError = (error as? RelayError) ?? .invalidRequest("\(error)")
         var response = Self.json(relayError.status, RelayErrorBody(error: relayError.code, message: relayError.message))
         switch relayError {
-        case .rateLimited(let seconds), .busy(let seconds): response.headers[.retryAfter] = String(seconds)
+        case .rateLimited(let seconds), .busy(let seconds), .deviceRateLimited(_, let seconds): response.headers[.retryAfter] = String(seconds)
         default: break
         }
         return response

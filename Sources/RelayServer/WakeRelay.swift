@@ -17,10 +17,15 @@ struct WakeRelay: Sendable {
     let apns: APNsClient
     /// Wakes already taken: one captured on its way cannot be sent again.
     let seen: SeenWakes
+    /// Wakes per home server (by pin) and per device (by token), a minute.
     let limiter: WindowLimiter
+    /// Visible alerts per device, an hour.
+    let alerts: WindowLimiter
+    /// Pushes a second over every caller, under one key: what the publisher allows APNs.
+    let budget: WindowLimiter
     let logger: Logger
 
-    func seal(_ request: SealRequest) throws(RelayError) -> SealResponse {
+    func seal(_ request: SealRequest, now: Date = Date()) throws(RelayError) -> SealResponse {
         guard WakeRegistration.isDeviceToken(request.token) else { throw .invalidRequest("token must be the APNs device token in hex") }
         guard self.topics.contains(request.topic) else {
             throw .invalidRequest("this relay does not push to \(request.topic); it serves \(self.topics.sorted().joined(separator: ", "))")
@@ -30,7 +35,7 @@ struct WakeRelay: Sendable {
         }
         let registration = WakeRegistration(token: request.token.lowercased(), topic: request.topic, environment: request.environment, pin: request.pin)
         do {
-            return SealResponse(handle: try self.sealer.seal(registration))
+            return SealResponse(handle: try self.sealer.seal(registration, now: now))
         } catch {
             throw .invalidRequest("the handle could not be sealed: \(error)")
         }
@@ -47,8 +52,12 @@ struct WakeRelay: Sendable {
         if let collapseId = request.collapseId, collapseId.utf8.count > 64 { throw .invalidRequest("collapseId must be at most 64 bytes") }
         if let ttl = request.ttlSeconds, !(0...2_592_000).contains(ttl) { throw .invalidRequest("ttlSeconds must be between 0 and 30 days") }
         if let id = request.id, id.utf8.count > 64 { throw .invalidRequest("id must be at most 64 bytes") }
-        let registration = try self.sealer.open(request.handle)
+        let registration = try self.sealer.open(request.handle, now: now)
         guard registration.pin == pin else { throw .wrongServer }
+        // A topic taken off the relay's options is pushed to no more, whatever handles say.
+        guard self.topics.contains(registration.topic) else {
+            throw .unregistered(reason: "this relay no longer pushes to \(registration.topic)")
+        }
         // Only now, with the pin matched, is the wake remembered: a caller with a key of its
         // own makes the relay keep nothing.
         switch self.seen.insert(WakeSignature.signedDigest(time: time ?? "", body: body), now: now) {
@@ -60,6 +69,13 @@ struct WakeRelay: Sendable {
         // more often however many keys ask).
         try Self.check(self.limiter.take("server " + pin, now: now))
         try Self.check(self.limiter.take("device " + registration.token, now: now))
+        if request.kind == .alert {
+            // A visible alert is what a former server or a copied key would abuse: few an hour.
+            try Self.check(self.alerts.take(registration.token, now: now))
+        }
+        if case .limited(let seconds) = self.budget.take("apns", now: now) {
+            throw .busy(retryAfterSeconds: seconds)
+        }
         let outcome = await self.apns.send(request.kind, to: registration, collapseId: request.collapseId, ttlSeconds: request.ttlSeconds)
         var fields: Logger.Metadata = ["pin": "\(pin)", "kind": "\(request.kind.rawValue)", "environment": "\(registration.environment.rawValue)"]
         switch outcome {
@@ -74,6 +90,10 @@ struct WakeRelay: Sendable {
         case .expiredProviderToken:
             self.logger.error("APNs refused the provider token twice: check the key id, team id and .p8 key", metadata: fields)
             throw .apnsUnavailable("APNs refused the relay's provider token")
+        case .tooManyRequests(let reason):
+            fields["reason"] = "\(reason)"
+            self.logger.info("APNs says a device is pushed to too often; the home server is told to wait", metadata: fields)
+            throw .deviceRateLimited(reason: reason, retryAfterSeconds: 60)
         case .retry(let status, let reason), .refused(let status, let reason):
             fields["status"] = "\(status)"
             fields["reason"] = "\(reason)"

@@ -1,4 +1,5 @@
 import Foundation
+import LineLogging
 import Logging
 import RPCCore
 import RPCServer

@@ -1,5 +1,6 @@
 import CSystemd
 import Glibc
+import LineLogging
 import Logging
 
 /// Native journal logging through `sd_journal_sendv`.
@@ -142,17 +143,3 @@ public struct JournalLogHandler: LogHandler {
     }
 }
 
-/// Unbuffered writes to file descriptor 2, safe from any thread.
-public enum StandardError {
-    public static func write(_ text: String) {
-        var text = text
-        text.withUTF8 { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let written = Glibc.write(STDERR_FILENO, bytes.baseAddress! + offset, bytes.count - offset)
-                if written <= 0 { if errno == EINTR { continue } else { return } }
-                offset += written
-            }
-        }
-    }
-}

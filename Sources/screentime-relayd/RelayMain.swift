@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LineLogging
 import Logging
 import NIOCore
 import OptionChecks
@@ -33,8 +34,14 @@ struct RelayMain: AsyncParsableCommand {
     @Option(name: .customLong("tls-certificate"), help: ArgumentHelp("The certificate chain to serve (PEM).", valueName: "file")) var tlsCertificate: String?
     @Option(name: .customLong("tls-key"), help: ArgumentHelp("Its private key (PEM).", valueName: "file")) var tlsKey: String?
     @Flag(name: .customLong("plain-http"), help: "Serve plain HTTP, for a reverse proxy in front that terminates TLS.") var plainHTTP = false
-    @Option(name: .customLong("sealing-key-file"), help: ArgumentHelp("The key handles are sealed with (made on first start, mode 0600). Losing it voids every handle: apps then register again.", valueName: "file"))
-    var sealingKeyFile: String
+    @Option(name: .customLong("sealing-key-file"), help: ArgumentHelp("The key handles are sealed with (the first made on first start, mode 0600). Repeat it to rotate: the first seals, the others (older keys) still open their handles. Losing a key voids its handles: apps then register again.", valueName: "file"))
+    var sealingKeyFiles: [String] = []
+    @Option(name: .customLong("handle-lifetime-days"), help: ArgumentHelp("Days a handle is good for after it was sealed (the app seals again at each launch).", valueName: "days"))
+    var handleLifetimeDays = 30
+    @Option(name: .customLong("alerts-per-hour"), help: ArgumentHelp("Visible alerts one device may be sent an hour.", valueName: "count"))
+    var alertsPerHour = 10
+    @Option(name: .customLong("apns-pushes-per-second"), help: ArgumentHelp("Pushes a second to APNs at most, over every caller (what the publisher allows).", valueName: "count"))
+    var apnsPushesPerSecond = 2_000
     @Option(name: .customLong("apns-key-file"), help: ArgumentHelp("The app's APNs authentication key (.p8).", valueName: "file")) var apnsKeyFile: String
     @Option(name: .customLong("apns-key-id"), help: ArgumentHelp("Its key id (10 characters).", valueName: "id")) var apnsKeyId: String
     @Option(name: .customLong("apns-team-id"), help: ArgumentHelp("The developer team id (10 characters).", valueName: "id")) var apnsTeamId: String
@@ -62,6 +69,10 @@ struct RelayMain: AsyncParsableCommand {
         if (self.tlsCertificate == nil) != (self.tlsKey == nil) { throw ValidationError("give --tls-certificate and --tls-key together") }
         if self.tlsCertificate == nil && !self.plainHTTP { throw ValidationError("give --tls-certificate and --tls-key, or --plain-http behind a reverse proxy that terminates TLS") }
         if self.topics.isEmpty { throw ValidationError("give at least one --topic (the app's bundle id)") }
+        if self.sealingKeyFiles.isEmpty { throw ValidationError("give --sealing-key-file (made on first start; repeat it to rotate keys)") }
+        try checkOption("--handle-lifetime-days", self.handleLifetimeDays, in: 1...3650)
+        try checkOption("--alerts-per-hour", self.alertsPerHour, in: 1...100_000)
+        try checkOption("--apns-pushes-per-second", self.apnsPushesPerSecond, in: 1...10_000_000)
         try checkOption("--wakes-per-minute", self.wakesPerMinute, in: 1...10_000_000)
         try checkOption("--seals-per-minute", self.sealsPerMinute, in: 1...10_000_000)
         try checkOption("--wakes-per-minute-per-address", self.wakesPerMinutePerAddress, in: 1...10_000_000)
@@ -76,8 +87,10 @@ struct RelayMain: AsyncParsableCommand {
 
     func run() async throws {
         let level = Logger.Level(rawValue: self.logLevel) ?? .info
+        // Lines on stderr (the journal under systemd), every value escaped: nothing a caller
+        // sends can make a second line.
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler = StderrLogHandler(label: label, identifier: "screentime-relayd")
             handler.logLevel = level
             return handler
         }
@@ -99,18 +112,20 @@ struct RelayMain: AsyncParsableCommand {
             throw RelayConfigurationError("cannot read --apns-key-file \(self.apnsKeyFile) (\(RelayService.reason(error, file: self.apnsKeyFile)))")
         }
         let configuration = RelayConfiguration(
-            host: self.host, port: self.port, tls: self.tlsCertificate.map { ($0, self.tlsKey!) }, sealingKey: try self.sealingKey() ?? HandleSealer.newKeyText(),
+            host: self.host, port: self.port, tls: self.tlsCertificate.map { ($0, self.tlsKey!) }, sealingKeys: try self.sealingKeys(),
             topics: Set(self.topics), apnsKeyId: self.apnsKeyId, apnsTeamId: self.apnsTeamId, apnsKey: apnsKey,
             apnsURL: self.apnsURL, apnsCAFile: self.apnsCAFile, wakesPerMinutePerServer: self.wakesPerMinute,
             wakesPerMinutePerAddress: self.wakesPerMinutePerAddress, sealsPerMinutePerAddress: self.sealsPerMinute,
             trustForwardedFor: self.trustForwardedFor, maximumConnections: self.maximumConnections,
             maximumConnectionsPerAddress: self.maximumConnectionsPerAddress, requestTimeout: .seconds(self.requestTimeout),
-            idleTimeout: .seconds(self.idleTimeout), maximumSeenWakes: self.maximumSeenWakes)
+            idleTimeout: .seconds(self.idleTimeout), maximumSeenWakes: self.maximumSeenWakes,
+            handleLifetime: TimeInterval(self.handleLifetimeDays) * 86_400, alertsPerHourPerDevice: self.alertsPerHour,
+            apnsPushesPerSecond: self.apnsPushesPerSecond)
         let service = try RelayService(configuration, logger: logger) { port in
             logger.notice("ready", metadata: ["port": "\(port)", "topics": "\(self.topics.sorted().joined(separator: ","))", "tls": "\(self.tlsCertificate != nil)"])
         }
         // Made only once every other file was found good: a bad option leaves nothing behind.
-        if !FileManager.default.fileExists(atPath: self.sealingKeyFile) { try self.writeSealingKey(configuration.sealingKey, logger) }
+        if !FileManager.default.fileExists(atPath: self.sealingKeyFiles[0]) { try self.writeSealingKey(configuration.sealingKeys[0], logger) }
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: [.init(service: service)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()
@@ -119,22 +134,29 @@ struct RelayMain: AsyncParsableCommand {
         }
     }
 
-    /// The sealing key from its file; nil when there is none yet.
-    private func sealingKey() throws -> String? {
-        guard FileManager.default.fileExists(atPath: self.sealingKeyFile) else { return nil }
-        // Never made again over one that exists: that would void every handle.
-        guard let text = try? String(contentsOfFile: self.sealingKeyFile, encoding: .utf8) else {
-            throw RelayConfigurationError("cannot read --sealing-key-file \(self.sealingKeyFile) (\(RelayService.reason(CocoaError(.fileReadUnknown), file: self.sealingKeyFile))); it is kept as it is")
+    /// The sealing keys from their files, the first new when it has none yet (written once
+    /// the other files were found good); an older key's file must exist.
+    private func sealingKeys() throws -> [String] {
+        try self.sealingKeyFiles.enumerated().map { index, file in
+            guard FileManager.default.fileExists(atPath: file) else {
+                guard index == 0 else { throw RelayConfigurationError("--sealing-key-file \(file) does not exist: an older key is kept to open its handles, not made") }
+                return HandleSealer.newKeyText()
+            }
+            // Never made again over one that exists: that would void every handle.
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                throw RelayConfigurationError("cannot read --sealing-key-file \(file) (\(RelayService.reason(CocoaError(.fileReadUnknown), file: file))); it is kept as it is")
+            }
+            guard HandleSealer.key(fromText: text) != nil else {
+                throw RelayConfigurationError("\(file) is not a sealing key (base64 of 32 bytes); move it away to have one made (handles made with it stop working)")
+            }
+            return text
         }
-        guard HandleSealer.key(fromText: text) != nil else {
-            throw RelayConfigurationError("\(self.sealingKeyFile) is not a sealing key (base64 of 32 bytes); move it away to have one made (handles made with it stop working)")
-        }
-        return text
     }
 
     /// Keeps a new sealing key in its file (0600).
     private func writeSealingKey(_ text: String, _ logger: Logger) throws {
-        let directory = (self.sealingKeyFile as NSString).deletingLastPathComponent
+        let file = self.sealingKeyFiles[0]
+        let directory = (file as NSString).deletingLastPathComponent
         if !directory.isEmpty {
             do {
                 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -142,9 +164,9 @@ struct RelayMain: AsyncParsableCommand {
                 throw RelayConfigurationError("cannot make the directory of --sealing-key-file, \(directory): \(error.localizedDescription)")
             }
         }
-        guard FileManager.default.createFile(atPath: self.sealingKeyFile, contents: Data((text + "\n").utf8), attributes: [.posixPermissions: 0o600]) else {
-            throw RelayConfigurationError("cannot write --sealing-key-file \(self.sealingKeyFile) (is its directory writable by this user?)")
+        guard FileManager.default.createFile(atPath: file, contents: Data((text + "\n").utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw RelayConfigurationError("cannot write --sealing-key-file \(file) (is its directory writable by this user?)")
         }
-        logger.notice("made a new sealing key", metadata: ["file": "\(self.sealingKeyFile)"])
+        logger.notice("made a new sealing key", metadata: ["file": "\(file)"])
     }
 }

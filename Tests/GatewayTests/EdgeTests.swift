@@ -1,4 +1,5 @@
 import Foundation
+import GatewayAPI
 import NIOCore
 import NIOWebSocket
 import PairingAPI
@@ -215,7 +216,9 @@ struct EdgeTests {
         #expect(try await anonymous.reply(to: 1)["result"]?["service"] == "gateway", "it may ping while it has time")
         let timedOut = try await anonymous.next()
         #expect(timedOut["error"]?["code"] == "unauthorized", "\(timedOut)")
-        #expect(try await anonymous.waitForClose() == 1008)
+        // Nothing was under way: the reason says none of its requests will be carried out.
+        let closed = try await anonymous.waitForCloseFrame()
+        #expect(closed.code == 1008 && closed.reason == GatewayCloseReason.noCredential, "\(closed)")
 
         // A socket that authenticates in time stays open past the timeout.
         let authenticated = try await DeviceWebSocket(stack: stack)

@@ -253,7 +253,7 @@ func json<T: Encodable>(_ value: T) -> JSONValue {
 final class DeviceWebSocket: Sendable {
     enum Event: Sendable {
         case message(String)
-        case closed(code: Int?, error: String? = nil)
+        case closed(code: Int?, reason: String? = nil, error: String? = nil)
     }
 
     private let inbox = Inbox()
@@ -285,6 +285,7 @@ final class DeviceWebSocket: Sendable {
         let url = stack.url.replacingOccurrences(of: "https://", with: "wss://") + "/v1/ws"
         self.task = Task {
             var code: Int?
+            var reason: String?
             var failure: String?
             do {
                 let close = try await WebSocketClient.connect(url: url, configuration: configuration, tlsConfiguration: tls, logger: Logger(label: "test.ws")) { inbound, outbound, _ in
@@ -303,10 +304,11 @@ final class DeviceWebSocket: Sendable {
                     }
                 }
                 code = close.map { Int(UInt16(webSocketErrorCode: $0.closeCode)) }
+                reason = close?.reason
             } catch {
                 failure = "\(error)"
             }
-            inbox.push(.closed(code: code, error: failure))
+            inbox.push(.closed(code: code, reason: reason, error: failure))
         }
     }
 
@@ -318,7 +320,7 @@ final class DeviceWebSocket: Sendable {
     func next(timeout: Duration = .seconds(20)) async throws -> JSONValue {
         switch try await self.nextEvent(timeout: timeout) {
         case .message(let text): return try JSONParser.parse(text)
-        case .closed(let code, let error): throw TestFailure("the WebSocket closed (code \(code.map(String.init) ?? "none"), \(error ?? "")) while a message was awaited")
+        case .closed(let code, _, let error): throw TestFailure("the WebSocket closed (code \(code.map(String.init) ?? "none"), \(error ?? "")) while a message was awaited")
         }
     }
 
@@ -337,8 +339,13 @@ final class DeviceWebSocket: Sendable {
 
     /// Waits for the gateway to close the socket; its close code.
     func waitForClose(timeout: Duration = .seconds(20)) async throws -> Int? {
+        try await self.waitForCloseFrame(timeout: timeout).code
+    }
+
+    /// The gateway's close frame: its code and reason.
+    func waitForCloseFrame(timeout: Duration = .seconds(20)) async throws -> (code: Int?, reason: String?) {
         while true {
-            if case .closed(let code, _) = try await self.nextEvent(timeout: timeout) { return code }
+            if case .closed(let code, let reason, _) = try await self.nextEvent(timeout: timeout) { return (code, reason) }
         }
     }
 

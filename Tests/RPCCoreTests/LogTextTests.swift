@@ -1,4 +1,4 @@
-import SystemdKit
+import LineLogging
 import Testing
 
 /// Text from a request never makes a second log line, on any target.

@@ -1,6 +1,8 @@
+import APNs
 import Crypto
 import EdgeLimits
 import Foundation
+import Logging
 import RelayCore
 @testable import RelayServer
 import Testing
@@ -98,5 +100,42 @@ struct RelayLimitTests {
             difference[index] = UInt8(value)
         }
         return (Data(raw[0..<32]) + Data(difference)).base64EncodedString()
+    }
+}
+
+extension RelayLimitTests {
+    @Test("the relay's budget of pushes to APNs holds over every caller: past it a wake gets 503 busy with a retry time, and APNs hears nothing more; the next second it goes on")
+    func apnsBudget() async throws {
+        let apns = try await TestAPNs()
+        defer { apns.stop() }
+        let http = APNsClient.makeHTTPClient(trusting: apns.certificateFile)
+        let url = apns.url
+        let sealer = HandleSealer(key: SymmetricKey(size: .bits256))
+        let relay = WakeRelay(
+            sealer: sealer, topics: [apns.topic],
+            apns: APNsClient(http: http, providerToken: try ProviderToken(keyId: apns.keyId, teamId: apns.teamId, p8: apns.p8),
+                             baseURL: { _ in url }, attempts: 1, logger: Logger(label: "relay")),
+            seen: SeenWakes(capacity: 1_000), limiter: WindowLimiter(limit: 1_000), alerts: WindowLimiter(limit: 1_000, window: 3600),
+            budget: WindowLimiter(limit: 2, window: 1, capacity: 1), logger: Logger(label: "relay"))
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        var answers: [String] = []
+        for (index, second) in [0.0, 0.1, 0.2, 0.3, 2.0].enumerated() {
+            // Each from a server of its own: no other limit is near.
+            let server = P256.Signing.PrivateKey()
+            let handle = try sealer.seal(WakeRegistration(token: LocalRelay.token(UInt8(0x90 + index)), topic: apns.topic, environment: .production,
+                                                          pin: LocalRelay.pin(server)), now: now)
+            let at = now + second
+            let body = Array(try JSONSerialization.data(withJSONObject: ["handle": handle, "kind": "background", "id": "\(index)"]))
+            let headers = try WakeSignature.headers(body: body, key: server, time: at)
+            do {
+                _ = try await relay.wake(body: body, key: headers[0].1, time: headers[1].1, signature: headers[2].1, now: at)
+                answers.append("sent")
+            } catch {
+                answers.append(error.code)
+            }
+        }
+        #expect(answers == ["sent", "sent", "busy", "busy", "sent"])
+        #expect(apns.pushes.count == 3)
+        try await http.shutdown()
     }
 }

@@ -26,7 +26,7 @@ struct RelayTests {
         let relay = try await LocalRelay(apns: apns)
         let server = P256.Signing.PrivateKey()
         let handle = try await relay.seal(token: Self.token(0xab), pin: Self.pin(server))
-        #expect(handle.hasPrefix("v1.") && !handle.contains(Self.token(0xab)), "the handle hides the token")
+        #expect(handle.hasPrefix("v2.") && !handle.contains(Self.token(0xab)), "the handle hides the token")
 
         let woken = try await relay.wake(handle, as: server, collapseId: "config")
         #expect(woken.status == 200 && (woken.body["apnsId"] as? String)?.isEmpty == false, "\(woken)")
@@ -84,7 +84,7 @@ struct RelayTests {
         await relay.stop()
     }
 
-    @Test("APNs's answers: 410 and BadDeviceToken say the device is gone (410), 429 and 500 are retried, an expired provider token is renewed once")
+    @Test("APNs's answers: 410 and BadDeviceToken say the device is gone (410), 429 is passed back as 429 with Retry-After and not retried, 500 is retried, an expired provider token is renewed once")
     func apnsAnswers() async throws {
         let apns = try await TestAPNs()
         defer { apns.stop() }
@@ -93,7 +93,9 @@ struct RelayTests {
         let gone = Self.token(0x10), bad = Self.token(0x11), busy = Self.token(0x12), expired = Self.token(0x13), down = Self.token(0x14)
         apns.answer(gone, [(410, "Unregistered")])
         apns.answer(bad, [(400, "BadDeviceToken")])
-        apns.answer(busy, [(429, "TooManyRequests"), (500, "InternalServerError")])
+        apns.answer(busy, [(500, "InternalServerError"), (500, "InternalServerError")])
+        let tooOften = Self.token(0x15)
+        apns.answer(tooOften, [(429, "TooManyRequests")])
         apns.answer(expired, [(403, "ExpiredProviderToken")])
         apns.answer(down, [(503, "ServiceUnavailable"), (503, "ServiceUnavailable"), (503, "ServiceUnavailable")])
         for token in [gone, bad] {
@@ -101,6 +103,9 @@ struct RelayTests {
             #expect(reply.status == 410 && reply.body["error"] as? String == "unregistered", "\(reply)")
         }
         #expect(try await relay.wake(try await relay.seal(token: busy, pin: Self.pin(server)), as: server).status == 200)
+        let limited = try await relay.wake(try await relay.seal(token: tooOften, pin: Self.pin(server)), as: server)
+        #expect(limited.status == 429 && limited.body["error"] as? String == "rate_limited" && limited.headers["retry-after"] == "60"
+                && (limited.body["message"] as? String)?.contains("pushed to too often") == true, "\(limited)")
         #expect(try await relay.wake(try await relay.seal(token: expired, pin: Self.pin(server)), as: server).status == 200)
         let unavailable = try await relay.wake(try await relay.seal(token: down, pin: Self.pin(server)), as: server)
         #expect(unavailable.status == 502 && unavailable.body["error"] as? String == "apns_unavailable")
@@ -136,6 +141,22 @@ struct RelayTests {
         let otherKey = try await LocalRelay(apns: apns)
         #expect(try await otherKey.wake(handle, as: server).status == 400, "another sealing key cannot read it")
         await otherKey.stop()
+    }
+
+    @Test("a topic taken off the relay's options is pushed to no more: a handle sealed for it gets 410, and APNs hears nothing")
+    func topicRemoved() async throws {
+        let apns = try await TestAPNs()
+        defer { apns.stop() }
+        let server = P256.Signing.PrivateKey()
+        let first = try await LocalRelay(apns: apns)
+        let handle = try await first.seal(token: Self.token(0x40), pin: Self.pin(server))
+        await first.stop()
+        let narrower = try await LocalRelay(apns: apns, sealingKey: first.sealingKey) { $0.topics = ["com.example.other"] }
+        let refused = try await narrower.wake(handle, as: server)
+        #expect(refused.status == 410 && refused.body["error"] as? String == "unregistered"
+                && (refused.body["message"] as? String)?.contains("no longer pushes to \(apns.topic)") == true, "\(refused)")
+        #expect(apns.pushes.isEmpty)
+        await narrower.stop()
     }
 
     @Test("a body over 16 KiB is refused with 413 and a sentence, and the relay goes on serving; one address asking for too many seals gets 429 with Retry-After")

@@ -32,7 +32,7 @@ public final class LocalRelay: Sendable {
         let authority = try LocalCA(in: self.directory.path, name: "relay")
         self.caFile = tls ? authority.caFile : nil
         var configuration = RelayConfiguration(
-            host: "127.0.0.1", port: port, tls: tls ? (authority.certificateFile, authority.keyFile) : nil, sealingKey: sealingKey,
+            host: "127.0.0.1", port: port, tls: tls ? (authority.certificateFile, authority.keyFile) : nil, sealingKeys: [sealingKey],
             topics: [apns.topic], apnsKeyId: apns.keyId, apnsTeamId: apns.teamId, apnsKey: apns.p8, apnsURL: apns.url,
             apnsCAFile: apns.certificateFile, wakesPerMinutePerServer: wakesPerMinute, sealsPerMinutePerAddress: sealsPerMinute)
         configure(&configuration)

@@ -81,10 +81,12 @@ extension DeviceSocket {
                 return
             }
             self.logger.info("websocket closed: no credential in time", metadata: [
-                "remote_address": "\(self.address)", "auth_timeout_s": "\(timeout.seconds)",
+                "remote_address": "\(self.address)", "auth_timeout_s": "\(timeout.seconds)", "in_flight": "\(inFlight)",
             ])
             self.reply(nil, RPCError(.unauthorized, "no credential was given within \(timeout.seconds) s; authenticate with gateway.authenticate right after opening"))
-            self.close(.policyViolation, reason: "no credential in time")
+            // The plain reason promises the client that no request of this socket was under
+            // way and none after it will be read: it may send them again on a new socket.
+            self.close(.policyViolation, reason: inFlight == 0 ? GatewayCloseReason.noCredential : GatewayCloseReason.noCredentialCutOff)
         }
     }
 
@@ -112,6 +114,6 @@ extension DeviceSocket {
             "remote_address": "\(self.address)", "device_id": "\(deviceId)", "reason": "\(error.code)",
         ])
         self.reply(id, error)
-        self.close(.policyViolation, reason: error.code == .deviceRevoked ? "device revoked" : "credential not valid")
+        self.close(.policyViolation, reason: error.code == .deviceRevoked ? GatewayCloseReason.deviceRevoked : GatewayCloseReason.credentialNotValid)
     }
 }

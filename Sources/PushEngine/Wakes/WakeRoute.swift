@@ -51,9 +51,13 @@ struct DirectAPNs: WakeRoute {
         case .unregistered(let reason): return .gone(.unregistered, "APNs no longer knows this device (\(reason))")
         case .expiredProviderToken: return .retry(reason: "APNs refused the provider token twice: check --apns-key-id, --apns-team-id and the .p8 key", after: .seconds(300))
         case .retry(let status, let reason): return .retry(reason: status == 0 ? reason : "APNs answered HTTP \(status) \(reason)", after: nil)
+        case .tooManyRequests(let reason): return .retry(reason: "APNs says this device is pushed to too often (\(reason))", after: .seconds(Self.backOffAfterTooManyRequests))
         case .refused(let status, let reason): return .drop("APNs refused the push: HTTP \(status) \(reason)")
         }
     }
 
     func shutdown() async { try? await self.client.http.shutdown() }
+
+    /// Seconds to wait after APNs's 429 for a device (Apple gives no Retry-After).
+    static let backOffAfterTooManyRequests: Int64 = 60
 }

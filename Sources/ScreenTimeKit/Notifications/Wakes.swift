@@ -36,12 +36,16 @@ extension Notifications {
         // What the handle was sealed for, without the token itself.
         let sealedFor = Data(SHA256.hash(data: Data("\(token)|\(topic)|\(environment.rawValue)|\(pin)|\(base)".utf8))).base64EncodedString()
         let handle: String
-        if let cached = try self.store.value(Self.wakeHandleKey), cached.hasPrefix(sealedFor + " "), try await !self.handleRefused() {
-            handle = String(cached.dropFirst(sealedFor.count + 1))
+        let now = Date()
+        // Kept as "<sealed for> <sealed at> <handle>".
+        let cached = try self.store.value(Self.wakeHandleKey)?.split(separator: " ", maxSplits: 2).map(String.init)
+        if let cached, cached.count == 3, cached[0] == sealedFor, let sealedAt = Double(cached[1]),
+           now.timeIntervalSince1970 - sealedAt < Self.sealAgainAfter, try await !self.handleRefused() {
+            handle = cached[2]
         } else {
             let request = SealRequest(token: token, topic: topic, environment: environment == .production ? .production : .development, pin: pin)
             handle = try await Self.seal(request, relay: base)
-            try self.store.setValue(sealedFor + " " + handle, for: Self.wakeHandleKey)
+            try self.store.setValue("\(sealedFor) \(Int(now.timeIntervalSince1970)) \(handle)", for: Self.wakeHandleKey)
         }
         do {
             return try await self.session.call(PushMethods.registerWake, RegisterWakeParams(handle: handle, relay: base))
@@ -120,6 +124,9 @@ extension Notifications {
     }
 
     static let wakeHandleKey = "wakes:handle"
+    /// A handle is sealed again once it is a week old: relays' handles expire (30 days by
+    /// default), and an app launched now and then keeps one well inside its lifetime.
+    static let sealAgainAfter: TimeInterval = 7 * 86_400
 
     /// `POST <relay>/v1/seal`: the relay's handle for this token and pin.
     static func seal(_ request: SealRequest, relay: String) async throws(RPCError) -> String {

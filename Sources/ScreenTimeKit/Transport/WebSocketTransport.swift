@@ -1,4 +1,5 @@
 import Foundation
+import GatewayAPI
 import Logging
 import NIOCore
 import NIOPosix
@@ -68,6 +69,8 @@ public final class WebSocketTransport: Transport {
         /// Requests being written: the connection's end leaves them to their writer, who
         /// knows whether they went out (``exchange``).
         var writing: Set<RequestID> = []
+        /// The gateway closed the last connection saying it read none of its requests.
+        var closedUnread = false
         var lastError: RPCError?
         var closed = false
         /// The server's `device_revoked`: no more connections until a new credential.
@@ -324,7 +327,10 @@ public final class WebSocketTransport: Transport {
                     self.failAll(revoked)
                     break
                 }
-                self.failAll(Self.lostError, exceptWriting: true)
+                self.failAll(Self.lostError, exceptWriting: true, unsent: self.link.withLock { link in
+                    defer { link.closedUnread = false }
+                    return link.closedUnread
+                })
                 if connected.get() || Task.isCancelled || self.link.withLock({ $0.suspended }) { break }
             }
             if Task.isCancelled || self.link.withLock({ $0.closed }) { break }
@@ -374,7 +380,12 @@ public final class WebSocketTransport: Transport {
         }
         // The gateway says why it closed: a device removed from the family hears it from the
         // close frame too, should the error message before it have been lost.
-        if closed.code == .policyViolation, closed.reason == "device revoked", self.link.withLock({ $0.revoked == nil }) {
+        // Closed for want of a credential with nothing under way: nothing sent on this
+        // connection was carried out, so what waits is sent again on the next one.
+        if closed.code == .policyViolation, closed.reason == GatewayCloseReason.noCredential {
+            self.link.withLock { $0.closedUnread = true }
+        }
+        if closed.code == .policyViolation, closed.reason == GatewayCloseReason.deviceRevoked, self.link.withLock({ $0.revoked == nil }) {
             self.markRevoked(RPCError(.deviceRevoked, "this device was removed from the family: its credential was revoked; to use it again, pair it again with a new invitation from a parent"))
         }
     }
@@ -481,14 +492,21 @@ public final class WebSocketTransport: Transport {
     private static let lostError = RPCError(.unavailable, "the connection to the gateway was lost")
 
     /// Fails every waiting request with `error`; with `exceptWriting`, not those still being
-    /// written (their writer decides: sent again when the write failed, else lost).
-    private func failAll(_ error: RPCError, exceptWriting: Bool = false) {
+    /// written (their writer decides: sent again when the write failed, else lost). With
+    /// `unsent`, the gateway read none of them: a call is sent again (``call(_:)``).
+    private func failAll(_ error: RPCError, exceptWriting: Bool = false, unsent: Bool = false) {
         let waiters = self.link.withLock { link in
             let ending = link.waiters.filter { !exceptWriting || !link.writing.contains($0.key) }
             for id in ending.keys { link.waiters[id] = nil }
             return Array(ending.values)
         }
-        for waiter in waiters { Self.fail(waiter, error) }
+        for waiter in waiters {
+            if unsent, case .unary(let continuation) = waiter {
+                continuation.resume(throwing: Unsent(cause: error))
+            } else {
+                Self.fail(waiter, error)
+            }
+        }
     }
 
     private static func fail(_ waiter: Waiter, _ error: RPCError) {
