@@ -63,7 +63,9 @@ struct CredentialFeedTests {
         table.observe { changed in told.withLock { $0 += changed } }
         let following = Task { try await table.run() }
         defer { following.cancel() }
-        try await waitUntil("the table following the store") { table.isFollowing }
+        // The table's first snapshot comes from a store just started, often in the first
+        // seconds of a full run when every suite starts its services at once.
+        try await waitUntil("the table following the store", timeout: .seconds(30)) { table.isFollowing }
         // The first snapshot is all news.
         try await waitUntil("the first snapshot told") { told.withLock { $0.count } == 3 }
         #expect(told.withLock { Set($0.map(\.deviceId)) } == ["c1", "c2", "p1"])
