@@ -178,6 +178,14 @@ extension PushDatabase {
                 CREATE INDEX notify_requests_by_time ON notify_requests(at_ms);
                 """)
         }
+        migrator.registerMigration("push-v7-wake-alert-seq") { db in
+            try db.execute(sql: """
+                -- the last notification of the pending wake that asked for an alert: when a wake
+                -- is sent, those after it are woken with their own kind, not the one sent
+                ALTER TABLE wakes ADD COLUMN due_alert_seq INTEGER;
+                UPDATE wakes SET due_alert_seq = due_seq WHERE due_kind = 'alert';
+                """)
+        }
         return migrator
     }
 }

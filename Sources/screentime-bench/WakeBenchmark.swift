@@ -209,7 +209,9 @@ private final class LaunchedRelay: Sendable {
             "--host", "127.0.0.1", "--port", "\(port)", "--tls-certificate", authority.certificateFile, "--tls-key", authority.keyFile,
             "--sealing-key-file", work + "/relay-sealing.key", "--apns-key-file", work + "/apns.p8", "--apns-key-id", apns.keyId,
             "--apns-team-id", apns.teamId, "--topic", apns.topic, "--apns-url", apns.url, "--apns-ca-file", apns.certificateFile,
-            "--wakes-per-minute", "10000000", "--seals-per-minute", "10000000", "--log-level", "warning",
+            "--wakes-per-minute", "10000000", "--seals-per-minute", "10000000", "--wakes-per-minute-per-address", "10000000",
+            "--max-connections-per-address", "100000", "--apns-pushes-per-second", "10000000", "--alerts-per-hour", "100000",
+            "--log-level", "warning",
         ]
         let taskset = ["/usr/bin/taskset", "/bin/taskset"].first { FileManager.default.isExecutableFile(atPath: $0) }
         let process = Process()

@@ -84,6 +84,8 @@ extension PushDatabase {
             var seq: Int64
             var kind: WakeKind
             var expires: Int64
+            /// The last of them that asked for an alert.
+            var alertSeq: Int64?
         }
         var byDevice: [DeviceKey: Pending] = [:]
         let now = Millis.now()
@@ -94,7 +96,10 @@ extension PushDatabase {
             var pending = byDevice[key] ?? Pending(due: due, seq: item.seq, kind: wake.kind, expires: Millis.of(item.expiresAt))
             pending.due = min(pending.due, due)
             pending.seq = max(pending.seq, item.seq)
-            if wake.kind == .alert { pending.kind = .alert }
+            if wake.kind == .alert {
+                pending.kind = .alert
+                pending.alertSeq = max(pending.alertSeq ?? 0, item.seq)
+            }
             pending.expires = max(pending.expires, Millis.of(item.expiresAt))
             byDevice[key] = pending
         }
@@ -103,16 +108,17 @@ extension PushDatabase {
                 UPDATE wakes SET due_ms = CASE WHEN due_ms IS NULL OR due_ms > ?1 THEN ?1 ELSE due_ms END,
                     due_seq = max(coalesce(due_seq, 0), ?2),
                     due_kind = CASE WHEN ?3 = 'alert' OR due_kind = 'alert' THEN 'alert' ELSE 'background' END,
-                    due_expires_ms = max(coalesce(due_expires_ms, 0), ?4)
+                    due_expires_ms = max(coalesce(due_expires_ms, 0), ?4),
+                    due_alert_seq = CASE WHEN ?7 IS NULL THEN due_alert_seq ELSE max(coalesce(due_alert_seq, 0), ?7) END
                 WHERE family = ?5 AND device_id = ?6 AND status = 'active'
-                """).execute(arguments: [pending.due, pending.seq, pending.kind.rawValue, pending.expires, key.family, key.deviceId])
+                """).execute(arguments: [pending.due, pending.seq, pending.kind.rawValue, pending.expires, key.family, key.deviceId, pending.alertSeq])
         }
     }
 
     /// The device acknowledged up to `upTo`: a wake for no more than that is not needed.
     static func cancelWake(family: String, deviceId: String, upTo: Int64, _ db: Database) throws {
         try db.cachedStatement(sql: """
-            UPDATE wakes SET due_ms = NULL, due_seq = NULL, due_kind = NULL, due_expires_ms = NULL, attempts = 0
+            UPDATE wakes SET due_ms = NULL, due_seq = NULL, due_kind = NULL, due_expires_ms = NULL, due_alert_seq = NULL, attempts = 0
             WHERE family = ? AND device_id = ? AND due_seq <= ?
             """).execute(arguments: [family, deviceId, upTo])
     }
@@ -192,7 +198,9 @@ extension PushDatabase {
                 UPDATE wakes SET last_wake_at = ?1, last_wake_seq = ?3, last_outcome = 'sent', last_error = NULL, attempts = 0, recent = ?2,
                     due_ms = CASE WHEN due_seq > ?3 THEN due_ms END,
                     due_seq = CASE WHEN due_seq > ?3 THEN due_seq END,
-                    due_kind = CASE WHEN due_seq > ?3 THEN due_kind END,
+                    -- notifications queued while this one was sent: their own kind, not this one's
+                    due_kind = CASE WHEN due_seq > ?3 THEN (CASE WHEN coalesce(due_alert_seq, 0) > ?3 THEN 'alert' ELSE 'background' END) END,
+                    due_alert_seq = CASE WHEN due_seq > ?3 AND due_alert_seq > ?3 THEN due_alert_seq END,
                     due_expires_ms = CASE WHEN due_seq > ?3 THEN due_expires_ms END
                 WHERE family = ?4 AND device_id = ?5
                 """).execute(arguments: [Millis.of(now), recent.map(String.init).joined(separator: ","), wake.seq, wake.family, wake.deviceId])
@@ -219,7 +227,7 @@ extension PushDatabase {
     private static func clearWake(family: String, deviceId: String, _ db: Database) throws {
         try WakeEntry.of(family: family, deviceId: deviceId).updateAll(db,
             WakeEntry.Columns.dueMs.set(to: nil), WakeEntry.Columns.dueSeq.set(to: nil), WakeEntry.Columns.dueKind.set(to: nil),
-            WakeEntry.Columns.dueExpiresMs.set(to: nil), WakeEntry.Columns.attempts.set(to: 0))
+            WakeEntry.Columns.dueExpiresMs.set(to: nil), WakeEntry.Columns.dueAlertSeq.set(to: nil), WakeEntry.Columns.attempts.set(to: 0))
     }
 
     /// The times in `text` within the hour before `now`.
@@ -255,6 +263,7 @@ private enum WakeEntry: TableRecord {
         static let family = Column("family"), deviceId = Column("device_id"), handle = Column("handle"), relay = Column("relay")
         static let status = Column("status"), registeredAt = Column("registered_at"), attempts = Column("attempts"), recent = Column("recent")
         static let dueMs = Column("due_ms"), dueSeq = Column("due_seq"), dueKind = Column("due_kind"), dueExpiresMs = Column("due_expires_ms")
+        static let dueAlertSeq = Column("due_alert_seq")
         static let lastWakeAt = Column("last_wake_at"), lastOutcome = Column("last_outcome"), lastError = Column("last_error")
     }
 
