@@ -20,19 +20,23 @@ struct WakeKindTests {
                                            wake: PushDatabase.Wake(kind: kind, after: .zero))
             try await database.pool.write { db in try PushDatabase.scheduleWakes([item], db) }
         }
+        // Times are read after each step: a wake is due from when it was queued (this
+        // process's clock), and a loaded machine may take seconds between steps.
         try await queue(1, .alert)
-        let sending = try #require(try await database.dueWakes(now: now + 1, limit: 10).first)
+        let first = Date() + 1
+        let sending = try #require(try await database.dueWakes(now: first, limit: 10).first)
         #expect(sending.seq == 1 && sending.kind == .alert)
         // While it is being sent, a notification that asks for a silent wake comes.
         try await queue(2, .background)
-        try await database.record([.sent(sending, at: now + 1)])
+        try await database.record([.sent(sending, at: first)])
         // Past the 30 s a woken device has to fetch: the next wake is the silent one's.
-        let next = try #require(try await database.dueWakes(now: now + 60, limit: 10).first)
+        let second = Date() + 60
+        let next = try #require(try await database.dueWakes(now: second, limit: 10).first)
         #expect(next.seq == 2 && next.kind == .background)
         // One that asks for an alert while that is sent keeps its alert.
         try await queue(3, .alert)
-        try await database.record([.sent(next, at: now + 60)])
-        let alert = try #require(try await database.dueWakes(now: now + 120, limit: 10).first)
+        try await database.record([.sent(next, at: second)])
+        let alert = try #require(try await database.dueWakes(now: Date() + 120, limit: 10).first)
         #expect(alert.seq == 3 && alert.kind == .alert)
     }
 }
