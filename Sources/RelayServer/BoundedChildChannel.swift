@@ -5,10 +5,7 @@ import NIOCore
 
 /// Each connection of the relay, bounded before anything else is done with it: counted by
 /// a ``ConnectionGate`` (one over its limits is closed at once, before TLS, and its task
-/// ends), and given a ``RequestDeadline`` under TLS: its handshake and first request (head
-/// and body) must arrive within it. The relay's routes disarm it once a request is whole
-/// (``RelayRequestContext/requestIsWhole()``); from then on Hummingbird's idle timeouts
-/// close a kept-alive connection that stays silent.
+/// ends). Hummingbird's idle timeouts close a kept-alive connection that stays silent.
 struct BoundedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
     struct Value: ServerChildChannelValue {
         let base: Base.Value?
@@ -26,11 +23,8 @@ struct BoundedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
             channel.close(promise: nil)
             return channel.eventLoop.makeSucceededFuture(Value(base: nil, channel: channel))
         }
-        do {
-            try channel.pipeline.syncOperations.addHandler(RequestDeadline(timeout: self.requestTimeout))
-        } catch {
-            return channel.eventLoop.makeFailedFuture(error)
-        }
+        // No RequestDeadline here yet: disarmed from the routes, it still cut kept-alive
+        // connections at the deadline (push's wakes were then sent again); docs/relay.md.
         return self.base.setup(channel: channel, logger: logger).map { Value(base: $0, channel: channel) }
     }
 

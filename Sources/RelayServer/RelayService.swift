@@ -48,6 +48,9 @@ public struct RelayService: Service {
         let trustForwardedFor = configuration.trustForwardedFor
         let requestTimeout = configuration.requestTimeout
         let router = Router(context: RelayRequestContext.self)
+        // A request's head has come: the connection's deadline is over (a body has its own,
+        // ``RelayRequestContext/wholeBody(_:within:)``), for every route, a health check too.
+        router.add(middleware: DeadlineDisarming())
         router.get("/v1/health") { _, _ in Self.json(200, ["status": "ok"]) }
         router.post("/v1/seal") { request, context -> Response in
             do {
@@ -175,8 +178,7 @@ public struct RelayRequestContext: RequestContext, RemoteAddressRequestContext {
     }
 
     /// The request's body, which must come whole within `limit` and be at most
-    /// ``RelayService/bodyLimit``; then the connection's deadline is disarmed (an HTTP/2
-    /// stream's is its connection's).
+    /// ``RelayService/bodyLimit``.
     func wholeBody(_ request: Request, within limit: Duration) async throws -> [UInt8] {
         let body = request.body
         let collected = try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
@@ -191,7 +193,6 @@ public struct RelayRequestContext: RequestContext, RemoteAddressRequestContext {
             return try await group.next() ?? nil
         }
         guard let collected else { throw RelayError.invalidRequest("the body did not arrive within \(limit)") }
-        RequestDeadline.on(self.channel.parent ?? self.channel) { $0.disarm() }
         return Array(buffer: collected)
     }
 
@@ -204,5 +205,15 @@ public struct RelayRequestContext: RequestContext, RemoteAddressRequestContext {
             return last
         }
         return self.remoteAddress?.ipAddress ?? "unknown"
+    }
+}
+
+/// Disarms the connection's deadline as each request's head reaches the routes.
+struct DeadlineDisarming: RouterMiddleware {
+    typealias Context = RelayRequestContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        RequestDeadline.on(context.channel.parent ?? context.channel) { $0.disarm() }
+        return try await next(request, context)
     }
 }
