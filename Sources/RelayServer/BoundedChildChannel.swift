@@ -14,7 +14,6 @@ struct BoundedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
 
     let base: Base
     let gate: ConnectionGate
-    let requestTimeout: TimeAmount
     let logger: Logger
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {

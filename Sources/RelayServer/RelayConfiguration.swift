@@ -39,8 +39,7 @@ public struct RelayConfiguration: Sendable {
     /// closed as they are accepted.
     public var maximumConnections: Int
     public var maximumConnectionsPerAddress: Int
-    /// A new connection's TLS handshake and first request (head and body), and any later
-    /// request's body, must arrive within this.
+    /// A request's body must arrive within this.
     public var requestTimeout: Duration
     /// A kept-alive connection with no request under way is closed after this.
     public var idleTimeout: Duration

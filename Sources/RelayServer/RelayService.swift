@@ -48,9 +48,6 @@ public struct RelayService: Service {
         let trustForwardedFor = configuration.trustForwardedFor
         let requestTimeout = configuration.requestTimeout
         let router = Router(context: RelayRequestContext.self)
-        // A request's head has come: the connection's deadline is over (a body has its own,
-        // ``RelayRequestContext/wholeBody(_:within:)``), for every route, a health check too.
-        router.add(middleware: DeadlineDisarming())
         router.get("/v1/health") { _, _ in Self.json(200, ["status": "ok"]) }
         router.post("/v1/seal") { request, context -> Response in
             do {
@@ -88,7 +85,6 @@ public struct RelayService: Service {
     /// HTTP/1.1, each connection bounded (``BoundedChildChannel``).
     static func serverBuilder(_ configuration: RelayConfiguration, logger: Logger) throws -> HTTPServerBuilder {
         let gate = ConnectionGate(total: configuration.maximumConnections, perAddress: configuration.maximumConnectionsPerAddress)
-        let requestTimeout = TimeAmount(configuration.requestTimeout)
         let stream = HTTP1Channel.Configuration(idleTimeout: TimeAmount(configuration.idleTimeout))
         if let tls = configuration.tls {
             let chain = try Self.certificates(tls.certificateFile, option: "--tls-certificate")
@@ -106,11 +102,11 @@ public struct RelayService: Service {
             let tlsConfiguration = tls, http2 = http2Configuration
             return HTTPServerBuilder { responder in
                 BoundedChildChannel(base: try HTTP2UpgradeChannel(tlsConfiguration: tlsConfiguration, configuration: http2, responder: responder),
-                                    gate: gate, requestTimeout: requestTimeout, logger: logger)
+                                    gate: gate, logger: logger)
             }
         }
         return HTTPServerBuilder { responder in
-            BoundedChildChannel(base: HTTP1Channel(responder: responder, configuration: stream), gate: gate, requestTimeout: requestTimeout, logger: logger)
+            BoundedChildChannel(base: HTTP1Channel(responder: responder, configuration: stream), gate: gate, logger: logger)
         }
     }
 
@@ -208,12 +204,3 @@ public struct RelayRequestContext: RequestContext, RemoteAddressRequestContext {
     }
 }
 
-/// Disarms the connection's deadline as each request's head reaches the routes.
-struct DeadlineDisarming: RouterMiddleware {
-    typealias Context = RelayRequestContext
-
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        RequestDeadline.on(context.channel.parent ?? context.channel) { $0.disarm() }
-        return try await next(request, context)
-    }
-}

@@ -222,6 +222,7 @@ final class Flood: @unchecked Sendable {
             for fd in self.sockets { _ = send(fd, [byte], 1, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
             self.lock.unlock()
             sent += 1
+            // The pace is the behaviour under test (a byte a second), not a wait for an event.
             sleep(1)
         }
     }
