@@ -65,8 +65,8 @@ struct GatewayEndToEndTests {
     }
 
     static func remoteKit(_ stack: KitStack, _ name: String, _ link: PairingURI? = nil) throws -> ScreenTimeClient {
-        try ScreenTimeClient.remote(credentials: FileCredentialStore(path: stack.directory.file("\(name).credential")),
-                                    databasePath: stack.directory.file("\(name).sqlite"), link: link, backoff: KitStack.fast)
+        stack.track(try ScreenTimeClient.remote(credentials: FileCredentialStore(path: stack.directory.file("\(name).credential")),
+                                                databasePath: stack.directory.file("\(name).sqlite"), link: link, backoff: KitStack.fast))
     }
 
     @Test("the family story over TLS: pairing, a rule heard over push.listen and applied; the gateway down while the child records usage and a rule is set: after the reconnect the usage arrives once, the rule's notification waited, none missed or handled twice; a wrong pin refused")
@@ -125,10 +125,10 @@ struct GatewayEndToEndTests {
         #expect(log.applied.isEmpty)
         // A rule set while the child is cut off (the parent here on the server's own sockets):
         // its notification waits on the server for the child.
-        let parentHere = try ScreenTimeClient(
+        let parentHere = try stack.track(ScreenTimeClient(
             transport: UnixSocketTransport(runtimeDirectory: stack.directory.path, backoff: KitStack.fast),
             credentials: FileCredentialStore(path: stack.directory.file("parent.credential")),
-            databasePath: stack.directory.file("parent-here.sqlite"), backoff: KitStack.fast)
+            databasePath: stack.directory.file("parent-here.sqlite"), backoff: KitStack.fast))
         _ = try await parentHere.parent.setAppRule(AppRuleChange(bundleId: "org.wikipedia", classification: "learning"))
         try await within(.seconds(30), "the rule saved while the child is cut off") { await parentHere.queue.waitUntilDrained() }
         await parentHere.close()
@@ -157,7 +157,7 @@ struct GatewayEndToEndTests {
         var wrongIdentity = identity
         wrongIdentity.pin = String(repeating: "A", count: 43) + "="
         try wrong.save(wrongIdentity)
-        let refused = try ScreenTimeClient.remote(credentials: wrong, databasePath: stack.directory.file("wrong.sqlite"), backoff: KitStack.fast)
+        let refused = try stack.track(ScreenTimeClient.remote(credentials: wrong, databasePath: stack.directory.file("wrong.sqlite"), backoff: KitStack.fast))
         do {
             _ = try await within(.seconds(30), "the wrong pin's call") { try await refused.child.pendingCommands() }
             Issue.record("a call went through a gateway whose key is not the pinned one")

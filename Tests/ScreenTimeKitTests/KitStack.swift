@@ -17,6 +17,9 @@ final class KitStack: @unchecked Sendable {
     private(set) var services: [String: ServiceProcess] = [:]
     /// Each service's options beyond the usual (kept for its restarts).
     private var arguments: [String: [String]] = [:]
+    /// Every kit opened on this stack: `stopAll` closes them, so that no kit of a finished
+    /// (or failed) test goes on reconnecting to services that are gone.
+    private let opened = Mutex<[ScreenTimeClient]>([])
     private static let executables = ["store": "screentime-stored", "pairing": "screentime-pairingd", "push": "screentime-pushd",
                                       "aggregator": "screentime-aggregatord"]
 
@@ -47,8 +50,22 @@ final class KitStack: @unchecked Sendable {
 
     func log(_ service: String) -> String { self.services[service]?.log ?? "" }
 
+    /// Closes every kit opened on the stack and stops the services. Closing is asynchronous
+    /// (it ends the kit's connection loop); it runs on its own so that a `defer` can call this.
     func stopAll() {
+        let kits = self.opened.withLock { kits in
+            defer { kits = [] }
+            return kits
+        }
+        if !kits.isEmpty { Task { for kit in kits { await kit.close() } } }
         for service in self.services.values { service.stopNow() }
+    }
+
+    /// Keeps a kit opened elsewhere (over the gateway) to be closed by `stopAll`.
+    @discardableResult
+    func track(_ kit: ScreenTimeClient) -> ScreenTimeClient {
+        self.opened.withLock { $0.append(kit) }
+        return kit
     }
 
     /// The server's administrator (no credential) on a service's socket.
@@ -58,10 +75,10 @@ final class KitStack: @unchecked Sendable {
 
     /// A kit on the local sockets, its database and credential in files named `name`.
     func kit(_ name: String, transport: (any Transport)? = nil, clock: @escaping @Sendable () -> Date = { Date() }) throws -> ScreenTimeClient {
-        try ScreenTimeClient(
+        self.track(try ScreenTimeClient(
             transport: transport ?? UnixSocketTransport(runtimeDirectory: self.directory.path, backoff: Self.fast),
             credentials: FileCredentialStore(path: self.directory.file("\(name).credential")),
-            databasePath: self.directory.file("\(name).sqlite"), backoff: Self.fast, clock: clock)
+            databasePath: self.directory.file("\(name).sqlite"), backoff: Self.fast, clock: clock))
     }
 
     static let fast = Backoff(initial: .milliseconds(20), maximum: .milliseconds(300), attemptsBeforeOffline: 2)
