@@ -39,6 +39,19 @@ public struct APNsClient: Sendable {
 
     /// Sends a wake; returns APNs's final answer.
     public func send(_ kind: WakeRequest.Kind, to registration: WakeRegistration, collapseId: String?, ttlSeconds: Int?) async -> APNsOutcome {
+        await self.send(to: registration) { token in
+            APNsPush.wake(kind, registration: registration, providerToken: token, collapseId: collapseId, ttlSeconds: ttlSeconds)
+        }
+    }
+
+    /// Hands a device its sealed handle in a silent push; returns APNs's final answer.
+    public func deliver(handle: String, to registration: WakeRegistration) async -> APNsOutcome {
+        await self.send(to: registration) { token in APNsPush.handleDelivery(handle, registration: registration, providerToken: token) }
+    }
+
+    /// Sends the push `make` builds with the current provider token, renewing it once and
+    /// retrying 5xx with backoff.
+    private func send(to registration: WakeRegistration, _ make: (String) -> APNsPush) async -> APNsOutcome {
         var renewed = false
         var delay = Duration.milliseconds(200)
         var outcome = APNsOutcome.retry(status: 0, reason: "not sent")
@@ -47,8 +60,7 @@ public struct APNsClient: Sendable {
             do {
                 let token = try self.providerToken.token()
                 used = token
-                let push = APNsPush.wake(kind, registration: registration, providerToken: token, collapseId: collapseId, ttlSeconds: ttlSeconds)
-                outcome = try await self.post(push, environment: registration.environment)
+                outcome = try await self.post(make(token), environment: registration.environment)
             } catch {
                 outcome = .retry(status: 0, reason: "\(error)")
             }

@@ -16,18 +16,43 @@ public struct APNsPush: Sendable {
     /// extension replaces after fetching from the home server.
     public static func wake(_ kind: WakeRequest.Kind, registration: WakeRegistration, providerToken: String, collapseId: String?,
                             ttlSeconds: Int?, now: Date = Date()) -> APNsPush {
-        var headers: [(String, String)] = [
-            ("authorization", "bearer \(providerToken)"),
-            ("apns-topic", registration.topic),
-            ("apns-push-type", kind == .background ? "background" : "alert"),
-            ("apns-priority", kind == .background ? "5" : "10"),
-            ("apns-expiration", String(ttlSeconds.map { Int64(now.timeIntervalSince1970) + Int64($0) } ?? 0)),
-        ]
+        var headers = Self.headers(registration: registration, providerToken: providerToken, background: kind == .background,
+                                   expiration: ttlSeconds.map { Int64(now.timeIntervalSince1970) + Int64($0) } ?? 0)
         if let collapseId { headers.append(("apns-collapse-id", collapseId)) }
         let payload = kind == .background
             ? #"{"aps":{"content-available":1}}"#
             : #"{"aps":{"alert":{"title":"New activity"},"mutable-content":1,"sound":"default"}}"#
         return APNsPush(token: registration.token, headers: headers, payload: Array(payload.utf8))
+    }
+
+    /// The key under which a handle delivery carries the handle, beside `aps`.
+    public static let handleKey = "wakeHandle"
+
+    /// The push that hands a device its handle: silent, with the handle and nothing else,
+    /// so that only the app holding the token ever sees it. APNs keeps it five minutes for
+    /// a device that is briefly offline.
+    public static func handleDelivery(_ handle: String, registration: WakeRegistration, providerToken: String, now: Date = Date()) -> APNsPush {
+        let headers = Self.headers(registration: registration, providerToken: providerToken, background: true,
+                                   expiration: Int64(now.timeIntervalSince1970) + 300)
+        let payload = #"{"aps":{"content-available":1},"\#(Self.handleKey)":"\#(handle)"}"#
+        return APNsPush(token: registration.token, headers: headers, payload: Array(payload.utf8))
+    }
+
+    private static func headers(registration: WakeRegistration, providerToken: String, background: Bool, expiration: Int64) -> [(String, String)] {
+        [
+            ("authorization", "bearer \(providerToken)"),
+            ("apns-topic", registration.topic),
+            ("apns-push-type", background ? "background" : "alert"),
+            ("apns-priority", background ? "5" : "10"),
+            ("apns-expiration", String(expiration)),
+        ]
+    }
+
+    /// The handle in a push's payload (as the app's `userInfo` holds it), if it is a handle
+    /// delivery.
+    public static func handle(inPayload payload: [String: Any]) -> String? {
+        guard let handle = payload[Self.handleKey] as? String, HandleSealer.isWellFormed(handle) else { return nil }
+        return handle
     }
 
     /// APNs's hosts.

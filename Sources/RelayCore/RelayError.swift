@@ -59,7 +59,7 @@ public enum RelayError: Error, Sendable, Equatable {
         case .rateLimited(let seconds): "too many requests from this server or address; try again in \(seconds) s"
         case .deviceRateLimited(let reason, let seconds): "APNs says this device is pushed to too often (\(reason)); try again in \(seconds) s"
         case .unregistered(let reason): "APNs no longer knows this device (\(reason)): drop the registration until the device registers again"
-        case .apnsUnavailable(let why): "APNs did not take the wake: \(why)"
+        case .apnsUnavailable(let why): "APNs did not take the push: \(why)"
         case .busy(let seconds): "the relay is busy and refuses rather than take on more; try again in \(seconds) s"
         }
     }

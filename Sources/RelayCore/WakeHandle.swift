@@ -115,6 +115,16 @@ public struct HandleSealer: Sendable {
         return WakeRegistration(token: sealed.token, topic: sealed.topic, environment: sealed.environment, pin: sealed.pin)
     }
 
+    /// Whether `text` has a handle's form (`v2.<8 hex>.<base64url>`, at most 1 KiB): what an
+    /// app takes from a push before keeping it. Only the relay can tell whether it opens.
+    public static func isWellFormed(_ text: String) -> Bool {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard text.utf8.count <= 1024, parts.count == 3, parts[0] == "v2", parts[1].utf8.count == 8, !parts[2].isEmpty else { return false }
+        let hex = parts[1].utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+        let base64URL = parts[2].utf8.allSatisfy { (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) || $0 == 45 || $0 == 95 }
+        return hex && base64URL
+    }
+
     /// A new sealing key, as its file holds it (base64 of 32 random bytes).
     public static func newKeyText() -> String {
         SymmetricKey(size: .bits256).withUnsafeBytes { Data($0).base64EncodedString() }

@@ -19,9 +19,18 @@ public struct SealRequest: Codable, Sendable, Hashable {
     }
 }
 
+/// The answer to a seal (202): the handle went to the device in a silent push (its key
+/// ``APNsPush/handleKey``), never in this answer, so only the app that holds the token
+/// gets it.
 public struct SealResponse: Codable, Sendable, Hashable {
-    public var handle: String
-    public init(handle: String) { self.handle = handle }
+    /// Always `push`: how the handle travels.
+    public var delivery: String
+    /// APNs's id for the push that carries it.
+    public var apnsId: String?
+    public init(apnsId: String?) {
+        self.delivery = "push"
+        self.apnsId = apnsId
+    }
 }
 
 /// `POST /v1/wake`, from a home server, signed (see `WakeSignature`).

@@ -14,6 +14,8 @@ public struct RelayConfiguration: Sendable {
     public var handleLifetime: TimeInterval
     /// Visible alerts one device may be sent an hour.
     public var alertsPerHourPerDevice: Int
+    /// Handles one device may be sent an hour (one per app launch is the usual).
+    public var sealsPerHourPerDevice: Int
     /// Pushes a second to APNs at most, over every caller: what the publisher allows.
     public var apnsPushesPerSecond: Int
     public var topics: Set<String>
@@ -56,13 +58,14 @@ public struct RelayConfiguration: Sendable {
                 trustForwardedFor: Bool = false, apnsAttempts: Int = 3, maximumConnections: Int = 10_000,
                 maximumConnectionsPerAddress: Int = 32, requestTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(120),
                 maximumSeenWakes: Int = 1_000_000, maximumLimitedKeys: Int = 1_000_000, handleLifetime: TimeInterval = 30 * 86_400,
-                alertsPerHourPerDevice: Int = 10, apnsPushesPerSecond: Int = 2_000) {
+                alertsPerHourPerDevice: Int = 10, sealsPerHourPerDevice: Int = 20, apnsPushesPerSecond: Int = 2_000) {
         self.host = host
         self.port = port
         self.tls = tls
         self.sealingKeys = sealingKeys
         self.handleLifetime = handleLifetime
         self.alertsPerHourPerDevice = alertsPerHourPerDevice
+        self.sealsPerHourPerDevice = sealsPerHourPerDevice
         self.apnsPushesPerSecond = apnsPushesPerSecond
         self.topics = topics
         self.apnsKeyId = apnsKeyId

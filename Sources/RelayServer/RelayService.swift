@@ -42,6 +42,7 @@ public struct RelayService: Service {
             seen: SeenWakes(capacity: configuration.maximumSeenWakes),
             limiter: WindowLimiter(limit: configuration.wakesPerMinutePerServer, capacity: configuration.maximumLimitedKeys),
             alerts: WindowLimiter(limit: configuration.alertsPerHourPerDevice, window: 3600, capacity: configuration.maximumLimitedKeys),
+            seals: WindowLimiter(limit: configuration.sealsPerHourPerDevice, window: 3600, capacity: configuration.maximumLimitedKeys),
             budget: WindowLimiter(limit: configuration.apnsPushesPerSecond, window: 1, capacity: 1), logger: logger)
         let sealLimiter = WindowLimiter(limit: configuration.sealsPerMinutePerAddress, capacity: configuration.maximumLimitedKeys)
         let wakeLimiter = WindowLimiter(limit: configuration.wakesPerMinutePerAddress, capacity: configuration.maximumLimitedKeys)
@@ -57,7 +58,7 @@ public struct RelayService: Service {
                 guard let seal = try? RPCJSON.decode(SealRequest.self, from: body) else {
                     throw RelayError.invalidRequest("the body must be {token, topic, environment: production|development, pin}")
                 }
-                return Self.json(200, try relay.seal(seal))
+                return Self.json(202, try await relay.seal(seal))
             } catch {
                 return Self.error(error)
             }

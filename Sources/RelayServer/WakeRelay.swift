@@ -21,11 +21,16 @@ struct WakeRelay: Sendable {
     let limiter: WindowLimiter
     /// Visible alerts per device, an hour.
     let alerts: WindowLimiter
+    /// Handles sent to a device, an hour.
+    let seals: WindowLimiter
     /// Pushes a second over every caller, under one key: what the publisher allows APNs.
     let budget: WindowLimiter
     let logger: Logger
 
-    func seal(_ request: SealRequest, now: Date = Date()) throws(RelayError) -> SealResponse {
+    /// Seals the token and sends the handle to it in a silent push: only the app holding
+    /// the token gets it, so no one can mint handles for tokens that are not theirs (and
+    /// spend the publisher's APNs key on them). A token APNs refuses gets nothing.
+    func seal(_ request: SealRequest, now: Date = Date()) async throws(RelayError) -> SealResponse {
         guard WakeRegistration.isDeviceToken(request.token) else { throw .invalidRequest("token must be the APNs device token in hex") }
         guard self.topics.contains(request.topic) else {
             throw .invalidRequest("this relay does not push to \(request.topic); it serves \(self.topics.sorted().joined(separator: ", "))")
@@ -34,11 +39,20 @@ struct WakeRelay: Sendable {
             throw .invalidRequest("pin must be the home server's key pin (base64 of 32 bytes)")
         }
         let registration = WakeRegistration(token: request.token.lowercased(), topic: request.topic, environment: request.environment, pin: request.pin)
+        // A device is sealed for at each app launch: a few an hour are plenty, and no caller
+        // can make a device's app be woken for handles over and over.
+        try Self.check(self.seals.take(registration.token, now: now))
+        try self.takeFromBudget(now: now)
+        let handle: String
         do {
-            return SealResponse(handle: try self.sealer.seal(registration, now: now))
+            handle = try self.sealer.seal(registration, now: now)
         } catch {
             throw .invalidRequest("the handle could not be sealed: \(error)")
         }
+        let outcome = await self.apns.deliver(handle: handle, to: registration)
+        let apnsId = try self.answer(outcome, fields: ["pin": "\(request.pin)", "kind": "handle", "environment": "\(registration.environment.rawValue)"],
+                                     sent: "handle sent to the device")
+        return SealResponse(apnsId: apnsId)
     }
 
     /// Verifies a wake (its signature, its handle, the pin in both) and pushes it. The
@@ -73,31 +87,41 @@ struct WakeRelay: Sendable {
             // A visible alert is what a former server or a copied key would abuse: few an hour.
             try Self.check(self.alerts.take(registration.token, now: now))
         }
-        if case .limited(let seconds) = self.budget.take("apns", now: now) {
-            throw .busy(retryAfterSeconds: seconds)
-        }
+        try self.takeFromBudget(now: now)
         let outcome = await self.apns.send(request.kind, to: registration, collapseId: request.collapseId, ttlSeconds: request.ttlSeconds)
-        var fields: Logger.Metadata = ["pin": "\(pin)", "kind": "\(request.kind.rawValue)", "environment": "\(registration.environment.rawValue)"]
+        let apnsId = try self.answer(outcome, fields: ["pin": "\(pin)", "kind": "\(request.kind.rawValue)", "environment": "\(registration.environment.rawValue)"],
+                                     sent: "wake sent")
+        return WakeResponse(apnsId: apnsId)
+    }
+
+    /// One push from the publisher's budget with APNs, whoever asks.
+    private func takeFromBudget(now: Date) throws(RelayError) {
+        if case .limited(let seconds) = self.budget.take("apns", now: now) { throw .busy(retryAfterSeconds: seconds) }
+    }
+
+    /// APNs's answer as the relay's: the push's id, or the refusal the caller acts on.
+    private func answer(_ outcome: APNsOutcome, fields: Logger.Metadata, sent: Logger.Message) throws(RelayError) -> String? {
+        var fields = fields
         switch outcome {
         case .delivered(let apnsId):
             fields["apns_id"] = "\(apnsId ?? "")"
-            self.logger.info("wake sent", metadata: fields)
-            return WakeResponse(apnsId: apnsId)
+            self.logger.info(sent, metadata: fields)
+            return apnsId
         case .unregistered(let reason):
             fields["reason"] = "\(reason)"
-            self.logger.info("wake for a device APNs no longer knows", metadata: fields)
+            self.logger.info("push for a device APNs no longer knows", metadata: fields)
             throw .unregistered(reason: reason)
         case .expiredProviderToken:
             self.logger.error("APNs refused the provider token twice: check the key id, team id and .p8 key", metadata: fields)
             throw .apnsUnavailable("APNs refused the relay's provider token")
         case .tooManyRequests(let reason):
             fields["reason"] = "\(reason)"
-            self.logger.info("APNs says a device is pushed to too often; the home server is told to wait", metadata: fields)
+            self.logger.info("APNs says a device is pushed to too often; the caller is told to wait", metadata: fields)
             throw .deviceRateLimited(reason: reason, retryAfterSeconds: 60)
         case .retry(let status, let reason), .refused(let status, let reason):
             fields["status"] = "\(status)"
             fields["reason"] = "\(reason)"
-            self.logger.warning("APNs did not take a wake", metadata: fields)
+            self.logger.warning("APNs did not take a push", metadata: fields)
             throw .apnsUnavailable(status == 0 ? reason : "HTTP \(status) \(reason)")
         }
     }

@@ -55,7 +55,16 @@ struct WakeBenchmark: AsyncParsableCommand {
         let rounds = self.common.quick ? 2 : self.rounds
 
         let receipts = Receipts()
-        let apns = try await APNsStandIn(directory: work, keeping: false) { receipts.arrived($0.token) }
+        // The handles the relay sends to the tokens, apart from the wakes counted.
+        let delivered = DeliveredHandles()
+        let apns = try await APNsStandIn(directory: work, keeping: false) { push in
+            if let payload = try? JSONSerialization.jsonObject(with: Data(push.payload.utf8)) as? [String: Any],
+               let handle = APNsPush.handle(inPayload: payload) {
+                delivered.handles.withLock { $0[push.token] = handle }
+            } else {
+                receipts.arrived(push.token)
+            }
+        }
         defer { apns.stop() }
         let relay = try await LaunchedRelay(apns: apns, binDirectory: self.common.binDirectory, work: work)
         defer { relay.kill() }
@@ -69,7 +78,8 @@ struct WakeBenchmark: AsyncParsableCommand {
         let pin = WakeSignature.pin(spki: server.publicKey.derRepresentation)
         let handles = Mutex<[String: String]>([:])
         try await concurrently(tokens, width: 32) { token in
-            let handle = try await relay.seal(token: token, topic: apns.topic, pin: pin, http: http)
+            try await relay.seal(token: token, topic: apns.topic, pin: pin, http: http)
+            let handle = try await delivered.handle(for: token)
             handles.withLock { $0[token] = handle }
         }
         let handleOf = handles.withLock { $0 }
@@ -210,7 +220,7 @@ private final class LaunchedRelay: Sendable {
             "--sealing-key-file", work + "/relay-sealing.key", "--apns-key-file", work + "/apns.p8", "--apns-key-id", apns.keyId,
             "--apns-team-id", apns.teamId, "--topic", apns.topic, "--apns-url", apns.url, "--apns-ca-file", apns.certificateFile,
             "--wakes-per-minute", "10000000", "--seals-per-minute", "10000000", "--wakes-per-minute-per-address", "10000000",
-            "--max-connections-per-address", "100000", "--apns-pushes-per-second", "10000000", "--alerts-per-hour", "100000",
+            "--max-connections-per-address", "100000", "--apns-pushes-per-second", "10000000", "--alerts-per-hour", "100000", "--seals-per-hour", "100000",
             "--log-level", "warning",
         ]
         let taskset = ["/usr/bin/taskset", "/bin/taskset"].first { FileManager.default.isExecutableFile(atPath: $0) }
@@ -242,13 +252,11 @@ private final class LaunchedRelay: Sendable {
         guard ready else { throw BenchError("screentime-relayd did not answer /v1/health within 30 s (running: \(process.isRunning))") }
     }
 
-    func seal(token: String, topic: String, pin: String, http: HTTPClient) async throws -> String {
+    /// Asks for the token's handle, which the relay sends to the token (the stand-in).
+    func seal(token: String, topic: String, pin: String, http: HTTPClient) async throws {
         let body = try JSONEncoder().encode(SealRequest(token: token, topic: topic, environment: .production, pin: pin))
         let (status, data) = try await self.post("/v1/seal", Array(body), headers: [], http: http)
-        guard status == 200, let sealed = try? JSONDecoder().decode(SealResponse.self, from: Data(data)) else {
-            throw BenchError("the relay did not seal: HTTP \(status) \(String(decoding: data, as: UTF8.self))")
-        }
-        return sealed.handle
+        guard status == 202 else { throw BenchError("the relay did not seal: HTTP \(status) \(String(decoding: data, as: UTF8.self))") }
     }
 
     func wake(_ handle: String, key: P256.Signing.PrivateKey, http: HTTPClient) async throws {
@@ -354,5 +362,20 @@ final class Receipts: Sendable {
             group.cancelAll()
             return first || self.state.withLock { $0.count >= $0.target }
         }
+    }
+}
+
+/// The handles the relay sent to the stand-in's tokens.
+final class DeliveredHandles: Sendable {
+    let handles = Mutex<[String: String]>([:])
+
+    /// The handle sent to `token` (it comes with the relay's answer or just after).
+    func handle(for token: String) async throws -> String {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            if let handle = self.handles.withLock({ $0[token] }) { return handle }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        throw BenchError("the relay's push with the handle for \(token.prefix(8))… did not reach the stand-in within 30 s")
     }
 }

@@ -40,6 +40,8 @@ struct RelayMain: AsyncParsableCommand {
     var handleLifetimeDays = 30
     @Option(name: .customLong("alerts-per-hour"), help: ArgumentHelp("Visible alerts one device may be sent an hour.", valueName: "count"))
     var alertsPerHour = 10
+    @Option(name: .customLong("seals-per-hour"), help: ArgumentHelp("Handles one device may be sent an hour (the app asks for one at each launch).", valueName: "count"))
+    var sealsPerHour = 20
     @Option(name: .customLong("apns-pushes-per-second"), help: ArgumentHelp("Pushes a second to APNs at most, over every caller (what the publisher allows).", valueName: "count"))
     var apnsPushesPerSecond = 2_000
     @Option(name: .customLong("apns-key-file"), help: ArgumentHelp("The app's APNs authentication key (.p8).", valueName: "file")) var apnsKeyFile: String
@@ -72,6 +74,7 @@ struct RelayMain: AsyncParsableCommand {
         if self.sealingKeyFiles.isEmpty { throw ValidationError("give --sealing-key-file (made on first start; repeat it to rotate keys)") }
         try checkOption("--handle-lifetime-days", self.handleLifetimeDays, in: 1...3650)
         try checkOption("--alerts-per-hour", self.alertsPerHour, in: 1...100_000)
+        try checkOption("--seals-per-hour", self.sealsPerHour, in: 1...100_000)
         try checkOption("--apns-pushes-per-second", self.apnsPushesPerSecond, in: 1...10_000_000)
         try checkOption("--wakes-per-minute", self.wakesPerMinute, in: 1...10_000_000)
         try checkOption("--seals-per-minute", self.sealsPerMinute, in: 1...10_000_000)
@@ -120,7 +123,7 @@ struct RelayMain: AsyncParsableCommand {
             maximumConnectionsPerAddress: self.maximumConnectionsPerAddress, requestTimeout: .seconds(self.requestTimeout),
             idleTimeout: .seconds(self.idleTimeout), maximumSeenWakes: self.maximumSeenWakes,
             handleLifetime: TimeInterval(self.handleLifetimeDays) * 86_400, alertsPerHourPerDevice: self.alertsPerHour,
-            apnsPushesPerSecond: self.apnsPushesPerSecond)
+            sealsPerHourPerDevice: self.sealsPerHour, apnsPushesPerSecond: self.apnsPushesPerSecond)
         let service = try RelayService(configuration, logger: logger) { port in
             logger.notice("ready", metadata: ["port": "\(port)", "topics": "\(self.topics.sorted().joined(separator: ","))", "tls": "\(self.tlsCertificate != nil)"])
         }

@@ -199,10 +199,11 @@ struct WakeTests {
     func unregisteredDevice() async throws {
         let wakes = try await Wakes()
         let token = LocalRelay.token(0x44)
-        wakes.apns.answer(token, [(410, "Unregistered")])
         try await PushStack.inProcess(configure: wakes.configure()) { stack in
             let child = stack.client(token: stack.child.token)
             _ = try await wakes.register(child, token: token)
+            // Sealed while APNs still knew it; gone by the time of the wake.
+            wakes.apns.answer(token, [(410, "Unregistered")])
             _ = try await Self.notifyChild(stack)
             let gone = try await eventually("the registration gone") { seen in
                 let info = try await child.call(PushMethods.getWake, Empty())

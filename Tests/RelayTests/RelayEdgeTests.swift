@@ -131,7 +131,8 @@ extension RelayEdgeTests {
             #"{"token":"\#(LocalRelay.token(0x70))","topic":"\#(apns.topic)","environment":"production","pin":"\#(LocalRelay.pin(server))"}"#,
             "https://localhost:\(relay.port)/v1/seal",
         ])
-        let handle = try #require((try? JSONSerialization.jsonObject(with: Data(sealed.stdout.utf8)) as? [String: Any])?["handle"] as? String, "\(sealed)")
+        #expect(sealed.status == 0 && sealed.stdout.contains(#""delivery":"push""#), "\(sealed)")
+        let handle = try await apns.handle(for: LocalRelay.token(0x70))
 
         let port = relay.port
         let trickle = try await offThePool { try Flood.open(200, port: port) }

@@ -91,23 +91,26 @@ struct RelayTests {
         let relay = try await LocalRelay(apns: apns)
         let server = P256.Signing.PrivateKey()
         let gone = Self.token(0x10), bad = Self.token(0x11), busy = Self.token(0x12), expired = Self.token(0x13), down = Self.token(0x14)
+        let tooOften = Self.token(0x15)
+        // Each device sealed first (its handle comes by push), then APNs's answers to its wake set.
+        var handles: [String: String] = [:]
+        for token in [gone, bad, busy, tooOften, expired, down] { handles[token] = try await relay.seal(token: token, pin: Self.pin(server)) }
         apns.answer(gone, [(410, "Unregistered")])
         apns.answer(bad, [(400, "BadDeviceToken")])
         apns.answer(busy, [(500, "InternalServerError"), (500, "InternalServerError")])
-        let tooOften = Self.token(0x15)
         apns.answer(tooOften, [(429, "TooManyRequests")])
         apns.answer(expired, [(403, "ExpiredProviderToken")])
         apns.answer(down, [(503, "ServiceUnavailable"), (503, "ServiceUnavailable"), (503, "ServiceUnavailable")])
         for token in [gone, bad] {
-            let reply = try await relay.wake(try await relay.seal(token: token, pin: Self.pin(server)), as: server)
+            let reply = try await relay.wake(handles[token]!, as: server)
             #expect(reply.status == 410 && reply.body["error"] as? String == "unregistered", "\(reply)")
         }
-        #expect(try await relay.wake(try await relay.seal(token: busy, pin: Self.pin(server)), as: server).status == 200)
-        let limited = try await relay.wake(try await relay.seal(token: tooOften, pin: Self.pin(server)), as: server)
+        #expect(try await relay.wake(handles[busy]!, as: server).status == 200)
+        let limited = try await relay.wake(handles[tooOften]!, as: server)
         #expect(limited.status == 429 && limited.body["error"] as? String == "rate_limited" && limited.headers["retry-after"] == "60"
                 && (limited.body["message"] as? String)?.contains("pushed to too often") == true, "\(limited)")
-        #expect(try await relay.wake(try await relay.seal(token: expired, pin: Self.pin(server)), as: server).status == 200)
-        let unavailable = try await relay.wake(try await relay.seal(token: down, pin: Self.pin(server)), as: server)
+        #expect(try await relay.wake(handles[expired]!, as: server).status == 200)
+        let unavailable = try await relay.wake(handles[down]!, as: server)
         #expect(unavailable.status == 502 && unavailable.body["error"] as? String == "apns_unavailable")
         #expect(apns.pushes.map(\.token) == [busy, expired])
         await relay.stop()
@@ -157,6 +160,44 @@ struct RelayTests {
                 && (refused.body["message"] as? String)?.contains("no longer pushes to \(apns.topic)") == true, "\(refused)")
         #expect(apns.pushes.isEmpty)
         await narrower.stop()
+    }
+
+    @Test("a seal is answered 202 without the handle: the handle goes to the token in a silent push carrying it and nothing else; a token APNs refuses gets 410 and no handle; a device sealed for too often in an hour gets 429")
+    func handleGoesToTheToken() async throws {
+        let apns = try await TestAPNs()
+        defer { apns.stop() }
+        let relay = try await LocalRelay(apns: apns) { $0.sealsPerHourPerDevice = 2 }
+        let server = P256.Signing.PrivateKey()
+        let seal = { (token: String) in
+            try await relay.post("/v1/seal", Array(try JSONSerialization.data(withJSONObject: [
+                "token": token, "topic": apns.topic, "environment": "production", "pin": Self.pin(server)])))
+        }
+        let sealed = try await seal(Self.token(0x40))
+        #expect(sealed.status == 202 && sealed.body["handle"] == nil && sealed.body["delivery"] as? String == "push", "\(sealed)")
+        let delivery = try await apns.deliveries.wait(for: 1)[0]
+        #expect(delivery.token == Self.token(0x40))
+        #expect(delivery.push.headers["apns-push-type"] == "background" && delivery.push.headers["apns-priority"] == "5")
+        let payload = try #require(try JSONSerialization.jsonObject(with: Data(delivery.push.payload.utf8)) as? [String: Any])
+        #expect(Set(payload.keys) == ["aps", APNsPush.handleKey], "the handle and nothing else: \(payload)")
+        #expect(try await relay.wake(delivery.handle, as: server).status == 200, "the pushed handle wakes")
+
+        // A token APNs does not know gets nothing; APNs's 429 for a device is passed back.
+        apns.answer(Self.token(0x41), [(410, "Unregistered")])
+        let unknown = try await seal(Self.token(0x41))
+        #expect(unknown.status == 410 && unknown.body["error"] as? String == "unregistered", "\(unknown)")
+        apns.answer(Self.token(0x42), [(400, "BadDeviceToken")])
+        #expect(try await seal(Self.token(0x42)).status == 410)
+        apns.answer(Self.token(0x43), [(429, "TooManyRequests")])
+        let throttled = try await seal(Self.token(0x43))
+        #expect(throttled.status == 429 && throttled.headers["retry-after"] != nil, "\(throttled)")
+        #expect(apns.deliveries.count == 1 && apns.pushes.count == 1, "no handle went to a refused token")
+
+        // Sealed again at each launch: a few an hour are plenty; past them, 429.
+        #expect(try await seal(Self.token(0x40)).status == 202)
+        let often = try await seal(Self.token(0x40))
+        #expect(often.status == 429 && often.body["error"] as? String == "rate_limited" && often.headers["retry-after"] != nil, "\(often)")
+        #expect(apns.deliveries.count == 2)
+        await relay.stop()
     }
 
     @Test("a body over 16 KiB is refused with 413 and a sentence, and the relay goes on serving; one address asking for too many seals gets 429 with Retry-After")

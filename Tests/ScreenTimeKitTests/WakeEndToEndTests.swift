@@ -2,6 +2,7 @@ import WakeTestSupport
 import Foundation
 import PairingAPI
 import PushAPI
+import RelayCore
 import RPCCore
 import ScreenTimeKit
 import StoreAPI
@@ -16,7 +17,8 @@ import TestSupport
 struct WakeEndToEndTests {
     @Test("a child's app registers for wakes and closes its connection; the parent changes a rule; APNs gets one background push for its token; the app, woken, fetches and applies the rule. An alert to two parents is two content-free alert pushes")
     func ruleChangeWakesTheChild() async throws {
-        let apns = try await TestAPNs()
+        let phones = Phones()
+        let apns = try await TestAPNs(onDelivery: phones.deliver)
         defer { apns.stop() }
         // Plain HTTP, as behind the publisher's reverse proxy: the kit's URLSession on Linux
         // cannot be told to trust a test CA (the relay's TLS is proven in RelayTests).
@@ -41,6 +43,7 @@ struct WakeEndToEndTests {
         // The child's app: subscribes to its commands, registers for wakes, goes to the background.
         try await child.notifications.subscribe(to: "ConfigurationCommand", in: invitation.zone, where: [QueryFilter("status", .equal, "pending")], firesOn: [.create, .update])
         let childToken = Data(repeating: 0x5a, count: 32)
+        phones.open(child, on: childToken)
         let registered = try await child.notifications.enableWakes(apnsToken: childToken, relay: URL(string: relay.url)!, topic: apns.topic)
         #expect(registered.status == .active && registered.deviceId == "emma-iphone")
         await child.close()
@@ -53,6 +56,7 @@ struct WakeEndToEndTests {
 
         // Woken, the app opens the kit again, fetches what waits, acknowledges, and applies it.
         child = try GatewayEndToEndTests.remoteKit(stack, "child")
+        phones.open(child, on: childToken)
         let heard = Arrivals<PushNotification>()
         let handled = try await child.notifications.handleWake { heard.append($0) }
         #expect(handled >= 1 && heard.all.contains { $0.recordType == "ConfigurationCommand" }, "\(heard.all)")
@@ -64,6 +68,8 @@ struct WakeEndToEndTests {
         _ = try await child.notifications.enableWakes(apnsToken: childToken, relay: URL(string: relay.url)!, topic: apns.topic)
 
         // Both parents' phones asleep: an alert for the parents is two alert pushes, with no content.
+        phones.open(mum, on: Data(repeating: 0x6b, count: 32))
+        phones.open(dad, on: Data(repeating: 0x7c, count: 32))
         _ = try await mum.notifications.enableWakes(apnsToken: Data(repeating: 0x6b, count: 32), relay: URL(string: relay.url)!, topic: apns.topic)
         _ = try await dad.notifications.enableWakes(apnsToken: Data(repeating: 0x7c, count: 32), relay: URL(string: relay.url)!, topic: apns.topic)
         _ = try await stack.admin("push").call(PushMethods.notify, NotifyParams(
@@ -101,6 +107,39 @@ struct WakeEndToEndTests {
         #expect(apns.pushes.count == 3, "one wake for the rule, one alert per parent: \(apns.pushes.map(\.token))")
     }
 
+    @Test("the handle comes only by push to the token: an app that does not pass its remote notifications to the kit gets a timeout saying so and registers nothing; passing them, it registers; a token APNs refuses gets a sentence and no handle")
+    func handleComesByPush() async throws {
+        let family = try await RelayedFamily.start()
+        defer { family.stop() }
+        let (phones, apns, parent, child) = (family.phones, family.apns, family.parent, family.child)
+        let relay = family.relay
+        let token = Data(repeating: 0x4e, count: 32)
+        let relayURL = URL(string: relay.url)!
+
+        // The push reached the phone, but the app kept it to itself: nothing to register.
+        await expectError(.timeout, containing: "receiveRemoteNotification") {
+            _ = try await child.notifications.enableWakes(apnsToken: token, relay: relayURL, topic: apns.topic, handleTimeout: .seconds(1))
+        }
+        #expect(apns.deliveries.count == 1)
+        await expectError(.notFound) { _ = try await child.notifications.wakeStatus() }
+
+        phones.open(child, on: token)
+        let registered = try await child.notifications.enableWakes(apnsToken: token, relay: relayURL, topic: apns.topic)
+        #expect(registered.status == .active && registered.deviceId == "emma-iphone")
+        // What the app is handed beside it is not taken for a handle.
+        #expect(!child.notifications.receiveRemoteNotification(["aps": ["content-available": 1]]))
+        #expect(!child.notifications.receiveRemoteNotification([APNsPush.handleKey: "not a handle"]))
+
+        let gone = Data(repeating: 0x4f, count: 32)
+        apns.answer(LocalRelay.token(0x4f), [(410, "Unregistered")])
+        phones.open(parent, on: gone)
+        await expectError(.invalidParams, containing: "APNs no longer knows") {
+            _ = try await parent.notifications.enableWakes(apnsToken: gone, relay: relayURL, topic: apns.topic)
+        }
+        #expect(apns.deliveries.count == 2, "no handle for a token APNs refused")
+        await relay.stop()
+    }
+
     @Test("direct mode, the same app code with no relay: the kit gives the server its APNs token, and push sends to APNs with the family's own key")
     func directModeThroughTheKit() async throws {
         let apns = try await TestAPNs()
@@ -128,16 +167,13 @@ struct WakeEndToEndTests {
 
     @Test("suspend() closes the connection cleanly: the server sees the device gone at once and wakes it instead; resume() connects again and the stream picks up what waited")
     func suspendAndResume() async throws {
-        let apns = try await TestAPNs()
-        defer { apns.stop() }
-        let relay = try await LocalRelay(apns: apns, tls: false)
-        let stack = try await KitStack.start(["store", "pairing", "aggregator"])
-        defer { stack.stopAll() }
-        try await stack.start("push", arguments: ["--wake-relay", relay.url, "--wake-key", stack.state + "/gateway/key.pem"])
-        let (gateway, endpoint) = try await GatewayEndToEndTests.startGateway(stack)
-        defer { gateway.stopNow() }
-        let (parent, child, invitation) = try await GatewayEndToEndTests.remoteFamily(stack, endpoint, childDevice: "emma-iphone", childName: "Emma's iPhone")
+        let family = try await RelayedFamily.start()
+        defer { family.stop() }
+        let (phones, apns, stack, parent, child) = (family.phones, family.apns, family.stack, family.parent, family.child)
+        let relay = family.relay
+        let invitation = family.invitation
         try await child.notifications.subscribe(to: "ConfigurationCommand", in: invitation.zone, where: [QueryFilter("status", .equal, "pending")], firesOn: [.create, .update])
+        phones.open(child, on: Data(repeating: 0x2b, count: 32))
         _ = try await child.notifications.enableWakes(apnsToken: Data(repeating: 0x2b, count: 32), relay: URL(string: relay.url)!, topic: apns.topic)
         let heard = Arrivals<PushNotification>()
         let listener = Task { try await child.notifications.handle { heard.append($0) } }
@@ -175,16 +211,12 @@ struct WakeEndToEndTests {
 
     @Test("the relay lost its sealing key: the next wake is refused and the registration gone; at the app's next launch enableWakes seals its token again, and wakes work")
     func relayLostItsKey() async throws {
-        let apns = try await TestAPNs()
-        defer { apns.stop() }
-        let first = try await LocalRelay(apns: apns, tls: false)
-        let stack = try await KitStack.start(["store", "pairing", "aggregator"])
-        defer { stack.stopAll() }
-        try await stack.start("push", arguments: ["--wake-relay", first.url, "--wake-key", stack.state + "/gateway/key.pem"])
-        let (gateway, endpoint) = try await GatewayEndToEndTests.startGateway(stack)
-        defer { gateway.stopNow() }
-        let (parent, child, _) = try await GatewayEndToEndTests.remoteFamily(stack, endpoint, childDevice: "emma-iphone", childName: "Emma's iPhone")
+        let family = try await RelayedFamily.start()
+        defer { family.stop() }
+        let (phones, apns, stack, parent, child) = (family.phones, family.apns, family.stack, family.parent, family.child)
+        let first = family.relay
         let token = Data(repeating: 0x1d, count: 32)
+        phones.open(child, on: token)
         let relayURL = URL(string: first.url)!
         _ = try await child.notifications.enableWakes(apnsToken: token, relay: relayURL, topic: apns.topic)
 
@@ -212,5 +244,45 @@ struct WakeEndToEndTests {
         await child.close()
         await parent.close()
         await second.stop()
+    }
+}
+
+/// A family paired through the gateway, whose push wakes through a relay (plain HTTP, as
+/// behind the publisher's proxy) to the APNs stand-in; the phones hand the relay's pushes
+/// to the kit open on them.
+struct RelayedFamily: Sendable {
+    let phones: Phones
+    let apns: TestAPNs
+    let relay: LocalRelay
+    let stack: KitStack
+    let gateway: ServiceProcess
+    let parent: ScreenTimeClient
+    let child: ScreenTimeClient
+    let invitation: ChildInvitation
+
+    static func start() async throws -> RelayedFamily {
+        let phones = Phones()
+        let apns = try await TestAPNs(onDelivery: phones.deliver)
+        let relay = try await LocalRelay(apns: apns, tls: false)
+        let stack = try await KitStack.start(["store", "pairing", "aggregator"])
+        var gateway: ServiceProcess?
+        do {
+            try await stack.start("push", arguments: ["--wake-relay", relay.url, "--wake-key", stack.state + "/gateway/key.pem"])
+            let (started, endpoint) = try await GatewayEndToEndTests.startGateway(stack)
+            gateway = started
+            let (parent, child, invitation) = try await GatewayEndToEndTests.remoteFamily(stack, endpoint, childDevice: "emma-iphone", childName: "Emma's iPhone")
+            return RelayedFamily(phones: phones, apns: apns, relay: relay, stack: stack, gateway: started, parent: parent, child: child, invitation: invitation)
+        } catch {
+            gateway?.stopNow()
+            stack.stopAll()
+            apns.stop()
+            throw error
+        }
+    }
+
+    func stop() {
+        self.gateway.stopNow()
+        self.stack.stopAll()
+        self.apns.stop()
     }
 }

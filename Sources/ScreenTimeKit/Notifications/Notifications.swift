@@ -12,6 +12,8 @@ public struct Notifications: Sendable {
     let store: LocalStore
     let backoff: Backoff
     let logger: Logger
+    /// Handles the wake relay pushed to this device, on their way to ``enableWakes``.
+    let handles = HandleMailbox()
 
     // MARK: Subscriptions
 

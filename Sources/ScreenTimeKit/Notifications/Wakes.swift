@@ -10,17 +10,22 @@ import RPCCore
 /// wake the app when it is not listening; the woken app fetches what is pending.
 extension Notifications {
     /// Registers this device for wakes (`registerForRemoteNotifications`'s token in
-    /// `application(_:didRegisterForRemoteNotificationsWithDeviceToken:)`): seals the token
-    /// with `relay` for the home server's key pin, and gives the handle to the server. Call
-    /// it on every launch: the token can change, and a registration the server dropped
-    /// (the app reinstalled, the token unregistered) is made again. The relay is asked only
-    /// when the token, relay or pin changed since the last time, or when the server found
-    /// the handle refused (the relay lost its sealing key).
+    /// `application(_:didRegisterForRemoteNotificationsWithDeviceToken:)`): asks `relay` to
+    /// seal the token for the home server's key pin, waits for the handle the relay sends
+    /// to the device in a silent push (the app hands its remote notifications to
+    /// ``receiveRemoteNotification(_:)``; the relay never answers with the handle, so only
+    /// the app that holds the token gets one), and gives the handle to the server. Call it
+    /// on every launch: the token can change, and a registration the server dropped (the
+    /// app reinstalled, the token unregistered) is made again. The relay is asked only when
+    /// the token, relay or pin changed since the last time, when the handle is a week old,
+    /// or when the server found the handle refused (the relay lost its sealing key).
     ///
     /// `relay` nil: the home server holds the family's own APNs key (an app the family
     /// builds with its own developer account) and is given the token itself.
+    /// `handleTimeout`: how long to wait for the relay's push (`timeout` after it).
     @discardableResult
-    public func enableWakes(apnsToken: Data, relay: URL?, topic: String? = nil, environment: APNsEnvironment = .production) async throws(RPCError) -> WakeInfo {
+    public func enableWakes(apnsToken: Data, relay: URL?, topic: String? = nil, environment: APNsEnvironment = .production,
+                            handleTimeout: Duration = .seconds(30)) async throws(RPCError) -> WakeInfo {
         let identity = try self.session.requireIdentity()
         guard let topic = topic ?? Bundle.main.bundleIdentifier else {
             throw RPCError.invalidParams("topic", "is required: the app's bundle id (there is no main bundle to read it from)")
@@ -44,7 +49,13 @@ extension Notifications {
             handle = cached[2]
         } else {
             let request = SealRequest(token: token, topic: topic, environment: environment == .production ? .production : .development, pin: pin)
-            handle = try await Self.seal(request, relay: base)
+            let before = self.handles.received
+            try await Self.seal(request, relay: base)
+            guard let delivered = await self.handles.handle(after: before, within: handleTimeout) else {
+                throw RPCError(.timeout, "the wake relay sent this device its handle by push, and none arrived within \(handleTimeout): "
+                    + "the app must pass its remote notifications to receiveRemoteNotification(_:), and the device must be online")
+            }
+            handle = delivered
             try self.store.setValue("\(sealedFor) \(Int(now.timeIntervalSince1970)) \(handle)", for: Self.wakeHandleKey)
         }
         do {
@@ -54,6 +65,20 @@ extension Notifications {
             if error.code == .invalidParams { try? self.store.setValue(nil, for: Self.wakeHandleKey) }
             throw error
         }
+    }
+
+    /// Hands the kit a remote notification the app received
+    /// (`application(_:didReceiveRemoteNotification:fetchCompletionHandler:)`'s `userInfo`).
+    /// True when it was the wake relay sending this device its handle: the kit took it
+    /// (for ``enableWakes``) and the app has nothing more to do with it. False for anything
+    /// else, a wake included (then call ``handleWake(within:_:)``).
+    @discardableResult
+    public func receiveRemoteNotification(_ userInfo: [AnyHashable: Any]) -> Bool {
+        var payload: [String: Any] = [:]
+        for (key, value) in userInfo { if let key = key as? String { payload[key] = value } }
+        guard let handle = APNsPush.handle(inPayload: payload) else { return false }
+        self.handles.post(handle)
+        return true
     }
 
     /// Whether the server's last wake for this device was refused by the relay (a handle
@@ -128,8 +153,9 @@ extension Notifications {
     /// default), and an app launched now and then keeps one well inside its lifetime.
     static let sealAgainAfter: TimeInterval = 7 * 86_400
 
-    /// `POST <relay>/v1/seal`: the relay's handle for this token and pin.
-    static func seal(_ request: SealRequest, relay: String) async throws(RPCError) -> String {
+    /// `POST <relay>/v1/seal`: the relay sends the handle for this token and pin to the
+    /// token (202); nothing comes back here but whether it did.
+    static func seal(_ request: SealRequest, relay: String) async throws(RPCError) {
         guard let url = URL(string: relay + "/v1/seal"), url.host != nil else { throw RPCError.invalidParams("relay", "must be the wake relay's URL") }
         let status: Int, data: Data
         do {
@@ -137,7 +163,7 @@ extension Notifications {
         } catch {
             throw RPCError(.unavailable, "the wake relay \(url.host ?? relay) could not be reached: \(error)")
         }
-        if status == 200, let sealed = try? JSONDecoder().decode(SealResponse.self, from: data) { return sealed.handle }
+        if status == 202 { return }
         let refusal = try? JSONDecoder().decode(RelayErrorBody.self, from: data)
         let reason = refusal.map { "\($0.message) (\($0.error))" } ?? "HTTP \(status)"
         throw RPCError(status == 429 || status >= 500 ? .unavailable : .invalidParams, "the wake relay did not seal the token: \(reason)")

@@ -128,8 +128,10 @@ final class AppDelegate: NSObject, UIApplicationDelegate {
         }
     }
 
-    // A silent wake ("content-available"): fetch what waits, apply it, within iOS's ~30 s.
+    // A silent push ("content-available"): the relay's handle for enableWakes, or a wake:
+    // fetch what waits, apply it, within iOS's ~30 s.
     func application(_ application: UIApplication, didReceiveRemoteNotification userInfo: [AnyHashable: Any]) async -> UIBackgroundFetchResult {
+        if kit.notifications.receiveRemoteNotification(userInfo) { return .newData }
         await kit.resume()
         defer { Task { await self.kit.suspend() } }
         do {
