@@ -65,3 +65,19 @@ extension RequestDeadline {
         }
     }
 }
+
+extension RequestDeadline {
+    /// Disarms the deadline of the connection a request came on: `channel`'s own (an
+    /// HTTP/1 connection), or its parent's (an HTTP/2 stream, whose parent is the
+    /// connection; an HTTP/1 connection's parent is the listening socket, which has none).
+    public static func disarmConnection(of channel: any Channel) {
+        channel.eventLoop.execute {
+            if let handler = try? channel.pipeline.syncOperations.handler(type: RequestDeadline.self) {
+                handler.disarm()
+            } else if let parent = channel.parent, parent.eventLoop === channel.eventLoop,
+                      let handler = try? parent.pipeline.syncOperations.handler(type: RequestDeadline.self) {
+                handler.disarm()
+            }
+        }
+    }
+}

@@ -5,7 +5,9 @@ import NIOCore
 
 /// Each connection of the relay, bounded before anything else is done with it: counted by
 /// a ``ConnectionGate`` (one over its limits is closed at once, before TLS, and its task
-/// ends). Hummingbird's idle timeouts close a kept-alive connection that stays silent.
+/// ends), and given a ``RequestDeadline``: the TLS handshake and the first request's head
+/// must arrive within it (the routes disarm it; each body has its own). Hummingbird's idle
+/// timeouts close a kept-alive connection that stays silent.
 struct BoundedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
     struct Value: ServerChildChannelValue {
         let base: Base.Value?
@@ -14,6 +16,7 @@ struct BoundedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
 
     let base: Base
     let gate: ConnectionGate
+    let deadline: TimeAmount
     let logger: Logger
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
@@ -22,8 +25,11 @@ struct BoundedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
             channel.close(promise: nil)
             return channel.eventLoop.makeSucceededFuture(Value(base: nil, channel: channel))
         }
-        // No RequestDeadline here yet: disarmed from the routes, it still cut kept-alive
-        // connections at the deadline (push's wakes were then sent again); docs/relay.md.
+        do {
+            try channel.pipeline.syncOperations.addHandler(RequestDeadline(timeout: self.deadline), position: .first)
+        } catch {
+            return channel.eventLoop.makeFailedFuture(error)
+        }
         return self.base.setup(channel: channel, logger: logger).map { Value(base: $0, channel: channel) }
     }
 

@@ -41,7 +41,8 @@ public struct RelayConfiguration: Sendable {
     /// closed as they are accepted.
     public var maximumConnections: Int
     public var maximumConnectionsPerAddress: Int
-    /// A request's body must arrive within this.
+    /// A new connection's TLS handshake and first request head must arrive within this,
+    /// and each request's body.
     public var requestTimeout: Duration
     /// A kept-alive connection with no request under way is closed after this.
     public var idleTimeout: Duration

@@ -49,8 +49,12 @@ public struct RelayService: Service {
         let trustForwardedFor = configuration.trustForwardedFor
         let requestTimeout = configuration.requestTimeout
         let router = Router(context: RelayRequestContext.self)
-        router.get("/v1/health") { _, _ in Self.json(200, ["status": "ok"]) }
+        router.get("/v1/health") { _, context in
+            RequestDeadline.disarmConnection(of: context.channel)
+            return Self.json(200, ["status": "ok"])
+        }
         router.post("/v1/seal") { request, context -> Response in
+            RequestDeadline.disarmConnection(of: context.channel)
             do {
                 // Sealing is free to ask for: one address may not make the relay do it without end.
                 try WakeRelay.check(sealLimiter.take(AddressKey.of(context.clientAddress(request, trustForwardedFor: trustForwardedFor))))
@@ -64,6 +68,7 @@ public struct RelayService: Service {
             }
         }
         router.post("/v1/wake") { request, context -> Response in
+            RequestDeadline.disarmConnection(of: context.channel)
             do {
                 // Counted by address before anything costs the relay work: a caller with keys
                 // of its own making spends its own budget, not every family's.
@@ -87,6 +92,7 @@ public struct RelayService: Service {
     static func serverBuilder(_ configuration: RelayConfiguration, logger: Logger) throws -> HTTPServerBuilder {
         let gate = ConnectionGate(total: configuration.maximumConnections, perAddress: configuration.maximumConnectionsPerAddress)
         let stream = HTTP1Channel.Configuration(idleTimeout: TimeAmount(configuration.idleTimeout))
+        let deadline = TimeAmount(configuration.requestTimeout)
         if let tls = configuration.tls {
             let chain = try Self.certificates(tls.certificateFile, option: "--tls-certificate")
             let key: NIOSSLPrivateKey
@@ -103,11 +109,11 @@ public struct RelayService: Service {
             let tlsConfiguration = tls, http2 = http2Configuration
             return HTTPServerBuilder { responder in
                 BoundedChildChannel(base: try HTTP2UpgradeChannel(tlsConfiguration: tlsConfiguration, configuration: http2, responder: responder),
-                                    gate: gate, logger: logger)
+                                    gate: gate, deadline: deadline, logger: logger)
             }
         }
         return HTTPServerBuilder { responder in
-            BoundedChildChannel(base: HTTP1Channel(responder: responder, configuration: stream), gate: gate, logger: logger)
+            BoundedChildChannel(base: HTTP1Channel(responder: responder, configuration: stream), gate: gate, deadline: deadline, logger: logger)
         }
     }
 

@@ -55,7 +55,7 @@ struct RelayMain: AsyncParsableCommand {
     var maximumConnections = 10_000
     @Option(name: .customLong("max-connections-per-address"), help: ArgumentHelp("Connections open at once from one address (an IPv6 /64 as one).", valueName: "count"))
     var maximumConnectionsPerAddress = 32
-    @Option(name: .customLong("request-timeout"), help: ArgumentHelp("Seconds a request has for its body.", valueName: "seconds"))
+    @Option(name: .customLong("request-timeout"), help: ArgumentHelp("Seconds a new connection has for its TLS handshake and first request, and a request for its body.", valueName: "seconds"))
     var requestTimeout = 10
     @Option(name: .customLong("idle-timeout"), help: ArgumentHelp("Seconds a kept-alive connection may stay silent.", valueName: "seconds"))
     var idleTimeout = 120

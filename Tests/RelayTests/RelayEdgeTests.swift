@@ -148,12 +148,39 @@ extension RelayEdgeTests {
         }
         let descriptors = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(relay.pid)/fd").count
         #expect(descriptors < 200, "the relay holds \(descriptors) descriptors with 2,200 connections asked of it")
-        // Those it admitted are not cut off yet: the connection deadline is not in place
-        // (docs/relay.md, "What is not here yet"); the cap holds them to 32.
         #expect(trickle.openCount <= 32, "\(trickle.openCount) trickling connections held")
         #expect(apns.pushes.count == 5)
+        // Those it admitted sent no request in time: cut at the deadline (5 s here).
+        try await waitUntil("the admitted trickling and idle connections cut at the deadline", timeout: .seconds(30)) {
+            trickle.openCount == 0 && idle.openCount == 0
+        }
         trickle.stop()
         idle.closeAll()
+        #expect(try await relay.stop() == 0)
+    }
+
+    @Test("one deadline for a new connection's TLS handshake and first request: a connection that sends nothing is closed at it; kept-alive connections outlive it, over HTTP/1.1 and HTTP/2, each request on the same connection")
+    func connectionDeadline() async throws {
+        let apns = try await TestAPNs()
+        defer { apns.stop() }
+        let files = try Files(apns: apns)
+        let relay = try await files.start(files.arguments(extra: ["--request-timeout", "1"]))
+        let silent = try Flood.open(1, port: relay.port)
+        defer { silent.closeAll() }
+        let opened = ContinuousClock.now
+        try await waitUntil("the silent connection closed", timeout: .seconds(10)) { silent.openCount == 0 }
+        #expect(ContinuousClock.now - opened >= .milliseconds(900), "closed at the deadline, not before")
+
+        // Three requests two seconds apart (twice the deadline) on one connection: curl
+        // says how many connections each made (1, then 0: the same one).
+        for version in ["--http1.1", "--http2"] {
+            let url = "https://localhost:\(relay.port)/v1/health"
+            let run = try await runCommand("/usr/bin/curl", [
+                "-sS", version, "--rate", "30/m", "--max-time", "20", "--cacert", files.authority.caFile,
+                "--resolve", "localhost:\(relay.port):127.0.0.1", "-w", "%{http_code}:%{num_connects} ",
+            ] + [url, url, url].flatMap { ["-o", "/dev/null", $0] })
+            #expect(run.stdout.trimmingCharacters(in: .whitespaces) == "200:1 200:0 200:0", "\(version): \(run.stdout) \(run.stderr)")
+        }
         #expect(try await relay.stop() == 0)
     }
 
