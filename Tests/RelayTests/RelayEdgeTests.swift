@@ -85,6 +85,10 @@ struct RelayEdgeTests {
         }
         let sealing = try await runCommand(Binaries.path("screentime-relayd"), files.arguments(["--sealing-key-file": garbage]))
         #expect(sealing.status == 1 && sealing.stderr.contains("is not a sealing key"), "\(sealing.stderr)")
+        // An older key to keep opening its handles is never made: a missing one is a mistake.
+        let olderMissing = try await runCommand(Binaries.path("screentime-relayd"), files.arguments(extra: ["--sealing-key-file", missing]))
+        #expect(olderMissing.status == 1 && olderMissing.stderr.contains("an older key is kept to open its handles, not made"), "\(olderMissing.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: files.directory.file("sealing.key")), "nothing made when an option is wrong")
     }
 
     @Test("a PEM key named relay.key (as Debian's ssl-cert names keys) is read as PEM; by default the relay listens on IPv6 and IPv4 alike")

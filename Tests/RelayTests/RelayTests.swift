@@ -80,6 +80,11 @@ struct RelayTests {
         let deep = Array((String(repeating: "[", count: 600) + String(repeating: "]", count: 600)).utf8)
         let tooDeep = try await relay.post("/v1/wake", deep, headers: try WakeSignature.headers(body: deep, key: server))
         #expect(tooDeep.status == 400 && tooDeep.body["error"] as? String == "invalid_request", "\(tooDeep)")
+        for (field, value) in [("id", String(repeating: "x", count: 65)), ("collapseId", String(repeating: "c", count: 65))] {
+            let long = Array(try JSONSerialization.data(withJSONObject: ["handle": handle, "kind": "background", field: value]))
+            let refused = try await relay.post("/v1/wake", long, headers: try WakeSignature.headers(body: long, key: server))
+            #expect(refused.status == 400 && (refused.body["message"] as? String)?.contains("\(field) must be at most 64 bytes") == true, "\(refused)")
+        }
         #expect(apns.pushes.count == 1, "only the one signed wake, once")
         await relay.stop()
     }
