@@ -9,6 +9,7 @@ let strict: [SwiftSetting] = [
 extension Target.Dependency {
     static var asyncHTTPClient: Self { .product(name: "AsyncHTTPClient", package: "async-http-client") }
     static var grdb: Self { .product(name: "GRDB", package: "GRDB.swift") }
+    static var postgresNIO: Self { .product(name: "PostgresNIO", package: "postgres-nio") }
     static var grdbSQLite: Self { .product(name: "GRDBSQLite", package: "GRDB.swift") }
     static var hummingbird: Self { .product(name: "Hummingbird", package: "hummingbird") }
     static var hummingbirdCore: Self { .product(name: "HummingbirdCore", package: "hummingbird") }
@@ -85,6 +86,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // libsystemd, found through pkg-config (Debian: libsystemd-dev).
@@ -383,6 +385,8 @@ let package = Package(
             dependencies: [
                 "RelayCore", "APNs", "EdgeLimits", .hummingbird, .hummingbirdCore, .hummingbirdTLS, .hummingbirdHTTP2,
                 .httpTypes, .asyncHTTPClient, .nioCore, .nioSSL, .crypto, .logging, .serviceLifecycle,
+                // Several copies' shared counts and seen wakes.
+                .postgresNIO,
             ],
             swiftSettings: strict
         ),

@@ -21,6 +21,8 @@ public final class APNsStandIn: Sendable {
         public var headers: [String: String]
         public var payload: String
         public var http2: Bool
+        /// The `apns-id` it was answered with (the relay's `apnsId`).
+        public var apnsId: String = ""
     }
 
     public let keyId = "ABC123DEFG"
@@ -115,10 +117,11 @@ public final class APNsStandIn: Sendable {
             return first
         }
         if let next { return reason(next.status, next.reason) }
-        let push = Received(token: token, headers: headers, payload: String(decoding: payload, as: UTF8.self), http2: http2)
+        let apnsId = headers["apns-id"] ?? UUID().uuidString.lowercased()
+        let push = Received(token: token, headers: headers, payload: String(decoding: payload, as: UTF8.self), http2: http2, apnsId: apnsId)
         if self.keeping { self.received.withLock { $0.append(push) } }
         self.onPush(push)
-        return Response(status: .ok, headers: [HTTPField.Name("apns-id")!: UUID().uuidString])
+        return Response(status: .ok, headers: [HTTPField.Name("apns-id")!: apnsId])
     }
 
     /// ES256 with the key's public half, this key id and team, issued within the hour.

@@ -52,6 +52,9 @@ public struct RelayConfiguration: Sendable {
     /// Keys (addresses, servers, devices) each limiter counts at most in a minute; past
     /// that a new key is refused with 503.
     public var maximumLimitedKeys: Int
+    /// Where copies share their counts and the wakes taken: a PostgreSQL URL
+    /// (`postgres://user@host/database`); nil: in memory, for one copy.
+    public var stateDatabase: String?
 
     public init(host: String, port: Int, tls: (certificateFile: String, keyFile: String)?, sealingKeys: [String], topics: Set<String>,
                 apnsKeyId: String, apnsTeamId: String, apnsKey: String, apnsURL: String? = nil, apnsCAFile: String? = nil,
@@ -59,7 +62,8 @@ public struct RelayConfiguration: Sendable {
                 trustForwardedFor: Bool = false, apnsAttempts: Int = 3, maximumConnections: Int = 10_000,
                 maximumConnectionsPerAddress: Int = 32, requestTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(120),
                 maximumSeenWakes: Int = 1_000_000, maximumLimitedKeys: Int = 1_000_000, handleLifetime: TimeInterval = 30 * 86_400,
-                alertsPerHourPerDevice: Int = 10, sealsPerHourPerDevice: Int = 20, apnsPushesPerSecond: Int = 2_000) {
+                alertsPerHourPerDevice: Int = 10, sealsPerHourPerDevice: Int = 20, apnsPushesPerSecond: Int = 2_000, stateDatabase: String? = nil) {
+        self.stateDatabase = stateDatabase
         self.host = host
         self.port = port
         self.tls = tls

@@ -18,6 +18,8 @@ import WireJSON
 public struct RelayService: Service {
     let application: Application<RouterResponder<RelayRequestContext>>
     let http: HTTPClient
+    /// Shared with other copies (its connections run beside the server); nil: in memory.
+    let shared: PostgresState?
 
     public init(_ configuration: RelayConfiguration, logger: Logger, onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws {
         // Everything read and checked before anything is made that must be shut down.
@@ -33,17 +35,17 @@ public struct RelayService: Service {
         }
         if let caFile = configuration.apnsCAFile { _ = try Self.certificates(caFile, option: "--apns-ca-file") }
         let server = try Self.serverBuilder(configuration, logger: logger)
+        let limits = CountLimits(configuration)
+        let shared = try configuration.stateDatabase.map { url throws(RelayConfigurationError) in try PostgresState(url: url, limits: limits, logger: logger) }
+        let state: any RelayState = shared
+            ?? MemoryState(limits: limits, maximumSeenWakes: configuration.maximumSeenWakes, maximumKeys: configuration.maximumLimitedKeys)
 
         let http = APNsClient.makeHTTPClient(trusting: configuration.apnsCAFile)
         let apnsURL = configuration.apnsURL
         let relay = WakeRelay(
             sealer: HandleSealer(keys: sealingKeys, lifetime: configuration.handleLifetime), topics: configuration.topics,
             apns: APNsClient(http: http, providerToken: providerToken, baseURL: { apnsURL ?? APNsPush.host($0) }, attempts: configuration.apnsAttempts, logger: logger),
-            seen: SeenWakes(capacity: configuration.maximumSeenWakes),
-            limiter: WindowLimiter(limit: configuration.wakesPerMinutePerServer, capacity: configuration.maximumLimitedKeys),
-            alerts: WindowLimiter(limit: configuration.alertsPerHourPerDevice, window: 3600, capacity: configuration.maximumLimitedKeys),
-            seals: WindowLimiter(limit: configuration.sealsPerHourPerDevice, window: 3600, capacity: configuration.maximumLimitedKeys),
-            budget: WindowLimiter(limit: configuration.apnsPushesPerSecond, window: 1, capacity: 1), logger: logger)
+            state: state, logger: logger)
         let sealLimiter = WindowLimiter(limit: configuration.sealsPerMinutePerAddress, capacity: configuration.maximumLimitedKeys)
         let wakeLimiter = WindowLimiter(limit: configuration.wakesPerMinutePerAddress, capacity: configuration.maximumLimitedKeys)
         let trustForwardedFor = configuration.trustForwardedFor
@@ -82,6 +84,7 @@ public struct RelayService: Service {
             }
         }
         self.http = http
+        self.shared = shared
         self.application = Application(
             router: router, server: server, configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "screentime-relayd"),
             onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? 0) }, logger: logger)
@@ -140,7 +143,16 @@ public struct RelayService: Service {
 
     public func run() async throws {
         do {
-            try await self.application.run()
+            if let shared = self.shared {
+                // The database's connections live as long as the server.
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { await shared.run() }
+                    defer { group.cancelAll() }
+                    try await self.application.run()
+                }
+            } else {
+                try await self.application.run()
+            }
         } catch {
             try? await self.http.shutdown()
             throw error

@@ -15,16 +15,10 @@ struct WakeRelay: Sendable {
     /// The app topics (bundle ids) this relay's APNs key may push to.
     let topics: Set<String>
     let apns: APNsClient
-    /// Wakes already taken: one captured on its way cannot be sent again.
-    let seen: SeenWakes
-    /// Wakes per home server (by pin) and per device (by token), a minute.
-    let limiter: WindowLimiter
-    /// Visible alerts per device, an hour.
-    let alerts: WindowLimiter
-    /// Handles sent to a device, an hour.
-    let seals: WindowLimiter
-    /// Pushes a second over every caller, under one key: what the publisher allows APNs.
-    let budget: WindowLimiter
+    /// The wakes already taken (one captured on its way cannot be sent again) and the
+    /// counts: wakes per home server and per device, alerts and handles per device, and
+    /// the pushes a second over every caller (what the publisher allows APNs).
+    let state: any RelayState
     let logger: Logger
 
     /// Seals the token and sends the handle to it in a silent push: only the app holding
@@ -41,8 +35,7 @@ struct WakeRelay: Sendable {
         let registration = WakeRegistration(token: request.token.lowercased(), topic: request.topic, environment: request.environment, pin: request.pin)
         // A device is sealed for at each app launch: a few an hour are plenty, and no caller
         // can make a device's app be woken for handles over and over.
-        try Self.check(self.seals.take(registration.token, now: now))
-        try self.takeFromBudget(now: now)
+        try Self.check(await self.state.admit(wake: nil, counts: [Count(kind: .seal, key: registration.token), Self.budget], now: now))
         let handle: String
         do {
             handle = try self.sealer.seal(registration, now: now)
@@ -73,21 +66,13 @@ struct WakeRelay: Sendable {
             throw .unregistered(reason: "this relay no longer pushes to \(registration.topic)")
         }
         // Only now, with the pin matched, is the wake remembered: a caller with a key of its
-        // own makes the relay keep nothing.
-        switch self.seen.insert(WakeSignature.signedDigest(time: time ?? "", body: body), now: now) {
-        case .new: break
-        case .seenBefore: throw .badSignature("this wake was sent already (each signed wake is taken once)")
-        case .full: throw .busy(retryAfterSeconds: 10)
-        }
-        // Per server, and per device (pins cost nothing to make: one device is not woken
-        // more often however many keys ask).
-        try Self.check(self.limiter.take("server " + pin, now: now))
-        try Self.check(self.limiter.take("device " + registration.token, now: now))
-        if request.kind == .alert {
-            // A visible alert is what a former server or a copied key would abuse: few an hour.
-            try Self.check(self.alerts.take(registration.token, now: now))
-        }
-        try self.takeFromBudget(now: now)
+        // own makes the relay keep nothing. Counted per server, and per device (pins cost
+        // nothing to make: one device is not woken more often however many keys ask); a
+        // visible alert, what a former server or a copied key would abuse, few an hour.
+        var counts = [Count(kind: .server, key: pin), Count(kind: .device, key: registration.token)]
+        if request.kind == .alert { counts.append(Count(kind: .alert, key: registration.token)) }
+        counts.append(Self.budget)
+        try Self.check(await self.state.admit(wake: WakeSignature.signedDigest(time: time ?? "", body: body), counts: counts, now: now))
         let outcome = await self.apns.send(request.kind, to: registration, collapseId: request.collapseId, ttlSeconds: request.ttlSeconds)
         let apnsId = try self.answer(outcome, fields: ["pin": "\(pin)", "kind": "\(request.kind.rawValue)", "environment": "\(registration.environment.rawValue)"],
                                      sent: "wake sent")
@@ -95,9 +80,7 @@ struct WakeRelay: Sendable {
     }
 
     /// One push from the publisher's budget with APNs, whoever asks.
-    private func takeFromBudget(now: Date) throws(RelayError) {
-        if case .limited(let seconds) = self.budget.take("apns", now: now) { throw .busy(retryAfterSeconds: seconds) }
-    }
+    static let budget = Count(kind: .apns, key: "apns")
 
     /// APNs's answer as the relay's: the push's id, or the refusal the caller acts on.
     private func answer(_ outcome: APNsOutcome, fields: Logger.Metadata, sent: Logger.Message) throws(RelayError) -> String? {
@@ -136,64 +119,15 @@ extension WakeRelay {
         case .full(let seconds): throw .busy(retryAfterSeconds: seconds)
         }
     }
-}
 
-/// What the wakes taken in the last `2 × WakeSignature.maximumAge` signed (older ones are
-/// refused for their time anyway), by digest: a replayed wake is refused. Kept in the order
-/// taken, so the expired ones leave from the front, a few at each insert: no insert ever
-/// scans them all. It holds at most `capacity`: past that a wake is refused (busy), never
-/// kept at the cost of more memory.
-final class SeenWakes: Sendable {
-    enum Outcome: Equatable { case new, seenBefore, full }
-
-    /// A SHA-256 digest as four words: a small key, hashed fast.
-    struct Key: Hashable, Sendable {
-        let words: (UInt64, UInt64, UInt64, UInt64)
-        init(_ digest: SHA256.Digest) {
-            var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-            digest.withUnsafeBytes { raw in
-                withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw.prefix(32))) }
-            }
-            self.words = words
-        }
-        static func == (a: Key, b: Key) -> Bool { a.words == b.words }
-        func hash(into hasher: inout Hasher) {
-            hasher.combine(self.words.0)
-            hasher.combine(self.words.1)
-            hasher.combine(self.words.2)
-            hasher.combine(self.words.3)
-        }
-    }
-
-    private struct State {
-        var seen: Set<Key> = []
-        var order: [(key: Key, at: Date)] = []
-        var head = 0
-    }
-
-    let capacity: Int
-    private let state = Mutex(State())
-
-    init(capacity: Int) { self.capacity = max(1, capacity) }
-
-    var count: Int { self.state.withLock { $0.seen.count } }
-
-    func insert(_ digest: SHA256.Digest, now: Date) -> Outcome {
-        let key = Key(digest)
-        return self.state.withLock { state in
-            while state.head < state.order.count, now.timeIntervalSince(state.order[state.head].at) > 2 * WakeSignature.maximumAge {
-                state.seen.remove(state.order[state.head].key)
-                state.head += 1
-            }
-            if state.head > 4096, state.head * 2 > state.order.count {
-                state.order.removeFirst(state.head)
-                state.head = 0
-            }
-            guard !state.seen.contains(key) else { return .seenBefore }
-            guard state.seen.count < self.capacity else { return .full }
-            state.seen.insert(key)
-            state.order.append((key, now))
-            return .new
+    /// The state's verdict as the relay's answer: the publisher's budget spent is the
+    /// relay busy, not the caller's fault.
+    static func check(_ admission: Admission) throws(RelayError) {
+        switch admission {
+        case .allowed: return
+        case .seenBefore: throw .badSignature("this wake was sent already (each signed wake is taken once)")
+        case .limited(.apns, let seconds), .unavailable(let seconds): throw .busy(retryAfterSeconds: seconds)
+        case .limited(_, let seconds): throw .rateLimited(retryAfterSeconds: seconds)
         }
     }
 }

@@ -40,6 +40,8 @@ struct RelayMain: AsyncParsableCommand {
     var handleLifetimeDays = 30
     @Option(name: .customLong("alerts-per-hour"), help: ArgumentHelp("Visible alerts one device may be sent an hour.", valueName: "count"))
     var alertsPerHour = 10
+    @Option(name: .customLong("state-database"), help: ArgumentHelp("Where copies of the relay behind one address share their counts and the wakes taken: postgres://user@host/database (?host=/run/postgresql for a Unix socket; a password in PGPASSWORD). Without it, one copy keeps them in memory.", valueName: "url"))
+    var stateDatabase: String?
     @Option(name: .customLong("seals-per-hour"), help: ArgumentHelp("Handles one device may be sent an hour (the app asks for one at each launch).", valueName: "count"))
     var sealsPerHour = 20
     @Option(name: .customLong("apns-pushes-per-second"), help: ArgumentHelp("Pushes a second to APNs at most, over every caller (what the publisher allows).", valueName: "count"))
@@ -123,7 +125,7 @@ struct RelayMain: AsyncParsableCommand {
             maximumConnectionsPerAddress: self.maximumConnectionsPerAddress, requestTimeout: .seconds(self.requestTimeout),
             idleTimeout: .seconds(self.idleTimeout), maximumSeenWakes: self.maximumSeenWakes,
             handleLifetime: TimeInterval(self.handleLifetimeDays) * 86_400, alertsPerHourPerDevice: self.alertsPerHour,
-            sealsPerHourPerDevice: self.sealsPerHour, apnsPushesPerSecond: self.apnsPushesPerSecond)
+            sealsPerHourPerDevice: self.sealsPerHour, apnsPushesPerSecond: self.apnsPushesPerSecond, stateDatabase: self.stateDatabase)
         let service = try RelayService(configuration, logger: logger) { port in
             logger.notice("ready", metadata: ["port": "\(port)", "topics": "\(self.topics.sorted().joined(separator: ","))", "tls": "\(self.tlsCertificate != nil)"])
         }

@@ -115,8 +115,9 @@ extension RelayLimitTests {
             sealer: sealer, topics: [apns.topic],
             apns: APNsClient(http: http, providerToken: try ProviderToken(keyId: apns.keyId, teamId: apns.teamId, p8: apns.p8),
                              baseURL: { _ in url }, attempts: 1, logger: Logger(label: "relay")),
-            seen: SeenWakes(capacity: 1_000), limiter: WindowLimiter(limit: 1_000), alerts: WindowLimiter(limit: 1_000, window: 3600),
-            seals: WindowLimiter(limit: 1_000, window: 3600), budget: WindowLimiter(limit: 2, window: 1, capacity: 1), logger: Logger(label: "relay"))
+            state: MemoryState(limits: CountLimits([.server: (1_000, 60), .device: (1_000, 60), .alert: (1_000, 3600), .seal: (1_000, 3600), .apns: (2, 1)]),
+                               maximumSeenWakes: 1_000, maximumKeys: 1_000),
+            logger: Logger(label: "relay"))
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         var answers: [String] = []
         for (index, second) in [0.0, 0.1, 0.2, 0.3, 2.0].enumerated() {
