@@ -69,90 +69,157 @@ struct WakeBenchmark: AsyncParsableCommand {
         let relay = try await LaunchedRelay(apns: apns, binDirectory: self.common.binDirectory, work: work)
         defer { relay.kill() }
         let http = try Self.httpClient(trusting: relay.caFile)
-        let server = P256.Signing.PrivateKey()
-        var figures: [Figure] = []
+        // async-http-client traps on a client dropped without a shutdown: shut down on errors too.
+        do {
+            let server = P256.Signing.PrivateKey()
+            var figures: [Figure] = []
 
-        // Wakes per second: through the relay, and straight to the stand-in.
-        say("sealing \(deviceCount) device tokens")
-        let tokens = (0..<deviceCount).map { Self.token($0) }
-        let pin = WakeSignature.pin(spki: server.publicKey.derRepresentation)
-        let handles = Mutex<[String: String]>([:])
-        try await concurrently(tokens, width: 32) { token in
-            try await relay.seal(token: token, topic: apns.topic, pin: pin, http: http)
-            let handle = try await delivered.handle(for: token)
-            handles.withLock { $0[token] = handle }
-        }
-        let handleOf = handles.withLock { $0 }
-        let serverKey = server.rawRepresentation
-        say("\(wakes) wakes through the relay, 64 at a time")
-        let throughRelay = try await Self.rate(wakes, receipts: receipts) { index in
-            let token = tokens[index % tokens.count]
-            try await relay.wake(handleOf[token]!, key: try P256.Signing.PrivateKey(rawRepresentation: serverKey), http: http)
-        }
-        say("\(wakes) pushes straight to the stand-in, 64 at a time")
-        let direct = try Self.directClient(apns: apns, work: work)
-        let registrations = tokens.map { WakeRegistration(token: $0, topic: apns.topic, environment: .production, pin: pin) }
-        let straight = try await Self.rate(wakes, receipts: receipts) { index in
-            let outcome = await direct.send(.background, to: registrations[index % registrations.count], collapseId: nil, ttlSeconds: nil)
-            guard case .delivered = outcome else { throw BenchError("the stand-in refused a push: \(outcome)") }
-        }
-        try await direct.http.shutdown()
-        figures.append(Figure(name: "wakes through one relay core", value: throughRelay, unit: "wakes/s",
-                              comparison: "the same pushes straight to APNs (stand-in)", comparisonValue: straight, ratio: throughRelay / straight))
-        say("  relay \(Report.format(throughRelay))/s, straight \(Report.format(straight))/s")
-
-        // The floor of the latency: every device's wake posted to the relay at once.
-        let burst = try await Self.burstLatency(tokens, receipts: receipts) { token in
-            try await relay.wake(handleOf[token]!, key: try P256.Signing.PrivateKey(rawRepresentation: serverKey), http: http)
-        }
-
-        // Change → APNs with every device asleep.
-        let keyFile = work + "/gateway-key.pem"
-        try server.pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
-        try services.launch("screentime-stored")
-        let push = try services.launch("screentime-pushd", [
-            "--wake-relay", relay.url, "--wake-relay-ca", relay.caFile, "--wake-key", keyFile, "--wakes-per-hour", "60", "--max-connections", "\(deviceCount + 100)",
-        ])
-        let storeClient = services.client("store")
-        _ = try await storeClient.call(StoreMethods.createFamily, CreateFamilyParams(family: PushBenchmark.family))
-        _ = try await storeClient.call(StoreMethods.createZone, ZoneParams(family: PushBenchmark.family, zone: PushBenchmark.zone))
-        say("\(deviceCount) devices registered for wakes, none listening")
-        let sleepers = tokens.enumerated().map { Sleeper(index: $0.offset, apnsToken: $0.element, socket: work + "/push.sock") }
-        try await concurrently(sleepers, width: 32) { device in
-            _ = try await storeClient.call(StoreMethods.putCredential, PutCredentialParams(
-                family: PushBenchmark.family, deviceId: device.deviceId, role: .coParent, tokenSHA256: SHA256Hex.of(device.token)))
-            _ = try await device.client.call(PushMethods.subscribe, SubscribeParams(
-                subscriptionId: "bench", kind: .query, zone: PushBenchmark.zone, recordType: RecordTypes.usageRecord, firesOn: [.create, .update]))
-            _ = try await device.client.call(PushMethods.registerWake, RegisterWakeParams(handle: handleOf[device.apnsToken]!, relay: relay.url))
-        }
-        let writer = ChangeWriter(store: storeClient)
-        var samples = Samples()
-        try await services.phase("changes to \(deviceCount) devices asleep", [push]) {
-            for round in 0...rounds {
-                receipts.expect(Set(tokens))
-                _ = try await writer.change()
-                let returned = Monotonic.nanoseconds()
-                guard await receipts.wait(timeout: .seconds(60)) else {
-                    throw BenchError("only \(receipts.count) of \(deviceCount) wakes reached the stand-in within 60 s of change \(round)")
-                }
-                // The first round warms the connections up; it is not counted.
-                if round > 0 { for arrived in receipts.times { samples.add(.nanoseconds(Int64(arrived) - Int64(min(arrived, returned)))) } }
-                // Each device woke and fetched: it acknowledges, so the next change wakes it at once.
-                try await concurrently(sleepers, width: 32) { device in _ = try await device.client.call(PushMethods.ack, AckParams(upTo: Int64.max / 2)) }
+            // Wakes per second: through the relay, and straight to the stand-in.
+            say("sealing \(deviceCount) device tokens")
+            let tokens = (0..<deviceCount).map { Self.token($0) }
+            let pin = WakeSignature.pin(spki: server.publicKey.derRepresentation)
+            let handles = Mutex<[String: String]>([:])
+            try await concurrently(tokens, width: 32) { token in
+                try await relay.seal(token: token, topic: apns.topic, pin: pin, http: http)
+                let handle = try await delivered.handle(for: token)
+                handles.withLock { $0[token] = handle }
             }
-        }
-        figures.append(Figure(name: "change → APNs, \(deviceCount) asleep, p50", value: samples.p50 / 1000, unit: "ms",
-                              comparison: "\(deviceCount) wakes posted to the relay at once, p50", comparisonValue: burst.p50 / 1000,
-                              ratio: burst.p50 / samples.p50))
-        figures.append(Figure(name: "change → APNs, \(deviceCount) asleep, p99", value: samples.p99 / 1000, unit: "ms",
-                              comparison: "\(deviceCount) wakes posted to the relay at once, p99", comparisonValue: burst.p99 / 1000,
-                              ratio: burst.p99 / samples.p99))
-        say("  change → APNs: p50 \(Report.format(samples.p50 / 1000)) ms, p99 \(Report.format(samples.p99 / 1000)) ms; posted at once: p99 \(Report.format(burst.p99 / 1000)) ms")
+            let handleOf = handles.withLock { $0 }
+            let serverKey = server.rawRepresentation
+            say("\(wakes) wakes through the relay, 64 at a time")
+            let throughRelay = try await Self.rate(wakes, receipts: receipts) { index in
+                let token = tokens[index % tokens.count]
+                try await relay.wake(handleOf[token]!, key: try P256.Signing.PrivateKey(rawRepresentation: serverKey), http: http)
+            }
+            say("\(wakes) pushes straight to the stand-in, 64 at a time")
+            let direct = try Self.directClient(apns: apns, work: work)
+            let registrations = tokens.map { WakeRegistration(token: $0, topic: apns.topic, environment: .production, pin: pin) }
+            let straight = try await Self.rate(wakes, receipts: receipts) { index in
+                let outcome = await direct.send(.background, to: registrations[index % registrations.count], collapseId: nil, ttlSeconds: nil)
+                guard case .delivered = outcome else { throw BenchError("the stand-in refused a push: \(outcome)") }
+            }
+            try await direct.http.shutdown()
+            figures.append(Figure(name: "wakes through one relay core", value: throughRelay, unit: "wakes/s",
+                                  comparison: "the same pushes straight to APNs (stand-in)", comparisonValue: straight, ratio: throughRelay / straight))
+            say("  relay \(Report.format(throughRelay))/s, straight \(Report.format(straight))/s")
 
-        Report.print("wakes (relay on one core\(relay.pinned ? "" : ": taskset missing, not pinned"), \(deviceCount) devices\(self.common.quick ? ", quick mode" : ""))", figures)
-        if let json = self.common.json { try Report.writeJSON(figures, to: json) }
-        for device in sleepers { await device.client.close() }
-        await storeClient.close()
+            // Three copies sharing PostgreSQL, the client spreading the wakes over them (as a
+            // balancer would), all three on the same core as the one copy was.
+            if let missing = Postgres.missing {
+                say("  three copies sharing PostgreSQL: not measured (\(missing))")
+            } else {
+                let postgres = try await Postgres.start(directory: work + "/relay-postgres")
+                defer { postgres.stop() }
+                let url = "postgres://\(Postgres.user)@/postgres?host=\(postgres.directory)"
+                var launched: [LaunchedRelay] = []
+                defer { for copy in launched { copy.kill() } }
+                for index in 0..<3 {
+                    launched.append(try await LaunchedRelay(apns: apns, binDirectory: self.common.binDirectory, work: work, name: "relay-copy\(index)",
+                                                            extra: ["--state-database", url]))
+                }
+                let copies = launched
+                let clients = try copies.map { try Self.httpClient(trusting: $0.caFile) }
+                say("\(wakes) wakes through three copies sharing PostgreSQL \(postgres.version), 64 at a time")
+                let throughCopies: Double
+                do {
+                    throughCopies = try await Self.rate(wakes, receipts: receipts) { index in
+                        let token = tokens[index % tokens.count]
+                        try await copies[index % 3].wake(handleOf[token]!, key: try P256.Signing.PrivateKey(rawRepresentation: serverKey), http: clients[index % 3])
+                    }
+                } catch {
+                    say("  three copies: \(error)")
+                    for client in clients { try? await client.shutdown() }
+                    throw error
+                }
+                for client in clients { try await client.shutdown() }
+                figures.append(Figure(name: "wakes through 3 copies + PostgreSQL", value: throughCopies, unit: "wakes/s",
+                                      comparison: "the same pushes straight to APNs (stand-in)", comparisonValue: straight, ratio: throughCopies / straight))
+                figures.append(Figure(name: "three copies vs one", value: throughCopies, unit: "wakes/s",
+                                      comparison: "one copy, in memory", comparisonValue: throughRelay, ratio: throughCopies / throughRelay))
+                say("  three copies \(Report.format(throughCopies))/s")
+            }
+
+            // What refusing costs the relay, in its CPU per request, beside the cheapest request
+            // it serves (a health check on a kept-alive connection).
+            let refusals = self.common.quick ? 500 : 5_000
+            let pid = relay.process.processIdentifier
+            let health = try await Self.cpuPerRequest(pid: pid, count: refusals) { _ in try await relay.get("/v1/health", http: http, expecting: 200) }
+            let unsignedBody = Array(try JSONEncoder().encode(WakeRequest(handle: handleOf[tokens[0]]!, kind: .background)))
+            let unsigned = try await Self.cpuPerRequest(pid: pid, count: refusals) { _ in
+                try await relay.post("/v1/wake", unsignedBody, headers: [], http: http, expecting: 401)
+            }
+            let forger = P256.Signing.PrivateKey()
+            let forged = try WakeSignature.headers(body: Array("another body".utf8), key: forger)
+            let wronglySigned = try await Self.cpuPerRequest(pid: pid, count: refusals) { _ in
+                try await relay.post("/v1/wake", unsignedBody, headers: forged, http: http, expecting: 401)
+            }
+            for (name, value) in [("an unsigned wake refused", unsigned), ("a wrongly signed wake refused (the signature checked)", wronglySigned)] {
+                figures.append(Figure(name: "relay CPU per \(name)", value: value, unit: "µs", comparison: "per health check", comparisonValue: health,
+                                      ratio: health / value))
+            }
+            say("  relay CPU: health check \(Report.format(health)) µs, unsigned wake \(Report.format(unsigned)) µs, wrongly signed \(Report.format(wronglySigned)) µs")
+            let flood = try await Self.floodCost(apns: apns, binDirectory: self.common.binDirectory, work: work, count: refusals)
+            figures.append(Figure(name: "CPU per connection refused over cap", value: flood.refused, unit: "µs",
+                                  comparison: "per new TLS connection with one health check", comparisonValue: flood.served,
+                                  ratio: flood.served / flood.refused))
+            say("  relay CPU: connection refused \(Report.format(flood.refused)) µs, TLS connection served \(Report.format(flood.served)) µs")
+
+            // The floor of the latency: every device's wake posted to the relay at once.
+            let burst = try await Self.burstLatency(tokens, receipts: receipts) { token in
+                try await relay.wake(handleOf[token]!, key: try P256.Signing.PrivateKey(rawRepresentation: serverKey), http: http)
+            }
+
+            // Change → APNs with every device asleep.
+            let keyFile = work + "/gateway-key.pem"
+            try server.pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
+            try services.launch("screentime-stored")
+            let push = try services.launch("screentime-pushd", [
+                "--wake-relay", relay.url, "--wake-relay-ca", relay.caFile, "--wake-key", keyFile, "--wakes-per-hour", "60", "--max-connections", "\(deviceCount + 100)",
+            ])
+            let storeClient = services.client("store")
+            _ = try await storeClient.call(StoreMethods.createFamily, CreateFamilyParams(family: PushBenchmark.family))
+            _ = try await storeClient.call(StoreMethods.createZone, ZoneParams(family: PushBenchmark.family, zone: PushBenchmark.zone))
+            say("\(deviceCount) devices registered for wakes, none listening")
+            let sleepers = tokens.enumerated().map { Sleeper(index: $0.offset, apnsToken: $0.element, socket: work + "/push.sock") }
+            try await concurrently(sleepers, width: 32) { device in
+                _ = try await storeClient.call(StoreMethods.putCredential, PutCredentialParams(
+                    family: PushBenchmark.family, deviceId: device.deviceId, role: .coParent, tokenSHA256: SHA256Hex.of(device.token)))
+                _ = try await device.client.call(PushMethods.subscribe, SubscribeParams(
+                    subscriptionId: "bench", kind: .query, zone: PushBenchmark.zone, recordType: RecordTypes.usageRecord, firesOn: [.create, .update]))
+                _ = try await device.client.call(PushMethods.registerWake, RegisterWakeParams(handle: handleOf[device.apnsToken]!, relay: relay.url))
+            }
+            let writer = ChangeWriter(store: storeClient)
+            var samples = Samples()
+            try await services.phase("changes to \(deviceCount) devices asleep", [push]) {
+                for round in 0...rounds {
+                    receipts.expect(Set(tokens))
+                    _ = try await writer.change()
+                    let returned = Monotonic.nanoseconds()
+                    guard await receipts.wait(timeout: .seconds(60)) else {
+                        throw BenchError("only \(receipts.count) of \(deviceCount) wakes reached the stand-in within 60 s of change \(round)")
+                    }
+                    // The first round warms the connections up; it is not counted.
+                    if round > 0 { for arrived in receipts.times { samples.add(.nanoseconds(Int64(arrived) - Int64(min(arrived, returned)))) } }
+                    // Each device woke and fetched: it acknowledges, so the next change wakes it at once.
+                    try await concurrently(sleepers, width: 32) { device in _ = try await device.client.call(PushMethods.ack, AckParams(upTo: Int64.max / 2)) }
+                }
+            }
+            figures.append(Figure(name: "change → APNs, \(deviceCount) asleep, p50", value: samples.p50 / 1000, unit: "ms",
+                                  comparison: "\(deviceCount) wakes posted to the relay at once, p50", comparisonValue: burst.p50 / 1000,
+                                  ratio: burst.p50 / samples.p50))
+            figures.append(Figure(name: "change → APNs, \(deviceCount) asleep, p99", value: samples.p99 / 1000, unit: "ms",
+                                  comparison: "\(deviceCount) wakes posted to the relay at once, p99", comparisonValue: burst.p99 / 1000,
+                                  ratio: burst.p99 / samples.p99))
+            say("  change → APNs: p50 \(Report.format(samples.p50 / 1000)) ms, p99 \(Report.format(samples.p99 / 1000)) ms; posted at once: p99 \(Report.format(burst.p99 / 1000)) ms")
+
+            Report.print("wakes (relay on one core\(relay.pinned ? "" : ": taskset missing, not pinned"), \(deviceCount) devices\(self.common.quick ? ", quick mode" : ""))", figures)
+            if let json = self.common.json { try Report.writeJSON(figures, to: json) }
+            for device in sleepers { await device.client.close() }
+            await storeClient.close()
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
         try await http.shutdown()
     }
 
@@ -176,6 +243,44 @@ struct WakeBenchmark: AsyncParsableCommand {
             for arrived in receipts.times { samples.add(.nanoseconds(Int64(arrived - started))) }
         }
         return samples
+    }
+
+    /// The relay's CPU (µs) per request over `count` requests, 64 in flight.
+    static func cpuPerRequest(pid: Int32, count: Int, _ send: @escaping @Sendable (Int) async throws -> Void) async throws -> Double {
+        try await concurrently(Array(0..<64), width: 64, send)  // connections made before counting
+        let before = ProcessCPU.nanoseconds(pid)
+        try await concurrently(Array(0..<count), width: 64, send)
+        return Double(ProcessCPU.nanoseconds(pid) - before) / 1000 / Double(count)
+    }
+
+    /// A relay of its own with the usual cap of 32 connections an address: its CPU per
+    /// connection refused at accept once 32 are held, and per new TLS connection that asks
+    /// for one health check and closes.
+    static func floodCost(apns: APNsStandIn, binDirectory: String?, work: String, count: Int) async throws -> (refused: Double, served: Double) {
+        let relay = try await LaunchedRelay(apns: apns, binDirectory: binDirectory, work: work, name: "relay-capped", extra: ["--max-connections-per-address", "32"])
+        defer { relay.kill() }
+        let pid = relay.process.processIdentifier
+        let port = relay.port
+        // Served: each a new connection (curl opens one per run; 8 at a time).
+        let servedCount = max(50, count / 50)
+        let servedBefore = ProcessCPU.nanoseconds(pid)
+        try await concurrently(Array(0..<servedCount), width: 8) { _ in
+            let run = try await runCommand("/usr/bin/curl", ["-sf", "-o", "/dev/null", "--cacert", relay.caFile, "--resolve", "localhost:\(port):127.0.0.1",
+                                                         "https://localhost:\(port)/v1/health"])
+            guard run.status == 0 else { throw BenchError("a health check on a new connection failed: \(run.stderr)") }
+        }
+        let served = Double(ProcessCPU.nanoseconds(pid) - servedBefore) / 1000 / Double(servedCount)
+        // Refused: 32 held open, then `count` more opened and closed by the relay at accept.
+        let held = try (0..<32).map { _ in try RawTCP.open(port: port) }
+        defer { held.forEach { close($0) } }
+        let refusedBefore = ProcessCPU.nanoseconds(pid)
+        for _ in 0..<count {
+            let socket = try RawTCP.open(port: port)
+            RawTCP.waitForClose(socket)
+            close(socket)
+        }
+        let refused = Double(ProcessCPU.nanoseconds(pid) - refusedBefore) / 1000 / Double(count)
+        return (refused, served)
     }
 
     static func token(_ index: Int) -> String {
@@ -204,15 +309,18 @@ struct WakeBenchmark: AsyncParsableCommand {
 private final class LaunchedRelay: Sendable {
     let process: Process
     let url: String
+    let port: Int
     let caFile: String
     let pinned: Bool
 
-    init(apns: APNsStandIn, binDirectory: String?, work: String) async throws {
+    /// `extra`: options beyond the benchmark's (they come last, and win).
+    /// `name`: its files' (its CA and certificate) in `work`.
+    init(apns: APNsStandIn, binDirectory: String?, work: String, name: String = "relay", extra: [String] = []) async throws {
         let binary = (binDirectory ?? Locations.binDirectory) + "/screentime-relayd"
         guard FileManager.default.isExecutableFile(atPath: binary) else {
             throw BenchError("\(binary) not found; build with deploy/build-release.sh screentime-bench first, or pass --bin-dir")
         }
-        let authority = try LocalCA(in: work, name: "relay")
+        let authority = try LocalCA(in: work, name: name)
         try apns.p8.write(toFile: work + "/apns.p8", atomically: true, encoding: .utf8)
         let port = try FreePort.pick()
         let arguments = [
@@ -222,7 +330,7 @@ private final class LaunchedRelay: Sendable {
             "--wakes-per-minute", "10000000", "--seals-per-minute", "10000000", "--wakes-per-minute-per-address", "10000000",
             "--max-connections-per-address", "100000", "--apns-pushes-per-second", "10000000", "--alerts-per-hour", "100000", "--seals-per-hour", "100000",
             "--log-level", "warning",
-        ]
+        ] + extra
         let taskset = ["/usr/bin/taskset", "/bin/taskset"].first { FileManager.default.isExecutableFile(atPath: $0) }
         let process = Process()
         if let taskset {
@@ -236,6 +344,7 @@ private final class LaunchedRelay: Sendable {
         say("screentime-relayd \(binary), pid \(process.processIdentifier)\(taskset == nil ? " (taskset not found: not pinned to one core)" : ", on core 0")")
         self.process = process
         self.url = "https://localhost:\(port)"
+        self.port = port
         self.caFile = authority.caFile
         self.pinned = taskset != nil
         let http = try WakeBenchmark.httpClient(trusting: authority.caFile)
@@ -263,6 +372,18 @@ private final class LaunchedRelay: Sendable {
         let body = Array(try JSONEncoder().encode(WakeRequest(handle: handle, kind: .background)))
         let (status, data) = try await self.post("/v1/wake", body, headers: try WakeSignature.headers(body: body, key: key), http: http)
         guard status == 200 else { throw BenchError("the relay refused a wake: HTTP \(status) \(String(decoding: data, as: UTF8.self))") }
+    }
+
+    /// A request that must be answered with `status`.
+    func post(_ path: String, _ body: [UInt8], headers: [(String, String)], http: HTTPClient, expecting status: Int) async throws {
+        let (answered, data) = try await self.post(path, body, headers: headers, http: http)
+        guard answered == status else { throw BenchError("POST \(path): HTTP \(answered) where \(status) was expected: \(String(decoding: data, as: UTF8.self))") }
+    }
+
+    func get(_ path: String, http: HTTPClient, expecting status: Int) async throws {
+        let response = try await http.execute(HTTPClientRequest(url: self.url + path), timeout: .seconds(30))
+        _ = try await response.body.collect(upTo: 64 * 1024)
+        guard Int(response.status.code) == status else { throw BenchError("GET \(path): HTTP \(response.status.code) where \(status) was expected") }
     }
 
     private func post(_ path: String, _ body: [UInt8], headers: [(String, String)], http: HTTPClient) async throws -> (Int, [UInt8]) {

@@ -15,7 +15,9 @@ final class PostgresState: RelayState {
     let client: PostgresClient
     private let limits: CountLimits
     private let logger: Logger
-    private let schemaReady = Mutex(false)
+    /// The one attempt at making the tables that callers wait for (nil: none yet, or the
+    /// last failed and the next caller tries again).
+    private let schema = Mutex<Task<Void, any Error>?>(nil)
     /// How long a statement may take before the push is refused as unavailable.
     static let deadline: Duration = .seconds(2)
     /// How long a seen wake is kept: twice the age past which a wake is refused anyway.
@@ -103,9 +105,25 @@ final class PostgresState: RelayState {
         return .allowed
     }
 
-    /// Makes the tables once (under an advisory lock, as copies may start together).
+    /// Makes the tables once, however many pushes arrive at once (one attempt, which they
+    /// all wait for).
     private func ensureSchema() async throws {
-        guard !self.schemaReady.withLock({ $0 }) else { return }
+        let attempt = self.schema.withLock { schema in
+            if let schema { return schema }
+            let attempt = Task { try await self.makeTables() }
+            schema = attempt
+            return attempt
+        }
+        do {
+            try await attempt.value
+        } catch {
+            self.schema.withLock { if $0 == attempt { $0 = nil } }
+            throw error
+        }
+    }
+
+    /// The tables, made under an advisory lock (copies may start together).
+    private func makeTables() async throws {
         try await self.client.withConnection { connection in
             try await connection.query("SELECT pg_advisory_lock(7262001)", logger: self.logger)
             do {
@@ -125,7 +143,6 @@ final class PostgresState: RelayState {
             }
             try await connection.query("SELECT pg_advisory_unlock(7262001)", logger: self.logger)
         }
-        self.schemaReady.withLock { $0 = true }
     }
 
     /// Drops the counts and seen wakes that expired.
@@ -183,7 +200,9 @@ final class PostgresState: RelayState {
             configuration = .init(host: host, port: port, username: user, password: password, database: database.isEmpty ? user : database, tls: tls)
         }
         configuration.options.connectTimeout = .seconds(2)
-        configuration.options.additionalStartupParameters = [("application_name", "screentime-relayd")]
+        // Counts and seen wakes need not wait for the disk: a database crash loses at most
+        // the last fraction of a second of them, and every push waits a flush less.
+        configuration.options.additionalStartupParameters = [("application_name", "screentime-relayd"), ("synchronous_commit", "off")]
         return configuration
     }
 }

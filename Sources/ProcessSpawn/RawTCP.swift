@@ -1,11 +1,12 @@
 import Glibc
 
-/// Plain TCP to a port on 127.0.0.1, for sending exactly the bytes a test wants (or none).
+/// Plain TCP to a port on 127.0.0.1, for sending exactly the bytes a test or a benchmark
+/// wants (or none).
 public enum RawTCP {
     /// A blocking TCP connection to 127.0.0.1:`port` that has sent nothing; the caller closes it.
     public static func open(port: Int) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestFailure("socket failed: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw SpawnError("socket failed: \(String(cString: strerror(errno)))") }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -16,8 +17,17 @@ public enum RawTCP {
         guard connected == 0 else {
             let reason = String(cString: strerror(errno))
             close(fd)
-            throw TestFailure("connect failed: \(reason)")
+            throw SpawnError("connect failed: \(reason)")
         }
         return fd
+    }
+
+    /// Blocks until the other end closes `fd` (or `seconds` pass); what it sent is dropped.
+    public static func waitForClose(_ fd: Int32, seconds: Int32 = 10) {
+        var buffer = [UInt8](repeating: 0, count: 512)
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        while poll(&poller, 1, seconds * 1000) > 0 {
+            if recv(fd, &buffer, buffer.count, 0) <= 0 { return }
+        }
     }
 }
