@@ -89,6 +89,10 @@ struct RelayEdgeTests {
         let olderMissing = try await runCommand(Binaries.path("screentime-relayd"), files.arguments(extra: ["--sealing-key-file", missing]))
         #expect(olderMissing.status == 1 && olderMissing.stderr.contains("an older key is kept to open its handles, not made"), "\(olderMissing.stderr)")
         #expect(!FileManager.default.fileExists(atPath: files.directory.file("sealing.key")), "nothing made when an option is wrong")
+        for (url, said) in [("mysql://relay@db/relay", "must be postgres://"), ("postgres://relay@db/relay?sslmode=maybe", "sslmode=maybe")] {
+            let run = try await runCommand(Binaries.path("screentime-relayd"), files.arguments(extra: ["--state-database", url]))
+            #expect(run.status == 1 && run.stderr.hasPrefix("screentime-relayd: ") && run.stderr.contains(said), "\(url): \(run.stderr)")
+        }
     }
 
     @Test("a PEM key named relay.key (as Debian's ssl-cert names keys) is read as PEM; by default the relay listens on IPv6 and IPv4 alike")
