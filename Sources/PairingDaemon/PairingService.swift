@@ -40,8 +40,11 @@ public struct PairingService: AsyncParsableCommand {
     @Option(name: .customLong("enrollment-ttl"), help: ArgumentHelp("Seconds a parent enrollment code stays valid.", valueName: "seconds"))
     var enrollmentSeconds: Double = 86_400
 
-    @Option(name: .customLong("max-failures-per-family"), help: "Wrong pairing secrets accepted per family within the window before attempts are refused.")
-    var failuresPerFamily: Int = 10
+    @Option(name: .customLong("max-failures-per-address"), help: "Wrong pairing secrets accepted for a family from one address (an IPv6 /64 as one) within the window before that address's attempts for it are refused.")
+    var failuresPerAddress: Int = 10
+
+    @Option(name: .customLong("max-failures-per-family"), help: "Wrong pairing secrets accepted for a family from every address together within the window: a ceiling only many addresses reach.")
+    var failuresPerFamily: Int = 1_000
 
     // Once a limit over all families together; there is none now (docs/architecture.md,
     // "Pairing's limits"). Still accepted, so that an options file naming it keeps working.
@@ -55,6 +58,7 @@ public struct PairingService: AsyncParsableCommand {
         try checkOption("--invitation-ttl", self.invitationSeconds, in: 10...7 * 86_400, "seconds")
         try checkOption("--enrollment-ttl", self.enrollmentSeconds, in: 60...30 * 86_400, "seconds")
         guard self.failuresPerFamily > 0 else { throw ValidationError("--max-failures-per-family must be at least 1") }
+        guard self.failuresPerAddress > 0 else { throw ValidationError("--max-failures-per-address must be at least 1") }
         try checkOption("--failure-window", self.failureWindowSeconds, in: 1...86_400, "seconds")
     }
 
@@ -66,6 +70,7 @@ public struct PairingService: AsyncParsableCommand {
             serverAddress: self.serverAddress ?? ProcessInfo.processInfo.hostName,
             invitationLifetime: .seconds(self.invitationSeconds),
             enrollmentLifetime: .seconds(self.enrollmentSeconds),
+            failuresPerAddress: self.failuresPerAddress,
             failuresPerFamily: self.failuresPerFamily,
             failureWindow: .seconds(self.failureWindowSeconds),
             gateway: {

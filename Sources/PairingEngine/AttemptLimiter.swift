@@ -3,12 +3,18 @@ import Logging
 import RPCCore
 import Synchronization
 
-/// Counts wrong pairing secrets in a sliding window per family, and refuses further
-/// attempts for a family (`limit_exceeded`) while it is over its limit.
+/// Counts wrong pairing secrets in a sliding window per family and source address (an
+/// IPv6 /64 as one, as the gateway gives it; a caller on this machine is one address), and
+/// refuses further attempts (`limit_exceeded`) from an address over its limit for that
+/// family, or for a family over its ceiling from all addresses together.
 ///
-/// There is no limit over all families together: the secrets are 128-bit, so no number of
-/// guesses finds one, and such a limit would give anyone who can reach the service a
-/// switch that stops every family from pairing (docs/architecture.md, "Pairing's limits").
+/// A family's count is per address so that no one can keep a family from pairing from
+/// one address: the secrets are 128-bit, so no number of guesses finds one, and a count
+/// per family alone was a switch anyone knowing the family's id could hold down. The
+/// ceiling is high enough that only many addresses together reach it; there is no limit
+/// over all families (docs/architecture.md, "Pairing's limits"). A family that does not
+/// exist is counted alike, so the answers tell nothing of which families exist; its
+/// wrong guesses are kept in memory only.
 ///
 /// An attempt counts from the moment it begins (``begin(family:)``), before its secret is
 /// checked, and is taken back only once it turns out not to be a wrong guess: so attempts
@@ -18,6 +24,9 @@ import Synchronization
 /// wrong, then locked) is kept in the store.
 final class AttemptLimiter: Sendable {
     struct Limits: Sendable {
+        /// Wrong guesses for one family from one address.
+        var perAddress: Int
+        /// Wrong guesses for one family from every address together.
         var perFamily: Int
         var window: Duration
     }
@@ -25,13 +34,24 @@ final class AttemptLimiter: Sendable {
     /// An attempt under way, counted until it ends.
     struct Attempt: Sendable {
         let family: String
+        let from: String
+        var key: String { Self.key(family, self.from) }
+        static func key(_ family: String, _ from: String) -> String { family + " " + from }
     }
 
     /// A wrong guess, by wall-clock time (it must mean the same after a restart).
     struct Failure: Codable, Sendable {
         var family: String
+        /// The address it came from (absent in files written before addresses were kept).
+        var from: String?
         var at: Double
+        /// Kept in the state file (a family that exists).
+        var kept: Bool?
     }
+
+    /// Wrong guesses held at most (the oldest go first): memory stays bounded whatever
+    /// names are guessed at.
+    static let capacity = 100_000
 
     private struct Saved: Codable {
         var failures: [Failure]
@@ -39,6 +59,7 @@ final class AttemptLimiter: Sendable {
 
     private struct State {
         var failures: [Failure] = []
+        /// Attempts under way, by family and by family and address.
         var inFlight: [String: Int] = [:]
     }
 
@@ -68,37 +89,47 @@ final class AttemptLimiter: Sendable {
         self.state = Mutex(state)
     }
 
-    /// Counts an attempt for `family`, or throws `limit_exceeded` if the family has had too
-    /// many wrong guesses lately. End it with ``failed(_:)`` or ``withdraw(_:)``.
-    func begin(family: String) throws(RPCError) -> Attempt {
+    /// Counts an attempt for `family` from `from` (nil: this machine), or throws
+    /// `limit_exceeded` if that address has had too many wrong guesses for the family
+    /// lately, or the family from every address. End it with ``failed(_:kept:)`` or
+    /// ``withdraw(_:)``.
+    func begin(family: String, from: String?) throws(RPCError) -> Attempt {
+        let attempt = Attempt(family: family, from: from ?? "local")
         let now = Date().timeIntervalSince1970
         let window = self.windowSeconds
         // The check and the count are one step: no other attempt comes in between.
         let wait: Double? = self.state.withLock { state in
-            state.failures.removeAll { $0.at < now - window }
+            if let oldest = state.failures.first, oldest.at < now - window { state.failures.removeAll { $0.at < now - window } }
             let familyFailures = state.failures.filter { $0.family == family }
+            let fromAddress = familyFailures.filter { ($0.from ?? "local") == attempt.from }
+            if fromAddress.count + (state.inFlight[attempt.key] ?? 0) >= self.limits.perAddress {
+                return fromAddress.first.map { $0.at + window - now } ?? 1
+            }
             if familyFailures.count + (state.inFlight[family] ?? 0) >= self.limits.perFamily {
                 return familyFailures.first.map { $0.at + window - now } ?? 1
             }
             state.inFlight[family, default: 0] += 1
+            state.inFlight[attempt.key, default: 0] += 1
             return nil
         }
         if let wait {
             throw RPCError(.limitExceeded, "too many wrong pairing attempts; try again in \(max(1, Int(wait.rounded(.up)))) seconds")
         }
-        return Attempt(family: family)
+        return attempt
     }
 
-    /// The attempt was a wrong guess: it stays counted for the window, on disk too. True
-    /// when this guess locks the family out (it reached the limit).
+    /// The attempt was a wrong guess: it stays counted for the window, and on disk too when
+    /// `kept` (a family that exists). True when this guess reaches a limit.
     @discardableResult
-    func failed(_ attempt: Attempt) -> Bool {
-        let failure = Failure(family: attempt.family, at: Date().timeIntervalSince1970)
+    func failed(_ attempt: Attempt, kept: Bool) -> Bool {
+        let failure = Failure(family: attempt.family, from: attempt.from, at: Date().timeIntervalSince1970, kept: kept ? nil : false)
         return self.state.withLock { state in
             Self.end(attempt, &state)
             state.failures.append(failure)
-            self.save(state.failures)
-            return state.failures.count { $0.family == attempt.family } == self.limits.perFamily
+            if state.failures.count > Self.capacity { state.failures.removeFirst(state.failures.count - Self.capacity) }
+            if kept { self.save(state.failures.filter { $0.kept != false }) }
+            let family = state.failures.filter { $0.family == attempt.family }
+            return family.count == self.limits.perFamily || family.count { ($0.from ?? "local") == attempt.from } == self.limits.perAddress
         }
     }
 
@@ -109,8 +140,10 @@ final class AttemptLimiter: Sendable {
     }
 
     private static func end(_ attempt: Attempt, _ state: inout State) {
-        let left = (state.inFlight[attempt.family] ?? 1) - 1
-        state.inFlight[attempt.family] = left > 0 ? left : nil
+        for key in [attempt.family, attempt.key] {
+            let left = (state.inFlight[key] ?? 1) - 1
+            state.inFlight[key] = left > 0 ? left : nil
+        }
     }
 
     private var windowSeconds: Double {

@@ -72,12 +72,13 @@ struct PairingFlows: Sendable {
         return EnrollmentCode(family: family, code: "\(id).\(secret)", role: role, expiresAt: expires, urls: gateway?.urls, pin: gateway?.pin)
     }
 
-    func enrollParent(_ params: EnrollParentParams, auth: Auth?) async throws -> DeviceCredential {
+    /// `from`: the address the gateway received it from (nil: a caller on this machine).
+    func enrollParent(_ params: EnrollParentParams, auth: Auth?, from: String?) async throws -> DeviceCredential {
         try Identifiers.check("params.deviceId", params.deviceId)
         try Identifiers.checkName("params.deviceName", params.deviceName)
         let parts = params.code.split(separator: ".", maxSplits: 1).map(String.init)
         let invitation = try await self.take(
-            family: params.family, id: parts.first ?? "", secret: parts.count == 2 ? parts[1] : "", kind: "parent",
+            family: params.family, from: from, id: parts.first ?? "", secret: parts.count == 2 ? parts[1] : "", kind: "parent",
             status: "used", device: params.deviceId, deviceName: params.deviceName
         ) { invitation in
             guard invitation.fields.role.flatMap(DeviceRole.init(rawValue:))?.isParent == true else { throw Self.invalid }
@@ -127,11 +128,11 @@ struct PairingFlows: Sendable {
                           parentDeviceId: parent.deviceId, expiresAt: expires)
     }
 
-    func acceptInvitation(_ params: AcceptInvitationParams, auth: Auth?) async throws -> AcceptedInvitation {
+    func acceptInvitation(_ params: AcceptInvitationParams, auth: Auth?, from: String?) async throws -> AcceptedInvitation {
         try Identifiers.check("params.deviceId", params.deviceId)
         try Identifiers.checkName("params.deviceName", params.deviceName)
         let invitation = try await self.take(
-            family: params.family, id: params.invitationId, secret: params.secret, kind: "child",
+            family: params.family, from: from, id: params.invitationId, secret: params.secret, kind: "child",
             status: "accepted", device: params.deviceId, deviceName: params.deviceName
         ) { invitation in
             guard invitation.fields.zone != nil, invitation.fields.childOpaqueId != nil, invitation.fields.createdBy != nil else { throw Self.invalid }
@@ -346,12 +347,12 @@ struct PairingFlows: Sendable {
     /// so each wrong secret is counted before the next is checked. `check` refuses an
     /// invitation that is not of the kind asked for. Every refusal looks the same to the
     /// caller; wrong guesses count towards the limits and the invitation's lock.
-    private func take(family: String, id: String, secret: String, kind: String, status: String, device: String, deviceName: String,
+    private func take(family: String, from: String?, id: String, secret: String, kind: String, status: String, device: String, deviceName: String,
                       check: @escaping @Sendable (TypedRecord<PairingInvitation>) throws -> Void) async throws -> TypedRecord<PairingInvitation> {
         guard Identifiers.isValid(family) else { throw Self.invalid }
         let attempt: AttemptLimiter.Attempt
         do {
-            attempt = try self.limiter.begin(family: family)
+            attempt = try self.limiter.begin(family: family, from: from)
         } catch {
             self.metrics.attempts("locked_out").increment()
             throw error
@@ -368,9 +369,9 @@ struct PairingFlows: Sendable {
             self.metrics.attempts("paired").increment()
             return invitation
         } catch let guess as WrongGuess {
-            if !guess.counted {
-                self.limiter.withdraw(attempt)
-            } else if self.limiter.failed(attempt) {
+            // Counted alike whether the family exists or not (the answers tell nothing of
+            // which do); kept on disk only for one that does.
+            if self.limiter.failed(attempt, kept: guess.counted) {
                 self.metrics.lockouts.increment()
             }
             self.metrics.attempts("wrong_secret").increment()

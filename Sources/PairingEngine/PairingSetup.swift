@@ -12,19 +12,24 @@ public struct PairingConfiguration: Sendable {
     public var serverAddress: String
     public var invitationLifetime: Duration
     public var enrollmentLifetime: Duration
-    /// Wrong secrets accepted per family within `failureWindow`.
+    /// Wrong secrets accepted for one family from one address (an IPv6 /64 as one) within
+    /// `failureWindow`.
+    public var failuresPerAddress: Int
+    /// Wrong secrets accepted for one family from every address together within
+    /// `failureWindow`: a ceiling only many addresses reach.
     public var failuresPerFamily: Int
     public var failureWindow: Duration
     /// Where the gateway is and its pin, for invitations and enrollment codes (nil: none yet).
     public var gateway: @Sendable () -> GatewayEndpoint?
 
     public init(storeSocket: String, serverAddress: String, invitationLifetime: Duration = .seconds(600), enrollmentLifetime: Duration = .seconds(86_400),
-                failuresPerFamily: Int = 10, failureWindow: Duration = .seconds(600),
+                failuresPerAddress: Int = 10, failuresPerFamily: Int = 1_000, failureWindow: Duration = .seconds(600),
                 gateway: @escaping @Sendable () -> GatewayEndpoint? = { nil }) {
         self.storeSocket = storeSocket
         self.serverAddress = serverAddress
         self.invitationLifetime = invitationLifetime
         self.enrollmentLifetime = enrollmentLifetime
+        self.failuresPerAddress = failuresPerAddress
         self.failuresPerFamily = failuresPerFamily
         self.failureWindow = failureWindow
         self.gateway = gateway
@@ -44,7 +49,7 @@ extension ServiceSetup {
         try FileManager.default.createDirectory(atPath: environment.paths.stateDirectory, withIntermediateDirectories: true)
         let attempts = environment.paths.stateDirectory + "/" + AttemptLimiter.fileName
         let limiter = AttemptLimiter(AttemptLimiter.Limits(
-            perFamily: configuration.failuresPerFamily, window: configuration.failureWindow),
+            perAddress: configuration.failuresPerAddress, perFamily: configuration.failuresPerFamily, window: configuration.failureWindow),
             file: attempts, logger: environment.logger)
         environment.logger.info("using the store", metadata: ["socket": "\(configuration.storeSocket)", "attempts_file": "\(attempts)"])
         var pairing = PairingFlows(store: store, settings: settings, limiter: limiter, serializer: KeyedSerializer(), logger: environment.logger)

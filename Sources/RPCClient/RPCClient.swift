@@ -123,17 +123,17 @@ public final class RPCClient: Sendable {
 
     // MARK: Internals
 
-    func roundTrip<P: Encodable & Sendable>(_ method: String, _ params: P, timeout: Duration?, auth: Auth?) async throws(RPCError) -> ReplyHead {
+    func roundTrip<P: Encodable & Sendable>(_ method: String, _ params: P, timeout: Duration?, auth: Auth?, from: String? = nil) async throws(RPCError) -> ReplyHead {
         await self.gate.enter()
         defer { self.gate.leave() }
-        switch try await self.attempt(method, params, timeout: timeout, auth: auth) {
+        switch try await self.attempt(method, params, timeout: timeout, auth: auth, from: from) {
         case .success(let reply):
             return reply
         case .failure(let unsent):
             // The request never reached the service: the connection was gone before it
             // went out (a restarted service whose old connection this client had not yet
             // seen close). Once more, on a new connection; a second such failure stands.
-            switch try await self.attempt(method, params, timeout: timeout, auth: auth) {
+            switch try await self.attempt(method, params, timeout: timeout, auth: auth, from: from) {
             case .success(let reply): return reply
             case .failure: throw unsent.error
             }
@@ -142,10 +142,10 @@ public final class RPCClient: Sendable {
 
     /// One try of a call: its reply, or that its request was never sent (other failures
     /// are thrown).
-    private func attempt<P: Encodable & Sendable>(_ method: String, _ params: P, timeout: Duration?, auth: Auth?) async throws(RPCError) -> Result<ReplyHead, UnsentRequest> {
+    private func attempt<P: Encodable & Sendable>(_ method: String, _ params: P, timeout: Duration?, auth: Auth?, from: String?) async throws(RPCError) -> Result<ReplyHead, UnsentRequest> {
         let connection = try await self.connection()
         let id = connection.makeID()
-        let payload = try Self.encodeRequest(id: id, method: method, params: params, auth: auth)
+        let payload = try Self.encodeRequest(id: id, method: method, params: params, auth: auth, from: from)
         let deadline = timeout ?? self.configuration.callTimeout
         // The timer and the write are scheduled on the connection's event loop, not as
         // tasks: a call then costs no task creation and no extra thread hop.
@@ -221,9 +221,9 @@ public final class RPCClient: Sendable {
         return events
     }
 
-    static func encodeRequest<P: Encodable>(id: RequestID?, method: String, params: P, auth: Auth?) throws(RPCError) -> Data {
+    static func encodeRequest<P: Encodable>(id: RequestID?, method: String, params: P, auth: Auth?, from: String? = nil) throws(RPCError) -> Data {
         do {
-            return try ReplyEncoding.request(id: id, method: method, params: params, auth: auth)
+            return try ReplyEncoding.request(id: id, method: method, params: params, auth: auth, from: from)
         } catch {
             throw RPCError(.invalidParams, "the parameters of \(method) could not be encoded: \(error)")
         }

@@ -29,8 +29,10 @@ extension RPCClient {
     /// Calls a unary method with `params` as they came and `auth` as the caller's; returns
     /// the `result` as the service wrote it (to be passed on without parsing), or throws
     /// the service's error as it sent it.
-    public func relay(_ method: String, params: JSONValue?, auth: Auth?, timeout: Duration? = nil) async throws(RPCError) -> EncodedJSON {
-        let reply = try await self.roundTrip(method, params ?? .object([:]), timeout: timeout, auth: auth)
+    /// `from`: the network address the caller's request came from (the gateway's), for the
+    /// service's limits.
+    public func relay(_ method: String, params: JSONValue?, auth: Auth?, from: String? = nil, timeout: Duration? = nil) async throws(RPCError) -> EncodedJSON {
+        let reply = try await self.roundTrip(method, params ?? .object([:]), timeout: timeout, auth: auth, from: from)
         return reply.encodedResult ?? EncodedJSON("null")
     }
 
@@ -44,7 +46,7 @@ extension RPCClient {
     /// for a slot and connects. For a caller already on the connection's event loop, a
     /// call then costs no task and no change of thread.
     public func relayNow(
-        _ method: String, params: JSONValue?, auth: Auth?, timeout: Duration? = nil,
+        _ method: String, params: JSONValue?, auth: Auth?, from: String? = nil, timeout: Duration? = nil,
         completion: @escaping @Sendable (Result<EncodedJSON, RPCError>) -> Void
     ) -> RelayedCall? {
         guard let connection = self.connectionAtHand() else { return nil }
@@ -52,7 +54,7 @@ extension RPCClient {
         let id = connection.makeID()
         let payload: Data
         do {
-            payload = try Self.encodeRequest(id: id, method: method, params: params ?? .object([:]), auth: auth)
+            payload = try Self.encodeRequest(id: id, method: method, params: params ?? .object([:]), auth: auth, from: from)
         } catch {
             self.gate.leave()
             completion(.failure(error))

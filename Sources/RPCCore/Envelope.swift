@@ -13,16 +13,23 @@ public struct Auth: Codable, Sendable, Hashable {
 /// {"id": 7, "method": "store.modify", "params": {…}, "auth": {"token": "…"}}
 /// ```
 /// `id` absent means a one-way request (no reply); `params` absent or null means `{}`.
+/// `from`, set by the gateway on what it relays: the network address the request came
+/// from, as the limits count it (an IPv6 /64, or an IPv4 address).
 public struct RequestHead: Sendable, Hashable {
     public var id: RequestID?
     public var method: String
     public var auth: Auth?
+    public var from: String?
 
-    public init(id: RequestID?, method: String, auth: Auth? = nil) {
+    public init(id: RequestID?, method: String, auth: Auth? = nil, from: String? = nil) {
         self.id = id
         self.method = method
         self.auth = auth
+        self.from = from
     }
+
+    /// The longest `from` taken (an IPv6 /64 written out is 25 bytes).
+    public static let maximumFromLength = 64
 
     /// A request head that could not be read: the error to send back, and the id to send it
     /// to if the id itself was readable.
@@ -71,13 +78,14 @@ public struct RequestHead: Sendable, Hashable {
             }
             return .failure(Failure(id: nil, error: RPCError(.invalidRequest, "a request must be a JSON object with \"method\" and, to get a reply, \"id\"")))
         }
-        var (idRange, methodRange, paramsRange, authRange): (Range<Int>?, Range<Int>?, Range<Int>?, Range<Int>?)
+        var (idRange, methodRange, paramsRange, authRange, fromRange): (Range<Int>?, Range<Int>?, Range<Int>?, Range<Int>?, Range<Int>?)
         for (key, range) in members {
             switch key {
             case "id": idRange = range
             case "method": methodRange = range
             case "params": paramsRange = range
             case "auth": authRange = range
+            case "from": fromRange = range
             default: break
             }
         }
@@ -117,7 +125,13 @@ public struct RequestHead: Sendable, Hashable {
             auth = Auth(token: object["token"]!.stringValue!)
         default: return .failure(Failure(id: id, error: RPCError(.invalidRequest, "\"auth\" must be an object with a string \"token\"")))
         }
-        return .success((RequestHead(id: id, method: method, auth: auth), params))
+        var from: String?
+        switch value(fromRange) {
+        case nil, .null?: break
+        case .string(let text)? where !text.isEmpty && text.utf8.count <= RequestHead.maximumFromLength: from = text
+        default: return .failure(Failure(id: id, error: RPCError(.invalidRequest, "\"from\" must be a network address of at most \(RequestHead.maximumFromLength) bytes")))
+        }
+        return .success((RequestHead(id: id, method: method, auth: auth, from: from), params))
     }
 }
 
@@ -350,7 +364,7 @@ public enum ReplyEncoding {
         }
     }
 
-    public static func request<P: Encodable>(id: RequestID?, method: String, params: P, auth: Auth?) throws -> Data {
+    public static func request<P: Encodable>(id: RequestID?, method: String, params: P, auth: Auth?, from: String? = nil) throws -> Data {
         var writer = JSONWriter(capacity: 512)
         writer.beginObject()
         switch id {
@@ -367,6 +381,7 @@ public enum ReplyEncoding {
             writer.member("token", auth.token)
             writer.endObject()
         }
+        if let from { writer.member("from", from) }
         writer.endObject()
         return Data(writer.bytes)
     }

@@ -18,6 +18,9 @@ public struct RequestContext: Sendable {
     public var method: String
     /// The device credentials sent with the request, if any.
     public var auth: Auth?
+    /// The network address the gateway received the request from (an IPv6 /64 or an IPv4
+    /// address); nil for a request made on this machine.
+    public var from: String? = nil
     /// The peer process; nil only if the kernel would not say.
     public var peer: PeerCredentials?
     /// Unique per connection for the life of the process; also in the log as `CONNECTION_ID`.

@@ -41,6 +41,7 @@ struct RequestRunner: Sendable {
             requestID: head.id,
             method: head.method,
             auth: head.auth,
+            from: head.from,
             peer: self.peer,
             connectionID: self.connection.id,
             connectionLogger: self.logger

@@ -322,4 +322,53 @@ struct EdgeTests {
         #expect(accepted.status == 200, "\(accepted.body)")
         #expect(accepted.json?["result"]?["credential"]?["deviceId"] == "emma-ipad", "\(accepted.body)")
     }
+
+    @Test("nobody locks a family out of its own pairing: 1,000 wrong guesses at the family from 20 addresses are counted per address, and the family's right secret from another address is accepted at once; a family that does not exist answers alike")
+    func noLockoutOfOneFamily() async throws {
+        // The gateway's own per-address limit raised: pairing's count is what is tried.
+        let stack = try await GatewayStack.start(gatewayArguments: ["--unauthenticated-rate", "6000", "--unauthenticated-burst", "100"])
+        defer { stack.stopNow() }
+        let smith = try await Bootstrapped.make(stack.harness)
+        let invitation = try await smith.parent.call(PairingMethods.createInvitation, CreateInvitationParams(childId: "emma"))
+
+        /// `count` guesses at `family` on one connection from `address`, as one who knows
+        /// the family's id and not its invitations'; the answers' statuses in order.
+        func guesses(_ count: Int, at family: String, from address: String) async throws -> [Int] {
+            let connection = try await RawTLS.connect(stack, from: address)
+            defer { connection.close() }
+            for guess in 0..<count {
+                let params: JSONValue = [
+                    "family": .string(family), "invitationId": .string(String(format: "%016x", guess)), "secret": .string("guess"),
+                    "deviceId": "intruder", "deviceName": "Intruder",
+                ]
+                let body = await envelope(id: guess, method: PairingMethods.acceptInvitation.name, params: params)
+                await connection.send("POST /v1/rpc HTTP/1.1\r\n\(Self.host)Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+            }
+            try await connection.waitFor("\(count) answers from \(address)", timeout: .seconds(60)) {
+                String(decoding: $0, as: UTF8.self).components(separatedBy: "HTTP/1.1 ").count == count + 1
+            }
+            return connection.text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { Int($0.prefix(3)) ?? 0 }
+        }
+
+        var statuses: [Int: Int] = [:]
+        for address in 0..<20 {
+            let answered = try await guesses(50, at: "smith", from: "127.0.0.\(address + 10)")
+            // Each address: its first ten guesses checked (and wrong), the rest refused unchecked.
+            #expect(Array(answered.prefix(10)) == Array(repeating: 400, count: 10) && answered.dropFirst(10).allSatisfy { $0 == 429 }, "127.0.0.\(address + 10): \(answered)")
+            for status in answered { statuses[status, default: 0] += 1 }
+        }
+        #expect(statuses == [400: 200, 429: 800], "\(statuses)")
+
+        // The family's right secret, from an address of its own: accepted at once.
+        let accepted = try await stack.rpc(PairingMethods.acceptInvitation.name, [
+            "family": "smith", "invitationId": .string(invitation.invitationId), "secret": .string(invitation.secret),
+            "deviceId": "emma-ipad", "deviceName": "Emma's iPad",
+        ])
+        #expect(accepted.status == 200 && accepted.json?["result"]?["credential"]?["deviceId"] == "emma-ipad", "\(accepted.body)")
+
+        // A family that does not exist is refused exactly as one that does.
+        let unknown = try await guesses(12, at: "nobody", from: "127.0.0.40")
+        let known = try await guesses(12, at: "smith", from: "127.0.0.41")
+        #expect(unknown == known && unknown.suffix(2) == [429, 429], "unknown \(unknown), known \(known)")
+    }
 }

@@ -188,7 +188,7 @@ struct SecurityTests {
     @Test("40 wrong secrets at once to one invitation: each is counted, the fifth locks it, and the right secret is refused after")
     func concurrentGuessesLockTheInvitation() async throws {
         // Limits high enough that only the invitation's own lock is in play.
-        try await PairingHarness.inProcess(configure: { $0.failuresPerFamily = 1000 }) { harness in
+        try await PairingHarness.inProcess(configure: { $0.failuresPerFamily = 1000; $0.failuresPerAddress = 1000 }) { harness in
             let family = try await Bootstrapped.make(harness)
             let invitation = try await family.parent.call(PairingMethods.createInvitation, CreateInvitationParams(childId: "emma"))
             let anyone = harness.pairingClient()

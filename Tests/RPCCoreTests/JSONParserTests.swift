@@ -101,6 +101,9 @@ struct RequestEnvelopeTests {
         #expect(String(decoding: bytes[range], as: UTF8.self) == #"{"a":[1,"x"]}"#)
         #expect(params?.value == ["a": [1, "x"]])
         #expect(try RequestHead.parseRequestLeavingParams(bytes: Array(#"{"method":"m","params":null}"#.utf8)).get().params == nil)
+        // The gateway's note of where a request came from, as written and as read.
+        let relayed = try ReplyEncoding.request(id: .int(1), method: "m", params: ["a": 1] as JSONValue, auth: nil, from: "2001:db8:1:2::/64")
+        #expect(try RequestHead.parseRequestLeavingParams(bytes: Array(relayed)).get().head.from == "2001:db8:1:2::/64")
     }
 
     @Test("each bad envelope refused with its code, and its id when that was readable", arguments: [
@@ -109,6 +112,8 @@ struct RequestEnvelopeTests {
         (#"{"id":1,"params":{"x":1e400},"method":"m"}"#, "invalid_json", nil), (#"{"id":1.5,"method":"m"}"#, "invalid_request", nil),
         (#"{"id":null,"method":"m"}"#, "invalid_request", nil), (#"{"id":2,"method":"m","params":[1]}"#, "invalid_request", RequestID.int(2)),
         (#"{"id":"a","method":""}"#, "invalid_request", RequestID.string("a")), (#"{"id":3,"method":"m","auth":{"token":1}}"#, "invalid_request", RequestID.int(3)),
+        (#"{"id":4,"method":"m","from":7}"#, "invalid_request", RequestID.int(4)), (#"{"id":5,"method":"m","from":""}"#, "invalid_request", RequestID.int(5)),
+        ("{\"id\":6,\"method\":\"m\",\"from\":\"" + String(repeating: "a", count: 65) + "\"}", "invalid_request", RequestID.int(6)),
     ] as [(String, String, RequestID?)])
     func errors(text: String, code: String, id: RequestID?) {
         guard case .failure(let failure) = RequestHead.parseRequestLeavingParams(bytes: Array(text.utf8)) else {

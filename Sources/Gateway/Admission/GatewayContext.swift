@@ -1,3 +1,4 @@
+import EdgeLimits
 import Foundation
 import GatewayAPI
 import Logging
@@ -61,7 +62,7 @@ final class GatewayContext: Sendable {
     /// pairing steps) counts against its address's limit.
     func call(_ method: DeviceMethod, params: JSONValue?, identity: DeviceIdentity?, address: String, on loop: (any EventLoop)?) async throws(RPCError) -> EncodedJSON {
         if identity == nil, !self.rateLimiter.allow(address) { throw DeviceAPI.rateLimited }
-        return try await self.relay.call(method, params: params, identity: identity, on: loop)
+        return try await self.relay.call(method, params: params, identity: identity, from: AddressKey.of(address), on: loop)
     }
 
     /// `rpc.ping` through the gateway: the gateway answers it itself.

@@ -12,13 +12,15 @@ struct BrowserDevice: Sendable {
     var deviceId: String { self.identity.deviceId }
 
     func call<P: Encodable & Sendable, R: Decodable & Sendable>(_ spec: MethodSpec<P, R>, _ params: P) async throws(RPCError) -> R {
-        try await Self.call(spec, params, identity: self.identity, gateway: self.gateway)
+        try await Self.call(spec, params, identity: self.identity, from: nil, gateway: self.gateway)
     }
 
-    /// A call as `identity` (nil: the unauthenticated pairing steps, such as signing in).
-    static func call<P: Encodable & Sendable, R: Decodable & Sendable>(_ spec: MethodSpec<P, R>, _ params: P, identity: DeviceIdentity?, gateway: GatewayContext) async throws(RPCError) -> R {
+    /// A call as `identity` (nil: the unauthenticated pairing steps, such as signing in,
+    /// which pairing counts by the browser's address, `from`).
+    static func call<P: Encodable & Sendable, R: Decodable & Sendable>(_ spec: MethodSpec<P, R>, _ params: P, identity: DeviceIdentity?, from: String?,
+                                                                      gateway: GatewayContext) async throws(RPCError) -> R {
         let method = try gateway.relay.admit(spec.name, as: identity?.caller)
-        let result = try await gateway.relay.call(method, params: GatewayContext.json(params), identity: identity)
+        let result = try await gateway.relay.call(method, params: GatewayContext.json(params), identity: identity, from: from)
         do {
             return try JSONValueDecoding.decode(R.self, from: try JSONParser.parse(bytes: result.bytes))
         } catch {

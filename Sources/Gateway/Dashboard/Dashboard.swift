@@ -1,3 +1,4 @@
+import EdgeLimits
 import AggregatorAPI
 import Foundation
 import HTTPTypes
@@ -216,7 +217,7 @@ struct Dashboard: Sendable {
         do {
             let credential = try await BrowserDevice.call(PairingMethods.enrollParent, EnrollParentParams(
                 family: family, code: code, deviceId: deviceId, deviceName: deviceName.isEmpty ? "Browser" : deviceName,
-                displayName: displayName.isEmpty ? nil : displayName), identity: nil, gateway: self.gateway)
+                displayName: displayName.isEmpty ? nil : displayName), identity: nil, from: AddressKey.of(address), gateway: self.gateway)
             self.gateway.logger.notice("dashboard sign-in", metadata: ["family": "\(credential.family)", "device_id": "\(deviceId)", "remote_address": "\(address)"])
             var extra = HTTPFields()
             // A long-lived cookie: the browser is an enrolled device until it signs out or
