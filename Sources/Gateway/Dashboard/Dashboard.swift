@@ -15,7 +15,7 @@ import StoreAPI
 /// here from Mustache templates, a little JavaScript for live updates over `/v1/ws`.
 ///
 /// The browser is a parent device of its own, enrolled with an enrollment code; its
-/// credential is the `screentime_session` cookie (`HttpOnly; Secure; SameSite=Strict`).
+/// credential is the `__Host-screentime_session` cookie (`HttpOnly; Secure; SameSite=Strict`).
 /// Every page reads and writes through ``BrowserDevice``: the allowlist and the relay a
 /// parent's phone uses, with the browser's credential, checked afresh on each request (a
 /// session revoked elsewhere is refused at its next request). Forms carry a CSRF token
@@ -41,6 +41,10 @@ struct Dashboard: Sendable {
         let token: String
         var csrf: String
     }
+
+    /// A long-lived cookie: the browser is an enrolled device until it signs out or is
+    /// revoked (a cookie lost with the browser session would strand the device).
+    static let sessionMaxAge = 400 * 86_400
 
     /// Forms are posted only to these; a GET of one is refused (405).
     static let postOnly: Set<String> = ["/signout", "/devices/pair", "/devices/revoke", "/devices/invite-parent", "/requests/answer"]
@@ -98,11 +102,20 @@ struct Dashboard: Sendable {
             // Revoked (signed out elsewhere, or from the devices page): the cookie goes too.
             var headers = HTTPFields()
             headers.append(HTTPField(name: .setCookie, value: Cookies.clear(Cookies.session)))
+            headers.append(HTTPField(name: .setCookie, value: Cookies.clear(Cookies.formerSession)))
             return fragment ? self.unauthorized(headers) : WebResponse.redirect("/signin?expired=1", extra: headers)
         case .unavailable(let error):
             return self.errorPage(error, session: nil, back: "/")
         case .signedIn(let signedIn):
             session = signedIn
+        }
+        // Signed in under the cookie's former name: moved to the prefixed one, and the page
+        // asked again (a form is served as it is, and the next page moves it).
+        if Cookies.value(Cookies.session, in: request.headers) == nil, request.method == .get || request.method == .head {
+            var headers = HTTPFields()
+            headers.append(HTTPField(name: .setCookie, value: Cookies.set(Cookies.session, session.token, maxAge: Self.sessionMaxAge)))
+            headers.append(HTTPField(name: .setCookie, value: Cookies.clear(Cookies.formerSession)))
+            return WebResponse.redirect(path + (request.uri.query.map { "?" + $0 } ?? ""), extra: headers)
         }
         if request.method == .post {
             let form = await self.form(&request)
@@ -146,7 +159,7 @@ struct Dashboard: Sendable {
     }
 
     func session(_ headers: HTTPFields) async -> SessionState {
-        guard let token = Cookies.value(Cookies.session, in: headers) else { return .none }
+        guard let token = Cookies.session(in: headers) else { return .none }
         do {
             // Fresh: a session revoked from another device is refused at its very next request.
             let identity = try await self.gateway.relay.authenticator.identify(token, fresh: true)
@@ -220,9 +233,7 @@ struct Dashboard: Sendable {
                 displayName: displayName.isEmpty ? nil : displayName), identity: nil, from: AddressKey.of(address), gateway: self.gateway)
             self.gateway.logger.notice("dashboard sign-in", metadata: ["family": "\(credential.family)", "device_id": "\(deviceId)", "remote_address": "\(address)"])
             var extra = HTTPFields()
-            // A long-lived cookie: the browser is an enrolled device until it signs out or
-            // is revoked (a cookie lost with the browser session would strand the device).
-            extra.append(HTTPField(name: .setCookie, value: Cookies.set(Cookies.session, credential.token, maxAge: 400 * 86_400)))
+            extra.append(HTTPField(name: .setCookie, value: Cookies.set(Cookies.session, credential.token, maxAge: Self.sessionMaxAge)))
             extra.append(HTTPField(name: .setCookie, value: Cookies.clear(Cookies.signIn, path: "/signin")))
             return WebResponse.redirect("/", extra: extra)
         } catch {
@@ -244,6 +255,7 @@ struct Dashboard: Sendable {
                 self.gateway.logger.notice("dashboard sign-out", metadata: ["family": "\(device.family)", "device_id": "\(device.deviceId)"])
                 var extra = HTTPFields()
                 extra.append(HTTPField(name: .setCookie, value: Cookies.clear(Cookies.session)))
+                extra.append(HTTPField(name: .setCookie, value: Cookies.clear(Cookies.formerSession)))
                 return WebResponse.redirect("/signin?signedOut=1", extra: extra)
             case "/devices/pair":
                 let childId = (form["childId"] ?? "").trimmingCharacters(in: .whitespaces)

@@ -77,7 +77,17 @@ enum FormData {
 /// `HttpOnly; Secure; SameSite=Strict`: no script reads it, it never travels in clear,
 /// and no other site's page can make the browser send it.
 enum Cookies {
-    static let session = "screentime_session"
+    /// `__Host-`: a browser takes it only from this origin over HTTPS with `Path=/` and no
+    /// `Domain`, so nothing on a sibling host or a plain-HTTP page can set or shadow it.
+    static let session = "__Host-screentime_session"
+    /// Its name before the prefix: still read, and moved to the prefixed name at the next
+    /// page (so a browser signed in before keeps its session).
+    static let formerSession = "screentime_session"
+
+    /// The session's token, under its name or its former one.
+    static func session(in headers: HTTPFields) -> String? {
+        self.value(self.session, in: headers) ?? self.value(self.formerSession, in: headers)
+    }
     /// The sign-in form's token (double-submit: the form and this cookie must agree).
     static let signIn = "screentime_signin"
 

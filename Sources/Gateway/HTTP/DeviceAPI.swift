@@ -157,7 +157,7 @@ struct DeviceAPI: Sendable {
         return token.isEmpty ? nil : token
     }
 
-    /// The dashboard's session cookie: `screentime_session=<token>`, taken only
+    /// The dashboard's session cookie: `__Host-screentime_session=<token>`, taken only
     /// from a page of this origin (a WebSocket is not bound by the same-origin policy, so
     /// another site's page must not open one with the browser's cookie).
     ///
@@ -167,7 +167,7 @@ struct DeviceAPI: Sendable {
         if let origin = headers[HTTPField.Name("Origin")!], !(origin.hasPrefix("wss://") || origin.hasPrefix("ws://")) {
             guard Dashboard.sameOrigin(headers, origins: origins) else { return nil }
         }
-        return Cookies.value(Cookies.session, in: headers)
+        return Cookies.session(in: headers)
     }
 
     static func milliseconds(since start: ContinuousClock.Instant) -> String {

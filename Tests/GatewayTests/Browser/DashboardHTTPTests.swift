@@ -81,7 +81,7 @@ struct DashboardHTTPTests {
         #expect(try await silent.waitForClose() != nil, "the gateway closes a connection that sends nothing within --request-timeout")
         stack.harness.pairing.signal(SIGCONT)
         let (result, _) = try await signedIn
-        #expect(result.status == 303 && browser.cookie("screentime_session") != nil, "\(result.status): \(result.body.prefix(400))")
+        #expect(result.status == 303 && browser.cookie("__Host-screentime_session") != nil, "\(result.status): \(result.body.prefix(400))")
     }
 
     @Test("sign-in sets a HttpOnly, Secure, SameSite=Strict session; forms need the session's CSRF token and this origin; a revoked session is refused at its next request")
@@ -117,9 +117,16 @@ struct DashboardHTTPTests {
             let retry = try #require(Client.csrf(wrongCode.body))
             let (signedIn, signedInHeaders) = try await browser.post("/signin", form: ["csrf": retry, "family": "smith", "code": code.code, "deviceName": "Laptop"], headers: [origin])
             #expect(signedIn.status == 303, "\(signedIn.body)")
-            let setCookie = signedInHeaders.split(whereSeparator: \.isNewline).first { $0.lowercased().hasPrefix("set-cookie: screentime_session=") }.map(String.init) ?? ""
+            let setCookie = signedInHeaders.split(whereSeparator: \.isNewline).first { $0.lowercased().hasPrefix("set-cookie: __host-screentime_session=") }.map(String.init) ?? ""
             for flag in ["HttpOnly", "Secure", "SameSite=Strict", "Path=/"] { #expect(setCookie.contains(flag), "\(setCookie)") }
-            let session = try #require(browser.cookie("screentime_session"))
+            let session = try #require(browser.cookie("__Host-screentime_session"))
+            // A browser signed in before the cookie had its prefix keeps its session: the
+            // next page moves it to the prefixed name and asks for itself again.
+            let (moved, movedHeaders) = try await Client(stack: stack, jar: directory.file("jar-former"))
+                .get("/apps?child=emma", headers: ["Cookie: screentime_session=\(session)"])
+            #expect(moved.status == 303 && movedHeaders.contains("/apps?child=emma"), "\(movedHeaders)")
+            #expect(movedHeaders.contains("__Host-screentime_session=\(session); Path=/") && movedHeaders.contains("screentime_session=; Path=/; Max-Age=0"),
+                    "\(movedHeaders)")
 
             // The browser is a co-parent device like any other.
             let devices = try await family.parent.call(PairingMethods.listDevices, Empty()).devices
@@ -158,8 +165,8 @@ struct DashboardHTTPTests {
             _ = try await family.parent.call(PairingMethods.revokeDevice, DeviceParams(deviceId: me.deviceId))
             let (after, afterHeaders) = try await browser.get("/")
             #expect(after.status == 303 && afterHeaders.contains("/signin?expired=1"), "\(after)")
-            #expect(afterHeaders.contains("screentime_session=; Path=/; Max-Age=0"))
-            let fragment = try await Client(stack: stack, jar: directory.file("jar-3")).get("/?fragment=1", headers: ["Cookie: screentime_session=\(session)"]).0
+            #expect(afterHeaders.contains("__Host-screentime_session=; Path=/; Max-Age=0"))
+            let fragment = try await Client(stack: stack, jar: directory.file("jar-3")).get("/?fragment=1", headers: ["Cookie: __Host-screentime_session=\(session)"]).0
             #expect(fragment.status == 401)
         }
     }
@@ -243,7 +250,7 @@ struct DashboardHTTPTests {
             let origin = "Origin: \(stack.url)"
             let token = try await #require(Client.csrf(try browser.get("/signin").0.body))
             #expect(try await browser.post("/signin", form: ["csrf": token, "family": "smith", "code": code.code, "deviceName": "Kitchen tablet"], headers: [origin]).0.status == 303)
-            let session = try #require(browser.cookie("screentime_session"))
+            let session = try #require(browser.cookie("__Host-screentime_session"))
             let csrf = try await #require(Client.csrf(try browser.get("/").0.body))
             let (out, outHeaders) = try await browser.post("/signout", form: ["csrf": csrf], headers: [origin])
             #expect(out.status == 303 && outHeaders.contains("/signin?signedOut=1"))
@@ -270,7 +277,7 @@ extension DashboardHTTPTests {
             let evil = ["Host: evil.example", "Origin: https://evil.example"]
             let (forgedHost, _) = try await browser.post("/signin", form: ["csrf": signInToken, "family": "smith", "code": code.code, "deviceName": "Laptop"], headers: evil)
             #expect(forgedHost.status == 421 && forgedHost.body.contains(stack.endpoint.urls[0]), "\(forgedHost.status) \(forgedHost.body.prefix(300))")
-            #expect(browser.cookie("screentime_session") == nil)
+            #expect(browser.cookie("__Host-screentime_session") == nil)
             #expect(try await browser.get("/", headers: ["Host: evil.example"]).0.status == 421)
             #expect(try await browser.get("/assets/dashboard.css", headers: ["Host: evil.example:\(stack.port)"]).0.status == 421)
 
@@ -292,9 +299,9 @@ extension DashboardHTTPTests {
             // The co-parent link is the gateway's own URL, whatever spelling of it Host had.
             // (curl matches its jar's cookies against a Host header given: the session is given too.)
             let authority = "LOCALHOST:\(stack.port)"
-            let session = try #require(browser.cookie("screentime_session"))
+            let session = try #require(browser.cookie("__Host-screentime_session"))
             let (invited, _) = try await browser.post("/devices/invite-parent", form: ["csrf": csrf], headers: [
-                "Host: \(authority)", "Origin: https://\(authority)", "Cookie: screentime_session=\(session)",
+                "Host: \(authority)", "Origin: https://\(authority)", "Cookie: __Host-screentime_session=\(session)",
             ])
             #expect(invited.status == 200, "\(invited.status) \(invited.body.prefix(300))")
             #expect(invited.body.contains("https://localhost:\(stack.port)/signin?family=smith"), "\(invited.body)")

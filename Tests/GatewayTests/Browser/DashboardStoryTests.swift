@@ -48,7 +48,7 @@ struct DashboardStoryTests {
         try await browser.click("#signin")
         try await browser.waitFor("the overview after signing in", "h1") { $0 == "Overview" }
         try await browser.waitFor("the empty state", ".empty h2") { $0 == "No children yet" }
-        let cookie = try await browser.cookieFlags("screentime_session")
+        let cookie = try await browser.cookieFlags("__Host-screentime_session")
         #expect(cookie["httpOnly"] == true && cookie["secure"] == true && cookie["sameSite"]?.stringValue == "Strict", "\(cookie)")
         let session = try #require(cookie["value"]?.stringValue)
         try await shots.take("overview-empty")
@@ -213,8 +213,8 @@ struct DashboardStoryTests {
         // (Revoking the browser's credential reaches every service; on a loaded machine that
         // can take longer than a page.)
         try await browser.waitFor("the sign-in page after signing out", ".notice", timeout: .seconds(60)) { $0.contains("Signed out") }
-        #expect(try await browser.cookie("screentime_session") == nil)
-        let page = try await curl(stack.url + "/", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: ["-H", "Cookie: screentime_session=\(session)", "-D", "/dev/stderr"])
+        #expect(try await browser.cookie("__Host-screentime_session") == nil)
+        let page = try await curl(stack.url + "/", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate, arguments: ["-H", "Cookie: __Host-screentime_session=\(session)", "-D", "/dev/stderr"])
         #expect(page.status == 303 && page.stderr.contains("/signin?expired=1"), "\(page)")
         let api = try await stack.rpc("pairing.listDevices", [:], token: session)
         #expect(api.status == 401 && api.errorCode == "device_revoked", "\(api.body)")
