@@ -371,4 +371,18 @@ struct EdgeTests {
         let known = try await guesses(12, at: "smith", from: "127.0.0.41")
         #expect(unknown == known && unknown.suffix(2) == [429, 429], "unknown \(unknown), known \(known)")
     }
+
+    @Test("a request whose lines end in a bare LF is read as RFC 9112 allows (or refused with 400), never answered 505, and the gateway goes on serving")
+    func bareLineFeeds() async throws {
+        let stack = try await GatewayStack.start()
+        defer { stack.stopNow() }
+        let connection = try await RawTLS.connect(stack)
+        defer { connection.close() }
+        await connection.send("GET /healthz HTTP/1.1\nHost: 127.0.0.1\nConnection: close\n\n")
+        _ = try await connection.waitForClose(timeout: .seconds(15))
+        let status = Int(connection.text.dropFirst("HTTP/1.1 ".count).prefix(3)) ?? 0
+        #expect(status == 200 || status == 400, "\(connection.text.prefix(300))")
+        let again = try await curl(stack.url + "/healthz", pin: stack.endpoint.pin, caFile: stack.endpoint.certificate)
+        #expect(again.status == 200)
+    }
 }

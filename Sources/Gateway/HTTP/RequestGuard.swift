@@ -47,16 +47,24 @@ final class RequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// The `101` has been written: this guard leaves the pipeline once it is flushed.
     private var leaving = false
 
-    init(limits: Limits, logger: Logger) {
+    /// Whether the bytes before the decoder held a bare LF (what tells a request line that
+    /// ended in LF from one with a version the gateway does not speak).
+    private let lineEnds: LineEndWatch
+
+    init(limits: Limits, logger: Logger, lineEnds: LineEndWatch = LineEndWatch()) {
         self.limits = limits
         self.logger = logger
+        self.lineEnds = lineEnds
     }
 
-    /// Puts a guard right after the HTTP decoder of `channel`. Called on its event loop.
+    /// Puts a guard right after the HTTP decoder of `channel`, and a watch of its line ends
+    /// right before it. Called on its event loop.
     static func install(on channel: any Channel, limits: Limits, logger: Logger) throws {
         let operations = channel.pipeline.syncOperations
         let decoder = try operations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
-        try operations.addHandler(RequestGuard(limits: limits, logger: logger), position: .after(decoder))
+        let lineEnds = LineEndWatch()
+        try operations.addHandler(lineEnds, position: .before(decoder))
+        try operations.addHandler(RequestGuard(limits: limits, logger: logger, lineEnds: lineEnds), position: .after(decoder))
     }
 
     // MARK: Inbound
@@ -79,7 +87,12 @@ final class RequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         guard let parserError = error as? HTTPParserError else { return context.fireErrorCaught(error) }
         guard !self.refused else { return }
-        self.refuse(context: context, Refusal(parserError), head: nil)
+        // llhttp reads a request line that ends in a bare LF as an invalid version: a bad
+        // request (400), not a version the gateway does not speak (505).
+        let refusal = parserError == .invalidVersion && self.lineEnds.sawBareLineFeed
+            ? Refusal(.badRequest, .invalidRequest, "each line of a request ends in CRLF, not a bare LF", reason: "bare LF")
+            : Refusal(parserError)
+        self.refuse(context: context, refusal, head: nil)
     }
 
     // MARK: Outbound
@@ -116,7 +129,13 @@ final class RequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         // Out of the pipeline before the upgrade handler adds the WebSocket's handlers
         // (which it does once the `101` is written), not inside `write`: a handler that
         // leaves there would not pass on the flush of the same `writeAndFlush`.
-        if self.leaving { context.pipeline.syncOperations.removeHandler(context: context, promise: nil) }
+        if self.leaving {
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+            // The WebSocket's bytes are not HTTP lines.
+            if let watch = try? context.pipeline.syncOperations.context(handler: self.lineEnds) {
+                context.pipeline.syncOperations.removeHandler(context: watch, promise: nil)
+            }
+        }
     }
 
     // MARK: Refusing
@@ -241,5 +260,29 @@ struct Refusal {
     /// `Upgrade: websocket` (what SwiftNIO's upgrade handler would act on).
     static func asksForWebSocket(_ head: HTTPRequestHead) -> Bool {
         head.headers["Upgrade"].contains { $0.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == "websocket" } }
+    }
+}
+
+/// Watches the bytes on their way to the HTTP decoder for a line feed with no carriage
+/// return before it. It changes nothing; it only remembers.
+final class LineEndWatch: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    private(set) var sawBareLineFeed = false
+    private var last: UInt8 = 0
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if !self.sawBareLineFeed {
+            let bytes = Self.unwrapInboundIn(data).readableBytesView
+            for byte in bytes {
+                if byte == UInt8(ascii: "\n"), self.last != UInt8(ascii: "\r") {
+                    self.sawBareLineFeed = true
+                    break
+                }
+                self.last = byte
+            }
+        }
+        context.fireChannelRead(data)
     }
 }
