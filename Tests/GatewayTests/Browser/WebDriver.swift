@@ -264,7 +264,15 @@ final class Browser: @unchecked Sendable {
                 seen = "no \(selector) yet"
                 return nil
             }
-            let text = try await self.command("GET", "/element/\(element)/text").stringValue ?? ""
+            let text: String
+            do {
+                text = try await self.command("GET", "/element/\(element)/text").stringValue ?? ""
+            } catch where "\(error)".contains("stale element") {
+                // A live update replaced the element between finding it and reading it: the
+                // page moved on, so look again.
+                seen = "\(selector) replaced while read"
+                return nil
+            }
             seen = "\(selector): \(text)"
             return matches(text) ? text : nil
         }
