@@ -126,9 +126,20 @@ struct ServerArchive {
             try ArchiveEncryption.decrypt(archive, to: tarFile, passphrase: passphrase)
         }
         defer { if tarFile != archive { try? FileManager.default.removeItem(atPath: tarFile) } }
+        // What it holds is read from its headers and checked before anything is unpacked:
+        // only what a backup holds, plain files and directories, within their sizes.
+        let members: [ArchiveMembers.Member]
         do {
-            // Owners and modes are not taken from the archive: the restore sets them.
-            try Self.tar(["-xf", tarFile, "-C", directory, "--no-same-owner", "--no-same-permissions"])
+            members = try ArchiveMembers.list(tarFile)
+            try ArchiveMembers.check(members, room: ArchiveMembers.room(at: directory))
+        } catch let refusal as ArchiveMembers.Refusal {
+            throw Failure.unreadable("\(archive) is not a ScreenTime Rewards backup, or it is damaged: \(refusal); nothing was unpacked")
+        }
+        do {
+            // Owners and modes are not taken from the archive: the restore sets them. Only the
+            // files listed are asked for (their directories come with them).
+            let files = members.filter { $0.type == UInt8(ascii: "0") || $0.type == 0 }.map(\.name)
+            try Self.tar(["-xf", tarFile, "-C", directory, "--no-same-owner", "--no-same-permissions", "--"] + files)
         } catch let failure as Failure {
             throw Failure.unreadable("\(archive) is not a ScreenTime Rewards backup, or it is damaged (\(failure))")
         }
