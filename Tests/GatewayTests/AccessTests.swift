@@ -145,14 +145,12 @@ struct AccessTests {
             // And the same token is refused from then on, saying the device was removed.
             let again = try await stack.rpc("store.whoami", token: child.token)
             #expect(again.status == 401 && again.errorCode == "device_revoked", "\(again.body)")
-            // A WebSocket asked for with it: refused at the upgrade, as /v1/rpc refuses it.
-            let upgrade = try await stack.upgrade(token: child.token)
-            #expect(upgrade.status == 401 && upgrade.errorCode == "device_revoked", "\(upgrade.status) \(upgrade.body)")
-            // A made-up token the same way, with unauthorized; one the store knows opens.
-            let madeUp = try await stack.upgrade(token: "not-a-token")
-            #expect(madeUp.status == 401 && madeUp.errorCode == "unauthorized", "\(madeUp.status) \(madeUp.body)")
-            let good = try await stack.upgrade(token: family.parentCredential.token)
-            #expect(good.status == 101, "\(good.status) \(good.body)")
+            // A WebSocket opened with it: told in answer to its first message, then closed.
+            let reopened = try await DeviceWebSocket(stack: stack, token: child.token)
+            reopened.request(9, "store.whoami")
+            let refused = try await reopened.next()
+            #expect(refused["id"] == 9 && refused["error"]?["code"] == "device_revoked", "\(refused)")
+            #expect(try await reopened.waitForClose() == 1008)
         }
     }
 

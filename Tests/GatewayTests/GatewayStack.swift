@@ -217,15 +217,6 @@ func curl(_ url: String, pin: String?, caFile: String?, arguments: [String] = []
 }
 
 extension GatewayStack {
-    /// `GET /v1/ws` asking for a WebSocket with `token`: the answer to the upgrade (101, or
-    /// the refusal's status and JSON body).
-    func upgrade(token: String) async throws -> CurlResult {
-        try await curl(self.url + "/v1/ws", pin: self.endpoint.pin, caFile: self.endpoint.certificate, arguments: [
-            "--http1.1", "--max-time", "3", "-H", "Connection: Upgrade", "-H", "Upgrade: websocket", "-H", "Sec-WebSocket-Version: 13",
-            "-H", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "-H", "Authorization: Bearer \(token)",
-        ])
-    }
-
     /// `POST /v1/rpc` with one envelope, pinned as a phone would be.
     func rpc(_ method: String, _ params: JSONValue = [:], token: String? = nil, id: Int = 1) async throws -> CurlResult {
         let body = await envelope(id: id, method: method, params: params)

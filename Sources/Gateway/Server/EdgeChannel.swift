@@ -33,9 +33,6 @@ struct EdgeChannel: ServerChildChannel, HTTPChannelHandler {
     enum UpgradeDecision: Sendable {
         case accept(@Sendable (any Channel) throws -> Void)
         case refuse(UpgradeRefusal)
-        /// Taken once `check` (a credential sent with the upgrade, checked with the store)
-        /// says how: a wrong one is refused at the upgrade, as `/v1/rpc` refuses it.
-        case check(@Sendable () async -> UpgradeDecision)
     }
 
     /// A refused upgrade's answer: its status and the wire's error.
@@ -72,21 +69,9 @@ struct EdgeChannel: ServerChildChannel, HTTPChannelHandler {
                     } else {
                         decided = .refuse(UpgradeRefusal(status: .badRequest, error: RPCError(.invalidRequest, "the upgrade request is not valid HTTP")))
                     }
-                    guard case .check(let check) = decided else {
-                        decision.value = decided
-                        guard case .accept = decided else { return channel.eventLoop.makeSucceededFuture(nil) }
-                        return channel.eventLoop.makeSucceededFuture(HTTPHeaders())
-                    }
-                    let answered = channel.eventLoop.makePromise(of: HTTPHeaders?.self)
-                    answered.completeWithTask {
-                        let checked = await check()
-                        return try await channel.eventLoop.submit {
-                            decision.value = checked
-                            if case .accept = checked { return HTTPHeaders() }
-                            return nil
-                        }.get()
-                    }
-                    return answered.futureResult
+                    decision.value = decided
+                    guard case .accept = decided else { return channel.eventLoop.makeSucceededFuture(nil) }
+                    return channel.eventLoop.makeSucceededFuture(HTTPHeaders())
                 },
                 upgradePipelineHandler: { channel, _ in
                     channel.eventLoop.makeCompletedFuture {

@@ -191,25 +191,8 @@ public final class GatewayServer: PrimaryService, Sendable {
                 }
                 let token = DeviceAPI.bearerToken(head.headerFields) ?? DeviceAPI.sessionCookie(head.headerFields, origins: context.origins)
                 let address = channel.remoteAddress?.ipAddress ?? "unknown"
-                let open = { @Sendable (channel: any Channel) throws in
+                return .accept { channel in
                     try DeviceSocket(gateway: context, address: address, channel: channel, logger: context.logger).open(token: token)
-                }
-                guard let token else { return .accept(open) }
-                // A credential with the upgrade is checked before the socket is opened: a
-                // wrong or revoked one gets its 401 now, as on /v1/rpc. When the store cannot
-                // say, the socket opens and hears it at its first request.
-                return .check {
-                    do throws(RPCError) {
-                        _ = try await context.relay.authenticator.identify(token)
-                        return .accept(open)
-                    } catch where error.code == ErrorCode.unauthorized || error.code == ErrorCode.deviceRevoked {
-                        if !context.rateLimiter.allow(address) {
-                            return .refuse(.init(status: .tooManyRequests, error: DeviceAPI.rateLimited))
-                        }
-                        return .refuse(.init(status: .unauthorized, error: error))
-                    } catch {
-                        return .accept(open)
-                    }
                 }
             }
         )
