@@ -18,6 +18,8 @@ final class PostgresState: RelayState {
     /// The one attempt at making the tables that callers wait for (nil: none yet, or the
     /// last failed and the next caller tries again).
     private let schema = Mutex<Task<Void, any Error>?>(nil)
+    /// Whether the last statement failed: said once when it goes down, once when it is back.
+    private let down = Mutex(false)
     /// How long a statement may take before the push is refused as unavailable.
     static let deadline: Duration = .seconds(2)
     /// How long a seen wake is kept: twice the age past which a wake is refused anyway.
@@ -34,8 +36,7 @@ final class PostgresState: RelayState {
         await withDiscardingTaskGroup { group in
             group.addTask { await self.client.run() }
             group.addTask {
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: .seconds(60))
+                while (try? await Task.sleep(for: .seconds(60))) != nil {
                     await self.purge(now: Date())
                 }
             }
@@ -45,13 +46,19 @@ final class PostgresState: RelayState {
     func admit(wake: SHA256.Digest?, counts: [Count], now: Date) async -> Admission {
         let digest = wake.map { Array($0) }
         do {
-            return try await Self.within(Self.deadline) {
+            let admission = try await Self.within(Self.deadline) {
                 try await self.ensureSchema()
                 return try await self.count(wake: digest, counts: counts, now: now)
             }
+            if self.down.withLock({ down in defer { down = false }; return down }) {
+                self.logger.notice("the shared state database answers again")
+            }
+            return admission
         } catch {
-            self.logger.warning("the shared state database did not answer: refusing until it does",
-                                metadata: ["error": "\(String(reflecting: error))"])
+            if !self.down.withLock({ down in defer { down = true }; return down }) {
+                self.logger.warning("the shared state database did not answer: refusing wakes and seals until it does",
+                                    metadata: ["error": "\(String(reflecting: error))"])
+            }
             return .unavailable(retryAfterSeconds: 5)
         }
     }
