@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import GatewayAPI
 import ProcessSpawn
 import NIOCore
 import NIOPosix
@@ -223,6 +224,95 @@ extension TransportUnitTests {
     }
 }
 
+extension TransportUnitTests {
+    @Test("a request the gateway closed the socket under, saying it read none (`no credential in time`), is sent once more on the next connection and answered")
+    func resentAfterNoCredentialClose() async throws {
+        let connections = ConnectionCount()
+        let server = try await TLSTestServer.start(scripted: { ScriptedGateway(connection: connections.next()) })
+        defer { server.stop() }
+        let transport = WebSocketTransport(configuration: .init(
+            urls: ["https://127.0.0.1:\(server.port)"], pin: server.pin,
+            backoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(100), attemptsBeforeOffline: 5)))
+        let answer = try await within(.seconds(30), "the request answered on the second connection") {
+            try await transport.call(TransportRequest(method: "rpc.ping"))
+        }
+        #expect(answer["service"]?.stringValue == "gateway", "\(answer)")
+        #expect(connections.count >= 2, "the first connection closed unanswered, a later one answered: \(connections.count)")
+        await transport.close()
+    }
+}
+
+/// Counts a test server's connections.
+final class ConnectionCount: Sendable {
+    private let value = Mutex(0)
+    var count: Int { self.value.withLock { $0 } }
+    func next() -> Int { self.value.withLock { $0 += 1; return $0 } }
+}
+
+/// A gateway as a starved socket meets it: on its first connection it answers the upgrade,
+/// reads the first request, and closes with 1008 `no credential in time` without answering
+/// (as when its deadline and the request crossed); on later ones it answers each request.
+final class ScriptedGateway: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    private let connection: Int
+    private var buffered = ByteBuffer()
+    private var upgraded = false
+
+    init(connection: Int) { self.connection = connection }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var incoming = Self.unwrapInboundIn(data)
+        self.buffered.writeBuffer(&incoming)
+        if !self.upgraded {
+            let text = String(buffer: self.buffered)
+            guard let end = text.range(of: "\r\n\r\n") else { return }
+            let key = text[..<end.lowerBound].split(separator: "\r\n")
+                .first { $0.lowercased().hasPrefix("sec-websocket-key:") }
+                .map { String($0.split(separator: ":", maxSplits: 1)[1]).trimmingCharacters(in: .whitespaces) } ?? ""
+            let accept = Data(Insecure.SHA1.hash(data: Data((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8))).base64EncodedString()
+            self.buffered.moveReaderIndex(forwardBy: text[..<end.upperBound].utf8.count)
+            self.buffered.discardReadBytes()
+            self.upgraded = true
+            context.writeAndFlush(Self.wrapOutboundOut(context.channel.allocator.buffer(
+                string: "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: \(accept)\r\n\r\n")), promise: nil)
+        }
+        while let payload = Self.frame(&self.buffered) {
+            guard payload.opcode == 0x1 else { continue }
+            if self.connection == 1 {
+                // Close 1008 with the gateway's reason for a socket none of whose requests it read.
+                var close = context.channel.allocator.buffer(capacity: 64)
+                let reason = Array(GatewayCloseReason.noCredential.utf8)
+                close.writeInteger(UInt8(0x88))
+                close.writeInteger(UInt8(2 + reason.count))
+                close.writeInteger(UInt16(1008))
+                close.writeBytes(reason)
+                context.writeAndFlush(Self.wrapOutboundOut(close)).whenComplete { _ in context.close(promise: nil) }
+                return
+            }
+            let id = (try? JSONParser.parse(bytes: payload.bytes))?["id"]
+            let idText = id.flatMap { try? RPCJSON.encode($0) }.map { String(decoding: $0, as: UTF8.self) } ?? "null"
+            let reply = Array(#"{"id":\#(idText),"result":{"service":"gateway"}}"#.utf8)
+            var frame = context.channel.allocator.buffer(capacity: reply.count + 2)
+            frame.writeInteger(UInt8(0x81))
+            frame.writeInteger(UInt8(reply.count))
+            frame.writeBytes(reply)
+            context.writeAndFlush(Self.wrapOutboundOut(frame), promise: nil)
+        }
+    }
+
+    /// One whole client frame (masked, a length under 126) off the front of `buffer`.
+    private static func frame(_ buffer: inout ByteBuffer) -> (opcode: UInt8, bytes: [UInt8])? {
+        guard buffer.readableBytes >= 6, let first = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self),
+              let second = buffer.getInteger(at: buffer.readerIndex + 1, as: UInt8.self) else { return nil }
+        let length = Int(second & 0x7f)
+        guard length < 126, buffer.readableBytes >= 6 + length, let mask = buffer.getBytes(at: buffer.readerIndex + 2, length: 4),
+              let masked = buffer.getBytes(at: buffer.readerIndex + 6, length: length) else { return nil }
+        buffer.moveReaderIndex(forwardBy: 6 + length)
+        return (first & 0x0f, masked.enumerated().map { $0.element ^ mask[$0.offset % 4] })
+    }
+}
+
 /// A TLS server on loopback with a fresh self-signed certificate (made by `openssl`), that
 /// completes handshakes and says nothing (or, with `echo`, sends back what it reads).
 final class TLSTestServer: @unchecked Sendable {
@@ -242,7 +332,9 @@ final class TLSTestServer: @unchecked Sendable {
     ///   digital signature only, server auth), rather than openssl's default (a CA).
     /// - Parameter greeting: answer a WebSocket upgrade with its 101 and this text message in
     ///   one write (one TLS record, so one read at the client), as a server that greets.
-    static func start(gatewayShaped: Bool = false, echo: Bool = false, greeting: String? = nil) async throws -> TLSTestServer {
+    /// - Parameter scripted: a handler of its own for each connection, after TLS.
+    static func start(gatewayShaped: Bool = false, echo: Bool = false, greeting: String? = nil,
+                      scripted: (@Sendable () -> any ChannelInboundHandler)? = nil) async throws -> TLSTestServer {
         let (directory, certificate, key) = try Self.makeCertificate(gatewayShaped: gatewayShaped)
         let tls = TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(certificate)], privateKey: .privateKey(key))
         let context = try NIOSSLContext(configuration: tls)
@@ -252,6 +344,7 @@ final class TLSTestServer: @unchecked Sendable {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
                     if echo { try channel.pipeline.syncOperations.addHandler(Echo()) }
                     if let greeting { try channel.pipeline.syncOperations.addHandler(GreetingUpgrade(greeting: greeting)) }
+                    if let scripted { try channel.pipeline.syncOperations.addHandler(scripted()) }
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
