@@ -22,12 +22,15 @@ public enum RawTCP {
         return fd
     }
 
-    /// Blocks until the other end closes `fd` (or `seconds` pass); what it sent is dropped.
-    public static func waitForClose(_ fd: Int32, seconds: Int32 = 10) {
+    /// Blocks until the other end closes `fd` (true), or `seconds` pass with it open
+    /// (false); what it sent is dropped.
+    @discardableResult
+    public static func waitForClose(_ fd: Int32, seconds: Int32 = 10) -> Bool {
         var buffer = [UInt8](repeating: 0, count: 512)
         var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         while poll(&poller, 1, seconds * 1000) > 0 {
-            if recv(fd, &buffer, buffer.count, 0) <= 0 { return }
+            if recv(fd, &buffer, buffer.count, 0) <= 0 { return true }
         }
+        return false
     }
 }
