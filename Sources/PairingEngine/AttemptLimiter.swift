@@ -45,8 +45,11 @@ final class AttemptLimiter: Sendable {
         /// The address it came from (absent in files written before addresses were kept).
         var from: String?
         var at: Double
-        /// Kept in the state file (a family that exists).
-        var kept: Bool?
+        /// Kept in the state file: a guess at a family that exists (one at a family that
+        /// does not is held in memory only).
+        var kept = true
+
+        enum CodingKeys: String, CodingKey { case family, from, at }
     }
 
     /// Wrong guesses held at most (the oldest go first): memory stays bounded whatever
@@ -122,12 +125,12 @@ final class AttemptLimiter: Sendable {
     /// `kept` (a family that exists). True when this guess reaches a limit.
     @discardableResult
     func failed(_ attempt: Attempt, kept: Bool) -> Bool {
-        let failure = Failure(family: attempt.family, from: attempt.from, at: Date().timeIntervalSince1970, kept: kept ? nil : false)
+        let failure = Failure(family: attempt.family, from: attempt.from, at: Date().timeIntervalSince1970, kept: kept)
         return self.state.withLock { state in
             Self.end(attempt, &state)
             state.failures.append(failure)
             if state.failures.count > Self.capacity { state.failures.removeFirst(state.failures.count - Self.capacity) }
-            if kept { self.save(state.failures.filter { $0.kept != false }) }
+            if kept { self.save(state.failures.filter(\.kept)) }
             let family = state.failures.filter { $0.family == attempt.family }
             return family.count == self.limits.perFamily || family.count { ($0.from ?? "local") == attempt.from } == self.limits.perAddress
         }

@@ -339,7 +339,8 @@ struct PairingFlows: Sendable {
     /// alike, but kept nowhere (there is nobody to protect, and counting them would let
     /// anyone grow the limiter's state without bound).
     private struct WrongGuess: Error {
-        var counted = true
+        /// Its family exists: the guess is kept on disk too.
+        var familyExists = true
     }
 
     /// Checks the secret and takes the invitation for `device` (`status`: `accepted`,
@@ -371,7 +372,7 @@ struct PairingFlows: Sendable {
         } catch let guess as WrongGuess {
             // Counted alike whether the family exists or not (the answers tell nothing of
             // which do); kept on disk only for one that does.
-            if self.limiter.failed(attempt, kept: guess.counted) {
+            if self.limiter.failed(attempt, kept: guess.familyExists) {
                 self.metrics.lockouts.increment()
             }
             self.metrics.attempts("wrong_secret").increment()
@@ -388,19 +389,19 @@ struct PairingFlows: Sendable {
     private func verify(family: String, id: String, secret: String, kind: String) async throws -> TypedRecord<PairingInvitation> {
         var found: TypedRecord<PairingInvitation>?
         // An id that cannot be an invitation's, or a family with no pairing zone (none by
-        // that name): the same answer as a wrong id, not counted.
-        var counted = false
+        // that name): the same answer as a wrong id, counted in memory only.
+        var familyExists = false
         if Identifiers.isValid(id) {
             do {
                 found = try await self.store.fetch(family, zone: PairingStore.zone, id).flatMap { try? TypedRecord<PairingInvitation>($0) }
-                counted = true
+                familyExists = true
             } catch let error as RPCError where error.code == .notFound {
                 found = nil
             }
         }
         guard let invitation = found, invitation.fields.kind == kind else {
             self.logger.notice("pairing attempt with an unknown invitation", metadata: ["family": "\(family)", "invitation_id": "\(id)"])
-            throw WrongGuess(counted: counted)
+            throw WrongGuess(familyExists: familyExists)
         }
         guard Secrets.matches(secret, sha256Hex: invitation.fields.secretSHA256) else {
             do {

@@ -46,7 +46,7 @@ extension RPCClient {
     /// for a slot and connects. For a caller already on the connection's event loop, a
     /// call then costs no task and no change of thread.
     public func relayNow(
-        _ method: String, params: JSONValue?, auth: Auth?, from: String? = nil, timeout: Duration? = nil,
+        _ method: String, params: JSONValue?, auth: Auth?, timeout: Duration? = nil,
         completion: @escaping @Sendable (Result<EncodedJSON, RPCError>) -> Void
     ) -> RelayedCall? {
         guard let connection = self.connectionAtHand() else { return nil }
@@ -54,7 +54,7 @@ extension RPCClient {
         let id = connection.makeID()
         let payload: Data
         do {
-            payload = try Self.encodeRequest(id: id, method: method, params: params ?? .object([:]), auth: auth, from: from)
+            payload = try Self.encodeRequest(id: id, method: method, params: params ?? .object([:]), auth: auth)
         } catch {
             self.gate.leave()
             completion(.failure(error))

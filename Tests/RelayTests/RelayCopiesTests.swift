@@ -124,24 +124,29 @@ struct RelayCopiesTests {
         defer { Task { await copies.stop() } }
 
         // One home server's wakes through HAProxy, spread over the copies: 30 a minute in all.
-        // Counted in one minute's window (a burst across its end would be weighed against two).
-        try await Self.awayFromTheMinuteEnd()
-        let server = P256.Signing.PrivateKey()
-        var handles: [String] = []
-        for byte in UInt8(0x20)..<0x2a { handles.append(try await copies.seal(LocalRelay.token(byte), for: server)) }
-        let statuses = Arrivals<Int>()
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for index in 0..<40 {
-                let (body, headers) = try Copies.signed(handles[index % handles.count], by: server)
-                group.addTask {
-                    let reply = try await Copies.post(copies.url + "/v1/wake", body, headers: headers)
-                    statuses.append(reply.status)
+        // Counted in one minute's window: a burst that crossed a minute's end (weighed
+        // against two windows) is sent again by a new server, within the next minute.
+        var answered: [Int] = []
+        for attempt in 0..<3 {
+            let server = P256.Signing.PrivateKey()
+            var handles: [String] = []
+            for byte in 0..<10 { handles.append(try await copies.seal(LocalRelay.token(UInt8(0x70 + attempt * 0x10 + byte)), for: server)) }
+            let started = Date()
+            let statuses = Arrivals<Int>()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<40 {
+                    let (body, headers) = try Copies.signed(handles[index % handles.count], by: server)
+                    group.addTask {
+                        let reply = try await Copies.post(copies.url + "/v1/wake", body, headers: headers)
+                        statuses.append(reply.status)
+                    }
+                    if index % 4 == 3 { try await group.next() }
                 }
-                if index % 4 == 3 { try await group.next() }
+                try await group.waitForAll()
             }
-            try await group.waitForAll()
+            answered = statuses.all
+            if Self.minute(of: started) == Self.minute(of: Date()) { break }
         }
-        let answered = statuses.all
         #expect(answered.filter { $0 == 200 }.count == 30 && answered.filter { $0 == 429 }.count == 10, "\(answered.sorted())")
 
         // Each wake is one statement to PostgreSQL (one round trip), and nothing else.
@@ -209,9 +214,6 @@ struct RelayCopiesTests {
         await copies.stop()
     }
 
-    /// Returns once the clock is at least 15 s before the end of its minute.
-    static func awayFromTheMinuteEnd() async throws {
-        let second = Int(Date().timeIntervalSince1970) % 60
-        if second > 45 { try await Task.sleep(for: .seconds(61 - second)) }
-    }
+    /// The minute `date` falls in (the window the relay counts wakes per server in).
+    static func minute(of date: Date) -> Int { Int(date.timeIntervalSince1970) / 60 }
 }

@@ -119,19 +119,20 @@ enum ArchiveMembers {
             }
             return value
         }
-        let digits = field.prefix { $0 != 0 && $0 != UInt8(ascii: " ") }.drop { $0 == UInt8(ascii: " ") }
-        guard !digits.isEmpty || field.allSatisfy({ $0 == 0 || $0 == UInt8(ascii: " ") }) else { return 0 }
-        guard let value = Int64(String(decoding: digits, as: UTF8.self), radix: 8), value >= 0 else {
-            throw Refusal(description: "a tar header's size is not a number")
-        }
+        guard let value = Self.octal(field), value >= 0 else { throw Refusal(description: "a tar header's size is not a number") }
         return value
+    }
+
+    /// An octal number as tar writes it: leading spaces, digits, then a NUL or a space.
+    private static func octal(_ field: [UInt8]) -> Int64? {
+        let digits = field.drop { $0 == UInt8(ascii: " ") }.prefix { $0 != 0 && $0 != UInt8(ascii: " ") }
+        return digits.isEmpty ? nil : Int64(String(decoding: digits, as: UTF8.self), radix: 8)
     }
 
     /// The header's checksum: the sum of its bytes with the checksum field read as spaces.
     private static func checksumMatches(_ block: [UInt8]) -> Bool {
-        let field = block[148..<156].prefix { $0 != 0 && $0 != UInt8(ascii: " ") }.drop { $0 == UInt8(ascii: " ") }
-        guard let stored = Int(String(decoding: field, as: UTF8.self), radix: 8) else { return false }
+        guard let stored = Self.octal(Array(block[148..<156])) else { return false }
         let sum = block.enumerated().reduce(0) { sum, item in sum + ((148..<156).contains(item.offset) ? 32 : Int(item.element)) }
-        return sum == stored
+        return sum == Int(stored)
     }
 }

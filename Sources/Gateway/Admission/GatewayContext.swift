@@ -62,7 +62,8 @@ final class GatewayContext: Sendable {
     /// pairing steps) counts against its address's limit.
     func call(_ method: DeviceMethod, params: JSONValue?, identity: DeviceIdentity?, address: String, on loop: (any EventLoop)?) async throws(RPCError) -> EncodedJSON {
         if identity == nil, !self.rateLimiter.allow(address) { throw DeviceAPI.rateLimited }
-        return try await self.relay.call(method, params: params, identity: identity, from: AddressKey.of(address), on: loop)
+        // The address goes with a call that has no credential: pairing counts wrong secrets by it.
+        return try await self.relay.call(method, params: params, identity: identity, from: identity == nil ? AddressKey.of(address) : nil, on: loop)
     }
 
     /// `rpc.ping` through the gateway: the gateway answers it itself.

@@ -87,8 +87,8 @@ public final class ServiceRelay: Sendable {
 
     /// Calls a unary method as the device (or with no credential, for the pairing steps);
     /// the result as the service wrote it. `loop`: the device's socket's event loop.
-    /// `from`: the device's network address (``AddressKey``), which the services' limits
-    /// count (pairing's wrong secrets).
+    /// `from`: the network address (``AddressKey``) of a call with no credential, which
+    /// pairing counts wrong secrets by; nil for a device's own calls.
     func call(_ method: DeviceMethod, params: JSONValue?, identity: DeviceIdentity?, from: String?, on loop: (any EventLoop)? = nil) async throws(RPCError) -> EncodedJSON {
         let auth = self.forwardedAuth(method, identity)
         do {
@@ -102,11 +102,11 @@ public final class ServiceRelay: Sendable {
     /// (see ``RPCClient/relayNow(_:params:auth:timeout:completion:)``); `completion` runs on
     /// `loop` with what the device is to be told.
     func callNow(
-        _ method: DeviceMethod, params: JSONValue?, identity: DeviceIdentity, from: String?, on loop: any EventLoop,
+        _ method: DeviceMethod, params: JSONValue?, identity: DeviceIdentity, on loop: any EventLoop,
         completion: @escaping @Sendable (Result<EncodedJSON, RPCError>) -> Void
     ) -> RelayedCall? {
         let service = method.service
-        return self.client(service, on: loop).relayNow(method.name, params: params, auth: self.forwardedAuth(method, identity), from: from) { result in
+        return self.client(service, on: loop).relayNow(method.name, params: params, auth: self.forwardedAuth(method, identity)) { result in
             completion(result.mapError { Self.presentable($0, service: service) })
         }
     }

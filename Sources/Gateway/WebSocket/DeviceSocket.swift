@@ -309,7 +309,7 @@ final class DeviceSocket: Sendable {
     /// reply is written from the same thread when the service's comes.
     private func callOnLoop(_ method: DeviceMethod, id: RequestID, params: JSONValue?, identity: DeviceIdentity) -> Bool {
         let started = ContinuousClock.now
-        let call = self.gateway.relay.callNow(method, params: params, identity: identity, from: AddressKey.of(self.address), on: self.channel.eventLoop) { result in
+        let call = self.gateway.relay.callNow(method, params: params, identity: identity, on: self.channel.eventLoop) { result in
             self.answered(id, result)
             self.logger.debug("request", metadata: [
                 "remote_address": "\(self.address)", "device_id": "\(identity.deviceId)", "method": "\(method.name)",
